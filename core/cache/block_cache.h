@@ -1,0 +1,55 @@
+// A block-aligned, content-keyed on-disk cache of remote file bytes.
+//
+// Blocks are keyed by (content id, block index). The content id is the file's sha256 (LFS) or
+// git blob id, never its path or URL: a re-upload changes the id, so it can never be served
+// stale bytes. One file per block, written to a temp file and renamed into place, with a header
+// carrying the key, the length and a checksum that is verified on every read; a block that fails
+// the check is deleted and reported as a miss. A byte budget is enforced least-recently-used
+// first (hits touch the file). Several processes may share one directory. Nothing the disk does
+// (ENOSPC, EACCES, a corrupt file) is ever an error to the caller: it costs a re-fetch.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cache/cache_disk.h"
+#include "common/status.h"
+
+namespace hubfs {
+
+struct CacheOptions {
+  std::string dir;                       // created 0700 if missing
+  uint64_t budget_bytes = 10ull << 30;   // 10 GiB
+};
+
+struct CacheStats {
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t corrupt = 0;         // blocks that failed verification (deleted)
+  uint64_t write_failures = 0;  // puts the disk refused (not errors to the reader)
+  uint64_t evictions = 0;
+  uint64_t bytes_used = 0;      // this process's estimate of the directory's size
+};
+
+class BlockCache {
+ public:
+  // Fails only if the directory cannot be created or used at all (the message names it and the
+  // fix). Does not scan existing blocks before returning: that happens in the background.
+  static Result<std::unique_ptr<BlockCache>> open(CacheOptions options,
+                                                  std::shared_ptr<CacheDisk> disk = posix_disk());
+  virtual ~BlockCache() = default;
+
+  // The verified bytes of the block, or nullopt (absent, or corrupt and now deleted).
+  virtual std::optional<std::string> get(std::string_view content_id, uint64_t index) = 0;
+  // Stores the block; failures are counted, never reported.
+  virtual void put(std::string_view content_id, uint64_t index, std::string_view data) = 0;
+  virtual CacheStats stats() const = 0;
+  // Evicts now until the directory fits the budget (normally done in the background on put).
+  virtual void enforce_budget() = 0;
+};
+
+}  // namespace hubfs

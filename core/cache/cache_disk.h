@@ -1,0 +1,39 @@
+// The one seam between the block cache and the disk. The cache does all its file work through
+// CacheDisk, so tests can inject ENOSPC, permission errors, torn writes and flipped bits.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace hubfs {
+
+struct DiskEntry {
+  std::string path;       // full path
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;   // the cache's recency clock (touched on every hit)
+};
+
+class CacheDisk {
+ public:
+  virtual ~CacheDisk() = default;
+  virtual Status make_dirs(const std::string& path, unsigned mode) = 0;
+  // Reads a whole file of at most max_bytes (larger: kCorrupt). Missing: kNotFound.
+  virtual Result<std::string> read_file(const std::string& path, uint64_t max_bytes) = 0;
+  // Creates a fresh file (O_EXCL) and writes all of data to it.
+  virtual Status write_new_file(const std::string& path, std::string_view data) = 0;
+  virtual Status rename(const std::string& from, const std::string& to) = 0;  // atomic replace
+  virtual Status remove(const std::string& path) = 0;
+  virtual Status touch(const std::string& path) = 0;  // set mtime to now
+  // Regular files under dir, recursively.
+  virtual Result<std::vector<DiskEntry>> list_files(const std::string& dir) = 0;
+};
+
+// The real disk (POSIX calls).
+std::shared_ptr<CacheDisk> posix_disk();
+
+}  // namespace hubfs

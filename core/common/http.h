@@ -1,0 +1,72 @@
+// The one seam between hubfs and the network. Everything that speaks HTTP (the Hub client,
+// the range fetcher) does it through HttpTransport, so unit tests swap in a scripted fake and
+// inject any fault (resets, stalls, 5xx, lying Content-Range) without a socket.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace hubfs {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// Case-insensitive lookup of the first header with this name.
+std::optional<std::string> find_header(const Headers& headers, std::string_view name);
+
+struct HttpRequest {
+  std::string method = "GET";  // GET, HEAD or POST
+  std::string url;
+  Headers headers;             // sent as given (Range, Authorization, Content-Type ...)
+  std::string body;            // POST body
+  // The transport aborts a transfer whose body grows past this, so a server that ignores a
+  // Range header cannot make us buffer a whole multi-GB file in memory.
+  uint64_t max_body = 256ull << 20;
+  // Redirects are never followed by the transport: the Hub client handles them itself, because
+  // the Authorization header must not travel to another host.
+};
+
+struct HttpResponse {
+  long status = 0;
+  Headers headers;  // header names lower-cased
+  std::string body;
+
+  std::optional<std::string> header(std::string_view name) const { return find_header(headers, name); }
+};
+
+// Where the bytes of one file can be read from right now: a URL and the headers to send with
+// it (Authorization only when the URL is on the Hub endpoint itself). Signed CDN URLs expire.
+struct Location {
+  std::string url;
+  Headers headers;
+  std::chrono::steady_clock::time_point expires = std::chrono::steady_clock::time_point::max();
+};
+
+class HttpTransport {
+ public:
+  using Callback = std::function<void(Result<HttpResponse>)>;
+  virtual ~HttpTransport() = default;
+
+  // Starts the request and returns at once; `done` runs exactly once, on a transport thread,
+  // with the response (any HTTP status) or a transport failure (kUnavailable for connect
+  // errors and resets, kTimeout for connect/first-byte/stall timeouts). Thread-safe.
+  virtual void submit(HttpRequest request, Callback done) = 0;
+
+  // Submit and wait.
+  Result<HttpResponse> perform(HttpRequest request) {
+    auto promise = std::make_shared<std::promise<Result<HttpResponse>>>();
+    auto future = promise->get_future();
+    submit(std::move(request), [promise](Result<HttpResponse> r) { promise->set_value(std::move(r)); });
+    return future.get();
+  }
+};
+
+}  // namespace hubfs

@@ -1,0 +1,37 @@
+// Retries transient failures of an inner transport: transport errors (resets, timeouts) and
+// HTTP 408, 429, 500, 502, 503, 504. Backoff is exponential with full jitter (base doubling to
+// a cap), honouring Retry-After (seconds) and RateLimit ("...;t=N": wait N+1 s). Total attempts
+// are bounded so every request ends. Anything else (2xx, 3xx, 4xx) is returned as is.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+
+#include "common/http.h"
+
+namespace hubfs {
+
+struct RetryPolicy {
+  int max_attempts = 5;  // first try included
+  std::chrono::milliseconds base_delay{1000};
+  std::chrono::milliseconds max_delay{8000};
+  std::chrono::milliseconds max_retry_after{60000};  // a server asking for more is capped
+};
+
+class RetryingTransport : public HttpTransport {
+ public:
+  // How a retry waits; tests inject one that records the delay and returns at once.
+  // The default schedules the resubmission on a timer thread (never blocks a caller).
+  using Scheduler = std::function<void(std::chrono::milliseconds delay, std::function<void()> fn)>;
+
+  RetryingTransport(HttpTransport& inner, RetryPolicy policy = {}, Scheduler scheduler = nullptr);
+  ~RetryingTransport() override;
+  void submit(HttpRequest request, Callback done) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hubfs

@@ -1,0 +1,60 @@
+// A scripted HttpTransport for unit tests: every request is answered by a handler the test
+// writes, on a thread of its own (as the real transport answers on its own thread), and recorded.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/http.h"
+
+namespace hubfs::testing {
+
+class FakeTransport : public HttpTransport {
+ public:
+  using Handler = std::function<Result<HttpResponse>(const HttpRequest&)>;
+  explicit FakeTransport(Handler handler) : handler_(std::move(handler)) {}
+  ~FakeTransport() override {
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      threads.swap(threads_);
+    }
+    for (auto& t : threads) t.join();
+  }
+
+  void submit(HttpRequest request, Callback done) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests_.push_back(request);
+    threads_.emplace_back([this, request = std::move(request), done = std::move(done)] {
+      int now = ++in_flight_;
+      int peak = peak_.load();
+      while (now > peak && !peak_.compare_exchange_weak(peak, now)) {}
+      auto result = handler_(request);
+      --in_flight_;
+      done(std::move(result));
+    });
+  }
+
+  std::vector<HttpRequest> requests() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+  size_t request_count() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_.size();
+  }
+  int peak_in_flight() const { return peak_.load(); }
+
+ private:
+  Handler handler_;
+  mutable std::mutex mu_;
+  std::vector<HttpRequest> requests_;
+  std::vector<std::thread> threads_;
+  std::atomic<int> in_flight_{0};
+  std::atomic<int> peak_{0};
+};
+
+}  // namespace hubfs::testing
