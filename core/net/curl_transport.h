@@ -17,6 +17,12 @@ struct CurlOptions {
   std::string user_agent = "hubfs/0.1";
 };
 
+// Callbacks run on the one event-loop thread: they must not block (no perform() on this
+// transport, no disk-heavy work), or every other transfer waits. Submitting more work from a
+// callback is fine. Requests beyond max_in_flight wait in a FIFO queue.
+// Failures: kTimeout for connect, first-byte and stall timeouts; kUnavailable for connect
+// errors, resets and bodies cut short; kCorrupt when the body passes request.max_body;
+// kInvalidArgument for a malformed URL or a method other than GET, HEAD, POST.
 class CurlTransport : public HttpTransport {
  public:
   explicit CurlTransport(CurlOptions options = {});

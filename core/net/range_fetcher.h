@@ -5,10 +5,15 @@
 // ignored Range) is sliced only when it is provably the whole file, never taken as the range.
 // A 403 from a signed URL asks the Locator for a fresh location once, then tries again.
 // Transient failures are retried by the transport (see RetryingTransport), not here.
+//
+// Threads: locate(false) runs on the thread calling fetch_async/fetch; locate(true) runs on the
+// fetcher's own refresh thread, never on a transport thread, so a Locator may block on the
+// network (through the same transport) without stalling the transport's event loop.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,10 +35,18 @@ class RangeFetcher {
  public:
   using Callback = std::function<void(Result<std::string>)>;
 
-  explicit RangeFetcher(HttpTransport& transport) : transport_(transport) {}
+  // `transport` must outlive this fetcher and every fetch it started.
+  explicit RangeFetcher(HttpTransport& transport);
+  // Fetches still waiting for a locator refresh fail with kUnavailable; others finish normally.
+  ~RangeFetcher();
+  RangeFetcher(const RangeFetcher&) = delete;
+  RangeFetcher& operator=(const RangeFetcher&) = delete;
 
   // Starts fetching `range` of a file of `file_size` bytes; `done` runs once with exactly
-  // range.length bytes or an error. Thread-safe; returns at once.
+  // range.length bytes or an error. Thread-safe; returns at once (after locate(false)).
+  // Errors: kInvalidArgument (range past EOF: a caller bug), kCorrupt (Content-Range or
+  // length mismatch, server ignored Range), kPermissionDenied (403 even after a refresh),
+  // kNotFound (404), kOutOfRange (416), kIo (any other status), or the transport's error.
   void fetch_async(const Locator& locate, uint64_t file_size, ByteRange range, Callback done);
 
   // Fetches all ranges concurrently and waits. results[i] answers ranges[i].
@@ -41,7 +54,9 @@ class RangeFetcher {
                                          const std::vector<ByteRange>& ranges);
 
  private:
-  HttpTransport& transport_;
+  struct Shared;
+
+  std::shared_ptr<Shared> shared_;  // outlives this object while fetches are in flight
 };
 
 }  // namespace hubfs

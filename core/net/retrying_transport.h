@@ -17,21 +17,26 @@ struct RetryPolicy {
   std::chrono::milliseconds base_delay{1000};
   std::chrono::milliseconds max_delay{8000};
   std::chrono::milliseconds max_retry_after{60000};  // a server asking for more is capped
+  // Uniform in [0, 1): the full-jitter draw. Empty means a thread-local PRNG; tests pin it.
+  std::function<double()> jitter;
 };
 
 class RetryingTransport : public HttpTransport {
  public:
   // How a retry waits; tests inject one that records the delay and returns at once.
   // The default schedules the resubmission on a timer thread (never blocks a caller).
+  // A Scheduler must run fn exactly once (that is what guarantees every request an answer).
   using Scheduler = std::function<void(std::chrono::milliseconds delay, std::function<void()> fn)>;
 
   RetryingTransport(HttpTransport& inner, RetryPolicy policy = {}, Scheduler scheduler = nullptr);
+  // `inner` must outlive this object and every request submitted through it. Destruction
+  // cancels waiting retries: each such request gets its last answer at once.
   ~RetryingTransport() override;
   void submit(HttpRequest request, Callback done) override;
 
  private:
   struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared with in-flight callbacks
 };
 
 }  // namespace hubfs

@@ -1,0 +1,273 @@
+#include "net/range_fetcher.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "net/url_parts.h"
+
+namespace hubfs {
+namespace {
+
+// A server that ignores Range answers 200 with the whole file. For a file up to this size we
+// accept that and slice (costs at most this much memory per request); for a bigger file the
+// transport aborts the transfer as soon as the body passes the range length.
+constexpr uint64_t kWholeFileLimit = 16ull << 20;
+
+std::string range_text(ByteRange r) {
+  return std::to_string(r.offset) + "-" + std::to_string(r.offset + r.length - 1);
+}
+
+// Runs locator refreshes off the transport's threads (a Locator may block on the network, and
+// the transport's callback thread must not). One thread, started on the first 403.
+class RefreshWorker {
+ public:
+  using Job = std::function<void(bool cancelled)>;
+
+  ~RefreshWorker() { shutdown(); }
+
+  void post(Job job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!stopped_) {
+        jobs_.push_back(std::move(job));
+        if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+        cv_.notify_one();
+        return;
+      }
+    }
+    job(true);
+  }
+
+  // Lets the running job finish, cancels the rest.
+  void shutdown() {
+    std::thread thread;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopped_ = true;
+      thread.swap(thread_);
+    }
+    cv_.notify_one();
+    if (thread.joinable()) {
+      if (thread.get_id() == std::this_thread::get_id()) {
+        thread.detach();  // the last owner died inside a job: run() exits right after it
+      } else {
+        thread.join();
+      }
+    }
+    std::deque<Job> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      left.swap(jobs_);
+    }
+    for (auto& job : left) job(true);
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stopped_ || !jobs_.empty(); });
+      if (stopped_) return;
+      Job job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job(false);
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  bool stopped_ = false;
+  std::thread thread_;
+};
+
+// One range, across its (at most two) requests.
+struct Fetch {
+  std::shared_ptr<const Locator> locate;
+  uint64_t file_size = 0;
+  ByteRange range;
+  RangeFetcher::Callback done;
+  bool refreshed = false;  // a 403 already asked the Locator for a fresh location
+
+  void fail(Status s) { done(std::move(s)); }
+
+  // Exactly range.length bytes from `r`, or why not.
+  Result<std::string> check(const std::string& host, Result<HttpResponse> r) const {
+    const std::string what = "bytes " + range_text(range) + " from " + host;
+    if (!r.ok()) return r.status().with_context("fetching " + what);
+    HttpResponse& resp = r.value();
+    switch (resp.status) {
+      case 206: {
+        const std::string expected = "bytes " + range_text(range) + "/" + std::to_string(file_size);
+        auto got = resp.header("content-range");
+        if (!got) return Corrupt(host + " answered 206 without Content-Range for " + what + "; refusing unverifiable bytes");
+        if (*got != expected)
+          return Corrupt(host + " sent Content-Range '" + *got + "', expected '" + expected +
+                         "'; the file changed on the server or the server is broken");
+        if (resp.body.size() != range.length)
+          return Corrupt(host + " sent " + std::to_string(resp.body.size()) + " bytes for " + what + " (" +
+                         std::to_string(range.length) + " expected): truncated or padded body");
+        return std::move(resp.body);
+      }
+      case 200:
+        if (resp.body.size() != file_size)
+          return Corrupt(host + " ignored Range: answered 200 with " + std::to_string(resp.body.size()) +
+                         " bytes for " + what + " of a " + std::to_string(file_size) +
+                         "-byte file; the server does not support range requests");
+        if (range.offset == 0 && range.length == file_size) return std::move(resp.body);
+        return resp.body.substr(range.offset, range.length);
+      case 403:
+        return PermissionDenied(host + " answered 403 for " + what +
+                                " even after refreshing the location; check the token has access to the repo");
+      case 404:
+        return NotFound(host + " answered 404 for " + what + "; the file is gone from the server");
+      case 416:
+        return Status(Code::kOutOfRange, host + " answered 416 for " + what + " of a " +
+                                             std::to_string(file_size) +
+                                             "-byte file; the file on the server is shorter than expected");
+      default:
+        return IoError(host + " answered HTTP " + std::to_string(resp.status) + " for " + what);
+    }
+  }
+};
+
+}  // namespace
+
+struct RangeFetcher::Shared : std::enable_shared_from_this<RangeFetcher::Shared> {
+  explicit Shared(HttpTransport& t) : transport(t) {}
+  HttpTransport& transport;
+  RefreshWorker refresher;
+
+  void start(std::shared_ptr<const Locator> locate, const Result<Location>& location, uint64_t file_size,
+             ByteRange range, Callback done);
+  void send(std::shared_ptr<Fetch> fetch, Location location);
+  void refresh_and_resend(std::shared_ptr<Fetch> fetch);
+};
+
+void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location) {
+  HttpRequest request;
+  request.method = "GET";
+  request.url = std::move(location.url);
+  request.headers = std::move(location.headers);
+  request.headers.emplace_back("Range", "bytes=" + range_text(fetch->range));
+  // Room for a whole small file (a 200 we can still slice), else exactly the range.
+  request.max_body = std::max(fetch->range.length, fetch->file_size <= kWholeFileLimit ? fetch->file_size : 0);
+  std::string host = net::url_host(request.url);
+  transport.submit(std::move(request), [self = shared_from_this(), fetch, host](Result<HttpResponse> r) {
+    if (r.ok() && r->status == 403 && !fetch->refreshed) {
+      self->refresh_and_resend(fetch);
+      return;
+    }
+    fetch->done(fetch->check(host, std::move(r)));
+  });
+}
+
+// A 403 on a signed URL usually means it expired: ask for a fresh one, once, off the
+// transport's thread.
+void RangeFetcher::Shared::refresh_and_resend(std::shared_ptr<Fetch> fetch) {
+  fetch->refreshed = true;
+  std::weak_ptr<Shared> weak = weak_from_this();
+  refresher.post([weak, fetch](bool cancelled) {
+    auto self = weak.lock();
+    if (cancelled || !self) {
+      fetch->fail(Unavailable("fetching bytes " + range_text(fetch->range) +
+                              ": the range fetcher shut down while refreshing an expired location"));
+      return;
+    }
+    Result<Location> location = (*fetch->locate)(true);
+    if (!location.ok()) {
+      fetch->fail(location.status().with_context("refreshing the location after a 403"));
+      return;
+    }
+    self->send(fetch, std::move(location).value());
+  });
+}
+
+namespace {
+
+// A range past the end of the file is the caller's bug; say so rather than clamp.
+Status validate(uint64_t file_size, ByteRange range) {
+  if (range.offset > file_size || range.length > file_size - range.offset)
+    return InvalidArgument("byte range offset " + std::to_string(range.offset) + " length " +
+                           std::to_string(range.length) + " runs past the end of a " + std::to_string(file_size) +
+                           "-byte file (a caller bug: ranges must lie inside the file)");
+  return Status::Ok();
+}
+
+}  // namespace
+
+RangeFetcher::RangeFetcher(HttpTransport& transport) : shared_(std::make_shared<Shared>(transport)) {}
+
+RangeFetcher::~RangeFetcher() { shared_->refresher.shutdown(); }
+
+void RangeFetcher::Shared::start(std::shared_ptr<const Locator> locate, const Result<Location>& location,
+                                 uint64_t file_size, ByteRange range, Callback done) {
+  if (Status s = validate(file_size, range); !s.ok()) {
+    done(std::move(s));
+    return;
+  }
+  if (range.length == 0) {
+    done(std::string());
+    return;
+  }
+  if (!location.ok()) {
+    done(location.status());
+    return;
+  }
+  auto fetch = std::make_shared<Fetch>();
+  fetch->locate = std::move(locate);
+  fetch->file_size = file_size;
+  fetch->range = range;
+  fetch->done = std::move(done);
+  send(std::move(fetch), location.value());
+}
+
+void RangeFetcher::fetch_async(const Locator& locate, uint64_t file_size, ByteRange range, Callback done) {
+  if (Status s = validate(file_size, range); !s.ok() || range.length == 0) {
+    if (s.ok()) {
+      done(std::string());
+    } else {
+      done(std::move(s));
+    }
+    return;
+  }
+  shared_->start(std::make_shared<const Locator>(locate), locate(false), file_size, range, std::move(done));
+}
+
+std::vector<Result<std::string>> RangeFetcher::fetch(const Locator& locate, uint64_t file_size,
+                                                     const std::vector<ByteRange>& ranges) {
+  std::vector<Result<std::string>> results(ranges.size(), Result<std::string>(Internal("fetch never answered")));
+  if (ranges.empty()) return results;
+
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t left;
+  };
+  auto wait = std::make_shared<Wait>();
+  wait->left = ranges.size();
+
+  auto shared_locate = std::make_shared<const Locator>(locate);
+  // One location for all ranges: the Locator is asked once, not once per range.
+  bool any_request = std::any_of(ranges.begin(), ranges.end(), [](ByteRange r) { return r.length > 0; });
+  Result<Location> location = any_request ? locate(false) : Result<Location>(Location{});
+
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    shared_->start(shared_locate, location, file_size, ranges[i], [wait, &results, i](Result<std::string> r) {
+      std::lock_guard<std::mutex> lock(wait->mu);
+      results[i] = std::move(r);
+      if (--wait->left == 0) wait->cv.notify_all();
+    });
+  }
+  // Bounded: every request ends (the transport's timeouts, the refresh thread's shutdown).
+  std::unique_lock<std::mutex> lock(wait->mu);
+  wait->cv.wait(lock, [&] { return wait->left == 0; });
+  return results;
+}
+
+}  // namespace hubfs

@@ -1,0 +1,270 @@
+#include "net/retrying_transport.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <charconv>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace hubfs {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::optional<int64_t> parse_int(std::string_view s) {
+  s = trim(s);
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < 0) return std::nullopt;
+  return v;
+}
+
+bool retryable_status(long status) {
+  switch (status) {
+    case 408: case 429: case 500: case 502: case 503: case 504: return true;
+    default: return false;
+  }
+}
+
+bool retryable(const Result<HttpResponse>& r) {
+  if (!r.ok()) return r.status().code() == Code::kUnavailable || r.status().code() == Code::kTimeout;
+  return retryable_status(r->status);
+}
+
+// Retry-After: delta-seconds, or an HTTP-date (RFC 9110 IMF-fixdate).
+std::optional<milliseconds> parse_retry_after(std::string_view value) {
+  if (auto seconds = parse_int(value)) return milliseconds(*seconds * 1000);
+  std::string text(trim(value));
+  struct tm tm = {};
+  const char* end = strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  if (!end || *end != '\0') return std::nullopt;
+  auto when = std::chrono::system_clock::from_time_t(timegm(&tm));
+  auto wait = std::chrono::duration_cast<milliseconds>(when - std::chrono::system_clock::now());
+  return std::max(wait, milliseconds(0));
+}
+
+// IETF RateLimit header, as the Hub sends it: `"api";r=0;t=55` means no requests remain in
+// this window, which resets in 55 s. Returns t when the quota is exhausted (r=0, or r absent).
+std::optional<int64_t> parse_ratelimit_reset(std::string_view value) {
+  std::optional<int64_t> remaining, reset;
+  while (!value.empty()) {
+    size_t semi = value.find(';');
+    std::string_view part = trim(value.substr(0, semi));
+    if (part.starts_with("r=")) remaining = parse_int(part.substr(2));
+    if (part.starts_with("t=")) reset = parse_int(part.substr(2));
+    if (semi == std::string_view::npos) break;
+    value.remove_prefix(semi + 1);
+  }
+  if (!reset || (remaining && *remaining > 0)) return std::nullopt;
+  return reset;
+}
+
+double default_jitter() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
+
+// The default Scheduler: one thread runs each function when its time comes. shutdown() runs
+// whatever is still waiting at once (each retry then sees the transport stopping and reports
+// its last result), so no request is left without an answer.
+class TimerThread {
+ public:
+  TimerThread() : thread_([this] { run(); }) {}
+  ~TimerThread() { shutdown(); }
+
+  // False when shut down: the caller runs fn itself.
+  bool post(milliseconds delay, std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return false;
+      timers_.push(Timer{Clock::now() + delay, next_seq_++, std::move(fn)});
+    }
+    cv_.notify_one();
+    return true;
+  }
+
+  void shutdown() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return;
+      stopped_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) {
+      if (thread_.get_id() == std::this_thread::get_id()) {
+        thread_.detach();  // cannot join ourselves; run() returns right after this call
+      } else {
+        thread_.join();
+      }
+    }
+    std::vector<std::function<void()>> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!timers_.empty()) {
+        left.push_back(timers_.top().fn);
+        timers_.pop();
+      }
+    }
+    for (auto& fn : left) fn();
+  }
+
+ private:
+  struct Timer {
+    Clock::time_point due;
+    uint64_t seq;  // FIFO among equal deadlines
+    std::function<void()> fn;
+    bool operator>(const Timer& o) const { return due != o.due ? due > o.due : seq > o.seq; }
+  };
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopped_) {
+      if (timers_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      if (timers_.top().due > Clock::now()) {
+        cv_.wait_until(lock, timers_.top().due);
+        continue;
+      }
+      auto fn = timers_.top().fn;
+      timers_.pop();
+      lock.unlock();
+      fn();  // resubmits to the inner transport: returns at once
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  uint64_t next_seq_ = 0;
+  bool stopped_ = false;
+  std::thread thread_;
+};
+
+// One logical request across its attempts.
+struct Call {
+  HttpRequest request;
+  HttpTransport::Callback done;
+  int attempt = 1;
+};
+
+}  // namespace
+
+// Shared with every in-flight callback, so an answer arriving after the RetryingTransport is
+// gone still finds its state (it is then delivered as is, without a retry).
+struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
+  HttpTransport& inner;
+  RetryPolicy policy;
+  Scheduler scheduler;
+  std::shared_ptr<TimerThread> timer;  // only with the default scheduler
+
+  std::mutex mu;
+  bool stopping = false;
+
+  Impl(HttpTransport& in, RetryPolicy p, Scheduler s) : inner(in), policy(std::move(p)) {
+    policy.max_attempts = std::max(1, policy.max_attempts);
+    if (s) {
+      scheduler = std::move(s);
+    } else {
+      timer = std::make_shared<TimerThread>();
+      scheduler = [t = timer](milliseconds delay, std::function<void()> fn) {
+        if (!t->post(delay, fn)) fn();
+      };
+    }
+  }
+
+  bool is_stopping() {
+    std::lock_guard<std::mutex> lock(mu);
+    return stopping;
+  }
+
+  void attempt(std::shared_ptr<Call> call) {
+    HttpRequest copy = call->request;  // the original stays for the next attempt
+    inner.submit(std::move(copy), [self = shared_from_this(), call](Result<HttpResponse> r) {
+      self->on_result(call, std::move(r));
+    });
+  }
+
+  // The wait before the next attempt: what the server asked for if it said, else backoff.
+  milliseconds delay_before_retry(const Result<HttpResponse>& r, int failed_attempts) const {
+    if (r.ok()) {
+      std::optional<milliseconds> asked;
+      if (auto v = r->header("retry-after")) asked = parse_retry_after(*v);
+      if (auto v = r->header("ratelimit")) {
+        if (auto reset = parse_ratelimit_reset(*v)) {
+          // +1 s: the window resets at t, so a request at exactly t may still be refused.
+          milliseconds wait((*reset + 1) * 1000);
+          asked = asked ? std::max(*asked, wait) : wait;
+        }
+      }
+      if (asked) return std::min(*asked, policy.max_retry_after);
+    }
+    // Full jitter: uniform in [0, base * 2^(n-1)], capped; spreads out a thundering herd.
+    milliseconds cap = policy.base_delay;
+    for (int i = 1; i < failed_attempts && cap < policy.max_delay; ++i) cap *= 2;
+    cap = std::min(cap, policy.max_delay);
+    double unit = policy.jitter ? std::clamp(policy.jitter(), 0.0, 1.0) : default_jitter();
+    return milliseconds(static_cast<int64_t>(unit * static_cast<double>(cap.count())));
+  }
+
+  void on_result(const std::shared_ptr<Call>& call, Result<HttpResponse> r) {
+    if (!retryable(r)) {
+      call->done(std::move(r));
+      return;
+    }
+    if (call->attempt >= policy.max_attempts) {
+      if (!r.ok()) r = r.status().with_context("gave up after " + std::to_string(call->attempt) + " attempts");
+      call->done(std::move(r));
+      return;
+    }
+    if (is_stopping()) {
+      call->done(std::move(r));
+      return;
+    }
+    milliseconds delay = delay_before_retry(r, call->attempt);
+    ++call->attempt;
+    auto last = std::make_shared<Result<HttpResponse>>(std::move(r));
+    scheduler(delay, [self = shared_from_this(), call, last] {
+      if (self->is_stopping()) {
+        call->done(std::move(*last));  // shutting down: the last answer is the answer
+      } else {
+        self->attempt(call);
+      }
+    });
+  }
+};
+
+RetryingTransport::RetryingTransport(HttpTransport& inner, RetryPolicy policy, Scheduler scheduler)
+    : impl_(std::make_shared<Impl>(inner, std::move(policy), std::move(scheduler))) {}
+
+RetryingTransport::~RetryingTransport() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  if (impl_->timer) impl_->timer->shutdown();
+}
+
+void RetryingTransport::submit(HttpRequest request, Callback done) {
+  auto call = std::make_shared<Call>();
+  call->request = std::move(request);
+  call->done = std::move(done);
+  impl_->attempt(std::move(call));
+}
+
+}  // namespace hubfs
