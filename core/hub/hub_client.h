@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,24 +29,30 @@ struct RepoRef {
 };
 
 // Parses "[models/|datasets/|spaces/]ORG/NAME[@REVISION]". An explicit type or revision (from
-// --repo-type / --revision) wins over the spec; a conflict between them is an error.
+// --repo-type model|dataset|space / --revision) wins over the spec; a conflict between them is
+// an error naming both.
 Result<RepoRef> parse_repo_ref(std::string_view spec, std::optional<std::string> type_override = {},
                                std::optional<std::string> revision_override = {});
 
 // "models", "datasets", "spaces" (API path) and "", "datasets/", "spaces/" (resolve prefix).
 std::string_view api_segment(RepoType type);
 std::string_view resolve_prefix(RepoType type);
+// "model", "dataset", "space": the word users type and read in messages.
+std::string_view type_name(RepoType type);
 // Percent-encodes everything but unreserved characters: a revision is one path segment.
 std::string encode_segment(std::string_view s);
 // Percent-encodes a repo path, keeping its slashes.
 std::string encode_path(std::string_view path);
+// {endpoint}/{prefix}{id}/resolve/{encoded revision}/{encoded path}: where a file's bytes start.
+std::string resolve_url(std::string_view endpoint, const RepoRef& repo, std::string_view path);
 
 struct TokenSources {
   std::function<const char*(const char*)> getenv = ::getenv;
   std::function<std::optional<std::string>(const std::string&)> read_file;  // default: the file
 };
 // HF_TOKEN, HUGGING_FACE_HUB_TOKEN, HF_TOKEN_PATH, $HF_HOME/token, $XDG_CACHE_HOME/huggingface/token,
-// ~/.cache/huggingface/token; whitespace stripped; empty means none.
+// ~/.cache/huggingface/token; whitespace stripped; empty means none. A token holding control
+// characters or inner spaces is ignored: it could not travel in a header without corrupting it.
 std::optional<std::string> find_token(const TokenSources& sources = {});
 
 struct RepoInfo {
@@ -65,9 +73,25 @@ struct TreeEntry {
   std::string content_id() const { return lfs_sha256 ? "sha256:" + *lfs_sha256 : "oid:" + oid; }
 };
 
+// Both clocks the client reads, injectable so tests can move time without sleeping.
+struct HubClock {
+  // Decides when a remembered Location is stale.
+  std::function<std::chrono::steady_clock::time_point()> steady = [] { return std::chrono::steady_clock::now(); };
+  // Reads absolute expiry stamps in signed URLs (X-Amz-Date, Expires=<unix>).
+  std::function<std::chrono::system_clock::time_point()> wall = [] { return std::chrono::system_clock::now(); };
+};
+
 struct HubConfig {
-  std::string endpoint = "https://huggingface.co";  // no trailing slash
+  std::string endpoint = "https://huggingface.co";  // no trailing slash (one is stripped)
   std::optional<std::string> token;                 // never logged
+  std::string user_agent = "hubfs/0.1.0";           // the Hub asks clients to name themselves
+  HubClock clock;
+  // A listing larger than this is refused rather than held in memory: the Hub advises fewer
+  // than 10k files per folder, so 10x that is generous and stays near 20 MB of entries.
+  size_t max_dir_entries = 100000;
+  // Pages are ~1000 entries; 1000 pages covers max_dir_entries even with short pages, and
+  // guarantees a server that always offers a fresh "next" cannot keep us listing forever.
+  size_t max_dir_pages = 1000;
 };
 
 class HubClient {
@@ -79,22 +103,37 @@ class HubClient {
   Result<RepoInfo> repo_info(const RepoRef& repo);
 
   // One directory ("" is the root), all pages (Link rel="next"). Directory missing: kNotFound.
+  // Only direct children of `dir` are returned (anything else the server sends is dropped),
+  // each path once.
   Result<std::vector<TreeEntry>> list_dir(const RepoRef& repo, std::string_view dir);
+
+  // Entries for those of `paths` that exist (missing ones are simply absent), in one or a few
+  // POST paths-info requests. Lets a stat of one path skip listing its whole parent.
+  Result<std::vector<TreeEntry>> paths_info(const RepoRef& repo, const std::vector<std::string>& paths);
 
   // Where the file's bytes are: the CDN location of the 302 (no Authorization header: it is
   // signed), or the resolve URL itself with Authorization for files served directly.
-  // Remembered per (repo, path) until it expires or refresh=true (after a 403).
+  // Remembered per (repo, revision, path) until it expires or refresh=true (after a 403).
+  // `expires` already includes a safety margin: past it, call locate again. Concurrent calls
+  // for one path share a single resolve.
   Result<Location> locate(const RepoRef& repo, std::string_view path, bool refresh = false);
 
   const HubConfig& config() const { return config_; }
 
  private:
+  // Authorization only for URLs on the endpoint's own scheme, host and port.
   Headers auth_headers_for(std::string_view url) const;
+  Headers request_headers_for(std::string_view url) const;
+  Result<Location> resolve_location(const RepoRef& repo, std::string_view path);
+  std::chrono::steady_clock::time_point expiry_of(const std::string& signed_url) const;
+  void remember_location(const std::string& key, const Location& location);
 
   HubConfig config_;
   HttpTransport& transport_;
-  std::mutex mu_;
+  std::mutex mu_;  // guards locations_ and resolving_
   std::unordered_map<std::string, Location> locations_;
+  // Resolves in flight, so concurrent locate() calls of one path wait for one answer.
+  std::unordered_map<std::string, std::shared_future<Result<Location>>> resolving_;
 };
 
 }  // namespace hubfs

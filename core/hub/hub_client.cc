@@ -1,0 +1,350 @@
+#include "hub/hub_client.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "hub/hub_errors.h"
+#include "hub/hub_json.h"
+#include "hub/url.h"
+
+namespace hubfs {
+namespace {
+
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+
+// The Hub's own page size for tree listings; asking for it explicitly keeps the page count
+// (one round trip each) predictable if the server default ever shrinks.
+constexpr int kTreePageLimit = 1000;
+// A tree page of 1000 entries is ~300 KB and repo info with the sibling list of a 100k-file
+// repo ~10 MB: this bound leaves headroom and still stops a runaway body.
+constexpr uint64_t kMaxJsonBody = 64ull << 20;
+// A HEAD answer has no body; anything bigger than an error page is not worth keeping.
+constexpr uint64_t kMaxHeadBody = 64 << 10;
+// Renamed repos add one same-host hop and the CDN one more; 5 is ample and ends any loop.
+constexpr int kMaxRedirects = 5;
+// A URL we cannot date is re-resolved after this: well inside the ~1 h the Hub signs for.
+constexpr seconds kDefaultLocationTtl{600};
+// Stop using a signed URL this long before it expires, so a range request started near the
+// end (and retried with backoff) still reaches the CDN while the signature holds.
+constexpr seconds kExpiryMargin{60};
+// An "Expires=" further away than this is not believed (a skewed clock or a foreign scheme).
+constexpr seconds kMaxTrustedLifetime{7 * 24 * 3600};
+// Signed URLs are ~1 KB: remembering 10k files keeps this table near 10 MB.
+constexpr size_t kMaxRememberedLocations = 10000;
+// Paths per paths-info POST: keeps each form body to a few KB even for deep paths.
+constexpr size_t kPathsInfoBatch = 100;
+
+// Checks a repo path before it is put in a URL; "" only when allow_root. Leading and trailing
+// slashes are dropped; empty, "." and ".." segments are refused (URL normalisation would
+// otherwise reinterpret them).
+Result<std::string> normalize_repo_path(std::string_view path, bool allow_root) {
+  while (!path.empty() && path.front() == '/') path.remove_prefix(1);
+  while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+  if (path.empty()) {
+    if (allow_root) return std::string();
+    return InvalidArgument("empty file path: name a file inside the repository");
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    std::string_view seg = path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (seg.empty() || seg == "." || seg == "..") {
+      return InvalidArgument("path '" + std::string(path) +
+                             "' has an empty, '.' or '..' segment: give a plain repo-relative path like dir/file");
+    }
+    for (unsigned char c : seg) {
+      if (c < 0x20 || c == 0x7f) {
+        return InvalidArgument("path '" + std::string(path) + "' contains a control character");
+      }
+    }
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return std::string(path);
+}
+
+// True when `path` names a direct child of `dir` ("" is the root).
+bool is_direct_child(std::string_view path, std::string_view dir) {
+  std::string_view name = path;
+  if (!dir.empty()) {
+    if (path.size() <= dir.size() + 1 || path.substr(0, dir.size()) != dir || path[dir.size()] != '/') return false;
+    name = path.substr(dir.size() + 1);
+  }
+  return !name.empty() && name.find('/') == std::string_view::npos && name != "." && name != "..";
+}
+
+bool is_redirect(long status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+// "20240101T000000Z" (X-Amz-Date) -> unix seconds.
+std::optional<int64_t> parse_amz_date(std::string_view s) {
+  if (s.size() != 16 || s[8] != 'T' || s[15] != 'Z') return std::nullopt;
+  std::string iso = std::string(s.substr(0, 4)) + "-" + std::string(s.substr(4, 2)) + "-" +
+                    std::string(s.substr(6, 2)) + "T" + std::string(s.substr(9, 2)) + ":" +
+                    std::string(s.substr(11, 2)) + ":" + std::string(s.substr(13, 2)) + "Z";
+  return hub_json::parse_iso8601(iso);
+}
+
+std::optional<int64_t> parse_seconds(const std::optional<std::string>& s) {
+  if (!s || s->empty() || s->size() > 18) return std::nullopt;
+  int64_t v = 0;
+  for (char c : *s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+std::string location_key(const RepoRef& repo, std::string_view path) {
+  std::string key(type_name(repo.type));
+  key += '\0';
+  key += repo.id;
+  key += '\0';
+  key += repo.revision;
+  key += '\0';
+  key += path;
+  return key;
+}
+
+}  // namespace
+
+HubClient::HubClient(HubConfig config, HttpTransport& transport)
+    : config_(std::move(config)), transport_(transport) {
+  while (!config_.endpoint.empty() && config_.endpoint.back() == '/') config_.endpoint.pop_back();
+  if (config_.token && config_.token->empty()) config_.token.reset();
+}
+
+Headers HubClient::auth_headers_for(std::string_view url) const {
+  if (!config_.token || !url::same_origin(url, config_.endpoint)) return {};
+  return {{"Authorization", "Bearer " + *config_.token}};
+}
+
+Headers HubClient::request_headers_for(std::string_view url) const {
+  Headers h = auth_headers_for(url);
+  h.emplace_back("User-Agent", config_.user_agent);
+  return h;
+}
+
+Result<RepoInfo> HubClient::repo_info(const RepoRef& repo) {
+  hub_errors::Context ctx{config_.endpoint, &repo, std::nullopt, false, &config_.token};
+  HttpRequest req;
+  req.url = config_.endpoint + "/api/" + std::string(api_segment(repo.type)) + "/" + repo.id + "/revision/" +
+            encode_segment(repo.revision);
+  req.headers = request_headers_for(req.url);
+  req.max_body = kMaxJsonBody;
+  auto resp = transport_.perform(std::move(req));
+  if (!resp.ok()) return hub_errors::from_transport(resp.status(), config_.endpoint, ctx);
+  if (resp->status != 200) return hub_errors::from_response(*resp, ctx);
+  return hub_json::parse_repo_info(resp->body, config_.endpoint);
+}
+
+Result<std::vector<TreeEntry>> HubClient::list_dir(const RepoRef& repo, std::string_view dir_in) {
+  auto dir = normalize_repo_path(dir_in, /*allow_root=*/true);
+  if (!dir.ok()) return dir.status();
+  hub_errors::Context ctx{config_.endpoint, &repo, *dir, true, &config_.token};
+  const std::string where = dir->empty() ? "the root directory" : "directory '" + *dir + "'";
+
+  std::string page_url = config_.endpoint + "/api/" + std::string(api_segment(repo.type)) + "/" + repo.id +
+                         "/tree/" + encode_segment(repo.revision) + (dir->empty() ? "" : "/" + encode_path(*dir)) +
+                         "?recursive=false&limit=" + std::to_string(kTreePageLimit);
+  std::vector<TreeEntry> entries;
+  std::unordered_set<std::string> seen_paths;
+  std::unordered_set<std::string> seen_pages;
+  for (size_t page = 0; page < config_.max_dir_pages; ++page) {
+    seen_pages.insert(page_url);
+    HttpRequest req;
+    req.url = page_url;
+    req.headers = request_headers_for(page_url);
+    req.max_body = kMaxJsonBody;
+    auto resp = transport_.perform(std::move(req));
+    if (!resp.ok()) return hub_errors::from_transport(resp.status(), url::host_for_messages(page_url), ctx);
+    if (resp->status != 200) return hub_errors::from_response(*resp, ctx);
+    auto parsed = hub_json::parse_tree_entries(resp->body, url::host_for_messages(page_url));
+    if (!parsed.ok()) return parsed.status();
+    for (TreeEntry& e : *parsed) {
+      // The server's paths are trusted only as far as they are children of what was asked:
+      // anything else would show up under the wrong name, or twice.
+      if (!is_direct_child(e.path, *dir) || !seen_paths.insert(e.path).second) continue;
+      entries.push_back(std::move(e));
+    }
+    if (entries.size() > config_.max_dir_entries) {
+      return Unsupported(where + " of repository '" + repo.id + "' has more than " +
+                         std::to_string(config_.max_dir_entries) +
+                         " entries: hubfs does not list directories this large; read its files by path instead");
+    }
+    auto next = url::next_link(resp->headers);
+    if (!next) return entries;
+    auto next_url = url::resolve_reference(page_url, *next);
+    if (!next_url || !url::origin_of(*next_url)) {
+      return Corrupt("listing " + where + " of repository '" + repo.id + "' at " + config_.endpoint +
+                     ": the next-page link is not an http(s) URL; is --endpoint a Hugging Face Hub?");
+    }
+    if (seen_pages.count(*next_url)) {
+      return Corrupt("listing " + where + " of repository '" + repo.id + "' at " + config_.endpoint +
+                     ": the server's next-page link points back to a page already read; stopped instead of "
+                     "looping forever; retry later");
+    }
+    page_url = std::move(*next_url);
+  }
+  return Unsupported("listing " + where + " of repository '" + repo.id + "' did not end after " +
+                     std::to_string(config_.max_dir_pages) +
+                     " pages: hubfs does not list directories this large; read its files by path instead");
+}
+
+Result<std::vector<TreeEntry>> HubClient::paths_info(const RepoRef& repo, const std::vector<std::string>& paths) {
+  std::vector<std::string> wanted;
+  wanted.reserve(paths.size());
+  for (const auto& p : paths) {
+    auto n = normalize_repo_path(p, /*allow_root=*/false);
+    if (!n.ok()) return n.status();
+    wanted.push_back(std::move(*n));
+  }
+  hub_errors::Context ctx{config_.endpoint, &repo, std::nullopt, false, &config_.token};
+  const std::string url = config_.endpoint + "/api/" + std::string(api_segment(repo.type)) + "/" + repo.id +
+                          "/paths-info/" + encode_segment(repo.revision);
+  std::vector<TreeEntry> found;
+  for (size_t start = 0; start < wanted.size(); start += kPathsInfoBatch) {
+    size_t end = std::min(wanted.size(), start + kPathsInfoBatch);
+    std::unordered_set<std::string> batch(wanted.begin() + start, wanted.begin() + end);
+    HttpRequest req;
+    req.method = "POST";
+    req.url = url;
+    req.headers = request_headers_for(url);
+    req.headers.emplace_back("Content-Type", "application/x-www-form-urlencoded");
+    for (size_t i = start; i < end; ++i) {
+      if (i > start) req.body += '&';
+      req.body += "paths=" + encode_segment(wanted[i]);
+    }
+    req.max_body = kMaxJsonBody;
+    auto resp = transport_.perform(std::move(req));
+    if (!resp.ok()) return hub_errors::from_transport(resp.status(), config_.endpoint, ctx);
+    if (resp->status != 200) return hub_errors::from_response(*resp, ctx);
+    auto parsed = hub_json::parse_tree_entries(resp->body, config_.endpoint);
+    if (!parsed.ok()) return parsed.status();
+    for (TreeEntry& e : *parsed) {
+      // Only what was asked, once each: a duplicate request path must not double an entry.
+      if (batch.erase(e.path)) found.push_back(std::move(e));
+    }
+  }
+  return found;
+}
+
+Result<Location> HubClient::locate(const RepoRef& repo, std::string_view path_in, bool refresh) {
+  auto path = normalize_repo_path(path_in, /*allow_root=*/false);
+  if (!path.ok()) return path.status();
+  const std::string key = location_key(repo, *path);
+
+  std::promise<Result<Location>> promise;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!refresh) {
+      auto it = locations_.find(key);
+      if (it != locations_.end() && config_.clock.steady() < it->second.expires) return it->second;
+    }
+    // Someone is resolving this path right now: their answer is as fresh as ours would be.
+    if (auto it = resolving_.find(key); it != resolving_.end()) {
+      std::shared_future<Result<Location>> pending = it->second;
+      lock.unlock();
+      return pending.get();
+    }
+    resolving_.emplace(key, promise.get_future().share());
+  }
+
+  Result<Location> result = resolve_location(repo, *path);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (result.ok()) {
+      remember_location(key, *result);
+    } else {
+      locations_.erase(key);  // a failed refresh must not leave the stale URL in use
+    }
+    resolving_.erase(key);
+  }
+  promise.set_value(result);
+  return result;
+}
+
+void HubClient::remember_location(const std::string& key, const Location& location) {
+  const auto now = config_.clock.steady();
+  if (location.expires <= now) {
+    locations_.erase(key);
+    return;
+  }
+  if (locations_.size() >= kMaxRememberedLocations && !locations_.count(key)) {
+    std::erase_if(locations_, [now](const auto& kv) { return kv.second.expires <= now; });
+    // Still full of live URLs: forget one; it costs one more resolve if that file is read again.
+    if (locations_.size() >= kMaxRememberedLocations) locations_.erase(locations_.begin());
+  }
+  locations_.insert_or_assign(key, location);
+}
+
+Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_view path) {
+  hub_errors::Context ctx{config_.endpoint, &repo, std::string(path), false, &config_.token};
+  std::string current = resolve_url(config_.endpoint, repo, path);
+  for (int hop = 0; hop <= kMaxRedirects; ++hop) {
+    HttpRequest req;
+    req.method = "HEAD";
+    req.url = current;
+    req.headers = request_headers_for(current);
+    // A compressed answer would misstate the length the Hub reports for the file.
+    req.headers.emplace_back("Accept-Encoding", "identity");
+    req.max_body = kMaxHeadBody;
+    auto resp = transport_.perform(std::move(req));
+    if (!resp.ok()) return hub_errors::from_transport(resp.status(), url::host_for_messages(current), ctx);
+    if (resp->status >= 200 && resp->status < 300) {
+      // Served directly: the URL stays valid, and it is on the endpoint, so it carries the token.
+      return Location{current, auth_headers_for(current), steady_clock::time_point::max()};
+    }
+    if (!is_redirect(resp->status)) return hub_errors::from_response(*resp, ctx);
+
+    auto location = resp->header("location");
+    if (!location || location->empty()) {
+      return Unavailable(config_.endpoint + " answered HTTP " + std::to_string(resp->status) + " for file '" +
+                         std::string(path) + "' without a Location header: a proxy may be stripping it; check "
+                         "--endpoint / HF_ENDPOINT");
+    }
+    auto target = url::resolve_reference(current, *location);
+    if (!target || !url::origin_of(*target)) {
+      return Corrupt(config_.endpoint + " redirected file '" + std::string(path) +
+                     "' to something that is not an http(s) URL; check --endpoint / HF_ENDPOINT");
+    }
+    if (url::same_origin(*target, config_.endpoint)) {
+      // Same host (a renamed repo): follow it ourselves, the token may go along.
+      current = std::move(*target);
+      continue;
+    }
+    // Another host (the CDN): the URL is signed, so it travels without the token.
+    return Location{*target, {}, expiry_of(*target)};
+  }
+  return Unavailable("resolving file '" + std::string(path) + "' of repository '" + repo.id + "' at " +
+                     config_.endpoint + " took more than " + std::to_string(kMaxRedirects) +
+                     " redirects: the server is redirecting in a loop; check --endpoint / HF_ENDPOINT");
+}
+
+steady_clock::time_point HubClient::expiry_of(const std::string& signed_url) const {
+  const int64_t wall_now =
+      std::chrono::duration_cast<seconds>(config_.clock.wall().time_since_epoch()).count();
+  seconds lifetime = kDefaultLocationTtl;
+  if (auto amz_expires = parse_seconds(url::query_param(signed_url, "X-Amz-Expires"))) {
+    lifetime = seconds(*amz_expires);
+    // Signed at X-Amz-Date: part of the lifetime may be gone already. A stamp our clock
+    // disagrees with (in the future, or past expiry while the Hub just handed it out) means a
+    // skewed clock: then assume it was signed now.
+    if (auto signed_at = parse_amz_date(url::query_param(signed_url, "X-Amz-Date").value_or(""))) {
+      int64_t remaining = *signed_at + *amz_expires - wall_now;
+      if (remaining > 0 && remaining <= *amz_expires) lifetime = seconds(remaining);
+    }
+  } else {
+    auto expires = parse_seconds(url::query_param(signed_url, "Expires"));
+    if (!expires) expires = parse_seconds(url::query_param(signed_url, "expires"));
+    if (expires) {
+      int64_t remaining = *expires - wall_now;
+      if (remaining > 0 && remaining <= kMaxTrustedLifetime.count()) lifetime = seconds(remaining);
+    }
+  }
+  return config_.clock.steady() + std::max(lifetime - kExpiryMargin, seconds(0));
+}
+
+}  // namespace hubfs

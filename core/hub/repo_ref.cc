@@ -1,0 +1,167 @@
+// Repo specs as users type them, checked before any of it reaches a URL.
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "hub/hub_client.h"
+
+namespace hubfs {
+namespace {
+
+// The Hub's own limit on a repo (or org) name length.
+constexpr size_t kMaxNameLength = 96;
+
+std::optional<RepoType> type_from_word(std::string_view word) {
+  if (word == "model") return RepoType::kModel;
+  if (word == "dataset") return RepoType::kDataset;
+  if (word == "space") return RepoType::kSpace;
+  return std::nullopt;
+}
+
+std::optional<RepoType> type_from_prefix(std::string_view segment) {
+  if (segment == "models") return RepoType::kModel;
+  if (segment == "datasets") return RepoType::kDataset;
+  if (segment == "spaces") return RepoType::kSpace;
+  return std::nullopt;
+}
+
+bool is_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+         c == '-';
+}
+bool is_word_char(char c) { return is_name_char(c) && c != '.' && c != '-'; }
+
+// One half of "org/name", by the Hub's rules (huggingface_hub validate_repo_id): letters,
+// digits, '.', '_', '-'; starts and ends with a letter, digit or '_'; no "--" or "..".
+// Returns why it is invalid, or nothing.
+std::optional<std::string> name_problem(std::string_view name) {
+  if (name.empty()) return "an empty part";
+  if (name.size() > kMaxNameLength) return "a part longer than 96 characters";
+  for (char c : name) {
+    if (!is_name_char(c)) return "the character '" + std::string(1, c) + "'";
+  }
+  if (!is_word_char(name.front()) || !is_word_char(name.back())) return "a part starting or ending with '.' or '-'";
+  if (name.find("--") != std::string_view::npos || name.find("..") != std::string_view::npos) {
+    return "'--' or '..'";
+  }
+  return std::nullopt;
+}
+
+// Returns why the revision cannot be used, or nothing. It travels as one encoded path segment,
+// so only what would still be misread after encoding is refused: "." and ".." (URL
+// normalisation would climb out of the path) and control characters.
+std::optional<std::string> revision_problem(std::string_view rev) {
+  if (rev.empty()) return "it is empty";
+  if (rev == "." || rev == "..") return "it is '.' or '..'";
+  for (unsigned char c : rev) {
+    if (c < 0x20 || c == 0x7f) return "it contains a control character";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view api_segment(RepoType type) {
+  switch (type) {
+    case RepoType::kModel: return "models";
+    case RepoType::kDataset: return "datasets";
+    case RepoType::kSpace: return "spaces";
+  }
+  return "models";
+}
+
+std::string_view resolve_prefix(RepoType type) {
+  switch (type) {
+    case RepoType::kModel: return "";
+    case RepoType::kDataset: return "datasets/";
+    case RepoType::kSpace: return "spaces/";
+  }
+  return "";
+}
+
+std::string_view type_name(RepoType type) {
+  switch (type) {
+    case RepoType::kModel: return "model";
+    case RepoType::kDataset: return "dataset";
+    case RepoType::kSpace: return "space";
+  }
+  return "model";
+}
+
+std::string resolve_url(std::string_view endpoint, const RepoRef& repo, std::string_view path) {
+  return std::string(endpoint) + "/" + std::string(resolve_prefix(repo.type)) + repo.id + "/resolve/" +
+         encode_segment(repo.revision) + "/" + encode_path(path);
+}
+
+Result<RepoRef> parse_repo_ref(std::string_view spec, std::optional<std::string> type_override,
+                               std::optional<std::string> revision_override) {
+  const std::string quoted = "'" + std::string(spec) + "'";
+  RepoRef ref;
+
+  // The revision is everything after the first '@' ("refs/pr/1" keeps its slashes).
+  std::string_view id = spec;
+  std::optional<std::string> spec_revision;
+  if (size_t at = spec.find('@'); at != std::string_view::npos) {
+    spec_revision = std::string(spec.substr(at + 1));
+    id = spec.substr(0, at);
+    if (spec_revision->empty()) {
+      return InvalidArgument("repo " + quoted + " ends with '@' but names no revision: write ORG/NAME@REVISION, or drop the '@'");
+    }
+  }
+
+  // A type prefix only when three parts remain: "datasets/foo" alone is the org "datasets".
+  std::optional<RepoType> spec_type;
+  if (std::count(id.begin(), id.end(), '/') == 2) {
+    size_t slash = id.find('/');
+    spec_type = type_from_prefix(id.substr(0, slash));
+    if (!spec_type) {
+      return InvalidArgument("repo " + quoted + " has an unknown type prefix '" + std::string(id.substr(0, slash)) +
+                             "': use models/, datasets/ or spaces/ (or none, for a model)");
+    }
+    id = id.substr(slash + 1);
+  }
+
+  size_t slash = id.find('/');
+  if (slash == std::string_view::npos || id.find('/', slash + 1) != std::string_view::npos) {
+    return InvalidArgument("repo " + quoted +
+                           " is not of the form [models/|datasets/|spaces/]ORG/NAME[@REVISION], e.g. "
+                           "openai-community/gpt2 or datasets/org/name@main");
+  }
+  for (std::string_view part : {id.substr(0, slash), id.substr(slash + 1)}) {
+    if (auto problem = name_problem(part)) {
+      return InvalidArgument("repo id '" + std::string(id) + "' in " + quoted + " has " + *problem +
+                             ": ids are ORG/NAME made of letters, digits, '.', '_' and '-'");
+    }
+  }
+  ref.id = std::string(id);
+
+  ref.type = spec_type.value_or(RepoType::kModel);
+  if (type_override) {
+    auto t = type_from_word(*type_override);
+    if (!t) {
+      return InvalidArgument("unknown --repo-type '" + *type_override + "': use model, dataset or space");
+    }
+    if (spec_type && *spec_type != *t) {
+      return InvalidArgument("repo " + quoted + " says " + std::string(type_name(*spec_type)) +
+                             " but --repo-type says " + *type_override + ": drop the prefix or the option");
+    }
+    ref.type = *t;
+  }
+
+  if (spec_revision && revision_override && *spec_revision != *revision_override) {
+    return InvalidArgument("repo " + quoted + " names revision '" + *spec_revision + "' but --revision says '" +
+                           *revision_override + "': drop one of them");
+  }
+  if (revision_override) {
+    ref.revision = *revision_override;
+  } else if (spec_revision) {
+    ref.revision = *spec_revision;
+  }
+  if (auto problem = revision_problem(ref.revision)) {
+    return InvalidArgument("revision '" + ref.revision + "' cannot be used: " + *problem +
+                           "; give a branch, tag, commit sha or refs/pr/N");
+  }
+  return ref;
+}
+
+}  // namespace hubfs

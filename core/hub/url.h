@@ -1,0 +1,46 @@
+// Small URL pieces the Hub client needs and nothing more: origins (to decide where a token may
+// go), relative references (redirects, pagination links), query parameters (signed URL expiry)
+// and the Link header. Not a general URL parser.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/http.h"
+
+namespace hubfs::url {
+
+// Scheme, host and port: two URLs may share credentials only when all three match.
+struct Origin {
+  std::string scheme;  // lower-case
+  std::string host;    // lower-case, IPv6 literals keep their brackets
+  uint16_t port = 0;   // the scheme's default when the URL names none
+
+  bool operator==(const Origin&) const = default;
+};
+
+// nullopt for anything that is not an absolute http(s) URL with a host.
+std::optional<Origin> origin_of(std::string_view url);
+// False when either URL has no origin: an unparseable URL never receives a token.
+bool same_origin(std::string_view a, std::string_view b);
+
+// "scheme://host[:port]" of a URL, for error messages: never its path or query, which for a
+// signed CDN URL carry the signature.
+std::string host_for_messages(std::string_view url);
+
+// The absolute URL a reference (Location, Link target) points to, seen from `base`:
+// absolute stays, "//host/p" takes the base scheme, "/p" the base origin, "p" the base's
+// directory. nullopt when base has no origin and the reference is not absolute.
+std::optional<std::string> resolve_reference(std::string_view base, std::string_view ref);
+
+// The percent-decoded value of the first query parameter named exactly `name`.
+std::optional<std::string> query_param(std::string_view url, std::string_view name);
+std::string percent_decode(std::string_view s);
+
+// The target of the rel="next" link across every Link header (RFC 8288: several links per
+// header, quoted or bare rel, several space-separated relation types, any case).
+std::optional<std::string> next_link(const Headers& headers);
+
+}  // namespace hubfs::url
