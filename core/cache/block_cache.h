@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -24,6 +25,16 @@ namespace hubfs {
 struct CacheOptions {
   std::string dir;                       // created 0700 if missing
   uint64_t budget_bytes = 10ull << 30;   // 10 GiB
+  // Eviction frees down to this fraction of the budget, so the next pass (a directory re-scan)
+  // comes only after another 10% of the budget has been written, not on every put.
+  double low_water = 0.9;
+  // A hit touches the block's mtime (the LRU clock: relatime mounts do not update atime) at most
+  // this often per block: a metadata write on every read would cost more than the read, and
+  // minute resolution is plenty to order blocks by last use.
+  std::chrono::milliseconds touch_interval{60'000};
+  // After a streak of failed puts (disk full, read-only), puts are skipped for this long so a
+  // full disk does not cost a doomed write per block; then one put probes again.
+  std::chrono::milliseconds write_backoff{5'000};
 };
 
 struct CacheStats {
@@ -33,6 +44,7 @@ struct CacheStats {
   uint64_t write_failures = 0;  // puts the disk refused (not errors to the reader)
   uint64_t evictions = 0;
   uint64_t bytes_used = 0;      // this process's estimate of the directory's size
+  uint64_t writes_skipped = 0;  // puts not attempted while backing off after write failures
 };
 
 class BlockCache {

@@ -36,4 +36,12 @@ class CacheDisk {
 // The real disk (POSIX calls).
 std::shared_ptr<CacheDisk> posix_disk();
 
+struct PosixDiskOptions {
+  // fdatasync each new file before it is renamed into place. Off by default: a block torn by a
+  // crash fails its length/checksum check and costs one re-fetch, while a sync per block costs
+  // a disk flush on every cache fill (bench_cache_checksum measures both).
+  bool sync_data = false;
+};
+std::shared_ptr<CacheDisk> posix_disk(PosixDiskOptions options);
+
 }  // namespace hubfs

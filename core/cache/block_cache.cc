@@ -1,0 +1,335 @@
+#include "cache/block_cache.h"
+
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/block_file.h"
+
+namespace hubfs {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A temp file this old belongs to a writer that crashed (a put takes milliseconds).
+constexpr std::chrono::hours kStaleTempAge{1};
+// Consecutive failed puts that start a write backoff: one failure may be a race with eviction
+// or a vanished shard directory; three in a row is a disk that refuses writes.
+constexpr int kWriteFailureStreak = 3;
+// When an eviction pass could not get under budget (files it may not remove), the next
+// automatic pass waits this long, so puts do not turn into a loop of directory re-scans.
+constexpr std::chrono::seconds kEvictRetryDelay{5};
+// Bound on the hit-throttle table (~100 bytes an entry): past it, entries older than the touch
+// interval are dropped, and if that is not enough the table is cleared (costing extra touches,
+// never correctness).
+constexpr size_t kMaxTrackedTouches = 1 << 16;
+// Shards are the 256 values of the first byte of sha256(content id).
+constexpr int kShards = 256;
+
+std::string shard_dir_name(int shard) {
+  static const char kDigits[] = "0123456789abcdef";
+  return {kDigits[shard >> 4], kDigits[shard & 0xF]};
+}
+
+int64_t wall_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Unique per process, thread and call, so concurrent writers never share a temp file.
+std::string temp_path(const std::string& dir) {
+  static std::atomic<uint64_t> counter{0};
+  return dir + "/" + std::string(block_file::kTempPrefix) + std::to_string(::getpid()) + "." +
+         std::to_string(::gettid()) + "." + std::to_string(counter.fetch_add(1));
+}
+
+std::string_view base_name(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+class DiskBlockCache final : public BlockCache {
+ public:
+  DiskBlockCache(CacheOptions options, std::shared_ptr<CacheDisk> disk, std::string blocks_dir)
+      : options_(std::move(options)), disk_(std::move(disk)), blocks_dir_(std::move(blocks_dir)) {
+    for (auto& ready : shard_ready_) ready.store(false, std::memory_order_relaxed);
+    maintenance_ = std::thread([this] { maintenance_loop(); });
+  }
+
+  ~DiskBlockCache() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_.store(true);
+    }
+    cv_.notify_all();
+    maintenance_.join();
+  }
+
+  std::optional<std::string> get(std::string_view content_id, uint64_t index) override {
+    const Location loc = locate(content_id, index);
+    Result<std::string> contents =
+        disk_->read_file(loc.path, block_file::kHeaderSize + block_file::kMaxDataBytes);
+    if (!contents.ok()) {
+      // Absent, or unreadable for a reason a later read may not share (EIO, EACCES): a miss.
+      // Only a file that is not a block at all (too large, not regular) is removed.
+      if (contents.status().code() == Code::kCorrupt) discard_corrupt(loc.path, 0);
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      return std::nullopt;
+    }
+    std::string& bytes = contents.value();
+    if (!block_file::verify(bytes, loc.digest, index).ok()) {
+      discard_corrupt(loc.path, bytes.size());
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      return std::nullopt;
+    }
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    maybe_touch(loc.path);
+    bytes.erase(0, block_file::kHeaderSize);
+    return std::move(bytes);
+  }
+
+  void put(std::string_view content_id, uint64_t index, std::string_view data) override {
+    if (data.size() > block_file::kMaxDataBytes) {
+      write_failures_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    if (Clock::now().time_since_epoch().count() < backoff_until_.load(std::memory_order_relaxed)) {
+      writes_skipped_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    const Location loc = locate(content_id, index);
+    if (!shard_ready_[loc.shard].load(std::memory_order_acquire)) {
+      if (!disk_->make_dirs(loc.shard_dir, 0700).ok()) return note_write_failure();
+      shard_ready_[loc.shard].store(true, std::memory_order_release);
+    }
+    const std::string tmp = temp_path(loc.shard_dir);
+    const std::string encoded = block_file::encode(loc.digest, index, data);
+    Status s = disk_->write_new_file(tmp, encoded);
+    if (s.ok()) s = disk_->rename(tmp, loc.path);
+    if (!s.ok()) {
+      (void)disk_->remove(tmp);  // may not exist (open failed): nothing to do then
+      // The shard directory may have been removed under us (a user clearing the cache).
+      if (s.code() == Code::kNotFound) shard_ready_[loc.shard].store(false);
+      return note_write_failure();
+    }
+    failure_streak_.store(0, std::memory_order_relaxed);
+    note_fresh(loc.path);  // the file's mtime is now: no touch needed for a while
+    bytes_added_.fetch_add(encoded.size());
+    int64_t used = bytes_used_.fetch_add(static_cast<int64_t>(encoded.size())) +
+                   static_cast<int64_t>(encoded.size());
+    if (used > static_cast<int64_t>(options_.budget_bytes)) request_eviction();
+  }
+
+  CacheStats stats() const override {
+    CacheStats s;
+    s.hits = hits_.load();
+    s.misses = misses_.load();
+    s.corrupt = corrupt_.load();
+    s.write_failures = write_failures_.load();
+    s.evictions = evictions_.load();
+    s.bytes_used = static_cast<uint64_t>(std::max<int64_t>(0, bytes_used_.load()));
+    s.writes_skipped = writes_skipped_.load();
+    return s;
+  }
+
+  void enforce_budget() override { evict_pass(); }
+
+ private:
+  struct Location {
+    block_file::Digest digest;
+    int shard;
+    std::string shard_dir;
+    std::string path;
+  };
+
+  Location locate(std::string_view content_id, uint64_t index) const {
+    Location loc;
+    loc.digest = block_file::digest_content_id(content_id);
+    loc.shard = loc.digest[0];
+    loc.shard_dir = blocks_dir_ + "/" + shard_dir_name(loc.shard);
+    loc.path = loc.shard_dir + "/" + block_file::file_name(content_id, loc.digest, index);
+    return loc;
+  }
+
+  void note_write_failure() {
+    write_failures_.fetch_add(1, std::memory_order_relaxed);
+    // The streak is not reset when a backoff starts, so after it ends a single failed probe
+    // starts the next one.
+    if (failure_streak_.fetch_add(1) + 1 >= kWriteFailureStreak) {
+      auto until = Clock::now() + options_.write_backoff;
+      backoff_until_.store(until.time_since_epoch().count(), std::memory_order_relaxed);
+    }
+  }
+
+  void discard_corrupt(const std::string& path, uint64_t size) {
+    corrupt_.fetch_add(1, std::memory_order_relaxed);
+    if (disk_->remove(path).ok()) bytes_used_.fetch_sub(static_cast<int64_t>(size));
+    forget_touch(path);
+  }
+
+  void maybe_touch(const std::string& path) {
+    const auto now = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(touch_mu_);
+      auto it = last_touch_.find(path);
+      if (it != last_touch_.end() && now - it->second < options_.touch_interval) return;
+      remember_touch_locked(path, now);
+    }
+    (void)disk_->touch(path);  // best effort: a block evicted meanwhile is simply gone
+  }
+
+  void note_fresh(const std::string& path) {
+    std::lock_guard<std::mutex> lock(touch_mu_);
+    remember_touch_locked(path, Clock::now());
+  }
+
+  void forget_touch(const std::string& path) {
+    std::lock_guard<std::mutex> lock(touch_mu_);
+    last_touch_.erase(path);
+  }
+
+  void remember_touch_locked(const std::string& path, Clock::time_point now) {
+    if (last_touch_.size() >= kMaxTrackedTouches) {
+      std::erase_if(last_touch_,
+                    [&](const auto& e) { return now - e.second >= options_.touch_interval; });
+      if (last_touch_.size() >= kMaxTrackedTouches) last_touch_.clear();
+    }
+    last_touch_[path] = now;
+  }
+
+  void request_eviction() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (eviction_requested_) return;
+      eviction_requested_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  // The background thread: learn the directory's size at start (open() does not wait for it),
+  // then evict whenever a put pushes the estimate over budget.
+  void maintenance_loop() {
+    bool fits = evict_pass();
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_.load()) {
+      if (!fits) {
+        // The last pass could not get under budget: give the disk a moment before retrying.
+        cv_.wait_for(lock, kEvictRetryDelay, [this] { return stopping_.load(); });
+        if (stopping_.load()) break;
+      }
+      cv_.wait(lock, [this] { return stopping_.load() || eviction_requested_; });
+      if (stopping_.load()) break;
+      eviction_requested_ = false;
+      lock.unlock();
+      fits = evict_pass();
+      lock.lock();
+    }
+  }
+
+  // Re-scans the directory (other processes' writes count too), removes crashed writers' temp
+  // files, and if the total is over budget removes least-recently-used blocks (oldest mtime)
+  // until it is under the low-water mark. Returns whether the directory now fits the budget.
+  bool evict_pass() {
+    std::lock_guard<std::mutex> pass_lock(evict_mu_);
+    const int64_t added_before = bytes_added_.load();
+    const int64_t stale_before = wall_now_ns() - std::chrono::nanoseconds(kStaleTempAge).count();
+    std::vector<DiskEntry> blocks;
+    uint64_t total = 0;
+    // Shard by shard, so a stopping cache gives up between directories, not after all of them.
+    for (int shard = 0; shard < kShards && !stopping_.load(); ++shard) {
+      auto listed = disk_->list_files(blocks_dir_ + "/" + shard_dir_name(shard));
+      if (!listed.ok()) continue;  // absent shard: nothing written there yet
+      for (DiskEntry& e : listed.value()) {
+        if (block_file::is_temp_name(base_name(e.path))) {
+          if (e.mtime_ns < stale_before && disk_->remove(e.path).ok()) continue;
+          total += e.size;  // a write in flight: it will land, so it counts
+          continue;
+        }
+        total += e.size;
+        blocks.push_back(std::move(e));
+      }
+    }
+    const uint64_t budget = options_.budget_bytes;
+    const uint64_t low_water = static_cast<uint64_t>(static_cast<double>(budget) *
+                                                     std::clamp(options_.low_water, 0.0, 1.0));
+    if (total > budget) {
+      std::sort(blocks.begin(), blocks.end(), [](const DiskEntry& a, const DiskEntry& b) {
+        return a.mtime_ns != b.mtime_ns ? a.mtime_ns < b.mtime_ns : a.path < b.path;
+      });
+      for (const DiskEntry& e : blocks) {
+        if (total <= low_water || stopping_.load()) break;
+        Status s = disk_->remove(e.path);
+        if (s.ok()) evictions_.fetch_add(1, std::memory_order_relaxed);
+        // Already gone (another process evicted it) frees the space just the same.
+        if (s.ok() || s.code() == Code::kNotFound) {
+          total -= e.size;
+          forget_touch(e.path);
+        }
+      }
+    }
+    // Puts that landed during the scan may or may not be in it; counting them again
+    // over-estimates, which at worst brings the next re-scan forward.
+    bytes_used_.store(static_cast<int64_t>(total) + (bytes_added_.load() - added_before));
+    return total <= budget;
+  }
+
+  const CacheOptions options_;
+  const std::shared_ptr<CacheDisk> disk_;
+  const std::string blocks_dir_;
+
+  std::atomic<uint64_t> hits_{0}, misses_{0}, corrupt_{0}, write_failures_{0}, evictions_{0},
+      writes_skipped_{0};
+  std::atomic<int64_t> bytes_used_{0};   // signed: a corrupt-file removal may race a re-scan
+  std::atomic<int64_t> bytes_added_{0};  // every byte ever put, to account puts during a scan
+
+  std::atomic<int> failure_streak_{0};
+  std::atomic<Clock::rep> backoff_until_{0};  // steady-clock ticks; puts skip until then
+
+  std::array<std::atomic<bool>, kShards> shard_ready_;  // shard directory known to exist
+
+  std::mutex touch_mu_;
+  std::unordered_map<std::string, Clock::time_point> last_touch_;
+
+  std::mutex evict_mu_;  // one eviction pass at a time (background or enforce_budget)
+  std::mutex mu_;        // guards eviction_requested_ and the condition variable
+  std::condition_variable cv_;
+  bool eviction_requested_ = false;
+  std::atomic<bool> stopping_{false};
+  std::thread maintenance_;
+};
+
+Status unusable_dir(const std::string& dir, const Status& why) {
+  return Status(why.code() == Code::kOk ? Code::kIo : why.code(),
+                "cache directory " + dir + " cannot be used (" + why.message() +
+                    "); choose a writable directory with --cache-dir or HUBFS_CACHE_DIR");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BlockCache>> BlockCache::open(CacheOptions options,
+                                                     std::shared_ptr<CacheDisk> disk) {
+  if (options.dir.empty())
+    return InvalidArgument("no cache directory given; set one with --cache-dir or HUBFS_CACHE_DIR");
+  if (!disk) return InvalidArgument("no disk given to the block cache");
+  while (options.dir.size() > 1 && options.dir.back() == '/') options.dir.pop_back();
+  const std::string blocks_dir = options.dir + "/blocks";
+  if (Status s = disk->make_dirs(blocks_dir, 0700); !s.ok()) return unusable_dir(options.dir, s);
+  // Creating directories can succeed where writing files fails (a read-only bind mount of an
+  // existing tree, a full disk): prove a block could be written before promising a cache.
+  const std::string probe = temp_path(blocks_dir);
+  Status s = disk->write_new_file(probe, "hubfs");
+  (void)disk->remove(probe);
+  if (!s.ok()) return unusable_dir(options.dir, s);
+  return std::unique_ptr<BlockCache>(
+      new DiskBlockCache(std::move(options), std::move(disk), blocks_dir));
+}
+
+}  // namespace hubfs

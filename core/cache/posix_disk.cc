@@ -1,0 +1,193 @@
+// CacheDisk on POSIX calls. Every call retries EINTR and finishes short reads and writes; every
+// descriptor is O_CLOEXEC so a fork+exec elsewhere in the process never inherits cache files.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "cache/cache_disk.h"
+
+namespace hubfs {
+namespace {
+
+// The cache tree is <dir>/blocks/<shard>/<file>; anything deeper is not ours, and a bound keeps
+// a pathological tree from exhausting descriptors or stack.
+constexpr int kMaxListDepth = 8;
+
+Status errno_status(const char* op, const std::string& path, int err) {
+  std::string message = std::string(op) + " " + path + ": " + std::strerror(err);
+  switch (err) {
+    case ENOENT: return NotFound(std::move(message));
+    case EACCES:
+    case EPERM: return PermissionDenied(std::move(message));
+    default: return IoError(std::move(message));
+  }
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  // Closes now and reports the error: some filesystems (NFS) only report write errors here.
+  int close() {
+    int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
+
+int open_retrying(const char* path, int flags, mode_t mode = 0) {
+  int fd;
+  do {
+    fd = ::open(path, flags | O_CLOEXEC, mode);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+class PosixDisk final : public CacheDisk {
+ public:
+  explicit PosixDisk(PosixDiskOptions options) : options_(options) {}
+
+  Status make_dirs(const std::string& path, unsigned mode) override {
+    if (path.empty()) return InvalidArgument("empty directory path");
+    // Create each missing component in turn (mkdir -p), leaving existing ones as they are.
+    for (size_t pos = 1; pos <= path.size(); ++pos) {
+      if (pos != path.size() && path[pos] != '/') continue;
+      std::string prefix = path.substr(0, pos);
+      if (::mkdir(prefix.c_str(), mode) == 0) continue;
+      int err = errno;
+      struct stat st;
+      if (err == EEXIST && ::stat(prefix.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
+      return errno_status("creating directory", prefix, err);
+    }
+    return Status::Ok();
+  }
+
+  Result<std::string> read_file(const std::string& path, uint64_t max_bytes) override {
+    Fd fd(open_retrying(path.c_str(), O_RDONLY));
+    if (fd.get() < 0) return errno_status("opening", path, errno);
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return errno_status("stat", path, errno);
+    if (!S_ISREG(st.st_mode)) return Corrupt(path + " is not a regular file");
+    if (static_cast<uint64_t>(st.st_size) > max_bytes)
+      return Corrupt(path + " is larger than any block");
+    std::string data(static_cast<size_t>(st.st_size), '\0');
+    size_t done = 0;
+    while (done < data.size()) {  // normally one read; loops only on signals or a short read
+      ssize_t n = ::read(fd.get(), data.data() + done, data.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return errno_status("reading", path, errno);
+      if (n == 0) break;  // truncated under us: the caller's length check will reject it
+      done += static_cast<size_t>(n);
+    }
+    data.resize(done);
+    return data;
+  }
+
+  Status write_new_file(const std::string& path, std::string_view data) override {
+    Fd fd(open_retrying(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600));
+    if (fd.get() < 0) return errno_status("creating", path, errno);
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return errno_status("writing", path, errno);
+      if (n == 0) return errno_status("writing", path, ENOSPC);  // no progress: treat as full
+      done += static_cast<size_t>(n);
+    }
+    if (options_.sync_data) {
+      int rc;
+      do {
+        rc = ::fdatasync(fd.get());
+      } while (rc != 0 && errno == EINTR);
+      if (rc != 0) return errno_status("syncing", path, errno);
+    }
+    if (fd.close() != 0 && errno != EINTR) return errno_status("closing", path, errno);
+    return Status::Ok();
+  }
+
+  Status rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return errno_status("renaming", from, errno);
+    return Status::Ok();
+  }
+
+  Status remove(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return errno_status("removing", path, errno);
+    return Status::Ok();
+  }
+
+  Status touch(const std::string& path) override {
+    if (::utimensat(AT_FDCWD, path.c_str(), nullptr, 0) != 0)
+      return errno_status("touching", path, errno);
+    return Status::Ok();
+  }
+
+  Result<std::vector<DiskEntry>> list_files(const std::string& dir) override {
+    std::vector<DiskEntry> out;
+    int fd = open_retrying(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return errno_status("listing", dir, errno);
+    Status s = list_into(fd, dir, 0, out);
+    if (!s.ok()) return s;
+    return out;
+  }
+
+ private:
+  // Takes ownership of dir_fd.
+  Status list_into(int dir_fd, const std::string& dir, int depth, std::vector<DiskEntry>& out) {
+    DIR* d = ::fdopendir(dir_fd);
+    if (d == nullptr) {
+      int err = errno;
+      ::close(dir_fd);
+      return errno_status("listing", dir, err);
+    }
+    Status status;
+    while (true) {
+      errno = 0;
+      struct dirent* e = ::readdir(d);
+      if (e == nullptr) {
+        if (errno != 0) status = errno_status("listing", dir, errno);
+        break;
+      }
+      std::string_view name = e->d_name;
+      if (name == "." || name == "..") continue;
+      struct stat st;
+      // Entries may vanish between readdir and stat (another process evicting): skip them.
+      if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      std::string path = dir + "/" + e->d_name;
+      if (S_ISDIR(st.st_mode)) {
+        if (depth + 1 >= kMaxListDepth) continue;
+        int sub = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (sub < 0) continue;
+        // Best effort below the top: a subdirectory we cannot read is skipped, not fatal.
+        (void)list_into(sub, path, depth + 1, out);
+      } else if (S_ISREG(st.st_mode)) {
+        int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+        out.push_back(DiskEntry{std::move(path), static_cast<uint64_t>(st.st_size), mtime_ns});
+      }
+    }
+    ::closedir(d);
+    return status;
+  }
+
+  PosixDiskOptions options_;
+};
+
+}  // namespace
+
+std::shared_ptr<CacheDisk> posix_disk() { return posix_disk(PosixDiskOptions{}); }
+std::shared_ptr<CacheDisk> posix_disk(PosixDiskOptions options) {
+  return std::make_shared<PosixDisk>(options);
+}
+
+}  // namespace hubfs

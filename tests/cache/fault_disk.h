@@ -1,0 +1,108 @@
+// A CacheDisk for tests: forwards to the real disk, but can refuse or tear writes, refuse
+// directories, and replace the wall clock on the files it renames or touches with a counter,
+// so LRU order is decided by the test, not by timestamp resolution.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <mutex>
+#include <optional>
+
+#include "cache/cache_disk.h"
+
+namespace hubfs::testing {
+
+class FaultDisk : public CacheDisk {
+ public:
+  enum class WriteFault { kNone, kRefuse, kTornHalfway, kRenameFails };
+
+  FaultDisk() : real_(posix_disk()) {}
+
+  void set_write_fault(WriteFault fault, Status status = IoError("No space left on device")) {
+    std::lock_guard<std::mutex> lock(mu_);
+    write_fault_ = fault;
+    write_status_ = std::move(status);
+  }
+  void set_make_dirs_fault(std::optional<Status> status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    make_dirs_status_ = std::move(status);
+  }
+  // From now on every renamed-into-place or touched file gets mtime = ++counter seconds.
+  void use_fake_clock() { fake_clock_ = true; }
+  int touches() const { return touches_.load(); }
+  int write_attempts() const { return write_attempts_.load(); }
+
+  Status make_dirs(const std::string& path, unsigned mode) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (make_dirs_status_) return *make_dirs_status_;
+    }
+    return real_->make_dirs(path, mode);
+  }
+  Result<std::string> read_file(const std::string& path, uint64_t max_bytes) override {
+    return real_->read_file(path, max_bytes);
+  }
+  Status write_new_file(const std::string& path, std::string_view data) override {
+    ++write_attempts_;
+    WriteFault fault;
+    Status status;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fault = write_fault_;
+      status = write_status_;
+    }
+    if (fault == WriteFault::kRefuse) return status;
+    if (fault == WriteFault::kTornHalfway) {
+      // The first half reaches the disk, then the device fails: the cache must clean up.
+      Status s = real_->write_new_file(path, data.substr(0, data.size() / 2));
+      return s.ok() ? status : s;
+    }
+    return real_->write_new_file(path, data);
+  }
+  Status rename(const std::string& from, const std::string& to) override {
+    bool fail;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fail = write_fault_ == WriteFault::kRenameFails;
+    }
+    if (fail) return IoError("rename refused by the test");
+    Status s = real_->rename(from, to);
+    if (s.ok()) stamp(to);
+    return s;
+  }
+  Status remove(const std::string& path) override { return real_->remove(path); }
+  Status touch(const std::string& path) override {
+    ++touches_;
+    Status s = real_->touch(path);
+    if (s.ok()) stamp(path);
+    return s;
+  }
+  Result<std::vector<DiskEntry>> list_files(const std::string& dir) override {
+    return real_->list_files(dir);
+  }
+
+  // Sets a file's mtime to `seconds` after the epoch.
+  static void set_mtime(const std::string& path, int64_t seconds) {
+    struct timespec times[2] = {{0, UTIME_OMIT}, {static_cast<time_t>(seconds), 0}};
+    ::utimensat(AT_FDCWD, path.c_str(), times, 0);
+  }
+
+ private:
+  void stamp(const std::string& path) {
+    if (fake_clock_) set_mtime(path, ++clock_);
+  }
+
+  std::shared_ptr<CacheDisk> real_;
+  std::mutex mu_;
+  WriteFault write_fault_ = WriteFault::kNone;
+  Status write_status_;
+  std::optional<Status> make_dirs_status_;
+  std::atomic<bool> fake_clock_{false};
+  std::atomic<int64_t> clock_{1'000'000};  // well in the past, far from any real mtime
+  std::atomic<int> touches_{0};
+  std::atomic<int> write_attempts_{0};
+};
+
+}  // namespace hubfs::testing
