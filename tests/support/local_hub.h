@@ -1,0 +1,72 @@
+// Starts the bundled local Hub server (tools/hub_server.py) for one test or benchmark, and talks
+// to its control endpoints (/_hubfs/stats, faults, expiring signed URLs). The server serves
+// `root`, laid out as <root>/{models,datasets,spaces}/<org>/<name>/ (see the script's header).
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace hubfs::testing {
+
+struct LocalHubOptions {
+  std::string root;
+  int latency_ms = 0;      // added before answering every request, on both origins
+  int bandwidth_mbps = 0;  // megabits/s per connection; 0 = unlimited (sendfile)
+  int url_ttl = 3600;      // seconds a signed CDN URL stays valid
+  int page_size = 1000;    // most entries per tree-listing page
+  std::vector<std::string> tokens;  // bearer tokens accepted for private/gated repos
+  int lfs_threshold = 10240;        // files at least this big are served through the CDN
+};
+
+class LocalHub {
+ public:
+  // Spawns the server and waits (at most 10 s) for it to listen. Throws std::runtime_error with
+  // the server's stderr if it exits or stays silent.
+  static std::unique_ptr<LocalHub> start(const LocalHubOptions& options);
+  // Stops the server: SIGTERM, then SIGKILL if it is still alive after 3 s.
+  ~LocalHub();
+  LocalHub(const LocalHub&) = delete;
+  LocalHub& operator=(const LocalHub&) = delete;
+
+  // The Hub API origin (use as HF_ENDPOINT) and the CDN origin, e.g. "http://127.0.0.1:40211".
+  std::string url() const { return url_; }
+  std::string cdn_url() const { return cdn_url_; }
+  pid_t pid() const { return pid_; }
+
+  // GET /_hubfs/stats: requests, api_requests, resolve_requests, cdn_requests, bytes_sent,
+  // peak_concurrency, cdn_authorization_headers, range_requests, head_requests,
+  // faults_injected, in_flight, by_path, by_status.
+  nlohmann::json stats();
+  void reset_stats();
+  // Queues a fault for the next matching requests, e.g. {"status": 503, "count": 2,
+  // "retry_after": 1} or {"mode": "reset", "path_contains": "/blobs/"}. Throws on a bad spec.
+  void add_fault(const nlohmann::json& fault);
+  void clear_faults();
+  // Every signed CDN URL handed out so far answers 403 from now on.
+  void expire_urls();
+
+ private:
+  LocalHub() = default;
+  // One blocking request to the control endpoints; returns the body, throws on non-2xx.
+  std::string control(const std::string& method, const std::string& path, const std::string& body);
+
+  pid_t pid_ = -1;
+  int stdin_fd_ = -1;   // we hold the write end: the server exits when it closes
+  int stdout_fd_ = -1;  // the "listening" line arrives here
+  std::string stderr_path_;
+  bool keep_stderr_ = false;  // start() still has to quote it
+  std::string url_;
+  std::string cdn_url_;
+  int api_port_ = 0;
+};
+
+// Writes `bytes` to `path`, creating parent directories; throws std::runtime_error on failure.
+void write_file(const std::string& path, std::string_view bytes);
+
+}  // namespace hubfs::testing
