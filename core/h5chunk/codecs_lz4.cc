@@ -1,0 +1,70 @@
+// LZ4 filter (32004), HDF5 framing: u64 BE plain size, u32 BE block size, then per block a
+// u32 BE compressed size and a raw LZ4 block; a block whose compressed size equals its plain
+// size is stored as is.
+#include <lz4.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "h5chunk/codecs.h"
+
+namespace h5chunk::codec {
+namespace {
+
+constexpr size_t kHeaderBytes = 12;     // u64 plain size + u32 block size
+constexpr size_t kBlockHeaderBytes = 4;  // u32 compressed size
+
+std::string block_error(size_t block, const std::string& what) {
+  return "lz4: block " + std::to_string(block) + " " + what;
+}
+
+}  // namespace
+
+Result<size_t> lz4_hdf5_decode(const uint8_t* in, size_t in_size, Target out) {
+  if (in_size < kHeaderBytes) {
+    return hubfs::Corrupt("lz4: " + std::to_string(in_size) + " bytes is shorter than the 12-byte header");
+  }
+  uint64_t total = load_be64(in);
+  uint64_t block_size = load_be32(in + 8);
+  if (Status st = check_announced_size("lz4", total, out); !st.ok()) return st;
+  // The writer caps the block at the chunk; 0 would loop forever, read it as "one block".
+  if (block_size == 0 || block_size > total) block_size = total;
+  // LZ4_decompress_safe counts in int.
+  if (block_size > static_cast<uint64_t>(LZ4_MAX_INPUT_SIZE)) {
+    return hubfs::Corrupt("lz4: block size " + std::to_string(block_size) + " exceeds what LZ4 can decode");
+  }
+
+  size_t pos = kHeaderBytes;
+  size_t written = 0;
+  for (size_t block = 0; written < total; ++block) {
+    size_t plain = static_cast<size_t>(std::min<uint64_t>(block_size, total - written));
+    if (in_size - pos < kBlockHeaderBytes) return hubfs::Corrupt(block_error(block, "header overruns the input"));
+    size_t compressed = load_be32(in + pos);
+    pos += kBlockHeaderBytes;
+    if (compressed > in_size - pos) {
+      return hubfs::Corrupt(block_error(block, "overruns the input (" + std::to_string(compressed) + " bytes, " +
+                                               std::to_string(in_size - pos) + " left)"));
+    }
+    if (compressed == plain) {
+      std::memcpy(out.data + written, in + pos, plain);
+    } else {
+      int got = LZ4_decompress_safe(reinterpret_cast<const char*>(in + pos),
+                                    reinterpret_cast<char*>(out.data + written), static_cast<int>(compressed),
+                                    static_cast<int>(plain));
+      if (got < 0) return hubfs::Corrupt(block_error(block, "is not valid LZ4"));
+      if (static_cast<size_t>(got) != plain) {
+        return hubfs::Corrupt(block_error(block, "decoded " + std::to_string(got) + " bytes, expected " +
+                                                 std::to_string(plain)));
+      }
+    }
+    pos += compressed;
+    written += plain;
+  }
+  if (pos != in_size) {
+    return hubfs::Corrupt("lz4: " + std::to_string(in_size - pos) + " bytes after the last block");
+  }
+  return written;
+}
+
+}  // namespace h5chunk::codec
