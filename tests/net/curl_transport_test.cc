@@ -1,0 +1,356 @@
+#include "net/curl_transport.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <future>
+#include <memory>
+#include <thread>
+
+#include "net/scripted_http_server.h"
+
+namespace hubfs {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::ScriptedHttpServer;
+using testing::ServerConnection;
+using testing::ServerRequest;
+
+// Short timeouts keep the failure tests fast; they are bounds, never asserted durations.
+constexpr long kShortTimeoutMs = 300;
+
+HttpRequest get(const std::string& url) {
+  HttpRequest r;
+  r.url = url;
+  return r;
+}
+
+// Waits for a submit() callback; the bound only stops a broken transport from hanging the test.
+struct Pending {
+  std::promise<Result<HttpResponse>> promise;
+  std::future<Result<HttpResponse>> future = promise.get_future();
+  HttpTransport::Callback callback() {
+    return [this](Result<HttpResponse> r) { promise.set_value(std::move(r)); };
+  }
+};
+
+TEST(CurlTransport, GetReturnsStatusBodyAndLowerCasedHeaders) {
+  ScriptedHttpServer server([](const ServerRequest& req, ServerConnection& c) {
+    c.respond(200, "hello " + req.target, {{"X-Custom-Thing", "Value One"}, {"ETag", "\"abc\""}});
+  });
+  CurlTransport transport;
+  HttpRequest req = get(server.url("/file?x=1"));
+  req.headers = {{"Authorization", "Bearer t"}};
+  auto r = transport.perform(req);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "hello /file?x=1");
+  EXPECT_EQ(r->header("x-custom-thing"), "Value One");
+  for (const auto& [name, value] : r->headers) {
+    EXPECT_EQ(name, [n = name] {
+      std::string l = n;
+      for (char& ch : l) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      return l;
+    }()) << "header name not lower-cased";
+  }
+  auto seen = server.requests();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].method, "GET");
+  EXPECT_EQ(seen[0].header("authorization"), "Bearer t");
+  EXPECT_EQ(seen[0].header("accept-encoding"), "identity");
+  EXPECT_EQ(seen[0].header("user-agent"), "hubfs/0.1");
+}
+
+TEST(CurlTransport, HeadReadsHeadersOnlyAndIgnoresMaxBody) {
+  ScriptedHttpServer server([](const ServerRequest& req, ServerConnection& c) {
+    // A HEAD answer announces the length of a body it does not send.
+    c.send("HTTP/1.1 200 OK\r\nContent-Length: 123456789\r\nX-Linked-Size: 123456789\r\n\r\n");
+  });
+  CurlTransport transport;
+  HttpRequest req = get(server.url("/big"));
+  req.method = "HEAD";
+  req.max_body = 10;
+  auto r = transport.perform(req);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "");
+  EXPECT_EQ(r->header("content-length"), "123456789");
+  EXPECT_EQ(server.requests().at(0).method, "HEAD");
+}
+
+TEST(CurlTransport, PostSendsBody) {
+  ScriptedHttpServer server([](const ServerRequest& req, ServerConnection& c) {
+    c.respond(200, "got:" + req.body);
+  });
+  CurlTransport transport;
+  HttpRequest req = get(server.url("/api/paths-info"));
+  req.method = "POST";
+  req.headers = {{"Content-Type", "application/x-www-form-urlencoded"}};
+  req.body = "paths=a&paths=b";
+  auto r = transport.perform(req);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->body, "got:paths=a&paths=b");
+  auto seen = server.requests().at(0);
+  EXPECT_EQ(seen.method, "POST");
+  EXPECT_EQ(seen.header("content-type"), "application/x-www-form-urlencoded");
+  EXPECT_EQ(seen.header("expect"), std::nullopt);
+}
+
+TEST(CurlTransport, LargePostBodyArrivesWhole) {
+  ScriptedHttpServer server([](const ServerRequest& req, ServerConnection& c) {
+    c.respond(200, std::to_string(req.body.size()));
+  });
+  CurlTransport transport;
+  HttpRequest req = get(server.url("/post"));
+  req.method = "POST";
+  req.body = std::string(3 << 20, 'p');
+  auto r = transport.perform(req);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->body, std::to_string(3 << 20));
+}
+
+TEST(CurlTransport, RedirectsAreReturnedNotFollowed) {
+  ScriptedHttpServer server([](const ServerRequest& req, ServerConnection& c) {
+    c.respond(302, "", {{"Location", "/elsewhere"}});
+  });
+  CurlTransport transport;
+  auto r = transport.perform(get(server.url("/resolve/main/x")));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->status, 302);
+  EXPECT_EQ(r->header("location"), "/elsewhere");
+  EXPECT_EQ(server.requests_handled(), 1);
+}
+
+TEST(CurlTransport, KeepAliveReusesOneConnection) {
+  ScriptedHttpServer server([](const ServerRequest& req, ServerConnection& c) { c.respond(200, "ok"); });
+  CurlTransport transport;
+  constexpr int kRequests = 10;
+  for (int i = 0; i < kRequests; ++i) {
+    auto r = transport.perform(get(server.url("/r" + std::to_string(i))));
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->body, "ok");
+  }
+  EXPECT_EQ(server.requests_handled(), kRequests);
+  EXPECT_EQ(server.connections_accepted(), 1);
+}
+
+TEST(CurlTransport, NoFirstByteTimesOut) {
+  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection&) {});
+  // The handler returns at once without answering; the connection then idles.
+  CurlOptions options;
+  options.first_byte_timeout_ms = kShortTimeoutMs;
+  CurlTransport transport(options);
+  auto r = transport.perform(get(server.url("/silent?X-Amz-Signature=secret")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kTimeout);
+  EXPECT_THAT(r.status().message(), HasSubstr("/silent"));
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("secret")));
+}
+
+TEST(CurlTransport, SlowFirstByteWithinTimeoutSucceeds) {
+  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    c.respond(200, "late but fine");
+  });
+  CurlOptions options;
+  options.first_byte_timeout_ms = 5'000;
+  CurlTransport transport(options);
+  auto r = transport.perform(get(server.url("/slow")));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->body, "late but fine");
+}
+
+TEST(CurlTransport, StallMidBodyTimesOut) {
+  ScriptedHttpServer* srv = nullptr;
+  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) {
+    c.send("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + std::string(100, 'x'));
+    srv->wait_for_stop();  // then nothing, forever (until the test ends)
+  });
+  srv = &server;
+  CurlOptions options;
+  options.stall_timeout_ms = kShortTimeoutMs;
+  CurlTransport transport(options);
+  auto r = transport.perform(get(server.url("/stall")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kTimeout);
+  EXPECT_THAT(r.status().message(), HasSubstr("stalled"));
+}
+
+TEST(CurlTransport, ResetMidBodyIsUnavailable) {
+  ScriptedHttpServer server([](const ServerRequest&, ServerConnection& c) {
+    c.send("HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + std::string(1000, 'x'));
+    c.reset();
+  });
+  CurlTransport transport;
+  auto r = transport.perform(get(server.url("/reset")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().message();
+}
+
+TEST(CurlTransport, BodyCutShortIsUnavailable) {
+  ScriptedHttpServer server([](const ServerRequest&, ServerConnection& c) {
+    c.send("HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + std::string(1000, 'x'));
+    c.close_now();
+  });
+  CurlTransport transport;
+  auto r = transport.perform(get(server.url("/short")));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_THAT(r.status().message(), HasSubstr("bytes remaining"));
+}
+
+TEST(CurlTransport, ConnectionRefusedIsUnavailable) {
+  int port;
+  {
+    ScriptedHttpServer server([](const ServerRequest&, ServerConnection&) {});
+    port = server.port();
+  }  // stopped: nothing listens on the port any more
+  CurlTransport transport;
+  auto r = transport.perform(get("http://127.0.0.1:" + std::to_string(port) + "/x"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+}
+
+TEST(CurlTransport, AnnouncedBodyPastMaxBodyIsRefused) {
+  ScriptedHttpServer server([](const ServerRequest&, ServerConnection& c) {
+    c.respond(200, std::string(1 << 20, 'z'));
+  });
+  CurlTransport transport;
+  HttpRequest req = get(server.url("/huge"));
+  req.max_body = 1000;
+  auto r = transport.perform(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kCorrupt);
+  EXPECT_THAT(r.status().message(), HasSubstr("server sent more than asked"));
+}
+
+TEST(CurlTransport, UnannouncedBodyPastMaxBodyIsAborted) {
+  ScriptedHttpServer server([](const ServerRequest&, ServerConnection& c) {
+    // No Content-Length: the body runs until the connection closes.
+    c.send("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + std::string(1 << 20, 'z'));
+    c.close_now();
+  });
+  CurlTransport transport;
+  HttpRequest req = get(server.url("/huge"));
+  req.max_body = 1000;
+  auto r = transport.perform(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kCorrupt);
+  EXPECT_THAT(r.status().message(), HasSubstr("server sent more than asked"));
+}
+
+TEST(CurlTransport, BodyExactlyMaxBodyIsAccepted) {
+  ScriptedHttpServer server([](const ServerRequest&, ServerConnection& c) { c.respond(206, "0123456789"); });
+  CurlTransport transport;
+  HttpRequest req = get(server.url("/exact"));
+  req.max_body = 10;
+  auto r = transport.perform(req);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->body, "0123456789");
+}
+
+TEST(CurlTransport, UnsupportedMethodIsInvalidArgument) {
+  CurlTransport transport;
+  HttpRequest req = get("http://127.0.0.1:1/x");
+  req.method = "DELETE";
+  auto r = transport.perform(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+}
+
+TEST(CurlTransport, ConcurrentSubmittersBoundedByMaxInFlight) {
+  constexpr int kMaxInFlight = 4;
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 8;
+  constexpr int kTotal = kThreads * kPerThread;  // 32 requests
+  ScriptedHttpServer* srv = nullptr;
+  ScriptedHttpServer server([&](const ServerRequest& req, ServerConnection& c) {
+    // Hold each answer until a full set of transfers runs at once (or every request has
+    // arrived; bounded), so a transport that ran more than kMaxInFlight, or fewer, shows in
+    // the peak.
+    srv->wait_until([&] { return srv->concurrent_now() >= kMaxInFlight || srv->requests_handled() == kTotal; },
+                    std::chrono::milliseconds(500));
+    c.respond(200, "body of " + req.target);
+  });
+  srv = &server;
+  CurlOptions options;
+  options.max_in_flight = kMaxInFlight;
+  CurlTransport transport(options);
+
+  std::vector<std::unique_ptr<Pending>> pending(kThreads * kPerThread);
+  for (auto& p : pending) p = std::make_unique<Pending>();
+  std::vector<std::thread> submitters;
+  for (int t = 0; t < kThreads; ++t) {
+    submitters.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        int n = t * kPerThread + i;
+        transport.submit(get(server.url("/n" + std::to_string(n))), pending[n]->callback());
+      }
+    });
+  }
+  for (auto& s : submitters) s.join();
+  for (size_t n = 0; n < pending.size(); ++n) {
+    auto r = pending[n]->future.get();
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->body, "body of /n" + std::to_string(n));
+  }
+  EXPECT_EQ(server.requests_handled(), kThreads * kPerThread);
+  EXPECT_EQ(server.peak_concurrent(), kMaxInFlight);
+  EXPECT_LE(server.connections_accepted(), kMaxInFlight);
+}
+
+TEST(CurlTransport, CallbackMaySubmitMoreWork) {
+  ScriptedHttpServer server([](const ServerRequest& req, ServerConnection& c) { c.respond(200, req.target); });
+  CurlTransport transport;
+  Pending second;
+  transport.submit(get(server.url("/first")), [&](Result<HttpResponse> r) {
+    ASSERT_TRUE(r.ok());
+    transport.submit(get(server.url("/second")), second.callback());
+  });
+  auto r = second.future.get();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->body, "/second");
+}
+
+TEST(CurlTransport, DestructorFailsRequestsInFlightAndQueued) {
+  ScriptedHttpServer* srv = nullptr;
+  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection&) { srv->wait_for_stop(); });
+  srv = &server;
+  constexpr int kRequests = 8;
+  std::vector<std::unique_ptr<Pending>> pending(kRequests);
+  {
+    CurlOptions options;
+    options.max_in_flight = 2;  // 2 running, 6 queued
+    CurlTransport transport(options);
+    for (auto& p : pending) {
+      p = std::make_unique<Pending>();
+      transport.submit(get(server.url("/never")), p->callback());
+    }
+    server.wait_for_concurrency(2, std::chrono::seconds(2));
+  }
+  for (auto& p : pending) {
+    // The destructor has returned, so every callback has already run.
+    ASSERT_EQ(p->future.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+    auto r = p->future.get();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kUnavailable);
+    EXPECT_THAT(r.status().message(), HasSubstr("shut down"));
+  }
+}
+
+TEST(CurlTransport, ReservesBodyFromContentLengthAndReadsMegabytes) {
+  const std::string big(8 << 20, 'b');
+  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) { c.respond(206, big); });
+  CurlTransport transport;
+  auto r = transport.perform(get(server.url("/big")));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->body.size(), big.size());
+  EXPECT_TRUE(r->body == big);
+  // One allocation sized from Content-Length (not a doubling growth that overshoots).
+  EXPECT_EQ(r->body.capacity(), big.size());
+}
+
+}  // namespace
+}  // namespace hubfs
