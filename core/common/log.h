@@ -1,0 +1,21 @@
+// A minimal process-wide log: timestamped lines to stderr (or wherever the daemon points it).
+// Never pass a token to it.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+namespace hubfs {
+
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
+
+void set_log_level(LogLevel level);
+void set_log_file(std::FILE* file);  // not owned; default stderr
+void log_line(LogLevel level, const std::string& message);
+
+inline void log_debug(const std::string& m) { log_line(LogLevel::kDebug, m); }
+inline void log_info(const std::string& m) { log_line(LogLevel::kInfo, m); }
+inline void log_warning(const std::string& m) { log_line(LogLevel::kWarning, m); }
+inline void log_error(const std::string& m) { log_line(LogLevel::kError, m); }
+
+}  // namespace hubfs

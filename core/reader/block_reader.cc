@@ -1,0 +1,329 @@
+#include "reader/block_reader.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace hubfs {
+
+// A block someone is loading. Readers that need it wait on `cv` (under the reader's mutex);
+// the loader fills in status/data and sets done.
+struct BlockReader::Block {
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  std::shared_ptr<const std::string> data;
+};
+
+BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options)
+    : cache_(cache), fetcher_(fetcher), options_(options) {
+  for (int i = 0; i < std::max(1, options_.disk_threads); ++i) {
+    workers_.emplace_back([this] { worker_loop(); });
+  }
+}
+
+BlockReader::~BlockReader() {
+  // Fetches still in flight call back into this object: wait for them (the transport bounds
+  // every request, so this ends), then stop the workers.
+  {
+    std::unique_lock<std::mutex> lock(tasks_mu_);
+    tasks_cv_.wait(lock, [this] { return outstanding_.load() == 0 && tasks_.empty(); });
+    stopping_ = true;
+  }
+  tasks_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void BlockReader::post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(tasks_mu_);
+    tasks_.push_back(std::move(task));
+  }
+  tasks_cv_.notify_one();
+}
+
+void BlockReader::worker_loop() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(tasks_mu_);
+      tasks_cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;  // stopping and drained
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+    {
+      // Wake the destructor, which waits for the queue to drain.
+      std::lock_guard<std::mutex> lock(tasks_mu_);
+    }
+    tasks_cv_.notify_all();
+  }
+}
+
+uint64_t BlockReader::block_length(const RemoteFile& file, uint64_t index) const {
+  uint64_t start = index * options_.block_size;
+  if (start >= file.size) return 0;
+  return std::min<uint64_t>(options_.block_size, file.size - start);
+}
+
+std::string BlockReader::cache_id(const std::string& content_id) const {
+  // Block indices only mean something for one block size, so a non-default size gets its own
+  // key space (in memory and on disk).
+  std::string k = content_id;
+  if (options_.block_size != (1u << 20)) k += ".bs" + std::to_string(options_.block_size);
+  return k;
+}
+
+void BlockReader::remember(const std::string& k, std::shared_ptr<const std::string> data) {
+  // Caller holds mu_.
+  auto it = lru_index_.find(k);
+  if (it != lru_index_.end()) {
+    lru_bytes_ -= it->second->second->size();
+    lru_.erase(it->second);
+    lru_index_.erase(it);
+  }
+  lru_bytes_ += data->size();
+  lru_.emplace_front(k, std::move(data));
+  lru_index_[k] = lru_.begin();
+  while (lru_bytes_ > options_.memory_cache_bytes && lru_.size() > 1) {
+    auto& last = lru_.back();
+    lru_bytes_ -= last.second->size();
+    lru_index_.erase(last.first);
+    lru_.pop_back();
+  }
+}
+
+std::shared_ptr<const std::string> BlockReader::recall(const std::string& k) {
+  // Caller holds mu_.
+  auto it = lru_index_.find(k);
+  if (it == lru_index_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
+}
+
+static std::string memory_key(const std::string& cache_id, uint64_t index) {
+  return cache_id + "#" + std::to_string(index);
+}
+
+BlockReader::BlockPtr BlockReader::claim_or_find(const RemoteFile& file, uint64_t index,
+                                                 bool* claimed) {
+  *claimed = false;
+  std::string mk = memory_key(cache_id(file.content_id), index);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto data = recall(mk)) {
+    auto block = std::make_shared<Block>();
+    block->done = true;
+    block->data = std::move(data);
+    ++stats_.memory_hits;
+    return block;
+  }
+  auto it = in_flight_.find(mk);
+  if (it != in_flight_.end()) return it->second;
+  auto block = std::make_shared<Block>();
+  in_flight_.emplace(mk, block);
+  *claimed = true;
+  return block;
+}
+
+void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<std::string> data,
+                           bool store) {
+  std::string id = cache_id(file.content_id);
+  std::string mk = memory_key(id, index);
+  std::shared_ptr<const std::string> bytes;
+  if (data.ok()) bytes = std::make_shared<const std::string>(std::move(data).value());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(mk);
+    if (it != in_flight_.end()) {
+      BlockPtr block = it->second;
+      in_flight_.erase(it);
+      block->done = true;
+      if (bytes) {
+        block->data = bytes;
+      } else {
+        block->status = data.status();
+      }
+      block->cv.notify_all();
+    }
+    if (bytes) remember(mk, bytes);
+  }
+  // Write-back happens after waiters are released: nobody waits on the disk but the disk thread.
+  if (bytes && store && cache_) cache_->put(id, index, *bytes);
+}
+
+void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed,
+                               bool prefetch) {
+  std::vector<uint64_t> misses;
+  std::string id = cache_id(file.content_id);
+  for (uint64_t index : claimed) {
+    if (cache_) {
+      auto hit = cache_->get(id, index);
+      // A block of the wrong length (a file cut short by a writer that crashed between
+      // versions of this program, say) is not this block: fetch it again.
+      if (hit && hit->size() == block_length(file, index)) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          ++stats_.disk_hits;
+        }
+        complete(file, index, std::move(*hit), /*store=*/false);
+        continue;
+      }
+    }
+    misses.push_back(index);
+  }
+  if (!misses.empty()) fetch_runs(file, misses, prefetch);
+}
+
+void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>& indices,
+                             bool prefetch) {
+  // indices are ascending; neighbours go out together, up to max_blocks_per_request.
+  size_t i = 0;
+  while (i < indices.size()) {
+    size_t j = i + 1;
+    while (j < indices.size() && indices[j] == indices[j - 1] + 1 &&
+           j - i < options_.max_blocks_per_request) {
+      ++j;
+    }
+    uint64_t first = indices[i];
+    uint64_t count = j - i;
+    ByteRange range{first * options_.block_size, 0};
+    for (uint64_t b = first; b < first + count; ++b) range.length += block_length(file, b);
+    if (prefetch) prefetch_bytes_ += range.length;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.requests;
+    }
+    ++outstanding_;
+    fetcher_.fetch_async(
+        file.locate, file.size, range,
+        [this, file, first, count, range, prefetch](Result<std::string> body) {
+          // Runs on the network thread: hand the splitting and the disk writes to a worker.
+          auto shared = std::make_shared<Result<std::string>>(std::move(body));
+          post([this, file, first, count, range, prefetch, shared] {
+            if (prefetch) prefetch_bytes_ -= range.length;
+            if (!shared->ok()) {
+              {
+                std::lock_guard<std::mutex> lock(mu_);
+                ++stats_.fetch_errors;
+              }
+              Status error = shared->status().with_context("fetching " + file.path);
+              for (uint64_t b = first; b < first + count; ++b) complete(file, b, error, false);
+            } else {
+              const std::string& all = shared->value();
+              {
+                std::lock_guard<std::mutex> lock(mu_);
+                stats_.bytes_fetched += all.size();
+                stats_.blocks_fetched += count;
+              }
+              uint64_t pos = 0;
+              for (uint64_t b = first; b < first + count; ++b) {
+                uint64_t len = block_length(file, b);
+                complete(file, b, all.substr(pos, len), true);
+                pos += len;
+              }
+            }
+            --outstanding_;
+          });
+        });
+    i = j;
+  }
+}
+
+void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint64_t last_block,
+                             ReadState* state) {
+  uint64_t nblocks = (file.size + options_.block_size - 1) / options_.block_size;
+  uint64_t from = std::max(last_block + 1, state->prefetched_to);
+  uint64_t to = std::min<uint64_t>(last_block + state->window_blocks, nblocks ? nblocks - 1 : 0);
+  std::vector<uint64_t> claimed;
+  uint64_t claimed_bytes = 0;
+  for (uint64_t b = from; b <= to && from < nblocks; ++b) {
+    // Bounded memory: past the global budget, read-ahead waits for the next read to try again.
+    if (prefetch_bytes_.load() + claimed_bytes + block_length(file, b) > options_.max_prefetch_bytes) {
+      break;
+    }
+    bool mine = false;
+    claim_or_find(file, b, &mine);
+    if (mine) {
+      claimed.push_back(b);
+      claimed_bytes += block_length(file, b);
+    }
+    state->prefetched_to = b + 1;
+  }
+  if (claimed.empty()) return;
+  ++outstanding_;
+  post([this, file, claimed = std::move(claimed)] {
+    load_claimed(file, claimed, /*prefetch=*/true);
+    --outstanding_;
+  });
+}
+
+Result<size_t> BlockReader::read(const RemoteFile& file, uint64_t offset, size_t length,
+                                 char* out, ReadState* state) {
+  if (offset >= file.size || length == 0) return size_t{0};
+  uint64_t end = std::min<uint64_t>(file.size, offset + length);
+  uint64_t first = offset / options_.block_size;
+  uint64_t last = (end - 1) / options_.block_size;
+
+  std::vector<BlockPtr> blocks;
+  std::vector<uint64_t> claimed;
+  for (uint64_t b = first; b <= last; ++b) {
+    bool mine = false;
+    blocks.push_back(claim_or_find(file, b, &mine));
+    if (mine) claimed.push_back(b);
+  }
+  // The blocks this read needs go out before any read-ahead.
+  if (!claimed.empty()) load_claimed(file, claimed, /*prefetch=*/false);
+
+  if (state) {
+    std::lock_guard<std::mutex> state_lock(state->mu);
+    // Sequential: this read starts where the last ended, give or take the window (the kernel
+    // sends a stream's pieces from several threads, a little out of order).
+    uint64_t slack = uint64_t(std::max(state->window_blocks, options_.min_readahead_blocks)) *
+                     options_.block_size;
+    bool sequential = state->next_offset != UINT64_MAX && offset + slack >= state->next_offset &&
+                      offset <= state->next_offset + slack;
+    if (sequential) {
+      state->window_blocks = state->window_blocks == 0
+                                 ? options_.min_readahead_blocks
+                                 : std::min(state->window_blocks * 2, options_.max_readahead_blocks);
+      read_ahead(file, first, last, state);
+    } else {
+      state->window_blocks = 0;
+      state->prefetched_to = 0;
+    }
+    state->next_offset = end;
+  }
+
+  auto deadline = std::chrono::steady_clock::now() + options_.read_timeout;
+  size_t copied = 0;
+  for (uint64_t b = first; b <= last; ++b) {
+    BlockPtr& block = blocks[b - first];
+    std::shared_ptr<const std::string> data;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!block->cv.wait_until(lock, deadline, [&] { return block->done; })) {
+        return Timeout("reading " + file.path + ": block " + std::to_string(b) + " not served within " +
+                       std::to_string(options_.read_timeout.count() / 1000) +
+                       " s; the Hub or its CDN is not answering");
+      }
+      if (!block->status.ok()) return block->status;
+      data = block->data;
+    }
+    uint64_t block_start = b * options_.block_size;
+    uint64_t from = std::max(offset, block_start) - block_start;
+    uint64_t to = std::min(end, block_start + data->size()) - block_start;
+    if (block_start + data->size() < std::min(end, block_start + options_.block_size)) {
+      return Corrupt("reading " + file.path + ": block " + std::to_string(b) + " is short");
+    }
+    std::memcpy(out + copied, data->data() + from, to - from);
+    copied += to - from;
+  }
+  return copied;
+}
+
+ReaderStats BlockReader::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace hubfs

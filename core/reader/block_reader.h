@@ -1,0 +1,134 @@
+// Serves byte ranges of remote, immutable files block by block: from a small memory cache, then
+// the on-disk BlockCache, then the network, fetching each missing block exactly once however many
+// readers wait for it (single-flight), coalescing neighbouring missing blocks into one request,
+// and reading ahead for handles that read sequentially.
+//
+// This is the whole read path of the mount, kept free of FUSE so it can be tested with a fake
+// transport and a temporary cache directory.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/block_cache.h"
+#include "common/status.h"
+#include "net/range_fetcher.h"
+
+namespace hubfs {
+
+// One remote file as the reader needs it: immutable content of a known size under a key.
+struct RemoteFile {
+  std::string path;        // for messages only
+  std::string content_id;  // "sha256:<hex>" or "oid:<hex>": the cache key
+  uint64_t size = 0;
+  Locator locate;          // where to fetch it from (resolved lazily, only on a miss)
+};
+
+struct ReaderOptions {
+  // 1 MiB: the largest request the kernel sends a FUSE filesystem by default (max_pages 256), so a
+  // cold read costs at most one block of over-fetch; HDF5 metadata reads are small and scattered,
+  // and larger blocks multiplied their cost. Throughput comes from coalescing and parallelism,
+  // not from block size (bench/block_size.cc measures it).
+  uint32_t block_size = 1u << 20;
+  // Up to 8 neighbouring missing blocks share one request: fewer round trips for a large read,
+  // while 8 MiB keeps one slow request from holding back the blocks behind it for long.
+  uint32_t max_blocks_per_request = 8;
+  // Read-ahead window for a sequential handle: starts small so one stray sequential pair costs
+  // little, doubles per sequential read, and caps where 20 ms x 16 requests of bandwidth is covered.
+  uint32_t min_readahead_blocks = 4;
+  uint32_t max_readahead_blocks = 64;
+  // Global bound on read-ahead bytes fetched but not yet consumed: memory in flight stays bounded
+  // however many handles stream at once.
+  uint64_t max_prefetch_bytes = 256ull << 20;
+  // Recently used blocks kept in memory: the kernel reads in pieces smaller than a block, and each
+  // piece must not re-read and re-verify a whole block file.
+  uint64_t memory_cache_bytes = 128ull << 20;
+  // A read that cannot be served ends in an error after this, never a hang.
+  std::chrono::milliseconds read_timeout{120'000};
+  // Threads that check the disk cache for read-ahead blocks and write fetched blocks to it, so
+  // neither the network thread nor a reader waits on the disk for someone else.
+  int disk_threads = 2;
+};
+
+struct ReaderStats {
+  uint64_t memory_hits = 0;
+  uint64_t disk_hits = 0;
+  uint64_t blocks_fetched = 0;
+  uint64_t requests = 0;
+  uint64_t bytes_fetched = 0;
+  uint64_t fetch_errors = 0;
+};
+
+// Per open handle: what the handle read last, to tell sequential streams from random access.
+struct ReadState {
+  std::mutex mu;                      // the kernel may read one handle from several threads
+  uint64_t next_offset = UINT64_MAX;  // where a sequential read would start
+  uint32_t window_blocks = 0;         // current read-ahead window (0: not sequential)
+  uint64_t prefetched_to = 0;         // blocks below this were already requested ahead
+};
+
+class BlockReader {
+ public:
+  // cache may be null (no disk cache).
+  BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options = {});
+  ~BlockReader();
+  BlockReader(const BlockReader&) = delete;
+  BlockReader& operator=(const BlockReader&) = delete;
+
+  // Copies [offset, offset + length) of the file, cut at its end, into out; returns the count.
+  // state may be null (no read-ahead). Thread-safe.
+  Result<size_t> read(const RemoteFile& file, uint64_t offset, size_t length, char* out,
+                      ReadState* state);
+
+  ReaderStats stats() const;
+  const ReaderOptions& options() const { return options_; }
+
+ private:
+  struct Block;
+  using BlockPtr = std::shared_ptr<Block>;
+
+  BlockPtr claim_or_find(const RemoteFile& file, uint64_t index, bool* claimed);
+  void load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed, bool from_disk_first);
+  void fetch_runs(const RemoteFile& file, const std::vector<uint64_t>& indices, bool prefetch);
+  void complete(const RemoteFile& file, uint64_t index, Result<std::string> data, bool store);
+  void read_ahead(const RemoteFile& file, uint64_t first_block, uint64_t last_block, ReadState* state);
+  uint64_t block_length(const RemoteFile& file, uint64_t index) const;
+  std::string cache_id(const std::string& content_id) const;
+  void remember(const std::string& key, std::shared_ptr<const std::string> data);
+  std::shared_ptr<const std::string> recall(const std::string& key);
+  void post(std::function<void()> task);
+  void worker_loop();
+
+  BlockCache* cache_;
+  RangeFetcher& fetcher_;
+  const ReaderOptions options_;
+
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, BlockPtr> in_flight_;
+  // Memory LRU: most recent at the front.
+  std::list<std::pair<std::string, std::shared_ptr<const std::string>>> lru_;
+  std::unordered_map<std::string, decltype(lru_)::iterator> lru_index_;
+  uint64_t lru_bytes_ = 0;
+  ReaderStats stats_;
+  std::atomic<uint64_t> prefetch_bytes_{0};
+  std::atomic<int64_t> outstanding_{0};  // fetches and tasks not yet finished (joined on destroy)
+
+  std::mutex tasks_mu_;
+  std::condition_variable tasks_cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace hubfs

@@ -1,0 +1,335 @@
+#include "mount.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cache/block_cache.h"
+#include "common/log.h"
+#include "hub/hub_client.h"
+#include "hubfs_fs.h"
+#include "net/curl_transport.h"
+#include "net/range_fetcher.h"
+#include "net/retrying_transport.h"
+#include "reader/block_reader.h"
+
+namespace hubfs {
+
+namespace {
+
+// FUSE worker threads: each blocks on one read at a time, and the kernel keeps up to
+// max_background (64) requests queued; 32 threads keep the fetcher's 16+ requests busy while
+// some threads wait on the disk cache.
+constexpr unsigned kFuseThreads = 32;
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+// True when path is itself a mount point (listed in /proc/self/mountinfo).
+bool is_mount_point(const std::string& path) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point;
+    fields >> id >> parent >> dev >> root >> point;
+    if (point == path) return true;
+  }
+  return false;
+}
+
+// The checks that can fail before anything starts, each naming the cause and the fix.
+Result<std::string> check_mountpoint(const std::string& mountpoint) {
+  struct stat st {};
+  if (stat(mountpoint.c_str(), &st) != 0) {
+    if (errno == ENOTCONN) {
+      return Status(Code::kInvalidArgument,
+                    "mountpoint " + mountpoint + " is a dead FUSE mount (its daemon exited); "
+                    "clear it with: hubfs unmount " + mountpoint);
+    }
+    return Status(Code::kNotFound, "mountpoint " + mountpoint + " does not exist: create it with "
+                                   "mkdir -p " + mountpoint);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Status(Code::kInvalidArgument, "mountpoint " + mountpoint + " is not a directory");
+  }
+  char real[PATH_MAX];
+  if (!realpath(mountpoint.c_str(), real)) {
+    return Status(Code::kInvalidArgument, "cannot resolve mountpoint " + mountpoint + ": " + strerror(errno));
+  }
+  if (is_mount_point(real)) {
+    return Status(Code::kInvalidArgument, "mountpoint " + std::string(real) +
+                                              " is busy: something is already mounted there; "
+                                              "unmount it first (hubfs unmount " + real + ")");
+  }
+  if (access("/dev/fuse", R_OK | W_OK) != 0) {
+    return Status(Code::kUnavailable,
+                  std::string("/dev/fuse is not usable (") + strerror(errno) +
+                      "): install fuse3 and load the module (modprobe fuse), or in a container "
+                      "pass --device /dev/fuse --cap-add SYS_ADMIN");
+  }
+  return std::string(real);
+}
+
+// Everything a running mount owns, in construction order (destroyed in reverse).
+struct Mount {
+  std::unique_ptr<CurlTransport> curl;
+  std::unique_ptr<RetryingTransport> transport;
+  std::unique_ptr<HubClient> hub;
+  std::unique_ptr<BlockCache> cache;
+  std::unique_ptr<RangeFetcher> fetcher;
+  std::unique_ptr<BlockReader> reader;
+  std::unique_ptr<HubFs> fs;
+  fuse_session* session = nullptr;
+  bool mounted = false;
+  bool signals = false;
+
+  ~Mount() {
+    if (session) {
+      if (signals) fuse_remove_signal_handlers(session);
+      if (mounted) fuse_session_unmount(session);
+      fuse_session_destroy(session);
+    }
+  }
+};
+
+// Builds the whole stack and mounts it. On success the session is mounted but not yet served.
+Status build_mount(const MountConfig& config, const std::string& mountpoint, Mount& m) {
+  auto repo = parse_repo_ref(config.repo_spec, config.repo_type, config.revision);
+  if (!repo.ok()) return repo.status();
+
+  CurlOptions curl_options;
+  curl_options.max_in_flight = config.max_requests;
+  m.curl = std::make_unique<CurlTransport>(curl_options);
+  m.transport = std::make_unique<RetryingTransport>(*m.curl);
+  HubConfig hub_config;
+  hub_config.endpoint = config.endpoint;
+  hub_config.token = find_token();
+  m.hub = std::make_unique<HubClient>(hub_config, *m.transport);
+
+  auto info = m.hub->repo_info(*repo);
+  if (!info.ok()) return info.status();
+  RepoRef pinned = *repo;
+  pinned.revision = info->sha;  // every later request names the commit: the view never moves
+  log_info("mounting " + repo->id + "@" + repo->revision + " (commit " + info->sha + ") at " + mountpoint);
+
+  CacheOptions cache_options;
+  cache_options.dir = config.cache_dir;
+  cache_options.budget_bytes = config.cache_size;
+  auto cache = BlockCache::open(cache_options);
+  if (!cache.ok()) return cache.status();
+  m.cache = std::move(cache).value();
+  m.fetcher = std::make_unique<RangeFetcher>(*m.transport);
+  m.reader = std::make_unique<BlockReader>(m.cache.get(), *m.fetcher);
+  FsOptions fs_options;
+  fs_options.mtime = static_cast<time_t>(info->last_modified);
+  m.fs = std::make_unique<HubFs>(*m.hub, pinned, *m.reader, fs_options);
+
+  std::vector<std::string> args = {"hubfs"};
+  if (config.debug) args.push_back("-d");
+  std::string opts = "ro,default_permissions,fsname=hubfs:" + repo->id + ",subtype=hubfs";
+  for (const auto& o : config.fuse_options) opts += "," + o;
+  args.push_back("-o");
+  args.push_back(opts);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  m.session = fuse_session_new(&fargs, &HubFs::operations(), sizeof(fuse_lowlevel_ops), m.fs.get());
+  if (!m.session) {
+    return InvalidArgument("FUSE rejected the mount options '" + opts + "' (see the message above)");
+  }
+  if (fuse_set_signal_handlers(m.session) != 0) return Internal("cannot install signal handlers");
+  m.signals = true;
+  if (fuse_session_mount(m.session, mountpoint.c_str()) != 0) {
+    return Unavailable("mounting at " + mountpoint + " failed (see the message above); "
+                       "are you root or is fusermount3 installed?");
+  }
+  m.mounted = true;
+  return Status::Ok();
+}
+
+int serve(Mount& m) {
+  fuse_loop_config* loop = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(loop, kFuseThreads);
+  fuse_loop_cfg_set_idle_threads(loop, kFuseThreads / 2);
+  int rc = fuse_session_loop_mt(m.session, loop);
+  fuse_loop_cfg_destroy(loop);
+  log_info("unmounting");
+  return rc == 0 ? 0 : 1;
+}
+
+void write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::string default_endpoint() { return env_or("HF_ENDPOINT", "https://huggingface.co"); }
+
+std::string default_cache_dir() {
+  if (const char* d = getenv("HUBFS_CACHE_DIR"); d && *d) return d;
+  if (const char* x = getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/hubfs";
+  return env_or("HOME", "/root") + "/.cache/hubfs";
+}
+
+Result<uint64_t> parse_size(const std::string& text) {
+  if (text.empty()) return InvalidArgument("empty size");
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (...) {
+    return InvalidArgument("'" + text + "' is not a size (examples: 4096, 512M, 10G)");
+  }
+  std::string suffix = text.substr(pos);
+  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
+  if (!suffix.empty() && (suffix.back() == 'i')) suffix.pop_back();
+  double scale = 1;
+  if (suffix.size() > 1) return InvalidArgument("'" + text + "' has an unknown suffix (use K, M, G or T)");
+  if (!suffix.empty()) {
+    switch (toupper(suffix[0])) {
+      case 'K': scale = 1024.0; break;
+      case 'M': scale = 1024.0 * 1024; break;
+      case 'G': scale = 1024.0 * 1024 * 1024; break;
+      case 'T': scale = 1024.0 * 1024 * 1024 * 1024; break;
+      default: return InvalidArgument("'" + text + "' has an unknown suffix (use K, M, G or T)");
+    }
+  }
+  if (!(value >= 0) || value * scale > 1.8e19) return InvalidArgument("'" + text + "' is out of range");
+  return static_cast<uint64_t>(std::llround(value * scale));
+}
+
+int run_mount(const MountConfig& config) {
+  auto checked = check_mountpoint(config.mountpoint);
+  if (!checked.ok()) {
+    std::cerr << "hubfs: " << checked.status().message() << "\n";
+    return 1;
+  }
+  const std::string mountpoint = *checked;
+
+  if (config.foreground) {
+    Mount m;
+    Status st = build_mount(config, mountpoint, m);
+    if (!st.ok()) {
+      std::cerr << "hubfs: " << st.message() << "\n";
+      return 1;
+    }
+    return serve(m);
+  }
+
+  // Background: fork before any thread exists (curl, cache and FUSE threads all start in the
+  // child); the parent waits on a pipe for the child's verdict and then for the mount to answer.
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) {
+    std::cerr << "hubfs: pipe: " << strerror(errno) << "\n";
+    return 1;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    std::cerr << "hubfs: fork: " << strerror(errno) << "\n";
+    return 1;
+  }
+  if (pid > 0) {
+    close(pipefd[1]);
+    std::string verdict;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(pipefd[0], buf, sizeof buf)) != 0) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      verdict.append(buf, static_cast<size_t>(n));
+    }
+    close(pipefd[0]);
+    if (verdict.rfind("OK", 0) != 0) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      std::cerr << "hubfs: " << (verdict.empty() ? "the mount process died while starting" : verdict.substr(4))
+                << "\n";
+      return 1;
+    }
+    // The kernel answers this stat only once the daemon serves requests: when it returns, the
+    // mount is usable.
+    struct stat st {};
+    if (stat(mountpoint.c_str(), &st) != 0) {
+      std::cerr << "hubfs: the mount at " << mountpoint << " does not answer: " << strerror(errno) << "\n";
+      return 1;
+    }
+    return 0;
+  }
+
+  close(pipefd[0]);
+  setsid();
+  std::FILE* log = nullptr;
+  if (!config.log_file.empty()) log = std::fopen(config.log_file.c_str(), "a");
+  if (log) set_log_file(log);
+  Mount m;
+  Status st = build_mount(config, mountpoint, m);
+  if (!st.ok()) {
+    log_error(st.message());
+    write_all(pipefd[1], "ERR " + st.message());
+    close(pipefd[1]);
+    _exit(1);
+  }
+  // Detach from the terminal: stdio to /dev/null (the log file, if any, keeps its own stream).
+  int devnull = open("/dev/null", O_RDWR);
+  if (devnull >= 0) {
+    dup2(devnull, 0);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    if (devnull > 2) close(devnull);
+  }
+  if (chdir("/") != 0) {}
+  write_all(pipefd[1], "OK\n");
+  close(pipefd[1]);
+  int rc = serve(m);
+  _exit(rc);
+}
+
+int run_unmount(const std::string& mountpoint) {
+  char real[PATH_MAX];
+  std::string path = realpath(mountpoint.c_str(), real) ? real : mountpoint;
+  if (!is_mount_point(path)) {
+    std::cerr << "hubfs: " << mountpoint << " is not mounted\n";
+    return 1;
+  }
+  // Root unmounts directly; others go through the setuid helper, as FUSE intends.
+  if (umount2(path.c_str(), 0) == 0) return 0;
+  int err = errno;
+  if (err == EBUSY) {
+    std::cerr << "hubfs: " << path << " is busy: a process still uses it (see: fuser -vm " << path
+              << "); close it and retry\n";
+    return 1;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    execlp("fusermount3", "fusermount3", "-u", path.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+  std::cerr << "hubfs: cannot unmount " << path << ": " << strerror(err) << "\n";
+  return 1;
+}
+
+}  // namespace hubfs

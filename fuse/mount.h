@@ -1,0 +1,42 @@
+// `hubfs mount` and `hubfs unmount`: checks, daemonizing, wiring core to the FUSE session.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace hubfs {
+
+struct MountConfig {
+  std::string repo_spec;  // [models/|datasets/|spaces/]ORG/NAME[@REVISION]
+  std::optional<std::string> repo_type;
+  std::optional<std::string> revision;
+  std::string mountpoint;
+  std::string endpoint;   // already defaulted (flag, $HF_ENDPOINT, https://huggingface.co)
+  std::string cache_dir;  // already defaulted
+  uint64_t cache_size = 10ull << 30;
+  bool foreground = false;
+  std::vector<std::string> fuse_options;  // from -o, passed through
+  int max_requests = 16;                  // HTTP requests in flight
+  std::string log_file;                   // background mode: where logs go ("" = nowhere)
+  bool debug = false;
+};
+
+// Runs the mount; returns the process exit code. Without foreground it returns once the mount
+// answers (0) or has failed (non-zero, cause on stderr), leaving a daemon serving it.
+int run_mount(const MountConfig& config);
+
+// Unmounts a hubfs mountpoint; returns the exit code, cause on stderr.
+int run_unmount(const std::string& mountpoint);
+
+// "10G", "512M", "1.5T", "4096" -> bytes (K/M/G/T are powers of 1024).
+Result<uint64_t> parse_size(const std::string& text);
+
+// Defaults as documented in --help.
+std::string default_endpoint();
+std::string default_cache_dir();
+
+}  // namespace hubfs

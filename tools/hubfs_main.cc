@@ -1,0 +1,68 @@
+// hubfs: mount a Hugging Face Hub repo as a read-only directory.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "mount.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "hubfs: a Hugging Face Hub repo (model, dataset or space) as a read-only directory.\n"
+      "Reads go through a content-keyed block cache on local disk and a concurrent range fetcher:\n"
+      "only the bytes you read cross the network, and each of them only once."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "hubfs 0.1.0");
+
+  hubfs::MountConfig config;
+  std::string cache_size = "10G";
+  auto* mount = app.add_subcommand("mount", "Mount REPO at MOUNTPOINT (returns once it answers).");
+  mount->add_option("repo", config.repo_spec,
+                    "[models/|datasets/|spaces/]ORG/NAME[@REVISION] (models is the default type)")
+      ->required();
+  mount->add_option("mountpoint", config.mountpoint, "An existing empty directory")->required();
+  mount->add_option("--repo-type", config.repo_type, "model|dataset|space (alternative to the prefix)")
+      ->check(CLI::IsMember({"model", "dataset", "space"}));
+  mount->add_option("--revision", config.revision,
+                    "Branch, tag, commit sha or refs/pr/N (default main); pinned to its commit at mount");
+  mount->add_option("--endpoint", config.endpoint, "Hub URL (default $HF_ENDPOINT, else https://huggingface.co)");
+  mount->add_option("--cache-dir", config.cache_dir,
+                    "Block cache directory (default $HUBFS_CACHE_DIR, else $XDG_CACHE_HOME/hubfs, else "
+                    "~/.cache/hubfs); kept across mounts, shareable between mounts");
+  mount->add_option("--cache-size", cache_size,
+                    "Byte budget of the block cache, suffixes K M G T (default 10G); least recently "
+                    "used blocks are evicted first");
+  mount->add_option("--max-requests", config.max_requests, "HTTP requests in flight at once (default 16)")
+      ->check(CLI::Range(1, 256));
+  mount->add_flag("-f,--foreground", config.foreground, "Stay in the foreground, logging to stderr");
+  mount->add_option("-o", config.fuse_options, "FUSE mount options, passed through (allow_other, ...)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  mount->add_option("--log-file", config.log_file, "In the background, append logs to this file");
+  mount->add_flag("--debug", config.debug, "Log every FUSE request libfuse sees (useful with -f)");
+  mount->footer(
+      "Token: $HF_TOKEN, else $HUGGING_FACE_HUB_TOKEN, else the file $HF_TOKEN_PATH or "
+      "$HF_HOME/token (default ~/.cache/huggingface/token). It is sent only to the endpoint, never "
+      "to the CDN, and never printed.\nStop with: hubfs unmount MOUNTPOINT (or SIGINT/SIGTERM to the "
+      "daemon).");
+
+  std::string unmount_point;
+  auto* unmount = app.add_subcommand("unmount", "Unmount a hubfs mount.");
+  unmount->alias("umount");
+  unmount->add_option("mountpoint", unmount_point, "The mounted directory")->required();
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (*mount) {
+    if (config.endpoint.empty()) config.endpoint = hubfs::default_endpoint();
+    while (!config.endpoint.empty() && config.endpoint.back() == '/') config.endpoint.pop_back();
+    if (config.cache_dir.empty()) config.cache_dir = hubfs::default_cache_dir();
+    auto size = hubfs::parse_size(cache_size);
+    if (!size.ok()) {
+      std::cerr << "hubfs: --cache-size: " << size.status().message() << "\n";
+      return 2;
+    }
+    config.cache_size = *size;
+    return hubfs::run_mount(config);
+  }
+  return hubfs::run_unmount(unmount_point);
+}
