@@ -1,0 +1,302 @@
+#include "net/retrying_transport.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+
+#include "support/fake_transport.h"
+
+namespace hubfs {
+namespace {
+
+using std::chrono::milliseconds;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::FakeTransport;
+
+HttpResponse response(long status, Headers headers = {}) {
+  HttpResponse r;
+  r.status = status;
+  r.headers = std::move(headers);
+  return r;
+}
+
+HttpRequest get(const std::string& url) {
+  HttpRequest r;
+  r.url = url;
+  return r;
+}
+
+// Records each delay asked for and retries at once: no test ever sleeps.
+class RecordingScheduler {
+ public:
+  RetryingTransport::Scheduler scheduler() {
+    return [this](milliseconds delay, std::function<void()> fn) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        delays_.push_back(delay);
+      }
+      fn();
+    };
+  }
+  std::vector<milliseconds> delays() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return delays_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<milliseconds> delays_;
+};
+
+// Answers the i-th request (0-based) with script[i], the last entry for any later one.
+FakeTransport::Handler scripted(std::vector<Result<HttpResponse>> script) {
+  auto calls = std::make_shared<std::atomic<size_t>>(0);
+  return [script = std::move(script), calls](const HttpRequest&) {
+    size_t i = (*calls)++;
+    return script[std::min(i, script.size() - 1)];
+  };
+}
+
+RetryPolicy pinned_jitter(double unit) {
+  RetryPolicy p;
+  p.jitter = [unit] { return unit; };
+  return p;
+}
+
+TEST(RetryingTransport, RetriesA503ThenSucceeds) {
+  FakeTransport fake(scripted({response(503), response(200)}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, pinned_jitter(0.5), sched.scheduler());
+  auto r = retrying.perform(get("https://hub/x"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(fake.request_count(), 2u);
+  // Full jitter: half of the first cap (1 s).
+  EXPECT_THAT(sched.delays(), ElementsAre(milliseconds(500)));
+}
+
+TEST(RetryingTransport, BackoffDoublesToTheCapAndAttemptsAreBounded) {
+  FakeTransport fake(scripted({response(503)}));
+  RecordingScheduler sched;
+  RetryPolicy policy = pinned_jitter(1.0);
+  policy.max_attempts = 7;
+  RetryingTransport retrying(fake, policy, sched.scheduler());
+  auto r = retrying.perform(get("https://hub/x"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 503);  // the last answer, as is
+  EXPECT_EQ(fake.request_count(), 7u);
+  EXPECT_THAT(sched.delays(), ElementsAre(milliseconds(1000), milliseconds(2000), milliseconds(4000),
+                                          milliseconds(8000), milliseconds(8000), milliseconds(8000)));
+}
+
+TEST(RetryingTransport, JitterDrawsBelowTheCap) {
+  FakeTransport fake(scripted({response(500)}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, RetryPolicy{}, sched.scheduler());  // the real PRNG
+  auto r = retrying.perform(get("https://hub/x"));
+  ASSERT_TRUE(r.ok());
+  auto delays = sched.delays();
+  ASSERT_EQ(delays.size(), 4u);  // 5 attempts
+  milliseconds cap(1000);
+  for (auto d : delays) {
+    EXPECT_GE(d, milliseconds(0));
+    EXPECT_LE(d, cap);
+    cap = std::min(cap * 2, milliseconds(8000));
+  }
+}
+
+TEST(RetryingTransport, HonoursRetryAfterSeconds) {
+  FakeTransport fake(scripted({response(503, {{"retry-after", "7"}}), response(200)}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, pinned_jitter(0.5), sched.scheduler());
+  auto r = retrying.perform(get("https://hub/x"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_THAT(sched.delays(), ElementsAre(milliseconds(7000)));
+}
+
+TEST(RetryingTransport, RetryAfterIsCapped) {
+  FakeTransport fake(scripted({response(429, {{"retry-after", "3600"}}), response(200)}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, pinned_jitter(0.5), sched.scheduler());
+  ASSERT_TRUE(retrying.perform(get("https://hub/x")).ok());
+  EXPECT_THAT(sched.delays(), ElementsAre(milliseconds(60000)));
+}
+
+TEST(RetryingTransport, RetryAfterDateInThePastMeansNow) {
+  FakeTransport fake(scripted({response(503, {{"retry-after", "Wed, 21 Oct 2015 07:28:00 GMT"}}), response(200)}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, pinned_jitter(0.5), sched.scheduler());
+  ASSERT_TRUE(retrying.perform(get("https://hub/x")).ok());
+  EXPECT_THAT(sched.delays(), ElementsAre(milliseconds(0)));
+}
+
+TEST(RetryingTransport, UnparsableRetryAfterFallsBackToBackoff) {
+  FakeTransport fake(scripted({response(503, {{"retry-after", "soon"}}), response(200)}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, pinned_jitter(0.25), sched.scheduler());
+  ASSERT_TRUE(retrying.perform(get("https://hub/x")).ok());
+  EXPECT_THAT(sched.delays(), ElementsAre(milliseconds(250)));
+}
+
+TEST(RetryingTransport, RateLimitResetWaitsOneSecondMore) {
+  FakeTransport fake(scripted({response(429, {{"ratelimit", "\"api\";r=0;t=55"}}), response(200)}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, pinned_jitter(0.5), sched.scheduler());
+  auto r = retrying.perform(get("https://hub/api/models/x"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_THAT(sched.delays(), ElementsAre(milliseconds(56000)));
+}
+
+TEST(RetryingTransport, RateLimitWithQuotaLeftIsNotAWaitOrder) {
+  FakeTransport fake(scripted({response(503, {{"ratelimit", "\"api\";r=40;t=55"}}), response(200)}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, pinned_jitter(0.5), sched.scheduler());
+  ASSERT_TRUE(retrying.perform(get("https://hub/x")).ok());
+  EXPECT_THAT(sched.delays(), ElementsAre(milliseconds(500)));
+}
+
+TEST(RetryingTransport, ClientErrorsAndSuccessAreNotRetried) {
+  for (long status : {200L, 206L, 302L, 400L, 401L, 403L, 404L, 416L}) {
+    FakeTransport fake(scripted({response(status)}));
+    RecordingScheduler sched;
+    RetryingTransport retrying(fake, RetryPolicy{}, sched.scheduler());
+    auto r = retrying.perform(get("https://hub/x"));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, status);
+    EXPECT_EQ(fake.request_count(), 1u) << status;
+    EXPECT_TRUE(sched.delays().empty()) << status;
+  }
+}
+
+TEST(RetryingTransport, EveryTransientStatusIsRetried) {
+  for (long status : {408L, 429L, 500L, 502L, 503L, 504L}) {
+    FakeTransport fake(scripted({response(status), response(200)}));
+    RecordingScheduler sched;
+    RetryingTransport retrying(fake, pinned_jitter(0), sched.scheduler());
+    auto r = retrying.perform(get("https://hub/x"));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200) << status;
+    EXPECT_EQ(fake.request_count(), 2u) << status;
+  }
+}
+
+TEST(RetryingTransport, TransportErrorsAreRetried) {
+  FakeTransport fake(scripted({Unavailable("connection reset"), Timeout("stalled"), response(200)}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, pinned_jitter(1.0), sched.scheduler());
+  auto r = retrying.perform(get("https://hub/x"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(fake.request_count(), 3u);
+  EXPECT_THAT(sched.delays(), ElementsAre(milliseconds(1000), milliseconds(2000)));
+}
+
+TEST(RetryingTransport, GivesUpOnTransportErrorsAfterMaxAttempts) {
+  FakeTransport fake(scripted({Unavailable("connection refused")}));
+  RecordingScheduler sched;
+  RetryPolicy policy;
+  policy.max_attempts = 3;
+  RetryingTransport retrying(fake, policy, sched.scheduler());
+  auto r = retrying.perform(get("https://hub/x"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_THAT(r.status().message(), HasSubstr("gave up after 3 attempts"));
+  EXPECT_THAT(r.status().message(), HasSubstr("connection refused"));
+  EXPECT_EQ(fake.request_count(), 3u);
+}
+
+TEST(RetryingTransport, CorruptAndInvalidAreNotRetried) {
+  for (Status s : {Corrupt("server sent more than asked"), InvalidArgument("bad url")}) {
+    FakeTransport fake(scripted({s}));
+    RecordingScheduler sched;
+    RetryingTransport retrying(fake, RetryPolicy{}, sched.scheduler());
+    auto r = retrying.perform(get("https://hub/x"));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), s.code());
+    EXPECT_EQ(fake.request_count(), 1u);
+  }
+}
+
+TEST(RetryingTransport, EachAttemptSendsTheSameRequest) {
+  FakeTransport fake(scripted({response(502), response(200)}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, pinned_jitter(0), sched.scheduler());
+  HttpRequest req = get("https://hub/api/x");
+  req.method = "POST";
+  req.body = "paths=a";
+  req.headers = {{"Authorization", "Bearer t"}};
+  ASSERT_TRUE(retrying.perform(req).ok());
+  auto seen = fake.requests();
+  ASSERT_EQ(seen.size(), 2u);
+  for (const auto& s : seen) {
+    EXPECT_EQ(s.method, "POST");
+    EXPECT_EQ(s.body, "paths=a");
+    EXPECT_EQ(find_header(s.headers, "authorization"), "Bearer t");
+  }
+}
+
+TEST(RetryingTransport, DefaultSchedulerRetriesOnItsTimerThread) {
+  FakeTransport fake(scripted({response(503), Unavailable("reset"), response(200)}));
+  RetryPolicy policy;
+  policy.base_delay = milliseconds(1);  // real waits, kept tiny
+  RetryingTransport retrying(fake, policy);
+  auto r = retrying.perform(get("https://hub/x"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(fake.request_count(), 3u);
+}
+
+TEST(RetryingTransport, DestructionAnswersRequestsWaitingToRetry) {
+  FakeTransport fake([&](const HttpRequest&) -> Result<HttpResponse> { return response(503); });
+  std::promise<Result<HttpResponse>> done;
+  auto future = done.get_future();
+  {
+    RetryPolicy policy = pinned_jitter(1.0);
+    policy.base_delay = std::chrono::minutes(10);  // the retry would wait far beyond the test
+    policy.max_delay = std::chrono::minutes(10);
+    RetryingTransport retrying(fake, policy);
+    retrying.submit(get("https://hub/x"), [&](Result<HttpResponse> r) { done.set_value(std::move(r)); });
+  }
+  // Bounded wait: the destructor must have answered (or the answer is on its way) at once.
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  auto r = future.get();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(fake.request_count(), 1u);
+}
+
+TEST(RetryingTransport, ManyConcurrentRequestsEachAnsweredOnce) {
+  std::atomic<int> calls{0};
+  FakeTransport fake([&](const HttpRequest&) -> Result<HttpResponse> {
+    // Every other request fails once.
+    return (calls++ % 2 == 0) ? Result<HttpResponse>(response(503)) : Result<HttpResponse>(response(200));
+  });
+  RecordingScheduler sched;
+  RetryPolicy policy = pinned_jitter(0);
+  policy.max_attempts = 10;
+  RetryingTransport retrying(fake, policy, sched.scheduler());
+  constexpr int kRequests = 32;
+  std::vector<std::promise<Result<HttpResponse>>> promises(kRequests);
+  std::atomic<int> answers{0};
+  for (auto& p : promises) {
+    retrying.submit(get("https://hub/x"), [&p, &answers](Result<HttpResponse> r) {
+      ++answers;
+      p.set_value(std::move(r));  // a second call would throw
+    });
+  }
+  for (auto& p : promises) {
+    auto r = p.get_future().get();
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200);
+  }
+  EXPECT_EQ(answers.load(), kRequests);
+}
+
+}  // namespace
+}  // namespace hubfs
