@@ -291,7 +291,8 @@ class UrlSigner:
         self._lock = threading.Lock()
 
     def sign(self, sha256):
-        expires = int(time.time()) + self.ttl
+        # Rounded up, so a URL stays valid for at least ttl seconds (even ttl=1).
+        expires = int(time.time()) + self.ttl + 1
         return expires, self._sig(sha256, expires)
 
     def check(self, sha256, expires, sig):
@@ -475,14 +476,14 @@ def parse_range(header, size):
                 return "unsatisfiable"
             return (max(0, size - n), size - 1) if size > 0 else "unsatisfiable"
         a = int(first)
-        b = int(last) if last != "" else size - 1
+        b = int(last) if last != "" else None
     except ValueError:
         return None
-    if a < 0 or b < a:
+    if a < 0 or (b is not None and b < a):
         return None
     if a >= size:
         return "unsatisfiable"
-    return a, min(b, size - 1)
+    return a, size - 1 if b is None else min(b, size - 1)
 
 
 class QuietServer(http.server.ThreadingHTTPServer):
@@ -800,8 +801,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             token = auth[len("Bearer "):].strip()
         allowed = token is not None and token in state.tokens
         if repo is None or (repo.private and not allowed):
-            # Private, missing and unauthenticated look the same, as on the Hub.
-            status = 401 if token is None else 404
+            # A private repo the caller may not see looks missing, as on the Hub; only asking
+            # without any token gets 401 (the hint to log in).
+            status = 401 if repo is not None and token is None else 404
             raise HubError(status, "RepoNotFound", "Repository Not Found for url: %s" % self.path)
         if repo.gated and not allowed:
             status = 401 if token is None else 403

@@ -1,0 +1,476 @@
+#!/usr/bin/python3
+"""Self-test of tools/hub_server.py, the local Hub the C++ tests and benchmarks run against.
+
+Run: /usr/bin/python3 tests/server/test_hub_server.py [-v]   (exits non-zero on failure)
+Standard library only; every server it starts is on ephemeral ports and killed at the end.
+"""
+
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.parse
+
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "hub_server.py")
+TOKEN = "hf_test_token"
+# Tiny pages so every listing in these tests spans several of them.
+PAGE_SIZE = 2
+# Enough latency to measure reliably on a loaded 2-core machine, little enough to stay fast.
+LATENCY_MS = 200
+BIG = bytes((i * 7 + i // 251) % 256 for i in range(200_000))  # LFS by size (>= 10240)
+
+
+def write(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def build_root(root):
+    plain = os.path.join(root, "models", "org", "plain")
+    write(os.path.join(plain, "README.md"), "# hello\n")
+    write(os.path.join(plain, "config.json"), '{"a": 1}\n')
+    write(os.path.join(plain, "sub", "deep", "x.txt"), "x" * 100)
+    write(os.path.join(plain, "sub", "y.txt"), "y")
+    write(os.path.join(plain, "weights.bin"), b"\x01\x02\x03")  # LFS by extension
+    write(os.path.join(plain, "big.dat"), BIG)
+    for i in range(5):
+        write(os.path.join(plain, "many", "f%d.txt" % i), "file %d" % i)
+
+    versioned = os.path.join(root, "datasets", "org", "versioned")
+    write(os.path.join(versioned, "hub.json"), json.dumps({
+        "refs": {"main": "c2", "v1": "c1", "refs/pr/1": "c1"},
+        "commits": {"c1": {"date": "2024-01-01T00:00:00Z"}, "c2": {"date": "2024-02-01T00:00:00Z"}},
+    }))
+    write(os.path.join(versioned, "snapshots", "c1", "a.txt"), "one")
+    write(os.path.join(versioned, "snapshots", "c2", "a.txt"), "two")
+    write(os.path.join(versioned, "snapshots", "c2", "b.txt"), "bee")
+
+    for name, cfg in (("private", {"private": True}), ("gated", {"gated": "manual"})):
+        repo = os.path.join(root, "models", "org", name)
+        write(os.path.join(repo, "hub.json"), json.dumps(dict(cfg, refs={"main": "c1"}, commits={"c1": {}})))
+        write(os.path.join(repo, "snapshots", "c1", "secret.txt"), "s3cret")
+
+
+class Server:
+    def __init__(self, root, *args):
+        self.proc = subprocess.Popen(
+            ["/usr/bin/python3", SERVER, "--root", root] + list(args),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = self.proc.stdout.readline().decode()
+        words = line.split()
+        if len(words) != 4 or words[0] != "listening" or words[2] != "cdn":
+            self.proc.kill()
+            raise RuntimeError("server did not start: %r %s" % (line, self.proc.stderr.read().decode()))
+        self.url, self.cdn = words[1], words[3]
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        self.proc.stdin.close()
+
+
+class Reply:
+    def __init__(self, resp, body):
+        self.status = resp.status
+        self.headers = resp.headers
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body)
+
+
+def request(url, method="GET", headers=None, body=None, conn=None):
+    """One request, no redirect following (the 302 is what we test)."""
+    u = urllib.parse.urlsplit(url)
+    own = conn is None
+    conn = conn or http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        conn.request(method, u.path + ("?" + u.query if u.query else ""), body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return Reply(resp, resp.read())
+    finally:
+        if own:
+            conn.close()
+
+
+def sha1_commit(repo_id, name):
+    return hashlib.sha1(("%s:%s" % (repo_id, name)).encode()).hexdigest()
+
+
+class HubServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.root = tempfile.mkdtemp(prefix="hub-server-test-")
+        build_root(cls.root)
+        cls.hub = Server(cls.root, "--page-size", str(PAGE_SIZE), "--token", TOKEN)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hub.stop()
+        shutil.rmtree(cls.root, ignore_errors=True)
+
+    def setUp(self):
+        request(self.hub.url + "/_hubfs/faults", "DELETE")
+        request(self.hub.url + "/_hubfs/reset", "POST")
+
+    def api(self, path, **kw):
+        return request(self.hub.url + path, **kw)
+
+    def stats(self):
+        return self.api("/_hubfs/stats").json()
+
+    def list_all(self, path):
+        """Follows Link rel=next to the end; returns (entries, pages)."""
+        url, entries, pages = self.hub.url + path, [], 0
+        while url:
+            r = request(url)
+            self.assertEqual(r.status, 200, r.body)
+            entries += r.json()
+            pages += 1
+            link = r.headers.get("Link")
+            url = link[link.index("<") + 1:link.index(">")] if link else None
+            if link:
+                self.assertTrue(link.endswith('; rel="next"'))
+                self.assertTrue(url.startswith(self.hub.url))
+        return entries, pages
+
+    def assertHubError(self, r, status, code):
+        self.assertEqual(r.status, status, r.body)
+        self.assertEqual(r.headers.get("X-Error-Code"), code)
+        self.assertTrue(r.headers.get("X-Error-Message"))
+        self.assertIn("error", r.json())
+
+    # --- repo info and revisions ------------------------------------------------------------
+
+    def test_repo_info_plain(self):
+        r = self.api("/api/models/org/plain")
+        self.assertEqual(r.status, 200)
+        info = r.json()
+        self.assertEqual(info["id"], "org/plain")
+        self.assertRegex(info["sha"], "^[0-9a-f]{40}$")
+        self.assertFalse(info["private"])
+        self.assertFalse(info["gated"])
+        self.assertIn("sub/deep/x.txt", {s["rfilename"] for s in info["siblings"]})
+        self.assertEqual(len(info["siblings"]), 11)
+        pinned = self.api("/api/models/org/plain/revision/" + info["sha"]).json()
+        self.assertEqual(pinned["sha"], info["sha"])
+
+    def test_revisions_from_hub_json(self):
+        main = self.api("/api/datasets/org/versioned").json()
+        self.assertEqual(main["sha"], sha1_commit("org/versioned", "c2"))
+        self.assertEqual(main["lastModified"], "2024-02-01T00:00:00Z")
+        self.assertEqual({s["rfilename"] for s in main["siblings"]}, {"a.txt", "b.txt"})
+        c1 = sha1_commit("org/versioned", "c1")
+        for rev in ("v1", "refs%2Fpr%2F1", c1):
+            self.assertEqual(self.api("/api/datasets/org/versioned/revision/" + rev).json()["sha"], c1, rev)
+        self.assertEqual(self.api("/datasets/org/versioned/resolve/v1/a.txt").body, b"one")
+        self.assertEqual(self.api("/datasets/org/versioned/resolve/refs%2Fpr%2F1/a.txt").body, b"one")
+        self.assertEqual(self.api("/datasets/org/versioned/resolve/main/a.txt").body, b"two")
+        self.assertHubError(self.api("/datasets/org/versioned/resolve/v1/b.txt"), 404, "EntryNotFound")
+
+    def test_plain_repo_sha_follows_content(self):
+        repo = os.path.join(self.root, "models", "org", "mutable")
+        write(os.path.join(repo, "f.txt"), "v1")
+        before = self.api("/api/models/org/mutable").json()["sha"]
+        self.assertEqual(self.api("/api/models/org/mutable").json()["sha"], before)
+        write(os.path.join(repo, "f.txt"), "v2 longer")
+        after = self.api("/api/models/org/mutable").json()["sha"]
+        self.assertNotEqual(before, after)
+        self.assertHubError(self.api("/org/mutable/resolve/%s/f.txt" % before), 404, "RevisionNotFound")
+        self.assertEqual(self.api("/org/mutable/resolve/%s/f.txt" % after).body, b"v2 longer")
+
+    # --- listing ----------------------------------------------------------------------------
+
+    def test_tree_one_directory_paginated(self):
+        entries, pages = self.list_all("/api/models/org/plain/tree/main?recursive=false")
+        self.assertEqual(pages, 3)  # 6 entries, 2 per page
+        by_path = {e["path"]: e for e in entries}
+        # Directories appear as entries; their contents do not.
+        self.assertEqual(set(by_path), {"README.md", "config.json", "sub", "weights.bin", "big.dat", "many"})
+        readme = by_path["README.md"]
+        self.assertEqual(readme["type"], "file")
+        self.assertEqual(readme["size"], 8)
+        self.assertEqual(readme["oid"], hashlib.sha1(b"blob 8\0# hello\n").hexdigest())
+        self.assertNotIn("lfs", readme)
+        self.assertEqual(by_path["sub"]["type"], "directory")
+        big = by_path["big.dat"]["lfs"]
+        self.assertEqual(big["oid"], hashlib.sha256(BIG).hexdigest())
+        self.assertEqual(big["size"], len(BIG))
+        self.assertGreater(big["pointerSize"], 100)
+        self.assertIn("lfs", by_path["weights.bin"])  # LFS by extension despite 3 bytes
+
+    def test_tree_subdir_recursive_and_limit(self):
+        entries, _ = self.list_all("/api/models/org/plain/tree/main/sub")
+        self.assertEqual({e["path"] for e in entries}, {"sub/deep", "sub/y.txt"})
+        entries, _ = self.list_all("/api/models/org/plain/tree/main/sub?recursive=true")
+        self.assertEqual({e["path"] for e in entries}, {"sub/deep", "sub/deep/x.txt", "sub/y.txt"})
+        entries, pages = self.list_all("/api/models/org/plain/tree/main/many?limit=1")
+        self.assertEqual((len(entries), pages), (5, 5))
+        self.assertHubError(self.api("/api/models/org/plain/tree/main/nope"), 404, "EntryNotFound")
+        self.assertHubError(self.api("/api/models/org/plain/tree/main/README.md"), 404, "EntryNotFound")
+        self.assertEqual(self.api("/api/models/org/plain/tree/main?cursor=garbage!").status, 400)
+
+    def test_paths_info(self):
+        r = self.api("/api/models/org/plain/paths-info/main", method="POST",
+                     body="paths=README.md&paths=nope.txt&paths=sub&paths=big.dat",
+                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+        self.assertEqual(r.status, 200, r.body)
+        got = {e["path"]: e for e in r.json()}
+        self.assertEqual(set(got), {"README.md", "sub", "big.dat"})
+        self.assertEqual(got["sub"]["type"], "directory")
+        self.assertEqual(got["big.dat"]["lfs"]["oid"], hashlib.sha256(BIG).hexdigest())
+
+    # --- content ----------------------------------------------------------------------------
+
+    def test_resolve_small_file_and_ranges(self):
+        sha = self.api("/api/models/org/plain").json()["sha"]
+        r = self.api("/org/plain/resolve/main/sub/deep/x.txt")
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.body, b"x" * 100)
+        self.assertEqual(r.headers["ETag"], '"%s"' % hashlib.sha1(b"blob 100\0" + b"x" * 100).hexdigest())
+        self.assertEqual(r.headers["X-Repo-Commit"], sha)
+        self.assertEqual(r.headers["Content-Length"], "100")
+        self.assertEqual(r.headers["Accept-Ranges"], "bytes")
+        r = self.api("/org/plain/resolve/main/README.md", headers={"Range": "bytes=2-4"})
+        self.assertEqual((r.status, r.body, r.headers["Content-Range"]), (206, b"hel", "bytes 2-4/8"))
+        r = self.api("/org/plain/resolve/main/README.md", headers={"Range": "bytes=-3"})
+        self.assertEqual((r.status, r.body, r.headers["Content-Range"]), (206, b"lo\n", "bytes 5-7/8"))
+        r = self.api("/org/plain/resolve/main/README.md", headers={"Range": "bytes=8-"})
+        self.assertEqual((r.status, r.headers["Content-Range"]), (416, "bytes */8"))
+        r = self.api("/org/plain/resolve/main/README.md", method="HEAD")
+        self.assertEqual((r.status, r.body, r.headers["Content-Length"]), (200, b"", "8"))
+
+    def test_lfs_redirect_to_cdn(self):
+        r = self.api("/org/plain/resolve/main/big.dat")
+        self.assertEqual(r.status, 302)
+        sha256 = hashlib.sha256(BIG).hexdigest()
+        self.assertEqual(r.headers["X-Linked-Etag"], '"%s"' % sha256)
+        self.assertEqual(r.headers["X-Linked-Size"], str(len(BIG)))
+        self.assertRegex(r.headers["X-Repo-Commit"], "^[0-9a-f]{40}$")
+        location = r.headers["Location"]
+        self.assertTrue(location.startswith(self.hub.cdn + "/blobs/" + sha256 + "?"), location)
+        self.assertNotEqual(self.hub.cdn, self.hub.url)
+
+        c = request(location, headers={"Range": "bytes=1000-1999"})
+        self.assertEqual(c.status, 206)
+        self.assertEqual(c.headers["Content-Range"], "bytes 1000-1999/%d" % len(BIG))
+        self.assertEqual(c.body, BIG[1000:2000])
+        c = request(location, headers={"Range": "bytes=199990-300000"})
+        self.assertEqual((c.status, c.body), (206, BIG[199990:]))
+        self.assertEqual(c.headers["Content-Range"], "bytes 199990-199999/200000")
+        self.assertEqual(request(location).body, BIG)
+        self.assertEqual(request(location, headers={"Range": "bytes=200000-"}).status, 416)
+        h = request(location, method="HEAD")
+        self.assertEqual((h.status, h.headers["Content-Length"], h.body), (200, str(len(BIG)), b""))
+
+    def test_cdn_signature_and_expiry(self):
+        location = self.api("/org/plain/resolve/main/big.dat").headers["Location"]
+        base, query = location.split("?")
+        params = urllib.parse.parse_qs(query)
+        bad_sig = "%s?expires=%s&sig=%s" % (base, params["expires"][0], "0" * 64)
+        self.assertEqual(request(bad_sig).status, 403)
+        later = "%s?expires=%d&sig=%s" % (base, int(params["expires"][0]) + 10, params["sig"][0])
+        self.assertEqual(request(later).status, 403)
+        self.assertEqual(request(base).status, 403)
+        self.assertEqual(request(location).status, 200)
+        self.assertEqual(self.api("/_hubfs/expire", method="POST").status, 200)
+        self.assertEqual(request(location, headers={"Range": "bytes=0-0"}).status, 403)
+        fresh = self.api("/org/plain/resolve/main/big.dat").headers["Location"]
+        self.assertEqual(request(fresh, headers={"Range": "bytes=0-0"}).status, 206)
+
+    def test_url_ttl(self):
+        server = Server(self.root, "--url-ttl", "1")
+        try:
+            location = request(server.url + "/org/plain/resolve/main/big.dat").headers["Location"]
+            self.assertEqual(request(location, method="HEAD").status, 200)
+            time.sleep(2.1)  # expiry is checked at one-second resolution
+            self.assertEqual(request(location, method="HEAD").status, 403)
+        finally:
+            server.stop()
+
+    def test_keep_alive(self):
+        u = urllib.parse.urlsplit(self.hub.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        try:
+            for _ in range(3):
+                self.assertEqual(request(self.hub.url + "/org/plain/resolve/main/README.md", conn=conn).body,
+                                 b"# hello\n")
+                self.assertEqual(request(self.hub.url + "/org/plain/resolve/main/big.dat", conn=conn).status, 302)
+        finally:
+            conn.close()
+
+    # --- errors and access ------------------------------------------------------------------
+
+    def test_errors(self):
+        self.assertHubError(self.api("/api/models/org/missing"), 404, "RepoNotFound")
+        self.assertHubError(self.api("/org/missing/resolve/main/x"), 404, "RepoNotFound")
+        self.assertHubError(self.api("/api/models/org/plain/revision/nope"), 404, "RevisionNotFound")
+        self.assertHubError(self.api("/org/plain/resolve/nope/README.md"), 404, "RevisionNotFound")
+        r = self.api("/org/plain/resolve/main/nope.txt")
+        self.assertHubError(r, 404, "EntryNotFound")
+        self.assertRegex(r.headers["X-Repo-Commit"], "^[0-9a-f]{40}$")
+        self.assertHubError(self.api("/org/plain/resolve/main/sub"), 404, "EntryNotFound")
+        self.assertEqual(self.api("/org/plain/resolve/main/..%2F..%2Fhub.json").status, 404)
+        self.assertEqual(self.api("/api/nonsense").status, 404)
+
+    def test_private_repo_needs_token(self):
+        for path in ("/api/models/org/private", "/org/private/resolve/main/secret.txt",
+                     "/api/models/org/private/tree/main"):
+            self.assertHubError(self.api(path), 401, "RepoNotFound")
+            self.assertHubError(self.api(path, headers={"Authorization": "Bearer wrong"}), 404, "RepoNotFound")
+            self.assertEqual(self.api(path, headers={"Authorization": "Bearer " + TOKEN}).status, 200, path)
+        self.assertTrue(self.api("/api/models/org/private", headers={"Authorization": "Bearer " + TOKEN})
+                        .json()["private"])
+
+    def test_gated_repo_needs_token(self):
+        path = "/org/gated/resolve/main/secret.txt"
+        self.assertHubError(self.api(path), 401, "GatedRepo")
+        self.assertHubError(self.api(path, headers={"Authorization": "Bearer wrong"}), 403, "GatedRepo")
+        r = self.api(path, headers={"Authorization": "Bearer " + TOKEN})
+        self.assertEqual((r.status, r.body), (200, b"s3cret"))
+
+    # --- stats ------------------------------------------------------------------------------
+
+    def test_stats_counters(self):
+        self.api("/api/models/org/plain")
+        self.api("/api/models/org/plain/tree/main")
+        self.api("/org/plain/resolve/main/README.md", headers={"Range": "bytes=0-1"})
+        location = self.api("/org/plain/resolve/main/big.dat").headers["Location"]
+        request(location, headers={"Range": "bytes=0-99"})
+        request(location, headers={"Range": "bytes=100-199", "Authorization": "Bearer " + TOKEN})
+        s = self.stats()
+        self.assertEqual(s["requests"], 6)
+        self.assertEqual(s["api_requests"], 2)
+        self.assertEqual(s["resolve_requests"], 2)
+        self.assertEqual(s["cdn_requests"], 2)
+        self.assertEqual(s["range_requests"], 3)
+        self.assertEqual(s["cdn_authorization_headers"], 1)
+        self.assertGreaterEqual(s["bytes_sent"], 202)
+        self.assertEqual(s["peak_concurrency"], 1)
+        self.assertEqual(s["by_path"]["/org/plain/resolve/main/big.dat"], 1)
+        self.api("/_hubfs/reset", method="POST")
+        s = self.stats()
+        self.assertEqual((s["requests"], s["bytes_sent"], s["by_path"]), (0, 0, {}))
+
+    # --- faults -----------------------------------------------------------------------------
+
+    def add_fault(self, spec):
+        r = self.api("/_hubfs/faults", method="POST", body=json.dumps(spec))
+        self.assertEqual(r.status, 200, r.body)
+
+    def test_fault_status_with_retry_after(self):
+        self.add_fault({"status": 503, "count": 2, "path_contains": "README", "retry_after": 1})
+        self.assertEqual(self.api("/org/plain/resolve/main/config.json").status, 200)  # no match
+        for _ in range(2):
+            r = self.api("/org/plain/resolve/main/README.md")
+            self.assertEqual((r.status, r.headers["Retry-After"]), (503, "1"))
+        self.assertEqual(self.api("/org/plain/resolve/main/README.md").status, 200)
+        self.assertEqual(self.stats()["faults_injected"], 2)
+
+    def test_fault_modes_on_ranges(self):
+        location = self.api("/org/plain/resolve/main/big.dat").headers["Location"]
+        self.add_fault({"mode": "ignore_range", "origin": "cdn"})
+        r = request(location, headers={"Range": "bytes=10-19"})
+        self.assertEqual((r.status, len(r.body)), (200, len(BIG)))
+        self.add_fault({"mode": "bad_content_range"})
+        r = request(location, headers={"Range": "bytes=10-19"})
+        self.assertEqual(r.status, 206)
+        self.assertNotEqual(r.headers["Content-Range"], "bytes 10-19/%d" % len(BIG))
+        r = request(location, headers={"Range": "bytes=10-19"})
+        self.assertEqual((r.status, r.headers["Content-Range"], r.body), (206, "bytes 10-19/200000", BIG[10:20]))
+
+    def test_fault_reset_and_stall(self):
+        self.add_fault({"mode": "reset", "path_contains": "README"})
+        with self.assertRaises((ConnectionError, http.client.HTTPException)):
+            self.api("/org/plain/resolve/main/README.md")
+        self.assertEqual(self.api("/org/plain/resolve/main/README.md").status, 200)
+
+        location = self.api("/org/plain/resolve/main/big.dat").headers["Location"]
+        self.add_fault({"mode": "reset", "after_bytes": 1000, "origin": "cdn"})
+        with self.assertRaises((ConnectionError, http.client.HTTPException)):
+            request(location)
+
+        self.add_fault({"mode": "stall", "stall_ms": 500})
+        t0 = time.monotonic()
+        self.assertEqual(self.api("/org/plain/resolve/main/README.md").status, 200)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.5)
+
+    def test_bad_fault_rejected(self):
+        for spec in ({"mode": "explode"}, {"status": 503, "bogus": 1}, {}, {"status": 503, "count": 0}):
+            self.assertEqual(self.api("/_hubfs/faults", method="POST", body=json.dumps(spec)).status, 400, spec)
+
+
+class LatencyAndBandwidthTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.root = tempfile.mkdtemp(prefix="hub-server-test-")
+        build_root(cls.root)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.root, ignore_errors=True)
+
+    def test_latency_on_both_origins_and_peak_concurrency(self):
+        server = Server(self.root, "--latency-ms", str(LATENCY_MS))
+        try:
+            t0 = time.monotonic()
+            r = request(server.url + "/org/plain/resolve/main/big.dat")
+            t1 = time.monotonic()
+            request(r.headers["Location"], headers={"Range": "bytes=0-9"})
+            t2 = time.monotonic()
+            self.assertGreaterEqual(t1 - t0, LATENCY_MS / 1000)
+            self.assertGreaterEqual(t2 - t1, LATENCY_MS / 1000)
+            t0 = time.monotonic()
+            request(server.url + "/_hubfs/stats")  # control traffic is not delayed
+            self.assertLess(time.monotonic() - t0, LATENCY_MS / 1000)
+
+            request(server.url + "/_hubfs/reset", "POST")
+            threads = [threading.Thread(target=request, args=(server.url + "/api/models/org/plain",))
+                       for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            s = request(server.url + "/_hubfs/stats").json()
+            self.assertEqual(s["requests"], 4)
+            self.assertGreaterEqual(s["peak_concurrency"], 2)
+        finally:
+            server.stop()
+
+    def test_bandwidth_limit(self):
+        server = Server(self.root, "--bandwidth-mbps", "8")  # 1 MB/s
+        try:
+            location = request(server.url + "/org/plain/resolve/main/big.dat").headers["Location"]
+            t0 = time.monotonic()
+            r = request(location)
+            elapsed = time.monotonic() - t0
+            self.assertEqual(r.body, BIG)
+            self.assertGreaterEqual(elapsed, 0.15)  # 200 KB at 1 MB/s is 0.2 s
+            self.assertLess(elapsed, 2.0)
+        finally:
+            server.stop()
+
+    def test_exits_when_stdin_closes(self):
+        server = Server(self.root, "--exit-on-stdin-eof")
+        server.proc.stdin.close()
+        self.assertEqual(server.proc.wait(5), 0)
+        server.proc.stdout.close()
+        server.proc.stderr.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
