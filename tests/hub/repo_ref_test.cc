@@ -1,0 +1,134 @@
+#include <gtest/gtest.h>
+
+#include "hub/hub_client.h"
+
+namespace hubfs {
+namespace {
+
+struct GoodCase {
+  const char* spec;
+  RepoType type;
+  const char* id;
+  const char* revision;
+};
+
+class ParseRepoRefGood : public ::testing::TestWithParam<GoodCase> {};
+
+TEST_P(ParseRepoRefGood, Parses) {
+  const GoodCase& c = GetParam();
+  auto r = parse_repo_ref(c.spec);
+  ASSERT_TRUE(r.ok()) << c.spec << ": " << r.status().message();
+  EXPECT_EQ(r->type, c.type) << c.spec;
+  EXPECT_EQ(r->id, c.id) << c.spec;
+  EXPECT_EQ(r->revision, c.revision) << c.spec;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Specs, ParseRepoRefGood,
+    ::testing::Values(GoodCase{"org/name", RepoType::kModel, "org/name", "main"},
+                      GoodCase{"models/org/name", RepoType::kModel, "org/name", "main"},
+                      GoodCase{"datasets/org/name", RepoType::kDataset, "org/name", "main"},
+                      GoodCase{"spaces/org/name@v1.0", RepoType::kSpace, "org/name", "v1.0"},
+                      GoodCase{"org/name@refs/pr/1", RepoType::kModel, "org/name", "refs/pr/1"},
+                      GoodCase{"datasets/HuggingFaceH4/ultrachat_200k@0123456789abcdef0123456789abcdef01234567",
+                               RepoType::kDataset, "HuggingFaceH4/ultrachat_200k",
+                               "0123456789abcdef0123456789abcdef01234567"},
+                      // Two parts only: "datasets" is an org here, not a type prefix.
+                      GoodCase{"datasets/name", RepoType::kModel, "datasets/name", "main"},
+                      GoodCase{"openai-community/gpt2", RepoType::kModel, "openai-community/gpt2", "main"},
+                      GoodCase{"a.b/c_d-e", RepoType::kModel, "a.b/c_d-e", "main"}));
+
+class ParseRepoRefBad : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ParseRepoRefBad, IsInvalidArgumentNamingTheSpec) {
+  auto r = parse_repo_ref(GetParam());
+  ASSERT_FALSE(r.ok()) << GetParam();
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_FALSE(r.status().message().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Specs, ParseRepoRefBad,
+                         ::testing::Values("", "name", "a/b/c", "x/a/b/c", "org/na me", "org/", "/name",
+                                           "org/name@", "org/-x", "org/x.", "org/a..b", "org/a--b",
+                                           "bad/org/name", "org/n%61me", "org/name@..", "org/name@a\nb",
+                                           "org/ab\xc3\xa9"));
+
+TEST(ParseRepoRef, RejectsNamesLongerThanTheHubAllows) {
+  EXPECT_TRUE(parse_repo_ref("org/" + std::string(96, 'a')).ok());
+  EXPECT_FALSE(parse_repo_ref("org/" + std::string(97, 'a')).ok());
+}
+
+TEST(ParseRepoRef, BadIdMessageShowsTheExpectedForm) {
+  auto r = parse_repo_ref("just-a-name");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'just-a-name'"), std::string::npos);
+  EXPECT_NE(r.status().message().find("ORG/NAME"), std::string::npos);
+}
+
+TEST(ParseRepoRef, TypeOverrideApplies) {
+  auto r = parse_repo_ref("org/name", std::string("dataset"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->type, RepoType::kDataset);
+  r = parse_repo_ref("org/name", std::string("space"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->type, RepoType::kSpace);
+}
+
+TEST(ParseRepoRef, TypeOverrideAgreeingWithPrefixIsFine) {
+  auto r = parse_repo_ref("datasets/org/name", std::string("dataset"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->type, RepoType::kDataset);
+}
+
+TEST(ParseRepoRef, TypeConflictNamesBoth) {
+  auto r = parse_repo_ref("datasets/org/name", std::string("model"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("dataset"), std::string::npos);
+  EXPECT_NE(r.status().message().find("--repo-type says model"), std::string::npos);
+}
+
+TEST(ParseRepoRef, UnknownTypeWordIsRefused) {
+  // The option takes the singular word; the plural is the URL prefix.
+  auto r = parse_repo_ref("org/name", std::string("datasets"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("model, dataset or space"), std::string::npos);
+}
+
+TEST(ParseRepoRef, RevisionOverrideApplies) {
+  auto r = parse_repo_ref("org/name", std::nullopt, std::string("refs/pr/7"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->revision, "refs/pr/7");
+}
+
+TEST(ParseRepoRef, SameRevisionTwiceIsFine) {
+  auto r = parse_repo_ref("org/name@v2", std::nullopt, std::string("v2"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->revision, "v2");
+}
+
+TEST(ParseRepoRef, RevisionConflictNamesBoth) {
+  auto r = parse_repo_ref("org/name@v1", std::nullopt, std::string("v2"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("'v1'"), std::string::npos);
+  EXPECT_NE(r.status().message().find("'v2'"), std::string::npos);
+}
+
+TEST(ParseRepoRef, EmptyRevisionOverrideIsRefused) {
+  auto r = parse_repo_ref("org/name", std::nullopt, std::string(""));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+}
+
+TEST(RepoType, UrlPieces) {
+  EXPECT_EQ(api_segment(RepoType::kModel), "models");
+  EXPECT_EQ(api_segment(RepoType::kDataset), "datasets");
+  EXPECT_EQ(api_segment(RepoType::kSpace), "spaces");
+  EXPECT_EQ(resolve_prefix(RepoType::kModel), "");
+  EXPECT_EQ(resolve_prefix(RepoType::kDataset), "datasets/");
+  EXPECT_EQ(resolve_prefix(RepoType::kSpace), "spaces/");
+}
+
+}  // namespace
+}  // namespace hubfs

@@ -1,0 +1,148 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+#include "hub/hub_client.h"
+#include "support/temp_dir.h"
+
+namespace hubfs {
+namespace {
+
+// An environment and a file system the test writes, and a record of which files were read.
+struct FakeWorld {
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> files;
+  std::vector<std::string> reads;
+
+  TokenSources sources() {
+    TokenSources s;
+    s.getenv = [this](const char* name) -> const char* {
+      auto it = env.find(name);
+      return it == env.end() ? nullptr : it->second.c_str();
+    };
+    s.read_file = [this](const std::string& path) -> std::optional<std::string> {
+      reads.push_back(path);
+      auto it = files.find(path);
+      if (it == files.end()) return std::nullopt;
+      return it->second;
+    };
+    return s;
+  }
+};
+
+TEST(FindToken, HfTokenWinsOverEverything) {
+  FakeWorld w;
+  w.env = {{"HF_TOKEN", "hf_a"}, {"HUGGING_FACE_HUB_TOKEN", "hf_b"}, {"HOME", "/home/u"}};
+  w.files["/home/u/.cache/huggingface/token"] = "hf_file";
+  EXPECT_EQ(find_token(w.sources()), "hf_a");
+  EXPECT_TRUE(w.reads.empty());
+}
+
+TEST(FindToken, LegacyVariableWinsOverFile) {
+  FakeWorld w;
+  w.env = {{"HUGGING_FACE_HUB_TOKEN", "hf_b"}, {"HOME", "/home/u"}};
+  w.files["/home/u/.cache/huggingface/token"] = "hf_file";
+  EXPECT_EQ(find_token(w.sources()), "hf_b");
+}
+
+TEST(FindToken, EmptyVariableMeansNotSet) {
+  FakeWorld w;
+  w.env = {{"HF_TOKEN", ""}, {"HUGGING_FACE_HUB_TOKEN", "  \n"}, {"HOME", "/home/u"}};
+  w.files["/home/u/.cache/huggingface/token"] = "hf_file";
+  EXPECT_EQ(find_token(w.sources()), "hf_file");
+}
+
+TEST(FindToken, TokenPathWinsOverHfHome) {
+  FakeWorld w;
+  w.env = {{"HF_TOKEN_PATH", "/etc/hf/tok"}, {"HF_HOME", "/hfhome"}, {"HOME", "/home/u"}};
+  w.files["/etc/hf/tok"] = "hf_path";
+  w.files["/hfhome/token"] = "hf_home";
+  EXPECT_EQ(find_token(w.sources()), "hf_path");
+}
+
+TEST(FindToken, HfHomeWinsOverXdgAndHome) {
+  FakeWorld w;
+  w.env = {{"HF_HOME", "/hfhome"}, {"XDG_CACHE_HOME", "/xdg"}, {"HOME", "/home/u"}};
+  w.files["/hfhome/token"] = "hf_home";
+  w.files["/xdg/huggingface/token"] = "hf_xdg";
+  EXPECT_EQ(find_token(w.sources()), "hf_home");
+}
+
+TEST(FindToken, XdgCacheWinsOverHome) {
+  FakeWorld w;
+  w.env = {{"XDG_CACHE_HOME", "/xdg"}, {"HOME", "/home/u"}};
+  w.files["/xdg/huggingface/token"] = "hf_xdg";
+  w.files["/home/u/.cache/huggingface/token"] = "hf_file";
+  EXPECT_EQ(find_token(w.sources()), "hf_xdg");
+}
+
+TEST(FindToken, HomeDefault) {
+  FakeWorld w;
+  w.env = {{"HOME", "/home/u"}};
+  w.files["/home/u/.cache/huggingface/token"] = "hf_file";
+  EXPECT_EQ(find_token(w.sources()), "hf_file");
+}
+
+TEST(FindToken, OnlyTheChosenFileIsRead) {
+  // HF_HOME set but its token file missing: huggingface_hub does not fall back further.
+  FakeWorld w;
+  w.env = {{"HF_HOME", "/hfhome"}, {"HOME", "/home/u"}};
+  w.files["/home/u/.cache/huggingface/token"] = "hf_file";
+  EXPECT_EQ(find_token(w.sources()), std::nullopt);
+  EXPECT_EQ(w.reads, std::vector<std::string>{"/hfhome/token"});
+}
+
+TEST(FindToken, WhitespaceIsStripped) {
+  FakeWorld w;
+  w.env = {{"HF_TOKEN", " \thf_spaced \n"}};
+  EXPECT_EQ(find_token(w.sources()), "hf_spaced");
+  FakeWorld f;
+  f.env = {{"HOME", "/h"}};
+  f.files["/h/.cache/huggingface/token"] = "hf_file\r\n";
+  EXPECT_EQ(find_token(f.sources()), "hf_file");
+}
+
+TEST(FindToken, EmptyOrBlankFileMeansNone) {
+  FakeWorld w;
+  w.env = {{"HOME", "/h"}};
+  w.files["/h/.cache/huggingface/token"] = "";
+  EXPECT_EQ(find_token(w.sources()), std::nullopt);
+  w.files["/h/.cache/huggingface/token"] = " \n\t";
+  EXPECT_EQ(find_token(w.sources()), std::nullopt);
+}
+
+TEST(FindToken, NothingConfiguredMeansNone) {
+  FakeWorld w;
+  EXPECT_EQ(find_token(w.sources()), std::nullopt);
+}
+
+TEST(FindToken, TokenThatWouldBreakAHeaderIsIgnored) {
+  FakeWorld w;
+  w.env = {{"HF_TOKEN", "hf_a\r\nX-Injected: 1"}};
+  EXPECT_EQ(find_token(w.sources()), std::nullopt);
+}
+
+TEST(FindToken, ReadsARealFileByDefault) {
+  testing::TempDir dir;
+  std::ofstream(dir / "tok") << "hf_real\n";
+  std::string path = (dir / "tok").string();
+  TokenSources s;
+  s.getenv = [&](const char* name) -> const char* {
+    return std::string_view(name) == "HF_TOKEN_PATH" ? path.c_str() : nullptr;
+  };
+  EXPECT_EQ(find_token(s), "hf_real");
+}
+
+TEST(FindToken, MissingRealFileMeansNone) {
+  testing::TempDir dir;
+  std::string path = (dir / "absent").string();
+  TokenSources s;
+  s.getenv = [&](const char* name) -> const char* {
+    return std::string_view(name) == "HF_TOKEN_PATH" ? path.c_str() : nullptr;
+  };
+  EXPECT_EQ(find_token(s), std::nullopt);
+}
+
+}  // namespace
+}  // namespace hubfs
