@@ -192,7 +192,12 @@ void HubFs::read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_i
   if (buf.size() < size) buf.resize(size);
   auto n = reader_.read(handle->node->remote, static_cast<uint64_t>(off), size, buf.data(),
                         &handle->state);
-  if (!n.ok()) return reply_error(req, n.status(), "reading", handle->node);
+  if (!n.ok()) {
+    // Whatever went wrong upstream (a missing object, a timeout, a bad range), the file exists:
+    // to the program reading it this is an I/O error.
+    log_warning("reading /" + handle->node->entry.path + ": " + n.status().message());
+    return (void)fuse_reply_err(req, EIO);
+  }
   fuse_reply_buf(req, buf.data(), *n);
 }
 

@@ -134,7 +134,9 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   if (!cache.ok()) return cache.status();
   m.cache = std::move(cache).value();
   m.fetcher = std::make_unique<RangeFetcher>(*m.transport);
-  m.reader = std::make_unique<BlockReader>(m.cache.get(), *m.fetcher);
+  ReaderOptions reader_options;
+  reader_options.read_timeout = std::chrono::seconds(config.read_timeout_s);
+  m.reader = std::make_unique<BlockReader>(m.cache.get(), *m.fetcher, reader_options);
   FsOptions fs_options;
   fs_options.mtime = static_cast<time_t>(info->last_modified);
   m.fs = std::make_unique<HubFs>(*m.hub, pinned, *m.reader, fs_options);
@@ -285,7 +287,7 @@ int run_mount(const MountConfig& config) {
   Mount m;
   Status st = build_mount(config, mountpoint, m);
   if (!st.ok()) {
-    log_error(st.message());
+    if (log) log_error(st.message());  // the parent prints it to the user's stderr
     write_all(pipefd[1], "ERR " + st.message());
     close(pipefd[1]);
     _exit(1);

@@ -20,6 +20,7 @@ struct MountConfig {
   uint64_t cache_size = 10ull << 30;
   bool foreground = false;
   std::vector<std::string> fuse_options;  // from -o, passed through
+  int read_timeout_s = 120;               // a read not served by then fails with EIO
   int max_requests = 16;                  // HTTP requests in flight
   std::string log_file;                   // background mode: where logs go ("" = nowhere)
   bool debug = false;

@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
                     "used blocks are evicted first");
   mount->add_option("--max-requests", config.max_requests, "HTTP requests in flight at once (default 16)")
       ->check(CLI::Range(1, 256));
+  mount->add_option("--read-timeout", config.read_timeout_s,
+                    "Seconds after which a read the Hub cannot serve fails with EIO (default 120)")
+      ->check(CLI::Range(1, 3600));
   mount->add_flag("-f,--foreground", config.foreground, "Stay in the foreground, logging to stderr");
   mount->add_option("-o", config.fuse_options, "FUSE mount options, passed through (allow_other, ...)")
       ->delimiter(',')

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package hubfs needs to build, test and demo. Idempotent and
+# non-interactive; skips apt entirely when everything is already there.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  libfuse3-dev fuse3
+  libcurl4-openssl-dev libssl-dev
+  libhdf5-dev hdf5-tools
+  libblosc-dev libzstd-dev liblz4-dev zlib1g-dev
+  hdf5-filter-plugin hdf5-filter-plugin-blosc-serial
+  libgtest-dev libgmock-dev
+  nlohmann-json3-dev libcli11-dev
+  python3 python3-numpy python3-h5py curl
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what is needed, builds, and runs every test: unit tests, the local Hub server's own
+# test, and the integration tests on real FUSE mounts; then the unit tests again under
+# AddressSanitizer + UndefinedBehaviorSanitizer (skip with HUBFS_SKIP_ASAN=1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/deps.sh
+echo "== build (RelWithDebInfo)"
+./scripts/build.sh
+echo "== tests"
+ctest --test-dir build --output-on-failure -j2 --timeout 900
+
+if [ "${HUBFS_SKIP_ASAN:-0}" != "1" ]; then
+  echo "== build (ASan + UBSan)"
+  BUILD_DIR=build-asan ./scripts/build.sh -DHUBFS_SANITIZE=ON
+  echo "== unit tests under ASan + UBSan"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j2 --timeout 900 -LE 'integration|server'
+fi

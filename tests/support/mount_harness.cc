@@ -1,0 +1,85 @@
+#include "support/mount_harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+namespace hubfs::testing {
+
+CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  std::string full = command + " 2>&1";
+  FILE* pipe = popen(full.c_str(), "r");
+  if (!pipe) return result;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) {
+    if (result.output.size() < (64u << 20)) result.output.append(buf, n);
+  }
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+std::string bin_path(const std::string& name) { return std::string(HUBFS_BIN_DIR) + "/" + name; }
+
+bool drop_page_cache() {
+  sync();
+  std::ofstream f("/proc/sys/vm/drop_caches");
+  if (!f) return false;
+  f << "3\n";
+  return static_cast<bool>(f);
+}
+
+std::unique_ptr<HubfsMount> HubfsMount::start(const std::string& endpoint, const std::string& repo,
+                                              const std::string& cache_dir,
+                                              const std::vector<std::string>& extra_args) {
+  auto m = std::unique_ptr<HubfsMount>(new HubfsMount());
+  char tmpl[] = "/tmp/hubfs-mnt-XXXXXX";
+  if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+  m->path_ = tmpl;
+  m->log_ = m->path_ + ".log";
+  std::string cmd = shell_quote(bin_path("hubfs")) + " mount --endpoint " + shell_quote(endpoint) +
+                    " --cache-dir " + shell_quote(cache_dir) + " --log-file " + shell_quote(m->log_);
+  for (const auto& a : extra_args) cmd += " " + shell_quote(a);
+  cmd += " " + shell_quote(repo) + " " + shell_quote(m->path_);
+  auto r = run_command(cmd);
+  if (r.exit_code != 0) {
+    std::filesystem::remove(m->path_);
+    std::string path = m->path_;
+    m->path_.clear();
+    throw std::runtime_error("hubfs mount failed (" + std::to_string(r.exit_code) + "): " + r.output);
+  }
+  return m;
+}
+
+HubfsMount::~HubfsMount() {
+  if (path_.empty()) return;
+  // A process that just closed a file may still hold the mount for a moment: retry briefly.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    auto r = run_command(shell_quote(bin_path("hubfs")) + " unmount " + shell_quote(path_));
+    if (r.exit_code == 0 || r.output.find("not mounted") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::error_code ec;
+  std::filesystem::remove(path_, ec);
+  std::filesystem::remove(log_, ec);
+}
+
+}  // namespace hubfs::testing
