@@ -16,6 +16,8 @@ files (one commit on branch "main"), or a hub.json plus snapshots/<commit>/ dire
   {"refs": {"main": "c2", "v1": "c1", "refs/pr/1": "c1"},
    "commits": {"c1": {"date": "2024-01-01T00:00:00Z"}, "c2": {"date": "..."}},
    "private": false, "gated": false}
+A repo that was renamed is a directory with just a hub.json {"moved_to": "org/new-name"}:
+every request for it answers 307 with a relative Location naming the new id.
 """
 
 import argparse
@@ -160,6 +162,8 @@ class Repo:
         cfg = self.config or {}
         self.private = bool(cfg.get("private", False))
         self.gated = cfg.get("gated", False) or False
+        # "moved_to": "org/new-name" makes every request for this repo a 307 to the new id.
+        self.moved_to = cfg.get("moved_to")
 
     def commit_sha(self, commit_name):
         return hashlib.sha1(("%s:%s" % (self.id, commit_name)).encode()).hexdigest()
@@ -795,6 +799,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         """The repo, once the caller's token is good enough for it; else the Hub's error."""
         state = self.server.state
         repo = state.store.find(rtype, org, name)
+        if repo is not None and repo.moved_to:
+            raise HubError(307, None, "%s was renamed to %s" % (repo.id, repo.moved_to),
+                           {"Location": self._moved_location(org, name, repo.moved_to)})
         token = None
         auth = self.headers.get("Authorization")
         if auth and auth.startswith("Bearer "):
@@ -810,6 +817,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise HubError(status, "GatedRepo", "Access to %s %s is restricted: it is gated"
                            % (rtype[:-1], repo.id))
         return repo
+
+    def _moved_location(self, org, name, new_id):
+        """This request's path with the old repo id swapped for the new one: a relative
+        Location, as the Hub sends for renamed repos."""
+        segs = self.raw_path.split("/")
+        old = [urllib.parse.quote(org), urllib.parse.quote(name)]
+        i = next(i for i in range(len(segs) - 1) if segs[i:i + 2] == old)
+        segs[i:i + 2] = [urllib.parse.quote(p) for p in new_id.split("/")]
+        query = urllib.parse.urlsplit(self.path).query
+        return "/".join(segs) + ("?" + query if query else "")
 
     def open_revision(self, repo, rev):
         commit = repo.resolve_revision(rev)

@@ -53,6 +53,8 @@ def build_root(root):
     write(os.path.join(versioned, "snapshots", "c2", "a.txt"), "two")
     write(os.path.join(versioned, "snapshots", "c2", "b.txt"), "bee")
 
+    write(os.path.join(root, "models", "org", "old-name", "hub.json"), json.dumps({"moved_to": "org/plain"}))
+
     for name, cfg in (("private", {"private": True}), ("gated", {"gated": "manual"})):
         repo = os.path.join(root, "models", "org", name)
         write(os.path.join(repo, "hub.json"), json.dumps(dict(cfg, refs={"main": "c1"}, commits={"c1": {}})))
@@ -312,6 +314,12 @@ class HubServerTest(unittest.TestCase):
                 self.assertEqual(request(self.hub.url + "/org/plain/resolve/main/big.dat", conn=conn).status, 302)
         finally:
             conn.close()
+
+    def test_renamed_repo_redirects_relative(self):
+        r = self.api("/org/old-name/resolve/main/README.md?x=1")
+        self.assertEqual((r.status, r.headers["Location"]), (307, "/org/plain/resolve/main/README.md?x=1"))
+        r = self.api("/api/models/org/old-name/tree/main")
+        self.assertEqual((r.status, r.headers["Location"]), (307, "/api/models/org/plain/tree/main"))
 
     # --- errors and access ------------------------------------------------------------------
 

@@ -40,11 +40,17 @@ using Clock = std::chrono::steady_clock;
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
+// The whole of a file we hold open, however far its writer has got; the tail if it is long.
+std::string read_fd_text(int fd) {
+  std::string s;
+  char buf[8192];
+  for (off_t off = 0;;) {
+    ssize_t n = ::pread(fd, buf, sizeof buf, off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    s.append(buf, static_cast<size_t>(n));
+    off += n;
+  }
   if (s.size() > kMaxQuotedStderr) s = "..." + s.substr(s.size() - kMaxQuotedStderr);
   return s;
 }
@@ -132,15 +138,17 @@ std::unique_ptr<LocalHub> LocalHub::start(const LocalHubOptions& options) {
   std::unique_ptr<LocalHub> hub(new LocalHub());
 
   std::string stderr_path = (std::filesystem::temp_directory_path() / "hubfs-hub-stderr-XXXXXX").string();
-  int stderr_fd = ::mkstemp(stderr_path.data());
-  if (stderr_fd < 0) throw std::runtime_error(errno_text("mkstemp"));
-  hub->stderr_path_ = stderr_path;
+  int stderr_fd = ::mkostemp(stderr_path.data(), O_CLOEXEC);
+  if (stderr_fd < 0) throw std::runtime_error(errno_text("mkostemp"));
+  ::unlink(stderr_path.c_str());  // we read it through the fd; the child writes through its copy
+  hub->stderr_fd_ = stderr_fd;
   int out_pipe[2], in_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(in_pipe, O_CLOEXEC) != 0) {
-    ::close(stderr_fd);
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw std::runtime_error(errno_text("pipe2"));
+  hub->stdout_fd_ = out_pipe[0];
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0) {
+    ::close(out_pipe[1]);
     throw std::runtime_error(errno_text("pipe2"));
   }
-  hub->stdout_fd_ = out_pipe[0];
   hub->stdin_fd_ = in_pipe[1];
 
   std::vector<std::string> args = {kPython,
@@ -177,7 +185,6 @@ std::unique_ptr<LocalHub> LocalHub::start(const LocalHubOptions& options) {
   posix_spawn_file_actions_destroy(&actions);
   ::close(in_pipe[0]);
   ::close(out_pipe[1]);
-  ::close(stderr_fd);
   if (rc != 0) {
     hub->pid_ = -1;
     throw std::runtime_error(std::string("posix_spawn ") + kPython + ": " + std::strerror(rc));
@@ -192,11 +199,8 @@ std::unique_ptr<LocalHub> LocalHub::start(const LocalHubOptions& options) {
     std::string why = got == LineResult::kLine  ? "unexpected first line \"" + line + "\""
                       : got == LineResult::kEof ? "it exited before listening"
                                                 : "no \"listening\" line within 10 s";
-    std::string path = hub->stderr_path_;
-    hub->keep_stderr_ = true;
-    hub.reset();  // stops the server and waits for it, so its stderr is complete
-    std::string err = read_text(path);
-    ::unlink(path.c_str());
+    hub->stop();  // and wait for it, so its stderr is complete
+    std::string err = hub->server_stderr();
     throw std::runtime_error("local hub server failed to start (" + why + "); stderr:\n" + err);
   }
   hub->url_ = url;
@@ -206,6 +210,13 @@ std::unique_ptr<LocalHub> LocalHub::start(const LocalHubOptions& options) {
 }
 
 LocalHub::~LocalHub() {
+  stop();
+  if (stdin_fd_ >= 0) ::close(stdin_fd_);
+  if (stdout_fd_ >= 0) ::close(stdout_fd_);
+  if (stderr_fd_ >= 0) ::close(stderr_fd_);
+}
+
+void LocalHub::stop() {
   if (pid_ > 0) {
     ::kill(pid_, SIGTERM);
     auto deadline = Clock::now() + kStopGrace;
@@ -221,12 +232,11 @@ LocalHub::~LocalHub() {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
     }
+    pid_ = -1;
   }
-  if (stdin_fd_ >= 0) ::close(stdin_fd_);
-  if (stdout_fd_ >= 0) ::close(stdout_fd_);
-  // On a failed start, start() still needs the stderr file to quote it; it unlinks it itself.
-  if (!keep_stderr_ && !stderr_path_.empty()) ::unlink(stderr_path_.c_str());
 }
+
+std::string LocalHub::server_stderr() const { return stderr_fd_ >= 0 ? read_fd_text(stderr_fd_) : ""; }
 
 std::string LocalHub::control(const std::string& method, const std::string& path, const std::string& body) {
   std::string response;

@@ -50,17 +50,20 @@ class LocalHub {
   void clear_faults();
   // Every signed CDN URL handed out so far answers 403 from now on.
   void expire_urls();
+  // What the server has written to stderr so far (its tracebacks, or every request when
+  // verbose), for a failing test's message.
+  std::string server_stderr() const;
 
  private:
   LocalHub() = default;
+  void stop();  // SIGTERM, SIGKILL after 3 s, reap; idempotent
   // One blocking request to the control endpoints; returns the body, throws on non-2xx.
   std::string control(const std::string& method, const std::string& path, const std::string& body);
 
   pid_t pid_ = -1;
   int stdin_fd_ = -1;   // we hold the write end: the server exits when it closes
   int stdout_fd_ = -1;  // the "listening" line arrives here
-  std::string stderr_path_;
-  bool keep_stderr_ = false;  // start() still has to quote it
+  int stderr_fd_ = -1;  // an unlinked temp file, so a crashed test leaves nothing behind
   std::string url_;
   std::string cdn_url_;
   int api_port_ = 0;
