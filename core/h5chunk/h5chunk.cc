@@ -1,0 +1,450 @@
+// File and Dataset: open, describe, and route each read to the fast path or to H5Dread.
+#include "h5chunk/h5chunk.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "h5chunk/fallback.h"
+#include "h5chunk/hdf5_handle.h"
+#include "h5chunk/manifest.h"
+#include "h5chunk/reader.h"
+
+namespace h5chunk {
+
+using hubfs::InvalidArgument;
+using hubfs::NotFound;
+using hubfs::Unsupported;
+
+// ---------------------------------------------------------------------------------------------
+// Types
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kInt8: return "int8";
+    case DType::kUInt8: return "uint8";
+    case DType::kInt16: return "int16";
+    case DType::kUInt16: return "uint16";
+    case DType::kInt32: return "int32";
+    case DType::kUInt32: return "uint32";
+    case DType::kInt64: return "int64";
+    case DType::kUInt64: return "uint64";
+    case DType::kFloat32: return "float32";
+    case DType::kFloat64: return "float64";
+  }
+  return "?";
+}
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kInt8: case DType::kUInt8: return 1;
+    case DType::kInt16: case DType::kUInt16: return 2;
+    case DType::kInt32: case DType::kUInt32: case DType::kFloat32: return 4;
+    case DType::kInt64: case DType::kUInt64: case DType::kFloat64: return 8;
+  }
+  return 1;
+}
+
+namespace {
+
+hid_t native_type(DType t) {
+  switch (t) {
+    case DType::kInt8: return H5T_NATIVE_INT8;
+    case DType::kUInt8: return H5T_NATIVE_UINT8;
+    case DType::kInt16: return H5T_NATIVE_INT16;
+    case DType::kUInt16: return H5T_NATIVE_UINT16;
+    case DType::kInt32: return H5T_NATIVE_INT32;
+    case DType::kUInt32: return H5T_NATIVE_UINT32;
+    case DType::kInt64: return H5T_NATIVE_INT64;
+    case DType::kUInt64: return H5T_NATIVE_UINT64;
+    case DType::kFloat32: return H5T_NATIVE_FLOAT;
+    case DType::kFloat64: return H5T_NATIVE_DOUBLE;
+  }
+  return H5T_NATIVE_UINT8;
+}
+
+std::string human_bytes(uint64_t n) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1000 && u < 4) {
+    v /= 1000;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+std::string shape_text(const std::vector<uint64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Array
+
+Array::Array(std::vector<uint64_t> shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
+  nbytes_ = num_elements() * dtype_size(dtype);
+  data_.reset(new uint8_t[std::max<size_t>(nbytes_, 1)]);
+}
+
+uint64_t Array::num_elements() const {
+  uint64_t n = 1;
+  for (uint64_t d : shape_) n *= d;
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Internal state
+
+class DatasetState {
+ public:
+  DatasetInfo info;
+  Hid dataset;
+  ChunkedLayout layout;
+  std::unique_ptr<ChunkManifest> manifest;  // chunked datasets only
+  // A filter with no HDF5 plugin here (zstd, bitshuffle on Debian): H5Dread cannot read the
+  // dataset at all, so even small reads take the fast path.
+  bool h5dread_lacks_filter = false;
+};
+
+class FileState {
+ public:
+  explicit FileState(std::string p) : path(p), descriptors(std::move(p)) {}
+  std::string path;
+  Options options;
+  unsigned threads = 1;
+  uint64_t base_address = 0;
+  Hid file;
+  DescriptorPool descriptors;
+
+  std::mutex mu;  // guards datasets and noted
+  std::map<std::string, std::shared_ptr<DatasetState>> datasets;
+  std::set<std::pair<std::string, std::string>> noted;
+
+  // Says once per dataset and cause that a read missed the fast path, and how to avoid it.
+  void note(const DatasetInfo& info, const std::string& cause, const std::string& fix) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!noted.emplace(info.path, cause).second) return;
+    }
+    std::string line = "h5chunk: reading '" + path + "' (" + info.path + ", " +
+                       human_bytes(info.nbytes) + "): the dataset " + cause +
+                       " - falling back to H5Dread (serial, slower). " + fix;
+    if (options.log) {
+      options.log(line);
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  }
+
+  Result<std::shared_ptr<DatasetState>> open_dataset(const std::string& name);
+};
+
+namespace {
+
+Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, ChunkedLayout* layout) {
+  // Shape.
+  Hid space(H5Dget_space(dset));
+  if (!space.valid()) return hubfs::IoError("H5Dget_space failed: " + hdf5_error_text());
+  int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) return hubfs::IoError("cannot read the dataset's shape: " + hdf5_error_text());
+  std::vector<hsize_t> dims(rank);
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  info->shape.assign(dims.begin(), dims.end());
+
+  // Element type: plain integers and IEEE floats only.
+  const H5T_class_t cls = H5Tget_class(file_type);
+  const size_t size = H5Tget_size(file_type);
+  info->numeric = true;
+  if (cls == H5T_INTEGER && (size == 1 || size == 2 || size == 4 || size == 8)) {
+    const bool is_signed = H5Tget_sign(file_type) == H5T_SGN_2;
+    static const DType s[] = {DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64};
+    static const DType u[] = {DType::kUInt8, DType::kUInt16, DType::kUInt32, DType::kUInt64};
+    const int k = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : 3;
+    info->dtype = is_signed ? s[k] : u[k];
+  } else if (cls == H5T_FLOAT && size == 4) {
+    info->dtype = DType::kFloat32;
+  } else if (cls == H5T_FLOAT && size == 8) {
+    info->dtype = DType::kFloat64;
+  } else {
+    info->numeric = false;
+    static const std::map<int, const char*> names = {
+        {H5T_INTEGER, "integer"}, {H5T_FLOAT, "float"}, {H5T_STRING, "string"},
+        {H5T_BITFIELD, "bitfield"}, {H5T_OPAQUE, "opaque"}, {H5T_COMPOUND, "compound"},
+        {H5T_REFERENCE, "reference"}, {H5T_ENUM, "enum"}, {H5T_VLEN, "variable-length"},
+        {H5T_ARRAY, "array"}};
+    auto it = names.find(cls);
+    info->type_text = std::string(it == names.end() ? "unknown" : it->second) + " (" +
+                      std::to_string(size) + " bytes)";
+  }
+  if (info->numeric) info->type_text = dtype_name(info->dtype);
+  uint64_t n = info->numeric ? dtype_size(info->dtype) : size;
+  for (uint64_t d : info->shape) n *= d;
+  info->nbytes = n;
+
+  // Layout and filters.
+  switch (H5Pget_layout(dcpl)) {
+    case H5D_CHUNKED: info->layout = "chunked"; break;
+    case H5D_CONTIGUOUS: info->layout = "contiguous"; break;
+    case H5D_COMPACT: info->layout = "compact"; break;
+    case H5D_VIRTUAL: info->layout = "virtual"; break;
+    default: info->layout = "unknown"; break;
+  }
+  if (info->layout == "chunked") {
+    std::vector<hsize_t> chunk(rank);
+    H5Pget_chunk(dcpl, rank, chunk.data());
+    info->chunk.assign(chunk.begin(), chunk.end());
+    const int nfilters = H5Pget_nfilters(dcpl);
+    for (int i = 0; i < nfilters; ++i) {
+      FilterStep f;
+      unsigned cd[32];
+      size_t ncd = 32;
+      char name[256] = {0};
+      unsigned config = 0;
+      H5Z_filter_t id = H5Pget_filter2(dcpl, i, &f.flags, &ncd, cd, sizeof name, name, &config);
+      f.id = static_cast<unsigned>(id);
+      f.cd_values.assign(cd, cd + std::min<size_t>(ncd, 32));
+      f.name = name;
+      info->filters.push_back(std::move(f));
+    }
+    unsigned opts = 0;
+    H5Pget_chunk_opts(dcpl, &opts);
+    layout->dont_filter_partial = opts & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS;
+  }
+
+  // Why the fast path cannot read it, and what would fix that.
+  const std::string resave =
+      "Fix: re-save it chunked (e.g. one frame per chunk) with Blosc, zstd, lz4 or gzip "
+      "compression to read it in parallel.";
+  if (!info->numeric) {
+    info->fast_path_blocker = "has a non-numeric dtype (" + info->type_text + ")";
+    info->fix = "h5chunk reads plain numeric dtypes only; read it with the HDF5 library.";
+  } else if (info->layout != "chunked") {
+    info->fast_path_blocker = "is stored " + info->layout + " (not chunked)";
+    info->fix = resave;
+  } else if (std::string why = unsupported_filter(info->filters); !why.empty()) {
+    info->fast_path_blocker = "is compressed with " + why + ", which h5chunk cannot decode";
+    info->fix = resave;
+  } else if (H5Tequal(file_type, native_type(info->dtype)) <= 0) {
+    info->fast_path_blocker = "is stored in non-native byte order";
+    info->fix = "Re-save it in native (little-endian) byte order to read it in parallel.";
+  }
+
+  if (info->numeric) {
+    layout->shape = info->shape;
+    layout->chunk = info->chunk;
+    layout->elem_size = dtype_size(info->dtype);
+    layout->pipeline = info->filters;
+    // The fill value H5Dread gives unwritten chunks; zeros when none was defined.
+    layout->fill.assign(layout->elem_size, 0);
+    H5D_fill_value_t fill_status = H5D_FILL_VALUE_UNDEFINED;
+    if (H5Pfill_value_defined(dcpl, &fill_status) >= 0 && fill_status != H5D_FILL_VALUE_UNDEFINED) {
+      H5Pget_fill_value(dcpl, native_type(info->dtype), layout->fill.data());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string& raw_name) {
+  std::string name = raw_name.empty() || raw_name[0] != '/' ? "/" + raw_name : raw_name;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = datasets.find(name); it != datasets.end()) return it->second;
+  }
+  QuietHdf5Errors quiet;
+  const std::string where = "'" + path + "'";
+  if (H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) <= 0 && name != "/") {
+    return NotFound("no dataset '" + name + "' in " + where +
+                    " (run 'h5chunk info FILE' to list its datasets)");
+  }
+  auto state = std::make_shared<DatasetState>();
+  state->dataset = Hid(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT));
+  if (!state->dataset.valid()) {
+    return InvalidArgument("'" + name + "' in " + where + " is not a dataset (" +
+                           hdf5_error_text() + ")");
+  }
+  state->info.path = name;
+  Hid type(H5Dget_type(state->dataset.get()));
+  Hid dcpl(H5Dget_create_plist(state->dataset.get()));
+  if (!type.valid() || !dcpl.valid()) {
+    return hubfs::IoError("cannot describe '" + name + "' in " + where + ": " + hdf5_error_text());
+  }
+  if (Status s = describe(state->dataset.get(), type.get(), dcpl.get(), &state->info, &state->layout);
+      !s.ok()) {
+    return s.with_context("describing '" + name + "' in " + where);
+  }
+  for (const FilterStep& f : state->info.filters) {
+    if (H5Zfilter_avail(static_cast<H5Z_filter_t>(f.id)) <= 0) state->h5dread_lacks_filter = true;
+  }
+  if (state->info.layout == "chunked") {
+    state->manifest = std::make_unique<ChunkManifest>(state->dataset.get(), state->info.shape,
+                                                      state->info.chunk, base_address);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, inserted] = datasets.emplace(name, state);
+  return it->second;
+}
+
+// ---------------------------------------------------------------------------------------------
+// File
+
+Result<File> File::open(const std::string& path, Options options) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return NotFound("cannot open '" + path + "': " + std::strerror(errno));
+  }
+  auto state = std::make_shared<FileState>(path);
+  state->options = std::move(options);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  state->threads = state->options.threads ? state->options.threads
+                                          : std::min(kMaxDefaultThreads, cores);
+  QuietHdf5Errors quiet;
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    return InvalidArgument("'" + path + "' is not an HDF5 file (or is truncated): " +
+                           hdf5_error_text());
+  }
+  state->file = Hid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!state->file.valid()) {
+    return hubfs::IoError("HDF5 cannot open '" + path + "': " + hdf5_error_text());
+  }
+  // Chunk addresses are relative to the base address, which sits after any user block.
+  Hid fcpl(H5Fget_create_plist(state->file.get()));
+  hsize_t userblock = 0;
+  if (fcpl.valid()) H5Pget_userblock(fcpl.get(), &userblock);
+  state->base_address = userblock;
+  File f;
+  f.state_ = std::move(state);
+  return f;
+}
+
+const std::string& File::path() const { return state_->path; }
+
+Result<Dataset> File::dataset(const std::string& path) const {
+  auto ds = state_->open_dataset(path);
+  if (!ds.ok()) return ds.status();
+  Dataset d;
+  d.file_ = state_;
+  d.state_ = *ds;
+  return d;
+}
+
+Result<std::vector<std::string>> File::dataset_paths() const {
+  std::vector<std::string> out;
+  QuietHdf5Errors quiet;
+  auto visit = [](hid_t, const char* name, const H5O_info_t* info, void* data) -> herr_t {
+    if (info->type == H5O_TYPE_DATASET) {
+      static_cast<std::vector<std::string>*>(data)->push_back(std::string("/") + name);
+    }
+    return 0;
+  };
+  if (H5Ovisit2(state_->file.get(), H5_INDEX_NAME, H5_ITER_INC, visit, &out, H5O_INFO_BASIC) < 0) {
+    return hubfs::IoError("cannot list the datasets of '" + state_->path + "': " + hdf5_error_text());
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dataset
+
+const DatasetInfo& Dataset::info() const { return state_->info; }
+
+uint64_t Dataset::manifest_queries() const {
+  return state_->manifest ? state_->manifest->queries() : 0;
+}
+
+Result<std::vector<uint64_t>> Dataset::selection_shape(const Selection& selection) const {
+  auto norm = normalize(selection, state_->info.shape);
+  if (!norm.ok()) return norm.status();
+  return norm->out_shape;
+}
+
+Result<Array> Dataset::read(std::string_view selection, const ReadOptions& options) const {
+  auto sel = parse_selection(selection);
+  if (!sel.ok()) return sel.status();
+  return read(*sel, options);
+}
+
+Result<Array> Dataset::read(const Selection& selection, const ReadOptions& options) const {
+  const DatasetInfo& info = state_->info;
+  if (!info.numeric) {
+    return Unsupported("'" + info.path + "' in '" + file_->path + "' " + info.fast_path_blocker +
+                       "; " + info.fix);
+  }
+  auto shape = selection_shape(selection);
+  if (!shape.ok()) return shape.status();
+  Array array(*shape, info.dtype);
+  auto stats = read_into(selection, array.data(), array.nbytes(), options);
+  if (!stats.ok()) return stats.status();
+  array.stats = *stats;
+  return array;
+}
+
+Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size_t out_bytes,
+                                     const ReadOptions& options) const {
+  const DatasetInfo& info = state_->info;
+  const std::string source = "file '" + file_->path + "', dataset '" + info.path + "'";
+  if (!info.numeric) {
+    return Unsupported(source + " " + info.fast_path_blocker + "; " + info.fix);
+  }
+  auto norm = normalize(selection, info.shape);
+  if (!norm.ok()) return norm.status();
+  const uint64_t bytes = norm->num_elements * dtype_size(info.dtype);
+  if (out_bytes != bytes) {
+    return InvalidArgument("the output buffer holds " + std::to_string(out_bytes) +
+                           " bytes but the selection " + shape_text(norm->out_shape) + " of " +
+                           info.type_text + " needs " + std::to_string(bytes));
+  }
+  ReadStats stats;
+  if (bytes == 0) return stats;
+
+  std::string cause;
+  if (options.route == Route::kH5Dread) {
+    cause = "H5Dread requested";
+  } else if (!info.fast_path_blocker.empty()) {
+    cause = info.fast_path_blocker;
+    file_->note(info, cause, info.fix);
+  } else if (!norm->fast_path_blocker.empty()) {
+    cause = "is read with " + norm->fast_path_blocker + ", which h5chunk cannot map to chunks";
+    file_->note(info, cause,
+                "Fix: use a contiguous slice or a single increasing index list to read it in "
+                "parallel.");
+  } else if (options.route == Route::kAuto && bytes < file_->options.min_fast_path_bytes &&
+             !state_->h5dread_lacks_filter) {
+    cause = "small read (" + std::to_string(bytes) + " bytes, below " +
+            std::to_string(file_->options.min_fast_path_bytes) + ")";
+  }
+  if (!cause.empty()) {
+    Status s = h5dread_selection(state_->dataset.get(), native_type(info.dtype),
+                                 dtype_size(info.dtype), *norm, out);
+    if (!s.ok()) return s.with_context(source);
+    stats.fallback_cause = cause;
+    return stats;
+  }
+
+  FastRead req;
+  req.layout = &state_->layout;
+  req.manifest = state_->manifest.get();
+  req.descriptors = &file_->descriptors;
+  req.selection = &*norm;
+  req.out = static_cast<uint8_t*>(out);
+  req.threads = file_->threads;
+  req.max_bytes_in_flight = file_->options.max_bytes_in_flight;
+  req.progress = options.progress;
+  req.source = source;
+  return read_chunks(req);
+}
+
+}  // namespace h5chunk

@@ -1,0 +1,154 @@
+// h5chunk: reads HDF5 datasets fast by reading and decoding their chunks itself, in parallel,
+// straight into the caller's array. The HDF5 C library supplies the chunk manifest; anything the
+// fast path does not fully understand (layout, codec, selection, dtype byte order) is read with
+// H5Dread instead, so a read's result always equals H5Dread's.
+//
+//   auto file = h5chunk::File::open("scan.hdf5");
+//   auto dset = file->dataset("/data/raw_data");
+//   auto array = dset->read("0:4");            // numpy syntax
+//   dset->read_into(selection, buffer, bytes); // or into your own buffer
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "h5chunk/codecs.h"
+#include "h5chunk/selection.h"
+
+namespace h5chunk {
+
+using hubfs::Result;
+using hubfs::Status;
+
+// Plain numeric element types, named as numpy names them.
+enum class DType { kInt8, kUInt8, kInt16, kUInt16, kInt32, kUInt32, kInt64, kUInt64, kFloat32, kFloat64 };
+const char* dtype_name(DType dtype);
+size_t dtype_size(DType dtype);
+
+// Receives one human-readable line (the fallback notes). Default: stderr.
+using LogFn = std::function<void(const std::string& message)>;
+// Called with each chunk's compressed size as the chunk completes, from worker threads.
+using ProgressFn = std::function<void(uint64_t compressed_bytes)>;
+
+// Reads smaller than this go to H5Dread: below it, starting workers and querying the manifest
+// costs more than decoding in parallel saves (bench_h5chunk_local's small-read sweep measures
+// the crossover).
+inline constexpr uint64_t kDefaultMinFastPathBytes = 1ull << 20;
+// Ceiling on compressed bytes read but not yet decoded. Bounded in bytes, not chunks, because
+// chunk sizes vary by orders of magnitude between files (kilobytes to 166 MB).
+inline constexpr uint64_t kDefaultMaxBytesInFlight = 512ull << 20;
+// Upper bound on default workers: decoding is memory-bandwidth bound well before 16 cores.
+inline constexpr unsigned kMaxDefaultThreads = 16;
+
+struct Options {
+  unsigned threads = 0;  // workers per read; 0 = min(16, cores)
+  uint64_t min_fast_path_bytes = kDefaultMinFastPathBytes;
+  uint64_t max_bytes_in_flight = kDefaultMaxBytesInFlight;
+  LogFn log;  // fallback notes; empty = stderr
+};
+
+enum class Route {
+  kAuto,      // fast path when possible and the read is large enough
+  kFastPath,  // fast path whenever possible, whatever the size (tests, benchmarks)
+  kH5Dread,   // always H5Dread (the reference)
+};
+
+struct ReadOptions {
+  ProgressFn progress;
+  Route route = Route::kAuto;
+};
+
+struct ReadStats {
+  bool fast_path = false;
+  std::string fallback_cause;     // why H5Dread served the read; empty on the fast path
+  uint64_t chunks = 0;            // chunks the fast path touched
+  uint64_t compressed_bytes = 0;  // bytes it read from the file
+  uint64_t manifest_queries = 0;  // HDF5 chunk queries it made (memo misses)
+};
+
+// A read's result: C-order elements of `dtype`, native byte order.
+class Array {
+ public:
+  Array() = default;
+  Array(std::vector<uint64_t> shape, DType dtype);  // uninitialised storage
+  const std::vector<uint64_t>& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  uint64_t num_elements() const;
+  size_t nbytes() const { return nbytes_; }
+  uint8_t* data() { return data_.get(); }
+  const uint8_t* data() const { return data_.get(); }
+  template <typename T> const T* as() const { return reinterpret_cast<const T*>(data_.get()); }
+  ReadStats stats;
+
+ private:
+  std::vector<uint64_t> shape_;
+  DType dtype_ = DType::kUInt8;
+  size_t nbytes_ = 0;
+  // Not a std::vector: that would zero every byte first, doubling the first-touch cost.
+  std::unique_ptr<uint8_t[]> data_;
+};
+
+// What a dataset is and whether the fast path can read it.
+struct DatasetInfo {
+  std::string path;
+  std::vector<uint64_t> shape;
+  bool numeric = false;        // a plain numeric dtype (else reads are refused)
+  DType dtype = DType::kUInt8; // valid when numeric
+  std::string type_text;       // "float32", or what HDF5 calls it otherwise
+  std::string layout;          // "chunked", "contiguous", "compact", "virtual"
+  std::vector<uint64_t> chunk; // chunk shape; empty unless chunked
+  std::vector<FilterStep> filters;
+  uint64_t nbytes = 0;         // uncompressed size
+  std::string fast_path_blocker;  // empty when chunk-parallel reads are possible, else why not
+  std::string fix;                // what would remove the blocker
+};
+
+class FileState;
+class DatasetState;
+
+class Dataset {
+ public:
+  const DatasetInfo& info() const;
+
+  // Output shape of `selection` (errors as read() would give them).
+  Result<std::vector<uint64_t>> selection_shape(const Selection& selection) const;
+
+  Result<Array> read(const Selection& selection = {}, const ReadOptions& options = {}) const;
+  Result<Array> read(std::string_view selection, const ReadOptions& options = {}) const;
+
+  // Reads into `out`, which must hold exactly the selection's bytes (selection_shape x dtype
+  // size). On error the buffer's contents are unspecified.
+  Result<ReadStats> read_into(const Selection& selection, void* out, size_t out_bytes,
+                              const ReadOptions& options = {}) const;
+
+  // HDF5 chunk queries made for this dataset so far, over all reads.
+  uint64_t manifest_queries() const;
+
+ private:
+  friend class File;
+  std::shared_ptr<FileState> file_;
+  std::shared_ptr<DatasetState> state_;
+};
+
+class File {
+ public:
+  // Opens a local file (or one on a mount) read-only.
+  static Result<File> open(const std::string& path, Options options = {});
+
+  const std::string& path() const;
+  // The dataset at `path` ("/data/raw_data" or "data/raw_data"). Handles to the same dataset
+  // share one remembered chunk manifest.
+  Result<Dataset> dataset(const std::string& path) const;
+  // Paths of every dataset in the file, in HDF5's traversal order.
+  Result<std::vector<std::string>> dataset_paths() const;
+
+ private:
+  std::shared_ptr<FileState> state_;
+};
+
+}  // namespace h5chunk

@@ -1,0 +1,46 @@
+#include "h5chunk/hdf5_handle.h"
+
+namespace h5chunk {
+
+void Hid::reset() {
+  if (id_ < 0) return;
+  switch (H5Iget_type(id_)) {
+    case H5I_FILE: H5Fclose(id_); break;
+    case H5I_GROUP: H5Gclose(id_); break;
+    case H5I_DATASET: H5Dclose(id_); break;
+    case H5I_DATASPACE: H5Sclose(id_); break;
+    case H5I_DATATYPE: H5Tclose(id_); break;
+    case H5I_GENPROP_LST: H5Pclose(id_); break;
+    case H5I_ATTR: H5Aclose(id_); break;
+    default: H5Idec_ref(id_); break;
+  }
+  id_ = H5I_INVALID_HID;
+}
+
+QuietHdf5Errors::QuietHdf5Errors() {
+  H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+QuietHdf5Errors::~QuietHdf5Errors() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+
+namespace {
+herr_t collect(unsigned n, const H5E_error2_t* err, void* data) {
+  auto* out = static_cast<std::string*>(data);
+  // The innermost entries (first on the stack) name the real cause; the outer ones only
+  // repeat "unable to read" up the call chain. Keep the first two.
+  if (n < 2 && err->desc && *err->desc) {
+    if (!out->empty()) out->append("; ");
+    out->append(err->desc);
+  }
+  return 0;
+}
+}  // namespace
+
+std::string hdf5_error_text() {
+  std::string text;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect, &text);
+  return text;
+}
+
+}  // namespace h5chunk

@@ -1,0 +1,462 @@
+#include "h5chunk/reader.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+namespace h5chunk {
+
+using hubfs::Corrupt;
+using hubfs::IoError;
+
+// ---------------------------------------------------------------------------------------------
+// Descriptors
+
+DescriptorPool::~DescriptorPool() {
+  for (int fd : idle_) ::close(fd);
+}
+
+Result<int> DescriptorPool::acquire() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      int fd = idle_.back();
+      idle_.pop_back();
+      return fd;
+    }
+  }
+  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IoError("cannot open '" + path_ + "': " + std::strerror(errno));
+  return fd;
+}
+
+void DescriptorPool::release(int fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_.push_back(fd);
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Planning: per axis, the chunks the selection touches and what it takes from each.
+
+struct Piece {
+  uint64_t grid = 0;       // chunk index along this axis
+  uint64_t src_start = 0;  // first selected index inside the chunk (runs)
+  uint64_t dst_start = 0;  // first position on the output axis (0 for a dropped axis)
+  uint64_t count = 0;
+  const uint64_t* src_list = nullptr;  // chunk-local indices when not a run (index lists)
+  bool full = false;                   // the chunk's whole extent, in order
+};
+
+struct AxisPlan {
+  std::vector<Piece> pieces;
+  std::vector<uint64_t> local;  // backing store for src_list
+  uint64_t extent = 1;          // elements on the output axis (1 for a dropped axis)
+  uint64_t out_stride = 0;      // bytes between neighbours on the output axis (0 if dropped)
+  uint64_t chunk_stride = 0;    // bytes between neighbours inside a decoded chunk
+};
+
+std::vector<AxisPlan> plan_axes(const ChunkedLayout& layout, const NormalizedSelection& sel) {
+  const size_t rank = layout.shape.size();
+  std::vector<AxisPlan> plans(rank);
+  uint64_t out_stride = layout.elem_size, chunk_stride = layout.elem_size;
+  for (size_t d = rank; d-- > 0;) {
+    const AxisSelection& ax = sel.axes[d];
+    AxisPlan& p = plans[d];
+    const uint64_t c = layout.chunk[d];
+    p.extent = ax.kept() ? static_cast<uint64_t>(ax.count) : 1;
+    p.out_stride = ax.kept() ? out_stride : 0;
+    p.chunk_stride = chunk_stride;
+    if (ax.kept()) out_stride *= p.extent;
+    chunk_stride *= c;
+    if (ax.kind == AxisSelection::Kind::kList) {
+      const auto& ix = ax.indices;
+      p.local.resize(ix.size());
+      for (size_t k = 0; k < ix.size(); ++k) p.local[k] = ix[k] % c;
+      for (size_t lo = 0; lo < ix.size();) {
+        const uint64_t g = ix[lo] / c;
+        size_t hi = lo;
+        while (hi < ix.size() && static_cast<uint64_t>(ix[hi]) / c == g) ++hi;
+        Piece piece;
+        piece.grid = g;
+        piece.dst_start = lo;
+        piece.count = hi - lo;
+        if (static_cast<uint64_t>(ix[hi - 1] - ix[lo]) == hi - lo - 1) {
+          piece.src_start = p.local[lo];
+          piece.full = piece.src_start == 0 && piece.count == c;
+        } else {
+          piece.src_list = &p.local[lo];
+        }
+        p.pieces.push_back(piece);
+        lo = hi;
+      }
+    } else {
+      // kInt is a range of one element whose output axis is dropped.
+      const uint64_t start = ax.start, stop = ax.start + ax.count;
+      for (uint64_t g = start / c; g * c < stop; ++g) {
+        const uint64_t lo = std::max(start, g * c), hi = std::min(stop, (g + 1) * c);
+        Piece piece;
+        piece.grid = g;
+        piece.src_start = lo - g * c;
+        piece.dst_start = ax.kept() ? lo - start : 0;
+        piece.count = hi - lo;
+        piece.full = piece.src_start == 0 && piece.count == c;
+        p.pieces.push_back(piece);
+      }
+    }
+  }
+  return plans;
+}
+
+// Copies the selected part of one decoded chunk into the output. The longest run of trailing
+// axes that the chunk covers whole, with the output no wider there, is one memcpy block.
+class RegionCopier {
+ public:
+  RegionCopier(const std::vector<AxisPlan>& axes, const std::vector<const Piece*>& pieces,
+               const std::vector<uint64_t>& chunk, size_t elem)
+      : axes_(axes), pieces_(pieces) {
+    split_ = pieces.size();
+    block_ = elem;
+    while (split_ > 0 && pieces[split_ - 1]->full && chunk[split_ - 1] == axes[split_ - 1].extent) {
+      --split_;
+      block_ *= chunk[split_];
+    }
+  }
+
+  void copy(const uint8_t* chunk, uint8_t* out) const {
+    if (split_ == 0) {
+      std::memcpy(out, chunk, block_);
+    } else {
+      copy_axis(0, chunk, out);
+    }
+  }
+
+ private:
+  void copy_axis(size_t d, const uint8_t* src, uint8_t* dst) const {
+    const Piece& p = *pieces_[d];
+    const AxisPlan& a = axes_[d];
+    dst += p.dst_start * a.out_stride;
+    if (d + 1 == split_) {
+      if (!p.src_list) {
+        std::memcpy(dst, src + p.src_start * a.chunk_stride, p.count * block_);
+      } else {
+        for (uint64_t i = 0; i < p.count; ++i) {
+          std::memcpy(dst + i * a.out_stride, src + p.src_list[i] * a.chunk_stride, block_);
+        }
+      }
+      return;
+    }
+    for (uint64_t i = 0; i < p.count; ++i) {
+      const uint64_t s = p.src_list ? p.src_list[i] : p.src_start + i;
+      copy_axis(d + 1, src + s * a.chunk_stride, dst + i * a.out_stride);
+    }
+  }
+
+  const std::vector<AxisPlan>& axes_;
+  const std::vector<const Piece*>& pieces_;
+  size_t split_ = 0;
+  uint64_t block_ = 0;
+};
+
+struct Task {
+  std::vector<const Piece*> pieces;
+  ChunkLocation loc;
+  bool direct = false;     // the chunk is exactly one contiguous region of the output
+  bool raw = false;        // stored unfiltered
+  uint64_t out_offset = 0; // where that region starts (direct only)
+};
+
+// Whether a chunk covered whole is also one contiguous stretch of the output: every axis after
+// the first one longer than 1 must be covered whole by this chunk alone.
+bool is_direct(const std::vector<AxisPlan>& axes, const std::vector<const Piece*>& pieces,
+               const std::vector<uint64_t>& chunk) {
+  size_t first_long = pieces.size();
+  for (size_t d = 0; d < pieces.size(); ++d) {
+    if (!pieces[d]->full) return false;
+    if (first_long == pieces.size() && chunk[d] > 1) first_long = d;
+  }
+  for (size_t d = first_long + 1; d < pieces.size(); ++d) {
+    if (chunk[d] != axes[d].extent) return false;
+  }
+  return true;
+}
+
+std::string chunk_name(const std::vector<const Piece*>& pieces, const std::vector<uint64_t>& chunk) {
+  std::string grid, origin;
+  for (size_t d = 0; d < pieces.size(); ++d) {
+    grid += (d ? ", " : "") + std::to_string(pieces[d]->grid);
+    origin += (d ? ", " : "") + std::to_string(pieces[d]->grid * chunk[d]);
+  }
+  return "chunk [" + grid + "] (elements from (" + origin + "))";
+}
+
+Status pread_exact(int fd, uint8_t* buf, uint64_t size, uint64_t offset) {
+  uint64_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pread(fd, buf + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoError(std::string("read failed: ") + std::strerror(errno));
+    }
+    if (n == 0) {
+      return Corrupt("file truncated: the chunk's " + std::to_string(size) + " bytes at offset " +
+                     std::to_string(offset) + " end after " + std::to_string(done));
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  return Status::Ok();
+}
+
+// Everything the workers share for one read.
+class ChunkPool {
+ public:
+  ChunkPool(const FastRead& request, const std::vector<AxisPlan>& axes)
+      : req_(request), layout_(*request.layout), axes_(axes) {
+    chunk_bytes_ = layout_.elem_size;
+    for (uint64_t c : layout_.chunk) chunk_bytes_ *= c;
+    queue_limit_ = 2 * static_cast<size_t>(request.threads) + 2;
+  }
+
+  uint64_t chunk_bytes() const { return chunk_bytes_; }
+
+  // Producer side (the caller's thread). Returns false once the read has failed.
+  bool push(Task task) {
+    std::unique_lock<std::mutex> lock(mu_);
+    space_.wait(lock, [&] { return queue_.size() < queue_limit_ || failed_; });
+    if (failed_) return false;
+    queue_.push_back(std::move(task));
+    ready_.notify_one();
+    return true;
+  }
+
+  void close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    ready_.notify_all();
+  }
+
+  void fail(Status status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_) error_ = std::move(status);
+    failed_ = true;
+    queue_.clear();
+    space_.notify_all();
+    ready_.notify_all();
+    budget_cv_.notify_all();
+  }
+
+  Status error() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+  void work();
+
+  std::atomic<uint64_t> chunks{0}, compressed_bytes{0};
+
+ private:
+  bool pop(Task* task) {
+    std::unique_lock<std::mutex> lock(mu_);
+    ready_.wait(lock, [&] { return !queue_.empty() || closed_ || failed_; });
+    if (failed_ || queue_.empty()) return false;
+    *task = std::move(queue_.front());
+    queue_.pop_front();
+    space_.notify_one();
+    return true;
+  }
+
+  // Compressed bytes in flight stay under the limit, except that one chunk is always allowed
+  // (a chunk larger than the limit must still be readable).
+  bool acquire_budget(uint64_t bytes) {
+    std::unique_lock<std::mutex> lock(mu_);
+    budget_cv_.wait(lock, [&] {
+      return failed_ || in_flight_ == 0 || in_flight_ + bytes <= req_.max_bytes_in_flight;
+    });
+    if (failed_) return false;
+    in_flight_ += bytes;
+    return true;
+  }
+
+  void release_budget(uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_ -= bytes;
+    budget_cv_.notify_all();
+  }
+
+  const uint8_t* fill_chunk() {
+    std::call_once(fill_once_, [&] {
+      fill_.reset(new uint8_t[chunk_bytes_]);
+      const size_t e = layout_.elem_size;
+      for (uint64_t i = 0; i < chunk_bytes_; i += e) std::memcpy(&fill_[i], layout_.fill.data(), e);
+    });
+    return fill_.get();
+  }
+
+  Status process(const Task& task, int fd, std::vector<uint8_t>& in, std::unique_ptr<uint8_t[]>& scratch,
+                 DecodeScratch& decode);
+
+  const FastRead& req_;
+  const ChunkedLayout& layout_;
+  const std::vector<AxisPlan>& axes_;
+  uint64_t chunk_bytes_ = 0;
+  size_t queue_limit_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable ready_, space_, budget_cv_;
+  std::deque<Task> queue_;
+  bool closed_ = false, failed_ = false;
+  Status error_;
+  uint64_t in_flight_ = 0;
+
+  std::once_flag fill_once_;
+  std::unique_ptr<uint8_t[]> fill_;
+};
+
+Status ChunkPool::process(const Task& task, int fd, std::vector<uint8_t>& in,
+                          std::unique_ptr<uint8_t[]>& scratch, DecodeScratch& decode) {
+  uint8_t* const direct_out = req_.out + task.out_offset;
+  auto place = [&](const uint8_t* chunk) {
+    RegionCopier(axes_, task.pieces, layout_.chunk, layout_.elem_size).copy(chunk, req_.out);
+  };
+  if (!task.loc.allocated) {
+    // Never written: the region reads as the fill value, as H5Dread would return it.
+    if (task.direct) {
+      std::memcpy(direct_out, fill_chunk(), chunk_bytes_);
+    } else {
+      place(fill_chunk());
+    }
+    return Status::Ok();
+  }
+  auto need_scratch = [&] {
+    if (!scratch) scratch.reset(new uint8_t[chunk_bytes_]);
+    return scratch.get();
+  };
+  if (task.raw) {
+    // Stored unfiltered (every filter skipped, or a partial edge chunk under
+    // DONT_FILTER_PARTIAL_CHUNKS): the stored bytes are the chunk itself.
+    if (task.loc.size != chunk_bytes_) {
+      return Corrupt("stored unfiltered but holds " + std::to_string(task.loc.size) +
+                     " bytes instead of the chunk's " + std::to_string(chunk_bytes_));
+    }
+    if (task.direct) return pread_exact(fd, direct_out, chunk_bytes_, task.loc.offset);
+    uint8_t* buf = need_scratch();
+    if (Status s = pread_exact(fd, buf, chunk_bytes_, task.loc.offset); !s.ok()) return s;
+    place(buf);
+    return Status::Ok();
+  }
+  if (in.size() < task.loc.size) in.resize(task.loc.size);
+  if (Status s = pread_exact(fd, in.data(), task.loc.size, task.loc.offset); !s.ok()) return s;
+  uint8_t* target = task.direct ? direct_out : need_scratch();
+  Status s = decode_chunk(layout_.pipeline, task.loc.filter_mask, layout_.elem_size, in.data(),
+                          task.loc.size, target, chunk_bytes_, decode);
+  if (!s.ok()) return s;
+  if (!task.direct) place(target);
+  return Status::Ok();
+}
+
+void ChunkPool::work() {
+  auto fd = req_.descriptors->acquire();
+  if (!fd.ok()) {
+    fail(fd.status().with_context(req_.source));
+    return;
+  }
+  std::vector<uint8_t> in;
+  std::unique_ptr<uint8_t[]> scratch;
+  DecodeScratch decode;
+  Task task;
+  while (pop(&task)) {
+    const uint64_t bytes = task.loc.size;
+    if (!acquire_budget(bytes)) break;
+    Status s = process(task, *fd, in, scratch, decode);
+    release_budget(bytes);
+    if (!s.ok()) {
+      fail(s.with_context(req_.source + ", " + chunk_name(task.pieces, layout_.chunk)));
+      break;
+    }
+    chunks.fetch_add(1, std::memory_order_relaxed);
+    compressed_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    if (req_.progress && bytes) req_.progress(bytes);
+    // Keep the compressed buffer from pinning a huge chunk's worth of memory forever.
+    if (in.capacity() > req_.max_bytes_in_flight) std::vector<uint8_t>().swap(in);
+  }
+  req_.descriptors->release(*fd);
+}
+
+}  // namespace
+
+Result<ReadStats> read_chunks(const FastRead& req) {
+  const ChunkedLayout& layout = *req.layout;
+  const size_t rank = layout.shape.size();
+  const std::vector<AxisPlan> axes = plan_axes(layout, *req.selection);
+  ChunkPool pool(req, axes);
+  const uint64_t queries_before = req.manifest->queries();
+  const uint32_t all_filters = layout.pipeline.empty()
+                                   ? 0
+                                   : static_cast<uint32_t>((1ull << layout.pipeline.size()) - 1);
+
+  std::vector<std::thread> workers;
+  const unsigned threads = std::max(1u, req.threads);
+  for (unsigned i = 0; i < threads; ++i) workers.emplace_back([&pool] { pool.work(); });
+
+  // Walk every touched chunk in C order (an odometer over the per-axis pieces), locating each
+  // on this thread: the manifest is the only part that calls HDF5.
+  Status status;
+  std::vector<size_t> at(rank, 0);
+  std::vector<uint64_t> grid(rank);
+  bool more = rank == 0 || std::all_of(axes.begin(), axes.end(),
+                                       [](const AxisPlan& a) { return !a.pieces.empty(); });
+  while (more) {
+    Task task;
+    task.pieces.resize(rank);
+    bool partial = false;
+    for (size_t d = 0; d < rank; ++d) {
+      task.pieces[d] = &axes[d].pieces[at[d]];
+      grid[d] = task.pieces[d]->grid;
+      partial |= (grid[d] + 1) * layout.chunk[d] > layout.shape[d];
+    }
+    auto loc = req.manifest->locate(grid.data());
+    if (!loc.ok()) {
+      status = loc.status().with_context(req.source);
+      pool.fail(status);
+      break;
+    }
+    task.loc = *loc;
+    task.direct = is_direct(axes, task.pieces, layout.chunk);
+    if (task.direct) {
+      for (size_t d = 0; d < rank; ++d) task.out_offset += task.pieces[d]->dst_start * axes[d].out_stride;
+    }
+    task.raw = layout.pipeline.empty() || (task.loc.filter_mask & all_filters) == all_filters ||
+               (partial && layout.dont_filter_partial);
+    if (!pool.push(std::move(task))) break;
+    // Advance the odometer, last axis fastest.
+    more = false;
+    for (size_t d = rank; d-- > 0;) {
+      if (++at[d] < axes[d].pieces.size()) {
+        more = true;
+        break;
+      }
+      at[d] = 0;
+    }
+  }
+  pool.close();
+  for (auto& w : workers) w.join();
+  if (status.ok()) status = pool.error();
+  if (!status.ok()) return status;
+
+  ReadStats stats;
+  stats.fast_path = true;
+  stats.chunks = pool.chunks.load();
+  stats.compressed_bytes = pool.compressed_bytes.load();
+  stats.manifest_queries = req.manifest->queries() - queries_before;
+  return stats;
+}
+
+}  // namespace h5chunk

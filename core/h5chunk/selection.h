@@ -1,0 +1,77 @@
+// Numpy-style selections: parsed from text ("0:4", "...,5:9", "[0,2,5]") or built in code, then
+// normalised against a dataset's shape into per-axis index sets. Normalisation is where numpy's
+// and h5py's rules live (negative indices count from the end, slices clamp, at most one index
+// list), so the fast path and the H5Dread fallback share one answer for shape and errors.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace h5chunk {
+
+using hubfs::Result;
+using hubfs::Status;
+
+// One entry of a selection tuple, as the caller wrote it.
+struct Index {
+  enum class Kind { kInt, kSlice, kEllipsis, kList, kBoolMask };
+  Kind kind = Kind::kSlice;
+  int64_t value = 0;                               // kInt
+  std::optional<int64_t> start, stop, step;        // kSlice (absent = numpy default)
+  std::vector<int64_t> list;                       // kList
+  std::vector<bool> mask;                          // kBoolMask
+
+  static Index Int(int64_t v);
+  static Index Slice(std::optional<int64_t> start = {}, std::optional<int64_t> stop = {},
+                     std::optional<int64_t> step = {});
+  static Index Ellipsis();
+  static Index List(std::vector<int64_t> values);
+  static Index BoolMask(std::vector<bool> values);
+};
+
+// A selection tuple; empty means everything.
+struct Selection {
+  std::vector<Index> items;
+};
+
+// Parses numpy index syntax: comma-separated ints, slices (a:b, a:b:c), '...', and bracketed
+// lists of ints or of True/False. "" and ":" select everything. kInvalidArgument on bad text.
+Result<Selection> parse_selection(std::string_view text);
+
+// Numpy text for a selection (round-trips through parse_selection), for messages.
+std::string to_string(const Selection& selection);
+
+// What one dataset axis contributes.
+struct AxisSelection {
+  enum class Kind { kInt, kRange, kList };
+  Kind kind = Kind::kRange;
+  int64_t start = 0;              // kInt: the index; kRange: first index
+  int64_t count = 0;              // number of indices selected on this axis
+  int64_t step = 1;               // kRange only
+  std::vector<int64_t> indices;   // kList, non-negative, in the caller's order
+  bool from_mask = false;         // kList that came from a boolean mask
+
+  // Whether the axis survives into the output (an integer index drops it, as in numpy).
+  bool kept() const { return kind != Kind::kInt; }
+};
+
+struct NormalizedSelection {
+  std::vector<AxisSelection> axes;   // one per dataset axis
+  std::vector<uint64_t> out_shape;   // kept axes only
+  uint64_t num_elements = 0;
+  // Empty when the chunk-parallel path can serve this selection, else why not (for the note).
+  std::string fast_path_blocker;
+};
+
+// Resolves `selection` against `shape`. Errors (kInvalidArgument) follow h5py's: index out of
+// range, too many indices, more than one ellipsis, zero or negative step, a boolean mask of the
+// wrong length, and more than one index list (h5py allows one "indexing vector").
+Result<NormalizedSelection> normalize(const Selection& selection,
+                                      const std::vector<uint64_t>& shape);
+
+}  // namespace h5chunk
