@@ -57,6 +57,9 @@ MAX_TRACKED_PATHS = 10000
 PACING_INTERVAL_S = 0.02
 # Chunk size when copying a file body without sendfile.
 COPY_SLICE = 1 << 20
+# A body's last slice is written after the request leaves the in-flight count (see mark_done);
+# small, so the time a request is uncounted is short.
+LAST_SLICE = 64 << 10
 # How long a "stall" fault holds a request by default (a cold CDN object stalls ~3 s in the
 # wild; longer than that so a client's per-read timeout is what ends it), and at most.
 DEFAULT_STALL_MS = 10000
@@ -537,6 +540,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         state = self.server.state
         self.method = method
         self.status_sent = None
+        self.counted = False  # in the stats' in-flight count
         self.is_control = self.origin == "api" and self.path.startswith("/_hubfs/")
         split = urllib.parse.urlsplit(self.path)
         self.raw_path = split.path
@@ -549,6 +553,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path = urllib.parse.unquote(self.raw_path)
         kind = self._kind()
         state.stats.begin(self.origin, kind, method, path, self.headers)
+        self.counted = True
         try:
             if state.latency_s:
                 time.sleep(state.latency_s)
@@ -560,7 +565,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.fault_path = path
             self._guard(self.handle_cdn if self.origin == "cdn" else self.handle_api)
         finally:
-            state.stats.end(self.status_sent)
+            self.mark_done()
 
     def _kind(self):
         if self.origin == "cdn":
@@ -599,22 +604,34 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return None
         return self.rfile.read(n)
 
-    def start_response(self, status, headers):
+    def mark_done(self):
+        """Leaves the in-flight count. Called just BEFORE the response's last write: once the
+        client has the last byte it may send its next request on another connection, and that
+        one must not see this one still in flight, or peak_concurrency would over-count."""
+        if self.counted:
+            self.counted = False
+            self.server.state.stats.end(self.status_sent)
+
+    def start_response(self, status, headers, last_write=False):
         self.status_sent = status
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, str(v))
+        if last_write:
+            self.mark_done()
         self.end_headers()
 
     def send_bytes(self, status, body, headers=None, content_type="application/json"):
         headers = dict(headers or {})
         headers.setdefault("Content-Type", content_type)
         headers["Content-Length"] = len(body)
-        self.start_response(status, headers)
-        if self.method != "HEAD" and body:
-            self.wfile.write(body)
+        has_body = self.method != "HEAD" and len(body) > 0
+        self.start_response(status, headers, last_write=not has_body)
+        if has_body:
             if not self.is_control:
                 self.server.state.stats.add("bytes_sent", len(body))
+            self.mark_done()
+            self.wfile.write(body)
 
     def send_json(self, status, obj, headers=None):
         self.send_bytes(status, json.dumps(obj).encode(), headers)
@@ -685,7 +702,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if fault is not None:
                 state.stats.add("faults_injected", 1)
                 cut_after = min(int(fault.after_bytes), count)
-        self.start_response(status, headers)
+        self.start_response(status, headers, last_write=self.method == "HEAD" or count == 0)
         if self.method == "HEAD":
             return
         to_send = count if cut_after is None else cut_after
@@ -696,20 +713,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _copy_body(self, f, offset, count):
+        """Writes count bytes of f from offset; returns how many left. The last slice goes out
+        after mark_done() (see there), and its bytes are counted before they are written, so
+        stats read right after a response already include all of it."""
         state = self.server.state
         if not state.bytes_per_s:
             # sendfile: the kernel copies page cache to socket; Python never touches the bytes,
             # which is what lets this server outrun the client it is benchmarking.
-            sent = 0
-            try:
-                while sent < count:
-                    n = self.connection.sendfile(f, offset + sent, count - sent)
-                    if n == 0:
-                        break  # file shrank under us
-                    sent += n
-            finally:
-                state.stats.add("bytes_sent", sent)
-            return sent
+            last = min(count, LAST_SLICE)
+            sent = self._sendfile(f, offset, count - last)
+            state.stats.add("bytes_sent", sent)
+            if sent < count - last:
+                return sent
+            state.stats.add("bytes_sent", last)
+            self.mark_done()
+            tail = self._sendfile(f, offset + sent, last)
+            state.stats.add("bytes_sent", tail - last)  # whatever did not make it
+            return sent + tail
         slice_size = max(4096, min(COPY_SLICE, int(state.bytes_per_s * PACING_INTERVAL_S)))
         start = time.monotonic()
         sent = 0
@@ -717,12 +737,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
             block = os.pread(f.fileno(), min(slice_size, count - sent), offset + sent)
             if not block:
                 break
+            state.stats.add("bytes_sent", len(block))
+            if sent + len(block) == count:
+                self.mark_done()
             self.wfile.write(block)
             sent += len(block)
-            state.stats.add("bytes_sent", len(block))
             ahead = start + sent / state.bytes_per_s - time.monotonic()
-            if ahead > 0:
+            if ahead > 0 and sent < count:
                 time.sleep(ahead)
+        return sent
+
+    def _sendfile(self, f, offset, count):
+        sent = 0
+        while sent < count:
+            try:
+                n = self.connection.sendfile(f, offset + sent, count - sent)
+            except OSError:
+                self.close_connection = True
+                break
+            if n == 0:
+                break  # the file shrank under us
+            sent += n
         return sent
 
     # --- control ----------------------------------------------------------------------------
