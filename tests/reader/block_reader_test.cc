@@ -1,0 +1,283 @@
+// The read path without FUSE: a scripted transport, the real range fetcher and block cache.
+#include "reader/block_reader.h"
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "support/fake_transport.h"
+#include "support/temp_dir.h"
+
+namespace hubfs {
+namespace {
+
+using testing::FakeTransport;
+using testing::TempDir;
+
+constexpr uint32_t kBlock = 1u << 20;
+
+std::string pattern(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// Serves `content` as a CDN would: 206 with an exact Content-Range for every range request.
+// `gate` lets a test hold answers back; `fail` makes every answer a 404.
+struct FakeCdn {
+  std::string content;
+  std::atomic<bool> fail{false};
+  std::atomic<int> delay_ms{0};
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  bool gate_open = true;
+
+  Result<HttpResponse> answer(const HttpRequest& req) {
+    {
+      std::unique_lock<std::mutex> lock(gate_mu);
+      gate_cv.wait(lock, [&] { return gate_open; });
+    }
+    if (delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
+    HttpResponse r;
+    if (fail) {
+      r.status = 404;
+      return r;
+    }
+    auto range = req.headers.empty() ? std::nullopt : find_header(req.headers, "Range");
+    uint64_t a = 0, b = 0;
+    if (!range || sscanf(range->c_str(), "bytes=%lu-%lu", &a, &b) != 2) {
+      r.status = 200;
+      r.body = content;
+      return r;
+    }
+    r.status = 206;
+    r.body = content.substr(a, b - a + 1);
+    r.headers.emplace_back("content-range", "bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" +
+                                                std::to_string(content.size()));
+    return r;
+  }
+  void close_gate() {
+    std::lock_guard<std::mutex> lock(gate_mu);
+    gate_open = false;
+  }
+  void open_gate() {
+    {
+      std::lock_guard<std::mutex> lock(gate_mu);
+      gate_open = true;
+    }
+    gate_cv.notify_all();
+  }
+};
+
+// Ranges the transport was asked for, as (first byte, length).
+std::vector<ByteRange> asked(const FakeTransport& t) {
+  std::vector<ByteRange> out;
+  for (auto& req : t.requests()) {
+    auto range = find_header(req.headers, "Range");
+    uint64_t a = 0, b = 0;
+    if (range && sscanf(range->c_str(), "bytes=%lu-%lu", &a, &b) == 2) out.push_back({a, b - a + 1});
+  }
+  return out;
+}
+
+class BlockReaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cdn_.content = pattern(10 * kBlock + 12345, 1);
+    file_.path = "data/file.bin";
+    file_.content_id = "sha256:" + std::string(64, 'a');
+    file_.size = cdn_.content.size();
+    file_.locate = [](bool) { return Result<Location>(Location{"http://cdn.test/blob", {}, {}}); };
+    open_cache();
+  }
+  void open_cache(std::shared_ptr<CacheDisk> disk = posix_disk()) {
+    CacheOptions o;
+    o.dir = (dir_.path() / "cache").string();
+    auto c = BlockCache::open(o, std::move(disk));
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    cache_ = std::move(c).value();
+  }
+  std::string read(BlockReader& reader, uint64_t off, size_t len, ReadState* state = nullptr) {
+    std::string out(len, '\0');
+    auto n = reader.read(file_, off, len, out.data(), state);
+    EXPECT_TRUE(n.ok()) << n.status().message();
+    out.resize(n.ok() ? *n : 0);
+    return out;
+  }
+
+  TempDir dir_;
+  FakeCdn cdn_;
+  FakeTransport transport_{[this](const HttpRequest& r) { return cdn_.answer(r); }};
+  RangeFetcher fetcher_{transport_};
+  std::unique_ptr<BlockCache> cache_;
+  RemoteFile file_;
+};
+
+TEST_F(BlockReaderTest, ReturnsExactlyTheBytesAskedForAnywhereInTheFile) {
+  BlockReader reader(cache_.get(), fetcher_);
+  std::mt19937_64 rng(42);
+  for (int i = 0; i < 200; ++i) {
+    uint64_t off = rng() % (file_.size + 100);
+    size_t len = rng() % (3 * kBlock);
+    std::string expected = off >= file_.size ? "" : cdn_.content.substr(off, len);
+    ASSERT_EQ(read(reader, off, len), expected) << "offset " << off << " length " << len;
+  }
+  EXPECT_EQ(read(reader, file_.size - 5, 100), cdn_.content.substr(file_.size - 5));
+  EXPECT_EQ(read(reader, 0, 0), "");
+}
+
+TEST_F(BlockReaderTest, NeighbouringMissingBlocksShareOneRequest) {
+  BlockReader reader(cache_.get(), fetcher_);
+  ASSERT_EQ(read(reader, 100, 4 * kBlock), cdn_.content.substr(100, 4 * kBlock));
+  auto ranges = asked(transport_);
+  ASSERT_EQ(ranges.size(), 1u);
+  EXPECT_EQ(ranges[0], (ByteRange{0, 5ull * kBlock}));  // blocks 0..4, aligned
+}
+
+TEST_F(BlockReaderTest, OneFetchPerBlockHoweverManyReadersWait) {
+  BlockReader reader(cache_.get(), fetcher_);
+  cdn_.close_gate();
+  std::vector<std::thread> readers;
+  std::atomic<int> correct{0};
+  for (int i = 0; i < 8; ++i) {
+    readers.emplace_back([&, i] {
+      std::string out(1000, '\0');
+      auto n = reader.read(file_, 2 * kBlock + i * 1000, 1000, out.data(), nullptr);
+      if (n.ok() && out == cdn_.content.substr(2 * kBlock + i * 1000, 1000)) ++correct;
+    });
+  }
+  // Let every reader reach the wait before the one fetch answers.
+  while (transport_.request_count() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  cdn_.open_gate();
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(correct.load(), 8);
+  EXPECT_EQ(transport_.request_count(), 1u);
+}
+
+TEST_F(BlockReaderTest, SecondReadIsServedFromMemoryThenFromDiskAfterRestart) {
+  {
+    BlockReader reader(cache_.get(), fetcher_);
+    ASSERT_EQ(read(reader, 0, file_.size), cdn_.content);
+    size_t after_first = transport_.request_count();
+    ASSERT_EQ(read(reader, 0, file_.size), cdn_.content);
+    EXPECT_EQ(transport_.request_count(), after_first);
+    EXPECT_GT(reader.stats().memory_hits, 0u);
+  }
+  // A new reader (a remount) over the same cache directory: the disk serves everything.
+  size_t before = transport_.request_count();
+  BlockReader reader(cache_.get(), fetcher_);
+  ASSERT_EQ(read(reader, 0, file_.size), cdn_.content);
+  EXPECT_EQ(transport_.request_count(), before);
+  EXPECT_EQ(reader.stats().disk_hits, 11u);
+}
+
+TEST_F(BlockReaderTest, ACorruptCachedBlockIsFetchedAgainNeverServed) {
+  {
+    BlockReader reader(cache_.get(), fetcher_);
+    ASSERT_EQ(read(reader, 0, 2 * kBlock), cdn_.content.substr(0, 2 * kBlock));
+  }
+  // Flip one byte in the middle of every block file on disk.
+  int flipped = 0;
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir_.path() / "cache")) {
+    if (!e.is_regular_file() || e.file_size() < kBlock) continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(kBlock / 2);
+    char c;
+    f.read(&c, 1);
+    c ^= 0x10;
+    f.seekp(kBlock / 2);
+    f.write(&c, 1);
+    ++flipped;
+  }
+  ASSERT_EQ(flipped, 2);
+  size_t before = transport_.request_count();
+  BlockReader reader(cache_.get(), fetcher_);
+  EXPECT_EQ(read(reader, 0, 2 * kBlock), cdn_.content.substr(0, 2 * kBlock));
+  EXPECT_GT(transport_.request_count(), before);
+}
+
+TEST_F(BlockReaderTest, SequentialReadsFetchAheadRandomReadsDoNot) {
+  BlockReader reader(cache_.get(), fetcher_);
+  ReadState random;
+  for (uint64_t off : {7 * kBlock + 10, 2 * kBlock + 5, 9 * kBlock + 1}) {
+    ASSERT_EQ(read(reader, off, 4096, &random), cdn_.content.substr(off, 4096));
+  }
+  EXPECT_EQ(transport_.request_count(), 3u);  // exactly the three blocks, nothing more
+  EXPECT_EQ(random.window_blocks, 0u);
+
+  // A new file id so nothing is cached; read it sequentially in kernel-sized pieces.
+  file_.content_id = "sha256:" + std::string(64, 'b');
+  size_t before = transport_.request_count();
+  ReadState sequential;
+  for (uint64_t off = 0; off < 2 * kBlock; off += 128 * 1024) {
+    ASSERT_EQ(read(reader, off, 128 * 1024, &sequential), cdn_.content.substr(off, 128 * 1024));
+  }
+  EXPECT_GT(sequential.window_blocks, 0u);
+  // Wait for read-ahead to land, then the blocks it covered cost no further request.
+  for (int i = 0; i < 500 && reader.stats().blocks_fetched < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  size_t after_ahead = transport_.request_count();
+  EXPECT_GT(after_ahead - before, 1u);
+  ASSERT_EQ(read(reader, 2 * kBlock, 3 * kBlock), cdn_.content.substr(2 * kBlock, 3 * kBlock));
+  EXPECT_EQ(transport_.request_count(), after_ahead);
+}
+
+TEST_F(BlockReaderTest, ErrorsReachTheReaderAndAreNotRemembered) {
+  BlockReader reader(cache_.get(), fetcher_);
+  cdn_.fail = true;
+  std::string out(100, '\0');
+  auto n = reader.read(file_, 0, 100, out.data(), nullptr);
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("data/file.bin"), std::string::npos) << n.status().message();
+  cdn_.fail = false;
+  EXPECT_EQ(read(reader, 0, 100), cdn_.content.substr(0, 100));
+}
+
+TEST_F(BlockReaderTest, AReadThatIsNotAnsweredTimesOut) {
+  ReaderOptions options;
+  options.read_timeout = std::chrono::milliseconds(200);
+  BlockReader reader(cache_.get(), fetcher_, options);
+  cdn_.close_gate();
+  std::string out(100, '\0');
+  auto n = reader.read(file_, 0, 100, out.data(), nullptr);
+  EXPECT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), Code::kTimeout);
+  cdn_.open_gate();  // the fetch then completes; the reader's destructor waits for it
+}
+
+// A disk that fills up after the cache opened: every later write fails, reads must not.
+class FullDisk : public CacheDisk {
+ public:
+  std::shared_ptr<CacheDisk> real = posix_disk();
+  std::atomic<bool> full{false};
+  Status make_dirs(const std::string& p, unsigned m) override { return real->make_dirs(p, m); }
+  Result<std::string> read_file(const std::string& p, uint64_t max) override { return real->read_file(p, max); }
+  Status write_new_file(const std::string& p, std::string_view d) override {
+    if (full) return IoError("No space left on device");
+    return real->write_new_file(p, d);
+  }
+  Status rename(const std::string& a, const std::string& b) override { return real->rename(a, b); }
+  Status remove(const std::string& p) override { return real->remove(p); }
+  Status touch(const std::string& p) override { return real->touch(p); }
+  Result<std::vector<DiskEntry>> list_files(const std::string& d) override { return real->list_files(d); }
+};
+
+TEST_F(BlockReaderTest, AFullCacheDiskIsNeverAReadError) {
+  auto disk = std::make_shared<FullDisk>();
+  open_cache(disk);
+  disk->full = true;
+  {
+    BlockReader reader(cache_.get(), fetcher_);
+    EXPECT_EQ(read(reader, 0, file_.size), cdn_.content);
+  }
+  EXPECT_GT(cache_->stats().write_failures, 0u);
+}
+
+}  // namespace
+}  // namespace hubfs
