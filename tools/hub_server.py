@@ -451,8 +451,16 @@ class Fault:
         if self.origin not in (None, "api", "cdn"):
             raise ValueError('origin must be "api" or "cdn"')
         self.method = spec.get("method")
-        self.stall_ms = min(int(spec.get("stall_ms", DEFAULT_STALL_MS)), MAX_STALL_MS)
+        if self.method is not None:
+            self.method = str(self.method).upper()
+        self.stall_ms = spec.get("stall_ms", DEFAULT_STALL_MS)
+        if not isinstance(self.stall_ms, int) or not 0 <= self.stall_ms <= MAX_STALL_MS:
+            raise ValueError("stall_ms must be an integer in [0, %d]" % MAX_STALL_MS)
         self.after_bytes = spec.get("after_bytes")
+        if self.after_bytes is not None and (not isinstance(self.after_bytes, int) or self.after_bytes < 0):
+            raise ValueError("after_bytes must be a non-negative integer")
+        if self.after_bytes is not None and self.mode != "reset":
+            raise ValueError('after_bytes goes with mode "reset"')
         # Faults that shape a body (or cut one short) wait for a request that serves a body;
         # the others strike as soon as a matching request arrives.
         if self.mode in ("ignore_range", "bad_content_range"):
@@ -739,7 +747,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             fault = state.faults.take(self.origin, self.method, self.fault_path, "body")
             if fault is not None:
                 state.stats.add("faults_injected", 1)
-                cut_after = min(int(fault.after_bytes), count)
+                cut_after = min(fault.after_bytes, count)
         self.start_response(status, headers, last_write=self.method == "HEAD" or count == 0)
         if self.method == "HEAD":
             return
@@ -751,7 +759,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _copy_body(self, f, offset, count):
-        """Writes count bytes of f from offset; returns how many left. The last slice goes out
+        """Writes count bytes of f from offset; returns how many went out. The last slice goes out
         after mark_done() (see there), and its bytes are counted before they are written, so
         stats read right after a response already include all of it."""
         state = self.server.state

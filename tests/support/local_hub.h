@@ -15,12 +15,12 @@
 namespace hubfs::testing {
 
 struct LocalHubOptions {
-  std::string root;
+  std::string root = {};  // "= {}": designated initializers may omit any field without -Wextra noise
   int latency_ms = 0;      // added before answering every request, on both origins
   int bandwidth_mbps = 0;  // megabits/s per connection; 0 = unlimited (sendfile)
   int url_ttl = 3600;      // seconds a signed CDN URL stays valid
   int page_size = 1000;    // most entries per tree-listing page
-  std::vector<std::string> tokens;  // bearer tokens accepted for private/gated repos
+  std::vector<std::string> tokens = {};  // bearer tokens accepted for private/gated repos
   int lfs_threshold = 10240;        // files at least this big are served through the CDN
 };
 
