@@ -18,6 +18,21 @@ files (one commit on branch "main"), or a hub.json plus snapshots/<commit>/ dire
    "private": false, "gated": false}
 A repo that was renamed is a directory with just a hub.json {"moved_to": "org/new-name"}:
 every request for it answers 307 with a relative Location naming the new id.
+Revisions: refs names (one percent-encoded segment, e.g. refs%2Fpr%2F1) or a commit's sha,
+sha1("<org>/<name>:<commit name>"). A plain repo's sha hashes its files' paths, sizes and
+mtimes; it is recomputed on every repo-info request. A file is LFS when it is at least
+--lfs-threshold bytes or named *.h5/.hdf5/.bin/.safetensors/.npy.
+
+API origin:
+  GET  /api/{models|datasets|spaces}/{org}/{name}[/revision/{rev}]      repo info
+  GET  /api/{t}/{org}/{name}/tree/{rev}[/{path}]?recursive=&limit=&cursor=  one page, Link next
+  POST /api/{t}/{org}/{name}/paths-info/{rev}   form paths=a&paths=b (or JSON {"paths": []})
+  GET|HEAD /[datasets/|spaces/]{org}/{name}/resolve/{rev}/{path}   200/206/416, or 302 to CDN
+  GET  /_hubfs/stats   POST /_hubfs/reset   POST /_hubfs/expire   GET /_hubfs/health
+  GET|POST|DELETE /_hubfs/faults   (POST a fault object or a list of them; see Fault)
+CDN origin:
+  GET|HEAD /blobs/{sha256}?expires=&sig=   200/206/416; 403 expired or bad signature
+Control requests are neither counted nor delayed by --latency-ms.
 """
 
 import argparse
@@ -425,6 +440,18 @@ class Stats:
 
 
 class Fault:
+    """One queued misbehaviour, applied to the next `count` (default 1) matching requests of
+    either origin. Exactly one of:
+      "status": N       answer N with a Hub-style error body (+ "retry_after": s -> Retry-After,
+                        "headers": {...} extra headers, "error_code": X-Error-Code)
+      "mode": "reset"   close the connection with RST instead of answering; with
+                        "after_bytes": n, send the headers and n body bytes first
+      "mode": "stall"   hold the request "stall_ms" (default 10000) and then answer normally
+      "mode": "ignore_range"       answer a ranged file request 200 with the whole file
+      "mode": "bad_content_range"  answer 206 with the right bytes but Content-Range one off
+    Filters: "path_contains" (substring of the decoded path), "origin" ("api"|"cdn"),
+    "method". Body modes wait for a request that serves a (ranged) file body."""
+
     KEYS = {"status", "count", "path_contains", "retry_after", "mode", "origin", "method",
             "headers", "error_code", "stall_ms", "after_bytes"}
 
