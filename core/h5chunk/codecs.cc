@@ -95,6 +95,7 @@ struct DecodeScratch::Impl {
     size_t capacity = 0;
   };
   Buffer buffers[2];
+  std::vector<uint8_t> bitshuffle_block;  // one decompressed bitshuffle block
   ZSTD_DCtx* zstd = nullptr;
   z_stream zlib{};
   bool zlib_ready = false;
@@ -158,7 +159,7 @@ Result<size_t> run_step(const FilterStep& f, size_t elem_size, const uint8_t* in
     case kBitshuffle: {
       auto ctx = scratch.zstd_context();
       if (!ctx) return ctx.status();
-      return codec::bitshuffle_decode(*ctx, f.cd_values, elem_size, in, in_size, target);
+      return codec::bitshuffle_decode(*ctx, scratch.bitshuffle_block, f.cd_values, elem_size, in, in_size, target);
     }
     case kShuffle: {
       if (target.exact ? in_size != target.capacity : in_size > target.capacity) {

@@ -91,9 +91,11 @@ Result<size_t> lz4_hdf5_decode(const uint8_t* in, size_t in_size, Target out);
 // stream: a z_stream on which inflateInit succeeded; it is reset here before use.
 Result<size_t> deflate_decode(z_stream_s* stream, const uint8_t* in, size_t in_size, Target out);
 // Bitshuffle filter (32008) payload; cd_values as the filter stores them, elem_size the
-// dataset's element size (used when cd_values lacks it).
-Result<size_t> bitshuffle_decode(ZSTD_DCtx_s* ctx, const std::vector<unsigned>& cd_values,
-                                 size_t elem_size, const uint8_t* in, size_t in_size, Target out);
+// dataset's element size (used when cd_values lacks it). block_buffer holds one decompressed
+// block at a time; it is grown as needed and worth reusing.
+Result<size_t> bitshuffle_decode(ZSTD_DCtx_s* ctx, std::vector<uint8_t>& block_buffer,
+                                 const std::vector<unsigned>& cd_values, size_t elem_size,
+                                 const uint8_t* in, size_t in_size, Target out);
 
 // HDF5 byte unshuffle of n bytes of elem_size-byte elements: byte j of element i is read from
 // j * (n / elem_size) + i; the n % elem_size tail bytes are copied as they are. in and out must

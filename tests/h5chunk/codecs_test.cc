@@ -143,6 +143,100 @@ TEST(Codecs, ShuffleElementSizeFromCdValuesWins) {
   EXPECT_EQ(decode_ok({step(kShuffle)}, reference_shuffle(data, 4), data.size(), 4), data);
 }
 
+// ---- bitshuffle ----------------------------------------------------------------------------
+
+TEST(Codecs, BitTransposeMatchesSlowReference) {
+  for (size_t elem : {1, 2, 3, 4, 8, 16}) {
+    for (size_t n : {8, 16, 64, 128, 1000, 2048}) {
+      Bytes data = bytes_random(n * elem, uint32_t(n + elem));
+      Bytes ref = reference_bit_transpose(data.data(), n, elem);
+      Bytes fwd(data.size()), back(data.size());
+      codec::bit_transpose(data.data(), fwd.data(), n, elem);
+      EXPECT_EQ(fwd, ref) << elem << " " << n;
+      codec::bit_untranspose(ref.data(), back.data(), n, elem);
+      EXPECT_EQ(back, data) << elem << " " << n;
+    }
+  }
+}
+
+// Independent check of the bit layout against the bitshuffle code inside c-blosc: a hand-made
+// blosc buffer whose single block is stored uncompressed (its compressed size equals its plain
+// size) but flagged bit-shuffled, so blosc_decompress_ctx runs bitshuffle's own untranspose on
+// our transposed bytes.
+TEST(Codecs, BitTransposeAgreesWithBloscsBitshuffle) {
+  for (size_t elem : {1, 2, 4, 8}) {
+    const size_t n = 1024;
+    Bytes data = bytes_random(n * elem, uint32_t(elem));
+    Bytes t = reference_bit_transpose(data.data(), n, elem);
+    const uint32_t nbytes = uint32_t(t.size());
+    Bytes buf(16 + 4 + 4 + t.size());
+    auto put_le32 = [&](size_t at, uint32_t v) { for (int i = 0; i < 4; ++i) buf[at + i] = uint8_t(v >> (8 * i)); };
+    buf[0] = BLOSC_VERSION_FORMAT;
+    buf[1] = BLOSC_BLOSCLZ_VERSION_FORMAT;
+    buf[2] = BLOSC_DOBITSHUFFLE | 0x10;  // 0x10: the block is not split into byte streams
+    buf[3] = uint8_t(elem);
+    put_le32(4, nbytes);            // nbytes
+    put_le32(8, nbytes);            // blocksize: one block
+    put_le32(12, uint32_t(buf.size()));  // cbytes
+    put_le32(16, 20);               // bstarts[0]
+    put_le32(20, nbytes);           // the block's stream: stored as is
+    std::memcpy(&buf[24], t.data(), t.size());
+    Bytes out(data.size());
+    ASSERT_EQ(blosc_decompress_ctx(buf.data(), out.data(), out.size(), 1), int(nbytes)) << elem;
+    EXPECT_EQ(out, data) << "elem " << elem;
+  }
+}
+
+TEST(Codecs, BitshuffleRoundTrips) {
+  for (int compression : {0, 2, 3}) {
+    for (size_t elem : {1, 2, 4, 8, 12}) {
+      for (size_t n : {0, 5, 8, 300, 2048, 5003}) {
+        for (size_t block : {0, 64, 256}) {
+          Bytes data = floats((n * elem + 3) / 4, uint32_t(n));
+          data.resize(n * elem);
+          // Block size 0 means the filter's default: 8 KiB of elements, a multiple of 8, >= 128.
+          size_t used = block ? block : std::max<size_t>(8192 / elem / 8 * 8, 128);
+          Bytes stored = bitshuffle_encode(data, elem, used, compression);
+          std::vector<FilterStep> p = {step(kBitshuffle, {0, 4, unsigned(elem), unsigned(block), unsigned(compression)})};
+          EXPECT_EQ(decode_ok(p, stored, data.size(), elem), data)
+              << "compression " << compression << " elem " << elem << " n " << n << " block " << block;
+        }
+      }
+    }
+  }
+}
+
+TEST(Codecs, BitshuffleCorruptInputsFail) {
+  Bytes data = floats(5003);
+  std::vector<FilterStep> lz4 = {step(kBitshuffle, {0, 4, 4, 0, 2})};
+  Bytes stored = bitshuffle_encode(data, 4, 256, 2);
+  ASSERT_EQ(decode_ok(lz4, stored, data.size(), 4), data);
+  auto patched = [&](size_t at, uint8_t v) {
+    Bytes b = stored;
+    b[at] = v;
+    return decode_status(lz4, b, data.size(), 4).code();
+  };
+  EXPECT_EQ(patched(7, stored[7] ^ 4), hubfs::Code::kCorrupt);   // total size lies
+  EXPECT_EQ(patched(11, 0x04), hubfs::Code::kCorrupt);           // block 1028 bytes = 257 elements
+  EXPECT_EQ(patched(12, 0x7f), hubfs::Code::kCorrupt);           // first block size overruns
+  EXPECT_EQ(patched(15, stored[15] ^ 1), hubfs::Code::kCorrupt); // first block size off by one
+  for (size_t cut : {0, 5, 12, 14, 100}) {
+    Bytes b(stored.begin(), stored.begin() + long(stored.size() > cut ? cut : 0));
+    EXPECT_EQ(decode_status(lz4, b, data.size(), 4).code(), hubfs::Code::kCorrupt) << cut;
+  }
+  Bytes b(stored.begin(), stored.end() - 1);
+  EXPECT_EQ(decode_status(lz4, b, data.size(), 4).code(), hubfs::Code::kCorrupt);
+  b = stored;
+  b.push_back(0);
+  EXPECT_EQ(decode_status(lz4, b, data.size(), 4).code(), hubfs::Code::kCorrupt);
+  // Uncompressed form: the stored size must be the chunk's.
+  std::vector<FilterStep> none = {step(kBitshuffle, {0, 4, 4, 0, 0})};
+  EXPECT_EQ(decode_status(none, bitshuffle_encode(data, 4, 2048, 0), data.size() + 4, 4).code(),
+            hubfs::Code::kCorrupt);
+  // Not a whole number of elements.
+  EXPECT_EQ(decode_status(none, Bytes(10), 10, 4).code(), hubfs::Code::kCorrupt);
+}
+
 // ---- combinations and the mask -------------------------------------------------------------
 
 TEST(Codecs, ShuffleDeflate) {
@@ -229,6 +323,8 @@ TEST(Codecs, EmptyInputFailsForEveryCodec) {
   for (unsigned id : {unsigned(kBlosc), unsigned(kLz4), unsigned(kZstd), unsigned(kDeflate), unsigned(kFletcher32)}) {
     EXPECT_EQ(decode_status({step(id)}, {}, 100, 4).code(), hubfs::Code::kCorrupt) << id;
   }
+  EXPECT_EQ(decode_status({step(kBitshuffle, {0, 4, 4, 0, 2})}, {}, 100, 4).code(), hubfs::Code::kCorrupt);
+  EXPECT_EQ(decode_status({step(kBitshuffle, {0, 4, 4, 0, 0})}, {}, 100, 4).code(), hubfs::Code::kCorrupt);
 }
 
 TEST(Codecs, BloscWrongSizeIsCorrupt) {
@@ -303,6 +399,8 @@ TEST(Codecs, FuzzedInputNeverOverruns) {
       {{step(kBlosc)}, blosc_encode(data, 4, "blosclz", BLOSC_SHUFFLE, 5)},
       {{step(kLz4)}, lz4_hdf5_encode(data, 1024)},
       {{step(kZstd)}, zstd_encode(data, 3)},
+      {{step(kBitshuffle, {0, 4, 4, 0, 2})}, bitshuffle_encode(data, 4, 512, 2)},
+      {{step(kBitshuffle, {0, 4, 4, 0, 3})}, bitshuffle_encode(data, 4, 512, 3)},
       {{step(kShuffle, {4}), step(kDeflate)}, deflate_encode(reference_shuffle(data, 4), 4)},
   };
   std::mt19937 rng(42);
