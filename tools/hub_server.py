@@ -1119,7 +1119,8 @@ def parse_args(argv):
                    help="per-connection body rate in megabits/s (0: unlimited, uses sendfile)")
     p.add_argument("--url-ttl", type=int, default=3600, help="seconds a signed CDN URL stays valid")
     p.add_argument("--page-size", type=int, default=1000, help="most tree entries per page")
-    p.add_argument("--token", action="append", help="a token accepted for private/gated repos (repeatable)")
+    p.add_argument("--token", action="extend", nargs="+",
+                   help="tokens accepted for private/gated repos (--token A B or --token A --token B)")
     p.add_argument("--lfs-threshold", type=int, default=10240, help="files this big or bigger are LFS")
     p.add_argument("--exit-on-stdin-eof", action="store_true",
                    help="exit when stdin closes (the launcher holds the other end, so the server "
