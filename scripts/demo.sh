@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The main job, offline: a local Hub server serves a sample dataset repo (zea-like ultrasound
+# HDF5, Blosc-compressed, one file >= 100 MB) with 20 ms per request, hubfs mounts it, and HDF5
+# tools read it cold and warm. Prints what it did, with times and upstream request counts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+./scripts/deps.sh
+echo "== building"
+./scripts/build.sh
+
+WORK=${HUBFS_DEMO_DIR:-/tmp/hubfs-demo}
+REPO=datasets/zea/sample-ultrasound
+mkdir -p "$WORK"
+if [ ! -f "$WORK/hub/$REPO/recordings/carotid.hdf5" ]; then
+  echo "== writing the sample repo to $WORK/hub (once)"
+  /usr/bin/python3 tools/make_sample_repo.py "$WORK/hub" --big-mb 240
+fi
+
+echo "== starting the local Hub server (20 ms per request)"
+/usr/bin/python3 tools/hub_server.py --root "$WORK/hub" --port 0 --latency-ms 20 \
+  >"$WORK/server.out" 2>"$WORK/server.err" &
+SERVER_PID=$!
+MNT="$WORK/mnt"
+cleanup() {
+  "$ROOT/build/bin/hubfs" unmount "$MNT" >/dev/null 2>&1 || true
+  kill "$SERVER_PID" 2>/dev/null || true
+}
+trap cleanup EXIT
+for _ in $(seq 100); do
+  grep -q listening "$WORK/server.out" 2>/dev/null && break
+  sleep 0.1
+done
+ENDPOINT=$(awk '/listening/ {print $2}' "$WORK/server.out")
+[ -n "$ENDPOINT" ] || { echo "the local Hub server did not start:"; cat "$WORK/server.err"; exit 1; }
+echo "   $ENDPOINT"
+
+stats() {  # "N requests, M MB" since the last reset
+  curl -s "$ENDPOINT/_hubfs/stats" | /usr/bin/python3 -c \
+    'import json,sys; s=json.load(sys.stdin); print(f"{s[\"requests\"]} upstream requests, {s[\"bytes_sent\"]/1e6:.1f} MB")'
+}
+reset() { curl -s -X POST "$ENDPOINT/_hubfs/reset" >/dev/null; }
+timed() {  # prints seconds taken by "$@" (output discarded)
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$@" >/dev/null
+  t1=$(date +%s.%N)
+  echo "$t1 - $t0" | bc -l | xargs printf "%.2f s"
+}
+
+rm -rf "$WORK/cache"
+mkdir -p "$MNT"
+echo "== hubfs mount --endpoint $ENDPOINT --cache-dir $WORK/cache $REPO $MNT"
+build/bin/hubfs mount --endpoint "$ENDPOINT" --cache-dir "$WORK/cache" "$REPO" "$MNT"
+
+echo "== ls -lR $MNT"
+ls -lR "$MNT"
+echo "== getfattr-style: the content hash that keys the cache"
+/usr/bin/python3 -c "import os,sys; print('   user.hubfs.sha256 =', os.getxattr(sys.argv[1], 'user.hubfs.sha256').decode())" \
+  "$MNT/recordings/carotid.hdf5"
+echo "== h5ls -r recordings/carotid.hdf5"
+h5ls -r "$MNT/recordings/carotid.hdf5" | head -8
+
+H5="$MNT/recordings/carotid.hdf5"
+SEL=(-d /data/raw_data -s 0,0,0,0,0 -c 5,1,8,128,1)
+echo "== h5dump of 5 frames of /data/raw_data (Blosc lz4), three times"
+reset
+t=$(timed h5dump "${SEL[@]}" "$H5"); echo "   cold: $t, $(stats)"
+reset
+t=$(timed h5dump "${SEL[@]}" "$H5"); echo "   warm: $t, $(stats)"
+sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+reset
+t=$(timed h5dump "${SEL[@]}" "$H5"); echo "   page cache dropped: $t, $(stats)"
+h5dump "${SEL[@]}" "$H5" | sed -n '/DATA {/,+3p'
+
+echo "== sha256sum of the whole $(du -h --apparent-size "$H5" | cut -f1) file, cold then warm"
+reset
+t=$(timed sha256sum "$H5"); echo "   cold: $t, $(stats)"
+reset
+t=$(timed sha256sum "$H5"); echo "   warm: $t, $(stats)"
+echo "   through hubfs: $(sha256sum "$H5" | cut -c1-64)"
+echo "   original:      $(sha256sum "$WORK/hub/$REPO/recordings/carotid.hdf5" | cut -c1-64)"
+
+if [ -x build/bin/h5chunk ]; then
+  echo "== h5chunk read (parallel chunk reads and decoding) of frames 5:10, cold"
+  build/bin/hubfs unmount "$MNT"
+  rm -rf "$WORK/cache"; sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+  build/bin/hubfs mount --endpoint "$ENDPOINT" --cache-dir "$WORK/cache" "$REPO" "$MNT"
+  reset
+  build/bin/h5chunk read "$H5" /data/raw_data 5:10
+  echo "   $(stats)"
+fi
+
+echo "== hubfs unmount $MNT"
+build/bin/hubfs unmount "$MNT"
+echo "done: cache kept in $WORK/cache ($(du -sh "$WORK/cache" | cut -f1))"
