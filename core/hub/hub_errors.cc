@@ -44,7 +44,7 @@ std::string not_found_or_private(const Context& c) {
   std::string m = repo_words(c) + " not found at " + c.endpoint + ": it does not exist, or it is private and ";
   if (token_sent(c)) {
     m += "the token sent cannot read it; check the repo id and type (datasets/ or spaces/ prefix, --repo-type) "
-         "and that the token (HF_TOKEN or ~/.cache/huggingface/token) has access";
+         "and that the token (HF_TOKEN or ~/.cache/huggingface/token) is valid and has access";
   } else {
     m += "no valid token was sent; check the repo id and type (datasets/ or spaces/ prefix, --repo-type), or ";
     m += kTokenFix;
