@@ -120,13 +120,13 @@ class DatasetState {
 
 class FileState {
  public:
-  explicit FileState(std::string p) : path(p), descriptors(std::move(p)) {}
+  explicit FileState(std::string p) : path(p), workers(std::move(p)) {}
   std::string path;
   Options options;
   unsigned threads = 1;
   uint64_t base_address = 0;
   Hid file;
-  DescriptorPool descriptors;
+  WorkerStatePool workers;  // after `file`: destroyed first
 
   std::mutex mu;  // guards datasets and noted
   std::map<std::string, std::shared_ptr<DatasetState>> datasets;
@@ -437,7 +437,7 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
   FastRead req;
   req.layout = &state_->layout;
   req.manifest = state_->manifest.get();
-  req.descriptors = &file_->descriptors;
+  req.workers = &file_->workers;
   req.selection = &*norm;
   req.out = static_cast<uint8_t*>(out);
   req.threads = file_->threads;

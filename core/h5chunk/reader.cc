@@ -17,29 +17,40 @@ using hubfs::Corrupt;
 using hubfs::IoError;
 
 // ---------------------------------------------------------------------------------------------
-// Descriptors
+// Worker state
 
-DescriptorPool::~DescriptorPool() {
-  for (int fd : idle_) ::close(fd);
+uint8_t* Buffer::reserve(size_t n) {
+  if (n > capacity_) {
+    data_.reset(new uint8_t[n]);
+    capacity_ = n;
+  }
+  return data_.get();
 }
 
-Result<int> DescriptorPool::acquire() {
+WorkerState::~WorkerState() {
+  if (fd >= 0) ::close(fd);
+}
+
+Result<std::unique_ptr<WorkerState>> WorkerStatePool::acquire() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!idle_.empty()) {
-      int fd = idle_.back();
+      auto state = std::move(idle_.back());
       idle_.pop_back();
-      return fd;
+      return state;
     }
   }
-  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return IoError("cannot open '" + path_ + "': " + std::strerror(errno));
-  return fd;
+  auto state = std::make_unique<WorkerState>();
+  state->fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (state->fd < 0) return IoError("cannot open '" + path_ + "': " + std::strerror(errno));
+  return state;
 }
 
-void DescriptorPool::release(int fd) {
+void WorkerStatePool::release(std::unique_ptr<WorkerState> state) {
+  if (state->compressed.capacity() > kRetainedBufferBytes) state->compressed.release();
+  if (state->chunk.capacity() > kRetainedBufferBytes) state->chunk.release();
   std::lock_guard<std::mutex> lock(mu_);
-  idle_.push_back(fd);
+  idle_.push_back(std::move(state));
 }
 
 namespace {
@@ -300,8 +311,7 @@ class ChunkPool {
     return fill_.get();
   }
 
-  Status process(const Task& task, int fd, std::vector<uint8_t>& in, std::unique_ptr<uint8_t[]>& scratch,
-                 DecodeScratch& decode);
+  Status process(const Task& task, WorkerState& worker);
 
   const FastRead& req_;
   const ChunkedLayout& layout_;
@@ -320,8 +330,8 @@ class ChunkPool {
   std::unique_ptr<uint8_t[]> fill_;
 };
 
-Status ChunkPool::process(const Task& task, int fd, std::vector<uint8_t>& in,
-                          std::unique_ptr<uint8_t[]>& scratch, DecodeScratch& decode) {
+Status ChunkPool::process(const Task& task, WorkerState& worker) {
+  const int fd = worker.fd;
   uint8_t* const direct_out = req_.out + task.out_offset;
   auto place = [&](const uint8_t* chunk) {
     RegionCopier(axes_, task.pieces, layout_.chunk, layout_.elem_size).copy(chunk, req_.out);
@@ -335,10 +345,7 @@ Status ChunkPool::process(const Task& task, int fd, std::vector<uint8_t>& in,
     }
     return Status::Ok();
   }
-  auto need_scratch = [&] {
-    if (!scratch) scratch.reset(new uint8_t[chunk_bytes_]);
-    return scratch.get();
-  };
+  auto need_scratch = [&] { return worker.chunk.reserve(chunk_bytes_); };
   if (task.raw) {
     // Stored unfiltered (every filter skipped, or a partial edge chunk under
     // DONT_FILTER_PARTIAL_CHUNKS): the stored bytes are the chunk itself.
@@ -352,30 +359,27 @@ Status ChunkPool::process(const Task& task, int fd, std::vector<uint8_t>& in,
     place(buf);
     return Status::Ok();
   }
-  if (in.size() < task.loc.size) in.resize(task.loc.size);
-  if (Status s = pread_exact(fd, in.data(), task.loc.size, task.loc.offset); !s.ok()) return s;
+  uint8_t* in = worker.compressed.reserve(task.loc.size);
+  if (Status s = pread_exact(fd, in, task.loc.size, task.loc.offset); !s.ok()) return s;
   uint8_t* target = task.direct ? direct_out : need_scratch();
-  Status s = decode_chunk(layout_.pipeline, task.loc.filter_mask, layout_.elem_size, in.data(),
-                          task.loc.size, target, chunk_bytes_, decode);
+  Status s = decode_chunk(layout_.pipeline, task.loc.filter_mask, layout_.elem_size, in,
+                          task.loc.size, target, chunk_bytes_, worker.decode);
   if (!s.ok()) return s;
   if (!task.direct) place(target);
   return Status::Ok();
 }
 
 void ChunkPool::work() {
-  auto fd = req_.descriptors->acquire();
-  if (!fd.ok()) {
-    fail(fd.status().with_context(req_.source));
+  auto worker = req_.workers->acquire();
+  if (!worker.ok()) {
+    fail(worker.status().with_context(req_.source));
     return;
   }
-  std::vector<uint8_t> in;
-  std::unique_ptr<uint8_t[]> scratch;
-  DecodeScratch decode;
   Task task;
   while (pop(&task)) {
     const uint64_t bytes = task.loc.size;
     if (!acquire_budget(bytes)) break;
-    Status s = process(task, *fd, in, scratch, decode);
+    Status s = process(task, **worker);
     release_budget(bytes);
     if (!s.ok()) {
       fail(s.with_context(req_.source + ", " + chunk_name(task.pieces, layout_.chunk)));
@@ -384,10 +388,8 @@ void ChunkPool::work() {
     chunks.fetch_add(1, std::memory_order_relaxed);
     compressed_bytes.fetch_add(bytes, std::memory_order_relaxed);
     if (req_.progress && bytes) req_.progress(bytes);
-    // Keep the compressed buffer from pinning a huge chunk's worth of memory forever.
-    if (in.capacity() > req_.max_bytes_in_flight) std::vector<uint8_t>().swap(in);
   }
-  req_.descriptors->release(*fd);
+  req_.workers->release(std::move(*worker));
 }
 
 }  // namespace
@@ -402,8 +404,11 @@ Result<ReadStats> read_chunks(const FastRead& req) {
                                    ? 0
                                    : static_cast<uint32_t>((1ull << layout.pipeline.size()) - 1);
 
+  // No more workers than chunks: a one-chunk read needs no pool hand-off beyond one thread.
+  uint64_t tasks = 1;
+  for (const AxisPlan& a : axes) tasks *= a.pieces.size();
   std::vector<std::thread> workers;
-  const unsigned threads = std::max(1u, req.threads);
+  const unsigned threads = static_cast<unsigned>(std::clamp<uint64_t>(tasks, 1, std::max(1u, req.threads)));
   for (unsigned i = 0; i < threads; ++i) workers.emplace_back([&pool] { pool.work(); });
 
   // Walk every touched chunk in C order (an odometer over the per-axis pieces), locating each

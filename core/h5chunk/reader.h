@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -21,23 +22,50 @@
 
 namespace h5chunk {
 
-// Read-only descriptors of one file, one per concurrent worker, reused across reads: opening a
-// file on a network mount is not free, and per-worker descriptors keep workers from sharing
-// any file state.
-class DescriptorPool {
+// A growable byte buffer that, unlike std::vector, does not zero what it allocates (zeroing
+// would touch every page a second time).
+class Buffer {
  public:
-  explicit DescriptorPool(std::string path) : path_(std::move(path)) {}
-  ~DescriptorPool();
-  DescriptorPool(const DescriptorPool&) = delete;
-  DescriptorPool& operator=(const DescriptorPool&) = delete;
-  Result<int> acquire();
-  void release(int fd);
+  uint8_t* reserve(size_t n);
+  size_t capacity() const { return capacity_; }
+  void release() {
+    data_.reset();
+    capacity_ = 0;
+  }
+
+ private:
+  std::unique_ptr<uint8_t[]> data_;
+  size_t capacity_ = 0;
+};
+
+// What one worker keeps from read to read: its own read-only descriptor of the file (workers
+// share no file state; on a network mount opening is not free), its buffers (already
+// page-faulted in: first touch of fresh memory costs more than decoding on these machines), and
+// its codec contexts.
+struct WorkerState {
+  ~WorkerState();
+  int fd = -1;
+  Buffer compressed;  // the chunk's stored bytes
+  Buffer chunk;       // a decoded chunk that is not a contiguous region of the output
+  DecodeScratch decode;
+};
+
+// Idle worker states of one file.
+class WorkerStatePool {
+ public:
+  explicit WorkerStatePool(std::string path) : path_(std::move(path)) {}
+  Result<std::unique_ptr<WorkerState>> acquire();
+  void release(std::unique_ptr<WorkerState> state);
 
  private:
   std::string path_;
   std::mutex mu_;
-  std::vector<int> idle_;
+  std::vector<std::unique_ptr<WorkerState>> idle_;
 };
+
+// Buffers larger than this are freed when a read ends rather than kept for the next one: a
+// zea frame chunk (12.6 MB) stays warm, a pathological 1 GB chunk does not pin memory.
+inline constexpr size_t kRetainedBufferBytes = 64ull << 20;
 
 // What the fast path needs to know about a chunked dataset.
 struct ChunkedLayout {
@@ -52,7 +80,7 @@ struct ChunkedLayout {
 struct FastRead {
   const ChunkedLayout* layout = nullptr;
   ChunkManifest* manifest = nullptr;
-  DescriptorPool* descriptors = nullptr;
+  WorkerStatePool* workers = nullptr;
   const NormalizedSelection* selection = nullptr;  // no blocker: unit steps, one sorted list
   uint8_t* out = nullptr;                          // selection->num_elements * elem_size bytes
   unsigned threads = 1;

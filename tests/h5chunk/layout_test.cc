@@ -1,0 +1,156 @@
+// Files whose layout trips naive chunk readers: user blocks, unallocated chunks, partial edge
+// chunks stored unfiltered, chunks stored raw with a non-zero filter mask, and many chunks.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "h5_fixture.h"
+#include "support/temp_dir.h"
+
+namespace h5chunk::testing {
+namespace {
+
+// Reads `selection` through the fast path, and expects the bytes numpy indexing of `full` gives.
+void expect_fast_read(const Dataset& dset, const Bytes& full, size_t elem, const std::string& text) {
+  SCOPED_TRACE(text);
+  auto sel = parse_selection(text);
+  ASSERT_TRUE(sel.ok());
+  auto norm = normalize(*sel, dset.info().shape);
+  ASSERT_TRUE(norm.ok());
+  auto got = dset.read(*sel, via(Route::kFastPath));
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_TRUE(got->stats.fast_path) << got->stats.fallback_cause;
+  EXPECT_EQ(bytes_of(*got), index_reference(full, dset.info().shape, elem, *norm));
+}
+
+TEST(Layout, UserBlockOffsetsAreRelativeToTheBaseAddress) {
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "ub.h5").string();
+  DatasetSpec spec;
+  spec.shape = {8, 64};
+  spec.chunk = {2, 64};
+  spec.codec = Codec::kBloscLz4;
+  const Bytes data = make_data(spec);
+  write_dataset(path, spec, data, FileSpec{.userblock = 4096});
+  auto file = File::open(path, quiet_options());
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto dset = file->dataset("data");
+  ASSERT_TRUE(dset.ok());
+  expect_fast_read(*dset, data, 4, ":");
+  expect_fast_read(*dset, data, 4, "3:7,5:60");
+}
+
+TEST(Layout, UnallocatedChunksReadAsTheFillValue) {
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "fill.h5").string();
+  for (bool user_fill : {false, true}) {
+    DatasetSpec spec;
+    spec.name = user_fill ? "/filled" : "/zeros";
+    spec.shape = {6, 10};
+    spec.chunk = {2, 4};
+    spec.codec = Codec::kDeflateShuffle;
+    spec.dtype = int16_t_();
+    if (user_fill) spec.fill = -7;
+    spec.write = false;
+    write_dataset(path, spec, {});
+    // Write one chunk so the dataset has both kinds.
+    Bytes chunk(2 * 4 * 2);
+    for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = uint8_t(i + 1);
+    write_raw_chunk(path, spec.name, {2, 4}, /*filter_mask=*/0b11, chunk);
+
+    auto file = File::open(path, quiet_options());
+    ASSERT_TRUE(file.ok());
+    auto dset = file->dataset(spec.name);
+    ASSERT_TRUE(dset.ok());
+    const Bytes full = h5dread_all(path, spec.name, H5T_NATIVE_INT16, 2);
+    int16_t first;
+    std::memcpy(&first, full.data(), 2);
+    EXPECT_EQ(first, user_fill ? -7 : 0);
+    for (const char* s : {":", "1:5,2:9", "0", "[1,3,4],3:5", "2:4,4:8"}) expect_fast_read(*dset, full, 2, s);
+  }
+}
+
+TEST(Layout, PartialEdgeChunksUnderDontFilterPartialChunks) {
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "edge.h5").string();
+  DatasetSpec spec;
+  spec.shape = {7, 9, 5};
+  spec.chunk = {3, 4, 5};
+  spec.codec = Codec::kBloscZstdBit;
+  spec.dont_filter_partial = true;
+  const Bytes data = make_data(spec);
+  write_dataset(path, spec, data);
+  ASSERT_EQ(h5dread_all(path, spec.name, H5T_NATIVE_FLOAT, 4), data);
+  // The edge chunk is stored unfiltered (full size) yet reports a zero filter mask.
+  StoredChunk edge = stored_chunk(path, spec.name, {6, 8, 0});
+  EXPECT_EQ(edge.mask, 0u);
+  EXPECT_EQ(edge.size, 3u * 4 * 5 * 4);
+  auto file = File::open(path, quiet_options());
+  auto dset = file->dataset("/data");
+  ASSERT_TRUE(dset.ok());
+  for (const char* s : {":", "6", "-1,-1", "5:7,7:9,1:4", "[0,6],:,2"}) expect_fast_read(*dset, data, 4, s);
+}
+
+TEST(Layout, IncompressibleChunksStoredRawWithNonZeroFilterMask) {
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "raw.h5").string();
+  DatasetSpec spec;
+  spec.shape = {4, 4096};
+  spec.chunk = {1, 4096};
+  spec.codec = Codec::kBloscLz4;
+  spec.dtype = uint8_();
+  // Random bytes do not compress: the Blosc filter fails (its output may not exceed the input),
+  // HDF5 skips the optional filter and sets its mask bit.
+  Bytes data = codec_test::bytes_random(4 * 4096, 3);
+  // Make one row compressible so the file mixes filtered and raw chunks.
+  std::fill(data.begin() + 4096, data.begin() + 8192, uint8_t(9));
+  write_dataset(path, spec, data);
+  EXPECT_NE(stored_chunk(path, spec.name, {0, 0}).mask, 0u);
+  EXPECT_EQ(stored_chunk(path, spec.name, {1, 0}).mask, 0u);
+  // And one written by hand with every filter skipped.
+  Bytes row(4096);
+  for (size_t i = 0; i < row.size(); ++i) row[i] = uint8_t(i * 7);
+  write_raw_chunk(path, spec.name, {3, 0}, 0b1, row);
+  std::copy(row.begin(), row.end(), data.begin() + 3 * 4096);
+  ASSERT_EQ(h5dread_all(path, spec.name, H5T_NATIVE_UINT8, 1), data);
+
+  auto file = File::open(path, quiet_options());
+  auto dset = file->dataset("/data");
+  ASSERT_TRUE(dset.ok());
+  for (const char* s : {":", "0", "3", "1:4,100:200", "[0,3],5:9"}) expect_fast_read(*dset, data, 1, s);
+}
+
+TEST(Layout, TwentyThousandChunksAskOnlyForTheChunksARead) {
+  hubfs::testing::TempDir dir;
+  for (bool latest : {false, true}) {  // v1 B-tree index, and the fixed-array index
+    SCOPED_TRACE(latest ? "libver latest" : "libver earliest");
+    const std::string path = (dir / (latest ? "many_latest.h5" : "many.h5")).string();
+    DatasetSpec spec;
+    spec.shape = {20000, 4};
+    spec.chunk = {1, 4};  // tiny chunks: 20,000 of them
+    spec.dtype = int16_t_();
+    spec.codec = Codec::kDeflateShuffle;
+    const Bytes data = make_data(spec);
+    write_dataset(path, spec, data, FileSpec{.libver_latest = latest});
+    auto file = File::open(path, quiet_options());
+    auto dset = file->dataset("/data");
+    ASSERT_TRUE(dset.ok());
+    // A read near the end of the index touches 10 chunks and asks HDF5 about those 10 only.
+    auto t0 = std::chrono::steady_clock::now();
+    expect_fast_read(*dset, data, 2, "19990:20000");
+    EXPECT_EQ(dset->manifest_queries(), 10u);
+    // Asked again, the memo answers.
+    expect_fast_read(*dset, data, 2, "19992:19995,1:3");
+    EXPECT_EQ(dset->manifest_queries(), 10u);
+    expect_fast_read(*dset, data, 2, "[5,19000,19999]");
+    EXPECT_EQ(dset->manifest_queries(), 12u);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    // The whole dataset, whichever route the reader picks, equals H5Dread.
+    auto all = dset->read(":");
+    ASSERT_TRUE(all.ok()) << all.status().message();
+    EXPECT_EQ(bytes_of(*all), data);
+  }
+}
+
+}  // namespace
+}  // namespace h5chunk::testing
