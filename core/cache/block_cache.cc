@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -26,9 +27,9 @@ constexpr int kWriteFailureStreak = 3;
 // When an eviction pass could not get under budget (files it may not remove), the next
 // automatic pass waits this long, so puts do not turn into a loop of directory re-scans.
 constexpr std::chrono::seconds kEvictRetryDelay{5};
-// Bound on the hit-throttle table (~100 bytes an entry): past it, entries older than the touch
-// interval are dropped, and if that is not enough the table is cleared (costing extra touches,
-// never correctness).
+// Bound on the hit-throttle table (~40 bytes an entry, so ~2.5 MiB): past it, entries older
+// than the touch interval are dropped, and if that is not enough the table is cleared (costing
+// extra touches, never correctness).
 constexpr size_t kMaxTrackedTouches = 1 << 16;
 // Shards are the 256 values of the first byte of sha256(content id).
 constexpr int kShards = 256;
@@ -75,8 +76,8 @@ class DiskBlockCache final : public BlockCache {
 
   std::optional<std::string> get(std::string_view content_id, uint64_t index) override {
     const Location loc = locate(content_id, index);
-    Result<std::string> contents =
-        disk_->read_file(loc.path, block_file::kHeaderSize + block_file::kMaxDataBytes);
+    Result<SplitFile> contents = disk_->read_file_split(
+        loc.path, block_file::kHeaderSize, block_file::kHeaderSize + block_file::kMaxDataBytes);
     if (!contents.ok()) {
       // Absent, or unreadable for a reason a later read may not share (EIO, EACCES): a miss.
       // Only a file that is not a block at all (too large, not regular) is removed.
@@ -84,16 +85,15 @@ class DiskBlockCache final : public BlockCache {
       misses_.fetch_add(1, std::memory_order_relaxed);
       return std::nullopt;
     }
-    std::string& bytes = contents.value();
-    if (!block_file::verify(bytes, loc.digest, index).ok()) {
-      discard_corrupt(loc.path, bytes.size());
+    SplitFile& file = contents.value();
+    if (!block_file::verify(file.head, file.rest, loc.digest, index).ok()) {
+      discard_corrupt(loc.path, file.head.size() + file.rest.size());
       misses_.fetch_add(1, std::memory_order_relaxed);
       return std::nullopt;
     }
     hits_.fetch_add(1, std::memory_order_relaxed);
-    maybe_touch(loc.path);
-    bytes.erase(0, block_file::kHeaderSize);
-    return std::move(bytes);
+    maybe_touch(loc);
+    return std::move(file.rest);
   }
 
   void put(std::string_view content_id, uint64_t index, std::string_view data) override {
@@ -121,7 +121,7 @@ class DiskBlockCache final : public BlockCache {
       return note_write_failure();
     }
     failure_streak_.store(0, std::memory_order_relaxed);
-    note_fresh(loc.path);  // the file's mtime is now: no touch needed for a while
+    note_fresh(loc);  // the file's mtime is now: no touch needed for a while
     bytes_added_.fetch_add(encoded.size());
     int64_t used = bytes_used_.fetch_add(static_cast<int64_t>(encoded.size())) +
                    static_cast<int64_t>(encoded.size());
@@ -148,6 +148,9 @@ class DiskBlockCache final : public BlockCache {
     int shard;
     std::string shard_dir;
     std::string path;
+    // The block's identity in the hit-throttle table: 64 bits of the id's digest mixed with the
+    // index. A collision only skips one touch, so 64 bits need not be unique, just spread.
+    uint64_t touch_key;
   };
 
   Location locate(std::string_view content_id, uint64_t index) const {
@@ -156,6 +159,9 @@ class DiskBlockCache final : public BlockCache {
     loc.shard = loc.digest[0];
     loc.shard_dir = blocks_dir_ + "/" + shard_dir_name(loc.shard);
     loc.path = loc.shard_dir + "/" + block_file::file_name(content_id, loc.digest, index);
+    uint64_t id_bits = 0;
+    std::memcpy(&id_bits, loc.digest.data(), sizeof(id_bits));
+    loc.touch_key = id_bits ^ (index * 0x9E3779B97F4A7C15ull);  // golden-ratio multiplier
     return loc;
   }
 
@@ -172,37 +178,33 @@ class DiskBlockCache final : public BlockCache {
   void discard_corrupt(const std::string& path, uint64_t size) {
     corrupt_.fetch_add(1, std::memory_order_relaxed);
     if (disk_->remove(path).ok()) bytes_used_.fetch_sub(static_cast<int64_t>(size));
-    forget_touch(path);
   }
 
-  void maybe_touch(const std::string& path) {
+  // Entries are never removed on eviction: a stale one only skips a touch of a block that was
+  // re-written (so fresh) meanwhile, and the size bound keeps the table small.
+  void maybe_touch(const Location& loc) {
     const auto now = Clock::now();
     {
       std::lock_guard<std::mutex> lock(touch_mu_);
-      auto it = last_touch_.find(path);
+      auto it = last_touch_.find(loc.touch_key);
       if (it != last_touch_.end() && now - it->second < options_.touch_interval) return;
-      remember_touch_locked(path, now);
+      remember_touch_locked(loc.touch_key, now);
     }
-    (void)disk_->touch(path);  // best effort: a block evicted meanwhile is simply gone
+    (void)disk_->touch(loc.path);  // best effort: a block evicted meanwhile is simply gone
   }
 
-  void note_fresh(const std::string& path) {
+  void note_fresh(const Location& loc) {
     std::lock_guard<std::mutex> lock(touch_mu_);
-    remember_touch_locked(path, Clock::now());
+    remember_touch_locked(loc.touch_key, Clock::now());
   }
 
-  void forget_touch(const std::string& path) {
-    std::lock_guard<std::mutex> lock(touch_mu_);
-    last_touch_.erase(path);
-  }
-
-  void remember_touch_locked(const std::string& path, Clock::time_point now) {
+  void remember_touch_locked(uint64_t key, Clock::time_point now) {
     if (last_touch_.size() >= kMaxTrackedTouches) {
       std::erase_if(last_touch_,
                     [&](const auto& e) { return now - e.second >= options_.touch_interval; });
       if (last_touch_.size() >= kMaxTrackedTouches) last_touch_.clear();
     }
-    last_touch_[path] = now;
+    last_touch_[key] = now;
   }
 
   void request_eviction() {
@@ -269,10 +271,7 @@ class DiskBlockCache final : public BlockCache {
         Status s = disk_->remove(e.path);
         if (s.ok()) evictions_.fetch_add(1, std::memory_order_relaxed);
         // Already gone (another process evicted it) frees the space just the same.
-        if (s.ok() || s.code() == Code::kNotFound) {
-          total -= e.size;
-          forget_touch(e.path);
-        }
+        if (s.ok() || s.code() == Code::kNotFound) total -= e.size;
       }
     }
     // Puts that landed during the scan may or may not be in it; counting them again
@@ -296,7 +295,7 @@ class DiskBlockCache final : public BlockCache {
   std::array<std::atomic<bool>, kShards> shard_ready_;  // shard directory known to exist
 
   std::mutex touch_mu_;
-  std::unordered_map<std::string, Clock::time_point> last_touch_;
+  std::unordered_map<uint64_t, Clock::time_point> last_touch_;  // by Location::touch_key
 
   std::mutex evict_mu_;  // one eviction pass at a time (background or enforce_budget)
   std::mutex mu_;        // guards eviction_requested_ and the condition variable

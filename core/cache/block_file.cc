@@ -105,16 +105,22 @@ std::string encode(const Digest& digest, uint64_t index, std::string_view data) 
 
 Status verify(std::string_view contents, const Digest& digest, uint64_t index) {
   if (contents.size() < kHeaderSize) return Corrupt("shorter than the block header");
-  const char* h = contents.data();
+  return verify(contents.substr(0, kHeaderSize), contents.substr(kHeaderSize), digest, index);
+}
+
+Status verify(std::string_view header, std::string_view data, const Digest& digest,
+              uint64_t index) {
+  if (header.size() != kHeaderSize) return Corrupt("shorter than the block header");
+  const char* h = header.data();
   if (get_u32(h + kHeaderCrcOffset) != crc32c::extend(0, h, kHeaderCrcOffset))
     return Corrupt("header checksum mismatch");
   if (get_u32(h + 0) != kMagic) return Corrupt("bad magic");
   if (get_u32(h + 4) != kFormatVersion) return Corrupt("unknown format version");
-  if (get_u64(h + 8) != contents.size() - kHeaderSize) return Corrupt("length mismatch");
+  if (get_u64(h + 8) != data.size()) return Corrupt("length mismatch");
   if (get_u64(h + 16) != index) return Corrupt("block index mismatch");
   if (std::memcmp(h + 24, digest.data(), kKeyHashBytes) != 0)
     return Corrupt("content id mismatch");
-  if (get_u32(h + 40) != crc32c::value(contents.substr(kHeaderSize)))
+  if (get_u32(h + 40) != crc32c::value(data))
     return Corrupt("data checksum mismatch");
   return Status::Ok();
 }

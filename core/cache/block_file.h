@@ -48,5 +48,8 @@ std::string encode(const Digest& digest, uint64_t index, std::string_view data);
 // Checks every header field and the data checksum against the expected key. Ok means
 // contents.substr(kHeaderSize) is exactly the block that was put; otherwise kCorrupt, saying why.
 Status verify(std::string_view contents, const Digest& digest, uint64_t index);
+// The same, for a file read as its first kHeaderSize bytes and the rest (the block's bytes).
+Status verify(std::string_view header, std::string_view data, const Digest& digest,
+              uint64_t index);
 
 }  // namespace hubfs::block_file

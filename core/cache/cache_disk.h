@@ -18,12 +18,29 @@ struct DiskEntry {
   int64_t mtime_ns = 0;   // the cache's recency clock (touched on every hit)
 };
 
+// A file read as its first bytes (a header) and the rest, in separate strings.
+struct SplitFile {
+  std::string head;
+  std::string rest;
+};
+
 class CacheDisk {
  public:
   virtual ~CacheDisk() = default;
   virtual Status make_dirs(const std::string& path, unsigned mode) = 0;
   // Reads a whole file of at most max_bytes (larger: kCorrupt). Missing: kNotFound.
   virtual Result<std::string> read_file(const std::string& path, uint64_t max_bytes) = 0;
+  // read_file, split after head_bytes (head is shorter only if the file is), so a caller that
+  // strips a header never moves the data. The POSIX disk reads both parts with one readv.
+  virtual Result<SplitFile> read_file_split(const std::string& path, uint64_t head_bytes,
+                                            uint64_t max_bytes) {
+    Result<std::string> whole = read_file(path, max_bytes);
+    if (!whole.ok()) return whole.status();
+    SplitFile split;
+    split.head = whole->substr(0, head_bytes);
+    if (whole->size() > head_bytes) split.rest = whole->substr(head_bytes);
+    return split;
+  }
   // Creates a fresh file (O_EXCL) and writes all of data to it.
   virtual Status write_new_file(const std::string& path, std::string_view data) = 0;
   virtual Status rename(const std::string& from, const std::string& to) = 0;  // atomic replace

@@ -3,8 +3,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -93,6 +95,41 @@ class PosixDisk final : public CacheDisk {
     }
     data.resize(done);
     return data;
+  }
+
+  Result<SplitFile> read_file_split(const std::string& path, uint64_t head_bytes,
+                                    uint64_t max_bytes) override {
+    Fd fd(open_retrying(path.c_str(), O_RDONLY));
+    if (fd.get() < 0) return errno_status("opening", path, errno);
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return errno_status("stat", path, errno);
+    if (!S_ISREG(st.st_mode)) return Corrupt(path + " is not a regular file");
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (size > max_bytes) return Corrupt(path + " is larger than any block");
+    SplitFile split;
+    split.head.resize(static_cast<size_t>(std::min(size, head_bytes)));
+    split.rest.resize(static_cast<size_t>(size - split.head.size()));
+    struct iovec iov[2] = {{split.head.data(), split.head.size()},
+                           {split.rest.data(), split.rest.size()}};
+    size_t done = 0;
+    while (done < size) {  // normally one readv; loops only on signals or a short read
+      // Skip what is already read: whole iovecs first, then into the current one.
+      int first = done >= iov[0].iov_len ? 1 : 0;
+      size_t into = first == 0 ? done : done - split.head.size();
+      struct iovec left[2] = {iov[0], iov[1]};
+      left[first].iov_base = static_cast<char*>(iov[first].iov_base) + into;
+      left[first].iov_len = iov[first].iov_len - into;
+      ssize_t n = ::readv(fd.get(), left + first, 2 - first);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return errno_status("reading", path, errno);
+      if (n == 0) break;  // truncated under us
+      done += static_cast<size_t>(n);
+    }
+    if (done < size) {  // keep what was read; the caller's length check rejects it
+      split.head.resize(std::min<size_t>(done, split.head.size()));
+      split.rest.resize(done - split.head.size());
+    }
+    return split;
   }
 
   Status write_new_file(const std::string& path, std::string_view data) override {

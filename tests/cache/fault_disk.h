@@ -44,6 +44,10 @@ class FaultDisk : public CacheDisk {
   Result<std::string> read_file(const std::string& path, uint64_t max_bytes) override {
     return real_->read_file(path, max_bytes);
   }
+  Result<SplitFile> read_file_split(const std::string& path, uint64_t head_bytes,
+                                    uint64_t max_bytes) override {
+    return real_->read_file_split(path, head_bytes, max_bytes);
+  }
   Status write_new_file(const std::string& path, std::string_view data) override {
     ++write_attempts_;
     WriteFault fault;

@@ -1,0 +1,119 @@
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "cache/cache_disk.h"
+#include "fault_disk.h"
+#include "support/temp_dir.h"
+
+namespace hubfs {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+TEST(PosixDisk, MakeDirsCreatesEveryMissingLevelAndAcceptsExisting) {
+  TempDir tmp;
+  auto disk = posix_disk();
+  const std::string deep = tmp.str() + "/a/b/c";
+  ASSERT_TRUE(disk->make_dirs(deep, 0700).ok());
+  EXPECT_TRUE(fs::is_directory(deep));
+  EXPECT_TRUE(disk->make_dirs(deep, 0700).ok());
+  std::ofstream(tmp / "file") << "x";
+  Status under_file = disk->make_dirs(tmp.str() + "/file/sub", 0700);
+  EXPECT_FALSE(under_file.ok());
+  EXPECT_NE(under_file.message().find(tmp.str() + "/file"), std::string::npos);
+}
+
+TEST(PosixDisk, WriteNewFileRefusesToReplace) {
+  TempDir tmp;
+  auto disk = posix_disk();
+  const std::string path = tmp.str() + "/f";
+  ASSERT_TRUE(disk->write_new_file(path, "first").ok());
+  EXPECT_FALSE(disk->write_new_file(path, "second").ok());  // O_EXCL
+  EXPECT_EQ(*disk->read_file(path, 100), "first");
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(PosixDisk, SyncedWritesReadBackTheSame) {
+  TempDir tmp;
+  auto disk = posix_disk(PosixDiskOptions{.sync_data = true});
+  ASSERT_TRUE(disk->write_new_file(tmp.str() + "/f", std::string(100000, 'q')).ok());
+  EXPECT_EQ(*disk->read_file(tmp.str() + "/f", 100000), std::string(100000, 'q'));
+}
+
+TEST(PosixDisk, ReadReportsMissingAndOversizedDistinctly) {
+  TempDir tmp;
+  auto disk = posix_disk();
+  EXPECT_EQ(disk->read_file(tmp.str() + "/nope", 10).status().code(), Code::kNotFound);
+  ASSERT_TRUE(disk->write_new_file(tmp.str() + "/big", std::string(11, 'x')).ok());
+  EXPECT_EQ(disk->read_file(tmp.str() + "/big", 10).status().code(), Code::kCorrupt);
+  EXPECT_EQ(disk->read_file_split(tmp.str() + "/big", 4, 10).status().code(), Code::kCorrupt);
+  EXPECT_EQ(disk->read_file(tmp.str(), 10).status().code(), Code::kCorrupt);  // a directory
+}
+
+TEST(PosixDisk, SplitReadMatchesWholeRead) {
+  TempDir tmp;
+  auto disk = posix_disk();
+  for (size_t n : {0ul, 3ul, 48ul, 49ul, 300000ul}) {
+    std::string data(n, '\0');
+    for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>(i * 31);
+    const std::string path = tmp.str() + "/f" + std::to_string(n);
+    ASSERT_TRUE(disk->write_new_file(path, data).ok());
+    auto split = disk->read_file_split(path, 48, 1 << 20);
+    ASSERT_TRUE(split.ok());
+    EXPECT_EQ(split->head.size(), std::min<size_t>(n, 48)) << n;
+    EXPECT_EQ(split->head + split->rest, data) << n;
+    // The generic fallback (what a wrapping disk inherits) splits the same way.
+    auto generic = disk->CacheDisk::read_file_split(path, 48, 1 << 20);
+    ASSERT_TRUE(generic.ok());
+    EXPECT_EQ(generic->head, split->head);
+    EXPECT_EQ(generic->rest, split->rest);
+  }
+}
+
+TEST(PosixDisk, ListsRegularFilesRecursivelyWithSizeAndMtime) {
+  TempDir tmp;
+  auto disk = posix_disk();
+  ASSERT_TRUE(disk->make_dirs(tmp.str() + "/x/y", 0700).ok());
+  ASSERT_TRUE(disk->write_new_file(tmp.str() + "/top", "12").ok());
+  ASSERT_TRUE(disk->write_new_file(tmp.str() + "/x/y/deep", "12345").ok());
+  testing::FaultDisk::set_mtime(tmp.str() + "/x/y/deep", 777);
+  fs::create_symlink(tmp / "x", tmp / "loop");  // not followed
+  auto listed = disk->list_files(tmp.str());
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 2u);
+  auto entries = listed.value();
+  std::sort(entries.begin(), entries.end(),
+            [](const DiskEntry& a, const DiskEntry& b) { return a.path < b.path; });
+  EXPECT_EQ(entries[0].path, tmp.str() + "/top");
+  EXPECT_EQ(entries[0].size, 2u);
+  EXPECT_EQ(entries[1].path, tmp.str() + "/x/y/deep");
+  EXPECT_EQ(entries[1].size, 5u);
+  EXPECT_EQ(entries[1].mtime_ns, 777'000'000'000);
+  EXPECT_EQ(disk->list_files(tmp.str() + "/absent").status().code(), Code::kNotFound);
+}
+
+TEST(PosixDisk, TouchRenameRemove) {
+  TempDir tmp;
+  auto disk = posix_disk();
+  const std::string a = tmp.str() + "/a", b = tmp.str() + "/b";
+  ASSERT_TRUE(disk->write_new_file(a, "A").ok());
+  testing::FaultDisk::set_mtime(a, 5);
+  ASSERT_TRUE(disk->touch(a).ok());
+  EXPECT_GT(disk->list_files(tmp.str())->at(0).mtime_ns, 5'000'000'000);
+  ASSERT_TRUE(disk->write_new_file(b, "B").ok());
+  ASSERT_TRUE(disk->rename(a, b).ok());  // replaces
+  EXPECT_EQ(*disk->read_file(b, 10), "A");
+  ASSERT_TRUE(disk->remove(b).ok());
+  EXPECT_EQ(disk->remove(b).code(), Code::kNotFound);
+  EXPECT_EQ(disk->touch(b).code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace hubfs
