@@ -18,7 +18,8 @@ struct CurlOptions {
 };
 
 // Callbacks run on the one event-loop thread: they must not block (no perform() on this
-// transport, no disk-heavy work), or every other transfer waits. Submitting more work from a
+// transport, no disk-heavy work) and must not throw, or every other transfer waits (or the
+// process ends). Submitting more work from a
 // callback is fine. Requests beyond max_in_flight wait in a FIFO queue.
 // Failures: kTimeout for connect, first-byte and stall timeouts; kUnavailable for connect
 // errors, resets and bodies cut short; kCorrupt when the body passes request.max_body;

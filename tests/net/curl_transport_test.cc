@@ -354,3 +354,37 @@ TEST(CurlTransport, ReservesBodyFromContentLengthAndReadsMegabytes) {
 
 }  // namespace
 }  // namespace hubfs
+
+namespace hubfs {
+namespace {
+
+// Throughput of 8 MiB range reads over loopback HTTP/1.1, 8 in flight. A measurement, not an
+// assertion: run with --gtest_also_run_disabled_tests --gtest_filter=*Throughput*.
+TEST(CurlTransport, DISABLED_ThroughputOf8MiBRanges) {
+  constexpr size_t kRangeBytes = 8 << 20;  // the largest block the cache asks for
+  constexpr int kRequests = 64;
+  const std::string body(kRangeBytes, 'q');
+  testing::ScriptedHttpServer server(
+      [&](const testing::ServerRequest&, testing::ServerConnection& c) { c.respond(206, body); });
+  CurlOptions options;
+  options.max_in_flight = 8;
+  CurlTransport transport(options);
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::future<Result<HttpResponse>>> futures;
+  for (int i = 0; i < kRequests; ++i) {
+    auto p = std::make_shared<std::promise<Result<HttpResponse>>>();
+    futures.push_back(p->get_future());
+    transport.submit(get(server.url("/r")), [p](Result<HttpResponse> r) { p->set_value(std::move(r)); });
+  }
+  size_t bytes = 0;
+  for (auto& f : futures) {
+    auto r = f.get();
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    bytes += r->body.size();
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("%zu MiB in %.3f s: %.0f MiB/s\n", bytes >> 20, seconds, (bytes >> 20) / seconds);
+}
+
+}  // namespace
+}  // namespace hubfs
