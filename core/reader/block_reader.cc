@@ -232,6 +232,11 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
 void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint64_t last_block,
                              ReadState* state) {
   uint64_t nblocks = (file.size + options_.block_size - 1) / options_.block_size;
+  // Refill only once half the window is consumed: topping it up on every read would slide it
+  // one block at a time and send one-block requests; refilling by half a window sends full-size
+  // coalesced requests.
+  uint64_t ahead = state->prefetched_to > last_block + 1 ? state->prefetched_to - last_block - 1 : 0;
+  if (ahead > state->window_blocks / 2) return;
   uint64_t from = std::max(last_block + 1, state->prefetched_to);
   uint64_t to = std::min<uint64_t>(last_block + state->window_blocks, nblocks ? nblocks - 1 : 0);
   std::vector<uint64_t> claimed;
