@@ -125,7 +125,7 @@ class DiskBlockCache final : public BlockCache {
     bytes_added_.fetch_add(encoded.size());
     int64_t used = bytes_used_.fetch_add(static_cast<int64_t>(encoded.size())) +
                    static_cast<int64_t>(encoded.size());
-    if (used > static_cast<int64_t>(options_.budget_bytes)) request_eviction();
+    if (used > 0 && static_cast<uint64_t>(used) > options_.budget_bytes) request_eviction();
   }
 
   CacheStats stats() const override {
@@ -321,12 +321,14 @@ Result<std::unique_ptr<BlockCache>> BlockCache::open(CacheOptions options,
   while (options.dir.size() > 1 && options.dir.back() == '/') options.dir.pop_back();
   const std::string blocks_dir = options.dir + "/blocks";
   if (Status s = disk->make_dirs(blocks_dir, 0700); !s.ok()) return unusable_dir(options.dir, s);
-  // Creating directories can succeed where writing files fails (a read-only bind mount of an
-  // existing tree, a full disk): prove a block could be written before promising a cache.
+  // Creating directories can succeed where writing files is refused (an existing tree on a
+  // read-only mount, or owned by someone else): prove a file can be created before promising
+  // a cache. A full disk is not refused: it may drain, and until then puts back off.
   const std::string probe = temp_path(blocks_dir);
   Status s = disk->write_new_file(probe, "hubfs");
   (void)disk->remove(probe);
-  if (!s.ok()) return unusable_dir(options.dir, s);
+  if (s.code() == Code::kPermissionDenied || s.code() == Code::kNotFound)
+    return unusable_dir(options.dir, s);
   return std::unique_ptr<BlockCache>(
       new DiskBlockCache(std::move(options), std::move(disk), blocks_dir));
 }

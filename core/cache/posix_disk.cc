@@ -24,7 +24,8 @@ Status errno_status(const char* op, const std::string& path, int err) {
   switch (err) {
     case ENOENT: return NotFound(std::move(message));
     case EACCES:
-    case EPERM: return PermissionDenied(std::move(message));
+    case EPERM:
+    case EROFS: return PermissionDenied(std::move(message));  // all three: "may not write here"
     default: return IoError(std::move(message));
   }
 }

@@ -367,6 +367,29 @@ TEST(BlockCache, UnwritableDirectoryFailsOpenNamingThePathAndTheFix) {
   EXPECT_NE(read_only.status().message().find(dir), std::string::npos);
 }
 
+TEST(BlockCache, AFullDiskAtOpenStillOpensAndServesOnceItDrains) {
+  TempDir tmp;
+  auto disk = std::make_shared<FaultDisk>();
+  disk->set_write_fault(FaultDisk::WriteFault::kRefuse, IoError("No space left on device"));
+  auto cache = open_cache({.dir = tmp.str()}, disk);
+  ASSERT_TRUE(cache);
+  cache->put(kA, 0, "a");
+  EXPECT_EQ(cache->stats().write_failures, 1u);
+  disk->set_write_fault(FaultDisk::WriteFault::kNone);
+  cache->put(kA, 0, "a");
+  EXPECT_EQ(cache->get(kA, 0), "a");
+}
+
+TEST(BlockCache, HugeBudgetNeverEvicts) {
+  TempDir tmp;
+  auto cache = open_cache({.dir = tmp.str(), .budget_bytes = UINT64_MAX});
+  ASSERT_TRUE(cache);
+  for (uint64_t i = 0; i < 10; ++i) cache->put(kA, i, "x");
+  cache->enforce_budget();
+  EXPECT_EQ(cache->stats().evictions, 0u);
+  EXPECT_EQ(files_under(tmp.path()).size(), 10u);
+}
+
 TEST(BlockCache, RealDiskRefusalNamesThePath) {
   TempDir tmp;
   std::ofstream(tmp / "a-file") << "x";  // a directory cannot be made under a file, even by root
