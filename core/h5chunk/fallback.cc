@@ -19,18 +19,22 @@ Status hdf5_failure(const std::string& what) {
 // union of one hyperslab per run of consecutive indices.
 Status select(hid_t space, const NormalizedSelection& sel) {
   const size_t rank = sel.axes.size();
-  std::vector<hsize_t> start(rank), stride(rank), count(rank);
+  // A unit-stride axis is one block of `count` elements, not `count` blocks of one: HDF5 1.10
+  // iterates blocks, and a 5-D selection of single-element blocks took 18 s instead of 0.2 s.
+  std::vector<hsize_t> start(rank), stride(rank), count(rank), block(rank);
   int list_axis = -1;
   for (size_t d = 0; d < rank; ++d) {
     const AxisSelection& ax = sel.axes[d];
+    const bool strided = ax.kind == AxisSelection::Kind::kRange && ax.step != 1;
     start[d] = static_cast<hsize_t>(ax.start);
-    stride[d] = static_cast<hsize_t>(ax.kind == AxisSelection::Kind::kRange ? ax.step : 1);
-    count[d] = static_cast<hsize_t>(ax.count);
+    stride[d] = static_cast<hsize_t>(strided ? ax.step : 1);
+    count[d] = static_cast<hsize_t>(strided ? ax.count : 1);
+    block[d] = static_cast<hsize_t>(strided ? 1 : ax.count);
     if (ax.kind == AxisSelection::Kind::kList) list_axis = static_cast<int>(d);
   }
   if (list_axis < 0) {
     if (H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), stride.data(), count.data(),
-                            nullptr) < 0) {
+                            block.data()) < 0) {
       return hdf5_failure("H5Sselect_hyperslab");
     }
     return Status::Ok();
@@ -41,10 +45,10 @@ Status select(hid_t space, const NormalizedSelection& sel) {
     size_t hi = lo + 1;
     while (hi < ix.size() && ix[hi] == ix[hi - 1] + 1) ++hi;
     start[list_axis] = static_cast<hsize_t>(ix[lo]);
-    count[list_axis] = hi - lo;
-    stride[list_axis] = 1;
+    count[list_axis] = 1;
+    block[list_axis] = hi - lo;
     if (H5Sselect_hyperslab(space, H5S_SELECT_OR, start.data(), stride.data(), count.data(),
-                            nullptr) < 0) {
+                            block.data()) < 0) {
       return hdf5_failure("H5Sselect_hyperslab");
     }
     lo = hi;
