@@ -251,6 +251,11 @@ struct CurlTransport::Impl {
 
     bool has_accept_encoding = false;
     for (const auto& [name, value] : r.headers) {
+      // A line break would let a header value smuggle in headers (or a second request).
+      if ((name + value).find_first_of("\r\n") != std::string::npos || name.empty())
+        return InvalidArgument(t.what() + ": header '" + name +
+                               "' is empty or contains a line break; fix the header (a token read with a "
+                               "trailing newline?)");
       if (strcasecmp(name.c_str(), "accept-encoding") == 0) has_accept_encoding = true;
       t.header_list = curl_slist_append(t.header_list, (name + ": " + value).c_str());
     }

@@ -260,6 +260,22 @@ TEST(CurlTransport, UnsupportedMethodIsInvalidArgument) {
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
 }
 
+TEST(CurlTransport, HeaderWithLineBreakIsRefusedUnsent) {
+  ScriptedHttpServer server([](const ServerRequest&, ServerConnection& c) { c.respond(200, "ok"); });
+  CurlTransport transport;
+  HttpRequest req = get(server.url("/x"));
+  req.headers = {{"Authorization", "Bearer t\r\nX-Injected: 1"}};
+  auto r = transport.perform(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("Bearer")));  // never echo a credential
+  EXPECT_EQ(server.requests_handled(), 0);
+  // The handle it would have used still works.
+  auto ok = transport.perform(get(server.url("/y")));
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->body, "ok");
+}
+
 TEST(CurlTransport, ConcurrentSubmittersBoundedByMaxInFlight) {
   constexpr int kMaxInFlight = 4;
   constexpr int kThreads = 4;
