@@ -446,6 +446,26 @@ TEST(BlockCache, BlocksSurviveReopen) {
   EXPECT_EQ(cache->stats().bytes_used, 2 * block_file::kHeaderSize + data.size() + 1);
 }
 
+TEST(BlockCache, OpenDoesNotWaitForTheScan) {
+  TempDir tmp;
+  auto disk = std::make_shared<FaultDisk>();
+  {
+    auto cache = open_cache({.dir = tmp.str()}, disk);
+    ASSERT_TRUE(cache);
+    cache->put(kA, 0, "a");
+  }
+  disk->close_gate();  // the background scan now blocks in its first listing
+  const int completed_before = disk->lists_completed();
+  auto cache = open_cache({.dir = tmp.str()}, disk);
+  ASSERT_TRUE(cache);
+  EXPECT_EQ(cache->get(kA, 0), "a");  // served while the scan is still held
+  cache->put(kB, 0, "b");
+  EXPECT_EQ(cache->get(kB, 0), "b");
+  EXPECT_EQ(disk->lists_completed(), completed_before);
+  disk->open_gate();
+  cache.reset();  // and the destructor still returns: the scan stops between shards
+}
+
 TEST(BlockCache, ScanRemovesCrashedWritersTempFilesOnly) {
   TempDir tmp;
   const fs::path shard = tmp / "blocks" / "ab";

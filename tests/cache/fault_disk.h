@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 
@@ -83,8 +85,30 @@ class FaultDisk : public CacheDisk {
     if (s.ok()) stamp(path);
     return s;
   }
+  // While closed, list_files waits for open_gate() (at most 10 s once, then the gate opens by
+  // itself, so a broken test fails rather than hangs).
+  void close_gate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    gate_closed_ = true;
+  }
+  void open_gate() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      gate_closed_ = false;
+    }
+    gate_cv_.notify_all();
+  }
+  int lists_completed() const { return lists_completed_.load(); }
+
   Result<std::vector<DiskEntry>> list_files(const std::string& dir) override {
-    return real_->list_files(dir);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!gate_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return !gate_closed_; }))
+        gate_closed_ = false;  // a broken test: let everything through after one wait
+    }
+    auto listed = real_->list_files(dir);
+    ++lists_completed_;
+    return listed;
   }
 
   // Sets a file's mtime to `seconds` after the epoch.
@@ -103,6 +127,9 @@ class FaultDisk : public CacheDisk {
   WriteFault write_fault_ = WriteFault::kNone;
   Status write_status_;
   std::optional<Status> make_dirs_status_;
+  bool gate_closed_ = false;
+  std::condition_variable gate_cv_;
+  std::atomic<int> lists_completed_{0};
   std::atomic<bool> fake_clock_{false};
   std::atomic<int64_t> clock_{1'000'000};  // well in the past, far from any real mtime
   std::atomic<int> touches_{0};
