@@ -15,6 +15,10 @@
 
 #include "h5chunk/codecs.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace h5chunk::codec {
 namespace {
 
@@ -44,6 +48,33 @@ inline uint64_t transpose8x8(uint64_t x) {
   t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ull;
   x ^= t ^ (t << 28);
   return x;
+}
+
+// Applies transpose8x8 to each of n little-endian u64 words at p, in place.
+void transpose_words(uint8_t* p, size_t n) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  // The same three rounds on two words at once: the shifts are per 64-bit lane.
+  const __m128i m1 = _mm_set1_epi64x(0x00AA00AA00AA00AAll);
+  const __m128i m2 = _mm_set1_epi64x(0x0000CCCC0000CCCCll);
+  const __m128i m3 = _mm_set1_epi64x(0x00000000F0F0F0F0ll);
+  for (; i + 2 <= n; i += 2) {
+    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * i));
+    __m128i t = _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64(x, 7)), m1);
+    x = _mm_xor_si128(x, _mm_xor_si128(t, _mm_slli_epi64(t, 7)));
+    t = _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64(x, 14)), m2);
+    x = _mm_xor_si128(x, _mm_xor_si128(t, _mm_slli_epi64(t, 14)));
+    t = _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64(x, 28)), m3);
+    x = _mm_xor_si128(x, _mm_xor_si128(t, _mm_slli_epi64(t, 28)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 8 * i), x);
+  }
+#endif
+  for (; i < n; ++i) {
+    uint64_t x;
+    std::memcpy(&x, p + 8 * i, 8);  // the layout is little-endian, as on every x86
+    x = transpose8x8(x);
+    std::memcpy(p + 8 * i, &x, 8);
+  }
 }
 
 std::string block_error(size_t block, const std::string& what) {
@@ -84,20 +115,19 @@ size_t block_elems_at(size_t start, size_t n, size_t block_elems) {
 
 }  // namespace
 
-void bit_untranspose(const uint8_t* in, uint8_t* out, size_t n_elems, size_t elem_size) {
+void bit_untranspose(const uint8_t* in, uint8_t* out, size_t n_elems, size_t elem_size, uint8_t* tmp) {
+  // Three passes over the block (8 KiB by default, so all in L1), each a fast primitive:
+  //  1. for every element byte j, gather byte g of its 8 bit rows into word g (a byte
+  //     unshuffle of size 8 over those rows): word g now holds an 8x8 bit matrix of
+  //     8 elements x 8 bits;
+  //  2. transpose each word: byte m becomes byte j of element 8g+m, so tmp holds byte plane j
+  //     of every element, plane after plane (the byte-shuffled form);
+  //  3. byte-unshuffle the planes into elements.
   size_t row = n_elems / kGroup;  // bytes per bit row
-  for (size_t g = 0; g < row; ++g) {
-    uint8_t* dst = out + g * kGroup * elem_size;
-    for (size_t j = 0; j < elem_size; ++j) {
-      // Byte g of the 8 bit rows of element byte j: row k holds bit k of the group's 8 elements.
-      const uint8_t* src = in + j * kGroup * row + g;
-      uint64_t x = 0;
-      for (size_t k = 0; k < kGroup; ++k) x |= uint64_t{src[k * row]} << (8 * k);
-      x = transpose8x8(x);
-      // Now byte m of x is byte j of element m of the group.
-      for (size_t m = 0; m < kGroup; ++m) dst[m * elem_size + j] = static_cast<uint8_t>(x >> (8 * m));
-    }
-  }
+  size_t plane = kGroup * row;    // bytes per element-byte plane (= n_elems rounded to 8)
+  for (size_t j = 0; j < elem_size; ++j) unshuffle(in + j * plane, tmp + j * plane, plane, kGroup);
+  transpose_words(tmp, elem_size * row);
+  unshuffle(tmp, out, elem_size * plane, elem_size);
 }
 
 void bit_transpose(const uint8_t* in, uint8_t* out, size_t n_elems, size_t elem_size) {
@@ -153,9 +183,13 @@ Result<size_t> bitshuffle_decode(ZSTD_DCtx_s* ctx, std::vector<uint8_t>& block_b
   for (size_t count; start < n && (count = block_elems_at(start, n, block_elems)) > 0; start += count, ++block) {
     size_t bytes = count * elem;
     uint8_t* dst = out.data + start * elem;
+    // One buffer, two halves: the decompressed block, then the untranspose's temporary.
+    if (block_buffer.size() < 2 * bytes) block_buffer.resize(2 * bytes);
+    uint8_t* decompressed = block_buffer.data();
+    uint8_t* tmp = block_buffer.data() + bytes;
     if (compression == kNone) {
       // Uncompressed: the blocks are contiguous, exactly as long as their plain form.
-      bit_untranspose(in + pos, dst, count, elem);
+      bit_untranspose(in + pos, dst, count, elem, tmp);
       pos += bytes;
       continue;
     }
@@ -166,12 +200,10 @@ Result<size_t> bitshuffle_decode(ZSTD_DCtx_s* ctx, std::vector<uint8_t>& block_b
       return hubfs::Corrupt(block_error(block, "overruns the input (" + std::to_string(compressed) + " bytes, " +
                                                std::to_string(in_size - pos) + " left)"));
     }
-    if (block_buffer.size() < bytes) block_buffer.resize(bytes);
-    if (Status st = decompress_block(compression, ctx, block, in + pos, compressed, block_buffer.data(), bytes);
-        !st.ok()) {
+    if (Status st = decompress_block(compression, ctx, block, in + pos, compressed, decompressed, bytes); !st.ok()) {
       return st;
     }
-    bit_untranspose(block_buffer.data(), dst, count, elem);
+    bit_untranspose(decompressed, dst, count, elem, tmp);
     pos += compressed;
   }
   // What is left are the (n mod 8) elements no block covered, stored raw.

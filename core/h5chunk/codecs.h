@@ -104,9 +104,10 @@ void unshuffle(const uint8_t* in, uint8_t* out, size_t n, size_t elem_size);
 // The inverse (what the shuffle filter does on write); for tests and benchmarks.
 void shuffle(const uint8_t* in, uint8_t* out, size_t n, size_t elem_size);
 
-// Bit-untranspose one bitshuffle block of n_elems elements (a multiple of 8) into out. For
-// tests, bitshuffle_transpose is the writer's side.
-void bit_untranspose(const uint8_t* in, uint8_t* out, size_t n_elems, size_t elem_size);
+// Bit-untranspose one bitshuffle block of n_elems elements (a multiple of 8) into out, using
+// tmp (n_elems * elem_size bytes, overlapping neither) as a temporary. bit_transpose is the
+// writer's side, for tests and benchmarks.
+void bit_untranspose(const uint8_t* in, uint8_t* out, size_t n_elems, size_t elem_size, uint8_t* tmp);
 void bit_transpose(const uint8_t* in, uint8_t* out, size_t n_elems, size_t elem_size);
 
 // H5_checksum_fletcher32: the sum HDF5 stores (little-endian) after the data it covers.

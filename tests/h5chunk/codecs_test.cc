@@ -150,10 +150,10 @@ TEST(Codecs, BitTransposeMatchesSlowReference) {
     for (size_t n : {8, 16, 64, 128, 1000, 2048}) {
       Bytes data = bytes_random(n * elem, uint32_t(n + elem));
       Bytes ref = reference_bit_transpose(data.data(), n, elem);
-      Bytes fwd(data.size()), back(data.size());
+      Bytes fwd(data.size()), back(data.size()), tmp(data.size());
       codec::bit_transpose(data.data(), fwd.data(), n, elem);
       EXPECT_EQ(fwd, ref) << elem << " " << n;
-      codec::bit_untranspose(ref.data(), back.data(), n, elem);
+      codec::bit_untranspose(ref.data(), back.data(), n, elem, tmp.data());
       EXPECT_EQ(back, data) << elem << " " << n;
     }
   }
