@@ -127,17 +127,39 @@ Headers HubClient::request_headers_for(std::string_view url) const {
   return h;
 }
 
+Result<HubClient::Answer> HubClient::fetch_api(HttpRequest request, const hub_errors::Context& ctx) {
+  // request.headers holds only what this call needs beyond Authorization and User-Agent.
+  for (int hop = 0;; ++hop) {
+    HttpRequest sent = request;
+    sent.headers = request_headers_for(request.url);
+    sent.headers.insert(sent.headers.end(), request.headers.begin(), request.headers.end());
+    auto resp = transport_.perform(std::move(sent));
+    if (!resp.ok()) return hub_errors::from_transport(resp.status(), url::host_for_messages(request.url), ctx);
+    // 307/308 repeat the request as is; 301/302/303 only make sense to follow for a GET.
+    const bool follow = resp->status == 307 || resp->status == 308 ||
+                        (is_redirect(resp->status) && request.method == "GET");
+    auto location = resp->header("location");
+    auto target = follow && location ? url::resolve_reference(request.url, *location) : std::nullopt;
+    if (!target || !url::origin_of(*target)) return Answer{std::move(*resp), std::move(request.url)};
+    if (hop == kMaxRedirects) {
+      return Unavailable(config_.endpoint + " redirected a request for repository '" + ctx.repo->id +
+                         "' more than " + std::to_string(kMaxRedirects) +
+                         " times: the server is redirecting in a loop; check --endpoint / HF_ENDPOINT");
+    }
+    request.url = std::move(*target);
+  }
+}
+
 Result<RepoInfo> HubClient::repo_info(const RepoRef& repo) {
   hub_errors::Context ctx{config_.endpoint, &repo, std::nullopt, false, &config_.token};
   HttpRequest req;
   req.url = config_.endpoint + "/api/" + std::string(api_segment(repo.type)) + "/" + repo.id + "/revision/" +
             encode_segment(repo.revision);
-  req.headers = request_headers_for(req.url);
   req.max_body = kMaxJsonBody;
-  auto resp = transport_.perform(std::move(req));
-  if (!resp.ok()) return hub_errors::from_transport(resp.status(), config_.endpoint, ctx);
-  if (resp->status != 200) return hub_errors::from_response(*resp, ctx);
-  return hub_json::parse_repo_info(resp->body, config_.endpoint);
+  auto answer = fetch_api(std::move(req), ctx);
+  if (!answer.ok()) return answer.status();
+  if (answer->response.status != 200) return hub_errors::from_response(answer->response, ctx);
+  return hub_json::parse_repo_info(answer->response.body, config_.endpoint);
 }
 
 Result<std::vector<TreeEntry>> HubClient::list_dir(const RepoRef& repo, std::string_view dir_in) {
@@ -156,12 +178,12 @@ Result<std::vector<TreeEntry>> HubClient::list_dir(const RepoRef& repo, std::str
     seen_pages.insert(page_url);
     HttpRequest req;
     req.url = page_url;
-    req.headers = request_headers_for(page_url);
     req.max_body = kMaxJsonBody;
-    auto resp = transport_.perform(std::move(req));
-    if (!resp.ok()) return hub_errors::from_transport(resp.status(), url::host_for_messages(page_url), ctx);
-    if (resp->status != 200) return hub_errors::from_response(*resp, ctx);
-    auto parsed = hub_json::parse_tree_entries(resp->body, url::host_for_messages(page_url));
+    auto answer = fetch_api(std::move(req), ctx);
+    if (!answer.ok()) return answer.status();
+    const HttpResponse& resp = answer->response;
+    if (resp.status != 200) return hub_errors::from_response(resp, ctx);
+    auto parsed = hub_json::parse_tree_entries(resp.body, url::host_for_messages(answer->url));
     if (!parsed.ok()) return parsed.status();
     for (TreeEntry& e : *parsed) {
       // The server's paths are trusted only as far as they are children of what was asked:
@@ -174,9 +196,9 @@ Result<std::vector<TreeEntry>> HubClient::list_dir(const RepoRef& repo, std::str
                          std::to_string(config_.max_dir_entries) +
                          " entries: hubfs does not list directories this large; read its files by path instead");
     }
-    auto next = url::next_link(resp->headers);
+    auto next = url::next_link(resp.headers);
     if (!next) return entries;
-    auto next_url = url::resolve_reference(page_url, *next);
+    auto next_url = url::resolve_reference(answer->url, *next);
     if (!next_url || !url::origin_of(*next_url)) {
       return Corrupt("listing " + where + " of repository '" + repo.id + "' at " + config_.endpoint +
                      ": the next-page link is not an http(s) URL; is --endpoint a Hugging Face Hub?");
@@ -211,17 +233,16 @@ Result<std::vector<TreeEntry>> HubClient::paths_info(const RepoRef& repo, const 
     HttpRequest req;
     req.method = "POST";
     req.url = url;
-    req.headers = request_headers_for(url);
-    req.headers.emplace_back("Content-Type", "application/x-www-form-urlencoded");
+    req.headers = {{"Content-Type", "application/x-www-form-urlencoded"}};
     for (size_t i = start; i < end; ++i) {
       if (i > start) req.body += '&';
       req.body += "paths=" + encode_segment(wanted[i]);
     }
     req.max_body = kMaxJsonBody;
-    auto resp = transport_.perform(std::move(req));
-    if (!resp.ok()) return hub_errors::from_transport(resp.status(), config_.endpoint, ctx);
-    if (resp->status != 200) return hub_errors::from_response(*resp, ctx);
-    auto parsed = hub_json::parse_tree_entries(resp->body, config_.endpoint);
+    auto answer = fetch_api(std::move(req), ctx);
+    if (!answer.ok()) return answer.status();
+    if (answer->response.status != 200) return hub_errors::from_response(answer->response, ctx);
+    auto parsed = hub_json::parse_tree_entries(answer->response.body, config_.endpoint);
     if (!parsed.ok()) return parsed.status();
     for (TreeEntry& e : *parsed) {
       // Only what was asked, once each: a duplicate request path must not double an entry.

@@ -54,6 +54,11 @@ struct TokenSources {
 // ~/.cache/huggingface/token; whitespace stripped; empty means none. A token holding control
 // characters or inner spaces is ignored: it could not travel in a header without corrupting it.
 std::optional<std::string> find_token(const TokenSources& sources = {});
+// HF_ENDPOINT with trailing slashes dropped, else https://huggingface.co (read via sources.getenv).
+std::string find_endpoint(const TokenSources& sources = {});
+// HF_HUB_OFFLINE is 1/true/yes/on (any case): the user asked for no network requests at all.
+// HubClient does not check it; whoever builds the client decides what offline means.
+bool offline_requested(const TokenSources& sources = {});
 
 struct RepoInfo {
   std::string sha;            // the commit the revision points at
@@ -94,6 +99,10 @@ struct HubConfig {
   size_t max_dir_pages = 1000;
 };
 
+namespace hub_errors {
+struct Context;  // hub/hub_errors.h
+}
+
 class HubClient {
  public:
   HubClient(HubConfig config, HttpTransport& transport);
@@ -124,6 +133,14 @@ class HubClient {
   // Authorization only for URLs on the endpoint's own scheme, host and port.
   Headers auth_headers_for(std::string_view url) const;
   Headers request_headers_for(std::string_view url) const;
+  // An API request that follows redirects itself (renamed repos answer with one), recomputing
+  // headers per hop so the token never leaves the endpoint. Returns the final answer, whatever
+  // its status, and the URL that gave it; a transport failure becomes a Status.
+  struct Answer {
+    HttpResponse response;
+    std::string url;
+  };
+  Result<Answer> fetch_api(HttpRequest request, const hub_errors::Context& ctx);
   Result<Location> resolve_location(const RepoRef& repo, std::string_view path);
   std::chrono::steady_clock::time_point expiry_of(const std::string& signed_url) const;
   void remember_location(const std::string& key, const Location& location);

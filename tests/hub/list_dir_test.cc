@@ -243,3 +243,58 @@ TEST(PathsInfo, ManyPathsAreBatched) {
 
 }  // namespace
 }  // namespace hubfs
+
+namespace hubfs {
+namespace {
+
+TEST(PathsInfo, TemporaryRedirectRepeatsThePost) {
+  testing::FakeTransport t([](const HttpRequest& req) {
+    if (req.url.find("/old/") != std::string::npos) {
+      return testing::respond(307, "", {{"location", "/api/models/new/x/paths-info/main"}});
+    }
+    return testing::respond(200, R"([{"type":"file","oid":"o","size":1,"path":"a"}])");
+  });
+  HubClient c(testing::test_config(), t);
+  auto r = c.paths_info(RepoRef{RepoType::kModel, "old/x", "main"}, {"a"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->size(), 1u);
+  auto reqs = t.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[1].method, "POST");
+  EXPECT_EQ(reqs[1].body, "paths=a");
+  EXPECT_EQ(testing::header_or_empty(reqs[1], "Content-Type"), "application/x-www-form-urlencoded");
+  EXPECT_TRUE(testing::has_header(reqs[1], "Authorization"));
+}
+
+TEST(PathsInfo, FoundRedirectIsNotFollowedForAPost) {
+  testing::FakeTransport t([](const HttpRequest&) {
+    return testing::respond(302, "", {{"location", "/elsewhere"}});
+  });
+  HubClient c(testing::test_config(), t);
+  auto r = c.paths_info(RepoRef{RepoType::kModel, "org/x", "main"}, {"a"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(t.request_count(), 1u);
+}
+
+TEST(ListDir, RedirectedFirstPageResolvesRelativeNextAgainstTheNewUrl) {
+  testing::FakeTransport t([](const HttpRequest& req) {
+    if (req.url.find("/old/") != std::string::npos) {
+      return testing::respond(307, "", {{"location", "https://hub.test/api/models/new/x/tree/main?limit=1000"}});
+    }
+    if (req.url.find("cursor") == std::string::npos) {
+      return testing::respond(200, R"([{"type":"file","oid":"o","size":1,"path":"a"}])",
+                              {{"link", "<main?cursor=2>; rel=\"next\""}});
+    }
+    return testing::respond(200, R"([{"type":"file","oid":"o","size":1,"path":"b"}])");
+  });
+  HubClient c(testing::test_config(), t);
+  auto r = c.list_dir(RepoRef{RepoType::kModel, "old/x", "main"}, "");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->size(), 2u);
+  auto reqs = t.requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_EQ(reqs[2].url, "https://hub.test/api/models/new/x/tree/main?cursor=2");
+}
+
+}  // namespace
+}  // namespace hubfs

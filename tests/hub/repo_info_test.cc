@@ -176,3 +176,55 @@ TEST(RepoInfo, NonJsonAnswerIsCorrupt) {
 
 }  // namespace
 }  // namespace hubfs
+
+namespace hubfs {
+namespace {
+
+using testing::FakeTransport;
+using testing::has_header;
+using testing::respond;
+
+TEST(RepoInfo, RenamedRepoRedirectIsFollowedWithTheToken) {
+  FakeTransport t([](const HttpRequest& req) {
+    if (req.url == "https://hub.test/api/models/old/x/revision/main") {
+      return respond(307, "", {{"location", "/api/models/new/x/revision/main"}});
+    }
+    return respond(200, R"({"sha":"s2"})");
+  });
+  HubClient c(testing::test_config(), t);
+  auto r = c.repo_info(RepoRef{RepoType::kModel, "old/x", "main"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->sha, "s2");
+  auto reqs = t.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[1].url, "https://hub.test/api/models/new/x/revision/main");
+  EXPECT_TRUE(has_header(reqs[1], "Authorization"));
+}
+
+TEST(RepoInfo, RedirectToAnotherHostDropsTheToken) {
+  FakeTransport t([](const HttpRequest& req) {
+    if (req.url.rfind("https://hub.test/", 0) == 0) {
+      return respond(302, "", {{"location", "https://elsewhere.test/api/models/org/x/revision/main"}});
+    }
+    return respond(200, R"({"sha":"s"})");
+  });
+  HubClient c(testing::test_config(), t);
+  ASSERT_TRUE(c.repo_info(RepoRef{RepoType::kModel, "org/x", "main"}).ok());
+  auto reqs = t.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_TRUE(has_header(reqs[0], "Authorization"));
+  EXPECT_FALSE(has_header(reqs[1], "Authorization"));
+}
+
+TEST(RepoInfo, RedirectLoopEnds) {
+  FakeTransport t([](const HttpRequest&) { return respond(302, "", {{"location", "/api/models/org/x/revision/main"}}); });
+  HubClient c(testing::test_config(), t);
+  auto r = c.repo_info(RepoRef{RepoType::kModel, "org/x", "main"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_NE(r.status().message().find("redirecting in a loop"), std::string::npos);
+  EXPECT_EQ(t.request_count(), 6u);
+}
+
+}  // namespace
+}  // namespace hubfs

@@ -146,3 +146,34 @@ TEST(FindToken, MissingRealFileMeansNone) {
 
 }  // namespace
 }  // namespace hubfs
+
+namespace hubfs {
+namespace {
+
+TokenSources env_only(std::map<std::string, std::string> env) {
+  TokenSources s;
+  s.getenv = [env = std::move(env)](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  return s;
+}
+
+TEST(FindEndpoint, DefaultAndOverride) {
+  EXPECT_EQ(find_endpoint(env_only({})), "https://huggingface.co");
+  EXPECT_EQ(find_endpoint(env_only({{"HF_ENDPOINT", ""}})), "https://huggingface.co");
+  EXPECT_EQ(find_endpoint(env_only({{"HF_ENDPOINT", "http://127.0.0.1:8080//"}})), "http://127.0.0.1:8080");
+}
+
+TEST(OfflineRequested, TrueSpellings) {
+  for (const char* v : {"1", "true", "TRUE", "yes", "On"}) {
+    EXPECT_TRUE(offline_requested(env_only({{"HF_HUB_OFFLINE", v}}))) << v;
+  }
+  for (const char* v : {"0", "", "false", "no", "2"}) {
+    EXPECT_FALSE(offline_requested(env_only({{"HF_HUB_OFFLINE", v}}))) << v;
+  }
+  EXPECT_FALSE(offline_requested(env_only({})));
+}
+
+}  // namespace
+}  // namespace hubfs
