@@ -247,7 +247,7 @@ const fuse_lowlevel_ops& HubFs::operations() {
     o.init = [](void*, fuse_conn_info* conn) {
       // One block per request, and room for many requests in flight: the parallelism that the
       // range fetcher turns into concurrent HTTP requests.
-      conn->max_readahead = 1u << 20;
+      conn->max_readahead = 16u << 20;  // the kernel still caps it at the mount's read_ahead_kb
       conn->max_background = 64;
       conn->congestion_threshold = 48;
     };

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 #include "cache/block_cache.h"
 #include "common/log.h"
@@ -164,7 +166,26 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   return Status::Ok();
 }
 
-int serve(Mount& m) {
+// The kernel's read-ahead for a FUSE mount starts at 128 KiB, so a large read() reaches us as a
+// trickle of 128 KiB requests, two in flight. Raising the mount's read_ahead_kb (root only; as
+// gcsfuse does) lets the kernel send 1 MiB requests, many at once, which the fetcher turns into
+// parallel ranges. Runs on its own thread: stat() of the mountpoint answers only once we serve.
+constexpr unsigned kKernelReadAheadKb = 16 * 1024;  // 16 MiB: ~16 requests in flight per stream
+
+void raise_kernel_read_ahead(const std::string& mountpoint) {
+  std::thread([mountpoint] {
+    struct stat st {};
+    if (stat(mountpoint.c_str(), &st) != 0) return;
+    std::string path = "/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" +
+                       std::to_string(minor(st.st_dev)) + "/read_ahead_kb";
+    std::ofstream f(path);
+    if (f) f << kKernelReadAheadKb << "\n";
+    if (!f) log_debug("cannot raise the kernel read-ahead (" + path + "); not root?");
+  }).detach();
+}
+
+int serve(Mount& m, const std::string& mountpoint) {
+  raise_kernel_read_ahead(mountpoint);
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop, kFuseThreads);
   fuse_loop_cfg_set_idle_threads(loop, kFuseThreads / 2);
@@ -236,7 +257,7 @@ int run_mount(const MountConfig& config) {
       std::cerr << "hubfs: " << st.message() << "\n";
       return 1;
     }
-    return serve(m);
+    return serve(m, mountpoint);
   }
 
   // Background: fork before any thread exists (curl, cache and FUSE threads all start in the
@@ -281,9 +302,11 @@ int run_mount(const MountConfig& config) {
 
   close(pipefd[0]);
   setsid();
+  // In the background the log goes to --log-file or nowhere: never to the user's terminal,
+  // which has moved on. Startup errors reach the user through the pipe instead.
   std::FILE* log = nullptr;
   if (!config.log_file.empty()) log = std::fopen(config.log_file.c_str(), "a");
-  if (log) set_log_file(log);
+  set_log_file(log ? log : std::fopen("/dev/null", "a"));
   Mount m;
   Status st = build_mount(config, mountpoint, m);
   if (!st.ok()) {
@@ -303,7 +326,7 @@ int run_mount(const MountConfig& config) {
   if (chdir("/") != 0) {}
   write_all(pipefd[1], "OK\n");
   close(pipefd[1]);
-  int rc = serve(m);
+  int rc = serve(m, mountpoint);
   _exit(rc);
 }
 

@@ -288,13 +288,20 @@ Result<size_t> BlockReader::read(const RemoteFile& file, uint64_t offset, size_t
     bool sequential = state->next_offset != UINT64_MAX && offset + slack >= state->next_offset &&
                       offset <= state->next_offset + slack;
     if (sequential) {
-      state->window_blocks = state->window_blocks == 0
-                                 ? options_.min_readahead_blocks
-                                 : std::min(state->window_blocks * 2, options_.max_readahead_blocks);
+      // The window doubles, but never past what the run has read so far: a stream that ends (the
+      // last chunk of an HDF5 read) wastes at most as much as it used.
+      state->run_bytes += end - offset;
+      uint64_t run_blocks = state->run_bytes / options_.block_size;
+      uint32_t doubled = state->window_blocks == 0
+                             ? options_.min_readahead_blocks
+                             : std::min(state->window_blocks * 2, options_.max_readahead_blocks);
+      state->window_blocks = static_cast<uint32_t>(
+          std::max<uint64_t>(options_.min_readahead_blocks, std::min<uint64_t>(doubled, run_blocks)));
       read_ahead(file, first, last, state);
     } else {
       state->window_blocks = 0;
       state->prefetched_to = 0;
+      state->run_bytes = 0;
     }
     state->next_offset = end;
   }

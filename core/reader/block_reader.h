@@ -76,6 +76,7 @@ struct ReadState {
   uint64_t next_offset = UINT64_MAX;  // where a sequential read would start
   uint32_t window_blocks = 0;         // current read-ahead window (0: not sequential)
   uint64_t prefetched_to = 0;         // blocks below this were already requested ahead
+  uint64_t run_bytes = 0;             // bytes read sequentially in the current run
 };
 
 class BlockReader {
