@@ -5,6 +5,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "net/url_parts.h"
 
@@ -138,15 +139,46 @@ struct Fetch {
 
 }  // namespace
 
+// Expired URL -> the location that replaced it. When a signed URL expires, every range in
+// flight on it gets a 403; the first refresh answers them all instead of one Locator round
+// trip per range.
+class Replacements {
+ public:
+  std::optional<Location> find(const std::string& expired_url) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_url_.find(expired_url);
+    if (it == by_url_.end() || it->second.expires <= std::chrono::steady_clock::now()) return std::nullopt;
+    return it->second;
+  }
+
+  void remember(const std::string& expired_url, const Location& fresh) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (by_url_.insert_or_assign(expired_url, fresh).second) order_.push_back(expired_url);
+    while (order_.size() > kRemembered) {
+      by_url_.erase(order_.front());
+      order_.pop_front();
+    }
+  }
+
+ private:
+  // Only URLs that expired recently matter (requests may still be in flight on them); a few
+  // hundred covers every file being read at once.
+  static constexpr size_t kRemembered = 256;
+  std::mutex mu_;
+  std::unordered_map<std::string, Location> by_url_;
+  std::deque<std::string> order_;  // insertion order, to forget the oldest first
+};
+
 struct RangeFetcher::Shared : std::enable_shared_from_this<RangeFetcher::Shared> {
   explicit Shared(HttpTransport& t) : transport(t) {}
   HttpTransport& transport;
+  Replacements replacements;
   RefreshWorker refresher;
 
   void start(std::shared_ptr<const Locator> locate, const Result<Location>& location, uint64_t file_size,
              ByteRange range, Callback done);
   void send(std::shared_ptr<Fetch> fetch, Location location);
-  void refresh_and_resend(std::shared_ptr<Fetch> fetch);
+  void refresh_and_resend(std::shared_ptr<Fetch> fetch, std::string expired_url);
 };
 
 void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location) {
@@ -158,9 +190,10 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
   // Room for a whole small file (a 200 we can still slice), else exactly the range.
   request.max_body = std::max(fetch->range.length, fetch->file_size <= kWholeFileLimit ? fetch->file_size : 0);
   std::string host = net::url_host(request.url);
-  transport.submit(std::move(request), [self = shared_from_this(), fetch, host](Result<HttpResponse> r) {
+  std::string url = request.url;
+  transport.submit(std::move(request), [self = shared_from_this(), fetch, host, url](Result<HttpResponse> r) {
     if (r.ok() && r->status == 403 && !fetch->refreshed) {
-      self->refresh_and_resend(fetch);
+      self->refresh_and_resend(fetch, url);
       return;
     }
     fetch->done(fetch->check(host, std::move(r)));
@@ -168,15 +201,24 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
 }
 
 // A 403 on a signed URL usually means it expired: ask for a fresh one, once, off the
-// transport's thread.
-void RangeFetcher::Shared::refresh_and_resend(std::shared_ptr<Fetch> fetch) {
+// transport's thread (unless another range already did).
+void RangeFetcher::Shared::refresh_and_resend(std::shared_ptr<Fetch> fetch, std::string expired_url) {
   fetch->refreshed = true;
+  if (auto fresh = replacements.find(expired_url)) {
+    send(fetch, std::move(*fresh));
+    return;
+  }
   std::weak_ptr<Shared> weak = weak_from_this();
-  refresher.post([weak, fetch](bool cancelled) {
+  refresher.post([weak, fetch, expired_url](bool cancelled) {
     auto self = weak.lock();
     if (cancelled || !self) {
       fetch->fail(Unavailable("fetching bytes " + range_text(fetch->range) +
                               ": the range fetcher shut down while refreshing an expired location"));
+      return;
+    }
+    // An earlier job in the queue may have refreshed this very URL.
+    if (auto fresh = self->replacements.find(expired_url)) {
+      self->send(fetch, std::move(*fresh));
       return;
     }
     Result<Location> location = (*fetch->locate)(true);
@@ -184,6 +226,7 @@ void RangeFetcher::Shared::refresh_and_resend(std::shared_ptr<Fetch> fetch) {
       fetch->fail(location.status().with_context("refreshing the location after a 403"));
       return;
     }
+    self->replacements.remember(expired_url, location.value());
     self->send(fetch, std::move(location).value());
   });
 }
