@@ -255,7 +255,7 @@ int cmd_bench(const std::string& path, const std::string& name, const std::strin
   auto fast = time_route(h5chunk::Route::kFastPath, &fast_stats);
   if (!fast.ok()) return fail(fast.status().message());
   json line = {{"bytes", bytes},
-               {"threads", threads},
+               {"threads", opened->file.threads()},
                {"repeat", repeat},
                {"h5chunk_ms", *fast},
                {"h5dread_ms", *ref},

@@ -332,6 +332,8 @@ Result<File> File::open(const std::string& path, Options options) {
 
 const std::string& File::path() const { return state_->path; }
 
+unsigned File::threads() const { return state_->threads; }
+
 Result<Dataset> File::dataset(const std::string& path) const {
   auto ds = state_->open_dataset(path);
   if (!ds.ok()) return ds.status();
@@ -408,7 +410,10 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
                            info.type_text + " needs " + std::to_string(bytes));
   }
   ReadStats stats;
-  if (bytes == 0) return stats;
+  if (bytes == 0) {
+    stats.fallback_cause = "empty selection";
+    return stats;
+  }
 
   std::string cause;
   if (options.route == Route::kH5Dread) {

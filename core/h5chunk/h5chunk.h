@@ -69,6 +69,7 @@ struct ReadStats {
   uint64_t chunks = 0;            // chunks the fast path touched
   uint64_t compressed_bytes = 0;  // bytes it read from the file
   uint64_t manifest_queries = 0;  // HDF5 chunk queries it made (memo misses)
+  uint64_t peak_bytes_in_flight = 0;  // most compressed bytes held at once (<= the limit, or one chunk)
 };
 
 // A read's result: C-order elements of `dtype`, native byte order.
@@ -144,6 +145,8 @@ class File {
   // The dataset at `path` ("/data/raw_data" or "data/raw_data"). Handles to the same dataset
   // share one remembered chunk manifest.
   Result<Dataset> dataset(const std::string& path) const;
+  // Workers per read (Options::threads, or its default).
+  unsigned threads() const;
   // Paths of every dataset in the file, in HDF5's traversal order.
   Result<std::vector<std::string>> dataset_paths() const;
 

@@ -271,6 +271,11 @@ class ChunkPool {
 
   void work();
 
+  uint64_t peak_in_flight() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return peak_in_flight_;
+  }
+
   std::atomic<uint64_t> chunks{0}, compressed_bytes{0};
 
  private:
@@ -293,6 +298,7 @@ class ChunkPool {
     });
     if (failed_) return false;
     in_flight_ += bytes;
+    peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
     return true;
   }
 
@@ -324,7 +330,7 @@ class ChunkPool {
   std::deque<Task> queue_;
   bool closed_ = false, failed_ = false;
   Status error_;
-  uint64_t in_flight_ = 0;
+  uint64_t in_flight_ = 0, peak_in_flight_ = 0;
 
   std::once_flag fill_once_;
   std::unique_ptr<uint8_t[]> fill_;
@@ -461,6 +467,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
   stats.chunks = pool.chunks.load();
   stats.compressed_bytes = pool.compressed_bytes.load();
   stats.manifest_queries = req.manifest->queries() - queries_before;
+  stats.peak_bytes_in_flight = pool.peak_in_flight();
   return stats;
 }
 

@@ -224,6 +224,35 @@ TEST(Progress, ReportsEveryChunksCompressedSize) {
   EXPECT_EQ(got->stats.chunks, 12u);
 }
 
+TEST(Threads, CompressedBytesInFlightStayUnderTheLimit) {
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "b.h5").string();
+  DatasetSpec spec;
+  spec.shape = {24, 64, 64};
+  spec.chunk = {1, 64, 64};
+  spec.codec = Codec::kBloscLz4;
+  const Bytes data = make_data(spec);
+  write_dataset(path, spec, data);
+  uint64_t largest = 0, total = 0;
+  for (hsize_t i = 0; i < 24; ++i) {
+    auto c = stored_chunk(path, "/data", {i, 0, 0});
+    largest = std::max<uint64_t>(largest, c.size);
+    total += c.size;
+  }
+  for (uint64_t limit : {uint64_t(1), largest * 2, total * 2}) {
+    SCOPED_TRACE(limit);
+    Options options = quiet_options(4);
+    options.max_bytes_in_flight = limit;
+    auto file = File::open(path, options);
+    auto dset = file->dataset("/data");
+    auto got = dset->read(":", via(Route::kFastPath));
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(bytes_of(*got), data);
+    EXPECT_LE(got->stats.peak_bytes_in_flight, std::max(limit, largest));  // one chunk always fits
+    EXPECT_GT(got->stats.peak_bytes_in_flight, 0u);
+  }
+}
+
 TEST(Threads, ConcurrentReadsOfOneDatasetAgree) {
   hubfs::testing::TempDir dir;
   const std::string path = (dir / "t.h5").string();
