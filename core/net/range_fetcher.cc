@@ -297,7 +297,8 @@ std::vector<Result<std::string>> RangeFetcher::fetch(const Locator& locate, uint
 
   auto shared_locate = std::make_shared<const Locator>(locate);
   // One location for all ranges: the Locator is asked once, not once per range.
-  bool any_request = std::any_of(ranges.begin(), ranges.end(), [](ByteRange r) { return r.length > 0; });
+  bool any_request = std::any_of(ranges.begin(), ranges.end(),
+                                 [&](ByteRange r) { return r.length > 0 && validate(file_size, r).ok(); });
   Result<Location> location = any_request ? locate(false) : Result<Location>(Location{});
 
   for (size_t i = 0; i < ranges.size(); ++i) {

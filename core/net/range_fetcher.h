@@ -3,7 +3,8 @@
 // Every range that comes back holds exactly the bytes asked for or is an error: a 206 must carry
 // a Content-Range equal to the request and a body of exactly that length; a 200 (a server that
 // ignored Range) is sliced only when it is provably the whole file, never taken as the range.
-// A 403 from a signed URL asks the Locator for a fresh location once, then tries again.
+// A 403 from a signed URL asks the Locator for a fresh location once, then tries again; all
+// the ranges that hit the same expired URL share one refresh.
 // Transient failures are retried by the transport (see RetryingTransport), not here.
 //
 // Threads: locate(false) runs on the thread calling fetch_async/fetch; locate(true) runs on the

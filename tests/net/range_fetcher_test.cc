@@ -389,6 +389,7 @@ TEST(RangeFetcher, RangePastEndOfFileIsTheCallersBug) {
     EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status().message();
   }
   EXPECT_EQ(fake.request_count(), 0u);
+  EXPECT_TRUE(loc.seen().empty());
 }
 
 TEST(RangeFetcher, ZeroLengthRangeNeedsNoRequest) {
