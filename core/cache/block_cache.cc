@@ -31,6 +31,9 @@ constexpr std::chrono::seconds kEvictRetryDelay{5};
 // than the touch interval are dropped, and if that is not enough the table is cleared (costing
 // extra touches, never correctness).
 constexpr size_t kMaxTrackedTouches = 1 << 16;
+// Scans one eviction pass may make when each runs out of candidates (see eviction_batch); the
+// bound keeps a directory whose files cannot be removed from holding the thread forever.
+constexpr int kMaxScansPerPass = 16;
 // Shards are the 256 values of the first byte of sha256(content id).
 constexpr int kShards = 256;
 
@@ -236,15 +239,23 @@ class DiskBlockCache final : public BlockCache {
     }
   }
 
-  // Re-scans the directory (other processes' writes count too), removes crashed writers' temp
-  // files, and if the total is over budget removes least-recently-used blocks (oldest mtime)
-  // until it is under the low-water mark. Returns whether the directory now fits the budget.
-  bool evict_pass() {
-    std::lock_guard<std::mutex> pass_lock(evict_mu_);
-    const int64_t added_before = bytes_added_.load();
+  // What one scan of the directory found.
+  struct Scan {
+    uint64_t total = 0;              // every file's size, blocks and in-flight temp files
+    std::vector<DiskEntry> oldest;   // up to eviction_batch blocks, least recently used first
+  };
+
+  // Lists every shard (other processes' writes count too), removing crashed writers' temp files
+  // and keeping only the oldest blocks as eviction candidates.
+  Scan scan_directory() {
     const int64_t stale_before = wall_now_ns() - std::chrono::nanoseconds(kStaleTempAge).count();
-    std::vector<DiskEntry> blocks;
-    uint64_t total = 0;
+    const size_t keep = std::max<size_t>(1, options_.eviction_batch);
+    auto newer = [](const DiskEntry& a, const DiskEntry& b) {
+      return a.mtime_ns != b.mtime_ns ? a.mtime_ns < b.mtime_ns : a.path < b.path;
+    };
+    Scan scan;
+    // A max-heap by recency: its top is the newest candidate, the first to give way.
+    std::vector<DiskEntry>& heap = scan.oldest;
     // Shard by shard, so a stopping cache gives up between directories, not after all of them.
     for (int shard = 0; shard < kShards && !stopping_.load(); ++shard) {
       auto listed = disk_->list_files(blocks_dir_ + "/" + shard_dir_name(shard));
@@ -252,27 +263,49 @@ class DiskBlockCache final : public BlockCache {
       for (DiskEntry& e : listed.value()) {
         if (block_file::is_temp_name(base_name(e.path))) {
           if (e.mtime_ns < stale_before && disk_->remove(e.path).ok()) continue;
-          total += e.size;  // a write in flight: it will land, so it counts
+          scan.total += e.size;  // a write in flight: it will land, so it counts
           continue;
         }
-        total += e.size;
-        blocks.push_back(std::move(e));
+        scan.total += e.size;
+        if (heap.size() == keep) {
+          if (!newer(e, heap.front())) continue;
+          std::pop_heap(heap.begin(), heap.end(), newer);
+          heap.back() = std::move(e);
+        } else {
+          heap.push_back(std::move(e));
+        }
+        std::push_heap(heap.begin(), heap.end(), newer);
       }
     }
+    std::sort_heap(heap.begin(), heap.end(), newer);  // oldest first
+    return scan;
+  }
+
+  // Re-scans the directory and, if it is over budget, removes least-recently-used blocks
+  // (oldest mtime) until it is under the low-water mark. Returns whether it now fits.
+  bool evict_pass() {
+    std::lock_guard<std::mutex> pass_lock(evict_mu_);
     const uint64_t budget = options_.budget_bytes;
     const uint64_t low_water = static_cast<uint64_t>(static_cast<double>(budget) *
                                                      std::clamp(options_.low_water, 0.0, 1.0));
-    if (total > budget) {
-      std::sort(blocks.begin(), blocks.end(), [](const DiskEntry& a, const DiskEntry& b) {
-        return a.mtime_ns != b.mtime_ns ? a.mtime_ns < b.mtime_ns : a.path < b.path;
-      });
-      for (const DiskEntry& e : blocks) {
+    uint64_t total = 0;
+    int64_t added_before = 0;
+    for (int round = 0; round < kMaxScansPerPass && !stopping_.load(); ++round) {
+      added_before = bytes_added_.load();
+      Scan scan = scan_directory();
+      total = scan.total;
+      // Over budget is what starts eviction; once started, it continues down to the low water.
+      if (total <= (round == 0 ? budget : low_water)) break;
+      for (const DiskEntry& e : scan.oldest) {
         if (total <= low_water || stopping_.load()) break;
         Status s = disk_->remove(e.path);
         if (s.ok()) evictions_.fetch_add(1, std::memory_order_relaxed);
         // Already gone (another process evicted it) frees the space just the same.
         if (s.ok() || s.code() == Code::kNotFound) total -= e.size;
       }
+      // Another scan only if this one ran out of candidates while still above the low water.
+      if (total <= low_water || scan.oldest.size() < std::max<size_t>(1, options_.eviction_batch))
+        break;
     }
     // Puts that landed during the scan may or may not be in it; counting them again
     // over-estimates, which at worst brings the next re-scan forward.

@@ -35,6 +35,10 @@ struct CacheOptions {
   // After a streak of failed puts (disk full, read-only), puts are skipped for this long so a
   // full disk does not cost a doomed write per block; then one put probes again.
   std::chrono::milliseconds write_backoff{5'000};
+  // Most eviction candidates one directory scan keeps (the oldest; ~150 bytes each, so ~10 MiB).
+  // A cache of millions of small blocks is then evicted over several scans instead of holding
+  // an entry per block in memory.
+  size_t eviction_batch = 1 << 16;
 };
 
 struct CacheStats {

@@ -228,6 +228,28 @@ TEST(BlockCache, EvictsLeastRecentlyUsedFirst) {
   EXPECT_FALSE(cache->get(kB, 0).has_value());
 }
 
+TEST(BlockCache, SmallEvictionBatchesStillEvictOldestFirstDownToLowWater) {
+  TempDir tmp;
+  auto disk = std::make_shared<FaultDisk>();
+  disk->use_fake_clock();
+  const uint64_t file_size = block_file::kHeaderSize + 100;
+  {
+    auto roomy = open_cache({.dir = tmp.str()}, disk);
+    ASSERT_TRUE(roomy);
+    for (uint64_t i = 0; i < 20; ++i) roomy->put(kA, i, std::string(100, 'x'));  // 0 is oldest
+  }
+  // Keep 10 blocks under a low water of 10.5: 10 must go, but a scan keeps only 3 candidates.
+  CacheOptions options{.dir = tmp.str(), .budget_bytes = 12 * file_size};
+  options.low_water = 10.5 / 12;
+  options.eviction_batch = 3;
+  auto cache = open_cache(options, disk);
+  ASSERT_TRUE(cache);
+  cache->enforce_budget();
+  for (uint64_t i = 0; i < 20; ++i)
+    EXPECT_EQ(fs::exists(block_path(tmp.path(), kA, i)), i >= 10) << i;
+  EXPECT_EQ(cache->stats().evictions, 10u);
+}
+
 TEST(BlockCache, OrderFollowsMtimeSetFromOutside) {
   // Another process's hits touch files too: the order is whatever the directory says.
   TempDir tmp;
