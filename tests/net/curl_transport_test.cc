@@ -178,6 +178,24 @@ TEST(CurlTransport, StallMidBodyTimesOut) {
   EXPECT_THAT(r.status().message(), HasSubstr("stalled"));
 }
 
+TEST(CurlTransport, SlowButSteadyBodyIsNotAStall) {
+  // Five pieces 100 ms apart: 400 ms in all, longer than the stall timeout, yet never silent
+  // for that long. The stall timeout measures silence, not duration.
+  ScriptedHttpServer server([](const ServerRequest&, ServerConnection& c) {
+    c.send("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n");
+    for (int i = 0; i < 5; ++i) {
+      if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      c.send(std::string(1, static_cast<char>('a' + i)));
+    }
+  });
+  CurlOptions options;
+  options.stall_timeout_ms = kShortTimeoutMs;
+  CurlTransport transport(options);
+  auto r = transport.perform(get(server.url("/trickle")));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->body, "abcde");
+}
+
 TEST(CurlTransport, ResetMidBodyIsUnavailable) {
   ScriptedHttpServer server([](const ServerRequest&, ServerConnection& c) {
     c.send("HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + std::string(1000, 'x'));
