@@ -16,8 +16,8 @@ using std::chrono::steady_clock;
 // The Hub's own page size for tree listings; asking for it explicitly keeps the page count
 // (one round trip each) predictable if the server default ever shrinks.
 constexpr int kTreePageLimit = 1000;
-// A tree page of 1000 entries is ~300 KB and repo info with the sibling list of a 100k-file
-// repo ~10 MB: this bound leaves headroom and still stops a runaway body.
+// A tree page of 1000 entries and the repo info of a repo with a long sibling list are both
+// far below this (estimated, not measured); it exists to stop a runaway body.
 constexpr uint64_t kMaxJsonBody = 64ull << 20;
 // A HEAD answer has no body; anything bigger than an error page is not worth keeping.
 constexpr uint64_t kMaxHeadBody = 64 << 10;
@@ -30,7 +30,7 @@ constexpr seconds kDefaultLocationTtl{600};
 constexpr seconds kExpiryMargin{60};
 // An "Expires=" further away than this is not believed (a skewed clock or a foreign scheme).
 constexpr seconds kMaxTrustedLifetime{7 * 24 * 3600};
-// Signed URLs are ~1 KB: remembering 10k files keeps this table near 10 MB.
+// Signed URLs are around 1 KB (estimate): 10k remembered files keep this table to ~10 MB.
 constexpr size_t kMaxRememberedLocations = 10000;
 // Paths per paths-info POST: keeps each form body to a few KB even for deep paths.
 constexpr size_t kPathsInfoBatch = 100;

@@ -92,7 +92,7 @@ struct HubConfig {
   std::string user_agent = "hubfs/0.1.0";           // the Hub asks clients to name themselves
   HubClock clock;
   // A listing larger than this is refused rather than held in memory: the Hub advises fewer
-  // than 10k files per folder, so 10x that is generous and stays near 20 MB of entries.
+  // than 10k files per folder, so 10x that is generous (entries are a few hundred bytes each).
   size_t max_dir_entries = 100000;
   // Pages are ~1000 entries; 1000 pages covers max_dir_entries even with short pages, and
   // guarantees a server that always offers a fresh "next" cannot keep us listing forever.
@@ -103,6 +103,8 @@ namespace hub_errors {
 struct Context;  // hub/hub_errors.h
 }
 
+// Thread-safe: FUSE threads share one client. Every call ends (bounded pages and redirects;
+// the transport bounds each request's time).
 class HubClient {
  public:
   HubClient(HubConfig config, HttpTransport& transport);
