@@ -20,7 +20,7 @@ using hubfs::BlockCache;
 using hubfs::CacheOptions;
 
 constexpr size_t kBlock = 1 << 20;  // the reader's default block size
-constexpr int kBlocks = 64;  // 64 MiB per pass: fits the page cache, long enough to time
+constexpr int kBlocks = 64;         // 64 MiB per pass: fits the page cache, long enough to time
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -66,8 +66,9 @@ void bench_puts(const std::string& dir, bool sync, const std::string& block) {
     for (int i = 0; i < kBlocks; ++i) (*cache)->put("sha256:bench", round * kBlocks + i, block);
     s = std::min(s, seconds_since(start));
   }
-  std::printf("put 1 MiB, %-13s %8.3f ms/block  %6.2f GB/s\n", sync ? "fdatasync:" : "no sync:",
-              s * 1e3 / kBlocks, kBlocks * static_cast<double>(kBlock) / s / 1e9);
+  std::printf("put 1 MiB, %-13s %8.3f ms/block  %6.2f GB/s\n",
+              sync ? "fdatasync:" : "no sync:", s * 1e3 / kBlocks,
+              kBlocks * static_cast<double>(kBlock) / s / 1e9);
 }
 
 }  // namespace
@@ -116,8 +117,8 @@ int main(int argc, char** argv) {
     std::string copy = file;
     sink += copy.size();
   });
-  std::printf("  read_file alone:     %6.2f GB/s (read_file_split, one readv: %.2f GB/s)\n",
-              read, read_split);
+  std::printf("  read_file alone:     %6.2f GB/s (read_file_split, one readv: %.2f GB/s)\n", read,
+              read_split);
   std::printf("  header strip (move): %6.2f GB/s net of a copy at %.2f GB/s\n",
               1.0 / (1.0 / strip - 1.0 / copy_only), copy_only);
   std::printf("[%u]\n", sink);

@@ -241,8 +241,8 @@ class DiskBlockCache final : public BlockCache {
 
   // What one scan of the directory found.
   struct Scan {
-    uint64_t total = 0;              // every file's size, blocks and in-flight temp files
-    std::vector<DiskEntry> oldest;   // up to eviction_batch blocks, least recently used first
+    uint64_t total = 0;             // every file's size, blocks and in-flight temp files
+    std::vector<DiskEntry> oldest;  // up to eviction_batch blocks, least recently used first
   };
 
   // Lists every shard (other processes' writes count too), removing crashed writers' temp files

@@ -23,8 +23,8 @@
 namespace hubfs {
 
 struct CacheOptions {
-  std::string dir;                       // created 0700 if missing
-  uint64_t budget_bytes = 10ull << 30;   // 10 GiB
+  std::string dir;                      // created 0700 if missing
+  uint64_t budget_bytes = 10ull << 30;  // 10 GiB
   // Eviction frees down to this fraction of the budget, so the next pass (a directory re-scan)
   // comes only after another 10% of the budget has been written, not on every put.
   double low_water = 0.9;

@@ -11,7 +11,7 @@ namespace {
 
 constexpr uint32_t kMagic = 0x4B424648;  // "HFBK" as little-endian bytes
 constexpr size_t kKeyHashBytes = 16;     // 128 bits: accidental collisions are out of reach
-constexpr size_t kHeaderCrcOffset = 44;
+constexpr size_t kHeaderCrcOffset = 44;  // the last header field, covering all before it
 // NAME_MAX is 255; leave room for ".<20-digit index>" and stay far from the limit.
 constexpr size_t kMaxEscapedName = 200;
 
@@ -118,10 +118,8 @@ Status verify(std::string_view header, std::string_view data, const Digest& dige
   if (get_u32(h + 4) != kFormatVersion) return Corrupt("unknown format version");
   if (get_u64(h + 8) != data.size()) return Corrupt("length mismatch");
   if (get_u64(h + 16) != index) return Corrupt("block index mismatch");
-  if (std::memcmp(h + 24, digest.data(), kKeyHashBytes) != 0)
-    return Corrupt("content id mismatch");
-  if (get_u32(h + 40) != crc32c::value(data))
-    return Corrupt("data checksum mismatch");
+  if (std::memcmp(h + 24, digest.data(), kKeyHashBytes) != 0) return Corrupt("content id mismatch");
+  if (get_u32(h + 40) != crc32c::value(data)) return Corrupt("data checksum mismatch");
   return Status::Ok();
 }
 

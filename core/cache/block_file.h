@@ -23,9 +23,10 @@
 
 namespace hubfs::block_file {
 
-constexpr size_t kHeaderSize = 48;
+constexpr size_t kHeaderSize = 48;  // the fields above; fixed so a file's size checks its length
 // Callers choose block sizes (1 MiB by default); 64 MiB bounds what one get() may allocate.
 constexpr uint64_t kMaxDataBytes = 64ull << 20;
+// Bumped when the layout changes: files of another version fail verification and are re-fetched.
 constexpr uint32_t kFormatVersion = 1;
 
 using Digest = std::array<uint8_t, 32>;
@@ -49,7 +50,6 @@ std::string encode(const Digest& digest, uint64_t index, std::string_view data);
 // contents.substr(kHeaderSize) is exactly the block that was put; otherwise kCorrupt, saying why.
 Status verify(std::string_view contents, const Digest& digest, uint64_t index);
 // The same, for a file read as its first kHeaderSize bytes and the rest (the block's bytes).
-Status verify(std::string_view header, std::string_view data, const Digest& digest,
-              uint64_t index);
+Status verify(std::string_view header, std::string_view data, const Digest& digest, uint64_t index);
 
 }  // namespace hubfs::block_file

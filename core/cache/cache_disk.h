@@ -13,9 +13,9 @@
 namespace hubfs {
 
 struct DiskEntry {
-  std::string path;       // full path
+  std::string path;  // full path
   uint64_t size = 0;
-  int64_t mtime_ns = 0;   // the cache's recency clock (touched on every hit)
+  int64_t mtime_ns = 0;  // the cache's recency clock (hits touch it, at most once a minute)
 };
 
 // A file read as its first bytes (a header) and the rest, in separate strings.

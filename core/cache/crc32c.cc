@@ -113,8 +113,7 @@ __attribute__((target("sse4.2"))) inline const uint8_t* three_way(const uint8_t*
   return p;
 }
 
-__attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t crc, const void* data,
-                                                         size_t n) {
+__attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t crc, const void* data, size_t n) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
   uint64_t reg = ~crc;
   p = three_way<kLong>(p, n, reg, kShiftLong);

@@ -22,11 +22,14 @@ constexpr int kMaxListDepth = 8;
 Status errno_status(const char* op, const std::string& path, int err) {
   std::string message = std::string(op) + " " + path + ": " + std::strerror(err);
   switch (err) {
-    case ENOENT: return NotFound(std::move(message));
+    case ENOENT:
+      return NotFound(std::move(message));
     case EACCES:
     case EPERM:
-    case EROFS: return PermissionDenied(std::move(message));  // all three: "may not write here"
-    default: return IoError(std::move(message));
+    case EROFS:
+      return PermissionDenied(std::move(message));  // all three: "may not write here"
+    default:
+      return IoError(std::move(message));
   }
 }
 
@@ -210,7 +213,8 @@ class PosixDisk final : public CacheDisk {
         // Best effort below the top: a subdirectory we cannot read is skipped, not fatal.
         (void)list_into(sub, path, depth + 1, out);
       } else if (S_ISREG(st.st_mode)) {
-        int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+        int64_t mtime_ns =
+            static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
         out.push_back(DiskEntry{std::move(path), static_cast<uint64_t>(st.st_size), mtime_ns});
       }
     }

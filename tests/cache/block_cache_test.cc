@@ -34,7 +34,8 @@ std::string pattern(const std::string& id, uint64_t index, size_t n) {
 
 std::string block_path(const fs::path& dir, const std::string& id, uint64_t index) {
   auto d = block_file::digest_content_id(id);
-  return (dir / "blocks" / block_file::shard_name(d) / block_file::file_name(id, d, index)).string();
+  return (dir / "blocks" / block_file::shard_name(d) / block_file::file_name(id, d, index))
+      .string();
 }
 
 // Every regular file under the cache's blocks directory, temp files included.
@@ -93,7 +94,8 @@ TEST(BlockCache, IdsOfAnyShapeRoundTrip) {
   TempDir tmp;
   auto cache = open_cache({.dir = tmp.str()});
   ASSERT_TRUE(cache);
-  for (const std::string& id : std::vector<std::string>{"a/b c", "..", "", "_h00", std::string(400, 'q')}) {
+  for (const std::string& id :
+       std::vector<std::string>{"a/b c", "..", "", "_h00", std::string(400, 'q')}) {
     cache->put(id, 7, "bytes of " + id);
     EXPECT_EQ(cache->get(id, 7), "bytes of " + id) << id;
   }
@@ -218,7 +220,7 @@ TEST(BlockCache, EvictsLeastRecentlyUsedFirst) {
   cache->put(kB, 0, pattern(kB, 0, 1000));
   cache->put(kC, 0, pattern(kC, 0, 1000));
   ASSERT_TRUE(cache->get(kA, 0).has_value());  // A is now more recent than B and C
-  cache->put(kD, 0, pattern(kD, 0, 1000));      // over budget by one block
+  cache->put(kD, 0, pattern(kD, 0, 1000));     // over budget by one block
   cache->enforce_budget();
   EXPECT_FALSE(fs::exists(block_path(tmp.path(), kB, 0)));
   EXPECT_TRUE(fs::exists(block_path(tmp.path(), kA, 0)));
@@ -526,7 +528,8 @@ TEST(BlockCache, TwoInstancesSharingADirectoryNeverServeWrongBytes) {
     }
   };
   std::vector<std::thread> threads;
-  for (uint32_t t = 0; t < 4; ++t) threads.emplace_back(worker, t % 2 ? first.get() : second.get(), t);
+  for (uint32_t t = 0; t < 4; ++t)
+    threads.emplace_back(worker, t % 2 ? first.get() : second.get(), t);
   for (auto& t : threads) t.join();
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_GT(hits.load(), 0);

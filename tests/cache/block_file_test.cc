@@ -17,9 +17,22 @@ TEST(BlockFileName, ContentIdsAreEscapedReadably) {
 
 TEST(BlockFileName, DistinctIdsNeverShareAName) {
   // Pairs a lossy sanitiser would merge: ':' vs '_', and escapes vs their literal spelling.
-  const std::vector<std::string> ids = {"a:b", "a_b", "a_cb", "a__b", "a-b", "a.b", "a/b", "a b",
-                                        "_h00", "", ".", "..", ".tmp.1", std::string(300, 'x'),
-                                        std::string(301, 'x'), "é"};
+  const std::vector<std::string> ids = {"a:b",
+                                        "a_b",
+                                        "a_cb",
+                                        "a__b",
+                                        "a-b",
+                                        "a.b",
+                                        "a/b",
+                                        "a b",
+                                        "_h00",
+                                        "",
+                                        ".",
+                                        "..",
+                                        ".tmp.1",
+                                        std::string(300, 'x'),
+                                        std::string(301, 'x'),
+                                        "é"};
   std::set<std::string> names;
   for (const auto& id : ids) {
     std::string name = file_name(id, digest_content_id(id), 1);
@@ -27,7 +40,8 @@ TEST(BlockFileName, DistinctIdsNeverShareAName) {
     EXPECT_NE(name.front(), '.') << id;
     EXPECT_FALSE(is_temp_name(name)) << id;
     EXPECT_LT(name.size(), 255u) << id;
-    for (char c : name) EXPECT_TRUE(isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') << id;
+    for (char c : name)
+      EXPECT_TRUE(isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') << id;
   }
 }
 

@@ -36,7 +36,7 @@ TEST(Crc32c, KnownVectors) {
 TEST(Crc32c, AcceleratedMatchesPortableAtEveryLengthAndAlignment) {
   // Lengths straddle the 8-byte, 3x256-byte and 3x8192-byte strides of the fast path.
   const std::string data = random_bytes(3 * 8192 * 2 + 3 * 256 + 64, 7);
-  const size_t lengths[] = {0,    1,    7,    8,    9,     767,   768,   769,  1000,
+  const size_t lengths[] = {0,    1,     7,     8,     9,     767,   768,   769,  1000,
                             3071, 24575, 24576, 24577, 25344, 25351, 49152, 49999};
   for (size_t offset = 0; offset < 8; ++offset) {
     for (size_t n : lengths) {
@@ -68,16 +68,18 @@ TEST(Crc32c, DetectsEverySingleBitFlipInABlock) {
 // Not an assertion (no timing is asserted): logs the rate every cache hit pays.
 TEST(Crc32c, ThroughputIsLogged) {
   const std::string block = random_bytes(1 << 20, 5);  // one default-size block
-  constexpr int kRounds = 256;                          // 256 MiB: long enough to time
+  constexpr int kRounds = 256;                         // 256 MiB: long enough to time
   uint32_t sink = 0;
   auto rate = [&](auto fn) {
     auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < kRounds; ++i) sink += fn(block);
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return kRounds * static_cast<double>(block.size()) / seconds / 1e9;
   };
   double fast = rate([](const std::string& b) { return value(b); });
-  double portable = rate([](const std::string& b) { return extend_portable(0, b.data(), b.size()); });
+  double portable =
+      rate([](const std::string& b) { return extend_portable(0, b.data(), b.size()); });
   std::printf("crc32c over 1 MiB blocks: %.2f GB/s (%s), portable %.2f GB/s [%08x]\n", fast,
               accelerated() ? "sse4.2 3-way" : "portable", portable, sink);
   RecordProperty("crc32c_gbps", std::to_string(fast));
