@@ -84,8 +84,8 @@ Bytes lz4_encode(const Bytes& d) {
   put_be32(out.data(), 0);
   put_be32(out.data() + 4, uint32_t(d.size()));
   put_be32(out.data() + 8, uint32_t(d.size()));
-  int c = LZ4_compress_default(reinterpret_cast<const char*>(d.data()), reinterpret_cast<char*>(out.data() + 16),
-                               int(d.size()), int(out.size() - 16));
+  int c = LZ4_compress_default(reinterpret_cast<const char*>(d.data()),
+                               reinterpret_cast<char*>(out.data() + 16), int(d.size()), int(out.size() - 16));
   put_be32(out.data() + 12, uint32_t(c));
   out.resize(16 + size_t(c));
   return out;
@@ -160,14 +160,15 @@ int main(int argc, char** argv) {
   size_t chunk_kib = argc > 2 ? size_t(std::atol(argv[2])) : 1024;
   size_t chunk_bytes = chunk_kib * 1024;
   size_t n_chunks = std::max<size_t>(1, mib * 1024 * 1024 / chunk_bytes);
-  std::printf("h5chunk codecs, 1 thread, %zu chunks of %zu KiB float32 (%zu MiB), best of %d rounds\n", n_chunks,
-              chunk_kib, n_chunks * chunk_kib / 1024, kRounds);
+  std::printf("h5chunk codecs, 1 thread, %zu chunks of %zu KiB float32 (%zu MiB), best of %d rounds\n",
+              n_chunks, chunk_kib, n_chunks * chunk_kib / 1024, kRounds);
 
   std::vector<Bytes> plain;
   for (size_t i = 0; i < n_chunks; ++i) {
     Bytes all = make_data(chunk_bytes * 2);
     // Different chunks see different parts of the signal.
-    plain.emplace_back(all.begin() + long((i % 7) * chunk_bytes / 8), all.begin() + long((i % 7) * chunk_bytes / 8 + chunk_bytes));
+    plain.emplace_back(all.begin() + long((i % 7) * chunk_bytes / 8),
+                       all.begin() + long((i % 7) * chunk_bytes / 8 + chunk_bytes));
   }
 
   h5chunk::DecodeScratch scratch;
@@ -182,8 +183,8 @@ int main(int argc, char** argv) {
     }
     cases.push_back({name, total, [=, &scratch](size_t i, uint8_t* out) {
                        const Bytes& s = (*stored)[i];
-                       h5chunk::Status st =
-                           h5chunk::decode_chunk(pipeline, 0, 4, s.data(), s.size(), out, chunk_bytes, scratch);
+                       h5chunk::Status st = h5chunk::decode_chunk(pipeline, 0, 4, s.data(), s.size(), out,
+                                                                  chunk_bytes, scratch);
                        if (!st.ok()) {
                          std::fprintf(stderr, "%s: %s\n", name.c_str(), st.message().c_str());
                          std::exit(1);
@@ -201,12 +202,15 @@ int main(int argc, char** argv) {
     cases.push_back({name, total, [=](size_t i, uint8_t* out) { decode((*stored)[i], out); }});
   };
 
-  add_raw("memcpy (baseline)", [](const Bytes& p) { return p; },
-          [&](const Bytes& s, uint8_t* out) { std::memcpy(out, s.data(), s.size()); });
+  add_raw(
+      "memcpy (baseline)", [](const Bytes& p) { return p; },
+      [&](const Bytes& s, uint8_t* out) { std::memcpy(out, s.data(), s.size()); });
   add_pipeline("blosc lz4 clevel 5 + shuffle", {step(h5chunk::kBlosc)},
                [](const Bytes& p) { return blosc_encode(p, "lz4", BLOSC_SHUFFLE, 5); });
-  add_raw("  (blosc_decompress_ctx itself)", [](const Bytes& p) { return blosc_encode(p, "lz4", BLOSC_SHUFFLE, 5); },
-          [&](const Bytes& s, uint8_t* out) { blosc_decompress_ctx(s.data(), out, chunk_bytes, 1); });
+  add_raw(
+      "  (blosc_decompress_ctx itself)",
+      [](const Bytes& p) { return blosc_encode(p, "lz4", BLOSC_SHUFFLE, 5); },
+      [&](const Bytes& s, uint8_t* out) { blosc_decompress_ctx(s.data(), out, chunk_bytes, 1); });
   add_pipeline("blosc zstd clevel 7 + bitshuffle", {step(h5chunk::kBlosc)},
                [](const Bytes& p) { return blosc_encode(p, "zstd", BLOSC_BITSHUFFLE, 7); });
   add_pipeline("zstd level 3", {step(h5chunk::kZstd)}, [](const Bytes& p) { return zstd_encode(p, 3); });
@@ -217,41 +221,41 @@ int main(int argc, char** argv) {
                [](const Bytes& p) { return deflate_encode(shuffled(p), 4); });
   add_pipeline("bitshuffle + lz4", {step(h5chunk::kBitshuffle, {0, 4, 4, 0, 2})}, bitshuffle_lz4_encode);
   add_pipeline("unshuffle alone (4-byte)", {step(h5chunk::kShuffle, {4})}, shuffled);
-  add_pipeline("unshuffle alone (8-byte)", {step(h5chunk::kShuffle, {8})},
-               [](const Bytes& p) {
-                 Bytes out(p.size());
-                 h5chunk::codec::shuffle(p.data(), out.data(), p.size(), 8);
-                 return out;
-               });
+  add_pipeline("unshuffle alone (8-byte)", {step(h5chunk::kShuffle, {8})}, [](const Bytes& p) {
+    Bytes out(p.size());
+    h5chunk::codec::shuffle(p.data(), out.data(), p.size(), 8);
+    return out;
+  });
   add_pipeline("fletcher32 verify (+ copy)", {step(h5chunk::kFletcher32)}, [](const Bytes& p) {
     Bytes out = p;
     uint32_t sum = h5chunk::codec::fletcher32(p.data(), p.size());
     for (int i = 0; i < 4; ++i) out.push_back(uint8_t(sum >> (8 * i)));
     return out;
   });
-  add_raw("bit_untranspose alone (4-byte)",
-          [](const Bytes& p) {
-            Bytes out(p.size());
-            for (size_t at = 0; at + 8192 <= p.size(); at += 8192) {
-              h5chunk::codec::bit_transpose(p.data() + at, out.data() + at, 2048, 4);
-            }
-            return out;
-          },
-          [](const Bytes& s, uint8_t* out) {
-            // Block by block, as the filter does (2048 float32 = 8 KiB blocks).
-            static Bytes tmp(8192);
-            for (size_t at = 0; at + 8192 <= s.size(); at += 8192) {
-              h5chunk::codec::bit_untranspose(s.data() + at, out + at, 2048, 4, tmp.data());
-            }
-          });
+  add_raw(
+      "bit_untranspose alone (4-byte)",
+      [](const Bytes& p) {
+        Bytes out(p.size());
+        for (size_t at = 0; at + 8192 <= p.size(); at += 8192) {
+          h5chunk::codec::bit_transpose(p.data() + at, out.data() + at, 2048, 4);
+        }
+        return out;
+      },
+      [](const Bytes& s, uint8_t* out) {
+        // Block by block, as the filter does (2048 float32 = 8 KiB blocks).
+        static Bytes tmp(8192);
+        for (size_t at = 0; at + 8192 <= s.size(); at += 8192) {
+          h5chunk::codec::bit_untranspose(s.data() + at, out + at, 2048, 4, tmp.data());
+        }
+      });
 
   size_t plain_total = n_chunks * chunk_bytes;
   std::printf("%-34s %7s %12s %14s\n", "case", "ratio", "GB/s", "GB/s fresh out");
   for (const Case& c : cases) {
     double touched = measure(c, n_chunks, chunk_bytes, false);
     double fresh = measure(c, n_chunks, chunk_bytes, true);
-    std::printf("%-34s %7.2f %12.2f %14.2f\n", c.name.c_str(), double(plain_total) / double(c.stored_bytes), touched,
-                fresh);
+    std::printf("%-34s %7.2f %12.2f %14.2f\n", c.name.c_str(), double(plain_total) / double(c.stored_bytes),
+                touched, fresh);
   }
   return 0;
 }

@@ -28,7 +28,7 @@ constexpr size_t kGroup = 8;
 // elements. Must never change: writers that pass block size 0 rely on it.
 constexpr size_t kTargetBlockBytes = 8192;
 constexpr size_t kMinBlockElems = 128;
-constexpr size_t kHeaderBytes = 12;     // u64 total + u32 block bytes
+constexpr size_t kHeaderBytes = 12;      // u64 total + u32 block bytes
 constexpr size_t kBlockHeaderBytes = 4;  // u32 compressed size
 // Compression selector in cd_values[4].
 constexpr unsigned kNone = 0, kLz4 = 2, kZstd = 3;
@@ -82,8 +82,8 @@ std::string block_error(size_t block, const std::string& what) {
 }
 
 // Decompresses one block of `bytes` plain bytes; Ok only if it yields exactly that many.
-Status decompress_block(unsigned compression, ZSTD_DCtx_s* ctx, size_t block, const uint8_t* in, size_t in_size,
-                        uint8_t* out, size_t bytes) {
+Status decompress_block(unsigned compression, ZSTD_DCtx_s* ctx, size_t block, const uint8_t* in,
+                        size_t in_size, uint8_t* out, size_t bytes) {
   if (compression == kLz4) {
     if (in_size > static_cast<size_t>(INT_MAX) || bytes > static_cast<size_t>(INT_MAX)) {
       return hubfs::Corrupt(block_error(block, "is too large for LZ4"));
@@ -92,16 +92,17 @@ Status decompress_block(unsigned compression, ZSTD_DCtx_s* ctx, size_t block, co
                                   static_cast<int>(in_size), static_cast<int>(bytes));
     if (got < 0) return hubfs::Corrupt(block_error(block, "is not valid LZ4"));
     if (static_cast<size_t>(got) != bytes) {
-      return hubfs::Corrupt(block_error(block, "decoded " + std::to_string(got) + " bytes, expected " +
-                                               std::to_string(bytes)));
+      return hubfs::Corrupt(
+          block_error(block, "decoded " + std::to_string(got) + " bytes, expected " + std::to_string(bytes)));
     }
     return Status::Ok();
   }
   size_t got = ZSTD_decompressDCtx(ctx, out, bytes, in, in_size);
-  if (ZSTD_isError(got)) return hubfs::Corrupt(block_error(block, std::string("zstd: ") + ZSTD_getErrorName(got)));
+  if (ZSTD_isError(got))
+    return hubfs::Corrupt(block_error(block, std::string("zstd: ") + ZSTD_getErrorName(got)));
   if (got != bytes) {
-    return hubfs::Corrupt(block_error(block, "decoded " + std::to_string(got) + " bytes, expected " +
-                                             std::to_string(bytes)));
+    return hubfs::Corrupt(
+        block_error(block, "decoded " + std::to_string(got) + " bytes, expected " + std::to_string(bytes)));
   }
   return Status::Ok();
 }
@@ -160,7 +161,8 @@ Result<size_t> bitshuffle_decode(ZSTD_DCtx_s* ctx, std::vector<uint8_t>& block_b
   size_t pos = 0;
   if (compression != kNone) {
     if (in_size < kHeaderBytes) {
-      return hubfs::Corrupt("bitshuffle: " + std::to_string(in_size) + " bytes is shorter than the 12-byte header");
+      return hubfs::Corrupt("bitshuffle: " + std::to_string(in_size) +
+                            " bytes is shorter than the 12-byte header");
     }
     total = load_be64(in);
     // The header's block size (in bytes) overrides cd_values, as the filter does.
@@ -174,13 +176,15 @@ Result<size_t> bitshuffle_decode(ZSTD_DCtx_s* ctx, std::vector<uint8_t>& block_b
   }
   if (block_elems == 0) block_elems = default_block_elems(elem);
   if (block_elems % kGroup) {
-    return hubfs::Corrupt("bitshuffle: block of " + std::to_string(block_elems) + " elements is not a multiple of 8");
+    return hubfs::Corrupt("bitshuffle: block of " + std::to_string(block_elems) +
+                          " elements is not a multiple of 8");
   }
 
   size_t n = static_cast<size_t>(total) / elem;
   size_t block = 0;
   size_t start = 0;
-  for (size_t count; start < n && (count = block_elems_at(start, n, block_elems)) > 0; start += count, ++block) {
+  for (size_t count; start < n && (count = block_elems_at(start, n, block_elems)) > 0;
+       start += count, ++block) {
     size_t bytes = count * elem;
     uint8_t* dst = out.data + start * elem;
     // One buffer, two halves: the decompressed block, then the untranspose's temporary.
@@ -193,14 +197,16 @@ Result<size_t> bitshuffle_decode(ZSTD_DCtx_s* ctx, std::vector<uint8_t>& block_b
       pos += bytes;
       continue;
     }
-    if (in_size - pos < kBlockHeaderBytes) return hubfs::Corrupt(block_error(block, "header overruns the input"));
+    if (in_size - pos < kBlockHeaderBytes)
+      return hubfs::Corrupt(block_error(block, "header overruns the input"));
     size_t compressed = load_be32(in + pos);
     pos += kBlockHeaderBytes;
     if (compressed > in_size - pos) {
-      return hubfs::Corrupt(block_error(block, "overruns the input (" + std::to_string(compressed) + " bytes, " +
-                                               std::to_string(in_size - pos) + " left)"));
+      return hubfs::Corrupt(block_error(block, "overruns the input (" + std::to_string(compressed) +
+                                                   " bytes, " + std::to_string(in_size - pos) + " left)"));
     }
-    if (Status st = decompress_block(compression, ctx, block, in + pos, compressed, decompressed, bytes); !st.ok()) {
+    if (Status st = decompress_block(compression, ctx, block, in + pos, compressed, decompressed, bytes);
+        !st.ok()) {
       return st;
     }
     bit_untranspose(decompressed, dst, count, elem, tmp);
@@ -209,8 +215,8 @@ Result<size_t> bitshuffle_decode(ZSTD_DCtx_s* ctx, std::vector<uint8_t>& block_b
   // What is left are the (n mod 8) elements no block covered, stored raw.
   size_t leftover = (n - start) * elem;
   if (in_size - pos != leftover) {
-    return hubfs::Corrupt("bitshuffle: " + std::to_string(in_size - pos) + " bytes after the last block, expected " +
-                          std::to_string(leftover));
+    return hubfs::Corrupt("bitshuffle: " + std::to_string(in_size - pos) +
+                          " bytes after the last block, expected " + std::to_string(leftover));
   }
   if (leftover) std::memcpy(out.data + start * elem, in + pos, leftover);
   return static_cast<size_t>(total);

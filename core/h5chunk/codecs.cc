@@ -52,11 +52,12 @@ std::string unsupported_blosc(const FilterStep& f) {
 std::string unsupported_bitshuffle(const FilterStep& f) {
   // cd_values: [filter major, filter minor, elem size, block size, compression, zstd level].
   unsigned compression = f.cd_values.size() > 4 ? f.cd_values[4] : kBitshuffleNone;
-  if (compression != kBitshuffleNone && compression != kBitshuffleLz4 &&
-      compression != kBitshuffleZstd) {
+  if (compression != kBitshuffleNone && compression != kBitshuffleLz4 && compression != kBitshuffleZstd) {
     return describe(f) + " with unknown compression " + std::to_string(compression);
   }
-  if (f.cd_values.size() > 2 && f.cd_values[2] == 0) return describe(f) + " with element size 0";
+  // The filter itself refuses to run without its element size (cd_values[2]).
+  if (f.cd_values.size() < 3) return describe(f) + " without its element size";
+  if (f.cd_values[2] == 0) return describe(f) + " with element size 0";
   return "";
 }
 
@@ -112,7 +113,9 @@ struct DecodeScratch::Impl {
       // Uninitialised on purpose: every byte is written by the decoder before it is read.
       b.data.reset(new (std::nothrow) uint8_t[n]);
       b.capacity = b.data ? n : 0;
-      if (!b.data) return Status(hubfs::Code::kInternal, "out of memory for a " + std::to_string(n) + "-byte decode buffer");
+      if (!b.data)
+        return Status(hubfs::Code::kInternal,
+                      "out of memory for a " + std::to_string(n) + "-byte decode buffer");
     }
     return b.data.get();
   }
@@ -159,7 +162,8 @@ Result<size_t> run_step(const FilterStep& f, size_t elem_size, const uint8_t* in
     case kBitshuffle: {
       auto ctx = scratch.zstd_context();
       if (!ctx) return ctx.status();
-      return codec::bitshuffle_decode(*ctx, scratch.bitshuffle_block, f.cd_values, elem_size, in, in_size, target);
+      return codec::bitshuffle_decode(*ctx, scratch.bitshuffle_block, f.cd_values, elem_size, in, in_size,
+                                      target);
     }
     case kShuffle: {
       if (target.exact ? in_size != target.capacity : in_size > target.capacity) {
@@ -240,8 +244,8 @@ Status decode_chunk(const std::vector<FilterStep>& pipeline, uint32_t filter_mas
   if (cur == out) return Status::Ok();
   // Every filter skipped, or fletcher32 the last one undone: the bytes are the chunk itself.
   if (cur_size != out_size) {
-    return hubfs::Corrupt("stored chunk holds " + std::to_string(cur_size) + " bytes after its filters, expected " +
-                          std::to_string(out_size));
+    return hubfs::Corrupt("stored chunk holds " + std::to_string(cur_size) +
+                          " bytes after its filters, expected " + std::to_string(out_size));
   }
   if (out_size) std::memcpy(out, cur, out_size);
   return Status::Ok();

@@ -22,7 +22,12 @@ using hubfs::Status;
 
 // HDF5 filter ids.
 enum FilterId : unsigned {
-  kDeflate = 1, kShuffle = 2, kFletcher32 = 3, kBlosc = 32001, kLz4 = 32004, kBitshuffle = 32008,
+  kDeflate = 1,
+  kShuffle = 2,
+  kFletcher32 = 3,
+  kBlosc = 32001,
+  kLz4 = 32004,
+  kBitshuffle = 32008,
   kZstd = 32015,
 };
 
@@ -56,8 +61,7 @@ class DecodeScratch {
 // (kCorrupt: decoder failure, wrong decoded size, fletcher32 mismatch). Never writes past out_size.
 // elem_size is the dataset's element size (for shuffle).
 Status decode_chunk(const std::vector<FilterStep>& pipeline, uint32_t filter_mask, size_t elem_size,
-                    const uint8_t* in, size_t in_size, uint8_t* out, size_t out_size,
-                    DecodeScratch& scratch);
+                    const uint8_t* in, size_t in_size, uint8_t* out, size_t out_size, DecodeScratch& scratch);
 
 // The single-filter building blocks decode_chunk is made of. Exposed for tests and benchmarks;
 // the reader needs only decode_chunk.
@@ -79,9 +83,7 @@ Status check_announced_size(const char* what, uint64_t size, Target target);
 inline uint32_t load_be32(const uint8_t* p) {
   return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
 }
-inline uint64_t load_be64(const uint8_t* p) {
-  return uint64_t{load_be32(p)} << 32 | load_be32(p + 4);
-}
+inline uint64_t load_be64(const uint8_t* p) { return uint64_t{load_be32(p)} << 32 | load_be32(p + 4); }
 
 // Each decoder returns the number of bytes it wrote to the target, or kCorrupt naming what
 // failed. None reads past in + in_size nor writes past target.data + target.capacity.
@@ -94,8 +96,8 @@ Result<size_t> deflate_decode(z_stream_s* stream, const uint8_t* in, size_t in_s
 // dataset's element size (used when cd_values lacks it). block_buffer holds one decompressed
 // block at a time; it is grown as needed and worth reusing.
 Result<size_t> bitshuffle_decode(ZSTD_DCtx_s* ctx, std::vector<uint8_t>& block_buffer,
-                                 const std::vector<unsigned>& cd_values, size_t elem_size,
-                                 const uint8_t* in, size_t in_size, Target out);
+                                 const std::vector<unsigned>& cd_values, size_t elem_size, const uint8_t* in,
+                                 size_t in_size, Target out);
 
 // HDF5 byte unshuffle of n bytes of elem_size-byte elements: byte j of element i is read from
 // j * (n / elem_size) + i; the n % elem_size tail bytes are copied as they are. in and out must

@@ -32,7 +32,8 @@ Result<size_t> blosc_decode(const uint8_t* in, size_t in_size, Target out) {
   int got = blosc_decompress_ctx(in, out.data, nbytes, 1);
   if (got < 0) return hubfs::Corrupt("blosc: decompression failed (error " + std::to_string(got) + ")");
   if (static_cast<size_t>(got) != nbytes) {
-    return hubfs::Corrupt("blosc: decoded " + std::to_string(got) + " bytes, expected " + std::to_string(nbytes));
+    return hubfs::Corrupt("blosc: decoded " + std::to_string(got) + " bytes, expected " +
+                          std::to_string(nbytes));
   }
   return nbytes;
 }

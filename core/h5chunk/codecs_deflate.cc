@@ -20,7 +20,8 @@ uInt slice(size_t n) { return static_cast<uInt>(std::min(n, kMaxSlice)); }
 Result<size_t> deflate_decode(z_stream_s* stream, const uint8_t* in, size_t in_size, Target out) {
   // Reset rather than init: keeps the 7 KiB of inflate state and its 32 KiB window allocated
   // across chunks.
-  if (inflateReset(stream) != Z_OK) return hubfs::Status(hubfs::Code::kInternal, "deflate: inflateReset failed");
+  if (inflateReset(stream) != Z_OK)
+    return hubfs::Status(hubfs::Code::kInternal, "deflate: inflateReset failed");
   size_t in_left = in_size, out_left = out.capacity;
   stream->next_in = const_cast<Bytef*>(in);
   stream->next_out = out.data;
@@ -37,7 +38,8 @@ Result<size_t> deflate_decode(z_stream_s* stream, const uint8_t* in, size_t in_s
     if (rc == Z_OK || rc == Z_BUF_ERROR) {
       // Stuck: either the output is full before the stream ends, or the input ran out.
       if (out_left == 0) {
-        return hubfs::Corrupt("deflate: stream inflates to more than " + std::to_string(out.capacity) + " bytes");
+        return hubfs::Corrupt("deflate: stream inflates to more than " + std::to_string(out.capacity) +
+                              " bytes");
       }
       return hubfs::Corrupt("deflate: stream truncated after " + std::to_string(out.capacity - out_left) +
                             " bytes of output");

@@ -12,7 +12,7 @@
 namespace h5chunk::codec {
 namespace {
 
-constexpr size_t kHeaderBytes = 12;     // u64 plain size + u32 block size
+constexpr size_t kHeaderBytes = 12;      // u64 plain size + u32 block size
 constexpr size_t kBlockHeaderBytes = 4;  // u32 compressed size
 
 std::string block_error(size_t block, const std::string& what) {
@@ -39,12 +39,13 @@ Result<size_t> lz4_hdf5_decode(const uint8_t* in, size_t in_size, Target out) {
   size_t written = 0;
   for (size_t block = 0; written < total; ++block) {
     size_t plain = static_cast<size_t>(std::min<uint64_t>(block_size, total - written));
-    if (in_size - pos < kBlockHeaderBytes) return hubfs::Corrupt(block_error(block, "header overruns the input"));
+    if (in_size - pos < kBlockHeaderBytes)
+      return hubfs::Corrupt(block_error(block, "header overruns the input"));
     size_t compressed = load_be32(in + pos);
     pos += kBlockHeaderBytes;
     if (compressed > in_size - pos) {
-      return hubfs::Corrupt(block_error(block, "overruns the input (" + std::to_string(compressed) + " bytes, " +
-                                               std::to_string(in_size - pos) + " left)"));
+      return hubfs::Corrupt(block_error(block, "overruns the input (" + std::to_string(compressed) +
+                                                   " bytes, " + std::to_string(in_size - pos) + " left)"));
     }
     if (compressed == plain) {
       std::memcpy(out.data + written, in + pos, plain);
@@ -54,8 +55,8 @@ Result<size_t> lz4_hdf5_decode(const uint8_t* in, size_t in_size, Target out) {
                                     static_cast<int>(plain));
       if (got < 0) return hubfs::Corrupt(block_error(block, "is not valid LZ4"));
       if (static_cast<size_t>(got) != plain) {
-        return hubfs::Corrupt(block_error(block, "decoded " + std::to_string(got) + " bytes, expected " +
-                                                 std::to_string(plain)));
+        return hubfs::Corrupt(block_error(
+            block, "decoded " + std::to_string(got) + " bytes, expected " + std::to_string(plain)));
       }
     }
     pos += compressed;

@@ -76,7 +76,7 @@ size_t unshuffle8_sse2(const uint8_t* in, uint8_t* out, size_t n) {
     }
     // p[0],p[1]: bytes 0-1 of elements 0-7, 8-15; p[2],p[3]: bytes 2-3; and so on.
     for (int h = 0; h < 2; ++h) {
-      q[4 * h + 0] = _mm_unpacklo_epi16(p[h], p[2 + h]);      // bytes 0-3
+      q[4 * h + 0] = _mm_unpacklo_epi16(p[h], p[2 + h]);  // bytes 0-3
       q[4 * h + 1] = _mm_unpackhi_epi16(p[h], p[2 + h]);
       q[4 * h + 2] = _mm_unpacklo_epi16(p[4 + h], p[6 + h]);  // bytes 4-7
       q[4 * h + 3] = _mm_unpackhi_epi16(p[4 + h], p[6 + h]);
@@ -106,10 +106,17 @@ void unshuffle(const uint8_t* in, uint8_t* out, size_t n, size_t elem_size) {
   size_t done = 0;
 #if defined(__SSE2__)
   switch (elem_size) {
-    case 2: done = unshuffle2_sse2(in, out, n_elems); break;
-    case 4: done = unshuffle4_sse2(in, out, n_elems); break;
-    case 8: done = unshuffle8_sse2(in, out, n_elems); break;
-    default: break;
+    case 2:
+      done = unshuffle2_sse2(in, out, n_elems);
+      break;
+    case 4:
+      done = unshuffle4_sse2(in, out, n_elems);
+      break;
+    case 8:
+      done = unshuffle8_sse2(in, out, n_elems);
+      break;
+    default:
+      break;
   }
 #endif
   unshuffle_scalar(in, out, n_elems, elem_size, done, n_elems);

@@ -44,7 +44,8 @@ uint32_t fletcher32(const uint8_t* data, size_t n) {
 
 Status fletcher32_verify(const uint8_t* in, size_t in_size) {
   if (in_size < kTrailerBytes) {
-    return hubfs::Corrupt("fletcher32: " + std::to_string(in_size) + " bytes cannot hold the 4-byte checksum");
+    return hubfs::Corrupt("fletcher32: " + std::to_string(in_size) +
+                          " bytes cannot hold the 4-byte checksum");
   }
   size_t n = in_size - kTrailerBytes;
   const uint8_t* t = in + n;

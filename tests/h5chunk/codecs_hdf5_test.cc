@@ -3,7 +3,6 @@
 // bitshuffle, which have no plugin on this system, chunks are written with H5Dwrite_chunk from
 // arrays the test knows.
 #include <hdf5.h>
-#include <blosc.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -162,7 +161,8 @@ int expect_chunks_match_h5dread(const std::string& path, bool flip_check = false
   for (const RawChunk& c : chunks) {
     masked += c.mask != 0;
     Bytes out(kChunkBytes);
-    Status st = decode_chunk(pipeline, c.mask, 4, c.bytes.data(), c.bytes.size(), out.data(), out.size(), scratch);
+    Status st =
+        decode_chunk(pipeline, c.mask, 4, c.bytes.data(), c.bytes.size(), out.data(), out.size(), scratch);
     EXPECT_TRUE(st.ok()) << st.message() << " at chunk " << c.offset[0] << "," << c.offset[1];
     hsize_t count[2];
     std::vector<float> want = h5dread_region(dset, c.offset, count);
@@ -171,7 +171,8 @@ int expect_chunks_match_h5dread(const std::string& path, bool flip_check = false
       Bytes bad = c.bytes;
       bad[bad.size() / 3] ^= 0x01;
       Status st2 = decode_chunk(pipeline, c.mask, 4, bad.data(), bad.size(), out.data(), out.size(), scratch);
-      EXPECT_EQ(st2.code(), hubfs::Code::kCorrupt) << "flipped bit accepted in chunk " << c.offset[0] << "," << c.offset[1];
+      EXPECT_EQ(st2.code(), hubfs::Code::kCorrupt)
+          << "flipped bit accepted in chunk " << c.offset[0] << "," << c.offset[1];
     }
   }
   return masked;
@@ -196,7 +197,8 @@ TEST(CodecsHdf5, Fletcher32AloneMatchesHdf5Checksum) {
 TEST(CodecsHdf5, ShuffleDeflate) {
   hubfs::testing::TempDir dir;
   std::string path = (dir / "b.h5").string();
-  ASSERT_TRUE(write_dataset(path, [](hid_t dcpl) { return H5Pset_shuffle(dcpl) >= 0 && H5Pset_deflate(dcpl, 6) >= 0; }));
+  ASSERT_TRUE(write_dataset(
+      path, [](hid_t dcpl) { return H5Pset_shuffle(dcpl) >= 0 && H5Pset_deflate(dcpl, 6) >= 0; }));
   expect_chunks_match_h5dread(path);
 }
 
@@ -214,7 +216,8 @@ TEST(CodecsHdf5, BloscPlugin) {
       return H5Pset_filter(dcpl, kBloscFilter, H5Z_FLAG_OPTIONAL, 7, cd) >= 0;
     });
     if (!written || H5Zfilter_avail(kBloscFilter) <= 0) GTEST_SKIP() << "blosc HDF5 plugin not available";
-    SCOPED_TRACE("blosc shuffle " + std::to_string(cfg.shuffle) + " compressor " + std::to_string(cfg.compressor));
+    SCOPED_TRACE("blosc shuffle " + std::to_string(cfg.shuffle) + " compressor " +
+                 std::to_string(cfg.compressor));
     // The noise chunk does not compress: the plugin fails on it and HDF5 stores it raw with
     // mask bit 0 set.
     EXPECT_EQ(expect_chunks_match_h5dread(path), 1);
@@ -252,7 +255,9 @@ TEST(CodecsHdf5, MaskedDeflateChunkWrittenRaw) {
     Id dset(H5Dcreate2(file, "x", H5T_NATIVE_FLOAT, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), H5Dclose);
     Bytes stored = reference_shuffle(plain, 4);
     hsize_t offset[2] = {0, 0};
-    ASSERT_GE(H5Dwrite_chunk(dset, H5P_DEFAULT, /*filters skipped:*/ 0b10, offset, stored.size(), stored.data()), 0);
+    ASSERT_GE(
+        H5Dwrite_chunk(dset, H5P_DEFAULT, /*filters skipped:*/ 0b10, offset, stored.size(), stored.data()),
+        0);
   }
   Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   Id dset(H5Dopen2(file, "x", H5P_DEFAULT), H5Dclose);
@@ -261,8 +266,8 @@ TEST(CodecsHdf5, MaskedDeflateChunkWrittenRaw) {
   EXPECT_EQ(chunks[0].mask, 0b10u);
   DecodeScratch scratch;
   Bytes out(kChunkBytes);
-  Status st = decode_chunk(pipeline_of(dset), chunks[0].mask, 4, chunks[0].bytes.data(), chunks[0].bytes.size(),
-                           out.data(), out.size(), scratch);
+  Status st = decode_chunk(pipeline_of(dset), chunks[0].mask, 4, chunks[0].bytes.data(),
+                           chunks[0].bytes.size(), out.data(), out.size(), scratch);
   ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(out, plain);
   Bytes via_h5dread(kChunkBytes);
@@ -309,8 +314,8 @@ void expect_written_chunks_decode(unsigned filter, std::vector<unsigned> cd, Byt
   DecodeScratch scratch;
   for (size_t i = 0; i < chunks.size(); ++i) {
     Bytes out(kChunkBytes);
-    Status st = decode_chunk(pipeline, chunks[i].mask, 4, chunks[i].bytes.data(), chunks[i].bytes.size(), out.data(),
-                             out.size(), scratch);
+    Status st = decode_chunk(pipeline, chunks[i].mask, 4, chunks[i].bytes.data(), chunks[i].bytes.size(),
+                             out.data(), out.size(), scratch);
     ASSERT_TRUE(st.ok()) << st.message();
     size_t index = size_t(chunks[i].offset[0] / kChunkRows * 2 + chunks[i].offset[1] / kChunkCols);
     EXPECT_EQ(out, plain[index]) << "chunk " << i;

@@ -55,7 +55,8 @@ inline void put_be64(uint8_t* p, uint64_t v) {
   put_be32(p + 4, uint32_t(v));
 }
 
-inline Bytes blosc_encode(const Bytes& data, size_t typesize, const char* compressor, int doshuffle, int clevel) {
+inline Bytes blosc_encode(const Bytes& data, size_t typesize, const char* compressor, int doshuffle,
+                          int clevel) {
   Bytes out(data.size() + BLOSC_MAX_OVERHEAD);
   int n = blosc_compress_ctx(clevel, doshuffle, typesize, data.size(), data.data(), out.data(), out.size(),
                              compressor, 0, 1);
@@ -87,7 +88,8 @@ inline Bytes zstd_encode_streamed(const Bytes& data) {
 inline Bytes deflate_encode(const Bytes& data, int level) {
   uLongf n = compressBound(data.size());
   Bytes out(n);
-  if (compress2(out.data(), &n, data.data(), data.size(), level) != Z_OK) throw std::runtime_error("compress2");
+  if (compress2(out.data(), &n, data.data(), data.size(), level) != Z_OK)
+    throw std::runtime_error("compress2");
   out.resize(n);
   return out;
 }
@@ -102,7 +104,8 @@ inline Bytes lz4_hdf5_encode(const Bytes& data, uint32_t block_size) {
   for (size_t pos = 0; pos < data.size(); pos += block) {
     size_t plain = std::min(block, data.size() - pos);
     std::vector<char> tmp(static_cast<size_t>(LZ4_compressBound(static_cast<int>(plain))));
-    int c = LZ4_compress_default(reinterpret_cast<const char*>(&data[pos]), tmp.data(), int(plain), int(tmp.size()));
+    int c = LZ4_compress_default(reinterpret_cast<const char*>(&data[pos]), tmp.data(), int(plain),
+                                 int(tmp.size()));
     if (c <= 0) throw std::runtime_error("LZ4_compress_default");
     size_t at = out.size();
     if (size_t(c) >= plain) {
@@ -120,7 +123,8 @@ inline Bytes lz4_hdf5_encode(const Bytes& data, uint32_t block_size) {
 
 inline size_t count_raw_lz4_blocks(const Bytes& stored) {
   auto be32 = [&](size_t at) {
-    return uint32_t(stored[at]) << 24 | uint32_t(stored[at + 1]) << 16 | uint32_t(stored[at + 2]) << 8 | stored[at + 3];
+    return uint32_t(stored[at]) << 24 | uint32_t(stored[at + 1]) << 16 | uint32_t(stored[at + 2]) << 8 |
+           stored[at + 3];
   };
   uint64_t total = uint64_t(be32(0)) << 32 | be32(4);
   uint64_t block = be32(8);
@@ -196,8 +200,8 @@ inline Bytes bitshuffle_encode(const Bytes& data, size_t elem, size_t block_elem
       Bytes c;
       if (compression == 2) {
         c.resize(size_t(LZ4_compressBound(int(t.size()))));
-        int k = LZ4_compress_default(reinterpret_cast<const char*>(t.data()), reinterpret_cast<char*>(c.data()),
-                                     int(t.size()), int(c.size()));
+        int k = LZ4_compress_default(reinterpret_cast<const char*>(t.data()),
+                                     reinterpret_cast<char*>(c.data()), int(t.size()), int(c.size()));
         c.resize(size_t(k));
       } else {
         c = zstd_encode(t, 3);
