@@ -238,6 +238,68 @@ TEST(CodecsHdf5, Lz4Plugin) {
   }
 }
 
+// Element sizes other than 4 through the shuffle fast paths (2, 8) and the generic one (3 is
+// not an HDF5 native size, so 16: a compound of two doubles stands in for "other").
+TEST(CodecsHdf5, ShuffleDeflateFletcher32OtherElementSizes) {
+  struct Type {
+    hid_t type;
+    size_t size;
+  };
+  hid_t pair = H5Tcreate(H5T_COMPOUND, 16);
+  H5Tinsert(pair, "re", 0, H5T_NATIVE_DOUBLE);
+  H5Tinsert(pair, "im", 8, H5T_NATIVE_DOUBLE);
+  for (Type t :
+       {Type{H5T_NATIVE_INT16, 2}, Type{H5T_NATIVE_DOUBLE, 8}, Type{pair, 16}, Type{H5T_NATIVE_INT8, 1}}) {
+    SCOPED_TRACE("element size " + std::to_string(t.size));
+    hubfs::testing::TempDir dir;
+    std::string path = (dir / "t.h5").string();
+    const hsize_t n = 10000, chunk = 3000;  // 4 chunks, the last one partial
+    Bytes values = floats(n * t.size / 4 + 1, 3);
+    values.resize(n * t.size);
+    for (size_t i = 0; i < values.size(); i += 8) values[i] = 0;  // no NaN doubles
+    {
+      Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+      Id space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+      Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+      H5Pset_chunk(dcpl, 1, &chunk);
+      H5Pset_shuffle(dcpl);
+      H5Pset_deflate(dcpl, 4);
+      H5Pset_fletcher32(dcpl);
+      Id dset(H5Dcreate2(file, "x", t.type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), H5Dclose);
+      ASSERT_GE(H5Dwrite(dset, t.type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+    }
+    Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    Id dset(H5Dopen2(file, "x", H5P_DEFAULT), H5Dclose);
+    Bytes via_h5dread(values.size());
+    ASSERT_GE(H5Dread(dset, t.type, H5S_ALL, H5S_ALL, H5P_DEFAULT, via_h5dread.data()), 0);
+    ASSERT_EQ(via_h5dread, values);
+    std::vector<FilterStep> pipeline = pipeline_of(dset);
+    DecodeScratch scratch;
+    Id fspace(H5Dget_space(dset), H5Sclose);
+    hsize_t n_chunks = 0;
+    H5Dget_num_chunks(dset, fspace, &n_chunks);
+    ASSERT_EQ(n_chunks, 4u);
+    for (hsize_t i = 0; i < n_chunks; ++i) {
+      hsize_t offset = 0, size = 0;
+      unsigned mask = 0;
+      haddr_t addr = 0;
+      ASSERT_GE(H5Dget_chunk_info(dset, fspace, i, &offset, &mask, &addr, &size), 0);
+      Bytes raw(size);
+      uint32_t read_mask = 0;
+      ASSERT_GE(H5Dread_chunk(dset, H5P_DEFAULT, &offset, &read_mask, raw.data()), 0);
+      Bytes out(chunk * t.size);
+      Status st =
+          decode_chunk(pipeline, read_mask, t.size, raw.data(), raw.size(), out.data(), out.size(), scratch);
+      ASSERT_TRUE(st.ok()) << st.message();
+      size_t inside = std::min(chunk, n - offset) * t.size;
+      EXPECT_TRUE(
+          std::equal(out.begin(), out.begin() + long(inside), via_h5dread.begin() + long(offset * t.size)))
+          << "chunk at " << offset;
+    }
+  }
+  H5Tclose(pair);
+}
+
 // A chunk written with deflate's mask bit set holds shuffled bytes only; H5Dread must agree
 // with decode_chunk on what that means.
 TEST(CodecsHdf5, MaskedDeflateChunkWrittenRaw) {
