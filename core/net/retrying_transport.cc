@@ -252,7 +252,9 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
 RetryingTransport::RetryingTransport(HttpTransport& inner, RetryPolicy policy, Scheduler scheduler)
     : impl_(std::make_shared<Impl>(inner, std::move(policy), std::move(scheduler))) {}
 
-RetryingTransport::~RetryingTransport() {
+RetryingTransport::~RetryingTransport() { shutdown(); }
+
+void RetryingTransport::shutdown() {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->stopping = true;

@@ -34,6 +34,11 @@ class RetryingTransport : public HttpTransport {
   ~RetryingTransport() override;
   void submit(HttpRequest request, Callback done) override;
 
+  // Stops retrying: requests waiting for a retry get their last answer now, and from here on
+  // every request makes one attempt. For unmount, before draining the layers above, so no
+  // one waits out a long Retry-After. Idempotent; the destructor calls it.
+  void shutdown();
+
  private:
   struct Impl;
   std::shared_ptr<Impl> impl_;  // shared with in-flight callbacks

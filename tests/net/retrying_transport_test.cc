@@ -271,6 +271,26 @@ TEST(RetryingTransport, DestructionAnswersRequestsWaitingToRetry) {
   EXPECT_EQ(fake.request_count(), 1u);
 }
 
+TEST(RetryingTransport, ShutdownAnswersWaitingRetriesAndStopsRetrying) {
+  FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return response(503); });
+  RetryPolicy policy = pinned_jitter(1.0);
+  policy.base_delay = std::chrono::minutes(10);  // far beyond the test
+  policy.max_delay = std::chrono::minutes(10);
+  RetryingTransport retrying(fake, policy);
+  std::promise<Result<HttpResponse>> waiting;
+  retrying.submit(get("https://hub/x"), [&](Result<HttpResponse> r) { waiting.set_value(std::move(r)); });
+  retrying.shutdown();
+  auto future = waiting.get_future();
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(future.get()->status, 503);
+  // Still usable, one attempt per request.
+  auto r = retrying.perform(get("https://hub/y"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(fake.request_count(), 2u);
+  retrying.shutdown();  // idempotent
+}
+
 TEST(RetryingTransport, ManyConcurrentRequestsEachAnsweredOnce) {
   std::atomic<int> calls{0};
   FakeTransport fake([&](const HttpRequest&) -> Result<HttpResponse> {
