@@ -14,6 +14,7 @@
 //   decode limit: the same chunks, already in memory, decoded with the same thread count into
 //                the pre-touched buffer: no I/O, no HDF5; the ceiling for h5chunk.
 #include <hdf5.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -75,14 +76,26 @@ bool exists(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 
+// CPU time of the whole process (all threads), ms: on a shared, loaded machine wall time
+// swings with the neighbours, CPU time per read does not.
+double cpu_ms() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+double g_last_cpu_ms = 0;  // mean CPU ms per run of the last best_of
+
 template <typename F>
 double best_of(int repeat, F&& f) {
   double best = 1e300;
+  const double cpu0 = cpu_ms();
   for (int i = 0; i < repeat; ++i) {
     auto t0 = Clock::now();
     if (!f()) return -1;
     best = std::min(best, ms_since(t0));
   }
+  g_last_cpu_ms = (cpu_ms() - cpu0) / repeat;
   return best;
 }
 
@@ -178,10 +191,18 @@ void bench_file(const std::string& path, const std::string& name, unsigned threa
   // Warm the page cache and the manifest memo first: both readers get the same warm file.
   dset->read_into(all, buf.get(), bytes, route(h5chunk::Route::kFastPath));
   const double h5d = into(h5chunk::Route::kH5Dread);
+  const double h5d_cpu = g_last_cpu_ms;
   const double fast = into(h5chunk::Route::kFastPath);
+  const double fast_cpu = g_last_cpu_ms;
   const double h5d_fresh = fresh(h5chunk::Route::kH5Dread);
   const double fast_fresh = fresh(h5chunk::Route::kFastPath);
   const double limit = decode_limit(path, *dset, buf.get(), threads, repeat);
+  const double limit_cpu = g_last_cpu_ms;
+  std::printf("  load average %.1f over %u cores while measuring\n", [] {
+    double l[1] = {0};
+    getloadavg(l, 1);
+    return l[0];
+  }(), std::thread::hardware_concurrency());
   auto gbps = [&](double ms) { return ms > 0 ? bytes / (ms * 1e6) : 0.0; };
   std::printf("%s %s  %.1f MB, %u threads, best of %d\n", path.c_str(), name.c_str(), bytes / 1e6,
               threads, repeat);
@@ -193,6 +214,8 @@ void bench_file(const std::string& path, const std::string& name, unsigned threa
     std::printf("  decode limit %8.1f ms %6.2f GB/s (in memory, %u threads) | h5chunk at %.2f of it\n",
                 limit, gbps(limit), threads, limit / fast);
   }
+  std::printf("  CPU per read (pre-touched): h5chunk %.1f ms, H5Dread %.1f ms, decode limit %.1f ms\n",
+              fast_cpu, h5d_cpu, limit_cpu);
 }
 
 // Where the fast path starts to pay: reads of growing size, both routes, pre-touched buffer.
