@@ -113,6 +113,11 @@ struct Mount {
 Status build_mount(const MountConfig& config, const std::string& mountpoint, Mount& m) {
   auto repo = parse_repo_ref(config.repo_spec, config.repo_type, config.revision);
   if (!repo.ok()) return repo.status();
+  if (offline_requested()) {
+    // A mount must pin the revision and list the repo: it cannot start without the Hub.
+    return Unavailable("HF_HUB_OFFLINE is set, and mounting needs to reach the Hub; unset it "
+                       "to mount");
+  }
 
   CurlOptions curl_options;
   curl_options.max_in_flight = config.max_requests;
@@ -207,7 +212,7 @@ void write_all(int fd, const std::string& s) {
 
 }  // namespace
 
-std::string default_endpoint() { return env_or("HF_ENDPOINT", "https://huggingface.co"); }
+std::string default_endpoint() { return find_endpoint(); }
 
 std::string default_cache_dir() {
   if (const char* d = getenv("HUBFS_CACHE_DIR"); d && *d) return d;
