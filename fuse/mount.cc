@@ -106,6 +106,9 @@ struct Mount {
       if (mounted) fuse_session_unmount(session);
       fuse_session_destroy(session);
     }
+    // Retries waiting out a long Retry-After would hold up the reader's destructor (it waits for
+    // fetches in flight): answer them now, so unmounting is prompt.
+    if (transport) transport->shutdown();
   }
 };
 
