@@ -307,6 +307,21 @@ TEST(Codecs, ScratchIsReusedAcrossSizes) {
   }
 }
 
+TEST(Codecs, ScratchRecoversAfterAnError) {
+  // A failed inflate or zstd decode must not poison the contexts the next chunk reuses.
+  DecodeScratch scratch;
+  Bytes data = floats(20000);
+  for (unsigned id : {unsigned(kDeflate), unsigned(kZstd)}) {
+    Bytes good = id == kDeflate ? deflate_encode(data, 4) : zstd_encode(data, 3);
+    Bytes bad(good.begin(), good.begin() + long(good.size() / 2));
+    Bytes out(data.size());
+    EXPECT_FALSE(decode_chunk({step(id)}, 0, 4, bad.data(), bad.size(), out.data(), out.size(), scratch).ok());
+    Status st = decode_chunk({step(id)}, 0, 4, good.data(), good.size(), out.data(), out.size(), scratch);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(out, data);
+  }
+}
+
 // ---- unsupported_filter --------------------------------------------------------------------
 
 TEST(Codecs, UnsupportedFilterNamesTheFirstOne) {
