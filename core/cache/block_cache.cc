@@ -116,11 +116,18 @@ class DiskBlockCache final : public BlockCache {
     const std::string tmp = temp_path(loc.shard_dir);
     const std::string encoded = block_file::encode(loc.digest, index, data);
     Status s = disk_->write_new_file(tmp, encoded);
+    if (s.code() == Code::kNotFound) {
+      // The shard directory was removed under us (someone clearing the cache): make it again
+      // and retry once, so clearing a live cache costs no block.
+      shard_ready_[loc.shard].store(false);
+      if (disk_->make_dirs(loc.shard_dir, 0700).ok()) {
+        shard_ready_[loc.shard].store(true, std::memory_order_release);
+        s = disk_->write_new_file(tmp, encoded);
+      }
+    }
     if (s.ok()) s = disk_->rename(tmp, loc.path);
     if (!s.ok()) {
       (void)disk_->remove(tmp);  // may not exist (open failed): nothing to do then
-      // The shard directory may have been removed under us (a user clearing the cache).
-      if (s.code() == Code::kNotFound) shard_ready_[loc.shard].store(false);
       return note_write_failure();
     }
     failure_streak_.store(0, std::memory_order_relaxed);

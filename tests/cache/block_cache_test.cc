@@ -362,6 +362,18 @@ TEST(BlockCache, AFailureStreakBacksOffThenProbesAgain) {
   EXPECT_EQ(cache->get(kA, 0), "back");
 }
 
+TEST(BlockCache, ClearingTheDirectoryUnderALiveCacheLosesNoLaterBlock) {
+  TempDir tmp;
+  auto cache = open_cache({.dir = tmp.str()});
+  ASSERT_TRUE(cache);
+  cache->put(kA, 0, "before");
+  fs::remove_all(tmp / "blocks");
+  EXPECT_FALSE(cache->get(kA, 0).has_value());
+  cache->put(kA, 1, "after");  // same shard as block 0, whose directory the cache made before
+  EXPECT_EQ(cache->get(kA, 1), "after");
+  EXPECT_EQ(cache->stats().write_failures, 0u);
+}
+
 TEST(BlockCache, OversizedBlockIsRefusedNotStored) {
   TempDir tmp;
   auto cache = open_cache({.dir = tmp.str()});
