@@ -238,14 +238,19 @@ class ChunkPool {
 
   uint64_t chunk_bytes() const { return chunk_bytes_; }
 
-  // Producer side (the caller's thread). Returns false once the read has failed.
-  bool push(Task task) {
-    std::unique_lock<std::mutex> lock(mu_);
-    space_.wait(lock, [&] { return queue_.size() < queue_limit_ || failed_; });
-    if (failed_) return false;
+  // Producer side (the caller's thread). Queues the task, or returns false without taking it
+  // when the queue is full (the caller then decodes a queued chunk itself instead of waiting).
+  bool try_push(Task& task) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_ || queue_.size() >= queue_limit_) return false;
     queue_.push_back(std::move(task));
     ready_.notify_one();
     return true;
+  }
+
+  bool failed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failed_;
   }
 
   void close() {
@@ -259,7 +264,6 @@ class ChunkPool {
     if (!failed_) error_ = std::move(status);
     failed_ = true;
     queue_.clear();
-    space_.notify_all();
     ready_.notify_all();
     budget_cv_.notify_all();
   }
@@ -269,7 +273,10 @@ class ChunkPool {
     return error_;
   }
 
+  // A helper thread: processes chunks until the queue is closed and empty.
   void work();
+  // The caller's thread: processes one queued chunk if there is one; false if there was none.
+  bool help(WorkerState& worker);
 
   uint64_t peak_in_flight() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -279,15 +286,17 @@ class ChunkPool {
   std::atomic<uint64_t> chunks{0}, compressed_bytes{0};
 
  private:
-  bool pop(Task* task) {
+  bool pop(Task* task, bool wait) {
     std::unique_lock<std::mutex> lock(mu_);
-    ready_.wait(lock, [&] { return !queue_.empty() || closed_ || failed_; });
+    if (wait) ready_.wait(lock, [&] { return !queue_.empty() || closed_ || failed_; });
     if (failed_ || queue_.empty()) return false;
     *task = std::move(queue_.front());
     queue_.pop_front();
-    space_.notify_one();
     return true;
   }
+
+  // Reads and decodes one chunk; false (and the read failed) on error.
+  bool run(const Task& task, WorkerState& worker);
 
   // Compressed bytes in flight stay under the limit, except that one chunk is always allowed
   // (a chunk larger than the limit must still be readable).
@@ -326,7 +335,7 @@ class ChunkPool {
   size_t queue_limit_ = 0;
 
   std::mutex mu_;
-  std::condition_variable ready_, space_, budget_cv_;
+  std::condition_variable ready_, budget_cv_;
   std::deque<Task> queue_;
   bool closed_ = false, failed_ = false;
   Status error_;
@@ -375,6 +384,21 @@ Status ChunkPool::process(const Task& task, WorkerState& worker) {
   return Status::Ok();
 }
 
+bool ChunkPool::run(const Task& task, WorkerState& worker) {
+  const uint64_t bytes = task.loc.size;
+  if (!acquire_budget(bytes)) return false;
+  Status s = process(task, worker);
+  release_budget(bytes);
+  if (!s.ok()) {
+    fail(s.with_context(req_.source + ", " + chunk_name(task.pieces, layout_.chunk)));
+    return false;
+  }
+  chunks.fetch_add(1, std::memory_order_relaxed);
+  compressed_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  if (req_.progress && bytes) req_.progress(bytes);
+  return true;
+}
+
 void ChunkPool::work() {
   auto worker = req_.workers->acquire();
   if (!worker.ok()) {
@@ -382,20 +406,16 @@ void ChunkPool::work() {
     return;
   }
   Task task;
-  while (pop(&task)) {
-    const uint64_t bytes = task.loc.size;
-    if (!acquire_budget(bytes)) break;
-    Status s = process(task, **worker);
-    release_budget(bytes);
-    if (!s.ok()) {
-      fail(s.with_context(req_.source + ", " + chunk_name(task.pieces, layout_.chunk)));
-      break;
-    }
-    chunks.fetch_add(1, std::memory_order_relaxed);
-    compressed_bytes.fetch_add(bytes, std::memory_order_relaxed);
-    if (req_.progress && bytes) req_.progress(bytes);
+  while (pop(&task, /*wait=*/true) && run(task, **worker)) {
   }
   req_.workers->release(std::move(*worker));
+}
+
+bool ChunkPool::help(WorkerState& worker) {
+  Task task;
+  if (!pop(&task, /*wait=*/false)) return false;
+  run(task, worker);
+  return true;
 }
 
 }  // namespace
@@ -410,12 +430,16 @@ Result<ReadStats> read_chunks(const FastRead& req) {
                                    ? 0
                                    : static_cast<uint32_t>((1ull << layout.pipeline.size()) - 1);
 
-  // No more workers than chunks: a one-chunk read needs no pool hand-off beyond one thread.
+  // The caller's thread is one of the workers: it locates chunks (the only HDF5 calls), and
+  // whenever the queue is full it decodes a chunk itself rather than wait. So `threads` workers
+  // means threads - 1 helpers, and a one-chunk read hands nothing to another thread.
   uint64_t tasks = 1;
   for (const AxisPlan& a : axes) tasks *= a.pieces.size();
-  std::vector<std::thread> workers;
   const unsigned threads = static_cast<unsigned>(std::clamp<uint64_t>(tasks, 1, std::max(1u, req.threads)));
-  for (unsigned i = 0; i < threads; ++i) workers.emplace_back([&pool] { pool.work(); });
+  auto own = req.workers->acquire();
+  if (!own.ok()) return own.status().with_context(req.source);
+  std::vector<std::thread> helpers;
+  for (unsigned i = 1; i < threads; ++i) helpers.emplace_back([&pool] { pool.work(); });
 
   // Walk every touched chunk in C order (an odometer over the per-axis pieces), locating each
   // on this thread: the manifest is the only part that calls HDF5.
@@ -446,7 +470,11 @@ Result<ReadStats> read_chunks(const FastRead& req) {
     }
     task.raw = layout.pipeline.empty() || (task.loc.filter_mask & all_filters) == all_filters ||
                (partial && layout.dont_filter_partial);
-    if (!pool.push(std::move(task))) break;
+    while (!pool.try_push(task)) {
+      if (pool.failed()) break;
+      pool.help(**own);
+    }
+    if (pool.failed()) break;
     // Advance the odometer, last axis fastest.
     more = false;
     for (size_t d = rank; d-- > 0;) {
@@ -458,7 +486,10 @@ Result<ReadStats> read_chunks(const FastRead& req) {
     }
   }
   pool.close();
-  for (auto& w : workers) w.join();
+  while (pool.help(**own)) {
+  }
+  for (auto& h : helpers) h.join();
+  req.workers->release(std::move(*own));
   if (status.ok()) status = pool.error();
   if (!status.ok()) return status;
 
