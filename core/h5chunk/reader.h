@@ -2,10 +2,11 @@
 // then reads and decodes them in a pool of workers.
 //
 // The calling thread walks the touched chunks in order, asks the manifest for each (the only
-// HDF5 calls, kept out of the workers) and queues it; each worker preads its chunk from its own
-// descriptor and decodes it, so one chunk's read overlaps another's decode. A chunk that is
-// exactly a contiguous region of the output is decoded straight into it; the rest are decoded
-// into the worker's scratch and the selected part copied out.
+// HDF5 calls, kept out of the helper threads) and queues it, decoding queued chunks itself
+// whenever the queue is full; each worker preads its chunk from its own descriptor and decodes
+// it, so one chunk's read overlaps another's decode. A chunk that is exactly a contiguous
+// region of the output is decoded straight into it (or, stored raw, pread straight into it);
+// the rest are decoded into the worker's scratch and the selected part copied out.
 #pragma once
 
 #include <cstdint>
