@@ -1,3 +1,4 @@
+#include <sys/wait.h>
 #include "cache/block_cache.h"
 
 #include <gtest/gtest.h>
@@ -437,16 +438,35 @@ TEST(BlockCache, RealDiskRefusalNamesThePath) {
 }
 
 TEST(BlockCache, PermissionDeniedDirectoryOnRealDisk) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions";
   TempDir tmp;
+  fs::permissions(tmp.path(), fs::perms::owner_all | fs::perms::others_read | fs::perms::others_exec);
   fs::create_directory(tmp / "locked");
-  fs::permissions(tmp / "locked", fs::perms::owner_read | fs::perms::owner_exec);
+  // Searchable but not writable by anyone but root: only creating the cache dir inside fails.
+  fs::permissions(tmp / "locked", fs::perms::owner_read | fs::perms::owner_exec | fs::perms::others_read |
+                                      fs::perms::others_exec);
   const std::string dir = (tmp / "locked" / "cache").string();
-  auto cache = BlockCache::open({.dir = dir});
+  // Root ignores directory permissions, so as root the attempt runs in a child that has dropped
+  // to an unprivileged user: the refusal is real either way, never skipped.
+  auto refused_properly = [&dir] {
+    auto cache = BlockCache::open({.dir = dir});
+    return !cache.ok() && cache.status().code() == Code::kPermissionDenied &&
+           cache.status().message().find(dir) != std::string::npos;
+  };
+  if (::geteuid() != 0) {
+    EXPECT_TRUE(refused_properly());
+  } else {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+      ::_exit(refused_properly() ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "1: not refused with kPermissionDenied naming the path; 2: setuid failed";
+  }
   fs::permissions(tmp / "locked", fs::perms::owner_all);
-  ASSERT_FALSE(cache.ok());
-  EXPECT_EQ(cache.status().code(), Code::kPermissionDenied);
-  EXPECT_NE(cache.status().message().find(dir), std::string::npos);
 }
 
 TEST(BlockCache, NewCacheDirectoryIsPrivate) {
