@@ -238,7 +238,7 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
     info->fix = resave;
   } else if (H5Tequal(file_type, native_type(info->dtype)) <= 0) {
     info->fast_path_blocker = "is stored in non-native byte order";
-    info->fix = "Re-save it in native (little-endian) byte order to read it in parallel.";
+    info->fix = "Fix: re-save it in native (little-endian) byte order to read it in parallel.";
   }
 
   if (info->numeric) {

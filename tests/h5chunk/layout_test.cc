@@ -1,5 +1,6 @@
 // Files whose layout trips naive chunk readers: user blocks, unallocated chunks, partial edge
 // chunks stored unfiltered, chunks stored raw with a non-zero filter mask, and many chunks.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -149,6 +150,66 @@ TEST(Layout, TwentyThousandChunksAskOnlyForTheChunksARead) {
     auto all = dset->read(":");
     ASSERT_TRUE(all.ok()) << all.status().message();
     EXPECT_EQ(bytes_of(*all), data);
+  }
+}
+
+// Layouts the fast path leaves to H5Dread: the result is still H5Dread's, and a note says why.
+TEST(Layout, UnsupportedCodecsAndByteOrderFallBackWithANote) {
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "fb.h5").string();
+  const hsize_t shape[2] = {40, 300}, chunk[2] = {4, 300};
+  std::vector<int32_t> values(40 * 300);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = int32_t(i * 37 % 1001) - 500;
+  hid_t f = open_for_write(path);
+  hid_t space = H5Screate_simple(2, shape, nullptr);
+  struct Case { const char* name; unsigned filter; hid_t type; const char* cause; };
+  const Case cases[] = {{"/lzf", 32000, H5T_NATIVE_INT32, "lzf"},
+                        {"/bzip2", 307, H5T_NATIVE_INT32, "bzip2"},
+                        {"/big_endian", 0, H5T_STD_I32BE, "byte order"}};
+  std::vector<std::string> written;
+  for (const Case& c : cases) {
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 2, chunk);
+    if (c.filter && (H5Zfilter_avail(c.filter) <= 0 ||
+                     H5Pset_filter(dcpl, c.filter, H5Z_FLAG_OPTIONAL, 0, nullptr) < 0)) {
+      H5Pclose(dcpl);
+      continue;  // no plugin for it here
+    }
+    hid_t d = H5Dcreate2(f, c.name, c.type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (d >= 0 && H5Dwrite(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) >= 0) {
+      written.push_back(c.name);
+    }
+    if (d >= 0) H5Dclose(d);
+    H5Pclose(dcpl);
+  }
+  H5Sclose(space);
+  H5Fclose(f);
+  ASSERT_FALSE(written.empty());
+
+  std::vector<std::string> notes;
+  Options options = quiet_options();
+  options.log = [&](const std::string& line) { notes.push_back(line); };
+  auto file = File::open(path, options);
+  ASSERT_TRUE(file.ok());
+  for (const Case& c : cases) {
+    if (std::find(written.begin(), written.end(), c.name) == written.end()) continue;
+    SCOPED_TRACE(c.name);
+    auto dset = file->dataset(c.name);
+    ASSERT_TRUE(dset.ok());
+    EXPECT_EQ(dset->info().type_text, "int32");
+    EXPECT_THAT(dset->info().fast_path_blocker, ::testing::HasSubstr(c.cause));
+    auto got = dset->read("2:30,7:250", via(Route::kFastPath));
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_FALSE(got->stats.fast_path);
+    for (size_t r = 0; r < 28; ++r) {
+      for (size_t k = 0; k < 243; ++k) {
+        ASSERT_EQ(got->as<int32_t>()[r * 243 + k], values[(r + 2) * 300 + k + 7]);
+      }
+    }
+    ASSERT_FALSE(notes.empty());
+    EXPECT_THAT(notes.back(), ::testing::HasSubstr(c.name));
+    EXPECT_THAT(notes.back(), ::testing::HasSubstr(c.cause));
+    EXPECT_THAT(notes.back(), ::testing::HasSubstr("re-save"));
   }
 }
 
