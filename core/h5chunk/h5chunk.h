@@ -92,7 +92,10 @@ class Array {
   DType dtype_ = DType::kUInt8;
   size_t nbytes_ = 0;
   // Not a std::vector: that would zero every byte first, doubling the first-touch cost.
-  std::unique_ptr<uint8_t[]> data_;
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t, Free> data_;
 };
 
 // What a dataset is and whether the fast path can read it.
