@@ -11,7 +11,7 @@ struct BlockReader::Block {
   std::condition_variable cv;
   bool done = false;
   Status status;
-  std::shared_ptr<const std::string> data;
+  BlockBytes data;
 };
 
 BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options)
@@ -74,29 +74,29 @@ std::string BlockReader::cache_id(const std::string& content_id) const {
   return k;
 }
 
-void BlockReader::remember(const std::string& k, std::shared_ptr<const std::string> data) {
+void BlockReader::remember(const std::string& k, const BlockBytes& data) {
   // Caller holds mu_.
   auto it = lru_index_.find(k);
   if (it != lru_index_.end()) {
-    lru_bytes_ -= it->second->second->size();
+    lru_bytes_ -= it->second->second.size();
     lru_.erase(it->second);
     lru_index_.erase(it);
   }
-  lru_bytes_ += data->size();
-  lru_.emplace_front(k, std::move(data));
+  lru_bytes_ += data.size();
+  lru_.emplace_front(k, data);
   lru_index_[k] = lru_.begin();
   while (lru_bytes_ > options_.memory_cache_bytes && lru_.size() > 1) {
     auto& last = lru_.back();
-    lru_bytes_ -= last.second->size();
+    lru_bytes_ -= last.second.size();
     lru_index_.erase(last.first);
     lru_.pop_back();
   }
 }
 
-std::shared_ptr<const std::string> BlockReader::recall(const std::string& k) {
+std::optional<BlockBytes> BlockReader::recall(const std::string& k) {
   // Caller holds mu_.
   auto it = lru_index_.find(k);
-  if (it == lru_index_.end()) return nullptr;
+  if (it == lru_index_.end()) return std::nullopt;
   lru_.splice(lru_.begin(), lru_, it->second);
   return it->second->second;
 }
@@ -113,7 +113,7 @@ BlockReader::BlockPtr BlockReader::claim_or_find(const RemoteFile& file, uint64_
   if (auto data = recall(mk)) {
     auto block = std::make_shared<Block>();
     block->done = true;
-    block->data = std::move(data);
+    block->data = std::move(*data);
     ++stats_.memory_hits;
     return block;
   }
@@ -125,12 +125,12 @@ BlockReader::BlockPtr BlockReader::claim_or_find(const RemoteFile& file, uint64_
   return block;
 }
 
-void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<std::string> data,
+void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<BlockBytes> data,
                            bool store) {
   std::string id = cache_id(file.content_id);
   std::string mk = memory_key(id, index);
-  std::shared_ptr<const std::string> bytes;
-  if (data.ok()) bytes = std::make_shared<const std::string>(std::move(data).value());
+  std::optional<BlockBytes> bytes;
+  if (data.ok()) bytes = std::move(data).value();
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = in_flight_.find(mk);
@@ -139,16 +139,16 @@ void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<std::s
       in_flight_.erase(it);
       block->done = true;
       if (bytes) {
-        block->data = bytes;
+        block->data = *bytes;
       } else {
         block->status = data.status();
       }
       block->cv.notify_all();
     }
-    if (bytes) remember(mk, bytes);
+    if (bytes) remember(mk, *bytes);
   }
   // Write-back happens after waiters are released: nobody waits on the disk but the disk thread.
-  if (bytes && store && cache_) cache_->put(id, index, *bytes);
+  if (bytes && store && cache_) cache_->put(id, index, std::string_view(bytes->data(), bytes->size()));
 }
 
 void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed,
@@ -165,7 +165,8 @@ void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> cla
           std::lock_guard<std::mutex> lock(mu_);
           ++stats_.disk_hits;
         }
-        complete(file, index, std::move(*hit), /*store=*/false);
+        auto buffer = std::make_shared<const std::string>(std::move(*hit));
+        complete(file, index, BlockBytes{buffer, 0, buffer->size()}, /*store=*/false);
         continue;
       }
     }
@@ -209,16 +210,16 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
               Status error = shared->status().with_context("fetching " + file.path);
               for (uint64_t b = first; b < first + count; ++b) complete(file, b, error, false);
             } else {
-              const std::string& all = shared->value();
+              auto all = std::make_shared<const std::string>(std::move(*shared).value());
               {
                 std::lock_guard<std::mutex> lock(mu_);
-                stats_.bytes_fetched += all.size();
+                stats_.bytes_fetched += all->size();
                 stats_.blocks_fetched += count;
               }
               uint64_t pos = 0;
               for (uint64_t b = first; b < first + count; ++b) {
                 uint64_t len = block_length(file, b);
-                complete(file, b, all.substr(pos, len), true);
+                complete(file, b, BlockBytes{all, pos, len}, true);
                 pos += len;
               }
             }
@@ -310,7 +311,7 @@ Result<size_t> BlockReader::read(const RemoteFile& file, uint64_t offset, size_t
   size_t copied = 0;
   for (uint64_t b = first; b <= last; ++b) {
     BlockPtr& block = blocks[b - first];
-    std::shared_ptr<const std::string> data;
+    BlockBytes data;
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (!block->cv.wait_until(lock, deadline, [&] { return block->done; })) {
@@ -323,11 +324,11 @@ Result<size_t> BlockReader::read(const RemoteFile& file, uint64_t offset, size_t
     }
     uint64_t block_start = b * options_.block_size;
     uint64_t from = std::max(offset, block_start) - block_start;
-    uint64_t to = std::min(end, block_start + data->size()) - block_start;
-    if (block_start + data->size() < std::min(end, block_start + options_.block_size)) {
+    uint64_t to = std::min(end, block_start + data.size()) - block_start;
+    if (block_start + data.size() < std::min(end, block_start + options_.block_size)) {
       return Corrupt("reading " + file.path + ": block " + std::to_string(b) + " is short");
     }
-    std::memcpy(out + copied, data->data() + from, to - from);
+    std::memcpy(out + copied, data.data() + from, to - from);
     copied += to - from;
   }
   return copied;

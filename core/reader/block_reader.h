@@ -16,6 +16,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -79,6 +80,16 @@ struct ReadState {
   uint64_t run_bytes = 0;             // bytes read sequentially in the current run
 };
 
+// A block's bytes: a slice of a shared buffer (a whole coalesced response, or one block file), so
+// cutting a response into blocks copies nothing.
+struct BlockBytes {
+  std::shared_ptr<const std::string> buffer;
+  size_t offset = 0;
+  size_t length = 0;
+  const char* data() const { return buffer->data() + offset; }
+  size_t size() const { return length; }
+};
+
 class BlockReader {
  public:
   // cache may be null (no disk cache).
@@ -102,12 +113,12 @@ class BlockReader {
   BlockPtr claim_or_find(const RemoteFile& file, uint64_t index, bool* claimed);
   void load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed, bool from_disk_first);
   void fetch_runs(const RemoteFile& file, const std::vector<uint64_t>& indices, bool prefetch);
-  void complete(const RemoteFile& file, uint64_t index, Result<std::string> data, bool store);
+  void complete(const RemoteFile& file, uint64_t index, Result<BlockBytes> data, bool store);
   void read_ahead(const RemoteFile& file, uint64_t first_block, uint64_t last_block, ReadState* state);
   uint64_t block_length(const RemoteFile& file, uint64_t index) const;
   std::string cache_id(const std::string& content_id) const;
-  void remember(const std::string& key, std::shared_ptr<const std::string> data);
-  std::shared_ptr<const std::string> recall(const std::string& key);
+  void remember(const std::string& key, const BlockBytes& data);
+  std::optional<BlockBytes> recall(const std::string& key);
   void post(std::function<void()> task);
   void worker_loop();
 
@@ -118,7 +129,8 @@ class BlockReader {
   mutable std::mutex mu_;
   std::unordered_map<std::string, BlockPtr> in_flight_;
   // Memory LRU: most recent at the front.
-  std::list<std::pair<std::string, std::shared_ptr<const std::string>>> lru_;
+  // Accounted by block length; a response buffer lives while any of its blocks does.
+  std::list<std::pair<std::string, BlockBytes>> lru_;
   std::unordered_map<std::string, decltype(lru_)::iterator> lru_index_;
   uint64_t lru_bytes_ = 0;
   ReaderStats stats_;
