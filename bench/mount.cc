@@ -261,11 +261,16 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
+    // The floor for reads 2 and 3: the same H5Dread of a local file already in the page cache
+    // (H5Dread decodes on one thread, so this is mostly Blosc decoding).
+    double local_s = 1e9;
+    for (int i = 0; i < 3; ++i) local_s = std::min(local_s, h5dread_frames(repo_dir + "/zea.hdf5", 3, 5, out));
     printf("2. 5 frames of a Blosc HDF5 file with H5Dread, three times (seeds: ~0.9 s each time)\n");
     for (int i = 0; i < 3; ++i) {
       printf("   read %d: %7.1f ms, %3lld upstream requests%s\n", i + 1, t[i] * 1e3, r[i],
-             i ? (" (" + std::to_string(int(t[0] / t[i])) + "x faster than read 1)").c_str() : "");
+             i ? (" (" + std::to_string(t[0] / t[i]).substr(0, 4) + "x faster than read 1)").c_str() : "");
     }
+    printf("   the same H5Dread of the local file, warm: %.1f ms (the floor for reads 2 and 3)\n", local_s * 1e3);
     printf("\n");
   }
 
