@@ -187,18 +187,28 @@ void HubFs::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void HubFs::read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
   auto* handle = reinterpret_cast<OpenFile*>(fi->fh);
-  thread_local std::vector<char> buf;
   size = std::min(size, kMaxRead * 16);
-  if (buf.size() < size) buf.resize(size);
-  auto n = reader_.read(handle->node->remote, static_cast<uint64_t>(off), size, buf.data(),
-                        &handle->state);
-  if (!n.ok()) {
+  auto slices = reader_.read_slices(handle->node->remote, static_cast<uint64_t>(off), size, &handle->state);
+  if (!slices.ok()) {
     // Whatever went wrong upstream (a missing object, a timeout, a bad range), the file exists:
     // to the program reading it this is an I/O error.
-    log_warning("reading /" + handle->node->entry.path + ": " + n.status().message());
+    log_warning("reading /" + handle->node->entry.path + ": " + slices.status().message());
     return (void)fuse_reply_err(req, EIO);
   }
-  fuse_reply_buf(req, buf.data(), *n);
+  // The reply is written straight from the cached blocks (no copy into a reply buffer); the
+  // slices keep them alive until fuse_reply_data returns.
+  const auto& parts = *slices;
+  std::vector<char> storage(sizeof(fuse_bufvec) + sizeof(fuse_buf) * (parts.empty() ? 0 : parts.size() - 1));
+  auto* bufv = reinterpret_cast<fuse_bufvec*>(storage.data());
+  *bufv = FUSE_BUFVEC_INIT(0);
+  bufv->count = parts.size();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    bufv->buf[i] = fuse_buf{};
+    bufv->buf[i].size = parts[i].size();
+    bufv->buf[i].mem = const_cast<char*>(parts[i].data());
+  }
+  if (parts.empty()) return (void)fuse_reply_buf(req, nullptr, 0);
+  fuse_reply_data(req, bufv, FUSE_BUF_NO_SPLICE);
 }
 
 void HubFs::release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {

@@ -265,7 +265,20 @@ void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint6
 
 Result<size_t> BlockReader::read(const RemoteFile& file, uint64_t offset, size_t length,
                                  char* out, ReadState* state) {
-  if (offset >= file.size || length == 0) return size_t{0};
+  auto slices = read_slices(file, offset, length, state);
+  if (!slices.ok()) return slices.status();
+  size_t copied = 0;
+  for (const auto& slice : *slices) {
+    std::memcpy(out + copied, slice.data(), slice.size());
+    copied += slice.size();
+  }
+  return copied;
+}
+
+Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file, uint64_t offset,
+                                                         size_t length, ReadState* state) {
+  std::vector<BlockBytes> slices;
+  if (offset >= file.size || length == 0) return slices;
   uint64_t end = std::min<uint64_t>(file.size, offset + length);
   uint64_t first = offset / options_.block_size;
   uint64_t last = (end - 1) / options_.block_size;
@@ -308,7 +321,6 @@ Result<size_t> BlockReader::read(const RemoteFile& file, uint64_t offset, size_t
   }
 
   auto deadline = std::chrono::steady_clock::now() + options_.read_timeout;
-  size_t copied = 0;
   for (uint64_t b = first; b <= last; ++b) {
     BlockPtr& block = blocks[b - first];
     BlockBytes data;
@@ -328,10 +340,9 @@ Result<size_t> BlockReader::read(const RemoteFile& file, uint64_t offset, size_t
     if (block_start + data.size() < std::min(end, block_start + options_.block_size)) {
       return Corrupt("reading " + file.path + ": block " + std::to_string(b) + " is short");
     }
-    std::memcpy(out + copied, data.data() + from, to - from);
-    copied += to - from;
+    slices.push_back(BlockBytes{data.buffer, data.offset + from, to - from});
   }
-  return copied;
+  return slices;
 }
 
 ReaderStats BlockReader::stats() const {

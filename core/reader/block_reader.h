@@ -102,6 +102,10 @@ class BlockReader {
   // state may be null (no read-ahead). Thread-safe.
   Result<size_t> read(const RemoteFile& file, uint64_t offset, size_t length, char* out,
                       ReadState* state);
+  // The same bytes without copying them: slices of the blocks, in order, together exactly the
+  // requested range cut at the end of the file. They keep their buffers alive.
+  Result<std::vector<BlockBytes>> read_slices(const RemoteFile& file, uint64_t offset, size_t length,
+                                              ReadState* state);
 
   ReaderStats stats() const;
   const ReaderOptions& options() const { return options_; }
