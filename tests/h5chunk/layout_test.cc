@@ -153,6 +153,28 @@ TEST(Layout, TwentyThousandChunksAskOnlyForTheChunksARead) {
   }
 }
 
+TEST(Layout, LargeReadsAboveTheThresholdTakeTheFastPathByDefault) {
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "big.h5").string();
+  DatasetSpec spec;
+  spec.shape = {3, 1024, 1024};  // 12 MiB of float32: above the threshold, into huge pages
+  spec.chunk = {1, 1024, 1024};
+  spec.codec = Codec::kBloscLz4;
+  const Bytes data = make_data(spec);
+  write_dataset(path, spec, data);
+  auto file = File::open(path, quiet_options());
+  auto dset = file->dataset("/data");
+  ASSERT_TRUE(dset.ok());
+  auto got = dset->read(":");
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_TRUE(got->stats.fast_path) << got->stats.fallback_cause;
+  EXPECT_EQ(bytes_of(*got), data);
+  auto small = dset->read("0,0:4");
+  ASSERT_TRUE(small.ok());
+  EXPECT_FALSE(small->stats.fast_path);
+  EXPECT_THAT(small->stats.fallback_cause, ::testing::HasSubstr("small read"));
+}
+
 // Layouts the fast path leaves to H5Dread: the result is still H5Dread's, and a note says why.
 TEST(Layout, UnsupportedCodecsAndByteOrderFallBackWithANote) {
   hubfs::testing::TempDir dir;
