@@ -24,6 +24,24 @@ void expect_fast_read(const Dataset& dset, const Bytes& full, size_t elem, const
   EXPECT_EQ(bytes_of(*got), index_reference(full, dset.info().shape, elem, *norm));
 }
 
+TEST(Layout, OneDimensionalDatasets) {
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "1d.h5").string();
+  DatasetSpec spec;
+  spec.shape = {1000};
+  spec.chunk = {64};  // the last chunk is partial
+  spec.codec = Codec::kLz4;
+  spec.dtype = float64_();
+  const Bytes data = make_data(spec);
+  write_dataset(path, spec, data);
+  auto file = File::open(path, quiet_options());
+  auto dset = file->dataset("/data");
+  ASSERT_TRUE(dset.ok());
+  for (const char* s : {":", "5:900", "[3,70,999]", "-1", "64:128", "...", "990:"}) {
+    expect_fast_read(*dset, data, 8, s);
+  }
+}
+
 TEST(Layout, UserBlockOffsetsAreRelativeToTheBaseAddress) {
   hubfs::testing::TempDir dir;
   const std::string path = (dir / "ub.h5").string();
