@@ -216,11 +216,6 @@ void bench_file(const std::string& path, const std::string& name, unsigned threa
   const double h5d = c_h5d.best, h5d_cpu = c_h5d.cpu, fast = c_fast.best, fast_cpu = c_fast.cpu;
   const double h5d_fresh = c_h5d_fresh.best, fast_fresh = c_fast_fresh.best;
   const double limit = limit_run ? c_limit.best : -1, limit_cpu = c_limit.cpu;
-  std::printf("  load average %.1f over %u cores while measuring\n", [] {
-    double l[1] = {0};
-    getloadavg(l, 1);
-    return l[0];
-  }(), std::thread::hardware_concurrency());
   auto gbps = [&](double ms) { return ms > 0 ? bytes / (ms * 1e6) : 0.0; };
   std::printf("%s %s  %.1f MB, %u threads, best of %d\n", path.c_str(), name.c_str(), bytes / 1e6,
               threads, repeat);
@@ -234,6 +229,11 @@ void bench_file(const std::string& path, const std::string& name, unsigned threa
   }
   std::printf("  CPU per read (pre-touched): h5chunk %.1f ms, H5Dread %.1f ms, decode limit %.1f ms\n",
               fast_cpu, h5d_cpu, limit_cpu);
+  std::printf("  load average %.1f over %u cores while measuring\n", [] {
+    double l[1] = {0};
+    getloadavg(l, 1);
+    return l[0];
+  }(), std::thread::hardware_concurrency());
 }
 
 // Where the fast path starts to pay: reads of growing size, both routes, pre-touched buffer.
