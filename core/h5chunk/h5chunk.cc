@@ -468,7 +468,18 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
   req.max_bytes_in_flight = file_->options.max_bytes_in_flight;
   req.progress = options.progress;
   req.source = source;
-  return read_chunks(req);
+  // Route::kFastPath forces the fast path; H5Dread cannot stand in without its plugins.
+  req.may_decline = options.route == Route::kAuto && !state_->h5dread_lacks_filter;
+  auto fast = read_chunks(req);
+  if (!fast.ok() && fast.status().code() == hubfs::Code::kUnsupported) {
+    // Declined before reading anything (see read_chunks): H5Dread is faster for this one.
+    Status s = h5dread_selection(state_->dataset.get(), native_type(info.dtype),
+                                 dtype_size(info.dtype), *norm, out);
+    if (!s.ok()) return s.with_context(source);
+    stats.fallback_cause = fast.status().message();
+    return stats;
+  }
+  return fast;
 }
 
 }  // namespace h5chunk

@@ -15,9 +15,20 @@ ChunkManifest::ChunkManifest(hid_t dataset, std::vector<uint64_t> shape,
   }
 }
 
-Result<ChunkLocation> ChunkManifest::locate(const uint64_t* grid) {
+uint64_t ChunkManifest::position(const uint64_t* grid) const {
   uint64_t key = 0;
   for (size_t d = 0; d < grid_shape_.size(); ++d) key = key * grid_shape_[d] + grid[d];
+  return key;
+}
+
+bool ChunkManifest::known(const uint64_t* grid) const {
+  const uint64_t key = position(grid);
+  std::lock_guard<std::mutex> lock(mu_);
+  return memo_.count(key) > 0;
+}
+
+Result<ChunkLocation> ChunkManifest::locate(const uint64_t* grid) {
+  const uint64_t key = position(grid);
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
 

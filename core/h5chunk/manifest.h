@@ -44,6 +44,11 @@ class ChunkManifest {
   // HDF5 chunk queries made so far (tests check that a read asks only for what it touches).
   uint64_t queries() const;
 
+  // The chunk's position in C order over the chunk grid (roughly its place in HDF5's index),
+  // and whether locate() would answer it from memory.
+  uint64_t position(const uint64_t* grid) const;
+  bool known(const uint64_t* grid) const;
+
  private:
   hid_t dataset_;
   std::vector<uint64_t> shape_, chunk_, grid_shape_;

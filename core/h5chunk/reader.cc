@@ -418,6 +418,42 @@ bool ChunkPool::help(WorkerState& worker) {
   return true;
 }
 
+// Declines (kUnsupported) a read whose not-yet-located chunks would take HDF5 longer to find
+// than H5Dread takes for the whole selection: the quadratic trap of a first read over a
+// dataset of many small chunks. Chunks already remembered cost nothing.
+Status check_lookup_cost(const FastRead& req, const std::vector<AxisPlan>& axes) {
+  const size_t rank = axes.size();
+  const double budget_us =
+      kH5DreadMicros + double(req.selection->num_elements * req.layout->elem_size) / kH5DreadBytesPerMicro;
+  double cost_us = 0;
+  uint64_t cold = 0;
+  std::vector<size_t> at(rank, 0);
+  std::vector<uint64_t> grid(rank);
+  for (bool more = true; more;) {
+    for (size_t d = 0; d < rank; ++d) grid[d] = axes[d].pieces[at[d]].grid;
+    if (!req.manifest->known(grid.data())) {
+      ++cold;
+      cost_us += kLookupMicros +
+                 kLookupMicrosPerIndexPosition * double(req.manifest->position(grid.data()));
+      if (cost_us > budget_us) {
+        return hubfs::Unsupported(
+            "locating " + std::to_string(cold) +
+            "+ chunks would cost more than H5Dread (HDF5 1.10 takes longer per chunk the "
+            "further into its index)");
+      }
+    }
+    more = false;
+    for (size_t d = rank; d-- > 0;) {
+      if (++at[d] < axes[d].pieces.size()) {
+        more = true;
+        break;
+      }
+      at[d] = 0;
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ReadStats> read_chunks(const FastRead& req) {
@@ -435,6 +471,9 @@ Result<ReadStats> read_chunks(const FastRead& req) {
   // means threads - 1 helpers, and a one-chunk read hands nothing to another thread.
   uint64_t tasks = 1;
   for (const AxisPlan& a : axes) tasks *= a.pieces.size();
+  if (req.may_decline) {
+    if (Status s = check_lookup_cost(req, axes); !s.ok()) return s;
+  }
   const unsigned threads = static_cast<unsigned>(std::clamp<uint64_t>(tasks, 1, std::max(1u, req.threads)));
   auto own = req.workers->acquire();
   if (!own.ok()) return own.status().with_context(req.source);

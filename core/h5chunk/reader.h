@@ -88,9 +88,24 @@ struct FastRead {
   uint64_t max_bytes_in_flight = kDefaultMaxBytesInFlight;
   ProgressFn progress;
   std::string source;  // "file 'x.h5', dataset '/d'": prefixes every error
+  bool may_decline = false;  // decline (kUnsupported) when chunk lookups would cost too much
 };
 
+// HDF5 1.10 locates a chunk in time growing with its place in the chunk index: measured here
+// (bench-style probe of a 16,384-chunk dataset, first full read) 2.3 s for a v1 B-tree and
+// 12.4 s for a fixed array, i.e. up to ~0.09 us per index position per lookup, on top of
+// about 2 us per call (hdf5-chunks notes), where H5Dread read the same dataset in 0.1 s.
+// Estimates use these worst cases...
+inline constexpr double kLookupMicros = 2.0;
+inline constexpr double kLookupMicrosPerIndexPosition = 0.1;
+// ...against H5Dread's pace on this machine: 1.5-1.6 GB/s with Blosc lz4 (bench_h5chunk_local),
+// plus a fixed cost per call (its small-read sweep: a whole 512 KiB chunk in 30-74 us).
+inline constexpr double kH5DreadBytesPerMicro = 1500.0;
+inline constexpr double kH5DreadMicros = 50.0;
+
 // Reads the selection with the worker pool. Errors name the source and the chunk.
+// With may_decline: kUnsupported (nothing read) when locating the chunks not yet remembered
+// would cost more than H5Dread reading the whole selection; the caller then uses H5Dread.
 Result<ReadStats> read_chunks(const FastRead& request);
 
 }  // namespace h5chunk

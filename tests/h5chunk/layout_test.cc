@@ -168,6 +168,22 @@ TEST(Layout, TwentyThousandChunksAskOnlyForTheChunksARead) {
     auto all = dset->read(":");
     ASSERT_TRUE(all.ok()) << all.status().message();
     EXPECT_EQ(bytes_of(*all), data);
+    // Even with no size threshold, the automatic route does not walk into the quadratic trap:
+    // locating 20,000 chunks one by one would cost seconds where H5Dread takes milliseconds.
+    Options eager = quiet_options();
+    eager.min_fast_path_bytes = 0;
+    auto file2 = File::open(path, eager);
+    auto dset2 = file2->dataset("/data");
+    auto whole = dset2->read(":");
+    ASSERT_TRUE(whole.ok()) << whole.status().message();
+    EXPECT_EQ(bytes_of(*whole), data);
+    EXPECT_FALSE(whole->stats.fast_path);
+    EXPECT_THAT(whole->stats.fallback_cause, ::testing::HasSubstr("locating"));
+    EXPECT_EQ(dset2->manifest_queries(), 0u);
+    // A read of a few chunks near the start of the index is cheap to locate: fast path.
+    auto few = dset2->read("0:8");
+    ASSERT_TRUE(few.ok());
+    EXPECT_TRUE(few->stats.fast_path) << few->stats.fallback_cause;
   }
 }
 
