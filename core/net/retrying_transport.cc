@@ -136,8 +136,11 @@ class TimerThread {
         cv_.wait(lock);
         continue;
       }
-      if (timers_.top().due > Clock::now()) {
-        cv_.wait_until(lock, timers_.top().due);
+      // A copy: wait_until reads its deadline while the lock is released, and a post() in the
+      // meantime may reallocate the heap under a reference to its top.
+      const Clock::time_point due = timers_.top().due;
+      if (due > Clock::now()) {
+        cv_.wait_until(lock, due);
         continue;
       }
       auto fn = timers_.top().fn;
