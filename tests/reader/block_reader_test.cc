@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cache/fault_disk.h"
 #include "support/fake_transport.h"
 #include "support/temp_dir.h"
 
@@ -251,27 +252,11 @@ TEST_F(BlockReaderTest, AReadThatIsNotAnsweredTimesOut) {
   cdn_.open_gate();  // the fetch then completes; the reader's destructor waits for it
 }
 
-// A disk that fills up after the cache opened: every later write fails, reads must not.
-class FullDisk : public CacheDisk {
- public:
-  std::shared_ptr<CacheDisk> real = posix_disk();
-  std::atomic<bool> full{false};
-  Status make_dirs(const std::string& p, unsigned m) override { return real->make_dirs(p, m); }
-  Result<std::string> read_file(const std::string& p, uint64_t max) override { return real->read_file(p, max); }
-  Status write_new_file(const std::string& p, std::string_view d) override {
-    if (full) return IoError("No space left on device");
-    return real->write_new_file(p, d);
-  }
-  Status rename(const std::string& a, const std::string& b) override { return real->rename(a, b); }
-  Status remove(const std::string& p) override { return real->remove(p); }
-  Status touch(const std::string& p) override { return real->touch(p); }
-  Result<std::vector<DiskEntry>> list_files(const std::string& d) override { return real->list_files(d); }
-};
-
 TEST_F(BlockReaderTest, AFullCacheDiskIsNeverAReadError) {
-  auto disk = std::make_shared<FullDisk>();
+  // The disk fills up after the cache opened: every later write fails, reads must not.
+  auto disk = std::make_shared<testing::FaultDisk>();
   open_cache(disk);
-  disk->full = true;
+  disk->set_write_fault(testing::FaultDisk::WriteFault::kRefuse);
   {
     BlockReader reader(cache_.get(), fetcher_);
     EXPECT_EQ(read(reader, 0, file_.size), cdn_.content);
