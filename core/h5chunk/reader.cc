@@ -421,6 +421,16 @@ bool ChunkPool::help(WorkerState& worker) {
 // Declines (kUnsupported) a read whose not-yet-located chunks would take HDF5 longer to find
 // than H5Dread takes for the whole selection: the quadratic trap of a first read over a
 // dataset of many small chunks. Chunks already remembered cost nothing.
+// Steps `at` (one piece index per axis) to the next touched chunk, last axis fastest, like an
+// odometer; false once every chunk has been visited.
+bool next_chunk(const std::vector<AxisPlan>& axes, std::vector<size_t>& at) {
+  for (size_t d = axes.size(); d-- > 0;) {
+    if (++at[d] < axes[d].pieces.size()) return true;
+    at[d] = 0;
+  }
+  return false;
+}
+
 Status check_lookup_cost(const FastRead& req, const std::vector<AxisPlan>& axes) {
   const size_t rank = axes.size();
   const double budget_us =
@@ -442,14 +452,7 @@ Status check_lookup_cost(const FastRead& req, const std::vector<AxisPlan>& axes)
             "further into its index)");
       }
     }
-    more = false;
-    for (size_t d = rank; d-- > 0;) {
-      if (++at[d] < axes[d].pieces.size()) {
-        more = true;
-        break;
-      }
-      at[d] = 0;
-    }
+    more = next_chunk(axes, at);
   }
   return Status::Ok();
 }
@@ -514,15 +517,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
       pool.help(**own);
     }
     if (pool.failed()) break;
-    // Advance the odometer, last axis fastest.
-    more = false;
-    for (size_t d = rank; d-- > 0;) {
-      if (++at[d] < axes[d].pieces.size()) {
-        more = true;
-        break;
-      }
-      at[d] = 0;
-    }
+    more = next_chunk(axes, at);
   }
   pool.close();
   while (pool.help(**own)) {
