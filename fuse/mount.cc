@@ -250,6 +250,10 @@ Result<uint64_t> parse_size(const std::string& text) {
   return static_cast<uint64_t>(std::llround(value * scale));
 }
 
+namespace {
+int detach_and_serve(Mount& m, const std::string& mountpoint, int verdict_fd);
+}  // namespace
+
 int run_mount(const MountConfig& config) {
   auto checked = check_mountpoint(config.mountpoint);
   if (!checked.ok()) {
@@ -315,14 +319,25 @@ int run_mount(const MountConfig& config) {
   std::FILE* log = nullptr;
   if (!config.log_file.empty()) log = std::fopen(config.log_file.c_str(), "a");
   set_log_file(log ? log : std::fopen("/dev/null", "a"));
-  Mount m;
-  Status st = build_mount(config, mountpoint, m);
-  if (!st.ok()) {
-    if (log) log_error(st.message());  // the parent prints it to the user's stderr
-    write_all(pipefd[1], "ERR " + st.message());
-    close(pipefd[1]);
-    _exit(1);
+  int rc = 1;
+  {
+    // Scoped so the Mount's destructor (which unmounts) runs before _exit, which runs none.
+    Mount m;
+    Status st = build_mount(config, mountpoint, m);
+    if (!st.ok()) {
+      if (log) log_error(st.message());  // the parent prints it to the user's stderr
+      write_all(pipefd[1], "ERR " + st.message());
+      close(pipefd[1]);
+    } else {
+      rc = detach_and_serve(m, mountpoint, pipefd[1]);
+    }
   }
+  _exit(rc);
+}
+
+namespace {
+
+int detach_and_serve(Mount& m, const std::string& mountpoint, int verdict_fd) {
   // Detach from the terminal: stdio to /dev/null (the log file, if any, keeps its own stream).
   int devnull = open("/dev/null", O_RDWR);
   if (devnull >= 0) {
@@ -332,11 +347,12 @@ int run_mount(const MountConfig& config) {
     if (devnull > 2) close(devnull);
   }
   if (chdir("/") != 0) {}
-  write_all(pipefd[1], "OK\n");
-  close(pipefd[1]);
-  int rc = serve(m, mountpoint);
-  _exit(rc);
+  write_all(verdict_fd, "OK\n");
+  close(verdict_fd);
+  return serve(m, mountpoint);
 }
+
+}  // namespace
 
 int run_unmount(const std::string& mountpoint) {
   char real[PATH_MAX];

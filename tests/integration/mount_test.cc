@@ -279,6 +279,28 @@ TEST_F(MountTest, AReadThatCannotBeServedFailsWithEioInBoundedTime) {
   hub_->clear_faults();
 }
 
+bool is_mounted(const std::string& path) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find(" " + path + " ") != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST_F(MountTest, SigtermUnmountsCleanly) {
+  for (const char* signal : {"TERM", "INT"}) {
+    auto m = mount("datasets/lab/scans");
+    ASSERT_TRUE(is_mounted(m->path()));
+    // The daemon is the process whose command line names this mountpoint.
+    auto pid = run_command("pgrep -f -- " + shell_quote("hubfs mount .*" + m->path() + "$"));
+    ASSERT_EQ(pid.exit_code, 0) << pid.output;
+    ASSERT_EQ(run_command(std::string("kill -") + signal + " " + pid.output).exit_code, 0);
+    for (int i = 0; i < 100 && is_mounted(m->path()); ++i) usleep(100 * 1000);
+    EXPECT_FALSE(is_mounted(m->path())) << "SIG" << signal << " left the mount in place";
+  }
+}
+
 TEST_F(MountTest, MountErrorsNameTheCauseAndTheFix) {
   auto hubfs = shell_quote(bin_path("hubfs"));
   auto missing_repo = run_command(hubfs + " mount --endpoint " + hub_->url() + " --cache-dir " +
