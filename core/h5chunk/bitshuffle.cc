@@ -29,7 +29,6 @@ constexpr size_t kGroup = 8;
 constexpr size_t kTargetBlockBytes = 8192;
 constexpr size_t kMinBlockElems = 128;
 constexpr size_t kHeaderBytes = 12;      // u64 total + u32 block bytes
-constexpr size_t kBlockHeaderBytes = 4;  // u32 compressed size
 // Compression selector in cd_values[4].
 constexpr unsigned kNone = 0, kLz4 = 2, kZstd = 3;
 
@@ -197,14 +196,9 @@ Result<size_t> bitshuffle_decode(ZSTD_DCtx_s* ctx, std::vector<uint8_t>& block_b
       pos += bytes;
       continue;
     }
-    if (in_size - pos < kBlockHeaderBytes)
-      return hubfs::Corrupt(block_error(block, "header overruns the input"));
-    size_t compressed = load_be32(in + pos);
-    pos += kBlockHeaderBytes;
-    if (compressed > in_size - pos) {
-      return hubfs::Corrupt(block_error(block, "overruns the input (" + std::to_string(compressed) +
-                                                   " bytes, " + std::to_string(in_size - pos) + " left)"));
-    }
+    auto framed = next_framed_block(in, in_size, pos, "bitshuffle", block);
+    if (!framed.ok()) return framed.status();
+    const size_t compressed = *framed;
     if (Status st = decompress_block(compression, ctx, block, in + pos, compressed, decompressed, bytes);
         !st.ok()) {
       return st;

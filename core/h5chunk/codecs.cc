@@ -261,4 +261,21 @@ Status check_announced_size(const char* what, uint64_t size, Target target) {
                         (target.exact ? "" : "at most ") + std::to_string(target.capacity));
 }
 
+Result<size_t> next_framed_block(const uint8_t* in, size_t in_size, size_t& pos, const char* codec,
+                                 size_t block) {
+  constexpr size_t kBlockHeaderBytes = 4;  // u32 compressed size
+  // Built only on failure: this runs once per block on the decode path.
+  auto corrupt = [&](const std::string& what) {
+    return hubfs::Corrupt(std::string(codec) + ": block " + std::to_string(block) + " " + what);
+  };
+  if (in_size - pos < kBlockHeaderBytes) return corrupt("header overruns the input");
+  size_t compressed = load_be32(in + pos);
+  pos += kBlockHeaderBytes;
+  if (compressed > in_size - pos) {
+    return corrupt("overruns the input (" + std::to_string(compressed) + " bytes, " +
+                   std::to_string(in_size - pos) + " left)");
+  }
+  return compressed;
+}
+
 }  // namespace h5chunk::codec

@@ -85,6 +85,13 @@ inline uint32_t load_be32(const uint8_t* p) {
 }
 inline uint64_t load_be64(const uint8_t* p) { return uint64_t{load_be32(p)} << 32 | load_be32(p + 4); }
 
+// The framing the lz4 (32004) and bitshuffle (32008) filters share: each block is a u32
+// big-endian compressed size, then that many bytes. Reads the size at `pos`, checks that the
+// header and the block both fit in the input, and advances pos past the header. `codec` and
+// `block` only name the culprit in the error.
+Result<size_t> next_framed_block(const uint8_t* in, size_t in_size, size_t& pos, const char* codec,
+                                 size_t block);
+
 // Each decoder returns the number of bytes it wrote to the target, or kCorrupt naming what
 // failed. None reads past in + in_size nor writes past target.data + target.capacity.
 Result<size_t> blosc_decode(const uint8_t* in, size_t in_size, Target out);

@@ -13,7 +13,6 @@ namespace h5chunk::codec {
 namespace {
 
 constexpr size_t kHeaderBytes = 12;      // u64 plain size + u32 block size
-constexpr size_t kBlockHeaderBytes = 4;  // u32 compressed size
 
 std::string block_error(size_t block, const std::string& what) {
   return "lz4: block " + std::to_string(block) + " " + what;
@@ -39,14 +38,9 @@ Result<size_t> lz4_hdf5_decode(const uint8_t* in, size_t in_size, Target out) {
   size_t written = 0;
   for (size_t block = 0; written < total; ++block) {
     size_t plain = static_cast<size_t>(std::min<uint64_t>(block_size, total - written));
-    if (in_size - pos < kBlockHeaderBytes)
-      return hubfs::Corrupt(block_error(block, "header overruns the input"));
-    size_t compressed = load_be32(in + pos);
-    pos += kBlockHeaderBytes;
-    if (compressed > in_size - pos) {
-      return hubfs::Corrupt(block_error(block, "overruns the input (" + std::to_string(compressed) +
-                                                   " bytes, " + std::to_string(in_size - pos) + " left)"));
-    }
+    auto framed = next_framed_block(in, in_size, pos, "lz4", block);
+    if (!framed.ok()) return framed.status();
+    const size_t compressed = *framed;
     if (compressed == plain) {
       std::memcpy(out.data + written, in + pos, plain);
     } else {
