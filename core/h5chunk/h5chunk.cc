@@ -224,19 +224,7 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
     std::vector<hsize_t> chunk(rank);
     H5Pget_chunk(dcpl, rank, chunk.data());
     info->chunk.assign(chunk.begin(), chunk.end());
-    const int nfilters = H5Pget_nfilters(dcpl);
-    for (int i = 0; i < nfilters; ++i) {
-      FilterStep f;
-      unsigned cd[32];
-      size_t ncd = 32;
-      char name[256] = {0};
-      unsigned config = 0;
-      H5Z_filter_t id = H5Pget_filter2(dcpl, i, &f.flags, &ncd, cd, sizeof name, name, &config);
-      f.id = static_cast<unsigned>(id);
-      f.cd_values.assign(cd, cd + std::min<size_t>(ncd, 32));
-      f.name = name;
-      info->filters.push_back(std::move(f));
-    }
+    info->filters = filter_pipeline(dcpl);
     unsigned opts = 0;
     H5Pget_chunk_opts(dcpl, &opts);
     layout->dont_filter_partial = opts & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS;

@@ -1,5 +1,7 @@
 #include "h5chunk/hdf5_handle.h"
 
+#include <algorithm>
+
 namespace h5chunk {
 
 void Hid::reset() {
@@ -41,6 +43,25 @@ std::string hdf5_error_text() {
   std::string text;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect, &text);
   return text;
+}
+
+std::vector<FilterStep> filter_pipeline(hid_t dcpl) {
+  std::vector<FilterStep> pipeline;
+  const int nfilters = H5Pget_nfilters(dcpl);
+  for (int i = 0; i < nfilters; ++i) {
+    FilterStep f;
+    unsigned cd[32];  // filters in use take at most 8; a longer list is cut, never overrun
+    size_t ncd = 32;
+    char name[256] = {0};
+    unsigned config = 0;
+    H5Z_filter_t id = H5Pget_filter2(dcpl, static_cast<unsigned>(i), &f.flags, &ncd, cd, sizeof name,
+                                     name, &config);
+    f.id = static_cast<unsigned>(id);
+    f.cd_values.assign(cd, cd + std::min<size_t>(ncd, 32));
+    f.name = name;
+    pipeline.push_back(std::move(f));
+  }
+  return pipeline;
 }
 
 }  // namespace h5chunk

@@ -8,6 +8,9 @@
 
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "h5chunk/codecs.h"
 
 namespace h5chunk {
 
@@ -54,5 +57,9 @@ class QuietHdf5Errors {
 // The innermost descriptions on this thread's HDF5 error stack ("can't open object; ..."),
 // so a failed call can say why; "" when the stack is empty.
 std::string hdf5_error_text();
+
+// The filter pipeline of a dataset creation property list, in the order HDF5 applied it on write
+// (so decode_chunk undoes it last to first).
+std::vector<FilterStep> filter_pipeline(hid_t dcpl);
 
 }  // namespace h5chunk

@@ -11,6 +11,7 @@
 
 #include "codecs_test_util.h"
 #include "h5chunk/codecs.h"
+#include "h5chunk/hdf5_handle.h"
 #include "support/temp_dir.h"
 
 namespace h5chunk {
@@ -62,20 +63,7 @@ std::vector<float> dataset_values() {
 
 std::vector<FilterStep> pipeline_of(hid_t dset) {
   Id dcpl(H5Dget_create_plist(dset), H5Pclose);
-  std::vector<FilterStep> out;
-  int n = H5Pget_nfilters(dcpl);
-  for (int i = 0; i < n; ++i) {
-    FilterStep f;
-    unsigned cd[32];
-    size_t n_cd = 32;
-    char name[256] = {0};
-    unsigned config = 0;
-    f.id = unsigned(H5Pget_filter2(dcpl, unsigned(i), &f.flags, &n_cd, cd, sizeof name, name, &config));
-    f.cd_values.assign(cd, cd + n_cd);
-    f.name = name;
-    out.push_back(std::move(f));
-  }
-  return out;
+  return filter_pipeline(dcpl);
 }
 
 struct RawChunk {
