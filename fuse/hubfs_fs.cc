@@ -49,8 +49,11 @@ HubFs::Node* HubFs::add_node(TreeEntry entry) {
     n->remote.path = entry.path;
     n->remote.content_id = entry.content_id();
     n->remote.size = entry.size;
-    std::string path = entry.path;
-    n->remote.locate = [this, path](bool refresh) { return hub_.locate(repo_, path, refresh); };
+    // Captures the client and the repo, never this HubFs: queued read-ahead may call it while
+    // the mount shuts down, and the client outlives the reader (see BlockReader::shutdown).
+    n->remote.locate = [hub = &hub_, repo = repo_, path = entry.path](bool refresh) {
+      return hub->locate(repo, path, refresh);
+    };
   }
   n->entry = std::move(entry);
   std::unique_lock<std::shared_mutex> lock(nodes_mu_);

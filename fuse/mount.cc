@@ -106,9 +106,13 @@ struct Mount {
       if (mounted) fuse_session_unmount(session);
       fuse_session_destroy(session);
     }
-    // Retries waiting out a long Retry-After would hold up the reader's destructor (it waits for
-    // fetches in flight): answer them now, so unmounting is prompt.
+    // Retries waiting out a long Retry-After would hold up the reader's shutdown (it waits for
+    // fetches in flight): answer them now, and fail what is still on the wire, so unmounting
+    // is prompt. Then the reader drains while everything its tasks reach (fetcher, cache, hub)
+    // still exists; members are destroyed in reverse order after this body.
     if (transport) transport->shutdown();
+    if (curl) curl->shutdown();
+    if (reader) reader->shutdown();
   }
 };
 

@@ -22,6 +22,8 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 // Case-insensitive lookup of the first header with this name.
 std::optional<std::string> find_header(const Headers& headers, std::string_view name);
 
+struct HttpResponse;
+
 struct HttpRequest {
   std::string method = "GET";  // GET, HEAD or POST
   std::string url;
@@ -30,6 +32,14 @@ struct HttpRequest {
   // The transport aborts a transfer whose body grows past this, so a server that ignores a
   // Range header cannot make us buffer a whole multi-GB file in memory.
   uint64_t max_body = 256ull << 20;
+  // Checks a 2xx answer that the caller cannot use all the same (a 206 with the
+  // wrong Content-Range, a body of the wrong length, a 200 that ignored Range). A non-OK Status
+  // makes a retrying transport treat the answer as a transient fault, like a 503, and return
+  // that Status once its attempts are spent. Runs on a transport thread: must not block.
+  std::function<Status(const HttpResponse&)> validate;
+  // Runs before each retry (on a timer thread: must not block) with the last attempt's fault;
+  // may point the request elsewhere (a fresh location for the next attempt).
+  std::function<void(HttpRequest&, const Status& cause)> before_retry;
   // Redirects are never followed by the transport: the Hub client handles them itself, because
   // the Authorization header must not travel to another host.
 };

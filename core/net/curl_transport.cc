@@ -28,6 +28,13 @@ constexpr auto kMaxPollWait = std::chrono::milliseconds(1000);
 // default it took 8 MiB loopback ranges from ~270 to ~360 MiB/s on a 2-core box
 // (tests/net CurlTransport.DISABLED_ThroughputOf8MiBRanges).
 constexpr long kReceiveBufferBytes = 512 * 1024;
+// Of an error response's body (a 503 page), only this much is kept: enough for the Hub's JSON
+// error message, never a reason to abort the transfer and lose the status.
+constexpr size_t kErrorBodyLimit = 64 * 1024;
+// First-byte times remembered for the hedge delay: enough for a stable p95, recent enough to
+// follow a CDN that slows down.
+constexpr size_t kFirstByteSamples = 128;
+constexpr size_t kMinSamplesForHedge = 16;
 
 // curl_global_init is not thread-safe on every build; do it exactly once per process.
 void global_init_once() {
@@ -44,15 +51,22 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// One request from submit() to its callback.
+// One request from submit() to its callback. A hedged request has two transfers (the original
+// and its twin) sharing one callback slot; whichever answers first empties it.
 struct Transfer {
   HttpRequest request;
-  HttpTransport::Callback done;
+  std::shared_ptr<HttpTransport::Callback> done;
   HttpResponse response;
   curl_slist* header_list = nullptr;
   Clock::time_point started{};
   Clock::time_point last_byte{};
   bool got_first_byte = false;
+  long status = 0;           // from the status line, as soon as it arrives
+  Transfer* partner = nullptr;  // the other transfer of a hedged pair, while both run
+  bool is_twin = false;
+  bool cancelled = false;    // lost the race: removed after the current perform, no callback
+  std::optional<Clock::duration> first_byte_after;  // set once, read by the loop
+  bool success_status() const { return status >= 200 && status < 300; }
   // Set by a callback that aborts the transfer, so the finish reports the real cause instead
   // of curl's generic "write error".
   std::optional<Status> abort_status;
@@ -64,15 +78,29 @@ struct Transfer {
   std::string what() const { return request.method + " " + net::url_for_log(request.url); }
 };
 
+void note_first_byte(Transfer* t) {
+  t->last_byte = Clock::now();
+  if (t->got_first_byte) return;
+  t->got_first_byte = true;
+  t->first_byte_after = t->last_byte - t->started;
+  // The race is decided: the other transfer of a hedged pair stops (the loop removes it; a
+  // callback may not remove handles).
+  if (t->partner && !t->cancelled) t->partner->cancelled = true;
+}
+
 size_t on_header(char* data, size_t size, size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const size_t n = size * count;
-  t->got_first_byte = true;
-  t->last_byte = Clock::now();
+  note_first_byte(t);
   std::string_view line(data, n);
   if (line.starts_with("HTTP/")) {
     // A new response begins (after a 100 Continue, say): forget the previous one's headers.
     t->response.headers.clear();
+    size_t space = line.find(' ');
+    long code = 0;
+    if (space != std::string_view::npos && space + 4 <= line.size())
+      std::from_chars(line.data() + space + 1, line.data() + space + 4, code);
+    t->status = code;
     return n;
   }
   size_t colon = line.find(':');
@@ -80,7 +108,9 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
   std::string name(trim(line.substr(0, colon)));
   std::transform(name.begin(), name.end(), name.begin(), ascii_lower);
   std::string_view value = trim(line.substr(colon + 1));
-  if (name == "content-length" && t->request.method != "HEAD") {
+  // Only a successful answer is held to max_body: an error page is cut, not refused, so its
+  // status (503: retry) is what the caller sees.
+  if (name == "content-length" && t->request.method != "HEAD" && t->success_status()) {
     uint64_t length = 0;
     auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
     if (ec == std::errc() && end == value.data() + value.size()) {
@@ -103,8 +133,13 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
 size_t on_body(char* data, size_t size, size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const size_t n = size * count;
-  t->got_first_byte = true;
-  t->last_byte = Clock::now();
+  note_first_byte(t);
+  if (t->cancelled) return 0;  // lost a hedge race: stop downloading
+  if (!t->success_status()) {
+    size_t keep = std::min(n, kErrorBodyLimit - std::min(kErrorBodyLimit, t->response.body.size()));
+    t->response.body.append(data, keep);
+    return n;
+  }
   if (t->response.body.size() + n > t->request.max_body) {
     t->abort_status = Corrupt("server sent more than asked: " + t->what() + " body passed " +
                               std::to_string(t->request.max_body) +
@@ -142,13 +177,19 @@ struct CurlTransport::Impl {
   CURLM* multi = nullptr;
   std::thread loop;
 
-  std::mutex mu;  // guards `queue` and `stopping`; never held while a callback runs
+  mutable std::mutex mu;  // guards `queue` and `stopping`; never held while a callback runs
   std::deque<std::unique_ptr<Transfer>> queue;
   bool stopping = false;
 
   // Owned by the loop thread only.
   std::unordered_map<CURL*, std::unique_ptr<Transfer>> running;
   std::vector<CURL*> idle_handles;  // reused: keeps each handle's DNS and TLS session caches
+  std::deque<Clock::duration> first_byte_times;  // recent, for the hedge delay
+  size_t hedges_running = 0;
+
+  mutable std::mutex stats_mu;
+  CurlStats counters;  // requests, hedges, hedge_wins (in_flight/queued computed on demand)
+  uint64_t running_count = 0;  // mirrors running.size() for stats() (guarded by stats_mu)
 
   explicit Impl(CurlOptions o) : options(std::move(o)) {
     options.max_in_flight = std::max(1, options.max_in_flight);
@@ -165,20 +206,45 @@ struct CurlTransport::Impl {
   }
 
   ~Impl() {
+    shutdown();
+    for (CURL* h : idle_handles) curl_easy_cleanup(h);
+    if (multi) curl_multi_cleanup(multi);
+  }
+
+  void shutdown() {
     {
       std::lock_guard<std::mutex> lock(mu);
       stopping = true;
     }
     if (multi) curl_multi_wakeup(multi);
-    loop.join();
-    for (CURL* h : idle_handles) curl_easy_cleanup(h);
-    if (multi) curl_multi_cleanup(multi);
+    // Joined once; a second caller finds it joined. Never called from the loop thread (its
+    // callbacks must not block, and shutting down from one would be a self-join).
+    std::lock_guard<std::mutex> join_lock(join_mu);
+    if (loop.joinable()) loop.join();
+  }
+  std::mutex join_mu;
+
+  CurlStats stats() const {
+    CurlStats s;
+    {
+      std::lock_guard<std::mutex> lock(stats_mu);
+      s = counters;
+      s.in_flight = running_count;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    s.queued = queue.size();
+    return s;
+  }
+
+  void count_running() {
+    std::lock_guard<std::mutex> lock(stats_mu);
+    running_count = running.size();
   }
 
   void submit(HttpRequest request, Callback done) {
     auto t = std::make_unique<Transfer>();
     t->request = std::move(request);
-    t->done = std::move(done);
+    t->done = std::make_shared<HttpTransport::Callback>(std::move(done));
     {
       std::lock_guard<std::mutex> lock(mu);
       if (!stopping && multi) {
@@ -193,9 +259,11 @@ struct CurlTransport::Impl {
     curl_multi_wakeup(multi);
   }
 
-  // Runs the callback; the transfer is gone afterwards.
+  // Runs the callback (unless the other transfer of a hedged pair already did); the transfer
+  // is gone afterwards.
   static void finish(std::unique_ptr<Transfer> t, Result<HttpResponse> result) {
-    auto done = std::move(t->done);
+    HttpTransport::Callback done;
+    if (t->done) done.swap(*t->done);
     t.reset();
     if (done) done(std::move(result));
   }
@@ -298,16 +366,115 @@ struct CurlTransport::Impl {
         continue;
       }
       running.emplace(h, std::move(t));
+      std::lock_guard<std::mutex> lock(stats_mu);
+      ++counters.requests;
     }
+  }
+
+  // Removes a running transfer; with `result`, answers its request.
+  std::unique_ptr<Transfer> remove(CURL* h) {
+    auto it = running.find(h);
+    if (it == running.end()) return nullptr;
+    std::unique_ptr<Transfer> t = std::move(it->second);
+    running.erase(it);
+    release_handle(h);
+    if (t->partner) t->partner->partner = nullptr;
+    if (t->is_twin) --hedges_running;
+    return t;
+  }
+
+  CURL* handle_of(const Transfer* t) const {
+    for (const auto& [h, candidate] : running)
+      if (candidate.get() == t) return h;
+    return nullptr;
   }
 
   void complete(CURL* h, Result<HttpResponse> result) {
     auto it = running.find(h);
     if (it == running.end()) return;
-    std::unique_ptr<Transfer> t = std::move(it->second);
-    running.erase(it);
-    release_handle(h);
-    finish(std::move(t), std::move(result));
+    Transfer* t = it->second.get();
+    Transfer* partner = t->partner;
+    // A hedged pair answers once. A failure (not a timeout: the original's deadline is the
+    // request's) while the other transfer still runs is dropped: the other one may succeed.
+    bool failed = !result.ok() || !t->success_status();
+    bool timed_out = !result.ok() && result.status().code() == Code::kTimeout && !t->is_twin;
+    if (partner && !partner->cancelled && failed && !timed_out) {
+      remove(h);
+      return;
+    }
+    if (partner) {
+      if (CURL* ph = handle_of(partner)) remove(ph);
+    }
+    if (t->is_twin && !failed) {
+      std::lock_guard<std::mutex> lock(stats_mu);
+      ++counters.hedge_wins;
+    }
+    finish(remove(h), std::move(result));
+  }
+
+  // Transfers that lost a hedge race go without a callback.
+  void sweep_cancelled() {
+    std::vector<CURL*> lost;
+    for (auto& [h, t] : running)
+      if (t->cancelled) lost.push_back(h);
+    for (CURL* h : lost) remove(h);
+  }
+
+  void learn_first_byte_times() {
+    for (auto& [h, t] : running) {
+      if (!t->first_byte_after) continue;
+      first_byte_times.push_back(*t->first_byte_after);
+      if (first_byte_times.size() > kFirstByteSamples) first_byte_times.pop_front();
+      t->first_byte_after.reset();
+    }
+  }
+
+  Clock::duration hedge_delay() const {
+    using std::chrono::milliseconds;
+    if (first_byte_times.size() < kMinSamplesForHedge) return milliseconds(options.hedge_initial_delay_ms);
+    std::vector<Clock::duration> sorted(first_byte_times.begin(), first_byte_times.end());
+    size_t p95 = sorted.size() * 95 / 100;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(p95), sorted.end());
+    return std::max<Clock::duration>(sorted[p95] * 3 / 2, milliseconds(options.hedge_min_delay_ms));
+  }
+
+  // Starts a twin for each GET still waiting for its first byte past the hedge delay. At most a
+  // quarter of the slots go to hedges, so a slow server is not answered with twice the load.
+  void hedge_slow_requests(Clock::time_point now) {
+    if (!options.hedge) return;
+    const size_t max_hedges = std::max<size_t>(1, static_cast<size_t>(options.max_in_flight) / 4);
+    if (hedges_running >= max_hedges) return;
+    const Clock::duration delay = hedge_delay();
+    std::vector<Transfer*> slow;
+    for (auto& [h, t] : running) {
+      if (!t->got_first_byte && !t->partner && !t->is_twin && !t->cancelled && t->request.method == "GET" &&
+          now - t->started >= delay)
+        slow.push_back(t.get());
+    }
+    for (Transfer* original : slow) {
+      if (hedges_running >= max_hedges) break;
+      auto twin = std::make_unique<Transfer>();
+      twin->request = original->request;
+      twin->done = original->done;
+      twin->is_twin = true;
+      CURL* h = take_handle();
+      if (!h) return;
+      bool ok = configure(h, *twin).ok();
+      // Another connection: the original's may be the one that stalls (HTTP/2 would otherwise
+      // put the twin on it).
+      if (ok) curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+      if (!ok || curl_multi_add_handle(multi, h) != CURLM_OK) {
+        curl_easy_cleanup(h);
+        return;
+      }
+      twin->started = twin->last_byte = now;
+      twin->partner = original;
+      original->partner = twin.get();
+      running.emplace(h, std::move(twin));
+      ++hedges_running;
+      std::lock_guard<std::mutex> lock(stats_mu);
+      ++counters.hedges;
+    }
   }
 
   void collect_finished() {
@@ -369,7 +536,9 @@ struct CurlTransport::Impl {
     std::vector<CURL*> handles;
     for (auto& [h, t] : running) handles.push_back(h);
     for (CURL* h : handles) {
-      std::string what = running.at(h)->what();
+      auto it = running.find(h);
+      if (it == running.end()) continue;  // the other half of a hedged pair, already answered
+      std::string what = it->second->what();
       complete(h, Unavailable(what + ": the HTTP transport shut down before the response came"));
     }
     for (auto& t : queued) {
@@ -389,7 +558,13 @@ struct CurlTransport::Impl {
       int still_running = 0;
       curl_multi_perform(multi, &still_running);
       collect_finished();
+      sweep_cancelled();
+      learn_first_byte_times();
       Clock::time_point nearest = enforce_deadlines();
+      hedge_slow_requests(Clock::now());
+      if (options.hedge && !running.empty())  // wake in time to hedge
+        nearest = std::min(nearest, Clock::now() + std::chrono::milliseconds(options.hedge_min_delay_ms / 2));
+      count_running();
       {
         // A finished transfer freed a slot: start the next one before sleeping.
         std::lock_guard<std::mutex> lock(mu);
@@ -401,6 +576,7 @@ struct CurlTransport::Impl {
       curl_multi_poll(multi, nullptr, 0, wait_ms, nullptr);
     }
     fail_everything();
+    count_running();
     // A callback run by fail_everything may have submitted more work; stopping is set, so
     // submit() failed it inline and the queue stays empty.
   }
@@ -409,6 +585,10 @@ struct CurlTransport::Impl {
 CurlTransport::CurlTransport(CurlOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 
 CurlTransport::~CurlTransport() = default;
+
+void CurlTransport::shutdown() { impl_->shutdown(); }
+
+CurlStats CurlTransport::stats() const { return impl_->stats(); }
 
 void CurlTransport::submit(HttpRequest request, Callback done) {
   impl_->submit(std::move(request), std::move(done));

@@ -15,6 +15,22 @@ struct CurlOptions {
   long first_byte_timeout_ms = 30'000;  // the Hub's CDN stalls ~3 s on cold objects; allow that
   long stall_timeout_ms = 20'000;       // no byte for this long aborts the transfer (kTimeout)
   std::string user_agent = "hubfs/0.1";
+  // Hedged first bytes: a GET whose first byte has not come after a delay learnt from recent
+  // first-byte times (1.5 x their p95, at least hedge_min_delay_ms) is sent once more on another
+  // connection; the first to answer wins and the other is cancelled. A CDN that stalls ~3 s on a
+  // cold object then costs one extra request instead of the stall. Off by default (tests that
+  // count requests); the mount turns it on.
+  bool hedge = false;
+  long hedge_min_delay_ms = 250;
+  long hedge_initial_delay_ms = 1000;  // before enough first-byte times are known
+};
+
+struct CurlStats {
+  uint64_t requests = 0;    // transfers started (hedges not included)
+  uint64_t hedges = 0;      // duplicate transfers started for a slow first byte
+  uint64_t hedge_wins = 0;  // hedges that answered first
+  uint64_t in_flight = 0;   // transfers running now (hedges included)
+  uint64_t queued = 0;      // transfers waiting for a slot
 };
 
 // Callbacks run on the one event-loop thread: they must not block (no perform() on this
@@ -24,11 +40,18 @@ struct CurlOptions {
 // Failures: kTimeout for connect, first-byte and stall timeouts; kUnavailable for connect
 // errors, resets and bodies cut short; kCorrupt when the body passes request.max_body;
 // kInvalidArgument for a malformed URL or a method other than GET, HEAD, POST.
+// max_body applies to successful (2xx) responses only: an error response (a 503 page) is
+// returned with its status and at most the first 64 KiB of its body, however long it is, so
+// the status is what callers see and retry on.
 class CurlTransport : public HttpTransport {
  public:
   explicit CurlTransport(CurlOptions options = {});
-  ~CurlTransport() override;  // fails every pending request (kUnavailable) and joins the loop
+  ~CurlTransport() override;  // shutdown()
   void submit(HttpRequest request, Callback done) override;
+  // Fails every pending and running request (kUnavailable) and joins the loop; later submits
+  // fail at once. Idempotent.
+  void shutdown();
+  CurlStats stats() const;
 
  private:
   struct Impl;

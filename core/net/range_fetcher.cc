@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -97,29 +98,48 @@ struct Fetch {
 
   void fail(Status s) { done(std::move(s)); }
 
+  // Re-resolving after a protocol violation: once per fetch (another edge may answer better).
+  std::mutex relocate_mu;
+  bool relocate_started = false;
+  std::optional<Location> relocated;  // ready for the next attempt
+
+  // Whether a 2xx answer carries exactly the range: a 206 with the Content-Range asked for and
+  // that many bytes, or a 200 with the whole file (a server that ignored Range). Anything else
+  // is a protocol violation (kCorrupt): never used, retried like a 503.
+  Status validate(const std::string& host, const HttpResponse& resp) const {
+    const std::string what = "bytes " + range_text(range) + " from " + host;
+    if (resp.status == 206) {
+      const std::string expected = "bytes " + range_text(range) + "/" + std::to_string(file_size);
+      auto got = resp.header("content-range");
+      if (!got) return Corrupt(host + " answered 206 without Content-Range for " + what + "; refusing unverifiable bytes");
+      if (*got != expected)
+        return Corrupt(host + " sent Content-Range '" + *got + "', expected '" + expected +
+                       "'; the file changed on the server or the server is broken");
+      if (resp.body.size() != range.length)
+        return Corrupt(host + " sent " + std::to_string(resp.body.size()) + " bytes for " + what + " (" +
+                       std::to_string(range.length) + " expected): truncated or padded body");
+    } else if (resp.status == 200 && resp.body.size() != file_size) {
+      return Corrupt(host + " ignored Range: answered 200 with " + std::to_string(resp.body.size()) +
+                     " bytes for " + what + " of a " + std::to_string(file_size) +
+                     "-byte file; did the server ignore the Range header?");
+    } else if (resp.status >= 200 && resp.status < 300 && resp.status != 200) {
+      return Corrupt(host + " answered HTTP " + std::to_string(resp.status) + " to a range request for " + what);
+    }
+    return Status::Ok();
+  }
+
   // Exactly range.length bytes from `r`, or why not.
   Result<std::string> check(const std::string& host, Result<HttpResponse> r) const {
     const std::string what = "bytes " + range_text(range) + " from " + host;
     if (!r.ok()) return r.status().with_context("fetching " + what);
     HttpResponse& resp = r.value();
+    if (resp.status >= 200 && resp.status < 300) {
+      if (Status v = validate(host, resp); !v.ok()) return v;
+    }
     switch (resp.status) {
-      case 206: {
-        const std::string expected = "bytes " + range_text(range) + "/" + std::to_string(file_size);
-        auto got = resp.header("content-range");
-        if (!got) return Corrupt(host + " answered 206 without Content-Range for " + what + "; refusing unverifiable bytes");
-        if (*got != expected)
-          return Corrupt(host + " sent Content-Range '" + *got + "', expected '" + expected +
-                         "'; the file changed on the server or the server is broken");
-        if (resp.body.size() != range.length)
-          return Corrupt(host + " sent " + std::to_string(resp.body.size()) + " bytes for " + what + " (" +
-                         std::to_string(range.length) + " expected): truncated or padded body");
+      case 206:
         return std::move(resp.body);
-      }
       case 200:
-        if (resp.body.size() != file_size)
-          return Corrupt(host + " ignored Range: answered 200 with " + std::to_string(resp.body.size()) +
-                         " bytes for " + what + " of a " + std::to_string(file_size) +
-                         "-byte file; the server does not support range requests");
         if (range.offset == 0 && range.length == file_size) return std::move(resp.body);
         return resp.body.substr(range.offset, range.length);
       case 403:
@@ -191,6 +211,32 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
   request.max_body = std::max(fetch->range.length, fetch->file_size <= kWholeFileLimit ? fetch->file_size : 0);
   std::string host = net::url_host(request.url);
   std::string url = request.url;
+  request.validate = [fetch, host](const HttpResponse& resp) { return fetch->validate(host, resp); };
+  std::weak_ptr<Shared> weak = weak_from_this();
+  request.before_retry = [fetch, weak](HttpRequest& req, const Status& cause) {
+    std::lock_guard<std::mutex> lock(fetch->relocate_mu);
+    if (fetch->relocated) {
+      req.url = fetch->relocated->url;
+      Headers headers = fetch->relocated->headers;
+      headers.emplace_back("Range", "bytes=" + range_text(fetch->range));
+      req.headers = std::move(headers);
+      return;
+    }
+    // 5xx, resets, timeouts: the same edge may answer next time. A violation: ask for another.
+    if (fetch->relocate_started || cause.code() != Code::kCorrupt) return;
+    fetch->relocate_started = true;
+    // Off this (timer) thread: a Locator may block on the network. The retry after this one
+    // uses the fresh location if it is ready by then.
+    if (auto self = weak.lock()) {
+      self->refresher.post([fetch](bool cancelled) {
+        if (cancelled) return;
+        Result<Location> fresh = (*fetch->locate)(true);
+        if (!fresh.ok()) return;  // keep the old location: its retries may still succeed
+        std::lock_guard<std::mutex> lock(fetch->relocate_mu);
+        fetch->relocated = std::move(fresh).value();
+      });
+    }
+  };
   transport.submit(std::move(request), [self = shared_from_this(), fetch, host, url](Result<HttpResponse> r) {
     if (r.ok() && r->status == 403 && !fetch->refreshed) {
       self->refresh_and_resend(fetch, url);

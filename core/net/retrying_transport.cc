@@ -12,6 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "common/log.h"
+#include "net/url_parts.h"
+
 namespace hubfs {
 namespace {
 
@@ -39,9 +42,17 @@ bool retryable_status(long status) {
   }
 }
 
-bool retryable(const Result<HttpResponse>& r) {
-  if (!r.ok()) return r.status().code() == Code::kUnavailable || r.status().code() == Code::kTimeout;
-  return retryable_status(r->status);
+// Why this answer is worth another attempt, or OK when it is the answer. Transport failures,
+// retryable statuses and answers the request's validate() refuses (protocol violations: kCorrupt
+// from the transport's body limit, or from validate) are all transient.
+Status transient_fault(const HttpRequest& request, const Result<HttpResponse>& r) {
+  if (!r.ok()) {
+    Code c = r.status().code();
+    return (c == Code::kUnavailable || c == Code::kTimeout || c == Code::kCorrupt) ? r.status() : Status::Ok();
+  }
+  if (retryable_status(r->status)) return IoError("HTTP " + std::to_string(r->status));
+  if (request.validate && r->status >= 200 && r->status < 300) return request.validate(*r);
+  return Status::Ok();
 }
 
 // Retry-After: delta-seconds, or an HTTP-date (RFC 9110 IMF-fixdate).
@@ -225,29 +236,39 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
     return milliseconds(static_cast<int64_t>(unit * static_cast<double>(cap.count())));
   }
 
+  // What the caller gets when no retry follows: a refused answer becomes its fault (the bytes
+  // must not be used); a status or a transport failure is returned as it came.
+  static Result<HttpResponse> final_answer(Result<HttpResponse> r, const Status& fault, int attempts) {
+    std::string context = "gave up after " + std::to_string(attempts) + " attempt" + (attempts == 1 ? "" : "s");
+    if (!r.ok()) return r.status().with_context(context);
+    if (!fault.ok() && !retryable_status(r->status)) return fault.with_context(context);
+    return r;
+  }
+
   void on_result(const std::shared_ptr<Call>& call, Result<HttpResponse> r) {
-    if (!retryable(r)) {
+    Status fault = transient_fault(call->request, r);
+    if (fault.ok()) {
       call->done(std::move(r));
       return;
     }
-    if (call->attempt >= policy.max_attempts) {
-      if (!r.ok()) r = r.status().with_context("gave up after " + std::to_string(call->attempt) + " attempts");
-      call->done(std::move(r));
-      return;
-    }
-    if (is_stopping()) {
-      call->done(std::move(r));
+    if (call->attempt >= policy.max_attempts || is_stopping()) {
+      call->done(final_answer(std::move(r), fault, call->attempt));
       return;
     }
     milliseconds delay = delay_before_retry(r, call->attempt);
+    log_warning("retrying " + call->request.method + " " + net::url_for_log(call->request.url) + " (attempt " +
+                std::to_string(call->attempt + 1) + " of " + std::to_string(policy.max_attempts) + ", in " +
+                std::to_string(delay.count()) + " ms): " + fault.message());
     ++call->attempt;
     auto last = std::make_shared<Result<HttpResponse>>(std::move(r));
-    scheduler(delay, [self = shared_from_this(), call, last] {
+    scheduler(delay, [self = shared_from_this(), call, last, fault] {
       if (self->is_stopping()) {
-        call->done(std::move(*last));  // shutting down: the last answer is the answer
-      } else {
-        self->attempt(call);
+        // Shutting down: the last answer is the answer.
+        call->done(final_answer(std::move(*last), fault, call->attempt - 1));
+        return;
       }
+      if (call->request.before_retry) call->request.before_retry(call->request, fault);
+      self->attempt(call);
     });
   }
 };

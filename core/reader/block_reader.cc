@@ -15,49 +15,24 @@ struct BlockReader::Block {
 };
 
 BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options)
-    : cache_(cache), fetcher_(fetcher), options_(options) {
-  for (int i = 0; i < std::max(1, options_.disk_threads); ++i) {
-    workers_.emplace_back([this] { worker_loop(); });
-  }
-}
+    : cache_(cache), fetcher_(fetcher), options_(options), disk_work_(std::max(1, options.disk_threads)) {}
 
-BlockReader::~BlockReader() {
-  // Fetches still in flight call back into this object: wait for them (the transport bounds
-  // every request, so this ends), then stop the workers.
-  {
-    std::unique_lock<std::mutex> lock(tasks_mu_);
-    tasks_cv_.wait(lock, [this] { return outstanding_.load() == 0 && tasks_.empty(); });
-    stopping_ = true;
-  }
-  tasks_cv_.notify_all();
-  for (auto& t : workers_) t.join();
+BlockReader::~BlockReader() { shutdown(); }
+
+void BlockReader::shutdown() {
+  stopping_.store(true);  // queued read-ahead is cancelled, not sent
+  // A fetch callback posts disk work and a queued task may start a fetch: wait for fetches,
+  // drain the queue, then wait for any fetch a draining task started (its callback, finding the
+  // queue closed, runs its work inline).
+  fetches_.wait_zero();
+  disk_work_.drain();
+  fetches_.wait_zero();
 }
 
 void BlockReader::post(std::function<void()> task) {
-  {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
-    tasks_.push_back(std::move(task));
-  }
-  tasks_cv_.notify_one();
-}
-
-void BlockReader::worker_loop() {
-  for (;;) {
-    std::function<void()> task;
-    {
-      std::unique_lock<std::mutex> lock(tasks_mu_);
-      tasks_cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
-      if (tasks_.empty()) return;  // stopping and drained
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
-    }
-    task();
-    {
-      // Wake the destructor, which waits for the queue to drain.
-      std::lock_guard<std::mutex> lock(tasks_mu_);
-    }
-    tasks_cv_.notify_all();
-  }
+  // Refused only after shutdown() drained the queue, which waits for every fetch first: by then
+  // nothing posts. Running inline keeps a late task from being lost all the same.
+  if (!disk_work_.post(task)) task();
 }
 
 uint64_t BlockReader::block_length(const RemoteFile& file, uint64_t index) const {
@@ -194,12 +169,13 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.requests;
     }
-    ++outstanding_;
+    fetches_.add();
     fetcher_.fetch_async(
         file.locate, file.size, range,
         [this, file, first, count, range, prefetch](Result<std::string> body) {
           // Runs on the network thread: hand the splitting and the disk writes to a worker.
           auto shared = std::make_shared<Result<std::string>>(std::move(body));
+          // Queued before the fetch counts as done, so shutdown's drain sees it.
           post([this, file, first, count, range, prefetch, shared] {
             if (prefetch) prefetch_bytes_ -= range.length;
             if (!shared->ok()) {
@@ -223,8 +199,8 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
                 pos += len;
               }
             }
-            --outstanding_;
           });
+          fetches_.done();
         });
     i = j;
   }
@@ -256,10 +232,13 @@ void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint6
     state->prefetched_to = b + 1;
   }
   if (claimed.empty()) return;
-  ++outstanding_;
   post([this, file, claimed = std::move(claimed)] {
+    if (stopping_.load()) {
+      Status cancelled = Unavailable("reading " + file.path + ": read-ahead cancelled (unmounting)");
+      for (uint64_t b : claimed) complete(file, b, cancelled, false);
+      return;
+    }
     load_claimed(file, claimed, /*prefetch=*/true);
-    --outstanding_;
   });
 }
 

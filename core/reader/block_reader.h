@@ -24,6 +24,7 @@
 
 #include "cache/block_cache.h"
 #include "common/status.h"
+#include "common/task_queue.h"
 #include "net/range_fetcher.h"
 
 namespace hubfs {
@@ -94,8 +95,16 @@ struct BlockBytes {
 class BlockReader {
  public:
   // cache may be null (no disk cache).
+  // cache and fetcher must outlive this reader; so must everything a RemoteFile's locate
+  // captures (a queued read-ahead may call it until shutdown() returns).
   BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options = {});
+  // Calls shutdown().
   ~BlockReader();
+  // Waits for every fetch in flight to call back (the transport bounds each; shut the transport
+  // down first for a prompt return), runs the queued disk work, and stops the worker threads.
+  // Afterwards nothing calls back into this reader, a RemoteFile's locate or the cache. Reads
+  // must have stopped before (the FUSE session is gone). Idempotent.
+  void shutdown();
   BlockReader(const BlockReader&) = delete;
   BlockReader& operator=(const BlockReader&) = delete;
 
@@ -125,7 +134,6 @@ class BlockReader {
   void remember(const std::string& key, const BlockBytes& data);
   std::optional<BlockBytes> recall(const std::string& key);
   void post(std::function<void()> task);
-  void worker_loop();
 
   BlockCache* cache_;
   RangeFetcher& fetcher_;
@@ -140,13 +148,11 @@ class BlockReader {
   uint64_t lru_bytes_ = 0;
   ReaderStats stats_;
   std::atomic<uint64_t> prefetch_bytes_{0};
-  std::atomic<int64_t> outstanding_{0};  // fetches and tasks not yet finished (joined on destroy)
-
-  std::mutex tasks_mu_;
-  std::condition_variable tasks_cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool stopping_ = false;
-  std::vector<std::thread> workers_;
+  std::atomic<bool> stopping_{false};
+  // Fetches whose callback has not yet been queued: shutdown waits for them before draining the
+  // disk work (a callback posts to it).
+  InFlight fetches_;
+  TaskQueue disk_work_;  // declared last: its threads start once everything above exists
 };
 
 }  // namespace hubfs

@@ -422,3 +422,109 @@ TEST(CurlTransport, DISABLED_ThroughputOf8MiBRanges) {
 
 }  // namespace
 }  // namespace hubfs
+
+namespace hubfs {
+namespace {
+
+// The status decides, not the body's length: a 503 page longer than the range asked for is a
+// 503 (retryable), with its body cut, never a "server sent more than asked".
+TEST(CurlTransport, ErrorStatusWinsOverTheBodyLimit) {
+  const std::string page(200'000, 'x');
+  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) { c.respond(503, page); });
+  CurlTransport transport;
+  HttpRequest req = get(server.url("/small-file"));
+  req.max_body = 10;
+  auto r = transport.perform(req);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->status, 503);
+  EXPECT_LE(r->body.size(), 64u * 1024);
+  EXPECT_GT(r->body.size(), 0u);
+}
+
+TEST(CurlTransport, SuccessfulAnswerPastTheBodyLimitIsRefused) {
+  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) { c.respond(200, std::string(1000, 'y')); });
+  CurlTransport transport;
+  HttpRequest req = get(server.url("/big"));
+  req.max_body = 10;
+  auto r = transport.perform(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kCorrupt);
+}
+
+// The first request stalls (no first byte); its hedge, sent on another connection after the
+// initial hedge delay, answers at once and wins.
+TEST(CurlTransport, HedgeAnswersAStalledFirstByte) {
+  std::atomic<int> seen{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) {
+    if (seen++ == 0) {
+      // Stall until the test ends (bounded), as a cold CDN object does.
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, std::chrono::seconds(20), [&] { return release; });
+      c.respond(200, "stalled original");
+      return;
+    }
+    c.respond(200, "hedge");
+  });
+  CurlOptions options;
+  options.hedge = true;
+  options.hedge_initial_delay_ms = 100;
+  options.first_byte_timeout_ms = 15'000;
+  CurlTransport transport(options);
+  auto r = transport.perform(get(server.url("/cold")));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->body, "hedge");
+  CurlStats stats = transport.stats();
+  EXPECT_EQ(stats.hedges, 1u);
+  EXPECT_EQ(stats.hedge_wins, 1u);
+  EXPECT_EQ(stats.requests, 1u);
+}
+
+// A hedged pair answers exactly once even when both answer.
+TEST(CurlTransport, HedgedPairAnswersOnce) {
+  std::atomic<int> seen{0};
+  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) {
+    int n = seen++;
+    std::this_thread::sleep_for(std::chrono::milliseconds(n == 0 ? 400 : 300));
+    c.respond(200, n == 0 ? "original" : "hedge");
+  });
+  CurlOptions options;
+  options.hedge = true;
+  options.hedge_initial_delay_ms = 100;
+  CurlTransport transport(options);
+  std::atomic<int> answers{0};
+  std::promise<void> first;
+  transport.submit(get(server.url("/both")), [&](Result<HttpResponse> r) {
+    EXPECT_TRUE(r.ok());
+    if (answers++ == 0) first.set_value();
+  });
+  first.get_future().wait();
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // room for a second (wrong) answer
+  transport.shutdown();
+  EXPECT_EQ(answers.load(), 1);
+}
+
+TEST(CurlTransport, ShutdownFailsWhatIsInFlightAndLaterSubmits) {
+  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection&) {});  // never answers
+  CurlTransport transport;
+  std::promise<Result<HttpResponse>> p;
+  transport.submit(get(server.url("/never")), [&](Result<HttpResponse> r) { p.set_value(std::move(r)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  transport.shutdown();
+  auto r = p.get_future().get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  auto late = transport.perform(get(server.url("/late")));
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace hubfs

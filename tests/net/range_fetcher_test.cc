@@ -8,8 +8,10 @@
 #include <future>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include "net/curl_transport.h"
+#include "net/retrying_transport.h"
 #include "net/scripted_http_server.h"
 #include "support/fake_transport.h"
 
@@ -178,6 +180,84 @@ void expect_corrupt_206(std::function<HttpResponse(const std::string&, ParsedRan
   EXPECT_EQ(r.status().code(), Code::kCorrupt);
   EXPECT_THAT(r.status().message(), HasSubstr("cdn.example"));
   EXPECT_THAT(r.status().message(), Not(HasSubstr("s3cr3t")));
+}
+
+// Over a RetryingTransport, each kind of protocol violation is a transient fault: dropped, the
+// location re-resolved once, retried, and the read succeeds with exact bytes.
+TEST(RangeFetcher, ProtocolViolationsAreRetriedWithAFreshLocation) {
+  using Lie = std::function<Result<HttpResponse>(const std::string&, ParsedRange)>;
+  const std::vector<std::pair<std::string, Lie>> lies = {
+      // A big file's 200 is cut off by the transport's body limit before it is all read.
+      {"ignored Range", [](const std::string&, ParsedRange) -> Result<HttpResponse> {
+         return Corrupt("server sent more than asked (did the server ignore the Range header?)");
+       }},
+      {"200 with part of the file", [](const std::string& c, ParsedRange) -> Result<HttpResponse> {
+         HttpResponse r = status_only(200);
+         r.body = c.substr(0, c.size() / 2);
+         return r;
+       }},
+      {"Content-Range off by one", [](const std::string& c, ParsedRange r) -> Result<HttpResponse> {
+         return partial(c, {r.first + 1, r.last + 1}, c.size());
+       }},
+      {"short body", [](const std::string& c, ParsedRange r) -> Result<HttpResponse> {
+         auto resp = partial(c, r, c.size());
+         resp.body.pop_back();
+         return resp;
+       }},
+      {"no Content-Range", [](const std::string& c, ParsedRange r) -> Result<HttpResponse> {
+         auto resp = partial(c, r, c.size());
+         resp.headers.clear();
+         return resp;
+       }},
+  };
+  auto content = std::make_shared<const std::string>(file_content(100000));
+  for (const auto& [name, lie] : lies) {
+    SCOPED_TRACE(name);
+    std::atomic<int> answers{0};
+    FakeTransport fake([&, lie = lie](const HttpRequest& req) -> Result<HttpResponse> {
+      auto r = parse_range(req);
+      if (!r) return Internal("test: no Range header");
+      // The first two answers lie (at most two consecutive faults per request).
+      if (answers++ < 2) return lie(*content, *r);
+      return partial(*content, *r, content->size());
+    });
+    RetryPolicy policy;
+    policy.jitter = [] { return 0.0; };
+    RetryingTransport retrying(fake, policy, [](std::chrono::milliseconds, std::function<void()> fn) { fn(); });
+    RangeFetcher fetcher(retrying);
+    RecordingLocator loc;
+    loc.refreshed_url = "https://other-edge.example/blobs/abc";
+    auto got = fetch_one(fetcher, loc.locator(), content->size(), {1000, 5000});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ(*got, content->substr(1000, 5000));
+    EXPECT_EQ(answers.load(), 3);
+    // The re-resolve runs beside the retries (off the timer thread): wait for it, bounded.
+    for (int i = 0; i < 1000; ++i) {
+      auto calls = loc.seen();
+      if (std::count(calls.begin(), calls.end(), true) > 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    auto calls = loc.seen();
+    EXPECT_EQ(std::count(calls.begin(), calls.end(), true), 1) << "re-resolved once";
+  }
+}
+
+TEST(RangeFetcher, ViolationsPastTheBudgetAreAnError) {
+  auto content = std::make_shared<const std::string>(file_content(1000));
+  FakeTransport fake([&](const HttpRequest& req) -> Result<HttpResponse> {
+    auto r = parse_range(req);
+    return partial(*content, {r->first + 1, r->last + 1}, content->size());
+  });
+  RetryPolicy policy;
+  policy.max_attempts = 3;
+  RetryingTransport retrying(fake, policy, [](std::chrono::milliseconds, std::function<void()> fn) { fn(); });
+  RangeFetcher fetcher(retrying);
+  RecordingLocator loc;
+  auto got = fetch_one(fetcher, loc.locator(), content->size(), {0, 100});
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kCorrupt);
+  EXPECT_THAT(got.status().message(), HasSubstr("Content-Range"));
+  EXPECT_EQ(fake.request_count(), 3u);
 }
 
 TEST(RangeFetcher, RejectsWrongContentRangeStart) {

@@ -211,16 +211,82 @@ TEST(RetryingTransport, GivesUpOnTransportErrorsAfterMaxAttempts) {
   EXPECT_EQ(fake.request_count(), 3u);
 }
 
-TEST(RetryingTransport, CorruptAndInvalidAreNotRetried) {
-  for (Status s : {Corrupt("server sent more than asked"), InvalidArgument("bad url")}) {
-    FakeTransport fake(scripted({s}));
-    RecordingScheduler sched;
-    RetryingTransport retrying(fake, RetryPolicy{}, sched.scheduler());
-    auto r = retrying.perform(get("https://hub/x"));
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().code(), s.code());
-    EXPECT_EQ(fake.request_count(), 1u);
-  }
+TEST(RetryingTransport, InvalidIsNotRetried) {
+  FakeTransport fake(scripted({InvalidArgument("bad url")}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, RetryPolicy{}, sched.scheduler());
+  auto r = retrying.perform(get("https://hub/x"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(fake.request_count(), 1u);
+}
+
+// A protocol violation (the transport's body limit: a server that ignored Range) is a transient
+// fault: another attempt may reach a well-behaved edge.
+TEST(RetryingTransport, CorruptFromTheTransportIsRetried) {
+  FakeTransport fake(scripted({Corrupt("server sent more than asked"), response(200)}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, pinned_jitter(0), sched.scheduler());
+  auto r = retrying.perform(get("https://hub/x"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(fake.request_count(), 2u);
+}
+
+TEST(RetryingTransport, RefusedAnswersAreRetriedThenReportedAsTheirFault) {
+  FakeTransport fake(scripted({response(206), response(206), response(206)}));
+  RecordingScheduler sched;
+  RetryPolicy policy = pinned_jitter(0);
+  policy.max_attempts = 3;
+  RetryingTransport retrying(fake, policy, sched.scheduler());
+  HttpRequest req = get("https://hub/x");
+  req.validate = [](const HttpResponse&) { return Corrupt("wrong Content-Range"); };
+  auto r = retrying.perform(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kCorrupt);
+  EXPECT_NE(r.status().message().find("wrong Content-Range"), std::string::npos);
+  EXPECT_NE(r.status().message().find("gave up after 3 attempts"), std::string::npos);
+  EXPECT_EQ(fake.request_count(), 3u);
+}
+
+TEST(RetryingTransport, BeforeRetrySeesTheFaultAndMayRedirect) {
+  int answered = 0;
+  FakeTransport fake([&](const HttpRequest& req) -> Result<HttpResponse> {
+    HttpResponse r;
+    r.status = 206;
+    r.body = req.url;  // which URL answered
+    ++answered;
+    return r;
+  });
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, pinned_jitter(0), sched.scheduler());
+  HttpRequest req = get("https://edge-a/x");
+  req.validate = [](const HttpResponse& r) {
+    return r.body == "https://edge-a/x" ? Corrupt("edge a lies") : Status::Ok();
+  };
+  std::vector<std::string> causes;
+  req.before_retry = [&](HttpRequest& next, const Status& cause) {
+    causes.push_back(cause.message());
+    next.url = "https://edge-b/x";
+  };
+  auto r = retrying.perform(req);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->body, "https://edge-b/x");
+  ASSERT_EQ(causes.size(), 1u);
+  EXPECT_EQ(causes[0], "edge a lies");
+  EXPECT_EQ(answered, 2);
+}
+
+TEST(RetryingTransport, ErrorStatusesAreNotValidated) {
+  FakeTransport fake(scripted({response(404)}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, pinned_jitter(0), sched.scheduler());
+  HttpRequest req = get("https://hub/x");
+  req.validate = [](const HttpResponse& r) { return r.status == 206 ? Status::Ok() : Corrupt("not a 206"); };
+  auto r = retrying.perform(req);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(fake.request_count(), 1u);
 }
 
 TEST(RetryingTransport, EachAttemptSendsTheSameRequest) {
