@@ -128,6 +128,7 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
 
   CurlOptions curl_options;
   curl_options.max_in_flight = config.max_requests;
+  curl_options.hedge = true;  // a CDN stalling on a cold object costs a duplicate, not the stall
   m.curl = std::make_unique<CurlTransport>(curl_options);
   m.transport = std::make_unique<RetryingTransport>(*m.curl);
   HubConfig hub_config;

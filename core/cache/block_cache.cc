@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/block_file.h"
+#include "common/log.h"
 
 namespace hubfs {
 namespace {
@@ -34,6 +35,9 @@ constexpr size_t kMaxTrackedTouches = 1 << 16;
 // Scans one eviction pass may make when each runs out of candidates (see eviction_batch); the
 // bound keeps a directory whose files cannot be removed from holding the thread forever.
 constexpr int kMaxScansPerPass = 16;
+// How far past its budget the cache may grow before puts are skipped (eviction runs in the
+// background and rescans the directory, so a fast stream can outrun it): at most this over.
+uint64_t overshoot_allowance(uint64_t budget) { return std::max<uint64_t>(budget / 10, 64ull << 20); }
 // Shards are the 256 values of the first byte of sha256(content id).
 constexpr int kShards = 256;
 
@@ -108,9 +112,17 @@ class DiskBlockCache final : public BlockCache {
       writes_skipped_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
+    // Bounded overshoot: past budget + allowance, skip the write until eviction catches up.
+    const int64_t used_now = bytes_used_.load();
+    if (used_now > 0 && static_cast<uint64_t>(used_now) + data.size() >
+                            options_.budget_bytes + overshoot_allowance(options_.budget_bytes)) {
+      writes_skipped_.fetch_add(1, std::memory_order_relaxed);
+      request_eviction();
+      return;
+    }
     const Location loc = locate(content_id, index);
     if (!shard_ready_[loc.shard].load(std::memory_order_acquire)) {
-      if (!disk_->make_dirs(loc.shard_dir, 0700).ok()) return note_write_failure();
+      if (Status d = disk_->make_dirs(loc.shard_dir, 0700); !d.ok()) return note_write_failure(d);
       shard_ready_[loc.shard].store(true, std::memory_order_release);
     }
     const std::string tmp = temp_path(loc.shard_dir);
@@ -128,14 +140,21 @@ class DiskBlockCache final : public BlockCache {
     if (s.ok()) s = disk_->rename(tmp, loc.path);
     if (!s.ok()) {
       (void)disk_->remove(tmp);  // may not exist (open failed): nothing to do then
-      return note_write_failure();
+      return note_write_failure(s);
     }
     failure_streak_.store(0, std::memory_order_relaxed);
+    if (failing_.exchange(false)) log_info("cache: writes to " + options_.dir + " work again");
     note_fresh(loc);  // the file's mtime is now: no touch needed for a while
     bytes_added_.fetch_add(encoded.size());
     int64_t used = bytes_used_.fetch_add(static_cast<int64_t>(encoded.size())) +
                    static_cast<int64_t>(encoded.size());
     if (used > 0 && static_cast<uint64_t>(used) > options_.budget_bytes) request_eviction();
+  }
+
+  void remove(std::string_view content_id, uint64_t index) override {
+    const Location loc = locate(content_id, index);
+    // The size estimate is corrected by the next directory scan; a miss here is fine.
+    (void)disk_->remove(loc.path);
   }
 
   CacheStats stats() const override {
@@ -175,11 +194,16 @@ class DiskBlockCache final : public BlockCache {
     return loc;
   }
 
-  void note_write_failure() {
+  void note_write_failure(const Status& cause) {
     write_failures_.fetch_add(1, std::memory_order_relaxed);
     // The streak is not reset when a backoff starts, so after it ends a single failed probe
     // starts the next one.
     if (failure_streak_.fetch_add(1) + 1 >= kWriteFailureStreak) {
+      // Once per episode (not per block): the disk is full or read-only until a put succeeds.
+      if (!failing_.exchange(true))
+        log_warning("cache: writes to " + options_.dir + " fail (" + cause.message() +
+                    "); reads are served from the network without caching until the disk accepts "
+                    "writes again (free space or fix permissions)");
       auto until = Clock::now() + options_.write_backoff;
       backoff_until_.store(until.time_since_epoch().count(), std::memory_order_relaxed);
     }
@@ -324,6 +348,7 @@ class DiskBlockCache final : public BlockCache {
   const std::shared_ptr<CacheDisk> disk_;
   const std::string blocks_dir_;
 
+  std::atomic<bool> failing_{false};  // in a write-failure episode (logged once)
   std::atomic<uint64_t> hits_{0}, misses_{0}, corrupt_{0}, write_failures_{0}, evictions_{0},
       writes_skipped_{0};
   std::atomic<int64_t> bytes_used_{0};   // signed: a corrupt-file removal may race a re-scan

@@ -63,6 +63,9 @@ class BlockCache {
   virtual std::optional<std::string> get(std::string_view content_id, uint64_t index) = 0;
   // Stores the block; failures are counted, never reported.
   virtual void put(std::string_view content_id, uint64_t index, std::string_view data) = 0;
+  // Deletes the block if present (a file whose content failed its hash: its blocks must not be
+  // served again).
+  virtual void remove(std::string_view content_id, uint64_t index) = 0;
   virtual CacheStats stats() const = 0;
   // Evicts now until the directory fits the budget (normally done in the background on put).
   virtual void enforce_budget() = 0;

@@ -24,6 +24,8 @@ Status errno_status(const char* op, const std::string& path, int err) {
   switch (err) {
     case ENOENT:
       return NotFound(std::move(message));
+    case ELOOP:  // a symlink where a block belongs (opened O_NOFOLLOW): not a block, remove it
+      return Corrupt(std::move(message));
     case EACCES:
     case EPERM:
     case EROFS:
@@ -81,7 +83,9 @@ class PosixDisk final : public CacheDisk {
   }
 
   Result<std::string> read_file(const std::string& path, uint64_t max_bytes) override {
-    Fd fd(open_retrying(path.c_str(), O_RDONLY));
+    // O_NONBLOCK: opening a FIFO (or a device) planted where a block belongs must not block a
+    // disk thread; O_NOFOLLOW: nor may a symlink lead elsewhere. Both are then refused below.
+    Fd fd(open_retrying(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW));
     if (fd.get() < 0) return errno_status("opening", path, errno);
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) return errno_status("stat", path, errno);
@@ -103,7 +107,9 @@ class PosixDisk final : public CacheDisk {
 
   Result<SplitFile> read_file_split(const std::string& path, uint64_t head_bytes,
                                     uint64_t max_bytes) override {
-    Fd fd(open_retrying(path.c_str(), O_RDONLY));
+    // O_NONBLOCK: opening a FIFO (or a device) planted where a block belongs must not block a
+    // disk thread; O_NOFOLLOW: nor may a symlink lead elsewhere. Both are then refused below.
+    Fd fd(open_retrying(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW));
     if (fd.get() < 0) return errno_status("opening", path, errno);
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) return errno_status("stat", path, errno);

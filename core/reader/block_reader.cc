@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/log.h"
+
 namespace hubfs {
 
 // A block someone is loading. Readers that need it wait on `cv` (under the reader's mutex);
@@ -12,6 +14,13 @@ struct BlockReader::Block {
   bool done = false;
   Status status;
   BlockBytes data;
+};
+
+// One file being hashed in order: blocks below next_block are in the hash.
+struct BlockReader::Verification {
+  std::mutex mu;
+  std::unique_ptr<ContentVerifier> verifier;
+  uint64_t next_block = 0;
 };
 
 BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options)
@@ -80,6 +89,99 @@ static std::string memory_key(const std::string& cache_id, uint64_t index) {
   return cache_id + "#" + std::to_string(index);
 }
 
+std::optional<BlockBytes> BlockReader::peek(const std::string& k) const {
+  // Caller holds mu_. No LRU touch: hashing is not a use.
+  auto it = lru_index_.find(k);
+  if (it == lru_index_.end()) return std::nullopt;
+  return it->second->second;
+}
+
+// Feeds the file's hash with every block from its next one on that sits in memory. Blocks are
+// put in memory before this runs, so of two blocks completing at once the later caller finds
+// both. A block read out of order waits in memory for its predecessors; one evicted before
+// its turn stalls the hash (the file simply goes unverified).
+Status BlockReader::verify_in_order(const RemoteFile& file) {
+  if (!options_.verify_whole_files) return Status::Ok();
+  const std::string id = cache_id(file.content_id);
+  const uint64_t nblocks = (file.size + options_.block_size - 1) / options_.block_size;
+  std::shared_ptr<Verification> v;
+  {
+    std::lock_guard<std::mutex> lock(verify_mu_);
+    auto it = verifying_.find(id);
+    if (it == verifying_.end()) {
+      {
+        std::lock_guard<std::mutex> mem(mu_);
+        if (!peek(memory_key(id, 0))) return Status::Ok();  // starts only with the first block
+      }
+      auto verifier = ContentVerifier::for_content(file.content_id, file.size);
+      if (!verifier) return Status::Ok();
+      v = std::make_shared<Verification>();
+      v->verifier = std::move(verifier);
+      verifying_.emplace(id, v);
+      verify_order_.push_back(id);
+      while (verifying_.size() > std::max<size_t>(1, options_.max_verifying_files)) {
+        verifying_.erase(verify_order_.front());
+        verify_order_.pop_front();
+      }
+    } else {
+      v = it->second;
+    }
+  }
+  std::lock_guard<std::mutex> lock(v->mu);
+  while (v->next_block < nblocks) {
+    std::optional<BlockBytes> next;
+    {
+      std::lock_guard<std::mutex> mem(mu_);
+      next = peek(memory_key(id, v->next_block));
+    }
+    if (!next) return Status::Ok();
+    v->verifier->update(std::string_view(next->data(), next->size()));
+    ++v->next_block;
+  }
+  if (!v->verifier) return Status::Ok();  // another caller already finished it
+  ContentVerifier::Verdict verdict = v->verifier->finish();
+  v->verifier.reset();
+  {
+    std::lock_guard<std::mutex> order(verify_mu_);
+    verifying_.erase(id);
+    verify_order_.remove(id);
+  }
+  if (verdict.match) {
+    std::lock_guard<std::mutex> mem(mu_);
+    ++stats_.files_verified;
+    return Status::Ok();
+  }
+  forget_file(file);
+  {
+    std::lock_guard<std::mutex> mem(mu_);
+    ++stats_.verify_failures;
+  }
+  std::string message = "reading " + file.path + ": the " + std::to_string(file.size) +
+                        " bytes received hash to " + verdict.computed + " but the Hub lists " +
+                        verdict.expected + " (corrupted in transit?); its cached blocks were dropped and "
+                        "the next read fetches them again";
+  log_error(message);
+  return Corrupt(message);
+}
+
+// Drops every block of the file from memory and disk.
+void BlockReader::forget_file(const RemoteFile& file) {
+  const std::string id = cache_id(file.content_id);
+  const uint64_t nblocks = (file.size + options_.block_size - 1) / options_.block_size;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint64_t b = 0; b < nblocks; ++b) {
+      auto it = lru_index_.find(memory_key(id, b));
+      if (it == lru_index_.end()) continue;
+      lru_bytes_ -= it->second->second.size();
+      lru_.erase(it->second);
+      lru_index_.erase(it);
+    }
+  }
+  if (cache_)
+    for (uint64_t b = 0; b < nblocks; ++b) cache_->remove(id, b);
+}
+
 BlockReader::BlockPtr BlockReader::claim_or_find(const RemoteFile& file, uint64_t index,
                                                  bool* claimed) {
   *claimed = false;
@@ -105,25 +207,32 @@ void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<BlockB
   std::string id = cache_id(file.content_id);
   std::string mk = memory_key(id, index);
   std::optional<BlockBytes> bytes;
+  Status status = data.ok() ? Status::Ok() : data.status();
   if (data.ok()) bytes = std::move(data).value();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = in_flight_.find(mk);
-    if (it != in_flight_.end()) {
-      BlockPtr block = it->second;
-      in_flight_.erase(it);
-      block->done = true;
-      if (bytes) {
-        block->data = *bytes;
-      } else {
-        block->status = data.status();
-      }
-      block->cv.notify_all();
+  if (bytes) {
+    // On disk before it is in memory, and in memory before the hash may reach it: a file whose
+    // hash fails is then dropped from both with nothing of it still on its way to the disk.
+    if (store && cache_) cache_->put(id, index, std::string_view(bytes->data(), bytes->size()));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      remember(mk, *bytes);
     }
-    if (bytes) remember(mk, *bytes);
+    status = verify_in_order(file);
+    if (!status.ok()) bytes.reset();
   }
-  // Write-back happens after waiters are released: nobody waits on the disk but the disk thread.
-  if (bytes && store && cache_) cache_->put(id, index, std::string_view(bytes->data(), bytes->size()));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = in_flight_.find(mk);
+  if (it != in_flight_.end()) {
+    BlockPtr block = it->second;
+    in_flight_.erase(it);
+    block->done = true;
+    if (bytes) {
+      block->data = *bytes;
+    } else {
+      block->status = status;
+    }
+    block->cv.notify_all();
+  }
 }
 
 void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed,

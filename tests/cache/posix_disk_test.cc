@@ -28,6 +28,27 @@ TEST(PosixDisk, MakeDirsCreatesEveryMissingLevelAndAcceptsExisting) {
   EXPECT_NE(under_file.message().find(tmp.str() + "/file"), std::string::npos);
 }
 
+// A FIFO where a block file belongs: opening it for reading would block until a writer came
+// (forever), so every disk thread reading that block would hang. It must be refused at once
+// as "not a block" (kCorrupt), in both read paths, and so is a symlink.
+TEST(PosixDisk, FifoAndSymlinkAreRefusedWithoutBlocking) {
+  TempDir tmp;
+  auto disk = posix_disk();
+  const std::string fifo = tmp.str() + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto whole = disk->read_file(fifo, 1 << 20);
+  ASSERT_FALSE(whole.ok());
+  EXPECT_EQ(whole.status().code(), Code::kCorrupt);
+  auto split = disk->read_file_split(fifo, 48, 1 << 20);
+  ASSERT_FALSE(split.ok());
+  EXPECT_EQ(split.status().code(), Code::kCorrupt);
+  std::ofstream(tmp / "target") << "x";
+  fs::create_symlink(tmp / "target", tmp / "link");
+  auto link = disk->read_file((tmp / "link").string(), 1 << 20);
+  ASSERT_FALSE(link.ok());
+  EXPECT_EQ(link.status().code(), Code::kCorrupt);
+}
+
 TEST(PosixDisk, WriteNewFileRefusesToReplace) {
   TempDir tmp;
   auto disk = posix_disk();

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <openssl/evp.h>
+
 #include "cache/fault_disk.h"
 #include "support/fake_transport.h"
 #include "support/temp_dir.h"
@@ -85,12 +87,25 @@ std::vector<ByteRange> asked(const FakeTransport& t) {
   return out;
 }
 
+std::string sha256_hex(const std::string& data) {
+  unsigned char digest[32];
+  unsigned int n = 0;
+  EVP_Digest(data.data(), data.size(), digest, &n, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned i = 0; i < n; ++i) {
+    static const char kHex[] = "0123456789abcdef";
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 15];
+  }
+  return hex;
+}
+
 class BlockReaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
     cdn_.content = pattern(10 * kBlock + 12345, 1);
     file_.path = "data/file.bin";
-    file_.content_id = "sha256:" + std::string(64, 'a');
+    file_.content_id = "sha256:" + sha256_hex(cdn_.content);  // the real hash: whole reads verify
     file_.size = cdn_.content.size();
     file_.locate = [](bool) { return Result<Location>(Location{"http://cdn.test/blob", {}, {}}); };
     open_cache();
@@ -262,6 +277,84 @@ TEST_F(BlockReaderTest, AFullCacheDiskIsNeverAReadError) {
     EXPECT_EQ(read(reader, 0, file_.size), cdn_.content);
   }
   EXPECT_GT(cache_->stats().write_failures, 0u);
+}
+
+}  // namespace
+}  // namespace hubfs
+
+namespace hubfs {
+namespace {
+
+// Reads the whole file in kernel-sized pieces, as cat or sha256sum would; the first error ends it.
+Status read_whole(BlockReader& reader, const RemoteFile& file, std::string* out) {
+  ReadState state;
+  out->clear();
+  for (uint64_t off = 0; off < file.size; off += 128 * 1024) {
+    std::string piece(128 * 1024, '\0');
+    auto n = reader.read(file, off, piece.size(), piece.data(), &state);
+    if (!n.ok()) return n.status();
+    out->append(piece.data(), *n);
+  }
+  return Status::Ok();
+}
+
+TEST_F(BlockReaderTest, AWholeFileReadIsCheckedAgainstItsHash) {
+  BlockReader reader(cache_.get(), fetcher_);
+  std::string got;
+  ASSERT_TRUE(read_whole(reader, file_, &got).ok());
+  EXPECT_EQ(got, cdn_.content);
+  EXPECT_EQ(reader.stats().files_verified, 1u);
+  EXPECT_EQ(reader.stats().verify_failures, 0u);
+}
+
+// A body corrupted in transit keeps its length, so no range check sees it; the whole-file hash
+// does. Every block of the file then leaves memory and disk, and the next read fetches (now
+// good) bytes again: corrupt bytes never stick. A read waiting on the block that completed the
+// hash fails; with read-ahead that block may be one nobody waits for yet, so the first read
+// may end without an error (it cannot be told apart from a good one before its last byte).
+TEST_F(BlockReaderTest, CorruptionInTransitNeverSticks) {
+  const std::string good = cdn_.content;
+  cdn_.content[3 * kBlock + 17] ^= 0x40;  // one flipped bit, same length
+  {
+    BlockReader reader(cache_.get(), fetcher_);
+    std::string got;
+    Status st = read_whole(reader, file_, &got);
+    if (!st.ok()) {
+      EXPECT_EQ(st.code(), Code::kCorrupt);
+      EXPECT_NE(st.message().find(sha256_hex(good)), std::string::npos) << st.message();
+    }
+    EXPECT_EQ(reader.stats().verify_failures, 1u);
+    EXPECT_EQ(reader.stats().files_verified, 0u);
+  }
+  // The corrupt block is not served from the disk cache any more.
+  EXPECT_FALSE(cache_->get(file_.content_id, 3).has_value());
+
+  cdn_.content = good;  // the CDN recovers
+  size_t before = transport_.request_count();
+  BlockReader reader(cache_.get(), fetcher_);
+  std::string got;
+  ASSERT_TRUE(read_whole(reader, file_, &got).ok());
+  EXPECT_EQ(got, good);
+  EXPECT_GT(transport_.request_count(), before);
+  EXPECT_EQ(reader.stats().files_verified, 1u);
+}
+
+TEST(ContentVerifier, GitBlobIdsAndSha256) {
+  // git hash-object of "hello\n" is ce013625030ba8dba906f756967f9e9ca394464a.
+  auto blob = ContentVerifier::for_content("oid:ce013625030ba8dba906f756967f9e9ca394464a", 6);
+  ASSERT_TRUE(blob);
+  blob->update("hel");
+  blob->update("lo\n");
+  EXPECT_TRUE(blob->finish().match);
+  auto sha = ContentVerifier::for_content("sha256:" + sha256_hex("abc"), 3);
+  ASSERT_TRUE(sha);
+  sha->update("abd");
+  auto verdict = sha->finish();
+  EXPECT_FALSE(verdict.match);
+  EXPECT_EQ(verdict.expected, sha256_hex("abc"));
+  EXPECT_EQ(verdict.computed, sha256_hex("abd"));
+  EXPECT_FALSE(ContentVerifier::for_content("sha256:xyz", 3));
+  EXPECT_FALSE(ContentVerifier::for_content("etag:abc", 3));
 }
 
 }  // namespace

@@ -1,0 +1,77 @@
+#include "common/task_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace hubfs {
+namespace {
+
+TEST(TaskQueue, RunsEveryTaskBeforeDrainReturns) {
+  std::atomic<int> ran{0};
+  TaskQueue q(2);
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(q.post([&] { ++ran; }));
+  q.drain();
+  EXPECT_EQ(ran.load(), 1000);
+  EXPECT_EQ(q.pending(), 0u);
+}
+
+TEST(TaskQueue, FollowUpTasksPostedByATaskRunBeforeDrainReturns) {
+  std::atomic<int> ran{0};
+  TaskQueue q(2);
+  std::function<void(int)> chain = [&](int left) {
+    ++ran;
+    if (left > 0) EXPECT_TRUE(q.post([&, left] { chain(left - 1); }));
+  };
+  q.post([&] { chain(50); });
+  q.drain();
+  EXPECT_EQ(ran.load(), 51);
+}
+
+TEST(TaskQueue, PostAfterDrainIsRefusedAndNotRun) {
+  TaskQueue q(1);
+  q.drain();
+  bool ran = false;
+  EXPECT_FALSE(q.post([&] { ran = true; }));
+  EXPECT_FALSE(ran);
+  q.drain();  // idempotent
+}
+
+// The bug this primitive replaced: a post could wake the thread waiting for the queue to empty
+// instead of a worker, leaving a task queued forever. Many short races, every one must end.
+TEST(TaskQueue, DrainWhilePostsRaceNeverHangs) {
+  for (int round = 0; round < 200; ++round) {
+    std::atomic<int> ran{0};
+    int accepted = 0;
+    {
+      TaskQueue q(2);
+      std::thread poster([&] {
+        for (int i = 0; i < 50; ++i)
+          if (q.post([&] { ++ran; })) ++accepted;
+      });
+      q.post([&] { ++ran; });
+      poster.join();
+      q.drain();
+    }
+    EXPECT_EQ(ran.load(), accepted + 1);
+  }
+}
+
+TEST(InFlight, WaitZeroReturnsOnceEveryAddIsDone) {
+  InFlight f;
+  f.add(3);
+  std::thread t([&] {
+    for (int i = 0; i < 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      f.done();
+    }
+  });
+  f.wait_zero();
+  EXPECT_EQ(f.count(), 0);
+  t.join();
+}
+
+}  // namespace
+}  // namespace hubfs
