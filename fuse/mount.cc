@@ -5,21 +5,26 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mount.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "cache/block_cache.h"
 #include "common/log.h"
+#include "common/url.h"
 #include "hub/hub_client.h"
 #include "hubfs_fs.h"
 #include "net/curl_transport.h"
@@ -41,27 +46,125 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v && *v ? std::string(v) : fallback;
 }
 
-// True when path is itself a mount point (listed in /proc/self/mountinfo).
-bool is_mount_point(const std::string& path) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, point;
-    fields >> id >> parent >> dev >> root >> point;
-    if (point == path) return true;
+// What /proc/self/mountinfo says is mounted at a path.
+struct MountEntry {
+  std::string fstype;  // "fuse.hubfs" for ours
+};
+
+// Mount points are listed with octal escapes for space, tab, newline and backslash.
+std::string unescape_mountinfo(const std::string& field) {
+  auto octal = [](char c) { return c >= '0' && c <= '7'; };
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size() &&
+        octal(field[i + 1]) && octal(field[i + 2]) && octal(field[i + 3])) {
+      out.push_back(static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0')));
+      i += 3;
+      continue;
+    }
+    out.push_back(field[i]);
   }
-  return false;
+  return out;
 }
 
-// The checks that can fail before anything starts, each naming the cause and the fix.
-Result<std::string> check_mountpoint(const std::string& mountpoint) {
+// The entry for `path` if it is itself a mount point (the last one mounted there wins).
+std::optional<MountEntry> mount_at(const std::string& path) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  std::optional<MountEntry> found;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point, options, field;
+    fields >> id >> parent >> dev >> root >> point >> options;
+    if (unescape_mountinfo(point) != path) continue;
+    // Optional fields end at "-"; the filesystem type follows.
+    while (fields >> field && field != "-") {}
+    MountEntry e;
+    fields >> e.fstype;
+    found = e;
+  }
+  return found;
+}
+
+bool is_mount_point(const std::string& path) { return mount_at(path).has_value(); }
+
+// A FUSE mount whose daemon is gone answers ENOTCONN to anything not cached in the kernel;
+// statfs is never cached (a plain stat of the root may still succeed from the attribute cache).
+bool is_dead_fuse_mount(const std::string& path) {
+  struct statvfs st {};
+  return statvfs(path.c_str(), &st) != 0 && (errno == ENOTCONN || errno == ECONNABORTED);
+}
+
+// Lazily detaches a mount (root), else asks fusermount3 to (a user's own FUSE mount).
+Status detach_mount(const std::string& path) {
+  if (umount2(path.c_str(), MNT_DETACH) == 0) return Status::Ok();
+  int err = errno;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, 2);
+    execlp("fusermount3", "fusermount3", "-u", "-z", path.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
+  return Unavailable("cannot unmount " + path + ": " + strerror(err));
+}
+
+// The absolute path of a directory that may itself be a dead mount (realpath of a dead FUSE
+// mount fails with ENOTCONN): resolve its parent and append the last component.
+std::string absolute_mountpoint(const std::string& path) {
+  char real[PATH_MAX];
+  if (realpath(path.c_str(), real)) return real;
+  std::string trimmed = path;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  size_t slash = trimmed.rfind('/');
+  std::string parent = slash == std::string::npos ? "." : (slash == 0 ? "/" : trimmed.substr(0, slash));
+  std::string name = slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+  if (!realpath(parent.c_str(), real)) return path;
+  std::string out = real;
+  if (out != "/") out += "/";
+  return out + name;
+}
+
+bool has_entries(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return false;
+  bool any = false;
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      any = true;
+      break;
+    }
+  }
+  closedir(d);
+  return any;
+}
+
+// The checks that can fail before anything starts, each naming the cause and the fix. A dead
+// hubfs mount left by a daemon that was killed is cleared here, so remounting needs no manual
+// fusermount.
+Result<std::string> check_mountpoint(const std::string& mountpoint, bool allow_nonempty) {
+  const std::string path = absolute_mountpoint(mountpoint);
+  if (auto entry = mount_at(path); entry && is_dead_fuse_mount(path)) {
+    if (entry->fstype != "fuse.hubfs") {
+      return Status(Code::kInvalidArgument,
+                    "mountpoint " + path + " is a dead FUSE mount (" + entry->fstype +
+                        ", its daemon exited); clear it with: fusermount3 -uz " + path);
+    }
+    if (Status s = detach_mount(path); !s.ok()) {
+      return Status(Code::kUnavailable, "mountpoint " + path + " is a dead hubfs mount (its daemon exited) and " +
+                                            s.message() + "; clear it with: hubfs unmount " + path);
+    }
+    log_info("cleared a dead hubfs mount at " + path + " (its daemon had exited)");
+  }
   struct stat st {};
-  if (stat(mountpoint.c_str(), &st) != 0) {
+  if (stat(path.c_str(), &st) != 0) {
     if (errno == ENOTCONN) {
       return Status(Code::kInvalidArgument,
-                    "mountpoint " + mountpoint + " is a dead FUSE mount (its daemon exited); "
-                    "clear it with: hubfs unmount " + mountpoint);
+                    "mountpoint " + path + " is a dead FUSE mount (its daemon exited); "
+                    "clear it with: hubfs unmount " + path);
     }
     return Status(Code::kNotFound, "mountpoint " + mountpoint + " does not exist: create it with "
                                    "mkdir -p " + mountpoint);
@@ -69,14 +172,15 @@ Result<std::string> check_mountpoint(const std::string& mountpoint) {
   if (!S_ISDIR(st.st_mode)) {
     return Status(Code::kInvalidArgument, "mountpoint " + mountpoint + " is not a directory");
   }
-  char real[PATH_MAX];
-  if (!realpath(mountpoint.c_str(), real)) {
-    return Status(Code::kInvalidArgument, "cannot resolve mountpoint " + mountpoint + ": " + strerror(errno));
-  }
-  if (is_mount_point(real)) {
-    return Status(Code::kInvalidArgument, "mountpoint " + std::string(real) +
+  if (is_mount_point(path)) {
+    return Status(Code::kInvalidArgument, "mountpoint " + path +
                                               " is busy: something is already mounted there; "
-                                              "unmount it first (hubfs unmount " + real + ")");
+                                              "unmount it first (hubfs unmount " + path + ")");
+  }
+  if (!allow_nonempty && has_entries(path)) {
+    return Status(Code::kInvalidArgument,
+                  "mountpoint " + path + " is not empty; choose an empty directory, or pass -o nonempty "
+                  "to mount over it (its contents are hidden while mounted)");
   }
   if (access("/dev/fuse", R_OK | W_OK) != 0) {
     return Status(Code::kUnavailable,
@@ -84,7 +188,7 @@ Result<std::string> check_mountpoint(const std::string& mountpoint) {
                       "): install fuse3 and load the module (modprobe fuse), or in a container "
                       "pass --device /dev/fuse --cap-add SYS_ADMIN");
   }
-  return std::string(real);
+  return path;
 }
 
 // Everything a running mount owns, in construction order (destroyed in reverse).
@@ -142,12 +246,18 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   pinned.revision = info->sha;  // every later request names the commit: the view never moves
   log_info("mounting " + repo->id + "@" + repo->revision + " (commit " + info->sha + ") at " + mountpoint);
 
-  CacheOptions cache_options;
-  cache_options.dir = config.cache_dir;
-  cache_options.budget_bytes = config.cache_size;
-  auto cache = BlockCache::open(cache_options);
-  if (!cache.ok()) return cache.status();
-  m.cache = std::move(cache).value();
+  if (config.cache_size == 0) {
+    // --cache-size 0: no disk cache at all (nothing is written to the cache directory); blocks
+    // live only in the reader's memory cache.
+    log_info("--cache-size 0: no disk cache; every block not in memory is fetched again");
+  } else {
+    CacheOptions cache_options;
+    cache_options.dir = config.cache_dir;
+    cache_options.budget_bytes = config.cache_size;
+    auto cache = BlockCache::open(cache_options);
+    if (!cache.ok()) return cache.status();
+    m.cache = std::move(cache).value();
+  }
   m.fetcher = std::make_unique<RangeFetcher>(*m.transport);
   ReaderOptions reader_options;
   reader_options.read_timeout = std::chrono::seconds(config.read_timeout_s);
@@ -159,7 +269,11 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   std::vector<std::string> args = {"hubfs"};
   if (config.debug) args.push_back("-d");
   std::string opts = "ro,default_permissions,fsname=hubfs:" + repo->id + ",subtype=hubfs";
-  for (const auto& o : config.fuse_options) opts += "," + o;
+  for (const auto& o : config.fuse_options) {
+    // libfuse 3 dropped "nonempty" (mounting over a non-empty directory is always allowed by
+    // the kernel); hubfs checks it itself, in check_mountpoint.
+    if (o != "nonempty") opts += "," + o;
+  }
   args.push_back("-o");
   args.push_back(opts);
   std::vector<char*> argv;
@@ -260,7 +374,13 @@ int detach_and_serve(Mount& m, const std::string& mountpoint, int verdict_fd);
 }  // namespace
 
 int run_mount(const MountConfig& config) {
-  auto checked = check_mountpoint(config.mountpoint);
+  if (Status s = url::check_endpoint(config.endpoint); !s.ok()) {
+    std::cerr << "hubfs: " << s.message() << "\n";
+    return 2;
+  }
+  const bool nonempty = std::find(config.fuse_options.begin(), config.fuse_options.end(), "nonempty") !=
+                        config.fuse_options.end();
+  auto checked = check_mountpoint(config.mountpoint, nonempty);
   if (!checked.ok()) {
     std::cerr << "hubfs: " << checked.status().message() << "\n";
     return 1;
@@ -360,11 +480,19 @@ int detach_and_serve(Mount& m, const std::string& mountpoint, int verdict_fd) {
 }  // namespace
 
 int run_unmount(const std::string& mountpoint) {
-  char real[PATH_MAX];
-  std::string path = realpath(mountpoint.c_str(), real) ? real : mountpoint;
+  const std::string path = absolute_mountpoint(mountpoint);
   if (!is_mount_point(path)) {
     std::cerr << "hubfs: " << mountpoint << " is not mounted\n";
     return 1;
+  }
+  // A mount whose daemon died (SIGKILL, OOM) cannot answer an orderly unmount's requests:
+  // detach it.
+  if (is_dead_fuse_mount(path)) {
+    if (Status s = detach_mount(path); !s.ok()) {
+      std::cerr << "hubfs: " << s.message() << "\n";
+      return 1;
+    }
+    return 0;
   }
   // Root unmounts directly; others go through the setuid helper, as FUSE intends.
   if (umount2(path.c_str(), 0) == 0) return 0;

@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   mount->add_option("repo", config.repo_spec,
                     "[models/|datasets/|spaces/]ORG/NAME[@REVISION] (models is the default type)")
       ->required();
-  mount->add_option("mountpoint", config.mountpoint, "An existing empty directory")->required();
+  mount->add_option("mountpoint", config.mountpoint,
+                    "An existing empty directory (a dead hubfs mount left by a killed daemon is cleared)")->required();
   mount->add_option("--repo-type", config.repo_type, "model|dataset|space (alternative to the prefix)")
       ->check(CLI::IsMember({"model", "dataset", "space"}));
   mount->add_option("--revision", config.revision,
@@ -38,14 +39,16 @@ int main(int argc, char** argv) {
                     "~/.cache/hubfs); kept across mounts, shareable between mounts");
   mount->add_option("--cache-size", cache_size,
                     "Byte budget of the block cache, suffixes K M G T (default 10G); least recently "
-                    "used blocks are evicted first");
+                    "used blocks are evicted first; 0 means no disk cache");
   mount->add_option("--max-requests", config.max_requests, "HTTP requests in flight at once (default 16)")
       ->check(CLI::Range(1, 256));
   mount->add_option("--read-timeout", config.read_timeout_s,
                     "Seconds after which a read the Hub cannot serve fails with EIO (default 120)")
       ->check(CLI::Range(1, 3600));
   mount->add_flag("-f,--foreground", config.foreground, "Stay in the foreground, logging to stderr");
-  mount->add_option("-o", config.fuse_options, "FUSE mount options, passed through (allow_other, ...)")
+  mount->add_option("-o", config.fuse_options,
+                    "FUSE mount options, passed through (allow_other, ...); nonempty allows a non-empty "
+                    "mountpoint")
       ->delimiter(',')
       ->allow_extra_args(false);
   mount->add_option("--log-file", config.log_file, "In the background, append logs to this file");

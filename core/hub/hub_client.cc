@@ -1,11 +1,13 @@
 #include "hub/hub_client.h"
 
+#include "common/url.h"
+
 #include <algorithm>
 #include <unordered_set>
 
 #include "hub/hub_errors.h"
 #include "hub/hub_json.h"
-#include "hub/url.h"
+#include "common/url.h"
 
 namespace hubfs {
 namespace {
@@ -114,6 +116,7 @@ HubClient::HubClient(HubConfig config, HttpTransport& transport)
     : config_(std::move(config)), transport_(transport) {
   while (!config_.endpoint.empty() && config_.endpoint.back() == '/') config_.endpoint.pop_back();
   if (config_.token && config_.token->empty()) config_.token.reset();
+  shown_endpoint_ = url::url_for_log(config_.endpoint);
 }
 
 Headers HubClient::auth_headers_for(std::string_view url) const {
@@ -142,7 +145,7 @@ Result<HubClient::Answer> HubClient::fetch_api(HttpRequest request, const hub_er
     auto target = follow && location ? url::resolve_reference(request.url, *location) : std::nullopt;
     if (!target || !url::origin_of(*target)) return Answer{std::move(*resp), std::move(request.url)};
     if (hop == kMaxRedirects) {
-      return Unavailable(config_.endpoint + " redirected a request for repository '" + ctx.repo->id +
+      return Unavailable(shown_endpoint_ + " redirected a request for repository '" + ctx.repo->id +
                          "' more than " + std::to_string(kMaxRedirects) +
                          " times: the server is redirecting in a loop; check --endpoint / HF_ENDPOINT");
     }
@@ -151,7 +154,7 @@ Result<HubClient::Answer> HubClient::fetch_api(HttpRequest request, const hub_er
 }
 
 Result<RepoInfo> HubClient::repo_info(const RepoRef& repo) {
-  hub_errors::Context ctx{config_.endpoint, &repo, std::nullopt, false, &config_.token};
+  hub_errors::Context ctx{shown_endpoint_, &repo, std::nullopt, false, &config_.token};
   HttpRequest req;
   req.url = config_.endpoint + "/api/" + std::string(api_segment(repo.type)) + "/" + repo.id + "/revision/" +
             encode_segment(repo.revision);
@@ -159,13 +162,13 @@ Result<RepoInfo> HubClient::repo_info(const RepoRef& repo) {
   auto answer = fetch_api(std::move(req), ctx);
   if (!answer.ok()) return answer.status();
   if (answer->response.status != 200) return hub_errors::from_response(answer->response, ctx);
-  return hub_json::parse_repo_info(answer->response.body, config_.endpoint);
+  return hub_json::parse_repo_info(answer->response.body, shown_endpoint_);
 }
 
 Result<std::vector<TreeEntry>> HubClient::list_dir(const RepoRef& repo, std::string_view dir_in) {
   auto dir = normalize_repo_path(dir_in, /*allow_root=*/true);
   if (!dir.ok()) return dir.status();
-  hub_errors::Context ctx{config_.endpoint, &repo, *dir, true, &config_.token};
+  hub_errors::Context ctx{shown_endpoint_, &repo, *dir, true, &config_.token};
   const std::string where = dir->empty() ? "the root directory" : "directory '" + *dir + "'";
 
   std::string page_url = config_.endpoint + "/api/" + std::string(api_segment(repo.type)) + "/" + repo.id +
@@ -200,11 +203,11 @@ Result<std::vector<TreeEntry>> HubClient::list_dir(const RepoRef& repo, std::str
     if (!next) return entries;
     auto next_url = url::resolve_reference(answer->url, *next);
     if (!next_url || !url::origin_of(*next_url)) {
-      return Corrupt("listing " + where + " of repository '" + repo.id + "' at " + config_.endpoint +
+      return Corrupt("listing " + where + " of repository '" + repo.id + "' at " + shown_endpoint_ +
                      ": the next-page link is not an http(s) URL; is --endpoint a Hugging Face Hub?");
     }
     if (seen_pages.count(*next_url)) {
-      return Corrupt("listing " + where + " of repository '" + repo.id + "' at " + config_.endpoint +
+      return Corrupt("listing " + where + " of repository '" + repo.id + "' at " + shown_endpoint_ +
                      ": the server's next-page link points back to a page already read; stopped instead of "
                      "looping forever; retry later");
     }
@@ -223,7 +226,7 @@ Result<std::vector<TreeEntry>> HubClient::paths_info(const RepoRef& repo, const 
     if (!n.ok()) return n.status();
     wanted.push_back(std::move(*n));
   }
-  hub_errors::Context ctx{config_.endpoint, &repo, std::nullopt, false, &config_.token};
+  hub_errors::Context ctx{shown_endpoint_, &repo, std::nullopt, false, &config_.token};
   const std::string url = config_.endpoint + "/api/" + std::string(api_segment(repo.type)) + "/" + repo.id +
                           "/paths-info/" + encode_segment(repo.revision);
   std::vector<TreeEntry> found;
@@ -242,7 +245,7 @@ Result<std::vector<TreeEntry>> HubClient::paths_info(const RepoRef& repo, const 
     auto answer = fetch_api(std::move(req), ctx);
     if (!answer.ok()) return answer.status();
     if (answer->response.status != 200) return hub_errors::from_response(answer->response, ctx);
-    auto parsed = hub_json::parse_tree_entries(answer->response.body, config_.endpoint);
+    auto parsed = hub_json::parse_tree_entries(answer->response.body, shown_endpoint_);
     if (!parsed.ok()) return parsed.status();
     for (TreeEntry& e : *parsed) {
       // Only what was asked, once each: a duplicate request path must not double an entry.
@@ -302,7 +305,7 @@ void HubClient::remember_location(const std::string& key, const Location& locati
 }
 
 Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_view path) {
-  hub_errors::Context ctx{config_.endpoint, &repo, std::string(path), false, &config_.token};
+  hub_errors::Context ctx{shown_endpoint_, &repo, std::string(path), false, &config_.token};
   std::string current = resolve_url(config_.endpoint, repo, path);
   for (int hop = 0; hop <= kMaxRedirects; ++hop) {
     HttpRequest req;
@@ -322,13 +325,13 @@ Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_vi
 
     auto location = resp->header("location");
     if (!location || location->empty()) {
-      return Unavailable(config_.endpoint + " answered HTTP " + std::to_string(resp->status) + " for file '" +
+      return Unavailable(shown_endpoint_ + " answered HTTP " + std::to_string(resp->status) + " for file '" +
                          std::string(path) + "' without a Location header: a proxy may be stripping it; check "
                          "--endpoint / HF_ENDPOINT");
     }
     auto target = url::resolve_reference(current, *location);
     if (!target || !url::origin_of(*target)) {
-      return Corrupt(config_.endpoint + " redirected file '" + std::string(path) +
+      return Corrupt(shown_endpoint_ + " redirected file '" + std::string(path) +
                      "' to something that is not an http(s) URL; check --endpoint / HF_ENDPOINT");
     }
     if (url::same_origin(*target, config_.endpoint)) {
@@ -340,7 +343,7 @@ Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_vi
     return Location{*target, {}, expiry_of(*target)};
   }
   return Unavailable("resolving file '" + std::string(path) + "' of repository '" + repo.id + "' at " +
-                     config_.endpoint + " took more than " + std::to_string(kMaxRedirects) +
+                     shown_endpoint_ + " took more than " + std::to_string(kMaxRedirects) +
                      " redirects: the server is redirecting in a loop; check --endpoint / HF_ENDPOINT");
 }
 

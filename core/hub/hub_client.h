@@ -1,4 +1,4 @@
-// The Hugging Face Hub's HTTP contract for a read-only client (see shared notes hub-api.md):
+// The Hugging Face Hub's HTTP contract for a read-only client (see docs/hub-http-contract.md):
 // revision pinning, lazy paginated listing, resolve with redirect reuse, tokens, errors.
 #pragma once
 
@@ -17,6 +17,7 @@
 
 #include "common/http.h"
 #include "common/status.h"
+#include "common/url.h"
 
 namespace hubfs {
 
@@ -39,10 +40,6 @@ std::string_view api_segment(RepoType type);
 std::string_view resolve_prefix(RepoType type);
 // "model", "dataset", "space": the word users type and read in messages.
 std::string_view type_name(RepoType type);
-// Percent-encodes everything but unreserved characters: a revision is one path segment.
-std::string encode_segment(std::string_view s);
-// Percent-encodes a repo path, keeping its slashes.
-std::string encode_path(std::string_view path);
 // {endpoint}/{prefix}{id}/resolve/{encoded revision}/{encoded path}: where a file's bytes start.
 std::string resolve_url(std::string_view endpoint, const RepoRef& repo, std::string_view path);
 
@@ -148,6 +145,8 @@ class HubClient {
   void remember_location(const std::string& key, const Location& location);
 
   HubConfig config_;
+  // The endpoint as messages show it: userinfo (user:password@) removed.
+  std::string shown_endpoint_;
   HttpTransport& transport_;
   std::mutex mu_;  // guards locations_ and resolving_
   std::unordered_map<std::string, Location> locations_;

@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "net/url_parts.h"
+#include "common/url.h"
 
 namespace hubfs {
 namespace {
@@ -75,7 +75,7 @@ struct Transfer {
   ~Transfer() {
     if (header_list) curl_slist_free_all(header_list);
   }
-  std::string what() const { return request.method + " " + net::url_for_log(request.url); }
+  std::string what() const { return request.method + " " + url::url_for_log(request.url); }
 };
 
 void note_first_byte(Transfer* t) {

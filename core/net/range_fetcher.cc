@@ -8,7 +8,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "net/url_parts.h"
+#include "common/url.h"
 
 namespace hubfs {
 namespace {
@@ -209,7 +209,7 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
   request.headers.emplace_back("Range", "bytes=" + range_text(fetch->range));
   // Room for a whole small file (a 200 we can still slice), else exactly the range.
   request.max_body = std::max(fetch->range.length, fetch->file_size <= kWholeFileLimit ? fetch->file_size : 0);
-  std::string host = net::url_host(request.url);
+  std::string host = url::url_host(request.url);
   std::string url = request.url;
   request.validate = [fetch, host](const HttpResponse& resp) { return fetch->validate(host, resp); };
   std::weak_ptr<Shared> weak = weak_from_this();

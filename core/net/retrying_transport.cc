@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/log.h"
-#include "net/url_parts.h"
+#include "common/url.h"
 
 namespace hubfs {
 namespace {
@@ -256,7 +256,7 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
       return;
     }
     milliseconds delay = delay_before_retry(r, call->attempt);
-    log_warning("retrying " + call->request.method + " " + net::url_for_log(call->request.url) + " (attempt " +
+    log_warning("retrying " + call->request.method + " " + url::url_for_log(call->request.url) + " (attempt " +
                 std::to_string(call->attempt + 1) + " of " + std::to_string(policy.max_attempts) + ", in " +
                 std::to_string(delay.count()) + " ms): " + fault.message());
     ++call->attempt;

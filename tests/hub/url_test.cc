@@ -1,4 +1,4 @@
-#include "hub/url.h"
+#include "common/url.h"
 
 #include <gtest/gtest.h>
 

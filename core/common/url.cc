@@ -1,10 +1,9 @@
-#include "hub/url.h"
+#include "common/url.h"
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 
-#include "hub/hub_client.h"
 
 namespace hubfs {
 namespace {
@@ -240,6 +239,46 @@ std::optional<std::string> next_link(const Headers& headers) {
     if (auto next = next_in_header(value)) return next;
   }
   return std::nullopt;
+}
+
+namespace {
+
+// Authority without userinfo (user:password@ may hold a credential), and the path without
+// query or fragment (a signed URL's signature lives there). A URL without a scheme is read as
+// authority and path.
+std::pair<std::string_view, std::string_view> shown_parts(std::string_view u, std::string_view* scheme) {
+  std::string_view authority, rest;
+  if (auto s = split_url(u)) {
+    *scheme = u.substr(0, s->scheme.size() + 3);
+    authority = s->authority;
+    rest = s->rest;
+  } else {
+    size_t end = u.find_first_of("/?#");
+    authority = u.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : u.substr(end);
+  }
+  if (size_t at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);
+  return {authority, rest.substr(0, rest.find_first_of("?#"))};
+}
+
+}  // namespace
+
+Status check_endpoint(std::string_view endpoint) {
+  if (origin_of(endpoint)) return Status::Ok();
+  return InvalidArgument("endpoint '" + url_for_log(endpoint) +
+                         "' is not an http:// or https:// URL with a host; use e.g. https://huggingface.co "
+                         "(--endpoint or HF_ENDPOINT)");
+}
+
+std::string url_host(std::string_view u) {
+  std::string_view scheme;
+  return std::string(shown_parts(u, &scheme).first);
+}
+
+std::string url_for_log(std::string_view u) {
+  std::string_view scheme;
+  auto [authority, path] = shown_parts(u, &scheme);
+  return std::string(scheme) + std::string(authority) + std::string(path);
 }
 
 }  // namespace url

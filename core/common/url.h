@@ -1,6 +1,7 @@
-// Small URL pieces the Hub client needs and nothing more: origins (to decide where a token may
-// go), relative references (redirects, pagination links), query parameters (signed URL expiry)
-// and the Link header. Not a general URL parser.
+// The one URL module: small pieces the Hub client and the transport need and nothing more:
+// origins (to decide where a token may go), relative references (redirects, pagination links),
+// query parameters (signed URL expiry), the Link header, and what of a URL a message may show.
+// Not a general URL parser.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +10,16 @@
 #include <string_view>
 
 #include "common/http.h"
+#include "common/status.h"
 
-namespace hubfs::url {
+namespace hubfs {
+
+// Percent-encodes everything but unreserved characters: a revision is one path segment.
+std::string encode_segment(std::string_view s);
+// Percent-encodes a repo path, keeping its slashes.
+std::string encode_path(std::string_view path);
+
+namespace url {
 
 // Scheme, host and port: two URLs may share credentials only when all three match.
 struct Origin {
@@ -39,8 +48,21 @@ std::optional<std::string> resolve_reference(std::string_view base, std::string_
 std::optional<std::string> query_param(std::string_view url, std::string_view name);
 std::string percent_decode(std::string_view s);
 
+// What of a URL is safe in a message. Signed CDN URLs carry their signature in the query and
+// an endpoint may carry user:password@, so messages show neither.
+// "https://u:p@cdn.example:8443/a/b?sig=..." -> "cdn.example:8443".
+std::string url_host(std::string_view url);
+// "https://u:p@cdn.example/a/b?sig=...#frag" -> "https://cdn.example/a/b".
+std::string url_for_log(std::string_view url);
+
+// OK for an absolute http:// or https:// URL with a host; otherwise why not and the fix (an
+// ftp:// or file:// endpoint would otherwise be tried, and its failures retried, as if it were
+// a Hub that does not answer).
+Status check_endpoint(std::string_view endpoint);
+
 // The target of the rel="next" link across every Link header (RFC 8288: several links per
 // header, quoted or bare rel, several space-separated relation types, any case).
 std::optional<std::string> next_link(const Headers& headers);
 
-}  // namespace hubfs::url
+}  // namespace url
+}  // namespace hubfs
