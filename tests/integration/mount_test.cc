@@ -322,8 +322,10 @@ TEST_F(MountTest, MountErrorsNameTheCauseAndTheFix) {
   EXPECT_EQ(busy.exit_code, 1);
   EXPECT_NE(busy.output.find("busy"), std::string::npos) << busy.output;
 
+  // An empty mountpoint: the cache directory has blocks in it by now (non-empty is refused).
+  TempDir empty;
   auto unreachable = run_command(hubfs + " mount --endpoint http://127.0.0.1:9 datasets/lab/scans " +
-                                 shell_quote(cache_->str()));
+                                 shell_quote(empty.str()));
   EXPECT_EQ(unreachable.exit_code, 1);
   EXPECT_NE(unreachable.output.find("cannot reach"), std::string::npos) << unreachable.output;
 }
