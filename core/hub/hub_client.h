@@ -1,4 +1,4 @@
-// The Hugging Face Hub's HTTP contract for a read-only client (see shared notes hub-api.md):
+// The Hugging Face Hub's HTTP contract for a read-only client (see docs/hub-http-contract.md):
 // revision pinning, lazy paginated listing, resolve with redirect reuse, tokens, errors.
 #pragma once
 
