@@ -7,7 +7,7 @@ offline. It serves repos from a directory tree over two origins, as the real Hub
   * a separate "CDN" origin on a second port (a different host:port, so a client that forwards
     Authorization across hosts is caught): signed, expiring /blobs/<sha256> URLs with ranges.
 
-The contract is /work/shared/notes/hub-api.md. Debian's /usr/bin/python3 standard library
+The contract is docs/hub-http-contract.md. Debian's /usr/bin/python3 standard library
 only. Run with --help for options; on start it prints exactly one line to stdout:
   listening http://HOST:PORT cdn http://HOST:CDNPORT
 
