@@ -11,9 +11,13 @@ int main(int argc, char** argv) {
   // Blocks and response bodies are 1-8 MiB buffers allocated and freed all the time. glibc would
   // mmap each one and unmap it on free, so every block paid fresh page faults (~0.5 GB/s on these
   // VMs, measured: half the daemon's CPU on a cold read). Keep such buffers on the heap, and keep
-  // the heap, so they are reused warm.
+  // the heap, so they are reused warm. Bounded all the same: beyond 128 MiB free at the top the
+  // heap is returned to the system (the read-ahead budget is 256 MiB, the memory cache 128 MiB),
+  // and at most 4 arenas (not 8 per core across 32 FUSE threads) hold freed buffers, so an idle
+  // daemon's RSS falls back towards its caches.
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  mallopt(M_ARENA_MAX, 4);
   CLI::App app{
       "hubfs: a Hugging Face Hub repo (model, dataset or space) as a read-only directory.\n"
       "Reads go through a content-keyed block cache on local disk and a concurrent range fetcher:\n"

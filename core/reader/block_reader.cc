@@ -58,22 +58,27 @@ std::string BlockReader::cache_id(const std::string& content_id) const {
   return k;
 }
 
-void BlockReader::remember(const std::string& k, const BlockBytes& data) {
-  // Caller holds mu_.
-  auto it = lru_index_.find(k);
-  if (it != lru_index_.end()) {
-    lru_bytes_ -= it->second->second.size();
-    lru_.erase(it->second);
-    lru_index_.erase(it);
+void BlockReader::lru_erase(std::unordered_map<std::string, LruList::iterator>::iterator it) {
+  // Caller holds mu_. A buffer's bytes leave the account with the last block that pins it.
+  const std::string* buffer = it->second->second.buffer.get();
+  auto ref = buffer_refs_.find(buffer);
+  if (ref != buffer_refs_.end() && --ref->second == 0) {
+    lru_bytes_ -= buffer->size();
+    buffer_refs_.erase(ref);
   }
-  lru_bytes_ += data.size();
+  lru_.erase(it->second);
+  lru_index_.erase(it);
+}
+
+void BlockReader::remember(const std::string& k, const BlockBytes& data) {
+  // Caller holds mu_. Memory is accounted by the buffers pinned, not by block lengths: a block
+  // cut from an 8 MiB coalesced response keeps all 8 MiB alive.
+  if (auto it = lru_index_.find(k); it != lru_index_.end()) lru_erase(it);
+  if (buffer_refs_[data.buffer.get()]++ == 0) lru_bytes_ += data.buffer->size();
   lru_.emplace_front(k, data);
   lru_index_[k] = lru_.begin();
   while (lru_bytes_ > options_.memory_cache_bytes && lru_.size() > 1) {
-    auto& last = lru_.back();
-    lru_bytes_ -= last.second.size();
-    lru_index_.erase(last.first);
-    lru_.pop_back();
+    lru_erase(lru_index_.find(lru_.back().first));
   }
 }
 
@@ -172,10 +177,7 @@ void BlockReader::forget_file(const RemoteFile& file) {
     std::lock_guard<std::mutex> lock(mu_);
     for (uint64_t b = 0; b < nblocks; ++b) {
       auto it = lru_index_.find(memory_key(id, b));
-      if (it == lru_index_.end()) continue;
-      lru_bytes_ -= it->second->second.size();
-      lru_.erase(it->second);
-      lru_index_.erase(it);
+      if (it != lru_index_.end()) lru_erase(it);
     }
   }
   if (cache_)
@@ -435,7 +437,9 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
 
 ReaderStats BlockReader::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  ReaderStats s = stats_;
+  s.memory_bytes = lru_bytes_;
+  return s;
 }
 
 }  // namespace hubfs

@@ -80,6 +80,7 @@ struct ReaderStats {
   uint64_t requests = 0;
   uint64_t bytes_fetched = 0;
   uint64_t fetch_errors = 0;
+  uint64_t memory_bytes = 0;        // bytes the memory cache pins (whole response buffers)
   uint64_t files_verified = 0;      // whole files whose hash matched their content id
   uint64_t verify_failures = 0;     // whole files whose hash did not (their blocks were dropped)
 };
@@ -143,6 +144,7 @@ class BlockReader {
   uint64_t block_length(const RemoteFile& file, uint64_t index) const;
   std::string cache_id(const std::string& content_id) const;
   void remember(const std::string& key, const BlockBytes& data);
+  void lru_erase(std::unordered_map<std::string, std::list<std::pair<std::string, BlockBytes>>::iterator>::iterator it);
   std::optional<BlockBytes> recall(const std::string& key);
   std::optional<BlockBytes> peek(const std::string& key) const;
   Status verify_in_order(const RemoteFile& file);
@@ -155,10 +157,12 @@ class BlockReader {
 
   mutable std::mutex mu_;
   std::unordered_map<std::string, BlockPtr> in_flight_;
-  // Memory LRU: most recent at the front.
-  // Accounted by block length; a response buffer lives while any of its blocks does.
-  std::list<std::pair<std::string, BlockBytes>> lru_;
-  std::unordered_map<std::string, decltype(lru_)::iterator> lru_index_;
+  // Memory LRU: most recent at the front. Accounted by the buffers its blocks pin (a response
+  // buffer lives while any of its blocks does), each counted once.
+  using LruList = std::list<std::pair<std::string, BlockBytes>>;
+  LruList lru_;
+  std::unordered_map<std::string, LruList::iterator> lru_index_;
+  std::unordered_map<const std::string*, size_t> buffer_refs_;  // blocks in lru_ per buffer
   uint64_t lru_bytes_ = 0;
   ReaderStats stats_;
   std::atomic<uint64_t> prefetch_bytes_{0};

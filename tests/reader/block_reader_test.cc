@@ -359,3 +359,26 @@ TEST(ContentVerifier, GitBlobIdsAndSha256) {
 
 }  // namespace
 }  // namespace hubfs
+
+namespace hubfs {
+namespace {
+
+// The memory cache counts the buffers its blocks pin: one block kept from an 8-block response
+// keeps the whole response alive, and is accounted as such, so the bound holds for real memory.
+TEST_F(BlockReaderTest, MemoryCacheIsAccountedByPinnedBuffers) {
+  ReaderOptions o;
+  o.memory_cache_bytes = 3 * kBlock;
+  BlockReader reader(cache_.get(), fetcher_, o);
+  // One read of 8 blocks: one coalesced 8 MiB response.
+  ASSERT_EQ(read(reader, 0, 8 * kBlock), cdn_.content.substr(0, 8 * kBlock));
+  ReaderStats s = reader.stats();
+  // Block-length accounting would have kept 3 blocks (3 MiB "used", 8 MiB pinned); pinned
+  // accounting keeps one block, and says it pins the whole response.
+  EXPECT_EQ(s.memory_bytes, 8u * kBlock);
+  // A later small response evicts the big one entirely: the account drops below the budget.
+  ASSERT_EQ(read(reader, 9 * kBlock, 100), cdn_.content.substr(9 * kBlock, 100));
+  EXPECT_LE(reader.stats().memory_bytes, o.memory_cache_bytes);
+}
+
+}  // namespace
+}  // namespace hubfs
