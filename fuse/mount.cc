@@ -26,7 +26,8 @@
 #include "common/log.h"
 #include "common/url.h"
 #include "hub/hub_client.h"
-#include "hubfs_fs.h"
+#include "fs/filesystem.h"
+#include "fuse_ops.h"
 #include "net/curl_transport.h"
 #include "net/range_fetcher.h"
 #include "net/retrying_transport.h"
@@ -199,7 +200,7 @@ struct Mount {
   std::unique_ptr<BlockCache> cache;
   std::unique_ptr<RangeFetcher> fetcher;
   std::unique_ptr<BlockReader> reader;
-  std::unique_ptr<HubFs> fs;
+  std::unique_ptr<FileSystem> fs;
   fuse_session* session = nullptr;
   bool mounted = false;
   bool signals = false;
@@ -264,7 +265,7 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   m.reader = std::make_unique<BlockReader>(m.cache.get(), *m.fetcher, reader_options);
   FsOptions fs_options;
   fs_options.mtime = static_cast<time_t>(info->last_modified);
-  m.fs = std::make_unique<HubFs>(*m.hub, pinned, *m.reader, fs_options);
+  m.fs = std::make_unique<FileSystem>(*m.hub, pinned, *m.reader, fs_options);
 
   std::vector<std::string> args = {"hubfs"};
   if (config.debug) args.push_back("-d");
@@ -279,7 +280,7 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
-  m.session = fuse_session_new(&fargs, &HubFs::operations(), sizeof(fuse_lowlevel_ops), m.fs.get());
+  m.session = fuse_session_new(&fargs, &fuse_operations(), sizeof(fuse_lowlevel_ops), m.fs.get());
   if (!m.session) {
     return InvalidArgument("FUSE rejected the mount options '" + opts + "' (see the message above)");
   }

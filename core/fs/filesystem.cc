@@ -1,0 +1,214 @@
+#include "fs/filesystem.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace hubfs {
+
+namespace {
+
+constexpr const char* kShaAttr = "user.hubfs.sha256";
+constexpr const char* kOidAttr = "user.hubfs.oid";
+// The kernel never asks for more than 1 MiB (max_pages 256); a larger ask is cut, not refused.
+constexpr size_t kMaxRead = 16u << 20;
+
+std::string_view base_name(std::string_view path) {
+  auto slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+FsError errno_only(int code) { return FsError{code, {}}; }
+
+FsError upstream(const Status& s, const std::string& what) {
+  return FsError{s.to_errno(), what + ": " + s.message()};
+}
+
+}  // namespace
+
+struct FileSystem::Node {
+  Ino ino = 0;
+  bool is_dir = false;
+  TreeEntry entry;    // path, size, oid, lfs sha256
+  RemoteFile remote;  // files only
+  // Directories: children by name, listed once on first use.
+  std::mutex list_mu;
+  bool listed = false;
+  std::map<std::string, Ino> children;
+};
+
+struct FileSystem::OpenFile {
+  Node* node;
+  ReadState state;
+};
+
+struct FileSystem::DirHandle {
+  std::vector<DirEntry> entries;
+};
+
+FileSystem::FileSystem(HubClient& hub, RepoRef repo, BlockReader& reader, FsOptions options)
+    : hub_(hub), repo_(std::move(repo)), reader_(reader), options_(options) {
+  nodes_.emplace_back();  // inode 0 does not exist
+  TreeEntry root;
+  root.is_dir = true;
+  add_node(std::move(root));  // inode 1 = kRootIno
+}
+
+FileSystem::~FileSystem() = default;
+
+FileSystem::Node* FileSystem::node(Ino ino) {
+  std::shared_lock<std::shared_mutex> lock(nodes_mu_);
+  if (ino == 0 || ino >= nodes_.size()) return nullptr;
+  return nodes_[ino].get();
+}
+
+FileSystem::Node* FileSystem::add_node(TreeEntry entry) {
+  auto n = std::make_unique<Node>();
+  n->is_dir = entry.is_dir;
+  if (!n->is_dir) {
+    n->remote.path = entry.path;
+    n->remote.content_id = entry.content_id();
+    n->remote.size = entry.size;
+    // Captures the client and the repo, never this object: queued read-ahead may call it while
+    // the mount shuts down, and the client outlives the reader (see BlockReader::shutdown).
+    n->remote.locate = [hub = &hub_, repo = repo_, path = entry.path](bool refresh) {
+      return hub->locate(repo, path, refresh);
+    };
+  }
+  n->entry = std::move(entry);
+  std::unique_lock<std::shared_mutex> lock(nodes_mu_);
+  n->ino = nodes_.size();
+  nodes_.push_back(std::move(n));
+  return nodes_.back().get();
+}
+
+Status FileSystem::ensure_listed(Node* dir) {
+  std::lock_guard<std::mutex> lock(dir->list_mu);
+  if (dir->listed) return Status::Ok();
+  auto entries = hub_.list_dir(repo_, dir->entry.path);
+  if (!entries.ok()) return entries.status();  // not remembered: the next access tries again
+  for (auto& e : *entries) {
+    std::string name(base_name(e.path));
+    if (name.empty() || name == "." || name == ".." || dir->children.count(name)) continue;
+    Node* child = add_node(std::move(e));
+    dir->children.emplace(std::move(name), child->ino);
+  }
+  dir->listed = true;
+  return Status::Ok();
+}
+
+struct stat FileSystem::attributes(const Node& n) const {
+  struct stat st {};
+  st.st_ino = n.ino;
+  st.st_uid = getuid();
+  st.st_gid = getgid();
+  st.st_mtim.tv_sec = st.st_ctim.tv_sec = st.st_atim.tv_sec = options_.mtime;
+  if (n.is_dir) {
+    st.st_mode = S_IFDIR | 0555;
+    st.st_nlink = 2;
+  } else {
+    st.st_mode = S_IFREG | 0444;
+    st.st_nlink = 1;
+    st.st_size = static_cast<off_t>(n.entry.size);
+    st.st_blocks = static_cast<blkcnt_t>((n.entry.size + 511) / 512);
+  }
+  st.st_blksize = static_cast<blksize_t>(reader_.options().block_size);
+  return st;
+}
+
+FsResult<EntryReply> FileSystem::lookup(Ino parent, const std::string& name) {
+  Node* dir = node(parent);
+  if (!dir) return errno_only(ENOENT);
+  if (!dir->is_dir) return errno_only(ENOTDIR);
+  if (Status st = ensure_listed(dir); !st.ok()) return upstream(st, "listing /" + dir->entry.path);
+  EntryReply reply;
+  {
+    std::lock_guard<std::mutex> lock(dir->list_mu);
+    auto it = dir->children.find(name);
+    if (it != dir->children.end()) reply.ino = it->second;
+  }
+  // ino 0 is a negative entry: HDF5 and Python probe for many files that are not there.
+  if (reply.ino != 0) reply.attr = attributes(*node(reply.ino));
+  return reply;
+}
+
+FsResult<struct stat> FileSystem::getattr(Ino ino) {
+  Node* n = node(ino);
+  if (!n) return errno_only(ENOENT);
+  return attributes(*n);
+}
+
+FsResult<uint64_t> FileSystem::opendir(Ino ino) {
+  Node* dir = node(ino);
+  if (!dir) return errno_only(ENOENT);
+  if (!dir->is_dir) return errno_only(ENOTDIR);
+  if (Status st = ensure_listed(dir); !st.ok()) return upstream(st, "listing /" + dir->entry.path);
+  auto handle = std::make_unique<DirHandle>();
+  handle->entries.push_back({".", ino, true, 0});
+  handle->entries.push_back({"..", ino, true, 0});  // the kernel fixes up ".." itself
+  {
+    std::lock_guard<std::mutex> lock(dir->list_mu);
+    for (auto& [name, child] : dir->children) handle->entries.push_back({name, child, false, 0});
+  }
+  for (size_t i = 0; i < handle->entries.size(); ++i) {
+    DirEntry& e = handle->entries[i];
+    e.next_offset = i + 1;
+    if (i >= 2) e.is_dir = node(e.ino)->is_dir;
+  }
+  return reinterpret_cast<uint64_t>(handle.release());
+}
+
+std::vector<DirEntry> FileSystem::readdir(uint64_t handle, uint64_t offset) const {
+  const auto* dir = reinterpret_cast<const DirHandle*>(handle);
+  if (offset >= dir->entries.size()) return {};
+  return {dir->entries.begin() + static_cast<long>(offset), dir->entries.end()};
+}
+
+void FileSystem::releasedir(uint64_t handle) { delete reinterpret_cast<DirHandle*>(handle); }
+
+FsResult<uint64_t> FileSystem::open(Ino ino, int flags) {
+  Node* n = node(ino);
+  if (!n) return errno_only(ENOENT);
+  if (n->is_dir) return errno_only(EISDIR);
+  if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return errno_only(EROFS);
+  return reinterpret_cast<uint64_t>(new OpenFile{n, {}});
+}
+
+FsResult<std::vector<BlockBytes>> FileSystem::read(uint64_t handle, uint64_t offset, size_t size) {
+  auto* file = reinterpret_cast<OpenFile*>(handle);
+  auto slices = reader_.read_slices(file->node->remote, offset, std::min(size, kMaxRead), &file->state);
+  // Whatever went wrong upstream (a missing object, a timeout, a bad range), the file exists:
+  // to the program reading it this is an I/O error.
+  if (!slices.ok()) return FsError{EIO, "reading /" + file->node->entry.path + ": " + slices.status().message()};
+  return std::move(slices).value();
+}
+
+void FileSystem::release(uint64_t handle) { delete reinterpret_cast<OpenFile*>(handle); }
+
+FsResult<std::string> FileSystem::getxattr(Ino ino, const std::string& name) {
+  Node* n = node(ino);
+  if (!n) return errno_only(ENOENT);
+  if (!n->is_dir && n->entry.lfs_sha256 && name == kShaAttr) return *n->entry.lfs_sha256;
+  if (!n->is_dir && !n->entry.lfs_sha256 && name == kOidAttr) return n->entry.oid;
+  return errno_only(ENODATA);
+}
+
+FsResult<std::string> FileSystem::listxattr(Ino ino) {
+  Node* n = node(ino);
+  if (!n) return errno_only(ENOENT);
+  if (n->is_dir) return std::string();
+  return std::string(n->entry.lfs_sha256 ? kShaAttr : kOidAttr) + '\0';
+}
+
+struct statvfs FileSystem::statfs() {
+  struct statvfs st {};
+  st.f_bsize = st.f_frsize = reader_.options().block_size;
+  st.f_namemax = 255;
+  std::shared_lock<std::shared_mutex> lock(nodes_mu_);
+  st.f_files = nodes_.size();
+  return st;
+}
+
+}  // namespace hubfs

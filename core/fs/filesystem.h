@@ -1,0 +1,118 @@
+// The filesystem itself, without FUSE: inodes built lazily from the Hub's listings, attributes,
+// directory pages, reads as slices of cached blocks, extended attributes, and the errno each
+// failure becomes. fuse/ only translates kernel requests to these calls and their answers back,
+// so every behaviour here is unit-tested without root, /dev/fuse or a server process.
+//
+// Threads: every method is thread-safe (the FUSE loop calls from many threads at once).
+// Lock order: a directory's Node::list_mu, then nodes_mu_; never the other way round (listing a
+// directory adds nodes while holding its list_mu). No lock of this class is held while the
+// BlockReader runs a read (reads may wait on the network for a long time).
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "hub/hub_client.h"
+#include "reader/block_reader.h"
+
+namespace hubfs {
+
+struct FsOptions {
+  // The revision is pinned to a commit, so nothing under the mount ever changes: the kernel may
+  // keep names and attributes for as long as it likes.
+  double entry_timeout_s = 86400;
+  time_t mtime = 0;  // the commit date
+};
+
+// A failed operation: the errno for the kernel and, for upstream failures worth a log line, why.
+struct FsError {
+  int code = EIO;
+  std::string reason;  // empty when the errno says it all (ENOENT, EROFS ...)
+};
+
+template <typename T>
+class FsResult {
+ public:
+  FsResult(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
+  FsResult(FsError error) : v_(std::move(error)) {}  // NOLINT
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  T& value() { return std::get<T>(v_); }
+  const FsError& error() const { return std::get<FsError>(v_); }
+
+ private:
+  std::variant<T, FsError> v_;
+};
+
+using Ino = uint64_t;
+inline constexpr Ino kRootIno = 1;
+
+struct EntryReply {
+  Ino ino = 0;  // 0: the name does not exist (a negative entry the kernel may cache)
+  struct stat attr {};
+};
+
+struct DirEntry {
+  std::string name;
+  Ino ino = 0;
+  bool is_dir = false;
+  uint64_t next_offset = 0;  // where a readdir continuing after this entry starts
+};
+
+class FileSystem {
+ public:
+  // repo must be pinned (revision = commit sha). hub and reader must outlive this object.
+  FileSystem(HubClient& hub, RepoRef repo, BlockReader& reader, FsOptions options);
+  ~FileSystem();
+  FileSystem(const FileSystem&) = delete;
+  FileSystem& operator=(const FileSystem&) = delete;
+
+  FsResult<EntryReply> lookup(Ino parent, const std::string& name);
+  FsResult<struct stat> getattr(Ino ino);
+
+  // Directory handles hold a snapshot of the listing (names never change under a pinned commit).
+  FsResult<uint64_t> opendir(Ino ino);
+  // Entries from `offset` on (0 = the start, then an entry's next_offset), "." and ".." first.
+  std::vector<DirEntry> readdir(uint64_t handle, uint64_t offset) const;
+  void releasedir(uint64_t handle);
+
+  // flags as open(2): anything but read-only is EROFS.
+  FsResult<uint64_t> open(Ino ino, int flags);
+  // The bytes [offset, offset + size) cut at end of file, as slices of cached blocks (no copy).
+  FsResult<std::vector<BlockBytes>> read(uint64_t handle, uint64_t offset, size_t size);
+  void release(uint64_t handle);
+
+  FsResult<std::string> getxattr(Ino ino, const std::string& name);
+  // NUL-separated names.
+  FsResult<std::string> listxattr(Ino ino);
+  struct statvfs statfs();
+
+  const FsOptions& options() const { return options_; }
+
+ private:
+  struct Node;
+  struct OpenFile;
+  struct DirHandle;
+
+  Node* node(Ino ino);
+  Node* add_node(TreeEntry entry);
+  Status ensure_listed(Node* dir);
+  struct stat attributes(const Node& n) const;
+
+  HubClient& hub_;
+  RepoRef repo_;
+  BlockReader& reader_;
+  FsOptions options_;
+  std::shared_mutex nodes_mu_;
+  std::vector<std::unique_ptr<Node>> nodes_;  // index = inode number; 0 unused
+};
+
+}  // namespace hubfs

@@ -1,0 +1,167 @@
+#include "fuse_ops.h"
+
+#include <cerrno>
+#include <vector>
+
+#include "common/log.h"
+#include "fs/filesystem.h"
+
+namespace hubfs {
+namespace {
+
+FileSystem* fs(fuse_req_t req) { return static_cast<FileSystem*>(fuse_req_userdata(req)); }
+
+// Replies with the error, logging upstream failures (an errno alone, like ENOENT, is routine).
+void reply_error(fuse_req_t req, const FsError& e) {
+  if (!e.reason.empty()) log_warning(e.reason);
+  fuse_reply_err(req, e.code);
+}
+
+void reply_erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+
+void lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  auto r = fs(req)->lookup(parent, name);
+  if (!r.ok()) return reply_error(req, r.error());
+  fuse_entry_param e{};
+  e.attr_timeout = e.entry_timeout = fs(req)->options().entry_timeout_s;
+  e.ino = r.value().ino;  // 0 with a timeout: a negative entry
+  if (e.ino != 0) {
+    e.generation = 1;
+    e.attr = r.value().attr;
+  }
+  fuse_reply_entry(req, &e);
+}
+
+void getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  auto r = fs(req)->getattr(ino);
+  if (!r.ok()) return reply_error(req, r.error());
+  fuse_reply_attr(req, &r.value(), fs(req)->options().entry_timeout_s);
+}
+
+void opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto r = fs(req)->opendir(ino);
+  if (!r.ok()) return reply_error(req, r.error());
+  fi->fh = r.value();
+  fi->cache_readdir = 1;  // immutable: the kernel may cache the listing
+  fi->keep_cache = 1;
+  fuse_reply_open(req, fi);
+}
+
+void readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  std::vector<char> buf(size);
+  size_t used = 0;
+  for (const DirEntry& e : fs(req)->readdir(fi->fh, static_cast<uint64_t>(off))) {
+    struct stat st {};
+    st.st_ino = e.ino;
+    st.st_mode = e.is_dir ? S_IFDIR : S_IFREG;
+    size_t need = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(), &st,
+                                    static_cast<off_t>(e.next_offset));
+    if (need > size - used) break;
+    used += need;
+  }
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  fs(req)->releasedir(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto r = fs(req)->open(ino, fi->flags);
+  if (!r.ok()) return reply_error(req, r.error());
+  fi->fh = r.value();
+  // The content under this inode can never change (pinned commit, content-keyed): pages the
+  // kernel cached on an earlier open stay valid, so a second read never reaches us.
+  fi->keep_cache = 1;
+  fuse_reply_open(req, fi);
+}
+
+void read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  auto r = fs(req)->read(fi->fh, static_cast<uint64_t>(off), size);
+  if (!r.ok()) return reply_error(req, r.error());
+  // The reply is written straight from the cached blocks (no copy into a reply buffer); the
+  // slices keep them alive until fuse_reply_data returns.
+  const auto& parts = r.value();
+  if (parts.empty()) return (void)fuse_reply_buf(req, nullptr, 0);
+  std::vector<char> storage(sizeof(fuse_bufvec) + sizeof(fuse_buf) * (parts.size() - 1));
+  auto* bufv = reinterpret_cast<fuse_bufvec*>(storage.data());
+  *bufv = FUSE_BUFVEC_INIT(0);
+  bufv->count = parts.size();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    bufv->buf[i] = fuse_buf{};
+    bufv->buf[i].size = parts[i].size();
+    bufv->buf[i].mem = const_cast<char*>(parts[i].data());
+  }
+  fuse_reply_data(req, bufv, FUSE_BUF_NO_SPLICE);
+}
+
+void release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  fs(req)->release(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+// The xattr protocol: size 0 asks for the length; too small a buffer is ERANGE.
+void reply_xattr(fuse_req_t req, const FsResult<std::string>& r, size_t size) {
+  if (!r.ok()) return reply_error(req, r.error());
+  const std::string& value = const_cast<FsResult<std::string>&>(r).value();
+  if (size == 0) return (void)fuse_reply_xattr(req, value.size());
+  if (size < value.size()) return (void)fuse_reply_err(req, ERANGE);
+  fuse_reply_buf(req, value.data(), value.size());
+}
+
+void getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  reply_xattr(req, fs(req)->getxattr(ino, name), size);
+}
+
+void listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) { reply_xattr(req, fs(req)->listxattr(ino), size); }
+
+void statfs(fuse_req_t req, fuse_ino_t) {
+  struct statvfs st = fs(req)->statfs();
+  fuse_reply_statfs(req, &st);
+}
+
+void init(void*, fuse_conn_info* conn) {
+  // One block per request, and room for many requests in flight: the parallelism that the
+  // range fetcher turns into concurrent HTTP requests.
+  conn->max_readahead = 16u << 20;  // the kernel still caps it at the mount's read_ahead_kb
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
+}
+
+}  // namespace
+
+const fuse_lowlevel_ops& fuse_operations() {
+  static const fuse_lowlevel_ops ops = [] {
+    fuse_lowlevel_ops o{};
+    o.init = init;
+    o.lookup = lookup;
+    o.getattr = getattr;
+    o.opendir = opendir;
+    o.readdir = readdir;
+    o.releasedir = releasedir;
+    o.open = open;
+    o.read = read;
+    o.release = release;
+    o.getxattr = getxattr;
+    o.listxattr = listxattr;
+    o.statfs = statfs;
+    // Read-only: everything that would change the tree answers EROFS.
+    o.setattr = [](fuse_req_t r, fuse_ino_t, struct stat*, int, fuse_file_info*) { reply_erofs(r); };
+    o.mknod = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) { reply_erofs(r); };
+    o.mkdir = [](fuse_req_t r, fuse_ino_t, const char*, mode_t) { reply_erofs(r); };
+    o.unlink = [](fuse_req_t r, fuse_ino_t, const char*) { reply_erofs(r); };
+    o.rmdir = [](fuse_req_t r, fuse_ino_t, const char*) { reply_erofs(r); };
+    o.symlink = [](fuse_req_t r, const char*, fuse_ino_t, const char*) { reply_erofs(r); };
+    o.rename = [](fuse_req_t r, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) { reply_erofs(r); };
+    o.link = [](fuse_req_t r, fuse_ino_t, fuse_ino_t, const char*) { reply_erofs(r); };
+    o.create = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, fuse_file_info*) { reply_erofs(r); };
+    o.write = [](fuse_req_t r, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) { reply_erofs(r); };
+    o.setxattr = [](fuse_req_t r, fuse_ino_t, const char*, const char*, size_t, int) { reply_erofs(r); };
+    o.removexattr = [](fuse_req_t r, fuse_ino_t, const char*) { reply_erofs(r); };
+    return o;
+  }();
+  return ops;
+}
+
+}  // namespace hubfs

@@ -1,0 +1,13 @@
+// The FUSE adapter: libfuse's low-level callbacks, each translating one kernel request into a
+// FileSystem call (core/fs) and its answer into the reply. No filesystem logic lives here.
+#pragma once
+
+#define FUSE_USE_VERSION 35
+#include <fuse_lowlevel.h>
+
+namespace hubfs {
+
+// The operations table; the session's userdata must be a FileSystem*.
+const fuse_lowlevel_ops& fuse_operations();
+
+}  // namespace hubfs

@@ -1,0 +1,207 @@
+// The filesystem without FUSE: a scripted Hub (listing, resolve, CDN) behind a FakeTransport,
+// a real reader and cache in a temp dir. Every operation and every error it maps.
+#include "fs/filesystem.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "cache/block_cache.h"
+#include "hub/hub_test_util.h"
+#include "net/range_fetcher.h"
+#include "support/fake_transport.h"
+#include "support/temp_dir.h"
+
+namespace hubfs {
+namespace {
+
+using testing::FakeTransport;
+using testing::respond;
+using testing::TempDir;
+
+const std::string kCommit(40, 'c');
+const std::string kBody = [] {
+  std::string s(3 * 1024 * 1024 + 77, '\0');
+  for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<char>((i * 7 + 3) % 253);
+  return s;
+}();
+
+std::string tree_url(const std::string& dir) {
+  return "https://hub.test/api/datasets/org/x/tree/" + kCommit + (dir.empty() ? "" : "/" + dir) +
+         "?recursive=false&limit=1000";
+}
+
+// A Hub with: data/ (a directory), data/big.bin (LFS), readme.md (a small file).
+struct FakeHub {
+  std::atomic<bool> listing_fails{false};
+  std::atomic<int> listings{0};
+
+  Result<HttpResponse> answer(const HttpRequest& req) {
+    if (req.url == tree_url("")) {
+      ++listings;
+      if (listing_fails) return respond(503);
+      return respond(200, R"([{"type":"directory","oid":"t1","size":0,"path":"data"},
+                             {"type":"file","oid":"ce013625030ba8dba906f756967f9e9ca394464a","size":6,"path":"readme.md"}])");
+    }
+    if (req.url == tree_url("data")) {
+      ++listings;
+      return respond(200, R"([{"type":"file","oid":"b1","size":)" + std::to_string(kBody.size()) +
+                              R"(,"path":"data/big.bin","lfs":{"oid":")" + std::string(64, 'e') +
+                              R"(","size":)" + std::to_string(kBody.size()) + "}}]");
+    }
+    if (req.url.find("/resolve/") != std::string::npos) {
+      std::string target = req.url.find("readme.md") != std::string::npos ? "https://cdn.test/readme" : "https://cdn.test/big";
+      return respond(302, "", {{"location", target}});
+    }
+    if (req.url.starts_with("https://cdn.test/")) {
+      const std::string& content = req.url == "https://cdn.test/readme" ? std::string("hello\n") : kBody;
+      auto range = find_header(req.headers, "Range");
+      uint64_t a = 0, b = 0;
+      if (!range || sscanf(range->c_str(), "bytes=%lu-%lu", &a, &b) != 2) return respond(400);
+      return respond(206, content.substr(a, b - a + 1),
+                     {{"content-range", "bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" +
+                                            std::to_string(content.size())}});
+    }
+    return respond(404, "{}", {{"x-error-code", "EntryNotFound"}});
+  }
+};
+
+class FileSystemTest : public ::testing::Test {
+ protected:
+  FileSystemTest() {
+    HubConfig config;
+    config.endpoint = "https://hub.test";
+    hub_client_ = std::make_unique<HubClient>(config, transport_);
+    CacheOptions o;
+    o.dir = (dir_.path() / "cache").string();
+    cache_ = std::move(BlockCache::open(o)).value();
+    reader_ = std::make_unique<BlockReader>(cache_.get(), fetcher_);
+    RepoRef repo{RepoType::kDataset, "org/x", kCommit};
+    FsOptions options;
+    options.mtime = 1700000000;
+    fs_ = std::make_unique<FileSystem>(*hub_client_, repo, *reader_, options);
+  }
+  ~FileSystemTest() override {
+    fs_.reset();
+    reader_->shutdown();
+  }
+
+  Ino lookup_ok(Ino parent, const std::string& name) {
+    auto r = fs_->lookup(parent, name);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? r.value().ino : 0;
+  }
+
+  std::string read_all(Ino ino, uint64_t offset, size_t size) {
+    auto h = fs_->open(ino, O_RDONLY);
+    EXPECT_TRUE(h.ok());
+    auto slices = fs_->read(h.value(), offset, size);
+    std::string out;
+    if (slices.ok())
+      for (auto& s : slices.value()) out.append(s.data(), s.size());
+    fs_->release(h.value());
+    return out;
+  }
+
+  TempDir dir_;
+  FakeHub hub_;
+  FakeTransport transport_{[this](const HttpRequest& r) { return hub_.answer(r); }};
+  RangeFetcher fetcher_{transport_};
+  std::unique_ptr<HubClient> hub_client_;
+  std::unique_ptr<BlockCache> cache_;
+  std::unique_ptr<BlockReader> reader_;
+  std::unique_ptr<FileSystem> fs_;
+};
+
+TEST_F(FileSystemTest, LookupGivesAttributesAndNegativeEntries) {
+  Ino data = lookup_ok(kRootIno, "data");
+  ASSERT_NE(data, 0u);
+  auto attr = fs_->getattr(data);
+  ASSERT_TRUE(attr.ok());
+  EXPECT_TRUE(S_ISDIR(attr.value().st_mode));
+  Ino big = lookup_ok(data, "big.bin");
+  ASSERT_NE(big, 0u);
+  auto file = fs_->getattr(big);
+  EXPECT_TRUE(S_ISREG(file.value().st_mode));
+  EXPECT_EQ(file.value().st_mode & 0777, 0444u);
+  EXPECT_EQ(static_cast<uint64_t>(file.value().st_size), kBody.size());
+  EXPECT_EQ(file.value().st_mtim.tv_sec, 1700000000);
+  // A missing name is a negative entry (ino 0), not an error, so the kernel can cache it.
+  auto missing = fs_->lookup(kRootIno, "nope.h5");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing.value().ino, 0u);
+  // Each directory is listed once however often it is looked up in.
+  lookup_ok(kRootIno, "readme.md");
+  EXPECT_EQ(hub_.listings.load(), 2);
+}
+
+TEST_F(FileSystemTest, ErrnosForWrongKindsOfObjects) {
+  Ino readme = lookup_ok(kRootIno, "readme.md");
+  EXPECT_EQ(fs_->lookup(readme, "x").error().code, ENOTDIR);
+  EXPECT_EQ(fs_->opendir(readme).error().code, ENOTDIR);
+  EXPECT_EQ(fs_->open(lookup_ok(kRootIno, "data"), O_RDONLY).error().code, EISDIR);
+  EXPECT_EQ(fs_->getattr(999).error().code, ENOENT);
+  EXPECT_EQ(fs_->lookup(999, "x").error().code, ENOENT);
+  for (int flags : {O_WRONLY, O_RDWR, O_RDONLY | O_TRUNC}) EXPECT_EQ(fs_->open(readme, flags).error().code, EROFS);
+}
+
+TEST_F(FileSystemTest, AListingFailureIsEioWithTheReasonAndIsRetried) {
+  hub_.listing_fails = true;
+  auto r = fs_->lookup(kRootIno, "data");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, EIO);
+  EXPECT_NE(r.error().reason.find("listing /"), std::string::npos) << r.error().reason;
+  hub_.listing_fails = false;
+  EXPECT_NE(lookup_ok(kRootIno, "data"), 0u);  // not remembered: the next access lists again
+}
+
+TEST_F(FileSystemTest, ReaddirPagesFromAnyOffset) {
+  auto h = fs_->opendir(kRootIno);
+  ASSERT_TRUE(h.ok());
+  auto all = fs_->readdir(h.value(), 0);
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].name, ".");
+  EXPECT_EQ(all[1].name, "..");
+  EXPECT_EQ(all[2].name, "data");
+  EXPECT_TRUE(all[2].is_dir);
+  EXPECT_EQ(all[3].name, "readme.md");
+  EXPECT_FALSE(all[3].is_dir);
+  auto rest = fs_->readdir(h.value(), all[2].next_offset);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].name, "readme.md");
+  EXPECT_TRUE(fs_->readdir(h.value(), all[3].next_offset).empty());
+  fs_->releasedir(h.value());
+}
+
+TEST_F(FileSystemTest, ReadsReturnExactBytesCutAtEndOfFile) {
+  Ino big = lookup_ok(lookup_ok(kRootIno, "data"), "big.bin");
+  EXPECT_EQ(read_all(big, 0, 100), kBody.substr(0, 100));
+  EXPECT_EQ(read_all(big, 1024 * 1024 - 10, 20), kBody.substr(1024 * 1024 - 10, 20));
+  EXPECT_EQ(read_all(big, kBody.size() - 5, 4096), kBody.substr(kBody.size() - 5));
+  EXPECT_EQ(read_all(big, kBody.size() + 10, 4096), "");
+  Ino readme = lookup_ok(kRootIno, "readme.md");
+  EXPECT_EQ(read_all(readme, 0, 4096), "hello\n");
+}
+
+TEST_F(FileSystemTest, XattrsNameTheContentIdentity) {
+  Ino big = lookup_ok(lookup_ok(kRootIno, "data"), "big.bin");
+  EXPECT_EQ(fs_->getxattr(big, "user.hubfs.sha256").value(), std::string(64, 'e'));
+  EXPECT_EQ(fs_->getxattr(big, "user.hubfs.oid").error().code, ENODATA);
+  EXPECT_EQ(fs_->listxattr(big).value(), std::string("user.hubfs.sha256") + '\0');
+  Ino readme = lookup_ok(kRootIno, "readme.md");
+  EXPECT_EQ(fs_->getxattr(readme, "user.hubfs.oid").value(), "ce013625030ba8dba906f756967f9e9ca394464a");
+  EXPECT_EQ(fs_->listxattr(kRootIno).value(), "");
+  EXPECT_EQ(fs_->getxattr(999, "user.hubfs.oid").error().code, ENOENT);
+}
+
+TEST_F(FileSystemTest, StatfsCountsKnownInodes) {
+  lookup_ok(kRootIno, "data");
+  struct statvfs st = fs_->statfs();
+  EXPECT_EQ(st.f_bsize, 1u << 20);
+  EXPECT_EQ(st.f_files, 4u);  // inode 0 placeholder, root, data, readme.md
+}
+
+}  // namespace
+}  // namespace hubfs
