@@ -2,6 +2,7 @@
 // registered filter (hdf5_plugins ZSTD/H5Zzstd.c) that h5py/hdf5plugin also write: each chunk is
 // stored as one zstd frame. cd_values[0] is the compression level on write (3 when absent,
 // clamped to 1..ZSTD_maxCLevel() as the HDF Group's filter does); reading needs no cd_values.
+// Frames written here also carry zstd's content checksum, which every zstd reader verifies.
 // Decoding goes through h5chunk's zstd decoder, the one its fast path uses.
 #include <H5PLextern.h>
 #include <hdf5.h>
@@ -25,6 +26,10 @@ struct FreeDCtx {
   void operator()(ZSTD_DCtx* ctx) const { ZSTD_freeDCtx(ctx); }
 };
 using DCtx = std::unique_ptr<ZSTD_DCtx, FreeDCtx>;
+struct FreeCCtx {
+  void operator()(ZSTD_CCtx* ctx) const { ZSTD_freeCCtx(ctx); }
+};
+using CCtx = std::unique_ptr<ZSTD_CCtx, FreeCCtx>;
 
 // A frame without its content size (streaming writers) or several frames: decode in pieces
 // into a buffer that doubles until the input is consumed, up to the largest possible chunk.
@@ -89,9 +94,16 @@ size_t decode(size_t nbytes, size_t* buf_size, void** buf) {
 size_t encode(size_t cd_nelmts, const unsigned cd_values[], size_t nbytes, size_t* buf_size, void** buf) {
   int level = cd_nelmts > 0 ? static_cast<int>(std::min<unsigned>(cd_values[0], 1000)) : kDefaultLevel;
   level = std::clamp(level, 1, ZSTD_maxCLevel());
+  CCtx ctx(ZSTD_createCCtx());
+  if (!ctx) return fail(__func__, "zstd: cannot create a compression context (out of memory)");
+  // The frame carries its content size (so readers size the output exactly) and a checksum:
+  // zstd alone does not notice most flipped bits, and any zstd decoder verifies it.
+  size_t rc = ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_compressionLevel, level);
+  if (!ZSTD_isError(rc)) rc = ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_checksumFlag, 1);
+  if (ZSTD_isError(rc)) return fail(__func__, std::string("zstd: bad parameters: ") + ZSTD_getErrorName(rc));
   H5Buffer out(ZSTD_compressBound(nbytes));
   if (!out.data()) return fail(__func__, "zstd: out of memory for the compressed chunk");
-  size_t n = ZSTD_compress(out.data(), out.capacity(), *buf, nbytes, level);
+  size_t n = ZSTD_compress2(ctx.get(), out.data(), out.capacity(), *buf, nbytes);
   if (ZSTD_isError(n)) return fail(__func__, std::string("zstd: compression failed: ") + ZSTD_getErrorName(n));
   return out.hand_over(n, buf_size, buf);
 }
