@@ -72,6 +72,7 @@ size_t decode(size_t cd_nelmts, const unsigned cd_values[], size_t nbytes, size_
   H5Buffer out(std::min(std::max<size_t>(nbytes * 4, 64 << 10), kMaxChunkBytes));
   for (;;) {
     if (!out.data()) return fail(__func__, "lzf: out of memory for the decoded chunk");
+    errno = 0;  // lzf_decode may fail before liblzf runs: no stale E2BIG may then read as "grow"
     auto got = h5chunk::codec::lzf_decode(in, nbytes, {out.data(), out.capacity(), false});
     if (got.ok()) return out.hand_over(*got, buf_size, buf);
     // lzf_decode leaves liblzf's errno in place: E2BIG means "output too small".

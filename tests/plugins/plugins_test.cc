@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -237,6 +238,100 @@ TEST(PluginAbi, ModulesExportOnlyThePluginFunctions) {
     }
     EXPECT_THAT(names, ::testing::UnorderedElementsAre("H5PLget_plugin_type", "H5PLget_plugin_info")) << file;
   }
+}
+
+// ---- the filter functions, called as HDF5 calls them ----------------------------------------
+
+// One plugin module, opened for a test that calls its filter function directly.
+class Module {
+ public:
+  explicit Module(const char* file) : so_(dlopen((kPluginDir + "/" + file).c_str(), RTLD_NOW | RTLD_LOCAL)) {}
+  ~Module() {
+    if (so_) dlclose(so_);
+  }
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  const H5Z_class2_t* filter_class() const {
+    if (!so_) return nullptr;
+    auto info = reinterpret_cast<const void* (*)()>(dlsym(so_, "H5PLget_plugin_info"));
+    return info ? static_cast<const H5Z_class2_t*>(info()) : nullptr;
+  }
+
+ private:
+  void* so_;
+};
+
+// Runs `cls`'s filter in the decode direction on a copy of `stored` in an HDF5-allocated buffer
+// (the filter frees it and hands back its own), as H5Z_pipeline does. Empty on failure.
+std::optional<Bytes> decode_with(const H5Z_class2_t* cls, std::vector<unsigned> cd, const Bytes& stored) {
+  size_t buf_size = stored.size();
+  void* buf = H5allocate_memory(buf_size, false);
+  std::memcpy(buf, stored.data(), buf_size);
+  h5chunk::QuietHdf5Errors quiet;
+  size_t n = cls->filter(H5Z_FLAG_REVERSE, cd.size(), cd.data(), stored.size(), &buf_size, &buf);
+  std::optional<Bytes> out;
+  if (n != 0) {
+    EXPECT_LE(n, buf_size);
+    out = Bytes(static_cast<uint8_t*>(buf), static_cast<uint8_t*>(buf) + n);
+  }
+  H5free_memory(buf);
+  return out;
+}
+
+Bytes zeros_then_pattern(size_t n) {
+  Bytes b(n, 0);
+  for (size_t i = n / 2; i < n; ++i) b[i] = uint8_t(i % 251);
+  return b;
+}
+
+TEST(PluginFilter, LzfWithoutARecordedChunkSizeGrowsItsOutput) {
+  // A writer that skipped set_local leaves no chunk size: the filter must find it, as h5py's
+  // does, by growing its buffer (it starts at 64 KiB here, the chunk is 1 MiB).
+  Module m("libhubfs_h5z_lzf.so");
+  ASSERT_NE(m.filter_class(), nullptr);
+  const Bytes plain = zeros_then_pattern(1 << 20);
+  Bytes stream(plain.size());
+  stream.resize(lzf_compress(plain.data(), unsigned(plain.size()), stream.data(), unsigned(stream.size())));
+  ASSERT_FALSE(stream.empty());
+  ASSERT_LT(stream.size() * 4, plain.size());
+  EXPECT_EQ(decode_with(m.filter_class(), {}, stream), plain);
+  EXPECT_EQ(decode_with(m.filter_class(), {4, 0x105, unsigned(plain.size())}, stream), plain);
+  EXPECT_EQ(decode_with(m.filter_class(), {4, 0x105, unsigned(plain.size() - 1)}, stream), std::nullopt);
+  EXPECT_EQ(decode_with(m.filter_class(), {}, Bytes(100, 0xff)), std::nullopt);
+  // A cut at an instruction boundary is a valid, shorter stream: only the recorded size
+  // (which set_local always writes) can refuse it.
+  const Bytes cut(stream.begin(), stream.end() - 3);
+  auto unsized = decode_with(m.filter_class(), {}, cut);
+  EXPECT_TRUE(!unsized || unsized->size() < plain.size());
+  EXPECT_EQ(decode_with(m.filter_class(), {4, 0x105, unsigned(plain.size())}, cut), std::nullopt);
+}
+
+TEST(PluginFilter, ZstdFramesWithoutContentSizeOrSeveralFramesDecode) {
+  Module m("libhubfs_h5z_zstd.so");
+  ASSERT_NE(m.filter_class(), nullptr);
+  const Bytes plain = zeros_then_pattern(1 << 20);
+  // Streamed: the frame does not record its size.
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 0);
+  Bytes streamed(ZSTD_compressBound(plain.size()));
+  ZSTD_outBuffer out{streamed.data(), streamed.size(), 0};
+  ZSTD_inBuffer in{plain.data(), plain.size(), 0};
+  ASSERT_EQ(ZSTD_compressStream2(cctx, &out, &in, ZSTD_e_end), 0u);
+  streamed.resize(out.pos);
+  ZSTD_freeCCtx(cctx);
+  ASSERT_EQ(ZSTD_getFrameContentSize(streamed.data(), streamed.size()), ZSTD_CONTENTSIZE_UNKNOWN);
+  EXPECT_EQ(decode_with(m.filter_class(), {}, streamed), plain);
+  // Two frames, each with its size: the chunk is their concatenation.
+  const size_t half = plain.size() / 2;
+  Bytes two(ZSTD_compressBound(plain.size()));
+  size_t a = ZSTD_compress(two.data(), two.size(), plain.data(), half, 3);
+  size_t b = ZSTD_compress(two.data() + a, two.size() - a, plain.data() + half, plain.size() - half, 3);
+  ASSERT_FALSE(ZSTD_isError(a) || ZSTD_isError(b));
+  two.resize(a + b);
+  EXPECT_EQ(decode_with(m.filter_class(), {}, two), plain);
+  // Truncated in the second frame, and in the streamed one.
+  EXPECT_EQ(decode_with(m.filter_class(), {}, Bytes(two.begin(), two.end() - 4)), std::nullopt);
+  EXPECT_EQ(decode_with(m.filter_class(), {}, Bytes(streamed.begin(), streamed.end() - 4)), std::nullopt);
 }
 
 // ---- in this process -----------------------------------------------------------------------
