@@ -10,12 +10,13 @@
 #include <sys/wait.h>
 #include <zstd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <optional>
-#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -151,11 +152,20 @@ std::vector<ChunkInfo> chunk_infos(const std::string& path, const char* name) {
 
 // Numbers in a tool's data listing, with the "(row,col):" / "(row,col)" position labels dropped.
 std::vector<int32_t> listed_numbers(const std::string& text) {
-  std::string plain = std::regex_replace(text, std::regex(R"(\(\d+(,\d+)*\):?)"), " ");
   std::vector<int32_t> out;
-  std::regex number(R"(-?\d+)");
-  for (auto it = std::sregex_iterator(plain.begin(), plain.end(), number); it != std::sregex_iterator(); ++it) {
-    out.push_back(std::stoi(it->str()));
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] == '(') {
+      i = text.find(')', i);
+      if (i == std::string::npos) break;
+      ++i;
+    } else if (std::isdigit(static_cast<unsigned char>(text[i])) ||
+               (text[i] == '-' && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i + 1])))) {
+      size_t used = 0;
+      out.push_back(std::stoi(text.substr(i, 12), &used));
+      i += used;
+    } else {
+      ++i;
+    }
   }
   return out;
 }
@@ -231,11 +241,10 @@ TEST(PluginAbi, ModulesExportOnlyThePluginFunctions) {
   for (const char* file : {"libhubfs_h5z_zstd.so", "libhubfs_h5z_lzf.so"}) {
     Ran r = run_with_plugins("nm -D --defined-only '" + kPluginDir + "/" + file + "'");
     ASSERT_EQ(r.code, 0) << r.out;
+    // Lines are "ADDRESS TYPE NAME".
     std::vector<std::string> names;
-    std::regex line(R"(\S+ [A-Za-z] (\S+))");
-    for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line); it != std::sregex_iterator(); ++it) {
-      names.push_back((*it)[1]);
-    }
+    std::istringstream lines(r.out);
+    for (std::string address, type, name; lines >> address >> type >> name;) names.push_back(name);
     EXPECT_THAT(names, ::testing::UnorderedElementsAre("H5PLget_plugin_type", "H5PLget_plugin_info")) << file;
   }
 }
