@@ -9,6 +9,7 @@ PACKAGES=(
   libcurl4-openssl-dev libssl-dev
   libhdf5-dev hdf5-tools
   libblosc-dev libzstd-dev liblz4-dev zlib1g-dev
+  liblzf-dev
   hdf5-filter-plugin hdf5-filter-plugin-blosc-serial
   libgtest-dev libgmock-dev
   nlohmann-json3-dev libcli11-dev

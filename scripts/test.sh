@@ -15,7 +15,7 @@ if [ "${HUBFS_SKIP_ASAN:-0}" != "1" ]; then
   echo "== build (ASan + UBSan)"
   # The unit tests, and the daemon itself under the FUSE integration tests: a sanitizer report
   # aborts the daemon, which fails the mount's tests.
-  BUILD_DIR=build-asan BUILD_TARGETS="test_net test_hub test_cache test_reader test_h5chunk test_server test_integration hubfs h5chunk_cli" \
+  BUILD_DIR=build-asan BUILD_TARGETS="test_net test_hub test_cache test_reader test_h5chunk test_plugins test_server test_integration hubfs h5chunk_cli" \
     ./scripts/build.sh -DHUBFS_SANITIZE=ON
   echo "== unit and integration tests under ASan + UBSan"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -73,6 +73,7 @@ std::string unsupported_filter(const std::vector<FilterStep>& pipeline) {
       case kShuffle:
       case kFletcher32:
       case kLz4:
+      case kLzf:
       case kZstd:
         break;
       case kBlosc:
@@ -149,6 +150,8 @@ Result<size_t> run_step(const FilterStep& f, size_t elem_size, const uint8_t* in
       return codec::blosc_decode(in, in_size, target);
     case kLz4:
       return codec::lz4_hdf5_decode(in, in_size, target);
+    case kLzf:
+      return codec::lzf_decode(in, in_size, target);
     case kZstd: {
       auto ctx = scratch.zstd_context();
       if (!ctx) return ctx.status();

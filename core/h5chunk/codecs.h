@@ -25,6 +25,7 @@ enum FilterId : unsigned {
   kDeflate = 1,
   kShuffle = 2,
   kFletcher32 = 3,
+  kLzf = 32000,
   kBlosc = 32001,
   kLz4 = 32004,
   kBitshuffle = 32008,
@@ -38,7 +39,7 @@ struct FilterStep {
   std::string name;  // as HDF5 reports it, for messages
 };
 
-// Empty if every filter of the pipeline can be decoded here; else why not ("lzf (32000)").
+// Empty if every filter of the pipeline can be decoded here; else why not ("bzip2 (307)").
 std::string unsupported_filter(const std::vector<FilterStep>& pipeline);
 
 // Per-thread state reused across chunks: temporaries and codec contexts. Not thread-safe:
@@ -97,6 +98,8 @@ Result<size_t> next_framed_block(const uint8_t* in, size_t in_size, size_t& pos,
 Result<size_t> blosc_decode(const uint8_t* in, size_t in_size, Target out);
 Result<size_t> zstd_decode(ZSTD_DCtx_s* ctx, const uint8_t* in, size_t in_size, Target out);
 Result<size_t> lz4_hdf5_decode(const uint8_t* in, size_t in_size, Target out);
+// h5py's LZF filter (32000): the chunk is one raw LZF stream.
+Result<size_t> lzf_decode(const uint8_t* in, size_t in_size, Target out);
 // stream: a z_stream on which inflateInit succeeded; it is reset here before use.
 Result<size_t> deflate_decode(z_stream_s* stream, const uint8_t* in, size_t in_size, Target out);
 // Bitshuffle filter (32008) payload; cd_values as the filter stores them, elem_size the
