@@ -1,6 +1,7 @@
 #include "net/range_fetcher.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -8,6 +9,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/task_queue.h"
 #include "common/url.h"
 
 namespace hubfs {
@@ -23,69 +25,25 @@ std::string range_text(ByteRange r) {
 }
 
 // Runs locator refreshes off the transport's threads (a Locator may block on the network, and
-// the transport's callback thread must not). One thread, started on the first 403.
+// the transport's callback thread must not), on the shared TaskQueue primitive.
 class RefreshWorker {
  public:
   using Job = std::function<void(bool cancelled)>;
 
-  ~RefreshWorker() { shutdown(); }
-
   void post(Job job) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!stopped_) {
-        jobs_.push_back(std::move(job));
-        if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
-        cv_.notify_one();
-        return;
-      }
-    }
-    job(true);
+    if (stopping_.load() || !queue_.post([this, job] { job(stopping_.load()); })) job(true);
   }
 
-  // Lets the running job finish, cancels the rest.
+  // Lets the running job finish; the rest run at once with cancelled = true. Called by the
+  // RangeFetcher's owner thread (never a job), so the queue's drain never joins itself.
   void shutdown() {
-    std::thread thread;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopped_ = true;
-      thread.swap(thread_);
-    }
-    cv_.notify_one();
-    if (thread.joinable()) {
-      if (thread.get_id() == std::this_thread::get_id()) {
-        thread.detach();  // the last owner died inside a job: run() exits right after it
-      } else {
-        thread.join();
-      }
-    }
-    std::deque<Job> left;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      left.swap(jobs_);
-    }
-    for (auto& job : left) job(true);
+    stopping_.store(true);
+    queue_.drain();
   }
 
  private:
-  void run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [this] { return stopped_ || !jobs_.empty(); });
-      if (stopped_) return;
-      Job job = std::move(jobs_.front());
-      jobs_.pop_front();
-      lock.unlock();
-      job(false);
-      lock.lock();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> jobs_;
-  bool stopped_ = false;
-  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  TaskQueue queue_{1};
 };
 
 // One range, across its (at most two) requests.

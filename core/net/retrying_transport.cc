@@ -4,21 +4,18 @@
 
 #include <algorithm>
 #include <charconv>
-#include <condition_variable>
 #include <mutex>
 #include <optional>
-#include <queue>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "common/log.h"
+#include "common/timer.h"
 #include "common/url.h"
 
 namespace hubfs {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 std::string_view trim(std::string_view s) {
@@ -88,88 +85,6 @@ double default_jitter() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
 }
 
-// The default Scheduler: one thread runs each function when its time comes. shutdown() runs
-// whatever is still waiting at once (each retry then sees the transport stopping and reports
-// its last result), so no request is left without an answer.
-class TimerThread {
- public:
-  TimerThread() : thread_([this] { run(); }) {}
-  ~TimerThread() { shutdown(); }
-
-  // False when shut down: the caller runs fn itself.
-  bool post(milliseconds delay, std::function<void()> fn) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopped_) return false;
-      timers_.push(Timer{Clock::now() + delay, next_seq_++, std::move(fn)});
-    }
-    cv_.notify_one();
-    return true;
-  }
-
-  void shutdown() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopped_) return;
-      stopped_ = true;
-    }
-    cv_.notify_one();
-    if (thread_.joinable()) {
-      if (thread_.get_id() == std::this_thread::get_id()) {
-        thread_.detach();  // cannot join ourselves; run() returns right after this call
-      } else {
-        thread_.join();
-      }
-    }
-    std::vector<std::function<void()>> left;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      while (!timers_.empty()) {
-        left.push_back(timers_.top().fn);
-        timers_.pop();
-      }
-    }
-    for (auto& fn : left) fn();
-  }
-
- private:
-  struct Timer {
-    Clock::time_point due;
-    uint64_t seq;  // FIFO among equal deadlines
-    std::function<void()> fn;
-    bool operator>(const Timer& o) const { return due != o.due ? due > o.due : seq > o.seq; }
-  };
-
-  void run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stopped_) {
-      if (timers_.empty()) {
-        cv_.wait(lock);
-        continue;
-      }
-      // A copy: wait_until reads its deadline while the lock is released, and a post() in the
-      // meantime may reallocate the heap under a reference to its top.
-      const Clock::time_point due = timers_.top().due;
-      if (due > Clock::now()) {
-        cv_.wait_until(lock, due);
-        continue;
-      }
-      auto fn = timers_.top().fn;
-      timers_.pop();
-      lock.unlock();
-      fn();  // resubmits to the inner transport: returns at once
-      lock.lock();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
-  uint64_t next_seq_ = 0;
-  bool stopped_ = false;
-  std::thread thread_;
-};
-
 // One logical request across its attempts.
 struct Call {
   HttpRequest request;
@@ -185,7 +100,7 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
   HttpTransport& inner;
   RetryPolicy policy;
   Scheduler scheduler;
-  std::shared_ptr<TimerThread> timer;  // only with the default scheduler
+  std::shared_ptr<Timer> timer;  // only with the default scheduler
 
   std::mutex mu;
   bool stopping = false;
@@ -195,9 +110,9 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
     if (s) {
       scheduler = std::move(s);
     } else {
-      timer = std::make_shared<TimerThread>();
+      timer = std::make_shared<Timer>();
       scheduler = [t = timer](milliseconds delay, std::function<void()> fn) {
-        if (!t->post(delay, fn)) fn();
+        if (!t->schedule(delay, fn)) fn();
       };
     }
   }

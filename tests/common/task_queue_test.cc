@@ -75,3 +75,40 @@ TEST(InFlight, WaitZeroReturnsOnceEveryAddIsDone) {
 
 }  // namespace
 }  // namespace hubfs
+
+#include "common/timer.h"
+
+namespace hubfs {
+namespace {
+
+TEST(Timer, RunsInDeadlineOrder) {
+  Timer timer;
+  std::mutex mu;
+  std::vector<int> order;
+  std::atomic<int> done{0};
+  for (int delay : {60, 20, 40}) {
+    timer.schedule(std::chrono::milliseconds(delay), [&, delay] {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(delay);
+      ++done;
+    });
+  }
+  for (int i = 0; i < 500 && done.load() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(order, (std::vector<int>{20, 40, 60}));
+}
+
+// Nothing scheduled is ever dropped: what is still waiting runs at shutdown, on the caller.
+TEST(Timer, ShutdownRunsWhatIsWaitingAndRefusesLaterSchedules) {
+  Timer timer;
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(timer.schedule(std::chrono::hours(1), [&] { ++ran; }));
+  timer.shutdown();
+  EXPECT_EQ(ran.load(), 10);
+  EXPECT_FALSE(timer.schedule(std::chrono::milliseconds(0), [&] { ++ran; }));
+  EXPECT_EQ(ran.load(), 10);
+  timer.shutdown();  // idempotent
+}
+
+}  // namespace
+}  // namespace hubfs

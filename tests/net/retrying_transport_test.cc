@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <mutex>
+
 #include <atomic>
 #include <future>
 #include <mutex>
@@ -358,10 +361,14 @@ TEST(RetryingTransport, ShutdownAnswersWaitingRetriesAndStopsRetrying) {
 }
 
 TEST(RetryingTransport, ManyConcurrentRequestsEachAnsweredOnce) {
-  std::atomic<int> calls{0};
-  FakeTransport fake([&](const HttpRequest&) -> Result<HttpResponse> {
-    // Every other request fails once.
-    return (calls++ % 2 == 0) ? Result<HttpResponse>(response(503)) : Result<HttpResponse>(response(200));
+  // Each request fails on its first attempt and succeeds on its second (counted per request:
+  // a shared counter could, by interleaving, fail one request on every attempt).
+  std::mutex mu;
+  std::map<std::string, int> attempts;
+  FakeTransport fake([&](const HttpRequest& req) -> Result<HttpResponse> {
+    std::lock_guard<std::mutex> lock(mu);
+    return attempts[find_header(req.headers, "X-Req").value_or("")]++ == 0 ? Result<HttpResponse>(response(503))
+                                                                            : Result<HttpResponse>(response(200));
   });
   RecordingScheduler sched;
   RetryPolicy policy = pinned_jitter(0);
@@ -370,8 +377,11 @@ TEST(RetryingTransport, ManyConcurrentRequestsEachAnsweredOnce) {
   constexpr int kRequests = 32;
   std::vector<std::promise<Result<HttpResponse>>> promises(kRequests);
   std::atomic<int> answers{0};
+  int id = 0;
   for (auto& p : promises) {
-    retrying.submit(get("https://hub/x"), [&p, &answers](Result<HttpResponse> r) {
+    HttpRequest req = get("https://hub/x");
+    req.headers.emplace_back("X-Req", std::to_string(id++));
+    retrying.submit(std::move(req), [&p, &answers](Result<HttpResponse> r) {
       ++answers;
       p.set_value(std::move(r));  // a second call would throw
     });
