@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <memory>
 #include <thread>
@@ -163,10 +164,12 @@ TEST(CurlTransport, SlowFirstByteWithinTimeoutSucceeds) {
 }
 
 TEST(CurlTransport, StallMidBodyTimesOut) {
-  ScriptedHttpServer* srv = nullptr;
+  // Atomic: the handler runs on a server thread, and TSan cannot see the ordering that the
+  // socket gives (the request is sent only after srv is set).
+  std::atomic<ScriptedHttpServer*> srv{nullptr};
   ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) {
     c.send("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + std::string(100, 'x'));
-    srv->wait_for_stop();  // then nothing, forever (until the test ends)
+    srv.load()->wait_for_stop();  // then nothing, forever (until the test ends)
   });
   srv = &server;
   CurlOptions options;
@@ -299,12 +302,14 @@ TEST(CurlTransport, ConcurrentSubmittersBoundedByMaxInFlight) {
   constexpr int kThreads = 4;
   constexpr int kPerThread = 8;
   constexpr int kTotal = kThreads * kPerThread;  // 32 requests
-  ScriptedHttpServer* srv = nullptr;
+  // Atomic: the handler runs on a server thread, and TSan cannot see the ordering that the
+  // socket gives (the request is sent only after srv is set).
+  std::atomic<ScriptedHttpServer*> srv{nullptr};
   ScriptedHttpServer server([&](const ServerRequest& req, ServerConnection& c) {
     // Hold each answer until a full set of transfers runs at once (or every request has
     // arrived; bounded), so a transport that ran more than kMaxInFlight, or fewer, shows in
     // the peak.
-    srv->wait_until([&] { return srv->concurrent_now() >= kMaxInFlight || srv->requests_handled() == kTotal; },
+    srv.load()->wait_until([&] { return srv.load()->concurrent_now() >= kMaxInFlight || srv.load()->requests_handled() == kTotal; },
                     std::chrono::milliseconds(500));
     c.respond(200, "body of " + req.target);
   });
@@ -349,8 +354,10 @@ TEST(CurlTransport, CallbackMaySubmitMoreWork) {
 }
 
 TEST(CurlTransport, DestructorFailsRequestsInFlightAndQueued) {
-  ScriptedHttpServer* srv = nullptr;
-  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection&) { srv->wait_for_stop(); });
+  // Atomic: the handler runs on a server thread, and TSan cannot see the ordering that the
+  // socket gives (the request is sent only after srv is set).
+  std::atomic<ScriptedHttpServer*> srv{nullptr};
+  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection&) { srv.load()->wait_for_stop(); });
   srv = &server;
   constexpr int kRequests = 8;
   std::vector<std::unique_ptr<Pending>> pending(kRequests);
