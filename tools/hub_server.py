@@ -549,9 +549,10 @@ class FaultTable:
             self._faults.extend(faults)
 
     def clear(self):
+        # Streaks survive: a test that re-arms its faults in rounds must not let one request be
+        # faulted max_consecutive times in each round, back to back.
         with self._lock:
             self._faults = []
-            self._streaks = {}
 
     def pending(self):
         with self._lock:

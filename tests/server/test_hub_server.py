@@ -467,17 +467,18 @@ class HubServerTest(unittest.TestCase):
         self.assertEqual((r.status, r.body), (206, b"# he"))
 
     def test_fault_max_consecutive_lets_the_same_request_through(self):
-        self.add_fault({"status": 503, "count": 100, "path_contains": "README", "max_consecutive": 2})
-        statuses = [self.api("/org/plain/resolve/main/README.md").status for _ in range(6)]
+        # Paths no other test faults: streaks outlive DELETE /_hubfs/faults (by design).
+        self.add_fault({"status": 503, "count": 100, "path_contains": "y.txt", "max_consecutive": 2})
+        statuses = [self.api("/org/plain/resolve/main/sub/y.txt").status for _ in range(6)]
         self.assertEqual(statuses, [503, 503, 200, 503, 503, 200])
         # The key includes the range: another range of the same file has its own streak.
-        ranged = [self.api("/org/plain/resolve/main/README.md", headers={"Range": "bytes=0-1"}).status
+        ranged = [self.api("/org/plain/resolve/main/sub/y.txt", headers={"Range": "bytes=0-0"}).status
                   for _ in range(3)]
         self.assertEqual(ranged, [503, 503, 206])
-        # Any fault counts toward the streak, not just this one.
-        self.add_fault([{"status": 500, "path_contains": "config"},
-                        {"status": 502, "count": 5, "path_contains": "config", "max_consecutive": 1}])
-        statuses = [self.api("/org/plain/resolve/main/config.json").status for _ in range(4)]
+        # Any fault counts toward the streak, not just the one that has max_consecutive.
+        self.add_fault([{"status": 500, "path_contains": "f3.txt"},
+                        {"status": 502, "count": 5, "path_contains": "f3.txt", "max_consecutive": 1}])
+        statuses = [self.api("/org/plain/resolve/main/many/f3.txt").status for _ in range(4)]
         self.assertEqual(statuses, [500, 200, 502, 200])
 
     def test_bad_fault_rejected(self):
