@@ -297,6 +297,7 @@ class StressTest : public ::testing::Test {
     hub_ = LocalHub::start(o);
   }
   void mount(std::vector<std::string> args = {}) {
+    daemon_.reset();  // the previous daemon, already gone, before the next one mounts
     mnt_ = (work_->path() / "mnt").string();
     fs::create_directories(mnt_);
     daemon_ = HubfsDaemon::start(hub_->url(), "datasets/stress/mix", (work_->path() / "cache").string(), mnt_, args);

@@ -178,7 +178,9 @@ HubfsDaemon::~HubfsDaemon() {
       wait_exit(std::chrono::seconds(30));
     }
   }
-  if (is_mounted(mountpoint_)) umount2(mountpoint_.c_str(), MNT_DETACH);  // a dead mount left behind
+  // A daemon that died by a signal leaves a dead mount behind. (Not after a clean exit: the
+  // mountpoint may already carry the next mount.)
+  if (status_ && WIFSIGNALED(*status_) && is_mounted(mountpoint_)) umount2(mountpoint_.c_str(), MNT_DETACH);
   if (stderr_fd_ >= 0) close(stderr_fd_);
 }
 
