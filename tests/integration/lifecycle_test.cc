@@ -422,17 +422,18 @@ TEST_F(LifecycleTest, EndpointCredentialsNeverAppearInMessagesOrLogs) {
   EXPECT_NE(revision.exit_code, 0);
   EXPECT_EQ(revision.output.find(secret), std::string::npos) << "revision-not-found message: " << revision.output;
 
-  // A working mount whose reads fail: the errors are logged, with no credentials in them.
+  // A working mount whose reads fail: the errors are logged (naming the endpoint they could
+  // not get an answer from), with no credentials in them. The resolve fails with 500s until
+  // --read-timeout ends the read.
   auto m = cli_mount(endpoint, mnt_, "--read-timeout 3 --log-file " + shell_quote(log));
   ASSERT_EQ(m.exit_code, 0) << m.output;
   EXPECT_EQ(m.output.find(secret), std::string::npos) << m.output;
   hub_->add_fault({{"status", 500}, {"count", 1000}, {"path_contains", "/resolve/"}});
-  hub_->add_fault({{"status", 500}, {"count", 1000}, {"path_contains", "/blobs/"}});
   int fd = open((mnt_ + "/medium.bin").c_str(), O_RDONLY);
   EXPECT_GE(fd, 0);
   char buf[4096];
   if (fd >= 0) {
-    EXPECT_EQ(read(fd, buf, sizeof buf), -1);  // EIO after --read-timeout
+    EXPECT_EQ(read(fd, buf, sizeof buf), -1);
     close(fd);
   }
   hub_->clear_faults();

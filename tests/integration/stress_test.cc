@@ -18,6 +18,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -25,6 +26,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <future>
 #include <mutex>
 #include <random>
@@ -264,6 +266,33 @@ bool whole_read_and_check(const std::string& path, const RepoFile& f, char* buf,
   return ok;
 }
 
+// The daemon's warnings and errors, digits folded (offsets, ports, times), most frequent first:
+// what kinds of failure the readers' EIOs came from, in a few lines.
+std::string summarize_log(const std::string& log, size_t top = 12) {
+  std::map<std::string, int> kinds;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    size_t at = line.find("hubfs warning: ");
+    if (at == std::string::npos) at = line.find("hubfs error: ");
+    if (at == std::string::npos) continue;
+    std::string folded;
+    for (size_t i = at; i < line.size() && folded.size() < 400; ++i) {
+      if (isdigit(static_cast<unsigned char>(line[i]))) {
+        if (folded.empty() || folded.back() != 'N') folded += 'N';
+      } else {
+        folded += line[i];
+      }
+    }
+    ++kinds[folded];
+  }
+  std::vector<std::pair<int, std::string>> sorted;
+  for (auto& [k, n] : kinds) sorted.emplace_back(n, k);
+  std::sort(sorted.rbegin(), sorted.rend());
+  std::string out;
+  for (size_t i = 0; i < sorted.size() && i < top; ++i) out += "  " + std::to_string(sorted[i].first) + "x " + sorted[i].second + "\n";
+  return out;
+}
+
 void record_fd_rss(pid_t pid, long long* max_rss, int* max_fds, std::string* samples, const std::string& label) {
   long long rss = process_rss_bytes(pid);
   int fds = process_fd_count(pid);
@@ -496,7 +525,8 @@ TEST_F(StressTest, ManyReadersUnderEveryFaultKindGetExactBytes) {
   if (!tally.failures.empty()) {
     std::string all;
     for (auto& f : tally.failures) all += "  " + f + "\n";
-    ADD_FAILURE() << "first failures:\n" << all << "daemon stderr tail:\n" << daemon_->stderr_text(6000);
+    ADD_FAILURE() << "first failures:\n" << all << "the daemon's warnings by kind:\n"
+                  << summarize_log(daemon_->stderr_text(64 << 20));
   }
   EXPECT_TRUE(vacuous_rounds.empty()) << "rounds that injected no fault (the test did not test them): "
                                       << ::testing::PrintToString(vacuous_rounds);
