@@ -79,7 +79,12 @@ LAST_SLICE = 64 << 10
 # wild; longer than that so a client's per-read timeout is what ends it), and at most.
 DEFAULT_STALL_MS = 10000
 MAX_STALL_MS = 120000
-FAULT_MODES = ("ignore_range", "bad_content_range", "reset", "stall")
+FAULT_MODES = ("ignore_range", "bad_content_range", "reset", "stall", "truncate", "flip_byte")
+# max_consecutive remembers, per request key, how many requests in a row were faulted; past this
+# many keys (a long stress run touching many distinct ranges) the memory is simply started over.
+MAX_TRACKED_STREAKS = 100000
+# The largest error body a status fault may ask for with "body_bytes".
+MAX_FAULT_BODY = 64 << 20
 
 
 def log(msg):
@@ -449,11 +454,23 @@ class Fault:
       "mode": "stall"   hold the request "stall_ms" (default 10000) and then answer normally
       "mode": "ignore_range"       answer a ranged file request 200 with the whole file
       "mode": "bad_content_range"  answer 206 with the right bytes but Content-Range one off
+      "mode": "truncate" send the headers (Content-Length: the full body) and "after_bytes"
+                        body bytes (default: half of them), then close the connection cleanly
+                        (FIN, not RST): a body cut short that only its length gives away
+      "mode": "flip_byte"  send the whole body, right length and headers, with the byte at
+                        "flip_offset" (default: the middle of the body) inverted: corruption in
+                        transit that no header reveals
+    With "status", "body_bytes": n pads the error body to n bytes (an error body longer than
+    the range that was asked for).
     Filters: "path_contains" (substring of the decoded path), "origin" ("api"|"cdn"),
-    "method". Body modes wait for a request that serves a (ranged) file body."""
+    "method". Body modes wait for a request that serves a (ranged) file body.
+    "max_consecutive": k  the fault passes over a request when the last k requests with the same
+    key (origin, method, path, Range) were all faulted (by any fault): a client that retries the
+    same request can always get through after k failures in a row."""
 
     KEYS = {"status", "count", "path_contains", "retry_after", "mode", "origin", "method",
-            "headers", "error_code", "stall_ms", "after_bytes"}
+            "headers", "error_code", "stall_ms", "after_bytes", "body_bytes", "flip_offset",
+            "max_consecutive"}
 
     def __init__(self, spec):
         if not isinstance(spec, dict):
@@ -486,28 +503,45 @@ class Fault:
         self.after_bytes = spec.get("after_bytes")
         if self.after_bytes is not None and (not isinstance(self.after_bytes, int) or self.after_bytes < 0):
             raise ValueError("after_bytes must be a non-negative integer")
-        if self.after_bytes is not None and self.mode != "reset":
-            raise ValueError('after_bytes goes with mode "reset"')
+        if self.after_bytes is not None and self.mode not in ("reset", "truncate"):
+            raise ValueError('after_bytes goes with mode "reset" or "truncate"')
+        self.flip_offset = spec.get("flip_offset")
+        if self.flip_offset is not None and (not isinstance(self.flip_offset, int) or self.flip_offset < 0):
+            raise ValueError("flip_offset must be a non-negative integer")
+        if self.flip_offset is not None and self.mode != "flip_byte":
+            raise ValueError('flip_offset goes with mode "flip_byte"')
+        self.body_bytes = spec.get("body_bytes")
+        if self.body_bytes is not None and (not isinstance(self.body_bytes, int)
+                                            or not 0 <= self.body_bytes <= MAX_FAULT_BODY):
+            raise ValueError("body_bytes must be an integer in [0, %d]" % MAX_FAULT_BODY)
+        if self.body_bytes is not None and self.status is None:
+            raise ValueError('body_bytes goes with "status"')
+        self.max_consecutive = spec.get("max_consecutive")
+        if self.max_consecutive is not None and (not isinstance(self.max_consecutive, int)
+                                                 or self.max_consecutive < 1):
+            raise ValueError("max_consecutive must be a positive integer")
         # Faults that shape a body (or cut one short) wait for a request that serves a body;
         # the others strike as soon as a matching request arrives.
         if self.mode in ("ignore_range", "bad_content_range"):
             self.phase = "range_body"
-        elif self.mode == "reset" and self.after_bytes is not None:
+        elif (self.mode == "reset" and self.after_bytes is not None) or self.mode in ("truncate", "flip_byte"):
             self.phase = "body"
         else:
             self.phase = "request"
 
-    def matches(self, origin, method, path, phase):
+    def matches(self, origin, method, path, phase, streak):
         return (phase == self.phase
                 and (self.origin is None or self.origin == origin)
                 and (self.method is None or self.method == method)
-                and (self.path_contains is None or self.path_contains in path))
+                and (self.path_contains is None or self.path_contains in path)
+                and (self.max_consecutive is None or streak < self.max_consecutive))
 
 
 class FaultTable:
     def __init__(self):
         self._lock = threading.Lock()
         self._faults = []
+        self._streaks = {}  # request key -> requests in a row with that key that were faulted
 
     def add(self, specs):
         faults = [Fault(s) for s in specs]  # validate all before adding any
@@ -515,6 +549,8 @@ class FaultTable:
             self._faults.extend(faults)
 
     def clear(self):
+        # Streaks survive: a test that re-arms its faults in rounds must not let one request be
+        # faulted max_consecutive times in each round, back to back.
         with self._lock:
             self._faults = []
 
@@ -522,11 +558,22 @@ class FaultTable:
         with self._lock:
             return [dict(f.spec, count=f.remaining) for f in self._faults]
 
-    def take(self, origin, method, path, phase):
+    def settle(self, key, faulted):
+        """Records how a request with this key ended, for max_consecutive."""
+        with self._lock:
+            if not faulted:
+                self._streaks.pop(key, None)
+                return
+            if len(self._streaks) >= MAX_TRACKED_STREAKS and key not in self._streaks:
+                self._streaks = {}
+            self._streaks[key] = self._streaks.get(key, 0) + 1
+
+    def take(self, origin, method, path, phase, key=None):
         """The first pending fault matching this request, with one use consumed, or None."""
         with self._lock:
+            streak = self._streaks.get(key, 0)
             for i, f in enumerate(self._faults):
-                if f.matches(origin, method, path, phase):
+                if f.matches(origin, method, path, phase, streak):
                     f.remaining -= 1
                     if f.remaining == 0:
                         del self._faults[i]
@@ -627,18 +674,30 @@ class Handler(http.server.BaseHTTPRequestHandler):
         kind = self._kind()
         state.stats.begin(self.origin, kind, method, path, self.headers)
         self.counted = True
+        self.fault_path = path
+        # A retry of the same request has the same key (a signed URL's query may change, its
+        # path and range do not); see max_consecutive.
+        self.fault_key = (self.origin, method, path, self.headers.get("Range"))
+        self.faulted = False
         try:
             if state.latency_s:
                 time.sleep(state.latency_s)
-            fault = state.faults.take(self.origin, method, path, "request")
-            if fault is not None:
-                state.stats.add("faults_injected", 1)
-                if self._apply_request_fault(fault):
-                    return
-            self.fault_path = path
+            fault = self.take_fault("request")
+            if fault is not None and self._apply_request_fault(fault):
+                return
             self._guard(self.handle_cdn if self.origin == "cdn" else self.handle_api)
         finally:
+            state.faults.settle(self.fault_key, self.faulted)
             self.mark_done()
+
+    def take_fault(self, phase):
+        """The fault for this request at this phase, counted, or None."""
+        state = self.server.state
+        fault = state.faults.take(self.origin, self.method, self.fault_path, phase, self.fault_key)
+        if fault is not None:
+            state.stats.add("faults_injected", 1)
+            self.faulted = True
+        return fault
 
     def _kind(self):
         if self.origin == "cdn":
@@ -709,13 +768,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def send_json(self, status, obj, headers=None):
         self.send_bytes(status, json.dumps(obj).encode(), headers)
 
-    def send_hub_error(self, e):
+    def send_hub_error(self, e, body_bytes=None):
         headers = dict(e.headers)
         if e.code:
             headers["X-Error-Code"] = e.code
         # Header values must be one latin-1 line.
         headers["X-Error-Message"] = e.message.replace("\n", " ").encode("latin-1", "replace").decode("latin-1")
-        self.send_json(e.status, {"error": e.message}, headers)
+        body = json.dumps({"error": e.message}).encode()
+        if body_bytes is not None and body_bytes > len(body):
+            body += b" " * (body_bytes - len(body))  # trailing whitespace: still the same JSON
+        self.send_bytes(e.status, body, headers)
 
     def _apply_request_fault(self, fault):
         """Returns True when the fault answered (or killed) the request."""
@@ -724,7 +786,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if fault.spec.get("retry_after") is not None:
                 headers["Retry-After"] = fault.spec["retry_after"]
             self.send_hub_error(HubError(fault.status, fault.spec.get("error_code"),
-                                         "injected fault: status %d" % fault.status, headers))
+                                         "injected fault: status %d" % fault.status, headers),
+                                body_bytes=fault.body_bytes)
             return True
         if fault.mode == "reset":
             self.reset_connection()
@@ -756,9 +819,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             headers["Content-Range"] = "bytes */%d" % size
             raise HubError(416, None, "range not satisfiable for a file of %d bytes" % size, headers)
         if rng is not None:
-            fault = state.faults.take(self.origin, self.method, self.fault_path, "range_body")
+            fault = self.take_fault("range_body")
             if fault is not None:
-                state.stats.add("faults_injected", 1)
                 if fault.mode == "ignore_range":
                     rng = None
                 else:  # bad_content_range: the right bytes, labelled one byte off
@@ -770,20 +832,53 @@ class Handler(http.server.BaseHTTPRequestHandler):
             headers.setdefault("Content-Range", "bytes %d-%d/%d" % (rng[0], rng[1], size))
         headers["Content-Length"] = count
         cut_after = None
-        if self.method != "HEAD":
-            fault = state.faults.take(self.origin, self.method, self.fault_path, "body")
-            if fault is not None:
-                state.stats.add("faults_injected", 1)
-                cut_after = min(fault.after_bytes, count)
+        body_fault = None
+        if self.method != "HEAD" and count > 0:
+            body_fault = self.take_fault("body")
+            if body_fault is not None and body_fault.mode in ("reset", "truncate"):
+                asked = body_fault.after_bytes
+                cut_after = min(asked if asked is not None else count // 2, count)
         self.start_response(status, headers, last_write=self.method == "HEAD" or count == 0)
         if self.method == "HEAD":
             return
+        if body_fault is not None and body_fault.mode == "flip_byte":
+            self._send_flipped(f, offset, count, body_fault.flip_offset)
+            return
         to_send = count if cut_after is None else cut_after
         sent = self._copy_body(f, offset, to_send)
-        if cut_after is not None:
+        if cut_after is not None and body_fault.mode == "reset":
             self.reset_connection()
+        elif cut_after is not None:
+            self.finish_connection()
         elif sent < count:
             self.close_connection = True
+
+    def _send_flipped(self, f, offset, count, flip_offset):
+        """The body with one byte inverted (not through sendfile: the bytes must be touched)."""
+        flip = min(flip_offset if flip_offset is not None else count // 2, count - 1)
+        sent = self._copy_body(f, offset, flip)
+        if sent < flip:
+            self.close_connection = True
+            return
+        byte = os.pread(f.fileno(), 1, offset + flip)
+        if len(byte) != 1:
+            self.close_connection = True
+            return
+        self.server.state.stats.add("bytes_sent", 1)
+        if flip + 1 == count:
+            self.mark_done()
+        self.wfile.write(bytes([byte[0] ^ 0xFF]))
+        if flip + 1 < count and self._copy_body(f, offset + flip + 1, count - flip - 1) < count - flip - 1:
+            self.close_connection = True
+
+    def finish_connection(self):
+        """An orderly close (FIN) right now, whatever the headers promised."""
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
 
     def _copy_body(self, f, offset, count):
         """Writes count bytes of f from offset; returns how many went out. The last slice goes out

@@ -417,8 +417,74 @@ class HubServerTest(unittest.TestCase):
         self.assertEqual(self.api("/org/plain/resolve/main/README.md").status, 200)
         self.assertGreaterEqual(time.monotonic() - t0, 0.5)
 
+    def test_fault_truncate_closes_cleanly_short_of_content_length(self):
+        location = self.api("/org/plain/resolve/main/big.dat").headers["Location"]
+        self.add_fault({"mode": "truncate", "after_bytes": 1000, "origin": "cdn"})
+        u = urllib.parse.urlsplit(location)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        conn.request("GET", u.path + "?" + u.query, headers={"Range": "bytes=0-9999"})
+        resp = conn.getresponse()
+        self.assertEqual((resp.status, resp.headers["Content-Length"]), (206, "10000"))
+        # The bytes that do arrive are the right ones; then the server closes (an orderly EOF,
+        # which http.client reports as IncompleteRead, not a reset).
+        with self.assertRaises(http.client.IncompleteRead) as cm:
+            resp.read()
+        self.assertEqual(cm.exception.partial, BIG[:1000])
+        conn.close()
+        # Without after_bytes, half of the body arrives.
+        self.add_fault({"mode": "truncate", "origin": "cdn"})
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        conn.request("GET", u.path + "?" + u.query, headers={"Range": "bytes=100-299"})
+        with self.assertRaises(http.client.IncompleteRead) as cm:
+            conn.getresponse().read()
+        self.assertEqual(cm.exception.partial, BIG[100:200])
+        conn.close()
+        self.assertEqual(request(location, headers={"Range": "bytes=0-9999"}).body, BIG[:10000])
+
+    def test_fault_flip_byte_keeps_length_and_headers(self):
+        location = self.api("/org/plain/resolve/main/big.dat").headers["Location"]
+        self.add_fault({"mode": "flip_byte", "origin": "cdn"})
+        r = request(location, headers={"Range": "bytes=1000-1999"})
+        self.assertEqual((r.status, r.headers["Content-Range"], len(r.body)), (206, "bytes 1000-1999/200000", 1000))
+        want = bytearray(BIG[1000:2000])
+        want[500] ^= 0xFF
+        self.assertEqual(r.body, bytes(want))
+        self.add_fault({"mode": "flip_byte", "flip_offset": 0})
+        r = self.api("/org/plain/resolve/main/README.md")
+        self.assertEqual(r.body, bytes([ord("#") ^ 0xFF]) + b" hello\n")
+        self.add_fault({"mode": "flip_byte", "flip_offset": 10 ** 9})  # past the end: the last byte
+        r = request(location)
+        self.assertEqual((r.status, r.body[:-1], r.body[-1]), (200, BIG[:-1], BIG[-1] ^ 0xFF))
+        self.assertEqual(request(location).body, BIG)
+        self.assertEqual(self.stats()["faults_injected"], 3)
+
+    def test_fault_status_with_long_error_body(self):
+        self.add_fault({"status": 503, "body_bytes": 100000, "path_contains": "README", "retry_after": 0})
+        r = self.api("/org/plain/resolve/main/README.md", headers={"Range": "bytes=0-3"})
+        self.assertEqual((r.status, len(r.body), r.headers["Content-Length"]), (503, 100000, "100000"))
+        self.assertIn("error", r.json())  # padding is whitespace: still the Hub's JSON shape
+        r = self.api("/org/plain/resolve/main/README.md", headers={"Range": "bytes=0-3"})
+        self.assertEqual((r.status, r.body), (206, b"# he"))
+
+    def test_fault_max_consecutive_lets_the_same_request_through(self):
+        # Paths no other test faults: streaks outlive DELETE /_hubfs/faults (by design).
+        self.add_fault({"status": 503, "count": 100, "path_contains": "y.txt", "max_consecutive": 2})
+        statuses = [self.api("/org/plain/resolve/main/sub/y.txt").status for _ in range(6)]
+        self.assertEqual(statuses, [503, 503, 200, 503, 503, 200])
+        # The key includes the range: another range of the same file has its own streak.
+        ranged = [self.api("/org/plain/resolve/main/sub/y.txt", headers={"Range": "bytes=0-0"}).status
+                  for _ in range(3)]
+        self.assertEqual(ranged, [503, 503, 206])
+        # Any fault counts toward the streak, not just the one that has max_consecutive.
+        self.add_fault([{"status": 500, "path_contains": "f3.txt"},
+                        {"status": 502, "count": 5, "path_contains": "f3.txt", "max_consecutive": 1}])
+        statuses = [self.api("/org/plain/resolve/main/many/f3.txt").status for _ in range(4)]
+        self.assertEqual(statuses, [500, 200, 502, 200])
+
     def test_bad_fault_rejected(self):
-        for spec in ({"mode": "explode"}, {"status": 503, "bogus": 1}, {}, {"status": 503, "count": 0}):
+        for spec in ({"mode": "explode"}, {"status": 503, "bogus": 1}, {}, {"status": 503, "count": 0},
+                     {"status": 503, "max_consecutive": 0}, {"mode": "stall", "body_bytes": 10},
+                     {"mode": "truncate", "flip_offset": 1}, {"mode": "flip_byte", "after_bytes": 1}):
             self.assertEqual(self.api("/_hubfs/faults", method="POST", body=json.dumps(spec)).status, 400, spec)
 
 

@@ -255,6 +255,8 @@ void LocalHub::add_fault(const nlohmann::json& fault) { control("POST", "/_hubfs
 
 void LocalHub::clear_faults() { control("DELETE", "/_hubfs/faults", ""); }
 
+nlohmann::json LocalHub::pending_faults() { return nlohmann::json::parse(control("GET", "/_hubfs/faults", "")); }
+
 void LocalHub::expire_urls() { control("POST", "/_hubfs/expire", ""); }
 
 void write_file(const std::string& path, std::string_view bytes) {

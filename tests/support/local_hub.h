@@ -48,6 +48,8 @@ class LocalHub {
   // "retry_after": 1} or {"mode": "reset", "path_contains": "/blobs/"}. Throws on a bad spec.
   void add_fault(const nlohmann::json& fault);
   void clear_faults();
+  // GET /_hubfs/faults: the faults still queued, each with its remaining count.
+  nlohmann::json pending_faults();
   // Every signed CDN URL handed out so far answers 403 from now on.
   void expire_urls();
   // What the server has written to stderr so far (its tracebacks, or every request when
