@@ -19,6 +19,8 @@ namespace {
 // accept that and slice (costs at most this much memory per request); for a bigger file the
 // transport aborts the transfer as soon as the body passes the range length.
 constexpr uint64_t kWholeFileLimit = 16ull << 20;
+// Threads that ask Locators for locations (first resolves and refreshes after a 403).
+constexpr int kLocatorThreads = 4;
 
 std::string range_text(ByteRange r) {
   return std::to_string(r.offset) + "-" + std::to_string(r.offset + r.length - 1);
@@ -29,6 +31,9 @@ std::string range_text(ByteRange r) {
 class RefreshWorker {
  public:
   using Job = std::function<void(bool cancelled)>;
+  // Several threads: first resolves of different files go out together, and one slow resolve
+  // does not hold up refreshes behind it.
+  explicit RefreshWorker(int threads) : queue_(threads) {}
 
   void post(Job job) {
     if (stopping_.load() || !queue_.post([this, job] { job(stopping_.load()); })) job(true);
@@ -43,7 +48,7 @@ class RefreshWorker {
 
  private:
   std::atomic<bool> stopping_{false};
-  TaskQueue queue_{1};
+  TaskQueue queue_;
 };
 
 // One range, across its (at most two) requests.
@@ -52,7 +57,11 @@ struct Fetch {
   uint64_t file_size = 0;
   ByteRange range;
   RangeFetcher::Callback done;
-  bool refreshed = false;  // a 403 already asked the Locator for a fresh location
+  // 403 handling: the first asks for a fresh location (one another range may already have got);
+  // if that one came from the shared table and also answers 403 (it was signed with a key the
+  // CDN has since rotated), the Locator itself is asked once more. Then 403 means denied.
+  int refreshes = 0;
+  std::string replaced_url;  // set when the last location came from the shared table
 
   void fail(Status s) { done(std::move(s)); }
 
@@ -129,6 +138,11 @@ class Replacements {
     return it->second;
   }
 
+  void forget(const std::string& expired_url) {
+    std::lock_guard<std::mutex> lock(mu_);
+    by_url_.erase(expired_url);  // order_ keeps the key until it ages out: harmless
+  }
+
   void remember(const std::string& expired_url, const Location& fresh) {
     std::lock_guard<std::mutex> lock(mu_);
     if (by_url_.insert_or_assign(expired_url, fresh).second) order_.push_back(expired_url);
@@ -148,7 +162,7 @@ class Replacements {
 };
 
 struct RangeFetcher::Shared : std::enable_shared_from_this<RangeFetcher::Shared> {
-  explicit Shared(HttpTransport& t) : transport(t) {}
+  explicit Shared(HttpTransport& t) : transport(t), refresher(kLocatorThreads) {}
   HttpTransport& transport;
   Replacements replacements;
   RefreshWorker refresher;
@@ -196,7 +210,7 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
     }
   };
   transport.submit(std::move(request), [self = shared_from_this(), fetch, host, url](Result<HttpResponse> r) {
-    if (r.ok() && r->status == 403 && !fetch->refreshed) {
+    if (r.ok() && r->status == 403 && (fetch->refreshes == 0 || (fetch->refreshes == 1 && !fetch->replaced_url.empty()))) {
       self->refresh_and_resend(fetch, url);
       return;
     }
@@ -204,11 +218,16 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
   });
 }
 
-// A 403 on a signed URL usually means it expired: ask for a fresh one, once, off the
-// transport's thread (unless another range already did).
+// A 403 on a signed URL usually means it expired: ask for a fresh one, off the transport's
+// thread (unless another range already did).
 void RangeFetcher::Shared::refresh_and_resend(std::shared_ptr<Fetch> fetch, std::string expired_url) {
-  fetch->refreshed = true;
-  if (auto fresh = replacements.find(expired_url)) {
+  ++fetch->refreshes;
+  if (!fetch->replaced_url.empty()) {
+    // The shared replacement was stale too: nobody should be handed it again.
+    replacements.forget(fetch->replaced_url);
+    fetch->replaced_url.clear();
+  } else if (auto fresh = replacements.find(expired_url)) {
+    fetch->replaced_url = expired_url;
     send(fetch, std::move(*fresh));
     return;
   }
@@ -218,11 +237,6 @@ void RangeFetcher::Shared::refresh_and_resend(std::shared_ptr<Fetch> fetch, std:
     if (cancelled || !self) {
       fetch->fail(Unavailable("fetching bytes " + range_text(fetch->range) +
                               ": the range fetcher shut down while refreshing an expired location"));
-      return;
-    }
-    // An earlier job in the queue may have refreshed this very URL.
-    if (auto fresh = self->replacements.find(expired_url)) {
-      self->send(fetch, std::move(*fresh));
       return;
     }
     Result<Location> location = (*fetch->locate)(true);
@@ -283,7 +297,19 @@ void RangeFetcher::fetch_async(const Locator& locate, uint64_t file_size, ByteRa
     }
     return;
   }
-  shared_->start(std::make_shared<const Locator>(locate), locate(false), file_size, range, std::move(done));
+  // The Locator may block on the network (the first resolve of a file, with its retries): never
+  // on the caller's thread, whose read must be able to give up at its deadline.
+  auto shared_locate = std::make_shared<const Locator>(locate);
+  auto callback = std::make_shared<Callback>(std::move(done));
+  std::weak_ptr<Shared> weak = shared_;
+  shared_->refresher.post([weak, shared_locate, file_size, range, callback](bool cancelled) {
+    auto self = weak.lock();
+    if (cancelled || !self) {
+      (*callback)(Unavailable("fetching bytes " + range_text(range) + ": the range fetcher shut down"));
+      return;
+    }
+    self->start(shared_locate, (*shared_locate)(false), file_size, range, std::move(*callback));
+  });
 }
 
 std::vector<Result<std::string>> RangeFetcher::fetch(const Locator& locate, uint64_t file_size,

@@ -7,9 +7,10 @@
 // the ranges that hit the same expired URL share one refresh.
 // Transient failures are retried by the transport (see RetryingTransport), not here.
 //
-// Threads: locate(false) runs on the thread calling fetch_async/fetch; locate(true) runs on the
-// fetcher's own refresh thread, never on a transport thread, so a Locator may block on the
-// network (through the same transport) without stalling the transport's event loop.
+// Threads: fetch_async returns at once; its locate(false) and every locate(true) run on the
+// fetcher's own locator threads, never on the caller's (a read must be able to give up at its
+// deadline while a resolve retries) nor on a transport thread, so a Locator may block on the
+// network (through the same transport). fetch() calls locate(false) on the calling thread.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +45,7 @@ class RangeFetcher {
   RangeFetcher& operator=(const RangeFetcher&) = delete;
 
   // Starts fetching `range` of a file of `file_size` bytes; `done` runs once with exactly
-  // range.length bytes or an error. Thread-safe; returns at once (after locate(false)).
+  // range.length bytes or an error. Thread-safe; returns at once.
   // Errors: kInvalidArgument (range past EOF: a caller bug), kCorrupt (Content-Range or
   // length mismatch, server ignored Range), kPermissionDenied (403 even after a refresh),
   // kNotFound (404), kOutOfRange (416), kIo (any other status), or the transport's error.
