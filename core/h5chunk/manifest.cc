@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "h5chunk/checked.h"
 #include "h5chunk/hdf5_handle.h"
 
 namespace h5chunk {
@@ -11,7 +12,9 @@ ChunkManifest::ChunkManifest(hid_t dataset, std::vector<uint64_t> shape,
     : dataset_(dataset), shape_(std::move(shape)), chunk_(std::move(chunk)),
       base_address_(base_address) {
   for (size_t d = 0; d < shape_.size(); ++d) {
-    grid_shape_.push_back((shape_[d] + chunk_[d] - 1) / chunk_[d]);
+    // ceil_div: shape + chunk - 1 wraps near 2^64, and a corrupt layout can declare a zero
+    // chunk dimension (the dataset then never takes the fast path; see chunk_shape_problem).
+    grid_shape_.push_back(ceil_div(shape_[d], chunk_[d]));
   }
 }
 
