@@ -181,6 +181,8 @@ class DatasetState {
   // A filter with no HDF5 plugin here (zstd, bitshuffle on Debian): H5Dread cannot read the
   // dataset at all, so even small reads take the fast path.
   bool h5dread_lacks_filter = false;
+  // Why every read is refused (non-numeric, null dataspace, corrupt); Ok when reads may proceed.
+  Status refusal;
 };
 
 class FileState {
@@ -245,14 +247,17 @@ std::string chunk_shape_problem(const std::vector<uint64_t>& shape, const std::v
   return "";
 }
 
-Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, ChunkedLayout* layout) {
+// Sets *corrupt to why the file's description of the dataset cannot be right (reads are then
+// refused: H5Dread would return memory it never wrote), or leaves it empty.
+Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, ChunkedLayout* layout,
+                std::string* corrupt) {
   // Shape.
   Hid space(H5Dget_space(dset));
   if (!space.valid()) return hubfs::IoError("H5Dget_space failed: " + hdf5_error_text());
   int rank = H5Sget_simple_extent_ndims(space.get());
   if (rank < 0) return hubfs::IoError("cannot read the dataset's shape: " + hdf5_error_text());
-  std::vector<hsize_t> dims(rank);
-  if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) != rank) {
+  std::vector<hsize_t> dims(rank), maxdims(rank);
+  if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), maxdims.data()) != rank) {
     return hubfs::IoError("cannot read the dataset's shape: " + hdf5_error_text());
   }
   info->shape.assign(dims.begin(), dims.end());
@@ -302,6 +307,15 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
     std::vector<hsize_t> chunk(rank);
     chunk_rank = H5Pget_chunk(dcpl, rank, chunk.data());
     info->chunk.assign(chunk.begin(), chunk.end());
+    // HDF5 refuses to create chunks longer than a fixed-size axis; only damage makes one. Such
+    // a chunk's decoded bytes fill only part of what H5Dread expects, and it returns the rest
+    // of its buffer uninitialised (seen with a chunk dim flipped from 6 to 8198).
+    for (int d = 0; d < rank && chunk_rank == rank; ++d) {
+      if (maxdims[d] != H5S_UNLIMITED && chunk[d] > maxdims[d]) {
+        *corrupt = "its chunk shape " + shape_text(info->chunk) + " exceeds its fixed maximum shape on axis " +
+                   std::to_string(d) + " (" + std::to_string(maxdims[d]) + ")";
+      }
+    }
     info->filters = filter_pipeline(dcpl);
     unsigned opts = 0;
     H5Pget_chunk_opts(dcpl, &opts);
@@ -377,12 +391,32 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
   if (!type.valid() || !dcpl.valid()) {
     return hubfs::IoError("cannot describe '" + name + "' in " + where + ": " + hdf5_error_text());
   }
-  if (Status s = describe(state->dataset.get(), type.get(), dcpl.get(), &state->info, &state->layout);
+  std::string corrupt;
+  if (Status s = describe(state->dataset.get(), type.get(), dcpl.get(), &state->info, &state->layout, &corrupt);
       !s.ok()) {
     return s.with_context("describing '" + name + "' in " + where);
   }
   for (const FilterStep& f : state->info.filters) {
     if (H5Zfilter_avail(static_cast<H5Z_filter_t>(f.id)) <= 0) state->h5dread_lacks_filter = true;
+  }
+  const std::string source = "file '" + path + "', dataset '" + name + "'";
+  if (!state->info.readable) {
+    state->refusal = Unsupported(source + " " + state->info.fast_path_blocker + "; " + state->info.fix);
+  } else if (!corrupt.empty()) {
+    state->refusal = hubfs::Corrupt(source + " is corrupt: " + corrupt);
+    state->info.readable = false;
+  } else if (state->info.layout == "contiguous" || state->info.layout == "compact") {
+    // These layouts store exactly the dataspace's bytes. A dataspace that disagrees with the
+    // storage (dims patched on disk) sends H5Dread past it, and HDF5 1.10.8 then answers the
+    // same read with an error once and stale bytes the next time.
+    const hsize_t stored = H5Dget_storage_size(state->dataset.get());
+    if (stored > 0 && stored != state->info.nbytes) {
+      state->refusal = hubfs::Corrupt(
+          source + " is corrupt: its shape " + shape_text(state->info.shape) + " of " + state->info.type_text +
+          " needs " + (state->info.nbytes == UINT64_MAX ? std::string("more than 2^64 - 1") : std::to_string(state->info.nbytes)) +
+          " bytes, but its " + state->info.layout + " storage holds " + std::to_string(stored));
+      state->info.readable = false;
+    }
   }
   if (state->info.layout == "chunked") {
     state->manifest = std::make_unique<ChunkManifest>(state->dataset.get(), state->info.shape,
@@ -477,9 +511,7 @@ Result<Array> Dataset::read(std::string_view selection, const ReadOptions& optio
 Result<Array> Dataset::read(const Selection& selection, const ReadOptions& options) const {
   const DatasetInfo& info = state_->info;
   const std::string source = "file '" + file_->path + "', dataset '" + info.path + "'";
-  if (!info.readable) {
-    return Unsupported(source + " " + info.fast_path_blocker + "; " + info.fix);
-  }
+  if (!state_->refusal.ok()) return state_->refusal;
   auto shape = selection_shape(selection);
   if (!shape.ok()) return shape.status().with_context(source);
   auto array = Array::allocate(*shape, info.dtype);
@@ -494,9 +526,7 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
                                      const ReadOptions& options) const {
   const DatasetInfo& info = state_->info;
   const std::string source = "file '" + file_->path + "', dataset '" + info.path + "'";
-  if (!info.readable) {
-    return Unsupported(source + " " + info.fast_path_blocker + "; " + info.fix);
-  }
+  if (!state_->refusal.ok()) return state_->refusal;
   auto norm = normalize(selection, info.shape);
   if (!norm.ok()) return norm.status().with_context(source);
   auto checked_bytes = checked_mul(norm->num_elements, dtype_size(info.dtype));

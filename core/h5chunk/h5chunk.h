@@ -109,7 +109,7 @@ struct DatasetInfo {
   std::string path;
   std::vector<uint64_t> shape;
   bool numeric = false;        // a plain numeric dtype (else reads are refused)
-  bool readable = false;       // numeric, and the dataspace is not null (else reads are refused)
+  bool readable = false;       // reads are possible: numeric, not a null dataspace, not corrupt
   DType dtype = DType::kUInt8; // valid when numeric
   std::string type_text;       // "float32", or what HDF5 calls it otherwise
   std::string layout;          // "chunked", "contiguous", "compact", "virtual"

@@ -7,6 +7,10 @@
 
 namespace h5chunk {
 
+// The superblock starts every HDF5 file (at the base address); its shortest form (versions 2
+// and 3) is 48 bytes.
+constexpr haddr_t kSmallestSuperblockBytes = 48;
+
 ChunkManifest::ChunkManifest(hid_t dataset, std::vector<uint64_t> shape,
                              std::vector<uint64_t> chunk, uint64_t base_address)
     : dataset_(dataset), shape_(std::move(shape)), chunk_(std::move(chunk)),
@@ -47,6 +51,39 @@ Result<ChunkLocation> ChunkManifest::locate(const uint64_t* grid) {
     for (size_t d = 0; d < origin.size(); ++d) coords += (d ? ", " : "") + std::to_string(origin[d]);
     return hubfs::Corrupt("HDF5 could not locate the chunk at (" + coords +
                           "): " + hdf5_error_text());
+  }
+  // H5Dget_chunk_info_by_coord walks the index; H5Dread looks chunks up (a B-tree search, an
+  // array index). On a sound index both find the same chunk. On a damaged one (a key or child
+  // pointer overwritten) they can disagree, and reading what the walk found would return bytes
+  // H5Dread never would (in one fuzz case, the superblock as chunk data). The lookup's view of
+  // the chunk's size is cheap to ask for (no walk), so every located chunk is cross-checked.
+  hsize_t looked_up = 0;
+  bool lookup_ok = H5Dget_chunk_storage_size(dataset_, origin.data(), &looked_up) >= 0;
+  if (!lookup_ok && hdf5_error_text().find("chunk storage is not allocated") != std::string::npos) {
+    // HDF5 1.10.8's way of saying the lookup found no such chunk (a sound answer for an
+    // unwritten chunk of a dataset that has others).
+    lookup_ok = true;
+    looked_up = 0;
+  }
+  const uint64_t walked = addr != HADDR_UNDEF ? size : 0;
+  if (!lookup_ok || looked_up != walked) {
+    std::string coords;
+    for (size_t d = 0; d < origin.size(); ++d) coords += (d ? ", " : "") + std::to_string(origin[d]);
+    return hubfs::Corrupt(
+        "the chunk index is damaged at (" + coords + "): walking it finds " +
+        (walked ? "a chunk of " + std::to_string(walked) + " bytes" : std::string("no chunk")) +
+        ", looking the chunk up " +
+        (lookup_ok ? (looked_up ? "finds one of " + std::to_string(looked_up) + " bytes" : std::string("finds none"))
+                   : "fails (" + hdf5_error_text() + ")") +
+        "; the file is corrupt");
+  }
+  if (addr != HADDR_UNDEF && size > 0 && addr < kSmallestSuperblockBytes) {
+    // Both views agree, but on a pointer a damaged index holds (a zeroed page): the superblock
+    // is at address 0, so no chunk can start there, whatever H5Dread would make of it.
+    std::string coords;
+    for (size_t d = 0; d < origin.size(); ++d) coords += (d ? ", " : "") + std::to_string(origin[d]);
+    return hubfs::Corrupt("the chunk index is damaged at (" + coords + "): it places the chunk at address " +
+                          std::to_string(addr) + ", inside the file's superblock; the file is corrupt");
   }
   ChunkLocation loc;
   loc.allocated = addr != HADDR_UNDEF && size > 0;

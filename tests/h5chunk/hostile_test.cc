@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "h5_fixture.h"
 #include "hostile_util.h"
 #include "support/temp_dir.h"
@@ -162,6 +164,116 @@ TEST(Hostile, HugeChunkGridFallsBackInsteadOfWrappingChunkPositions) {
   if (got.ok()) {
     EXPECT_FALSE(got->stats.fast_path);
     EXPECT_EQ(bytes_of(*got), bytes_of(*ref));
+  }
+}
+
+TEST(Hostile, ChunkIndexWhereWalkAndLookupDisagreeIsCorrupt) {
+  // Mutation fuzz seed 34: a zeroed page cleared a v1 B-tree child pointer. Walking the index
+  // (H5Dget_chunk_info_by_coord) then "found" the chunk at address 0, and h5chunk returned the
+  // superblock as data; H5Dread's lookup failed on the same chunk.
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "index.h5").string();
+  DatasetSpec spec;
+  spec.shape = {10, 12};
+  spec.chunk = {4, 5};
+  spec.dtype = int16_t_();
+  write_dataset(path, spec, make_data(spec, 5));
+  const StoredChunk victim = stored_chunk(path, "/data", {4, 10});
+  std::vector<uint8_t> file = read_file_bytes(path);
+  std::vector<uint8_t> address(8);
+  put_le64(address.data(), victim.offset);
+  const auto pointer = std::search(file.begin(), file.end(), address.begin(), address.end()) - file.begin();
+  ASSERT_LT(size_t(pointer), file.size());
+
+  // The pointer alone zeroed: walk and lookup agree on address 0, the superblock.
+  // The pointer and the entries after it zeroed (seed 34's page): the lookup no longer finds
+  // the chunk that the walk still does.
+  for (const auto& [zeroed, why] : {std::pair{size_t{8}, "inside the file's superblock"},
+                                    std::pair{size_t{8 + 3 * 40}, "looking the chunk up finds none"}}) {
+    SCOPED_TRACE(why);
+    std::vector<uint8_t> damaged = file;
+    std::fill(damaged.begin() + pointer, damaged.begin() + pointer + long(zeroed), 0);
+    write_file_bytes(path, damaged);
+    auto f = File::open(path, quiet_options());
+    auto dset = f->dataset("/data");
+    ASSERT_TRUE(dset.ok());
+    for (const char* sel : {":", "4:8,10:12", "5"}) {
+      SCOPED_TRACE(sel);
+      auto got = dset->read(sel, via(Route::kFastPath));
+      ASSERT_FALSE(got.ok());
+      EXPECT_EQ(got.status().code(), hubfs::Code::kCorrupt);
+      EXPECT_THAT(got.status().message(), HasSubstr("chunk index is damaged at (4, 10)"));
+      EXPECT_THAT(got.status().message(), HasSubstr(why));
+      EXPECT_THAT(got.status().message(), HasSubstr(path));
+    }
+    // Chunks the damage did not touch still read, and equal H5Dread.
+    auto fine = dset->read("0:4,0:10", via(Route::kFastPath));
+    auto ref = dset->read("0:4,0:10", via(Route::kH5Dread));
+    ASSERT_TRUE(fine.ok()) << fine.status().message();
+    ASSERT_TRUE(ref.ok());
+    EXPECT_EQ(bytes_of(*fine), bytes_of(*ref));
+  }
+}
+
+TEST(Hostile, ContiguousDatasetWhoseShapeOutgrowsItsStorageIsCorrupt) {
+  // Mutation fuzz seed 10: dims patched on a contiguous dataset. HDF5 1.10.8 failed the first
+  // H5Dread past the storage and returned stale bytes for the same read the next time.
+  for (uint64_t dim0 : {uint64_t{665441777603363039}, uint64_t{11}, uint64_t{1} << 57}) {
+    SCOPED_TRACE(dim0);
+    hubfs::testing::TempDir dir;
+    const std::string path = (dir / "contiguous.h5").string();
+    DatasetSpec spec;
+    spec.shape = {10, 10};
+    spec.dtype = int16_t_();
+    write_dataset(path, spec, make_data(spec, 6));
+    std::vector<uint8_t> file = read_file_bytes(path);
+    auto hits = find_dims(file, {10, 10});
+    ASSERT_FALSE(hits.empty());
+    put_le64(&file[hits[0]], dim0);
+    write_file_bytes(path, file);
+    auto f = File::open(path, quiet_options());
+    auto dset = f->dataset("/data");
+    ASSERT_TRUE(dset.ok()) << dset.status().message();
+    EXPECT_FALSE(dset->info().readable);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      for (Route route : {Route::kAuto, Route::kH5Dread}) {
+        auto got = dset->read("-1", via(route));
+        ASSERT_FALSE(got.ok());
+        EXPECT_EQ(got.status().code(), hubfs::Code::kCorrupt);
+        EXPECT_THAT(got.status().message(), HasSubstr("contiguous storage holds 200"));
+      }
+    }
+  }
+}
+
+TEST(Hostile, ChunkLongerThanAFixedAxisIsCorrupt) {
+  // Mutation fuzz seed 61: a flipped bit turned chunk shape (6, 32) into (8198, 32) on a
+  // (24, 32) dataset. H5Dread then returned a different mix of data and uninitialised memory on
+  // every call (the stored chunks decode to far less than such a chunk holds).
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "chunk.h5").string();
+  DatasetSpec spec;
+  spec.shape = {24, 32};
+  spec.chunk = {6, 32};
+  spec.codec = Codec::kDeflateShuffle;
+  write_dataset(path, spec, make_data(spec, 7));
+  std::vector<uint8_t> file = read_file_bytes(path);
+  // The v3 layout message stores the chunk shape as u32 LE values, then the element size.
+  const uint8_t layout[] = {6, 0, 0, 0, 32, 0, 0, 0, 4, 0, 0, 0};
+  auto at = std::search(file.begin(), file.end(), std::begin(layout), std::end(layout));
+  ASSERT_NE(at, file.end());
+  at[1] = 0x20;  // 6 -> 8198
+  write_file_bytes(path, file);
+  auto f = File::open(path, quiet_options());
+  auto dset = f->dataset("/data");
+  ASSERT_TRUE(dset.ok()) << dset.status().message();
+  EXPECT_EQ(dset->info().chunk, (std::vector<uint64_t>{8198, 32}));
+  EXPECT_FALSE(dset->info().readable);
+  for (Route route : {Route::kAuto, Route::kFastPath, Route::kH5Dread}) {
+    auto got = dset->read(":", via(route));
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().code(), hubfs::Code::kCorrupt);
+    EXPECT_THAT(got.status().message(), HasSubstr("exceeds its fixed maximum shape on axis 0 (24)"));
   }
 }
 
