@@ -38,6 +38,19 @@ Result<ChunkLocation> ChunkManifest::locate(const uint64_t* grid) {
   const uint64_t key = position(grid);
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  // A chunk found damaged stays damaged: asking again could give another answer once H5Dread
+  // has filled HDF5's chunk caches, which the lookup below consults first.
+  if (auto it = damaged_.find(key); it != damaged_.end()) return it->second;
+  auto result = query(grid);
+  if (result.ok()) {
+    memo_.emplace(key, *result);
+  } else {
+    damaged_.emplace(key, result.status());
+  }
+  return result;
+}
+
+Result<ChunkLocation> ChunkManifest::query(const uint64_t* grid) {
 
   std::vector<hsize_t> origin(chunk_.size());
   for (size_t d = 0; d < chunk_.size(); ++d) origin[d] = grid[d] * chunk_[d];
@@ -90,7 +103,6 @@ Result<ChunkLocation> ChunkManifest::locate(const uint64_t* grid) {
   loc.offset = loc.allocated ? addr + base_address_ : 0;
   loc.size = loc.allocated ? size : 0;
   loc.filter_mask = mask;
-  memo_.emplace(key, loc);
   return loc;
 }
 

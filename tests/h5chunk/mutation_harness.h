@@ -329,7 +329,23 @@ inline Records reference_reads(const std::string& path, const std::vector<std::s
   for (const std::string& name : datasets) {
     hid_t d = f >= 0 ? H5Dopen2(f, name.c_str(), H5P_DEFAULT) : -1;
     hid_t type = d >= 0 ? H5Dget_type(d) : -1;
-    hid_t mem = type >= 0 ? H5Tget_native_type(type, H5T_DIR_ASCEND) : -1;
+    // The memory type h5chunk asks H5Dread for: the native type of the file type's class,
+    // sign and size (a damaged type may be odd, e.g. 16-bit with 50 bits of precision; HDF5
+    // converts it to this, and so must the reference, for the bytes to be comparable).
+    hid_t mem = -1;
+    if (type >= 0) {
+      const size_t size = H5Tget_size(type);
+      const H5T_class_t cls = H5Tget_class(type);
+      const bool is_signed = cls == H5T_INTEGER && H5Tget_sign(type) == H5T_SGN_2;
+      if (cls == H5T_INTEGER && (size == 1 || size == 2 || size == 4 || size == 8)) {
+        const hid_t s[] = {H5T_NATIVE_INT8, H5T_NATIVE_INT16, H5T_NATIVE_INT32, H5T_NATIVE_INT64};
+        const hid_t u[] = {H5T_NATIVE_UINT8, H5T_NATIVE_UINT16, H5T_NATIVE_UINT32, H5T_NATIVE_UINT64};
+        const int k = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : 3;
+        mem = H5Tcopy(is_signed ? s[k] : u[k]);
+      } else if (cls == H5T_FLOAT && (size == 4 || size == 8)) {
+        mem = H5Tcopy(size == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE);
+      }
+    }
     const size_t elem = mem >= 0 ? H5Tget_size(mem) : 0;
     for (const std::string& sel : selections()) {
       Record& r = out[name + "[" + sel + "]"];
