@@ -70,24 +70,22 @@ Result<ChunkLocation> ChunkManifest::query(const uint64_t* grid) {
   // pointer overwritten) they can disagree, and reading what the walk found would return bytes
   // H5Dread never would (in one fuzz case, the superblock as chunk data). The lookup's view of
   // the chunk's size is cheap to ask for (no walk), so every located chunk is cross-checked.
+  // HDF5 1.10.8 answers a lookup of an unwritten chunk with an error ("chunk storage is not
+  // allocated", "chunk address isn't defined", depending on the index), so a failed lookup
+  // means "none found": damage only if the walk found one.
   hsize_t looked_up = 0;
-  bool lookup_ok = H5Dget_chunk_storage_size(dataset_, origin.data(), &looked_up) >= 0;
-  if (!lookup_ok && hdf5_error_text().find("chunk storage is not allocated") != std::string::npos) {
-    // HDF5 1.10.8's way of saying the lookup found no such chunk (a sound answer for an
-    // unwritten chunk of a dataset that has others).
-    lookup_ok = true;
-    looked_up = 0;
-  }
+  const bool lookup_ok = H5Dget_chunk_storage_size(dataset_, origin.data(), &looked_up) >= 0;
+  if (!lookup_ok) looked_up = 0;
   const uint64_t walked = addr != HADDR_UNDEF ? size : 0;
-  if (!lookup_ok || looked_up != walked) {
+  if (looked_up != walked) {
     std::string coords;
     for (size_t d = 0; d < origin.size(); ++d) coords += (d ? ", " : "") + std::to_string(origin[d]);
     return hubfs::Corrupt(
         "the chunk index is damaged at (" + coords + "): walking it finds " +
         (walked ? "a chunk of " + std::to_string(walked) + " bytes" : std::string("no chunk")) +
         ", looking the chunk up " +
-        (lookup_ok ? (looked_up ? "finds one of " + std::to_string(looked_up) + " bytes" : std::string("finds none"))
-                   : "fails (" + hdf5_error_text() + ")") +
+        (looked_up ? "finds one of " + std::to_string(looked_up) + " bytes"
+                   : "finds none" + (lookup_ok ? std::string() : " (" + hdf5_error_text() + ")")) +
         "; the file is corrupt");
   }
   if (addr != HADDR_UNDEF && size > 0 && addr < kSmallestSuperblockBytes) {
