@@ -410,7 +410,17 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
     // storage (dims patched on disk) sends H5Dread past it, and HDF5 1.10.8 then answers the
     // same read with an error once and stale bytes the next time.
     const hsize_t stored = H5Dget_storage_size(state->dataset.get());
-    if (stored > 0 && stored != state->info.nbytes) {
+    const haddr_t at = state->info.layout == "contiguous" ? H5Dget_offset(state->dataset.get()) : HADDR_UNDEF;
+    struct stat st;
+    const auto end = at == HADDR_UNDEF ? std::optional<uint64_t>(0) : checked_add(at + base_address, stored);
+    if (::stat(path.c_str(), &st) == 0 && (!end || *end > static_cast<uint64_t>(st.st_size))) {
+      // Likewise for storage placed past the end of the file (a damaged address): HDF5 fails
+      // the first read and serves stale bytes to the next.
+      state->refusal = hubfs::Corrupt(source + " is corrupt: its contiguous storage (" + std::to_string(stored) +
+                                      " bytes at " + std::to_string(at) + ") lies past the end of the file (" +
+                                      std::to_string(st.st_size) + " bytes)");
+      state->info.readable = false;
+    } else if (stored > 0 && stored != state->info.nbytes) {
       state->refusal = hubfs::Corrupt(
           source + " is corrupt: its shape " + shape_text(state->info.shape) + " of " + state->info.type_text +
           " needs " + (state->info.nbytes == UINT64_MAX ? std::string("more than 2^64 - 1") : std::to_string(state->info.nbytes)) +

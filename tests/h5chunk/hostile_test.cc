@@ -246,6 +246,43 @@ TEST(Hostile, ContiguousDatasetWhoseShapeOutgrowsItsStorageIsCorrupt) {
   }
 }
 
+TEST(Hostile, ContiguousStoragePastTheEndOfTheFileIsCorrupt) {
+  // Mutation fuzz seeds 3619, 4880: a damaged storage address; HDF5 failed the first read and
+  // served 200 stale bytes to the next.
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "contiguous.h5").string();
+  DatasetSpec spec;
+  spec.shape = {10, 10};
+  spec.dtype = int16_t_();
+  write_dataset(path, spec, make_data(spec, 8));
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, "/data", H5P_DEFAULT);
+  const haddr_t at = H5Dget_offset(d);
+  H5Dclose(d);
+  H5Fclose(f);
+  ASSERT_NE(at, HADDR_UNDEF);
+  std::vector<uint8_t> file = read_file_bytes(path);
+  std::vector<uint8_t> address(8);
+  put_le64(address.data(), at);
+  // In the dataset's object header, after its dataspace message.
+  auto dims = find_dims(file, {10, 10});
+  ASSERT_FALSE(dims.empty());
+  auto layout = std::search(file.begin() + long(dims[0]), file.end(), address.begin(), address.end());
+  ASSERT_NE(layout, file.end());
+  put_le64(&*layout, at + 1000000);  // the layout message's storage address
+  write_file_bytes(path, file);
+  auto opened = File::open(path, quiet_options());
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  auto dset = opened->dataset("/data");
+  ASSERT_TRUE(dset.ok()) << dset.status().message();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto got = dset->read(":");
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().code(), hubfs::Code::kCorrupt);
+    EXPECT_THAT(got.status().message(), HasSubstr("lies past the end of the file"));
+  }
+}
+
 TEST(Hostile, ChunkLongerThanAFixedAxisIsCorrupt) {
   // Mutation fuzz seed 61: a flipped bit turned chunk shape (6, 32) into (8198, 32) on a
   // (24, 32) dataset. H5Dread then returned a different mix of data and uninitialised memory on
