@@ -70,7 +70,18 @@ std::string unsupported_filter(const std::vector<FilterStep>& pipeline) {
   for (const FilterStep& f : pipeline) {
     switch (f.id) {
       case kDeflate:
+        // HDF5's own filter refuses anything but one level of 0-9, on read too; decoding such
+        // a chunk here would succeed where H5Dread fails (a damaged pipeline message).
+        if (f.cd_values.size() != 1 || f.cd_values[0] > 9) {
+          return describe(f) + " with parameters HDF5 rejects (" + std::to_string(f.cd_values.size()) + " values)";
+        }
+        break;
       case kShuffle:
+        // Likewise: exactly one nonzero element size.
+        if (f.cd_values.size() != 1 || f.cd_values[0] == 0) {
+          return describe(f) + " with parameters HDF5 rejects (" + std::to_string(f.cd_values.size()) + " values)";
+        }
+        break;
       case kFletcher32:
       case kLz4:
       case kLzf:

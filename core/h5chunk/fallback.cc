@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "h5chunk/hdf5_handle.h"
@@ -104,7 +105,13 @@ Status h5dread_selection(hid_t dataset, hid_t mem_type, size_t elem_size,
   sorted.axes[list_axis].count = static_cast<int64_t>(ix.size());
   sorted.out_shape[out_axis] = ix.size();
   sorted.num_elements = sel.num_elements / sel.axes[list_axis].count * ix.size();
-  std::unique_ptr<uint8_t[]> tmp(new uint8_t[sorted.num_elements * elem_size]);
+  // No larger than the caller's buffer, which read_into checked against the selection.
+  const uint64_t tmp_bytes = sorted.num_elements * elem_size;
+  std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[tmp_bytes]);
+  if (!tmp) {
+    return hubfs::Unavailable("out of memory: cannot allocate " + std::to_string(tmp_bytes) +
+                              " bytes to reorder an index list");
+  }
   if (Status s = read_sorted(dataset, mem_type, sorted, tmp.get()); !s.ok()) return s;
 
   uint64_t outer = 1, inner = elem_size;

@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "h5chunk/checked.h"
 #include "h5chunk/fallback.h"
 #include "h5chunk/hdf5_handle.h"
 #include "h5chunk/manifest.h"
@@ -73,10 +75,10 @@ hid_t native_type(DType t) {
 }
 
 std::string human_bytes(uint64_t n) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB", "EB"};
   double v = static_cast<double>(n);
   int u = 0;
-  while (v >= 1000 && u < 4) {
+  while (v >= 1000 && u < 6) {
     v /= 1000;
     ++u;
   }
@@ -102,25 +104,69 @@ std::string shape_text(const std::vector<uint64_t>& shape) {
 constexpr size_t kHugePage = 2u << 20;
 constexpr size_t kHugePageArrayBytes = 4 * kHugePage;
 
-Array::Array(std::vector<uint64_t> shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
-  nbytes_ = num_elements() * dtype_size(dtype);
+namespace {
+
+// Physical memory plus swap: the most an array whose every byte is written can occupy. Asking
+// for more can only end in the OOM killer (or, under AddressSanitizer, an abort on an
+// allocation larger than its allocator supports), so it is refused up front.
+uint64_t memory_and_swap_bytes() {
+  struct sysinfo si;
+  if (::sysinfo(&si) != 0) return UINT64_MAX;
+  auto total = checked_add(si.totalram, si.totalswap);
+  auto bytes = total ? checked_mul(*total, si.mem_unit ? si.mem_unit : 1) : std::nullopt;
+  return bytes.value_or(UINT64_MAX);
+}
+
+void* allocate_storage(size_t nbytes) {
   void* p = nullptr;
-  if (nbytes_ >= kHugePageArrayBytes) {
-    const size_t rounded = (nbytes_ + kHugePage - 1) / kHugePage * kHugePage;
+  if (nbytes >= kHugePageArrayBytes && nbytes <= SIZE_MAX - kHugePage) {
+    const size_t rounded = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
     p = std::aligned_alloc(kHugePage, rounded);
     if (p) ::madvise(p, rounded, MADV_HUGEPAGE);  // advisory: failure only costs speed
   }
-  if (!p) p = std::malloc(std::max<size_t>(nbytes_, 1));
-  if (!p) throw std::bad_alloc();
-  data_.reset(static_cast<uint8_t*>(p));
+  if (!p) p = std::malloc(std::max<size_t>(nbytes, 1));
+  return p;
+}
+
+}  // namespace
+
+Result<Array> Array::allocate(std::vector<uint64_t> shape, DType dtype) {
+  const std::string what = "an array of shape " + shape_text(shape) + " of " + dtype_name(dtype);
+  auto bytes = checked_product(shape, dtype_size(dtype));
+  if (!bytes) {
+    return InvalidArgument("array is too big: " + what + " needs more than 2^64 - 1 bytes");
+  }
+  const uint64_t limit = memory_and_swap_bytes();
+  if (*bytes > limit) {
+    return InvalidArgument("array is too big: " + what + " needs " + std::to_string(*bytes) +
+                           " bytes (" + human_bytes(*bytes) +
+                           "), more than this machine's memory and swap (" + human_bytes(limit) +
+                           "); read a smaller selection");
+  }
+  void* p = allocate_storage(*bytes);
+  if (!p) {
+    return hubfs::Unavailable("out of memory: cannot allocate " + std::to_string(*bytes) +
+                              " bytes (" + human_bytes(*bytes) + ") for " + what +
+                              "; read a smaller selection or free memory");
+  }
+  Array array;
+  array.shape_ = std::move(shape);
+  array.dtype_ = dtype;
+  array.nbytes_ = *bytes;
+  array.data_.reset(static_cast<uint8_t*>(p));
+  return array;
+}
+
+Array::Array(std::vector<uint64_t> shape, DType dtype) {
+  auto array = allocate(std::move(shape), dtype);
+  if (!array.ok()) throw std::bad_alloc();
+  *this = std::move(*array);
 }
 
 void Array::Free::operator()(uint8_t* p) const { std::free(p); }
 
 uint64_t Array::num_elements() const {
-  uint64_t n = 1;
-  for (uint64_t d : shape_) n *= d;
-  return n;
+  return nbytes_ / dtype_size(dtype_);  // allocate() checked the product
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -135,6 +181,8 @@ class DatasetState {
   // A filter with no HDF5 plugin here (zstd, bitshuffle on Debian): H5Dread cannot read the
   // dataset at all, so even small reads take the fast path.
   bool h5dread_lacks_filter = false;
+  // Why every read is refused (non-numeric, null dataspace, corrupt); Ok when reads may proceed.
+  Status refusal;
 };
 
 class FileState {
@@ -172,15 +220,49 @@ class FileState {
 
 namespace {
 
-Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, ChunkedLayout* layout) {
+// HDF5 1.10 refuses to create chunks of 4 GiB or more ("chunk size must be < 4GB").
+constexpr uint64_t kMaxChunkBytes = (uint64_t{1} << 32) - 1;
+
+// Empty if the fast path can plan reads over this chunk shape; else what is wrong with it.
+// Every size the reader derives from the chunk shape (chunk bytes, the grid, chunk positions
+// in it) is bounded here, so the reader's own arithmetic cannot overflow.
+std::string chunk_shape_problem(const std::vector<uint64_t>& shape, const std::vector<uint64_t>& chunk,
+                                int chunk_rank, size_t elem_size) {
+  if (shape.empty() || chunk_rank != static_cast<int>(shape.size())) {
+    return "a chunk shape of rank " + std::to_string(chunk_rank) + " for a dataset of rank " +
+           std::to_string(shape.size());
+  }
+  for (size_t d = 0; d < chunk.size(); ++d) {
+    if (chunk[d] == 0) return "a chunk shape with a zero dimension (axis " + std::to_string(d) + ")";
+  }
+  auto chunk_bytes = checked_product(chunk, elem_size);
+  if (!chunk_bytes || *chunk_bytes > kMaxChunkBytes) {
+    return "chunks of " + shape_text(chunk) + " elements, over HDF5's 4 GiB chunk limit";
+  }
+  std::vector<uint64_t> grid;
+  for (size_t d = 0; d < shape.size(); ++d) grid.push_back(ceil_div(shape[d], chunk[d]));
+  if (!checked_product(grid)) {
+    return "a chunk grid of more than 2^64 - 1 chunks (shape " + shape_text(shape) + ")";
+  }
+  return "";
+}
+
+// Sets *corrupt to why the file's description of the dataset cannot be right (reads are then
+// refused: H5Dread would return memory it never wrote), or leaves it empty.
+Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, ChunkedLayout* layout,
+                std::string* corrupt) {
   // Shape.
   Hid space(H5Dget_space(dset));
   if (!space.valid()) return hubfs::IoError("H5Dget_space failed: " + hdf5_error_text());
   int rank = H5Sget_simple_extent_ndims(space.get());
   if (rank < 0) return hubfs::IoError("cannot read the dataset's shape: " + hdf5_error_text());
-  std::vector<hsize_t> dims(rank);
-  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  std::vector<hsize_t> dims(rank), maxdims(rank);
+  if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), maxdims.data()) != rank) {
+    return hubfs::IoError("cannot read the dataset's shape: " + hdf5_error_text());
+  }
   info->shape.assign(dims.begin(), dims.end());
+  // A null dataspace holds no elements at all (not even the one a scalar has).
+  const bool null_space = H5Sget_simple_extent_type(space.get()) == H5S_NULL;
 
   // Element type: plain integers and IEEE floats only.
   const H5T_class_t cls = H5Tget_class(file_type);
@@ -208,9 +290,8 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
                       std::to_string(size) + " bytes)";
   }
   if (info->numeric) info->type_text = dtype_name(info->dtype);
-  uint64_t n = info->numeric ? dtype_size(info->dtype) : size;
-  for (uint64_t d : info->shape) n *= d;
-  info->nbytes = n;
+  info->nbytes = checked_product(info->shape, info->numeric ? dtype_size(info->dtype) : size)
+                     .value_or(UINT64_MAX);
 
   // Layout and filters.
   switch (H5Pget_layout(dcpl)) {
@@ -220,10 +301,21 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
     case H5D_VIRTUAL: info->layout = "virtual"; break;
     default: info->layout = "unknown"; break;
   }
+  // The chunk shape as the file states it; checked below before anything divides by it.
+  int chunk_rank = -1;
   if (info->layout == "chunked") {
     std::vector<hsize_t> chunk(rank);
-    H5Pget_chunk(dcpl, rank, chunk.data());
+    chunk_rank = H5Pget_chunk(dcpl, rank, chunk.data());
     info->chunk.assign(chunk.begin(), chunk.end());
+    // HDF5 refuses to create chunks longer than a fixed-size axis; only damage makes one. Such
+    // a chunk's decoded bytes fill only part of what H5Dread expects, and it returns the rest
+    // of its buffer uninitialised (seen with a chunk dim flipped from 6 to 8198).
+    for (int d = 0; d < rank && chunk_rank == rank; ++d) {
+      if (maxdims[d] != H5S_UNLIMITED && chunk[d] > maxdims[d]) {
+        *corrupt = "its chunk shape " + shape_text(info->chunk) + " exceeds its fixed maximum shape on axis " +
+                   std::to_string(d) + " (" + std::to_string(maxdims[d]) + ")";
+      }
+    }
     info->filters = filter_pipeline(dcpl);
     unsigned opts = 0;
     H5Pget_chunk_opts(dcpl, &opts);
@@ -234,7 +326,10 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
   const std::string resave =
       "Fix: re-save it chunked (e.g. one frame per chunk) with Blosc, zstd, lz4 or gzip "
       "compression to read it in parallel.";
-  if (!info->numeric) {
+  if (null_space) {
+    info->fast_path_blocker = "has a null dataspace (it holds no elements)";
+    info->fix = "There is nothing to read.";
+  } else if (!info->numeric) {
     info->fast_path_blocker = "has a non-numeric dtype (" + info->type_text + ")";
     info->fix = "h5chunk reads plain numeric dtypes only; read it with the HDF5 library.";
   } else if (info->layout != "chunked") {
@@ -243,10 +338,17 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
   } else if (std::string why = unsupported_filter(info->filters); !why.empty()) {
     info->fast_path_blocker = "is compressed with " + why + ", which h5chunk cannot decode";
     info->fix = resave;
+  } else if (std::string why = chunk_shape_problem(info->shape, info->chunk, chunk_rank,
+                                                    dtype_size(info->dtype));
+             !why.empty()) {
+    // Only a damaged file gets here: HDF5 itself never writes such a layout. H5Dread decides.
+    info->fast_path_blocker = "has " + why;
+    info->fix = "The file's layout message is probably corrupt.";
   } else if (H5Tequal(file_type, native_type(info->dtype)) <= 0) {
     info->fast_path_blocker = "is stored in non-native byte order";
     info->fix = "Fix: re-save it in native (little-endian) byte order to read it in parallel.";
   }
+  info->readable = !null_space && info->numeric;
 
   if (info->numeric) {
     layout->shape = info->shape;
@@ -289,12 +391,42 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
   if (!type.valid() || !dcpl.valid()) {
     return hubfs::IoError("cannot describe '" + name + "' in " + where + ": " + hdf5_error_text());
   }
-  if (Status s = describe(state->dataset.get(), type.get(), dcpl.get(), &state->info, &state->layout);
+  std::string corrupt;
+  if (Status s = describe(state->dataset.get(), type.get(), dcpl.get(), &state->info, &state->layout, &corrupt);
       !s.ok()) {
     return s.with_context("describing '" + name + "' in " + where);
   }
   for (const FilterStep& f : state->info.filters) {
     if (H5Zfilter_avail(static_cast<H5Z_filter_t>(f.id)) <= 0) state->h5dread_lacks_filter = true;
+  }
+  const std::string source = "file '" + path + "', dataset '" + name + "'";
+  if (!state->info.readable) {
+    state->refusal = Unsupported(source + " " + state->info.fast_path_blocker + "; " + state->info.fix);
+  } else if (!corrupt.empty()) {
+    state->refusal = hubfs::Corrupt(source + " is corrupt: " + corrupt);
+    state->info.readable = false;
+  } else if (state->info.layout == "contiguous" || state->info.layout == "compact") {
+    // These layouts store exactly the dataspace's bytes. A dataspace that disagrees with the
+    // storage (dims patched on disk) sends H5Dread past it, and HDF5 1.10.8 then answers the
+    // same read with an error once and stale bytes the next time.
+    const hsize_t stored = H5Dget_storage_size(state->dataset.get());
+    const haddr_t at = state->info.layout == "contiguous" ? H5Dget_offset(state->dataset.get()) : HADDR_UNDEF;
+    struct stat st;
+    const auto end = at == HADDR_UNDEF ? std::optional<uint64_t>(0) : checked_add(at + base_address, stored);
+    if (::stat(path.c_str(), &st) == 0 && (!end || *end > static_cast<uint64_t>(st.st_size))) {
+      // Likewise for storage placed past the end of the file (a damaged address): HDF5 fails
+      // the first read and serves stale bytes to the next.
+      state->refusal = hubfs::Corrupt(source + " is corrupt: its contiguous storage (" + std::to_string(stored) +
+                                      " bytes at " + std::to_string(at) + ") lies past the end of the file (" +
+                                      std::to_string(st.st_size) + " bytes)");
+      state->info.readable = false;
+    } else if (stored > 0 && stored != state->info.nbytes) {
+      state->refusal = hubfs::Corrupt(
+          source + " is corrupt: its shape " + shape_text(state->info.shape) + " of " + state->info.type_text +
+          " needs " + (state->info.nbytes == UINT64_MAX ? std::string("more than 2^64 - 1") : std::to_string(state->info.nbytes)) +
+          " bytes, but its " + state->info.layout + " storage holds " + std::to_string(stored));
+      state->info.readable = false;
+    }
   }
   if (state->info.layout == "chunked") {
     state->manifest = std::make_unique<ChunkManifest>(state->dataset.get(), state->info.shape,
@@ -388,16 +520,15 @@ Result<Array> Dataset::read(std::string_view selection, const ReadOptions& optio
 
 Result<Array> Dataset::read(const Selection& selection, const ReadOptions& options) const {
   const DatasetInfo& info = state_->info;
-  if (!info.numeric) {
-    return Unsupported("'" + info.path + "' in '" + file_->path + "' " + info.fast_path_blocker +
-                       "; " + info.fix);
-  }
+  const std::string source = "file '" + file_->path + "', dataset '" + info.path + "'";
+  if (!state_->refusal.ok()) return state_->refusal;
   auto shape = selection_shape(selection);
-  if (!shape.ok()) return shape.status();
-  Array array(*shape, info.dtype);
-  auto stats = read_into(selection, array.data(), array.nbytes(), options);
+  if (!shape.ok()) return shape.status().with_context(source);
+  auto array = Array::allocate(*shape, info.dtype);
+  if (!array.ok()) return array.status().with_context(source);
+  auto stats = read_into(selection, array->data(), array->nbytes(), options);
   if (!stats.ok()) return stats.status();
-  array.stats = *stats;
+  array->stats = *stats;
   return array;
 }
 
@@ -405,12 +536,16 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
                                      const ReadOptions& options) const {
   const DatasetInfo& info = state_->info;
   const std::string source = "file '" + file_->path + "', dataset '" + info.path + "'";
-  if (!info.numeric) {
-    return Unsupported(source + " " + info.fast_path_blocker + "; " + info.fix);
-  }
+  if (!state_->refusal.ok()) return state_->refusal;
   auto norm = normalize(selection, info.shape);
-  if (!norm.ok()) return norm.status();
-  const uint64_t bytes = norm->num_elements * dtype_size(info.dtype);
+  if (!norm.ok()) return norm.status().with_context(source);
+  auto checked_bytes = checked_mul(norm->num_elements, dtype_size(info.dtype));
+  if (!checked_bytes) {
+    return InvalidArgument(source + ": array is too big: the selection " +
+                           shape_text(norm->out_shape) + " of " + info.type_text +
+                           " needs more than 2^64 - 1 bytes");
+  }
+  const uint64_t bytes = *checked_bytes;
   if (out_bytes != bytes) {
     return InvalidArgument("the output buffer holds " + std::to_string(out_bytes) +
                            " bytes but the selection " + shape_text(norm->out_shape) + " of " +

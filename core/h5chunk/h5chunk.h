@@ -77,7 +77,13 @@ struct ReadStats {
 class Array {
  public:
   Array() = default;
-  Array(std::vector<uint64_t> shape, DType dtype);  // uninitialised storage
+  // Uninitialised storage. Throws std::bad_alloc when it cannot be had; allocate() says why
+  // instead, and read() uses it.
+  Array(std::vector<uint64_t> shape, DType dtype);
+  // Uninitialised storage, or kInvalidArgument ("array is too big") when the byte count
+  // overflows, exceeds this machine's memory and swap, or malloc refuses it. The message names
+  // the shape, the dtype and the bytes asked for.
+  static Result<Array> allocate(std::vector<uint64_t> shape, DType dtype);
   const std::vector<uint64_t>& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   uint64_t num_elements() const;
@@ -103,12 +109,13 @@ struct DatasetInfo {
   std::string path;
   std::vector<uint64_t> shape;
   bool numeric = false;        // a plain numeric dtype (else reads are refused)
+  bool readable = false;       // reads are possible: numeric, not a null dataspace, not corrupt
   DType dtype = DType::kUInt8; // valid when numeric
   std::string type_text;       // "float32", or what HDF5 calls it otherwise
   std::string layout;          // "chunked", "contiguous", "compact", "virtual"
   std::vector<uint64_t> chunk; // chunk shape; empty unless chunked
   std::vector<FilterStep> filters;
-  uint64_t nbytes = 0;         // uncompressed size
+  uint64_t nbytes = 0;         // uncompressed size; UINT64_MAX when that overflows (a corrupt shape)
   std::string fast_path_blocker;  // empty when chunk-parallel reads are possible, else why not
   std::string fix;                // what would remove the blocker
 };

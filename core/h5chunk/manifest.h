@@ -53,8 +53,12 @@ class ChunkManifest {
   hid_t dataset_;
   std::vector<uint64_t> shape_, chunk_, grid_shape_;
   uint64_t base_address_;
-  mutable std::mutex mu_;  // guards memo_ and queries_: several readers may share a dataset
+  // One HDF5 query for the chunk at `grid`, cross-checked; called with mu_ held.
+  Result<ChunkLocation> query(const uint64_t* grid);
+
+  mutable std::mutex mu_;  // guards memo_, damaged_ and queries_: readers may share a dataset
   std::unordered_map<uint64_t, ChunkLocation> memo_;
+  std::unordered_map<uint64_t, Status> damaged_;  // chunks whose index entries are corrupt
   uint64_t queries_ = 0;
 };
 

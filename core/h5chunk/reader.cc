@@ -1,6 +1,7 @@
 #include "h5chunk/reader.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,7 +10,10 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <new>
 #include <thread>
+
+#include "h5chunk/checked.h"
 
 namespace h5chunk {
 
@@ -21,8 +25,8 @@ using hubfs::IoError;
 
 uint8_t* Buffer::reserve(size_t n) {
   if (n > capacity_) {
-    data_.reset(new uint8_t[n]);
-    capacity_ = n;
+    data_.reset(new (std::nothrow) uint8_t[n]);
+    capacity_ = data_ ? n : 0;
   }
   return data_.get();
 }
@@ -317,9 +321,11 @@ class ChunkPool {
     budget_cv_.notify_all();
   }
 
+  // One chunk of fill value, or nullptr when it cannot be allocated.
   const uint8_t* fill_chunk() {
     std::call_once(fill_once_, [&] {
-      fill_.reset(new uint8_t[chunk_bytes_]);
+      fill_.reset(new (std::nothrow) uint8_t[chunk_bytes_]);
+      if (!fill_) return;
       const size_t e = layout_.elem_size;
       for (uint64_t i = 0; i < chunk_bytes_; i += e) std::memcpy(&fill_[i], layout_.fill.data(), e);
     });
@@ -351,12 +357,18 @@ Status ChunkPool::process(const Task& task, WorkerState& worker) {
   auto place = [&](const uint8_t* chunk) {
     RegionCopier(axes_, task.pieces, layout_.chunk, layout_.elem_size).copy(chunk, req_.out);
   };
+  auto out_of_memory = [](const char* what, uint64_t bytes) {
+    return hubfs::Unavailable("out of memory: cannot allocate " + std::to_string(bytes) +
+                              " bytes for " + what);
+  };
   if (!task.loc.allocated) {
     // Never written: the region reads as the fill value, as H5Dread would return it.
+    const uint8_t* fill = fill_chunk();
+    if (!fill) return out_of_memory("a chunk of fill value", chunk_bytes_);
     if (task.direct) {
-      std::memcpy(direct_out, fill_chunk(), chunk_bytes_);
+      std::memcpy(direct_out, fill, chunk_bytes_);
     } else {
-      place(fill_chunk());
+      place(fill);
     }
     return Status::Ok();
   }
@@ -370,13 +382,16 @@ Status ChunkPool::process(const Task& task, WorkerState& worker) {
     }
     if (task.direct) return pread_exact(fd, direct_out, chunk_bytes_, task.loc.offset);
     uint8_t* buf = need_scratch();
+    if (!buf) return out_of_memory("a decoded chunk", chunk_bytes_);
     if (Status s = pread_exact(fd, buf, chunk_bytes_, task.loc.offset); !s.ok()) return s;
     place(buf);
     return Status::Ok();
   }
   uint8_t* in = worker.compressed.reserve(task.loc.size);
+  if (!in) return out_of_memory("a stored chunk", task.loc.size);
   if (Status s = pread_exact(fd, in, task.loc.size, task.loc.offset); !s.ok()) return s;
   uint8_t* target = task.direct ? direct_out : need_scratch();
+  if (!target) return out_of_memory("a decoded chunk", chunk_bytes_);
   Status s = decode_chunk(layout_.pipeline, task.loc.filter_mask, layout_.elem_size, in,
                           task.loc.size, target, chunk_bytes_, worker.decode);
   if (!s.ok()) return s;
@@ -480,6 +495,15 @@ Result<ReadStats> read_chunks(const FastRead& req) {
   const unsigned threads = static_cast<unsigned>(std::clamp<uint64_t>(tasks, 1, std::max(1u, req.threads)));
   auto own = req.workers->acquire();
   if (!own.ok()) return own.status().with_context(req.source);
+  // Every chunk must lie inside the file: the index's offsets and sizes are the file's word,
+  // and a stored size read from a damaged index would otherwise size a buffer first.
+  struct stat st;
+  if (::fstat((*own)->fd, &st) != 0) {
+    Status s = IoError(std::string("cannot stat the file: ") + std::strerror(errno));
+    req.workers->release(std::move(*own));
+    return s.with_context(req.source);
+  }
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   std::vector<std::thread> helpers;
   for (unsigned i = 1; i < threads; ++i) helpers.emplace_back([&pool] { pool.work(); });
 
@@ -506,6 +530,19 @@ Result<ReadStats> read_chunks(const FastRead& req) {
       break;
     }
     task.loc = *loc;
+    if (task.loc.allocated) {
+      auto end = checked_add(task.loc.offset, task.loc.size);
+      if (!end || *end > file_size) {
+        status = Corrupt("file truncated or chunk index corrupt: " +
+                         chunk_name(task.pieces, layout.chunk) + " is " +
+                         std::to_string(task.loc.size) + " bytes at offset " +
+                         std::to_string(task.loc.offset) + ", but the file ends at " +
+                         std::to_string(file_size))
+                     .with_context(req.source);
+        pool.fail(status);
+        break;
+      }
+    }
     if (task.loc.allocated && task.loc.size > 0) {
       // Announce each chunk as soon as it is located. On a network filesystem (a hubfs mount)
       // the kernel turns this into read-ahead of every chunk at once, so they arrive in

@@ -27,6 +27,8 @@ namespace h5chunk {
 // would touch every page a second time).
 class Buffer {
  public:
+  // At least n bytes, or nullptr when they cannot be allocated (the sizes come from the file:
+  // an exception thrown in a worker thread would end the process).
   uint8_t* reserve(size_t n);
   size_t capacity() const { return capacity_; }
   void release() {

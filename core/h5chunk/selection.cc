@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <limits>
+
+#include "h5chunk/checked.h"
 
 namespace h5chunk {
 
@@ -242,6 +245,14 @@ Result<NormalizedSelection> normalize(const Selection& selection,
   out.num_elements = 1;
   for (size_t d = 0; d < rank; ++d) {
     const Index& ix = items[d];
+    // Indices are int64 (numpy's intp): an axis longer than that cannot be indexed, and only a
+    // corrupt or hostile file declares one.
+    if (shape[d] > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return InvalidArgument("array is too big: axis " + std::to_string(d) + " has " +
+                             std::to_string(shape[d]) +
+                             " elements, more than an index can address (2^63 - 1); the "
+                             "file's dataspace is probably corrupt");
+    }
     const int64_t size = static_cast<int64_t>(shape[d]);
     AxisSelection ax;
     switch (ix.kind) {
@@ -272,7 +283,8 @@ Result<NormalizedSelection> normalize(const Selection& selection,
         ax.kind = AxisSelection::Kind::kRange;
         ax.start = start;
         ax.step = step;
-        ax.count = stop > start ? (stop - start + step - 1) / step : 0;
+        // Not (stop - start + step - 1) / step: that overflows for a step near 2^63.
+        ax.count = stop > start ? (stop - start - 1) / step + 1 : 0;
         if (step != 1 && out.fast_path_blocker.empty()) {
           out.fast_path_blocker = "a strided slice";
         }
@@ -315,9 +327,22 @@ Result<NormalizedSelection> normalize(const Selection& selection,
       case Index::Kind::kEllipsis: break;  // expanded above
     }
     if (ax.kept()) out.out_shape.push_back(static_cast<uint64_t>(ax.count));
-    out.num_elements *= static_cast<uint64_t>(ax.count);
     out.axes.push_back(std::move(ax));
   }
+  // The element count of the output, checked: a wrapped product would make a 2^64-element
+  // selection look like a small one.
+  std::vector<uint64_t> counts;
+  for (const AxisSelection& ax : out.axes) counts.push_back(static_cast<uint64_t>(ax.count));
+  auto elements = checked_product(counts);
+  if (!elements) {
+    std::string shape_text;
+    for (size_t k = 0; k < out.out_shape.size(); ++k) {
+      shape_text += (k ? ", " : "") + std::to_string(out.out_shape[k]);
+    }
+    return InvalidArgument("array is too big: the selection's shape (" + shape_text +
+                           ") holds more than 2^64 - 1 elements");
+  }
+  out.num_elements = *elements;
   return out;
 }
 

@@ -70,7 +70,9 @@ struct NormalizedSelection {
 
 // Resolves `selection` against `shape`. Errors (kInvalidArgument) follow h5py's: index out of
 // range, too many indices, more than one ellipsis, zero or negative step, a boolean mask of the
-// wrong length, and more than one index list (h5py allows one "indexing vector").
+// wrong length, and more than one index list (h5py allows one "indexing vector"); and, as
+// numpy's "array is too big", an axis longer than 2^63 - 1 or a selection of more than
+// 2^64 - 1 elements (only a corrupt dataspace declares such shapes).
 Result<NormalizedSelection> normalize(const Selection& selection,
                                       const std::vector<uint64_t>& shape);
 

@@ -64,6 +64,7 @@ struct DatasetSpec {
   DType dtype = float32_();
   std::vector<hsize_t> shape;
   std::vector<hsize_t> chunk;  // empty: contiguous
+  std::vector<hsize_t> maxdims;  // empty: fixed at shape; H5S_UNLIMITED picks other chunk indexes
   Codec codec = Codec::kNone;
   bool dont_filter_partial = false;
   std::optional<double> fill;  // a user fill value
@@ -158,8 +159,11 @@ inline void write_dataset(const std::string& path, const DatasetSpec& spec, cons
                           const FileSpec& fs = {}) {
   hid_t f = open_for_write(path, fs);
   const int rank = int(spec.shape.size());
-  hid_t space = H5Screate_simple(rank, spec.shape.data(), nullptr);
+  hid_t space = H5Screate_simple(rank, spec.shape.data(), spec.maxdims.empty() ? nullptr : spec.maxdims.data());
   hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  // No modification times in object headers: the same spec then gives the same bytes on every
+  // run (the mutation fuzz replays seeds against them).
+  H5Pset_obj_track_times(dcpl, false);
   if (!spec.chunk.empty()) {
     check(H5Pset_chunk(dcpl, rank, spec.chunk.data()) >= 0, "H5Pset_chunk");
     const unsigned blosc_lz4[] = {0, 0, 0, 0, 5, 1, 1}, blosc_zstd[] = {0, 0, 0, 0, 7, 2, 5};

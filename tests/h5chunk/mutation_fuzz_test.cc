@@ -1,0 +1,175 @@
+// Hostile files never crash h5chunk: seeded mutations of real HDF5 files (see
+// mutation_harness.h for what is damaged and how blame is assigned), each read through h5chunk
+// and H5Dread in forked children.
+//
+// The normal suite runs a fixed, brief seed set. For a longer run:
+//   H5CHUNK_FUZZ_ITERATIONS=5000 H5CHUNK_FUZZ_SEED=1000 build/bin/test_h5chunk --gtest_filter='MutationFuzz.*'
+// A failure prints its seed; H5CHUNK_FUZZ_SEED=<seed> H5CHUNK_FUZZ_ITERATIONS=1 replays it, and
+// H5CHUNK_FUZZ_KEEP=DIR keeps every failing file there.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "mutation_harness.h"
+#include "support/temp_dir.h"
+
+namespace h5chunk::testing::mutation {
+namespace {
+
+// Brief enough for every run of the suite (a few seconds), long enough to hit each mutation
+// kind on both fixtures many times.
+constexpr uint64_t kDefaultIterations = 140;
+
+uint64_t env_u64(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtoull(v, nullptr, 10) : fallback;
+}
+
+TEST(MutationFuzz, PristineFixturesReadTheSameBothWays) {
+  // The harness itself: on undamaged files every read succeeds on both sides and agrees (the
+  // reference filters decode what h5chunk decodes), so a mismatch later means the damage.
+  hubfs::testing::TempDir dir;
+  for (bool latest : {false, true}) {
+    Fixture fx = make_fixture(dir.path().string(), latest);
+    SCOPED_TRACE(fx.name);
+    EXPECT_GE(fx.chunks.size(), fx.datasets.size() - 1);  // all but the unwritten dataset store data
+    EXPECT_EQ(fx.headers.size(), fx.datasets.size() + 1);
+    EXPECT_EQ(fx.dims.size(), fx.datasets.size());
+    EXPECT_FALSE(fx.index_nodes.empty());
+    const std::string file = (dir / ("case_" + fx.name + ".h5")).string();
+    write_file_bytes(file, fx.bytes);
+    // In children, as in the fuzz: the reference registers test filters (and this process
+    // must keep creating datasets with those filter ids, which a decode-only filter forbids).
+    const std::string ref_out = (dir / "ref.bin").string(), ours_out = (dir / "ours.bin").string();
+    auto ends = run_children({[&] { write_records(ref_out, reference_reads(file, fx.datasets)); },
+                              [&] { write_records(ours_out, h5chunk_reads(file, fx.datasets)); }},
+                             dir.path().string(), Limits{});
+    ASSERT_FALSE(ends[0].failed()) << ends[0].describe() << ends[0].stderr_text;
+    ASSERT_FALSE(ends[1].failed()) << ends[1].describe() << ends[1].stderr_text;
+    Records ref = read_records(ref_out), ours = read_records(ours_out);
+    EXPECT_EQ(ref.size(), fx.datasets.size() * selections().size());
+    for (const auto& [key, r] : ref) EXPECT_EQ(r.outcome, Outcome::kOk) << key << ": " << r.payload;
+    for (const auto& [key, r] : ours) EXPECT_EQ(r.outcome, Outcome::kOk) << key << ": " << r.payload;
+    CaseResult c = compare(ref, ours);
+    EXPECT_EQ(c.verdict, Verdict::kVerified) << c.detail;
+    EXPECT_EQ(c.ok_reads, int(fx.datasets.size() * selections().size() * 2));
+  }
+}
+
+TEST(MutationFuzz, CompareFlagsWrongBytesAndFalseSuccess) {
+  // The verdicts the fuzz relies on, on hand-made answers.
+  Records ref = {{"/d[:]", {Outcome::kOk, "abcd"}}, {"/d[0]", {Outcome::kError, "H5Dread failed"}},
+                 {"/d[-1]", {Outcome::kTooBig, ""}}};
+  EXPECT_EQ(compare(ref, {{"/d[:]@fast", {Outcome::kOk, "abcd"}}}).verdict, Verdict::kVerified);
+  EXPECT_EQ(compare(ref, {{"/d[:]@fast", {Outcome::kError, "corrupt chunk"}}}).verdict, Verdict::kVerified);
+  EXPECT_EQ(compare(ref, {{"/d[:]@fast", {Outcome::kOk, "abce"}}}).verdict, Verdict::kFailure);
+  EXPECT_EQ(compare(ref, {{"/d[:]@fast", {Outcome::kOk, ""}}}).verdict, Verdict::kFailure);
+  EXPECT_EQ(compare(ref, {{"/d[0]@auto", {Outcome::kOk, "ab"}}}).verdict, Verdict::kFailure);
+  EXPECT_EQ(compare(ref, {{"/d[-1]@auto", {Outcome::kOk, ""}}}).verdict, Verdict::kFailure);
+  EXPECT_EQ(compare(ref, {{"/d[:]@auto", {Outcome::kError, ""}}}).verdict, Verdict::kFailure);
+  // Bytes that change from one read to the next: h5chunk's own fault unless H5Dread served them
+  // and H5Dread is just as unstable on this file.
+  Record unstable_fast{Outcome::kOk, "abcd", true, true}, unstable_h5dread{Outcome::kOk, "abcd", true, false};
+  EXPECT_EQ(compare(ref, {{"/d[:]@fast", unstable_fast}}).verdict, Verdict::kFailure);
+  EXPECT_EQ(compare(ref, {{"/d[:]@auto", unstable_h5dread}}).verdict, Verdict::kFailure);
+  Records garbage = {{"/d[:]", {Outcome::kOk, "abcd", true, false}}};
+  EXPECT_EQ(compare(garbage, {{"/d[:]@auto", unstable_h5dread}}).verdict, Verdict::kHdf5Garbage);
+  EXPECT_EQ(compare(garbage, {{"/d[:]@fast", unstable_fast}}).verdict, Verdict::kFailure);
+  EXPECT_EQ(compare(garbage, {{"/d[:]@fast", {Outcome::kOk, "abcd", false, true}}}).verdict, Verdict::kHdf5Garbage);
+}
+
+TEST(MutationFuzz, ChildrenThatCrashHangOrRunAwayAreCaught) {
+  hubfs::testing::TempDir dir;
+  Limits limits;
+  limits.deadline_seconds = 2;  // only ever reached by the deliberate hang below
+  limits.rss_limit_bytes = uint64_t{256} << 20;
+  auto ends = run_children({[] {},
+                            [] { ::raise(SIGSEGV); },
+                            [] { ::pause(); },
+                            [] {
+                              std::vector<std::unique_ptr<std::vector<uint8_t>>> hog;
+                              for (;;) hog.push_back(std::make_unique<std::vector<uint8_t>>(64 << 20, 1));
+                            }},
+                           dir.path().string(), limits);
+  EXPECT_FALSE(ends[0].failed());
+  EXPECT_EQ(ends[1].how, ChildEnd::kCrashed);
+  EXPECT_EQ(ends[2].how, ChildEnd::kHung);
+  EXPECT_TRUE(ends[3].how == ChildEnd::kRunaway || ends[3].failed()) << ends[3].describe();
+}
+
+TEST(MutationFuzz, HostileFilesGiveErrorsOrH5DreadBytes) {
+  const uint64_t iterations = env_u64("H5CHUNK_FUZZ_ITERATIONS", kDefaultIterations);
+  const uint64_t first_seed = env_u64("H5CHUNK_FUZZ_SEED", 1);
+  Limits limits;
+  limits.deadline_seconds = double(env_u64("H5CHUNK_FUZZ_TIMEOUT", 30));
+  const char* keep = std::getenv("H5CHUNK_FUZZ_KEEP");
+
+  hubfs::testing::TempDir dir;
+  const Fixture fixtures[] = {make_fixture(dir.path().string(), false), make_fixture(dir.path().string(), true)};
+  const std::string file = (dir / "case.h5").string();
+
+  std::map<std::string, int> by_kind;
+  int verified = 0, hdf5_crashes = 0, hdf5_query_crashes = 0, hdf5_garbage = 0, failures = 0;
+  int ok_reads = 0, error_reads = 0, too_big = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t seed = first_seed; seed < first_seed + iterations; ++seed) {
+    std::mt19937_64 rng(seed);
+    const Fixture& fx = fixtures[rng() % 2];
+    const Kind kind = Kind(rng() % kKinds);
+    std::vector<uint8_t> bytes = fx.bytes;
+    const std::string what = mutate(bytes, fx, kind, rng);
+    write_file_bytes(file, bytes);
+    ++by_kind[kind_name(kind)];
+
+    CaseResult r = run_case(fx, file, dir.path().string(), limits);
+    ok_reads += r.ok_reads;
+    error_reads += r.error_reads;
+    too_big += r.too_big;
+    const std::string label = "seed " + std::to_string(seed) + " (" + fx.name + " file, " + kind_name(kind) +
+                              ": " + what + ")";
+    switch (r.verdict) {
+      case Verdict::kVerified: ++verified; break;
+      case Verdict::kHdf5Garbage:
+        ++hdf5_garbage;
+        std::cout << "[H5Dread returns uninitialised bytes, not counted] " << label << "\n";
+        break;
+      case Verdict::kHdf5Crash:
+        ++hdf5_crashes;
+        std::cout << "[libhdf5 fails under H5Dread, not counted] " << label << ": " << r.detail << "\n";
+        break;
+      case Verdict::kHdf5QueryCrash:
+        ++hdf5_query_crashes;
+        std::cout << "[libhdf5 fails under the calls h5chunk makes, not counted] " << label << ": "
+                  << r.detail.substr(0, r.detail.find('\n')) << "\n";
+        break;
+      case Verdict::kFailure:
+        ++failures;
+        ADD_FAILURE() << label << "\n" << r.detail;
+        if (keep) {
+          std::filesystem::create_directories(keep);
+          write_file_bytes(std::string(keep) + "/seed-" + std::to_string(seed) + ".h5", bytes);
+        }
+        break;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "mutation fuzz: seeds " << first_seed << ".." << first_seed + iterations - 1 << " in " << seconds
+            << " s: " << verified << " verified, " << failures << " failures, " << hdf5_crashes
+            << " libhdf5 crashes/hangs under H5Dread, " << hdf5_query_crashes
+            << " under h5chunk's HDF5 calls only, " << hdf5_garbage
+            << " where H5Dread returns uninitialised bytes; reads: " << ok_reads << " equal to H5Dread, " << error_reads
+            << " clear errors, " << too_big << " over the read limit\n  by mutation:";
+  for (const auto& [k, n] : by_kind) std::cout << " " << k << " " << n << ";";
+  std::cout << "\n";
+  EXPECT_EQ(failures, 0);
+  // The damage must actually reach h5chunk both ways, or this would pass by testing nothing.
+  if (iterations >= kDefaultIterations) {
+    EXPECT_GT(ok_reads, 0);
+    EXPECT_GT(error_reads, 0);
+  }
+}
+
+}  // namespace
+}  // namespace h5chunk::testing::mutation
