@@ -235,7 +235,13 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   curl_options.max_in_flight = config.max_requests;
   curl_options.hedge = true;  // a CDN stalling on a cold object costs a duplicate, not the stall
   m.curl = std::make_unique<CurlTransport>(curl_options);
-  m.transport = std::make_unique<RetryingTransport>(*m.curl);
+  // A reader is waiting on every request: retry soon (200 ms doubling to 4 s, full jitter: ~3 s
+  // at most over 5 attempts) rather than the library's 1 s to 8 s. A server that asks for more
+  // (Retry-After, RateLimit) still gets what it asks.
+  RetryPolicy retry_policy;
+  retry_policy.base_delay = std::chrono::milliseconds(200);
+  retry_policy.max_delay = std::chrono::milliseconds(4000);
+  m.transport = std::make_unique<RetryingTransport>(*m.curl, retry_policy);
   HubConfig hub_config;
   hub_config.endpoint = config.endpoint;
   hub_config.token = find_token();
@@ -281,6 +287,7 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   for (auto& a : args) argv.push_back(a.data());
   fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
   m.session = fuse_session_new(&fargs, &fuse_operations(), sizeof(fuse_lowlevel_ops), m.fs.get());
+  fuse_opt_free_args(&fargs);  // the session keeps copies of what it needs
   if (!m.session) {
     return InvalidArgument("FUSE rejected the mount options '" + opts + "' (see the message above)");
   }
@@ -317,10 +324,12 @@ int serve(Mount& m, const std::string& mountpoint) {
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop, kFuseThreads);
   fuse_loop_cfg_set_idle_threads(loop, kFuseThreads / 2);
+  // 0, or the number of the signal that ended the loop (SIGTERM, SIGINT, SIGHUP: a requested,
+  // clean stop), or -1 on an error.
   int rc = fuse_session_loop_mt(m.session, loop);
   fuse_loop_cfg_destroy(loop);
   log_info("unmounting");
-  return rc == 0 ? 0 : 1;
+  return (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP) ? 0 : 1;
 }
 
 void write_all(int fd, const std::string& s) {

@@ -56,7 +56,10 @@ FileSystem::FileSystem(HubClient& hub, RepoRef repo, BlockReader& reader, FsOpti
   add_node(std::move(root));  // inode 1 = kRootIno
 }
 
-FileSystem::~FileSystem() = default;
+FileSystem::~FileSystem() {
+  for (OpenFile* f : open_files_) delete f;
+  for (DirHandle* d : dir_handles_) delete d;
+}
 
 FileSystem::Node* FileSystem::node(Ino ino) {
   std::shared_lock<std::shared_mutex> lock(nodes_mu_);
@@ -157,6 +160,8 @@ FsResult<uint64_t> FileSystem::opendir(Ino ino) {
     e.next_offset = i + 1;
     if (i >= 2) e.is_dir = node(e.ino)->is_dir;
   }
+  std::lock_guard<std::mutex> lock(handles_mu_);
+  dir_handles_.insert(handle.get());
   return reinterpret_cast<uint64_t>(handle.release());
 }
 
@@ -166,14 +171,24 @@ std::vector<DirEntry> FileSystem::readdir(uint64_t handle, uint64_t offset) cons
   return {dir->entries.begin() + static_cast<long>(offset), dir->entries.end()};
 }
 
-void FileSystem::releasedir(uint64_t handle) { delete reinterpret_cast<DirHandle*>(handle); }
+void FileSystem::releasedir(uint64_t handle) {
+  auto* dir = reinterpret_cast<DirHandle*>(handle);
+  {
+    std::lock_guard<std::mutex> lock(handles_mu_);
+    dir_handles_.erase(dir);
+  }
+  delete dir;
+}
 
 FsResult<uint64_t> FileSystem::open(Ino ino, int flags) {
   Node* n = node(ino);
   if (!n) return errno_only(ENOENT);
   if (n->is_dir) return errno_only(EISDIR);
   if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return errno_only(EROFS);
-  return reinterpret_cast<uint64_t>(new OpenFile{n, {}});
+  auto* file = new OpenFile{n, {}};
+  std::lock_guard<std::mutex> lock(handles_mu_);
+  open_files_.insert(file);
+  return reinterpret_cast<uint64_t>(file);
 }
 
 FsResult<std::vector<BlockBytes>> FileSystem::read(uint64_t handle, uint64_t offset, size_t size) {
@@ -185,7 +200,14 @@ FsResult<std::vector<BlockBytes>> FileSystem::read(uint64_t handle, uint64_t off
   return std::move(slices).value();
 }
 
-void FileSystem::release(uint64_t handle) { delete reinterpret_cast<OpenFile*>(handle); }
+void FileSystem::release(uint64_t handle) {
+  auto* file = reinterpret_cast<OpenFile*>(handle);
+  {
+    std::lock_guard<std::mutex> lock(handles_mu_);
+    open_files_.erase(file);
+  }
+  delete file;
+}
 
 FsResult<std::string> FileSystem::getxattr(Ino ino, const std::string& name) {
   Node* n = node(ino);

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -113,6 +114,11 @@ class FileSystem {
   FsOptions options_;
   std::shared_mutex nodes_mu_;
   std::vector<std::unique_ptr<Node>> nodes_;  // index = inode number; 0 unused
+  // Handles still open (the kernel may never release them if the mount is torn down under
+  // open files): freed with this object. A leaf lock: nothing is taken while holding it.
+  std::mutex handles_mu_;
+  std::unordered_set<OpenFile*> open_files_;
+  std::unordered_set<DirHandle*> dir_handles_;
 };
 
 }  // namespace hubfs

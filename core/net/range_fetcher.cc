@@ -162,10 +162,13 @@ class Replacements {
 };
 
 struct RangeFetcher::Shared : std::enable_shared_from_this<RangeFetcher::Shared> {
-  explicit Shared(HttpTransport& t) : transport(t), refresher(kLocatorThreads) {}
+  explicit Shared(HttpTransport& t) : transport(t), refresher(1), locator(kLocatorThreads) {}
   HttpTransport& transport;
   Replacements replacements;
+  // Refreshes after a 403 run one at a time, so all the ranges on one expired URL share one;
+  // first locations and relocations after a protocol violation run on several threads.
   RefreshWorker refresher;
+  RefreshWorker locator;
 
   void start(std::shared_ptr<const Locator> locate, const Result<Location>& location, uint64_t file_size,
              ByteRange range, Callback done);
@@ -200,7 +203,7 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
     // Off this (timer) thread: a Locator may block on the network. The retry after this one
     // uses the fresh location if it is ready by then.
     if (auto self = weak.lock()) {
-      self->refresher.post([fetch](bool cancelled) {
+      self->locator.post([fetch](bool cancelled) {
         if (cancelled) return;
         Result<Location> fresh = (*fetch->locate)(true);
         if (!fresh.ok()) return;  // keep the old location: its retries may still succeed
@@ -239,6 +242,11 @@ void RangeFetcher::Shared::refresh_and_resend(std::shared_ptr<Fetch> fetch, std:
                               ": the range fetcher shut down while refreshing an expired location"));
       return;
     }
+    // Refreshes run one at a time: an earlier one may have refreshed this very URL.
+    if (auto fresh = self->replacements.find(expired_url)) {
+      self->send(fetch, std::move(*fresh));
+      return;
+    }
     Result<Location> location = (*fetch->locate)(true);
     if (!location.ok()) {
       fetch->fail(location.status().with_context("refreshing the location after a 403"));
@@ -264,7 +272,10 @@ Status validate(uint64_t file_size, ByteRange range) {
 
 RangeFetcher::RangeFetcher(HttpTransport& transport) : shared_(std::make_shared<Shared>(transport)) {}
 
-RangeFetcher::~RangeFetcher() { shared_->refresher.shutdown(); }
+RangeFetcher::~RangeFetcher() {
+  shared_->locator.shutdown();
+  shared_->refresher.shutdown();
+}
 
 void RangeFetcher::Shared::start(std::shared_ptr<const Locator> locate, const Result<Location>& location,
                                  uint64_t file_size, ByteRange range, Callback done) {
@@ -302,7 +313,7 @@ void RangeFetcher::fetch_async(const Locator& locate, uint64_t file_size, ByteRa
   auto shared_locate = std::make_shared<const Locator>(locate);
   auto callback = std::make_shared<Callback>(std::move(done));
   std::weak_ptr<Shared> weak = shared_;
-  shared_->refresher.post([weak, shared_locate, file_size, range, callback](bool cancelled) {
+  shared_->locator.post([weak, shared_locate, file_size, range, callback](bool cancelled) {
     auto self = weak.lock();
     if (cancelled || !self) {
       (*callback)(Unavailable("fetching bytes " + range_text(range) + ": the range fetcher shut down"));

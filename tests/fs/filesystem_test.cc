@@ -205,3 +205,19 @@ TEST_F(FileSystemTest, StatfsCountsKnownInodes) {
 
 }  // namespace
 }  // namespace hubfs
+
+namespace hubfs {
+namespace {
+
+// A mount torn down under open files never gets their releases: the handles go with the
+// FileSystem (the sanitizer pass would report them as leaks otherwise).
+TEST_F(FileSystemTest, HandlesLeftOpenAreFreedWithTheFileSystem) {
+  Ino readme = lookup_ok(kRootIno, "readme.md");
+  ASSERT_TRUE(fs_->open(readme, O_RDONLY).ok());
+  ASSERT_TRUE(fs_->opendir(kRootIno).ok());
+  fs_.reset();
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace hubfs

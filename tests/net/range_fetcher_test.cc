@@ -260,6 +260,37 @@ TEST(RangeFetcher, ViolationsPastTheBudgetAreAnError) {
   EXPECT_EQ(fake.request_count(), 3u);
 }
 
+// The CDN rotated its signing key after the shared table learnt "u0 -> u1": a range still
+// handed u0 is sent to u1 from the table, gets 403 again, and then asks the Locator itself.
+TEST(RangeFetcher, AStaleSharedReplacementIsForgottenAndTheLocatorAskedAgain) {
+  auto content = std::make_shared<const std::string>(file_content(1000));
+  std::atomic<bool> u1_valid{true};
+  FakeTransport fake([&](const HttpRequest& req) -> Result<HttpResponse> {
+    if (req.url == "https://cdn.example/u0") return status_only(403);
+    if (req.url == "https://cdn.example/u1" && !u1_valid) return status_only(403);
+    return honest_cdn(content)(req);
+  });
+  RangeFetcher fetcher(fake);
+  std::mutex mu;
+  std::vector<bool> calls;
+  int refreshes = 0;
+  Locator loc = [&](bool refresh) -> Result<Location> {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.push_back(refresh);
+    Location l;
+    l.url = refresh ? "https://cdn.example/u" + std::to_string(++refreshes) : "https://cdn.example/u0";
+    return l;
+  };
+  auto first = fetch_one(fetcher, loc, content->size(), {0, 100});
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  u1_valid = false;
+  auto second = fetch_one(fetcher, loc, content->size(), {100, 100});
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_EQ(*second, content->substr(100, 100));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(calls, (std::vector<bool>{false, true, false, true}));
+}
+
 TEST(RangeFetcher, RejectsWrongContentRangeStart) {
   expect_corrupt_206([](const std::string& c, ParsedRange r) { return partial(c, {r.first + 1, r.last + 1}, 1000); },
                      "shifted by one byte");
