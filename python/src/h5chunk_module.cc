@@ -37,10 +37,12 @@ using hubfs::Status;
 // How often a waiting caller wakes to report progress and check for Ctrl-C: short enough that
 // an interrupt feels immediate, long enough that the wake-ups cost nothing next to a read.
 constexpr auto kPollInterval = std::chrono::milliseconds(25);
-// Reads smaller than this, without a progress callback, run on the calling thread (with the
-// GIL released): they are over in a few milliseconds, so neither Ctrl-C nor progress needs a
-// second thread, and spawning one would cost more than some of them take.
-constexpr size_t kInlineReadBytes = 4u << 20;
+// Without a progress callback, a read runs on the calling thread (with the GIL released) when
+// no Ctrl-C can be waiting for it (not the main thread), or when it is this small: a few
+// milliseconds' work, where spawning a thread would cost as much as some such reads take. A
+// small output is not always a short read (thousands of one-element chunks take seconds to
+// locate), hence a bound well under the fast path's 1 MiB threshold.
+constexpr size_t kInlineReadBytes = 64u << 10;
 
 enum class Context { kOpenFile, kOpenDataset, kRead };
 
@@ -84,6 +86,15 @@ struct ReadJob {
   bool done = false;
   std::optional<hubfs::Result<h5chunk::ReadStats>> result;
 };
+
+// The interpreter's main thread: the only one PyErr_CheckSignals runs handlers on.
+unsigned long main_thread_ident() {
+  static const unsigned long ident = [] {
+    py::object threading = py::module_::import("threading");
+    return threading.attr("main_thread")().attr("ident").cast<unsigned long>();
+  }();
+  return ident;
+}
 
 h5chunk::Route parse_route(const std::string& route) {
   if (route == "auto") return h5chunk::Route::kAuto;
@@ -133,7 +144,8 @@ class PyDataset {
     h5chunk::ReadOptions options;
     options.route = parse_route(route);
 
-    if (progress.is_none() && nbytes < kInlineReadBytes) {
+    const bool main_thread = PyThread_get_thread_ident() == main_thread_ident();
+    if (progress.is_none() && (!main_thread || nbytes < kInlineReadBytes)) {
       std::optional<hubfs::Result<h5chunk::ReadStats>> r;
       {
         py::gil_scoped_release release;
