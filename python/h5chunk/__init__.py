@@ -305,27 +305,51 @@ def _check_out(out: Any, shape: tuple, dtype: np.dtype) -> None:
         raise ValueError("out must be writeable")
 
 
-# h5py Datasets passed to read(): their files, opened once each, most recently used last. Keyed
-# by the file's identity on disk so a rewritten file is reopened rather than read stale.
+# h5py Datasets passed to read(): their files, opened by h5chunk once each and kept while the
+# h5py file stays open (so the chunk manifest is remembered from read to read). Keyed by the
+# file's identity on disk, so a rewritten file is reopened rather than read stale.
 _MAX_CACHED_FILES = 16
-_file_cache: "collections.OrderedDict[tuple, File]" = collections.OrderedDict()
+_file_cache: "collections.OrderedDict[tuple, list]" = collections.OrderedDict()  # key -> [File, h5py FileID]
 _file_cache_lock = threading.Lock()
 
 
-def _cached_file(filename: str) -> File:
+def _cached_file(filename: str, h5py_fid: Any) -> File:
     st = os.stat(filename)
     key = (os.path.realpath(filename), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    stale = []
     with _file_cache_lock:
-        f = _file_cache.get(key)
-        if f is not None and not f.closed:
+        entry = _file_cache.get(key)
+        if entry is not None:
+            entry[1] = h5py_fid  # the h5py file open now (it may have been closed and reopened)
             _file_cache.move_to_end(key)
-            return f
+        # Files whose h5py file has been closed since are closed too: an open descriptor would
+        # keep a mount busy and a deleted file's space allocated.
+        for k, (f, fid) in list(_file_cache.items()):
+            if k != key and not getattr(fid, "valid", False):
+                stale.append(_file_cache.pop(k)[0])
+    for f in stale:
+        f.close()
+    if entry is not None and not entry[0].closed:
+        return entry[0]
     f = File(filename)
     with _file_cache_lock:
-        _file_cache[key] = f
+        _file_cache[key] = [f, h5py_fid]
         while len(_file_cache) > _MAX_CACHED_FILES:
-            _file_cache.popitem(last=False)[1].close()
+            stale.append(_file_cache.popitem(last=False)[1][0])
+    for old in stale:
+        old.close()
     return f
+
+
+def _close_cached_files(under: Optional[str] = None) -> None:
+    """Closes the files read() opened for h5py Datasets (those below directory ``under`` only,
+    if given); hubfs.unmount calls this so h5chunk does not keep the mount busy."""
+    prefix = os.path.join(os.path.realpath(under), "") if under else ""
+    with _file_cache_lock:
+        keys = [k for k in _file_cache if k[0].startswith(prefix)]
+        closing = [_file_cache.pop(k)[0] for k in keys]
+    for f in closing:
+        f.close()
 
 
 def read(dataset: Any, selection: Any = (), *, out: Optional[np.ndarray] = None,
@@ -345,5 +369,5 @@ def read(dataset: Any, selection: Any = (), *, out: Optional[np.ndarray] = None,
             f"read() takes an h5chunk or h5py Dataset, not {type(dataset).__name__}") from None
     if getattr(h5file, "mode", "r") != "r":
         h5file.flush()  # a file open for writing: what h5py wrote must be on disk for us
-    ds = _cached_file(filename)[name]
+    ds = _cached_file(filename, getattr(h5file, "id", None))[name]
     return ds._read(selection, out, progress, route, return_stats, stacklevel=3)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from typing import Any, Iterable, List, Optional, Union
 
@@ -134,6 +135,10 @@ def unmount(mountpoint: Union[str, os.PathLike]) -> None:
     """Unmounts a hubfs mount, retrying for a few seconds while it is busy. Raises
     :class:`MountError` with the program's message if it cannot."""
     path = os.path.abspath(os.fspath(mountpoint))
+    # Files h5chunk.read() keeps open for h5py Datasets would hold the mount busy.
+    h5chunk = sys.modules.get("h5chunk")
+    if h5chunk is not None and hasattr(h5chunk, "_close_cached_files"):
+        h5chunk._close_cached_files(path)
     deadline = time.monotonic() + _UNMOUNT_RETRY_SECONDS
     while True:
         r = _run([find_program(), "unmount", path])
