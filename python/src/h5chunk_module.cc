@@ -174,6 +174,21 @@ class PyDataset {
       job->cv.notify_all();
     });
 
+    // Whatever happens below, the runner is stopped and joined before `out` can be released
+    // (a joinable std::thread left to unwind would also terminate the process).
+    struct JoinGuard {
+      JoinGuard(ReadJob& j, std::thread& t) : job(j), thread(t) {}
+      JoinGuard(const JoinGuard&) = delete;
+      ReadJob& job;
+      std::thread& thread;
+      ~JoinGuard() {
+        job.cancel.store(true);
+        py::gil_scoped_release release;
+        thread.join();
+      }
+    };
+    std::optional<JoinGuard> guard(std::in_place, *job, runner);
+
     // Wait, with the GIL released between wake-ups. A Python error (Ctrl-C, or the progress
     // callback raising) cancels the read; it is re-raised only after the runner has let go of
     // the buffer.
@@ -198,10 +213,7 @@ class PyDataset {
       if (!error && !finished && PyErr_CheckSignals() != 0) error.emplace();
       if (error) job->cancel.store(true);
     }
-    {
-      py::gil_scoped_release release;
-      runner.join();
-    }
+    guard.reset();  // joins
     if (error) throw std::move(*error);
     if (!job->result->ok()) raise_status(job->result->status(), Context::kRead);
     return **job->result;
