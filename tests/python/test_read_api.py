@@ -184,3 +184,22 @@ def test_progress_callback_error_propagates(path):
         with pytest.raises(RuntimeError, match="progress failed"):
             f["frames"].read(np.s_[:], route="fast", progress=boom)
         assert f["frames"][0].shape == (40, 30)  # still usable
+
+
+# --- files read() opens for h5py Datasets ----------------------------------------------------
+
+def test_read_closes_its_copy_of_a_file_once_h5py_closed_it(tmp_path):
+    paths = [str(tmp_path / f"f{i}.h5") for i in range(2)]
+    for p in paths:
+        with h5py.File(p, "w") as f:
+            f.create_dataset("x", data=np.arange(10, dtype="int32"), chunks=(5,))
+    with h5py.File(paths[0], "r") as hf:
+        assert h5chunk.read(hf["x"], 3) == 3
+        assert h5chunk.read(hf["x"], 4) == 4
+        mine = [e[0] for e in h5chunk._file_cache.values() if e[0].filename == paths[0]]
+        assert len(mine) == 1 and not mine[0].closed  # opened once, kept while h5py has it open
+    with h5py.File(paths[1], "r") as hf:
+        assert h5chunk.read(hf["x"], 5) == 5
+    assert mine[0].closed  # h5py closed paths[0]: so did the next read()
+    h5chunk._close_cached_files(str(tmp_path))
+    assert not any(e[0].filename.startswith(str(tmp_path)) for e in h5chunk._file_cache.values())
