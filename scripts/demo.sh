@@ -93,6 +93,18 @@ echo "   cold: $(build/bin/h5chunk read "$H5" /data/raw_data 5:10), $(stats)"
 reset
 echo "   warm: $(build/bin/h5chunk read "$H5" /data/raw_data 5:10), $(stats)"
 
+echo "== Python: h5chunk next to h5py on the same frames 5:10 (PYTHONPATH=build/python)"
+PYTHONPATH=build/python /usr/bin/python3 - "$H5" <<'PY'
+import sys, time
+import h5py, numpy as np
+import h5chunk
+with h5py.File(sys.argv[1], "r") as hf:
+    t0 = time.perf_counter(); a = hf["data/raw_data"][5:10]; t1 = time.perf_counter()
+    b = h5chunk.read(hf["data/raw_data"], np.s_[5:10]); t2 = time.perf_counter()
+print(f"   h5py: {(t1 - t0) * 1e3:.0f} ms, h5chunk.read: {(t2 - t1) * 1e3:.0f} ms, {a.shape} {a.dtype},"
+      f" equal: {np.array_equal(a, b)}")
+PY
+
 echo "== hubfs unmount $MNT"
 build/bin/hubfs unmount "$MNT"
 echo "done: cache kept in $WORK/cache ($(du -sh "$WORK/cache" | cut -f1))"

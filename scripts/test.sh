@@ -11,6 +11,17 @@ echo "== build (RelWithDebInfo)"
 echo "== tests"
 ctest --test-dir build --output-on-failure -j2 --timeout 900
 
+# --- Python packages (h5chunk, hubfs): pytest with Debian's interpreter on the fresh build.
+echo "== Python tests (pytest)"
+py_rc=0
+PYTHONPATH=build/python /usr/bin/python3 -m pytest -q tests/python || py_rc=$?
+if [ "$py_rc" -eq 5 ]; then
+  echo "pytest collected no tests in tests/python: treating that as a failure"
+  exit 1
+fi
+[ "$py_rc" -eq 0 ] || exit "$py_rc"
+# --- end Python
+
 if [ "${HUBFS_SKIP_ASAN:-0}" != "1" ]; then
   echo "== build (ASan + UBSan)"
   # The unit tests, and the daemon itself under the FUSE integration tests: a sanitizer report

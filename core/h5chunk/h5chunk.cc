@@ -290,6 +290,7 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
                       std::to_string(size) + " bytes)";
   }
   if (info->numeric) info->type_text = dtype_name(info->dtype);
+  info->big_endian = H5Tget_order(file_type) == H5T_ORDER_BE;
   info->nbytes = checked_product(info->shape, info->numeric ? dtype_size(info->dtype) : size)
                      .value_or(UINT64_MAX);
 
@@ -590,6 +591,7 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
   req.threads = file_->threads;
   req.max_bytes_in_flight = file_->options.max_bytes_in_flight;
   req.progress = options.progress;
+  req.cancel = options.cancel;
   req.source = source;
   // Route::kFastPath forces the fast path; H5Dread cannot stand in without its plugins.
   req.may_decline = options.route == Route::kAuto && !state_->h5dread_lacks_filter;

@@ -9,6 +9,7 @@
 //   dset->read_into(selection, buffer, bytes); // or into your own buffer
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -62,6 +63,11 @@ enum class Route {
 struct ReadOptions {
   ProgressFn progress;
   Route route = Route::kAuto;
+  // Set to true from any thread to stop a fast-path read early (the Python binding's Ctrl-C):
+  // no further chunk is started and the read returns kUnavailable "read cancelled" once the
+  // chunks in progress finish, leaving the output partly written. H5Dread fallbacks cannot be
+  // interrupted and run to completion.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct ReadStats {
@@ -112,6 +118,7 @@ struct DatasetInfo {
   bool readable = false;       // reads are possible: numeric, not a null dataspace, not corrupt
   DType dtype = DType::kUInt8; // valid when numeric
   std::string type_text;       // "float32", or what HDF5 calls it otherwise
+  bool big_endian = false;     // stored big-endian (reads still return native order)
   std::string layout;          // "chunked", "contiguous", "compact", "virtual"
   std::vector<uint64_t> chunk; // chunk shape; empty unless chunked
   std::vector<FilterStep> filters;

@@ -257,6 +257,13 @@ class ChunkPool {
     return failed_;
   }
 
+  // Whether the caller asked to stop (FastRead::cancel); the first to notice fails the read.
+  bool cancelled() {
+    if (!req_.cancel || !req_.cancel->load(std::memory_order_relaxed)) return false;
+    fail(hubfs::Unavailable(req_.source + ": read cancelled"));
+    return true;
+  }
+
   void close() {
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;
@@ -400,6 +407,7 @@ Status ChunkPool::process(const Task& task, WorkerState& worker) {
 }
 
 bool ChunkPool::run(const Task& task, WorkerState& worker) {
+  if (cancelled()) return false;
   const uint64_t bytes = task.loc.size;
   if (!acquire_budget(bytes)) return false;
   Status s = process(task, worker);
@@ -523,6 +531,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
       grid[d] = task.pieces[d]->grid;
       partial |= (grid[d] + 1) * layout.chunk[d] > layout.shape[d];
     }
+    if (pool.cancelled()) break;
     auto loc = req.manifest->locate(grid.data());
     if (!loc.ok()) {
       status = loc.status().with_context(req.source);

@@ -9,6 +9,7 @@
 // the rest are decoded into the worker's scratch and the selected part copied out.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -89,6 +90,7 @@ struct FastRead {
   unsigned threads = 1;
   uint64_t max_bytes_in_flight = kDefaultMaxBytesInFlight;
   ProgressFn progress;
+  const std::atomic<bool>* cancel = nullptr;  // ReadOptions::cancel
   std::string source;  // "file 'x.h5', dataset '/d'": prefixes every error
   bool may_decline = false;  // decline (kUnsupported) when chunk lookups would cost too much
 };

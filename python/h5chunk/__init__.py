@@ -1,0 +1,373 @@
+"""h5chunk: read HDF5 datasets fast, as numpy arrays equal to what h5py returns.
+
+The C++ library takes each dataset's chunk manifest from libhdf5, preads the compressed chunks
+itself from a pool of threads and decodes them (Blosc, LZ4, Zstd, deflate, shuffle, bitshuffle,
+fletcher32) straight into the numpy array it returns. Anything it cannot read that way goes
+through HDF5's own H5Dread, with a FallbackWarning saying why (once per dataset and cause), so
+the result always equals h5py's.
+
+    import h5chunk
+    with h5chunk.File("scan.hdf5") as f:
+        ds = f["data/raw_data"]           # .shape .dtype .chunks .filters .fast_path
+        frames = ds[0:5]                  # numpy array, == h5py's f["data/raw_data"][0:5]
+        ds.read(np.s_[5:10], out=buf)     # into your own C-contiguous array
+        ds.read(np.s_[:], progress=True)  # tqdm bar over compressed bytes
+
+    import h5py
+    with h5py.File("scan.hdf5") as hf:
+        frames = h5chunk.read(hf["data/raw_data"], np.s_[0:5])
+
+Every selection h5py accepts works (ints, negative ints, slices with steps, index lists,
+boolean masks, Ellipsis, np.s_[...]) and gives h5py's shape, dtype and values. Where h5py
+refuses an index with an obvious per-axis meaning (unsorted or repeated lists, lists on several
+axes, negative steps) h5chunk returns that meaning: each index selects along its own axis.
+
+Reads release the GIL for their whole length (threads reading at once run in parallel), and
+Ctrl-C stops a long read promptly with KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import warnings
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+
+from . import _core, _selection
+from ._core import ReadStats
+
+__all__ = ["File", "Dataset", "read", "FallbackWarning", "ReadStats"]
+
+
+class FallbackWarning(UserWarning):
+    """A read went through HDF5's H5Dread (serial, slower) instead of h5chunk's parallel path.
+
+    The message names the file and dataset, says why (layout, compression, byte order, the
+    selection) and how to avoid it. Issued once per dataset and cause for each open File.
+    """
+
+
+def _closed_error() -> ValueError:
+    return ValueError("the h5chunk File is closed")
+
+
+class File:
+    """An HDF5 file opened read-only for fast reads.
+
+    ``File(path, threads=0)``: ``threads`` is the number of workers per read (0: one per core,
+    at most 16). Use as a context manager, or call ``close()``. Index it with a dataset path
+    (``f["data/raw_data"]``) to get a :class:`Dataset`.
+
+    Raises FileNotFoundError when ``path`` does not exist and OSError when it is not HDF5.
+    """
+
+    def __init__(self, path: Union[str, os.PathLike], mode: str = "r", *, threads: int = 0,
+                 min_fast_path_bytes: Optional[int] = None,
+                 max_bytes_in_flight: Optional[int] = None) -> None:
+        if mode != "r":
+            raise ValueError(f"h5chunk opens files read-only (mode 'r'), not {mode!r}")
+        self.filename = os.fspath(path)
+        self._core: Optional[_core.File] = _core.File(
+            self.filename, threads, min_fast_path_bytes, max_bytes_in_flight)
+        self._datasets: dict = {}
+        self._lock = threading.Lock()
+
+    @property
+    def threads(self) -> int:
+        """Workers per read."""
+        return self._require_open().threads
+
+    def _require_open(self) -> _core.File:
+        core = self._core
+        if core is None:
+            raise _closed_error()
+        return core
+
+    def __getitem__(self, name: str) -> "Dataset":
+        """The dataset at ``name`` ("data/raw_data" or "/data/raw_data"); KeyError if none."""
+        core = self._require_open()
+        key = name if name.startswith("/") else "/" + name
+        with self._lock:
+            ds = self._datasets.get(key)
+        if ds is None:
+            ds = Dataset(self, core.dataset(key))
+            with self._lock:
+                ds = self._datasets.setdefault(key, ds)
+        return ds
+
+    def __contains__(self, name: str) -> bool:
+        try:
+            self[name]
+        except KeyError:
+            return False
+        return True
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def datasets(self) -> list:
+        """Paths of every dataset in the file ("/data/raw_data", ...), in HDF5's order."""
+        return list(self._require_open().dataset_paths())
+
+    def close(self) -> None:
+        """Closes the file; its Dataset objects stop working. Idempotent."""
+        with self._lock:
+            for ds in self._datasets.values():
+                ds._core = None
+            self._datasets.clear()
+            self._core = None
+
+    @property
+    def closed(self) -> bool:
+        return self._core is None
+
+    def __enter__(self) -> "File":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<h5chunk.File {self.filename!r} ({state})>"
+
+    def _warn_notes(self, stacklevel: int) -> None:
+        core = self._core
+        if core is None:
+            return
+        for line in core.take_notes():
+            warnings.warn(line, FallbackWarning, stacklevel=stacklevel)
+
+
+_DTYPES = {name: np.dtype(name) for name in (
+    "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64")}
+
+
+def _progress_callback(progress: Any, desc: str):
+    """(callback taking byte increments, closer) for ``progress``."""
+    if progress is None or progress is False:
+        return None, None
+    if progress is True:
+        try:
+            from tqdm import tqdm
+        except ImportError:  # tqdm is optional: without it, no bar
+            return None, None
+        bar = tqdm(total=None, unit="B", unit_scale=True, unit_divisor=1024, desc=desc)
+        return bar.update, bar.close
+    if callable(progress):
+        return progress, None
+    raise TypeError("progress must be True, False, None or a callable taking a byte count")
+
+
+class Dataset:
+    """One numeric HDF5 dataset, read like h5py's: ``ds[sel]`` returns a numpy array.
+
+    Attributes (as h5py names them where h5py has them):
+
+    - ``name``: the dataset's path; ``file``: its :class:`File`
+    - ``shape``, ``ndim``, ``size``, ``dtype`` (numpy; None for non-numeric datasets, which
+      h5chunk cannot read), ``nbytes``
+    - ``chunks``: chunk shape, or None when not chunked; ``layout``: "chunked", "contiguous", ...
+    - ``filters``: the filter pipeline, a list of dicts (id, name, flags, cd_values)
+    - ``fast_path``: True when reads can take h5chunk's parallel path
+    - ``fallback_cause``: why not (with the fix), "" when they can
+
+    Reading: ``ds[sel]`` or ``ds.read(sel, out=None, progress=None)``. Any h5py selection
+    gives h5py's result; unsorted or repeated lists, lists on several axes and negative steps
+    select along each axis independently (where h5py raises). Out-of-range indices raise
+    IndexError; corrupt data raises OSError naming the file, dataset and chunk.
+    """
+
+    def __init__(self, file: File, core: _core.Dataset) -> None:
+        self.file = file
+        self._core: Optional[_core.Dataset] = core
+        self.name: str = core.path
+        self.shape: tuple = tuple(core.shape)
+        self.layout: str = core.layout
+        self.chunks: Optional[tuple] = core.chunk
+        self.filters: list = list(core.filters)
+        self.nbytes: int = core.nbytes
+        self.fallback_cause: str = (
+            f"the dataset {core.fast_path_blocker}. {core.fix}".strip() if core.fast_path_blocker else "")
+        self.fast_path: bool = not core.fast_path_blocker
+        self._numeric = core.numeric
+        self._type_text = core.type_text
+        if core.numeric:
+            native = _DTYPES[core.dtype_name]
+            self._native_dtype = native
+            self.dtype: Optional[np.dtype] = native.newbyteorder(">") if core.big_endian else native
+        else:
+            self._native_dtype = None
+            self.dtype = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("a scalar dataset has no len()")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        path = "fast path" if self.fast_path else "H5Dread: " + self.fallback_cause
+        return (f"<h5chunk.Dataset {self.name!r} shape {self.shape} dtype {self.dtype or self._type_text}"
+                f" chunks {self.chunks} ({path})>")
+
+    def __getitem__(self, selection: Any) -> Any:
+        """``ds[sel]``: the selection as a numpy array (a numpy scalar when every axis is an int)."""
+        return self._read(selection, None, None, "auto", False, stacklevel=3)
+
+    def __array__(self, dtype: Any = None) -> np.ndarray:
+        a = np.asarray(self._read((), None, None, "auto", False, stacklevel=3))
+        return a if dtype is None else a.astype(dtype)
+
+    def read(self, selection: Any = (), *, out: Optional[np.ndarray] = None,
+             progress: Union[bool, None, Callable[[int], Any]] = None, route: str = "auto",
+             return_stats: bool = False) -> Any:
+        """Reads ``selection`` (anything ``ds[...]`` takes; default: everything).
+
+        - ``out``: a C-contiguous, writeable numpy array of exactly the result's shape and dtype
+          to read into (ValueError otherwise); returned. Plain selections are decoded straight
+          into it; composed ones (steps, unsorted lists, ...) go through a temporary.
+        - ``progress``: True for a tqdm bar over the compressed bytes read (when tqdm is
+          installed), or a callable receiving byte increments, called on this thread.
+        - ``route``: "auto" (default), "fast" (the fast path even for small reads) or
+          "h5dread" (HDF5's reader, the reference).
+        - ``return_stats``: return ``(result, ReadStats)`` instead of the result.
+        """
+        return self._read(selection, out, progress, route, return_stats, stacklevel=3)
+
+    def _require_open(self) -> _core.Dataset:
+        core = self._core
+        if core is None:
+            raise _closed_error()
+        return core
+
+    def _read(self, selection: Any, out: Optional[np.ndarray], progress: Any, route: str,
+              return_stats: bool, stacklevel: int) -> Any:
+        core = self._require_open()
+        if not self._numeric:
+            raise TypeError(
+                f"'{self.name}' in '{self.file.filename}' has a non-numeric dtype ({self._type_text}); "
+                "h5chunk reads plain numeric dtypes only (read it with h5py)")
+        plan = _selection.plan(selection, self.shape)
+        dtype = self.dtype
+        if out is not None:
+            _check_out(out, plan.shape, dtype)
+        stats = ReadStats()
+        if plan.empty:
+            result = out if out is not None else np.empty(plan.shape, dtype)
+            return (result, stats) if return_stats else result
+
+        native = self._native_dtype
+        into_out = out is not None and plan.direct and dtype == native
+        buf = out if into_out else np.empty(plan.read_shape, native)
+        callback, close = _progress_callback(progress, self.name)
+        try:
+            stats = core.read_into(plan.items, buf, route, callback)
+        finally:
+            if close is not None:
+                close()
+            self.file._warn_notes(stacklevel + 1)
+        result = _selection.apply(plan, buf)
+        if dtype != native:
+            result = result.astype(dtype)  # h5py returns big-endian data in its stored order
+        if out is not None:
+            if result is not out:
+                np.copyto(out, result)
+            result = out
+        elif plan.scalar:
+            result = result[()]
+        return (result, stats) if return_stats else result
+
+
+def _check_out(out: Any, shape: tuple, dtype: np.dtype) -> None:
+    if not isinstance(out, np.ndarray):
+        raise ValueError(f"out must be a numpy array, not {type(out).__name__}")
+    if out.shape != tuple(shape):
+        raise ValueError(f"out has shape {out.shape}, the selection needs {tuple(shape)}")
+    if out.dtype != dtype:
+        raise ValueError(f"out has dtype {out.dtype}, the dataset is {dtype}")
+    if not out.flags.c_contiguous:
+        raise ValueError("out must be C-contiguous")
+    if not out.flags.writeable:
+        raise ValueError("out must be writeable")
+
+
+# h5py Datasets passed to read(): their files, opened by h5chunk once each and kept while the
+# h5py file stays open (so the chunk manifest is remembered from read to read). Keyed by the
+# file's identity on disk, so a rewritten file is reopened rather than read stale.
+_MAX_CACHED_FILES = 16
+_file_cache: "collections.OrderedDict[tuple, list]" = collections.OrderedDict()  # key -> [File, h5py FileID]
+_file_cache_lock = threading.Lock()
+
+
+def _cached_file(filename: str, h5py_fid: Any) -> File:
+    st = os.stat(filename)
+    key = (os.path.realpath(filename), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    stale = []
+    with _file_cache_lock:
+        entry = _file_cache.get(key)
+        if entry is not None:
+            entry[1] = h5py_fid  # the h5py file open now (it may have been closed and reopened)
+            _file_cache.move_to_end(key)
+        # Files whose h5py file has been closed since are closed too: an open descriptor would
+        # keep a mount busy and a deleted file's space allocated.
+        for k, (f, fid) in list(_file_cache.items()):
+            if k != key and not getattr(fid, "valid", False):
+                stale.append(_file_cache.pop(k)[0])
+    for f in stale:
+        f.close()
+    if entry is not None and not entry[0].closed:
+        return entry[0]
+    f = File(filename)
+    with _file_cache_lock:
+        _file_cache[key] = [f, h5py_fid]
+        while len(_file_cache) > _MAX_CACHED_FILES:
+            stale.append(_file_cache.popitem(last=False)[1][0])
+    for old in stale:
+        old.close()
+    return f
+
+
+def _close_cached_files(under: Optional[str] = None) -> None:
+    """Closes the files read() opened for h5py Datasets (those below directory ``under`` only,
+    if given); hubfs.unmount calls this so h5chunk does not keep the mount busy."""
+    prefix = os.path.join(os.path.realpath(under), "") if under else ""
+    with _file_cache_lock:
+        keys = [k for k in _file_cache if k[0].startswith(prefix)]
+        closing = [_file_cache.pop(k)[0] for k in keys]
+    for f in closing:
+        f.close()
+
+
+def read(dataset: Any, selection: Any = (), *, out: Optional[np.ndarray] = None,
+         progress: Union[bool, None, Callable[[int], Any]] = None, route: str = "auto",
+         return_stats: bool = False) -> Any:
+    """Reads ``selection`` of ``dataset`` with h5chunk: an h5chunk Dataset, or an h5py Dataset
+    (its ``.file.filename`` and ``.name`` say what to read; the file is opened by h5chunk once
+    and kept). Same keywords as :meth:`Dataset.read`; the result equals ``dataset[selection]``.
+    """
+    if isinstance(dataset, Dataset):
+        return dataset._read(selection, out, progress, route, return_stats, stacklevel=3)
+    try:
+        h5file, name = dataset.file, dataset.name
+        filename = h5file.filename
+    except AttributeError:
+        raise TypeError(
+            f"read() takes an h5chunk or h5py Dataset, not {type(dataset).__name__}") from None
+    if getattr(h5file, "mode", "r") != "r":
+        h5file.flush()  # a file open for writing: what h5py wrote must be on disk for us
+    ds = _cached_file(filename, getattr(h5file, "id", None))[name]
+    return ds._read(selection, out, progress, route, return_stats, stacklevel=3)

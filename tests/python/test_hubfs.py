@@ -1,0 +1,84 @@
+"""The hubfs module mounts a repo of the bundled local Hub server (127.0.0.1, started here)."""
+
+import os
+import subprocess
+
+import h5py
+import numpy as np
+import pytest
+
+import h5chunk
+import hubfs
+from conftest import REPO_ROOT
+
+SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
+REPO = "datasets/lab/scans"
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hub")
+    repo = root / "datasets" / "lab" / "scans"
+    (repo / "recordings").mkdir(parents=True)
+    (repo / "README.md").write_text("# scans\n")
+    data = (np.random.default_rng(3).normal(size=(6, 8, 256, 64)) * 50).astype("float32")
+    with h5py.File(repo / "recordings" / "scan.hdf5", "w") as f:
+        f.create_dataset("data/raw_data", data=data, chunks=(1, 8, 256, 64), compression="gzip",
+                         compression_opts=1)
+    # stdin stays a pipe we hold: the server exits when this process does, even on a crash.
+    proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", str(root), "--host", "127.0.0.1",
+                             "--exit-on-stdin-eof"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().split()
+    if len(line) != 4 or line[0] != "listening":
+        proc.kill()
+        raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
+    yield line[1], data
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_mount_reads_and_unmounts_on_exit(hub, tmp_path):
+    endpoint, data = hub
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with hubfs.mount(REPO, mnt, endpoint=endpoint, cache_dir=str(tmp_path / "cache")) as m:
+        assert os.path.ismount(mnt) and os.fspath(m) == str(mnt)
+        assert sorted(os.listdir(mnt)) == ["README.md", "recordings"]
+        with h5chunk.File(mnt / "recordings" / "scan.hdf5") as f:
+            ds = f["data/raw_data"]
+            got, stats = ds.read(np.s_[1:5], return_stats=True)
+            assert stats.fast_path
+            np.testing.assert_array_equal(got, data[1:5])
+            np.testing.assert_array_equal(ds[[5, 0], 3], data[[5, 0], 3])
+        with h5py.File(mnt / "recordings" / "scan.hdf5", "r") as hf:
+            np.testing.assert_array_equal(h5chunk.read(hf["data/raw_data"], np.s_[2]), data[2])
+    assert not os.path.ismount(mnt) and not m.mounted
+
+
+def test_mount_failure_raises_with_the_programs_message(hub, tmp_path):
+    endpoint, _ = hub
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with pytest.raises(hubfs.MountError, match="not found"):
+        hubfs.mount("datasets/lab/missing", mnt, endpoint=endpoint, cache_dir=str(tmp_path / "cache"))
+    assert not os.path.ismount(mnt)
+    with pytest.raises(hubfs.MountError, match="revision 'v9' not found"):
+        hubfs.mount(REPO, mnt, endpoint=endpoint, cache_dir=str(tmp_path / "cache"), revision="v9")
+    with pytest.raises(hubfs.MountError, match="does not exist"):
+        hubfs.mount(REPO, tmp_path / "nowhere", endpoint=endpoint, cache_dir=str(tmp_path / "cache"))
+
+
+def test_unmount_of_a_plain_directory_raises(tmp_path):
+    with pytest.raises(hubfs.MountError, match="not mounted"):
+        hubfs.unmount(tmp_path)
+
+
+def test_program_lookup(monkeypatch, tmp_path):
+    assert os.access(hubfs.find_program(), os.X_OK)
+    monkeypatch.setenv("HUBFS_BIN", str(tmp_path / "missing-hubfs"))
+    with pytest.raises(FileNotFoundError, match="HUBFS_BIN"):
+        hubfs.find_program()
+    assert hubfs._mount_args({"cache_dir": "/c", "revision": "v1", "fuse_options": ["allow_other"],
+                              "max_requests": 8, "log_file": None}) == [
+        "--cache-dir", "/c", "--revision", "v1", "-o", "allow_other", "--max-requests", "8"]

@@ -1,0 +1,33 @@
+"""`cmake --install build --component python` gives a working package outside the build tree."""
+
+import os
+import subprocess
+
+import h5py
+import numpy as np
+
+from conftest import BUILD_DIR
+
+
+def test_install_component_is_importable_elsewhere(tmp_path):
+    prefix = tmp_path / "prefix"
+    r = subprocess.run(["cmake", "--install", BUILD_DIR, "--component", "python", "--prefix", str(prefix)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    sites = [os.path.join(d, s) for d, subdirs, _ in os.walk(prefix) for s in subdirs if s == "h5chunk"]
+    assert len(sites) == 1
+    site = os.path.dirname(sites[0])
+    probe = ("import h5chunk, hubfs, numpy as np, os, sys;"
+             "assert h5chunk.__file__.startswith(sys.argv[1]), h5chunk.__file__;"
+             "assert hubfs.find_program().startswith(sys.argv[1]);"
+             "assert os.access(hubfs.find_program(), os.X_OK);"
+             "print(h5chunk.File(sys.argv[2])['x'][2:4].tolist())")
+    h5 = tmp_path / "x.h5"
+    with h5py.File(h5, "w") as f:
+        f.create_dataset("x", data=np.arange(10, dtype="int32"), chunks=(3,), compression="gzip")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HUBFS_BIN")}
+    env["PYTHONPATH"] = site
+    r = subprocess.run(["/usr/bin/python3", "-c", probe, site, str(h5)], capture_output=True, text=True,
+                       env=env, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[2, 3]"
