@@ -70,10 +70,11 @@ void releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 void open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto r = fs(req)->open(ino, fi->flags);
   if (!r.ok()) return reply_error(req, r.error());
-  fi->fh = r.value();
+  fi->fh = r.value().handle;
   // The content under this inode can never change (pinned commit, content-keyed): pages the
-  // kernel cached on an earlier open stay valid, so a second read never reaches us.
-  fi->keep_cache = 1;
+  // kernel cached on an earlier open stay valid, so a second read never reaches us. The one
+  // exception: a file whose content failed verification since (its pages may be corrupt).
+  fi->keep_cache = r.value().keep_cache ? 1 : 0;
   fuse_reply_open(req, fi);
 }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 
 namespace hubfs {
@@ -37,6 +38,8 @@ struct FileSystem::Node {
   std::mutex list_mu;
   bool listed = false;
   std::map<std::string, Ino> children;
+  // Files: the reader's content epoch at the last open (see BlockReader::content_epoch).
+  std::atomic<uint64_t> opened_epoch{0};
 };
 
 struct FileSystem::OpenFile {
@@ -180,15 +183,20 @@ void FileSystem::releasedir(uint64_t handle) {
   delete dir;
 }
 
-FsResult<uint64_t> FileSystem::open(Ino ino, int flags) {
+FsResult<FileSystem::OpenReply> FileSystem::open(Ino ino, int flags) {
   Node* n = node(ino);
   if (!n) return errno_only(ENOENT);
   if (n->is_dir) return errno_only(EISDIR);
   if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return errno_only(EROFS);
   auto* file = new OpenFile{n, {}};
+  const uint64_t epoch = reader_.content_epoch(n->remote);
+  file->state.epoch = epoch;  // reads on this handle see only bytes fetched after any failure
+  OpenReply reply;
+  reply.keep_cache = n->opened_epoch.exchange(epoch) == epoch;
   std::lock_guard<std::mutex> lock(handles_mu_);
   open_files_.insert(file);
-  return reinterpret_cast<uint64_t>(file);
+  reply.handle = reinterpret_cast<uint64_t>(file);
+  return reply;
 }
 
 FsResult<std::vector<BlockBytes>> FileSystem::read(uint64_t handle, uint64_t offset, size_t size) {

@@ -85,8 +85,14 @@ class FileSystem {
   std::vector<DirEntry> readdir(uint64_t handle, uint64_t offset) const;
   void releasedir(uint64_t handle);
 
-  // flags as open(2): anything but read-only is EROFS.
-  FsResult<uint64_t> open(Ino ino, int flags);
+  // flags as open(2): anything but read-only is EROFS. keep_cache: whether the kernel may keep
+  // the pages it cached of this file (false once its content failed verification since the
+  // last open: those pages may hold corrupt bytes).
+  struct OpenReply {
+    uint64_t handle = 0;
+    bool keep_cache = true;
+  };
+  FsResult<OpenReply> open(Ino ino, int flags);
   // The bytes [offset, offset + size) cut at end of file, as slices of cached blocks (no copy).
   FsResult<std::vector<BlockBytes>> read(uint64_t handle, uint64_t offset, size_t size);
   void release(uint64_t handle);

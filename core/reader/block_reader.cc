@@ -160,6 +160,7 @@ Status BlockReader::verify_in_order(const RemoteFile& file) {
   {
     std::lock_guard<std::mutex> mem(mu_);
     ++stats_.verify_failures;
+    ++failed_epochs_[id];
   }
   std::string message = "reading " + file.path + ": the " + std::to_string(file.size) +
                         " bytes received hash to " + verdict.computed + " but the Hub lists " +
@@ -368,6 +369,10 @@ Result<size_t> BlockReader::read(const RemoteFile& file, uint64_t offset, size_t
 Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file, uint64_t offset,
                                                          size_t length, ReadState* state) {
   std::vector<BlockBytes> slices;
+  // A handle that may already have passed on bytes of a file whose hash then failed gets errors
+  // from then on (reopening reads fresh bytes): a whole read never ends "successfully" with
+  // corrupt bytes in it.
+  if (Status st = check_epoch(file, state); !st.ok()) return st;
   if (offset >= file.size || length == 0) return slices;
   uint64_t end = std::min<uint64_t>(file.size, offset + length);
   uint64_t first = offset / options_.block_size;
@@ -432,7 +437,24 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     }
     slices.push_back(BlockBytes{data.buffer, data.offset + from, to - from});
   }
+  if (Status st = check_epoch(file, state); !st.ok()) return st;
   return slices;
+}
+
+uint64_t BlockReader::content_epoch(const RemoteFile& file) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = failed_epochs_.find(cache_id(file.content_id));
+  return it == failed_epochs_.end() ? 0 : it->second;
+}
+
+Status BlockReader::check_epoch(const RemoteFile& file, ReadState* state) const {
+  if (!state) return Status::Ok();
+  const uint64_t now = content_epoch(file);
+  std::lock_guard<std::mutex> lock(state->mu);
+  if (state->epoch == UINT64_MAX) state->epoch = now;
+  if (state->epoch == now) return Status::Ok();
+  return Corrupt("reading " + file.path + ": its content failed verification after this file was opened "
+                 "(bytes corrupted in transit); reopen it to read fresh bytes");
 }
 
 ReaderStats BlockReader::stats() const {

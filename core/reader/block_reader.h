@@ -92,6 +92,7 @@ struct ReadState {
   uint32_t window_blocks = 0;         // current read-ahead window (0: not sequential)
   uint64_t prefetched_to = 0;         // blocks below this were already requested ahead
   uint64_t run_bytes = 0;             // bytes read sequentially in the current run
+  uint64_t epoch = UINT64_MAX;        // the file's content epoch at this handle's first read
 };
 
 // A block's bytes: a slice of a shared buffer (a whole coalesced response, or one block file), so
@@ -131,6 +132,10 @@ class BlockReader {
 
   ReaderStats stats() const;
   const ReaderOptions& options() const { return options_; }
+  // How many times the file's content failed its hash (0: never). Blocks read before a failure
+  // may be corrupt: a handle whose first read saw an older epoch gets errors (see ReadState), and
+  // a new open should drop whatever the kernel cached of the file.
+  uint64_t content_epoch(const RemoteFile& file) const;
 
  private:
   struct Block;
@@ -148,6 +153,7 @@ class BlockReader {
   std::optional<BlockBytes> recall(const std::string& key);
   std::optional<BlockBytes> peek(const std::string& key) const;
   Status verify_in_order(const RemoteFile& file);
+  Status check_epoch(const RemoteFile& file, ReadState* state) const;
   void forget_file(const RemoteFile& file);
   void post(std::function<void()> task);
 
@@ -172,6 +178,7 @@ class BlockReader {
   std::mutex verify_mu_;  // guards verifying_ and verify_order_; taken before a Verification's
   std::unordered_map<std::string, std::shared_ptr<Verification>> verifying_;  // by cache id
   std::list<std::string> verify_order_;  // oldest first, to bound verifying_
+  std::unordered_map<std::string, uint64_t> failed_epochs_;  // by cache id (guarded by mu_)
   // Fetches whose callback has not yet been queued: shutdown waits for them before draining the
   // disk work (a callback posts to it).
   InFlight fetches_;

@@ -97,11 +97,11 @@ class FileSystemTest : public ::testing::Test {
   std::string read_all(Ino ino, uint64_t offset, size_t size) {
     auto h = fs_->open(ino, O_RDONLY);
     EXPECT_TRUE(h.ok());
-    auto slices = fs_->read(h.value(), offset, size);
+    auto slices = fs_->read(h.value().handle, offset, size);
     std::string out;
     if (slices.ok())
       for (auto& s : slices.value()) out.append(s.data(), s.size());
-    fs_->release(h.value());
+    fs_->release(h.value().handle);
     return out;
   }
 
@@ -217,6 +217,39 @@ TEST_F(FileSystemTest, HandlesLeftOpenAreFreedWithTheFileSystem) {
   ASSERT_TRUE(fs_->opendir(kRootIno).ok());
   fs_.reset();
   SUCCEED();
+}
+
+}  // namespace
+}  // namespace hubfs
+
+namespace hubfs {
+namespace {
+
+// big.bin's listed sha256 ('e' x 64) is not its content's: a whole read fails its hash. The
+// handle that read it gets an error, and the next open tells the kernel to drop its cached
+// pages of the file (keep_cache off), once.
+TEST_F(FileSystemTest, AFileFailingItsHashIsNotKeptInTheKernelsCache) {
+  Ino big = lookup_ok(lookup_ok(kRootIno, "data"), "big.bin");
+  auto h = fs_->open(big, O_RDONLY);
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h.value().keep_cache);
+  bool failed = false;
+  for (uint64_t off = 0; off < kBody.size() && !failed; off += 128 * 1024) {
+    auto r = fs_->read(h.value().handle, off, 128 * 1024);
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().code, EIO);
+      failed = true;
+    }
+  }
+  EXPECT_TRUE(failed) << "a whole read of a file failing its hash must not end without an error";
+  fs_->release(h.value().handle);
+  auto again = fs_->open(big, O_RDONLY);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again.value().keep_cache);
+  fs_->release(again.value().handle);
+  auto third = fs_->open(big, O_RDONLY);
+  EXPECT_TRUE(third.value().keep_cache);
+  fs_->release(third.value().handle);
 }
 
 }  // namespace
