@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, and runs every test: unit tests, the local Hub server's own
-# test, and the integration tests on real FUSE mounts; then the unit tests again under
-# AddressSanitizer + UndefinedBehaviorSanitizer (skip with HUBFS_SKIP_ASAN=1).
+# test, the integration tests on real FUSE mounts and the Python tests; then the unit and
+# integration tests again under AddressSanitizer + UndefinedBehaviorSanitizer (skip with
+# HUBFS_SKIP_ASAN=1) and under ThreadSanitizer (skip with HUBFS_SKIP_TSAN=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,13 +23,22 @@ fi
 [ "$py_rc" -eq 0 ] || exit "$py_rc"
 # --- end Python
 
+# The sanitizer passes build every test program and what the tests drive (all_tests: the
+# daemon and h5chunk run sanitized under the integration tests; a report aborts them, which
+# fails the test).
 if [ "${HUBFS_SKIP_ASAN:-0}" != "1" ]; then
   echo "== build (ASan + UBSan)"
-  # The unit tests, and the daemon itself under the FUSE integration tests: a sanitizer report
-  # aborts the daemon, which fails the mount's tests.
-  BUILD_DIR=build-asan BUILD_TARGETS="test_net test_hub test_cache test_reader test_h5chunk test_plugins test_server test_integration hubfs h5chunk_cli" \
-    ./scripts/build.sh -DHUBFS_SANITIZE=ON
+  BUILD_DIR=build-asan BUILD_TARGETS="all_tests" ./scripts/build.sh -DHUBFS_SANITIZE=ON
   echo "== unit and integration tests under ASan + UBSan"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j2 --timeout 900 -LE server
+fi
+
+if [ "${HUBFS_SKIP_TSAN:-0}" != "1" ]; then
+  echo "== build (TSan)"
+  BUILD_DIR=build-tsan BUILD_TARGETS="all_tests" ./scripts/build.sh -DHUBFS_TSAN=ON
+  echo "== unit and integration tests under TSan"
+  # Suppressed: only races reported inside libraries built without TSan (see the file).
+  TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:suppressions=$PWD/scripts/tsan.supp" \
+    ctest --test-dir build-tsan --output-on-failure -j2 --timeout 900 -LE server
 fi

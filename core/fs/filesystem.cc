@@ -168,8 +168,14 @@ FsResult<uint64_t> FileSystem::opendir(Ino ino) {
   return reinterpret_cast<uint64_t>(handle.release());
 }
 
-std::vector<DirEntry> FileSystem::readdir(uint64_t handle, uint64_t offset) const {
+std::vector<DirEntry> FileSystem::readdir(uint64_t handle, uint64_t offset) {
   const auto* dir = reinterpret_cast<const DirHandle*>(handle);
+  {
+    // The handle reached us through the kernel; the table lookup also orders this thread after
+    // the one that made it (the kernel's ordering is invisible to ThreadSanitizer).
+    std::lock_guard<std::mutex> lock(handles_mu_);
+    if (!dir_handles_.count(const_cast<DirHandle*>(dir))) return {};
+  }
   if (offset >= dir->entries.size()) return {};
   return {dir->entries.begin() + static_cast<long>(offset), dir->entries.end()};
 }
@@ -201,6 +207,10 @@ FsResult<FileSystem::OpenReply> FileSystem::open(Ino ino, int flags) {
 
 FsResult<std::vector<BlockBytes>> FileSystem::read(uint64_t handle, uint64_t offset, size_t size) {
   auto* file = reinterpret_cast<OpenFile*>(handle);
+  {
+    std::lock_guard<std::mutex> lock(handles_mu_);  // as in readdir: validates and orders
+    if (!open_files_.count(file)) return errno_only(EBADF);
+  }
   auto slices = reader_.read_slices(file->node->remote, offset, std::min(size, kMaxRead), &file->state);
   // Whatever went wrong upstream (a missing object, a timeout, a bad range), the file exists:
   // to the program reading it this is an I/O error.

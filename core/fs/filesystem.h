@@ -82,7 +82,7 @@ class FileSystem {
   // Directory handles hold a snapshot of the listing (names never change under a pinned commit).
   FsResult<uint64_t> opendir(Ino ino);
   // Entries from `offset` on (0 = the start, then an entry's next_offset), "." and ".." first.
-  std::vector<DirEntry> readdir(uint64_t handle, uint64_t offset) const;
+  std::vector<DirEntry> readdir(uint64_t handle, uint64_t offset);
   void releasedir(uint64_t handle);
 
   // flags as open(2): anything but read-only is EROFS. keep_cache: whether the kernel may keep

@@ -37,7 +37,7 @@ CliRun run(const std::string& args) {
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kBinary)) GTEST_SKIP() << kBinary << " not built";
+    ASSERT_TRUE(std::filesystem::exists(kBinary)) << kBinary << " not built (test_h5chunk depends on it)";
     spec.shape = {6, 4, 50};
     spec.chunk = {1, 4, 50};
     spec.codec = Codec::kBloscLz4;
