@@ -43,7 +43,7 @@ struct FileSystem::Node {
 };
 
 struct FileSystem::OpenFile {
-  Node* node;
+  Node* node = nullptr;
   ReadState state;
 };
 
@@ -59,10 +59,7 @@ FileSystem::FileSystem(HubClient& hub, RepoRef repo, BlockReader& reader, FsOpti
   add_node(std::move(root));  // inode 1 = kRootIno
 }
 
-FileSystem::~FileSystem() {
-  for (OpenFile* f : open_files_) delete f;
-  for (DirHandle* d : dir_handles_) delete d;
-}
+FileSystem::~FileSystem() = default;
 
 FileSystem::Node* FileSystem::node(Ino ino) {
   std::shared_lock<std::shared_mutex> lock(nodes_mu_);
@@ -151,7 +148,7 @@ FsResult<uint64_t> FileSystem::opendir(Ino ino) {
   if (!dir) return errno_only(ENOENT);
   if (!dir->is_dir) return errno_only(ENOTDIR);
   if (Status st = ensure_listed(dir); !st.ok()) return upstream(st, "listing /" + dir->entry.path);
-  auto handle = std::make_unique<DirHandle>();
+  auto handle = std::make_shared<DirHandle>();
   handle->entries.push_back({".", ino, true, 0});
   handle->entries.push_back({"..", ino, true, 0});  // the kernel fixes up ".." itself
   {
@@ -164,29 +161,32 @@ FsResult<uint64_t> FileSystem::opendir(Ino ino) {
     if (i >= 2) e.is_dir = node(e.ino)->is_dir;
   }
   std::lock_guard<std::mutex> lock(handles_mu_);
-  dir_handles_.insert(handle.get());
-  return reinterpret_cast<uint64_t>(handle.release());
+  uint64_t id = next_handle_++;
+  dir_handles_.emplace(id, std::move(handle));
+  return id;
 }
 
 std::vector<DirEntry> FileSystem::readdir(uint64_t handle, uint64_t offset) {
-  const auto* dir = reinterpret_cast<const DirHandle*>(handle);
+  std::shared_ptr<DirHandle> dir;
   {
-    // The handle reached us through the kernel; the table lookup also orders this thread after
-    // the one that made it (the kernel's ordering is invisible to ThreadSanitizer).
     std::lock_guard<std::mutex> lock(handles_mu_);
-    if (!dir_handles_.count(const_cast<DirHandle*>(dir))) return {};
+    auto it = dir_handles_.find(handle);
+    if (it == dir_handles_.end()) return {};
+    dir = it->second;
   }
   if (offset >= dir->entries.size()) return {};
   return {dir->entries.begin() + static_cast<long>(offset), dir->entries.end()};
 }
 
 void FileSystem::releasedir(uint64_t handle) {
-  auto* dir = reinterpret_cast<DirHandle*>(handle);
-  {
-    std::lock_guard<std::mutex> lock(handles_mu_);
-    dir_handles_.erase(dir);
-  }
-  delete dir;
+  std::lock_guard<std::mutex> lock(handles_mu_);
+  dir_handles_.erase(handle);
+}
+
+std::shared_ptr<FileSystem::OpenFile> FileSystem::open_file(uint64_t handle) {
+  std::lock_guard<std::mutex> lock(handles_mu_);
+  auto it = open_files_.find(handle);
+  return it == open_files_.end() ? nullptr : it->second;
 }
 
 FsResult<FileSystem::OpenReply> FileSystem::open(Ino ino, int flags) {
@@ -194,23 +194,21 @@ FsResult<FileSystem::OpenReply> FileSystem::open(Ino ino, int flags) {
   if (!n) return errno_only(ENOENT);
   if (n->is_dir) return errno_only(EISDIR);
   if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return errno_only(EROFS);
-  auto* file = new OpenFile{n, {}};
+  auto file = std::make_shared<OpenFile>();
+  file->node = n;
   const uint64_t epoch = reader_.content_epoch(n->remote);
   file->state.epoch = epoch;  // reads on this handle see only bytes fetched after any failure
   OpenReply reply;
   reply.keep_cache = n->opened_epoch.exchange(epoch) == epoch;
   std::lock_guard<std::mutex> lock(handles_mu_);
-  open_files_.insert(file);
-  reply.handle = reinterpret_cast<uint64_t>(file);
+  reply.handle = next_handle_++;
+  open_files_.emplace(reply.handle, std::move(file));
   return reply;
 }
 
 FsResult<std::vector<BlockBytes>> FileSystem::read(uint64_t handle, uint64_t offset, size_t size) {
-  auto* file = reinterpret_cast<OpenFile*>(handle);
-  {
-    std::lock_guard<std::mutex> lock(handles_mu_);  // as in readdir: validates and orders
-    if (!open_files_.count(file)) return errno_only(EBADF);
-  }
+  std::shared_ptr<OpenFile> file = open_file(handle);
+  if (!file) return errno_only(EBADF);
   auto slices = reader_.read_slices(file->node->remote, offset, std::min(size, kMaxRead), &file->state);
   // Whatever went wrong upstream (a missing object, a timeout, a bad range), the file exists:
   // to the program reading it this is an I/O error.
@@ -219,12 +217,8 @@ FsResult<std::vector<BlockBytes>> FileSystem::read(uint64_t handle, uint64_t off
 }
 
 void FileSystem::release(uint64_t handle) {
-  auto* file = reinterpret_cast<OpenFile*>(handle);
-  {
-    std::lock_guard<std::mutex> lock(handles_mu_);
-    open_files_.erase(file);
-  }
-  delete file;
+  std::lock_guard<std::mutex> lock(handles_mu_);
+  open_files_.erase(handle);
 }
 
 FsResult<std::string> FileSystem::getxattr(Ino ino, const std::string& name) {

@@ -18,7 +18,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -120,11 +120,15 @@ class FileSystem {
   FsOptions options_;
   std::shared_mutex nodes_mu_;
   std::vector<std::unique_ptr<Node>> nodes_;  // index = inode number; 0 unused
-  // Handles still open (the kernel may never release them if the mount is torn down under
-  // open files): freed with this object. A leaf lock: nothing is taken while holding it.
+  // Open handles by number. Shared: a release may come while a read of the same handle still
+  // runs on another thread (the kernel orders them, invisibly to ThreadSanitizer), so a read
+  // holds its own reference. Handles still open when the mount goes are freed with this object.
+  // A leaf lock: nothing else is taken while holding it.
+  std::shared_ptr<OpenFile> open_file(uint64_t handle);
   std::mutex handles_mu_;
-  std::unordered_set<OpenFile*> open_files_;
-  std::unordered_set<DirHandle*> dir_handles_;
+  uint64_t next_handle_ = 1;
+  std::unordered_map<uint64_t, std::shared_ptr<OpenFile>> open_files_;
+  std::unordered_map<uint64_t, std::shared_ptr<DirHandle>> dir_handles_;
 };
 
 }  // namespace hubfs
