@@ -1,5 +1,6 @@
 #include "fuse_ops.h"
 
+#include <atomic>
 #include <cerrno>
 #include <vector>
 
@@ -11,15 +12,28 @@ namespace {
 
 FileSystem* fs(fuse_req_t req) { return static_cast<FileSystem*>(fuse_req_userdata(req)); }
 
+// Every handler ends by publishing what it did here (a release), and fuse_ops_quiesce() reads
+// it (an acquire) once the session loop has returned. libfuse's worker threads exit detached,
+// so without this nothing orders their last writes before the FileSystem's destruction, in the
+// eyes of ThreadSanitizer (the ordering is real: the loop returns after its handlers).
+std::atomic<uint64_t> g_handled{0};
+struct Handled {
+  ~Handled() { g_handled.fetch_add(1, std::memory_order_release); }
+};
+
 // Replies with the error, logging upstream failures (an errno alone, like ENOENT, is routine).
 void reply_error(fuse_req_t req, const FsError& e) {
   if (!e.reason.empty()) log_warning(e.reason);
   fuse_reply_err(req, e.code);
 }
 
-void reply_erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+void reply_erofs(fuse_req_t req) {
+  Handled handled;
+  fuse_reply_err(req, EROFS);
+}
 
 void lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Handled handled;
   auto r = fs(req)->lookup(parent, name);
   if (!r.ok()) return reply_error(req, r.error());
   fuse_entry_param e{};
@@ -33,12 +47,14 @@ void lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  Handled handled;
   auto r = fs(req)->getattr(ino);
   if (!r.ok()) return reply_error(req, r.error());
   fuse_reply_attr(req, &r.value(), fs(req)->options().entry_timeout_s);
 }
 
 void opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Handled handled;
   auto r = fs(req)->opendir(ino);
   if (!r.ok()) return reply_error(req, r.error());
   fi->fh = r.value();
@@ -48,6 +64,7 @@ void opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  Handled handled;
   std::vector<char> buf(size);
   size_t used = 0;
   for (const DirEntry& e : fs(req)->readdir(fi->fh, static_cast<uint64_t>(off))) {
@@ -63,11 +80,13 @@ void readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
 }
 
 void releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  Handled handled;
   fs(req)->releasedir(fi->fh);
   fuse_reply_err(req, 0);
 }
 
 void open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Handled handled;
   auto r = fs(req)->open(ino, fi->flags);
   if (!r.ok()) return reply_error(req, r.error());
   fi->fh = r.value().handle;
@@ -79,6 +98,7 @@ void open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  Handled handled;
   auto r = fs(req)->read(fi->fh, static_cast<uint64_t>(off), size);
   if (!r.ok()) return reply_error(req, r.error());
   // The reply is written straight from the cached blocks (no copy into a reply buffer); the
@@ -98,6 +118,7 @@ void read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi
 }
 
 void release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  Handled handled;
   fs(req)->release(fi->fh);
   fuse_reply_err(req, 0);
 }
@@ -112,12 +133,17 @@ void reply_xattr(fuse_req_t req, const FsResult<std::string>& r, size_t size) {
 }
 
 void getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  Handled handled;
   reply_xattr(req, fs(req)->getxattr(ino, name), size);
 }
 
-void listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) { reply_xattr(req, fs(req)->listxattr(ino), size); }
+void listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  Handled handled;
+  reply_xattr(req, fs(req)->listxattr(ino), size);
+}
 
 void statfs(fuse_req_t req, fuse_ino_t) {
+  Handled handled;
   struct statvfs st = fs(req)->statfs();
   fuse_reply_statfs(req, &st);
 }
@@ -131,6 +157,8 @@ void init(void*, fuse_conn_info* conn) {
 }
 
 }  // namespace
+
+void fuse_ops_quiesce() { (void)g_handled.load(std::memory_order_acquire); }
 
 const fuse_lowlevel_ops& fuse_operations() {
   static const fuse_lowlevel_ops ops = [] {

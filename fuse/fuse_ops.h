@@ -10,4 +10,8 @@ namespace hubfs {
 // The operations table; the session's userdata must be a FileSystem*.
 const fuse_lowlevel_ops& fuse_operations();
 
+// Call once the session loop has returned, before destroying the FileSystem: orders every
+// handler's effects before the caller (see fuse_ops.cc).
+void fuse_ops_quiesce();
+
 }  // namespace hubfs

@@ -328,6 +328,7 @@ int serve(Mount& m, const std::string& mountpoint) {
   // clean stop), or -1 on an error.
   int rc = fuse_session_loop_mt(m.session, loop);
   fuse_loop_cfg_destroy(loop);
+  fuse_ops_quiesce();
   log_info("unmounting");
   return (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP) ? 0 : 1;
 }

@@ -59,7 +59,13 @@ FileSystem::FileSystem(HubClient& hub, RepoRef repo, BlockReader& reader, FsOpti
   add_node(std::move(root));  // inode 1 = kRootIno
 }
 
-FileSystem::~FileSystem() = default;
+FileSystem::~FileSystem() {
+  // Under the lock: the FUSE threads that last touched the tables were joined inside libfuse,
+  // an ordering ThreadSanitizer cannot see; the lock shows it.
+  std::lock_guard<std::mutex> lock(handles_mu_);
+  open_files_.clear();
+  dir_handles_.clear();
+}
 
 FileSystem::Node* FileSystem::node(Ino ino) {
   std::shared_lock<std::shared_mutex> lock(nodes_mu_);
