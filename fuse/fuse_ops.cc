@@ -2,10 +2,12 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include "common/log.h"
 #include "fs/filesystem.h"
+#include "hubfs/range_hint.h"
 
 namespace hubfs {
 namespace {
@@ -132,6 +134,28 @@ void reply_xattr(fuse_req_t req, const FsResult<std::string>& r, size_t size) {
   fuse_reply_buf(req, value.data(), value.size());
 }
 
+// Range hints (include/hubfs/range_hint.h). Restricted FUSE ioctls carry exactly the bytes the
+// command's size field names, so the kernel hands us the whole struct.
+void ioctl(fuse_req_t req, fuse_ino_t, unsigned int cmd, void*, fuse_file_info* fi, unsigned flags,
+           const void* in_buf, size_t in_bufsz, size_t) {
+  Handled handled;
+  if (cmd != HUBFS_IOC_HINT) return (void)fuse_reply_err(req, ENOTTY);
+  if (flags & FUSE_IOCTL_COMPAT) return (void)fuse_reply_err(req, ENOSYS);  // 32-bit callers
+  if (in_bufsz < sizeof(hubfs_hint)) return (void)fuse_reply_err(req, EINVAL);
+  hubfs_hint hint;
+  std::memcpy(&hint, in_buf, sizeof hint);
+  if (hint.version != HUBFS_HINT_VERSION || hint.count == 0 || hint.count > HUBFS_HINT_MAX_RANGES)
+    return (void)fuse_reply_err(req, EINVAL);
+  std::vector<ByteRange> ranges(hint.count);
+  for (uint32_t i = 0; i < hint.count; ++i) ranges[i] = ByteRange{hint.ranges[i].offset, hint.ranges[i].length};
+  auto r = fs(req)->hint(fi->fh, ranges);
+  if (!r.ok()) {
+    if (!r.error().reason.empty()) log_debug(r.error().reason);  // the caller's mistake: not a warning
+    return (void)fuse_reply_err(req, r.error().code);
+  }
+  fuse_reply_ioctl(req, 0, nullptr, 0);
+}
+
 void getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   Handled handled;
   reply_xattr(req, fs(req)->getxattr(ino, name), size);
@@ -175,6 +199,7 @@ const fuse_lowlevel_ops& fuse_operations() {
     o.getxattr = getxattr;
     o.listxattr = listxattr;
     o.statfs = statfs;
+    o.ioctl = ioctl;
     // Read-only: everything that would change the tree answers EROFS.
     o.setattr = [](fuse_req_t r, fuse_ino_t, struct stat*, int, fuse_file_info*) { reply_erofs(r); };
     o.mknod = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) { reply_erofs(r); };

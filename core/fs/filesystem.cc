@@ -227,6 +227,14 @@ void FileSystem::release(uint64_t handle) {
   open_files_.erase(handle);
 }
 
+FsResult<uint64_t> FileSystem::hint(uint64_t handle, const std::vector<ByteRange>& ranges) {
+  std::shared_ptr<OpenFile> file = open_file(handle);
+  if (!file) return errno_only(EBADF);
+  auto started = reader_.prefetch(file->node->remote, ranges);
+  if (!started.ok()) return FsError{EINVAL, started.status().message()};
+  return started.value();
+}
+
 FsResult<std::string> FileSystem::getxattr(Ino ino, const std::string& name) {
   Node* n = node(ino);
   if (!n) return errno_only(ENOENT);

@@ -96,6 +96,8 @@ class FileSystem {
   // The bytes [offset, offset + size) cut at end of file, as slices of cached blocks (no copy).
   FsResult<std::vector<BlockBytes>> read(uint64_t handle, uint64_t offset, size_t size);
   void release(uint64_t handle);
+  // A range hint on an open file (include/hubfs/range_hint.h): EINVAL for a malformed one.
+  FsResult<uint64_t> hint(uint64_t handle, const std::vector<ByteRange>& ranges);
 
   FsResult<std::string> getxattr(Ino ino, const std::string& name);
   // NUL-separated names.

@@ -344,14 +344,7 @@ void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint6
     state->prefetched_to = b + 1;
   }
   if (claimed.empty()) return;
-  post([this, file, claimed = std::move(claimed)] {
-    if (stopping_.load()) {
-      Status cancelled = Unavailable("reading " + file.path + ": read-ahead cancelled (unmounting)");
-      for (uint64_t b : claimed) complete(file, b, cancelled, false);
-      return;
-    }
-    load_claimed(file, claimed, /*prefetch=*/true);
-  });
+  queue_load(file, std::move(claimed));
 }
 
 Result<size_t> BlockReader::read(const RemoteFile& file, uint64_t offset, size_t length,
@@ -439,6 +432,65 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
   }
   if (Status st = check_epoch(file, state); !st.ok()) return st;
   return slices;
+}
+
+Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector<ByteRange>& ranges) {
+  // Validate everything first: a malformed hint changes nothing.
+  for (const ByteRange& r : ranges) {
+    if (r.length == 0 || r.offset >= file.size || r.length > file.size - r.offset) {
+      return InvalidArgument("range hint for " + file.path + ": offset " + std::to_string(r.offset) + " length " +
+                             std::to_string(r.length) + " is empty or runs past the end of the " +
+                             std::to_string(file.size) + "-byte file");
+    }
+  }
+  std::vector<uint64_t> wanted;
+  for (const ByteRange& r : ranges) {
+    for (uint64_t b = r.offset / options_.block_size; b <= (r.offset + r.length - 1) / options_.block_size; ++b)
+      wanted.push_back(b);
+  }
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  std::vector<uint64_t> claimed;
+  uint64_t claimed_bytes = 0;
+  for (uint64_t b : wanted) {
+    // The same memory bound as read-ahead: hints cannot make the daemon buffer a whole dataset.
+    if (prefetch_bytes_.load() + claimed_bytes + block_length(file, b) > options_.max_prefetch_bytes) break;
+    bool mine = false;
+    claim_or_find(file, b, &mine);
+    if (mine) {
+      claimed.push_back(b);
+      claimed_bytes += block_length(file, b);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.hints;
+    stats_.hinted_bytes += claimed_bytes;
+  }
+  if (!claimed.empty()) queue_load(file, std::move(claimed));
+  return claimed_bytes;
+}
+
+// Loads claimed blocks on the workers (disk cache first, then coalesced fetches), a request's
+// worth per task so the disk checks of a large hint run on every worker, or cancels them when
+// the reader is shutting down.
+void BlockReader::queue_load(const RemoteFile& file, std::vector<uint64_t> claimed) {
+  const size_t group = std::max<uint32_t>(1, options_.max_blocks_per_request);
+  if (claimed.size() > group) {
+    for (size_t i = 0; i < claimed.size(); i += group) {
+      queue_load(file, std::vector<uint64_t>(claimed.begin() + static_cast<long>(i),
+                                             claimed.begin() + static_cast<long>(std::min(claimed.size(), i + group))));
+    }
+    return;
+  }
+  post([this, file, claimed = std::move(claimed)] {
+    if (stopping_.load()) {
+      Status cancelled = Unavailable("reading " + file.path + ": read-ahead cancelled (unmounting)");
+      for (uint64_t b : claimed) complete(file, b, cancelled, false);
+      return;
+    }
+    load_claimed(file, claimed, /*prefetch=*/true);
+  });
 }
 
 uint64_t BlockReader::content_epoch(const RemoteFile& file) const {

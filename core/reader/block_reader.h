@@ -81,6 +81,8 @@ struct ReaderStats {
   uint64_t bytes_fetched = 0;
   uint64_t fetch_errors = 0;
   uint64_t memory_bytes = 0;        // bytes the memory cache pins (whole response buffers)
+  uint64_t hints = 0;               // prefetch() calls (range hints)
+  uint64_t hinted_bytes = 0;        // bytes they started fetching or checking
   uint64_t files_verified = 0;      // whole files whose hash matched their content id
   uint64_t verify_failures = 0;     // whole files whose hash did not (their blocks were dropped)
 };
@@ -130,6 +132,13 @@ class BlockReader {
   Result<std::vector<BlockBytes>> read_slices(const RemoteFile& file, uint64_t offset, size_t length,
                                               ReadState* state);
 
+  // Range hint (see include/hubfs/range_hint.h): starts fetching every block of `ranges` that
+  // is neither in memory nor already on its way, at once (disk cache first, neighbours
+  // coalesced), within the read-ahead memory budget; what does not fit is skipped. Returns the
+  // bytes it started fetching or checking. Every range must be non-empty and inside the file,
+  // else kInvalidArgument and nothing happens.
+  Result<uint64_t> prefetch(const RemoteFile& file, const std::vector<ByteRange>& ranges);
+
   ReaderStats stats() const;
   const ReaderOptions& options() const { return options_; }
   // How many times the file's content failed its hash (0: never). Blocks read before a failure
@@ -156,6 +165,7 @@ class BlockReader {
   Status check_epoch(const RemoteFile& file, ReadState* state) const;
   void forget_file(const RemoteFile& file);
   void post(std::function<void()> task);
+  void queue_load(const RemoteFile& file, std::vector<uint64_t> claimed);
 
   BlockCache* cache_;
   RangeFetcher& fetcher_;

@@ -380,3 +380,56 @@ TEST_F(BlockReaderTest, MemoryCacheIsAccountedByPinnedBuffers) {
 
 }  // namespace
 }  // namespace hubfs
+
+namespace hubfs {
+namespace {
+
+TEST_F(BlockReaderTest, HintedRangesAreFetchedAtOnceAndReadsShareThem) {
+  BlockReader reader(cache_.get(), fetcher_);
+  {
+    std::lock_guard<std::mutex> lock(cdn_.gate_mu);
+    cdn_.gate_open = false;  // hold answers: everything hinted must be in flight at once
+  }
+  auto started = reader.prefetch(file_, {{0, 100}, {5 * kBlock + 7, 10}, {9 * kBlock, kBlock}});
+  ASSERT_TRUE(started.ok()) << started.status().message();
+  EXPECT_EQ(*started, 3u * kBlock);
+  for (int i = 0; i < 500 && transport_.request_count() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(transport_.request_count(), 3u);  // three separate blocks: three requests, together
+  {
+    std::lock_guard<std::mutex> lock(cdn_.gate_mu);
+    cdn_.gate_open = true;
+  }
+  cdn_.gate_cv.notify_all();
+  EXPECT_EQ(read(reader, 5 * kBlock + 7, 10), cdn_.content.substr(5 * kBlock + 7, 10));
+  EXPECT_EQ(read(reader, 9 * kBlock + 5, 100), cdn_.content.substr(9 * kBlock + 5, 100));
+  EXPECT_EQ(transport_.request_count(), 3u);  // the reads waited on the hinted fetches
+  // Already cached: a hint costs nothing.
+  auto again = reader.prefetch(file_, {{0, 100}});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, 0u);
+  EXPECT_EQ(reader.stats().hints, 2u);
+}
+
+TEST_F(BlockReaderTest, MalformedHintsChangeNothing) {
+  BlockReader reader(cache_.get(), fetcher_);
+  EXPECT_FALSE(reader.prefetch(file_, {{0, 10}, {file_.size - 1, 2}}).ok());
+  EXPECT_FALSE(reader.prefetch(file_, {{file_.size, 1}}).ok());
+  EXPECT_FALSE(reader.prefetch(file_, {{5, 0}}).ok());
+  EXPECT_FALSE(reader.prefetch(file_, {{UINT64_MAX - 1, 5}}).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(transport_.request_count(), 0u);
+}
+
+TEST_F(BlockReaderTest, HintsStayWithinTheReadAheadBudget) {
+  ReaderOptions o;
+  o.max_prefetch_bytes = 3 * kBlock;
+  BlockReader reader(cache_.get(), fetcher_, o);
+  auto started = reader.prefetch(file_, {{0, file_.size}});
+  ASSERT_TRUE(started.ok());
+  EXPECT_EQ(*started, 3u * kBlock);  // the rest is skipped, to be fetched on demand
+  std::string whole = read(reader, 0, file_.size);
+  EXPECT_EQ(whole, cdn_.content);
+}
+
+}  // namespace
+}  // namespace hubfs

@@ -1,0 +1,134 @@
+// Range hints on a real mount (include/hubfs/range_hint.h): a hint for N ranges puts them in
+// flight together before the first read; reads then wait on them (no second request); malformed
+// hints fail with EINVAL and change nothing; on a file of another filesystem the ioctl is a
+// harmless error.
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "hubfs/range_hint.h"
+#include "support/hubfs_daemon.h"
+#include "support/local_hub.h"
+#include "support/pattern.h"
+#include "support/temp_dir.h"
+
+namespace fs = std::filesystem;
+using namespace hubfs::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr uint64_t kSeed = 77;
+constexpr uint64_t kSize = (100ull << 20) + 321;
+
+class HintTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_pattern_file((root_.path() / "datasets" / "h" / "r" / "data.bin").string(), kSeed, kSize);
+    LocalHubOptions o;
+    o.root = root_.str();
+    o.latency_ms = 400;  // long enough that hinted requests are visibly in flight together
+    hub_ = LocalHub::start(o);
+    mnt_ = (work_.path() / "mnt").string();
+    fs::create_directories(mnt_);
+    daemon_ = HubfsDaemon::start(hub_->url(), "datasets/h/r", (work_.path() / "cache").string(), mnt_);
+    fd_ = open((mnt_ + "/data.bin").c_str(), O_RDONLY);
+    ASSERT_GE(fd_, 0);
+  }
+  void TearDown() override {
+    if (fd_ >= 0) close(fd_);
+    daemon_.reset();
+    for (int i = 0; i < 5 && is_mounted(mnt_); ++i) umount2(mnt_.c_str(), MNT_DETACH);
+  }
+
+  static hubfs_hint make_hint(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+    hubfs_hint h{};
+    h.version = HUBFS_HINT_VERSION;
+    h.count = static_cast<uint32_t>(ranges.size());
+    for (size_t i = 0; i < ranges.size(); ++i) h.ranges[i] = {ranges[i].first, ranges[i].second};
+    return h;
+  }
+  uint64_t cdn_requests() { return hub_->stats()["cdn_requests"].get<uint64_t>(); }
+
+  TempDir root_, work_;
+  std::unique_ptr<LocalHub> hub_;
+  std::string mnt_;
+  std::unique_ptr<HubfsDaemon> daemon_;
+  int fd_ = -1;
+};
+
+TEST_F(HintTest, HintedRangesAreInFlightTogetherBeforeAnyReadAndReadsShareThem) {
+  // 12 ranges of 1 MiB, 8 MiB apart: no two coalesce, so each is its own request, and reading
+  // them is not a sequential stream (no read-ahead of ours); the kernel's is off for this fd.
+  ASSERT_EQ(posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM), 0);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (uint64_t i = 0; i < 12; ++i) ranges.push_back({i * (8ull << 20), 1ull << 20});
+  hub_->reset_stats();
+  hubfs_hint h = make_hint(ranges);
+  ASSERT_EQ(ioctl(fd_, HUBFS_IOC_HINT, &h), 0) << strerror(errno);
+  // Before any read: the server sees the hinted requests in flight together (bounded wait).
+  uint64_t peak = 0;
+  for (int i = 0; i < 200 && peak < ranges.size(); ++i) {
+    peak = hub_->stats()["peak_concurrency"].get<uint64_t>();
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_GE(peak, 10u) << "hinted ranges should be fetched concurrently";
+  for (auto [off, len] : ranges) {
+    std::string buf(len, '\0');
+    ASSERT_EQ(pread(fd_, buf.data(), len, static_cast<off_t>(off)), static_cast<ssize_t>(len));
+    EXPECT_EQ(count_pattern_mismatches(kSeed, off, buf.data(), len), 0u) << off;
+  }
+  // Reads waited on the hinted fetches: one request per range, no more.
+  EXPECT_EQ(cdn_requests(), ranges.size());
+  // A hint of what is cached now costs nothing.
+  ASSERT_EQ(ioctl(fd_, HUBFS_IOC_HINT, &h), 0);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(cdn_requests(), ranges.size());
+}
+
+TEST_F(HintTest, MalformedHintsFailWithEinvalAndChangeNothing) {
+  hub_->reset_stats();
+  hubfs_hint past_eof = make_hint({{0, 4096}, {kSize - 10, 11}});
+  EXPECT_EQ(ioctl(fd_, HUBFS_IOC_HINT, &past_eof), -1);
+  EXPECT_EQ(errno, EINVAL);
+  hubfs_hint empty = make_hint({});
+  EXPECT_EQ(ioctl(fd_, HUBFS_IOC_HINT, &empty), -1);
+  EXPECT_EQ(errno, EINVAL);
+  hubfs_hint zero = make_hint({{100, 0}});
+  EXPECT_EQ(ioctl(fd_, HUBFS_IOC_HINT, &zero), -1);
+  EXPECT_EQ(errno, EINVAL);
+  hubfs_hint version = make_hint({{0, 4096}});
+  version.version = 99;
+  EXPECT_EQ(ioctl(fd_, HUBFS_IOC_HINT, &version), -1);
+  EXPECT_EQ(errno, EINVAL);
+  hubfs_hint too_many = make_hint({{0, 4096}});
+  too_many.count = HUBFS_HINT_MAX_RANGES + 1;
+  EXPECT_EQ(ioctl(fd_, HUBFS_IOC_HINT, &too_many), -1);
+  EXPECT_EQ(errno, EINVAL);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(cdn_requests(), 0u) << "a malformed hint must not fetch anything";
+}
+
+TEST_F(HintTest, OnAnotherFilesystemTheHintIsAHarmlessError) {
+  std::string path = (work_.path() / "local.bin").string();
+  write_pattern_file(path, 1, 8192);
+  int fd = open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  hubfs_hint h = make_hint({{0, 4096}});
+  EXPECT_EQ(ioctl(fd, HUBFS_IOC_HINT, &h), -1);
+  EXPECT_TRUE(errno == ENOTTY || errno == EINVAL || errno == ENOSYS) << strerror(errno);
+  std::string buf(8192, '\0');
+  EXPECT_EQ(pread(fd, buf.data(), buf.size(), 0), 8192);
+  EXPECT_EQ(count_pattern_mismatches(1, 0, buf.data(), buf.size()), 0u);
+  close(fd);
+}
+
+}  // namespace
