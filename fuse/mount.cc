@@ -268,6 +268,7 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   m.fetcher = std::make_unique<RangeFetcher>(*m.transport);
   ReaderOptions reader_options;
   reader_options.read_timeout = std::chrono::seconds(config.read_timeout_s);
+  reader_options.parallel_requests = static_cast<uint32_t>(config.max_requests);
   m.reader = std::make_unique<BlockReader>(m.cache.get(), *m.fetcher, reader_options);
   FsOptions fs_options;
   fs_options.mtime = static_cast<time_t>(info->last_modified);

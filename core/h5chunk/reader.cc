@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "h5chunk/checked.h"
+#include "h5chunk/range_hints.h"
 
 namespace h5chunk {
 
@@ -47,6 +48,9 @@ Result<std::unique_ptr<WorkerState>> WorkerStatePool::acquire() {
   auto state = std::make_unique<WorkerState>();
   state->fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (state->fd < 0) return IoError("cannot open '" + path_ + "': " + std::strerror(errno));
+  // Reads are whole chunks at known offsets (announced ahead with WILLNEED or a range hint):
+  // the kernel's own read-ahead past them would only fetch bytes nobody asked for.
+  ::posix_fadvise(state->fd, 0, 0, POSIX_FADV_RANDOM);
   return state;
 }
 
@@ -515,6 +519,25 @@ Result<ReadStats> read_chunks(const FastRead& req) {
   std::vector<std::thread> helpers;
   for (unsigned i = 1; i < threads; ++i) helpers.emplace_back([&pool] { pool.work(); });
 
+  // On a hubfs mount, announce every chunk of a many-chunk read before reading any: the mount
+  // fetches them all at once (up to its request limit), so --threads no longer bounds the
+  // requests in flight. Locating them first costs nothing extra: the manifest remembers them.
+  bool hinted = false;
+  if (tasks > 1) {
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    std::vector<size_t> at(rank, 0);
+    std::vector<uint64_t> grid(rank);
+    bool more = std::all_of(axes.begin(), axes.end(), [](const AxisPlan& a) { return !a.pieces.empty(); });
+    while (more) {
+      for (size_t d = 0; d < rank; ++d) grid[d] = axes[d].pieces[at[d]].grid;
+      auto loc = req.manifest->locate(grid.data());
+      if (!loc.ok()) break;  // the read below reports it
+      if (loc->allocated && loc->size > 0) ranges.emplace_back(loc->offset, loc->size);
+      more = next_chunk(axes, at);
+    }
+    hinted = send_range_hints((*own)->fd, file_size, ranges);
+  }
+
   // Walk every touched chunk in C order (an odometer over the per-axis pieces), locating each
   // on this thread: the manifest is the only part that calls HDF5.
   Status status;
@@ -552,7 +575,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
         break;
       }
     }
-    if (task.loc.allocated && task.loc.size > 0) {
+    if (task.loc.allocated && task.loc.size > 0 && !hinted) {
       // Announce each chunk as soon as it is located. On a network filesystem (a hubfs mount)
       // the kernel turns this into read-ahead of every chunk at once, so they arrive in
       // parallel however few workers there are; on a local disk it starts the I/O early; on

@@ -90,6 +90,11 @@ std::optional<BlockBytes> BlockReader::recall(const std::string& k) {
   return it->second->second;
 }
 
+// How long after a range hint a file gets no speculative read-ahead, and how many such files are
+// remembered.
+constexpr std::chrono::seconds kHintQuietTime{30};
+constexpr size_t kMaxHintedFiles = 4096;
+
 static std::string memory_key(const std::string& cache_id, uint64_t index) {
   return cache_id + "#" + std::to_string(index);
 }
@@ -320,6 +325,14 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
 
 void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint64_t last_block,
                              ReadState* state) {
+  {
+    // A file whose reader hints its ranges gets no speculative read-ahead: it said what it needs
+    // (its chunks are contiguous, so its reads look sequential, and guessing past the last one
+    // fetched up to 50% more than the read).
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = hinted_at_.find(cache_id(file.content_id));
+    if (it != hinted_at_.end() && std::chrono::steady_clock::now() - it->second < kHintQuietTime) return;
+  }
   uint64_t nblocks = (file.size + options_.block_size - 1) / options_.block_size;
   // Refill only once half the window is consumed: topping it up on every read would slide it
   // one block at a time and send one-block requests; refilling by half a window sends full-size
@@ -344,7 +357,7 @@ void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint6
     state->prefetched_to = b + 1;
   }
   if (claimed.empty()) return;
-  queue_load(file, std::move(claimed));
+  queue_load(file, std::move(claimed), options_.max_blocks_per_request);
 }
 
 Result<size_t> BlockReader::read(const RemoteFile& file, uint64_t offset, size_t length,
@@ -466,20 +479,27 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.hints;
     stats_.hinted_bytes += claimed_bytes;
+    hinted_at_[cache_id(file.content_id)] = std::chrono::steady_clock::now();
+    if (hinted_at_.size() > kMaxHintedFiles) hinted_at_.clear();  // a bound, not an LRU: rare
   }
-  if (!claimed.empty()) queue_load(file, std::move(claimed));
+  // Spread over every request slot: 48 blocks hinted at 16 requests in flight go out as 16
+  // requests of 3 blocks, not 6 of 8 (each connection has its own bandwidth cap).
+  const size_t slots = std::max<uint32_t>(1, options_.parallel_requests);
+  if (!claimed.empty()) queue_load(file, claimed, (claimed.size() + slots - 1) / slots);
   return claimed_bytes;
 }
 
 // Loads claimed blocks on the workers (disk cache first, then coalesced fetches), a request's
 // worth per task so the disk checks of a large hint run on every worker, or cancels them when
 // the reader is shutting down.
-void BlockReader::queue_load(const RemoteFile& file, std::vector<uint64_t> claimed) {
-  const size_t group = std::max<uint32_t>(1, options_.max_blocks_per_request);
+void BlockReader::queue_load(const RemoteFile& file, std::vector<uint64_t> claimed, size_t group) {
+  group = std::clamp<size_t>(group, 1, std::max<uint32_t>(1, options_.max_blocks_per_request));
   if (claimed.size() > group) {
     for (size_t i = 0; i < claimed.size(); i += group) {
-      queue_load(file, std::vector<uint64_t>(claimed.begin() + static_cast<long>(i),
-                                             claimed.begin() + static_cast<long>(std::min(claimed.size(), i + group))));
+      queue_load(file,
+                 std::vector<uint64_t>(claimed.begin() + static_cast<long>(i),
+                                       claimed.begin() + static_cast<long>(std::min(claimed.size(), i + group))),
+                 group);
     }
     return;
   }
