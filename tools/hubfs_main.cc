@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "mount.h"
+#include "prefetch.h"
 
 int main(int argc, char** argv) {
   // Blocks and response bodies are 1-8 MiB buffers allocated and freed all the time. glibc would
@@ -68,7 +69,24 @@ int main(int argc, char** argv) {
   unmount->alias("umount");
   unmount->add_option("mountpoint", unmount_point, "The mounted directory")->required();
 
+  hubfs::PrefetchConfig prefetch_config;
+  auto* prefetch = app.add_subcommand(
+      "prefetch", "Warm the cache of a mount: fetch whole files (or one HDF5 selection) before a job reads them.");
+  prefetch->add_option("paths", prefetch_config.paths, "Files or directories on a hubfs mount")->required();
+  prefetch->add_option("--dataset", prefetch_config.dataset,
+                       "With one HDF5 file: fetch just this dataset's chunks (and the metadata to open it)");
+  prefetch->add_option("--selection", prefetch_config.selection,
+                       "With --dataset: a numpy-style selection such as 0:5 (default: all of it); the decoded "
+                       "selection is held in memory while it is read");
+  prefetch->add_flag("--json", prefetch_config.json, "Print the JSON summary even on a terminal (no progress bar)");
+  prefetch->footer(
+      "On a terminal it shows bytes, rate and ETA; otherwise it prints one JSON line "
+      "({\"files\",\"bytes\",\"seconds\",\"interrupted\",\"ok\"}). Ctrl-C stops it cleanly (exit 130); what "
+      "was fetched stays cached, and a second run makes no upstream request.");
+
   CLI11_PARSE(app, argc, argv);
+
+  if (*prefetch) return hubfs::run_prefetch(prefetch_config);
 
   if (*mount) {
     if (config.endpoint.empty()) config.endpoint = hubfs::default_endpoint();
