@@ -141,13 +141,14 @@ def checksum(array):
 
 
 class Hub:
-    def __init__(self, root, latency_ms, bandwidth_mbps):
+    def __init__(self, root, latency_ms, bandwidth_mbps, log_file):
         # --exit-on-stdin-eof: if this script dies without its finally blocks (SIGKILL), the
         # server still goes with it.
-        self.proc = subprocess.Popen(
-            ["/usr/bin/python3", SERVER, "--root", root, "--latency-ms", str(latency_ms),
-             "--bandwidth-mbps", str(bandwidth_mbps), "--exit-on-stdin-eof"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        with open(log_file, "w") as err:
+            self.proc = subprocess.Popen(
+                ["/usr/bin/python3", SERVER, "--root", root, "--latency-ms", str(latency_ms),
+                 "--bandwidth-mbps", str(bandwidth_mbps), "--exit-on-stdin-eof"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
         words = self.proc.stdout.readline().split()
         if len(words) != 4 or words[0] != "listening":
             self.stop()
@@ -156,6 +157,9 @@ class Hub:
         self.host, self.port = urllib.parse.urlsplit(self.url).hostname, urllib.parse.urlsplit(self.url).port
 
     def request(self, method, path, headers=None):
+        if self.proc.poll() is not None:
+            raise RuntimeError("the local Hub server exited with status %s (its log is in the run's"
+                               " logs/ directory; --keep keeps it)" % self.proc.returncode)
         conn = http.client.HTTPConnection(self.host, self.port, timeout=HTTP_TIMEOUT_S)
         try:
             conn.request(method, path, headers=headers or {})
@@ -438,7 +442,8 @@ class Bench:
                 os.link(src, dst)
             except OSError:
                 shutil.copy(src, dst)
-        self.hub = Hub(os.path.join(self.work, "hub"), args.latency_ms, args.bandwidth_mbps)
+        self.hub = Hub(os.path.join(self.work, "hub"), args.latency_ms, args.bandwidth_mbps,
+                       os.path.join(self.logs, "hub_server.log"))
         # Listing the repo once makes the server hash both files now, not inside a timed read.
         self.hub.request("GET", "/api/%s/tree/main?recursive=true" % REPO)
         self.load_before = os.getloadavg()
