@@ -399,7 +399,13 @@ class Bench:
             self.hub.wait_quiet()
             self.hub.reset()
         before = self.hub.stats() if self.hub is not None else None
-        seconds, got, value = READERS[reader](path, WORKLOADS[workload])
+        # A read on a wedged FUSE mount would block forever; the alarm interrupts it (FUSE reads
+        # are interruptible) and the finally blocks unmount.
+        signal.alarm(COMMAND_TIMEOUT_S)
+        try:
+            seconds, got, value = READERS[reader](path, WORKLOADS[workload])
+        finally:
+            signal.alarm(0)
         self.check(reader, workload, got, value)
         self.record(key, seconds, before if contender != "local" else None)
 
@@ -608,6 +614,10 @@ def main():
     def on_sigterm(*_):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_sigterm)
+
+    def on_alarm(*_):
+        raise TimeoutError("a read took more than %d s" % COMMAND_TIMEOUT_S)
+    signal.signal(signal.SIGALRM, on_alarm)
     bench = Bench(args)
     try:
         bench.run()
