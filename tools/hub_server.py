@@ -28,6 +28,10 @@ API origin:
   GET  /api/{t}/{org}/{name}/tree/{rev}[/{path}]?recursive=&limit=&cursor=  one page, Link next
   POST /api/{t}/{org}/{name}/paths-info/{rev}   form paths=a&paths=b (or JSON {"paths": []})
   GET|HEAD /[datasets/|spaces/]{org}/{name}/resolve/{rev}/{path}   200/206/416, or 302 to CDN
+  GET|HEAD /_plain/{models|datasets|spaces}/{org}/{name}/{rev}/[{path}]   the plain HTTP view:
+       a directory (trailing slash) is an HTML index of links, a file is its bytes with Range
+       (206/416), Last-Modified the commit date, no redirect. For peers that only speak plain
+       HTTP (rclone's http backend); delayed and bandwidth-limited like every data request.
   GET  /_hubfs/stats   POST /_hubfs/reset   POST /_hubfs/expire   GET /_hubfs/health
   GET|POST|DELETE /_hubfs/faults   (POST a fault object or a list of them; see Fault)
 CDN origin:
@@ -37,8 +41,11 @@ Control requests are neither counted nor delayed by --latency-ms.
 
 import argparse
 import base64
+import datetime
+import email.utils
 import hashlib
 import hmac
+import html
 import http.server
 import json
 import os
@@ -53,6 +60,8 @@ import time
 import urllib.parse
 
 REPO_TYPES = ("models", "datasets", "spaces")
+# The plain HTTP view's root on the API origin (see handle_plain).
+PLAIN_PREFIX = "/_plain/"
 HUB_CONFIG = "hub.json"
 SNAPSHOTS = "snapshots"
 # Extensions the Hub's default .gitattributes routes to LFS whatever their size.
@@ -387,17 +396,27 @@ class UrlSigner:
 
 
 class Stats:
-    FIELDS = ("requests", "api_requests", "resolve_requests", "cdn_requests", "bytes_sent",
-              "peak_concurrency", "cdn_authorization_headers", "range_requests", "head_requests",
-              "faults_injected")
+    FIELDS = ("requests", "api_requests", "resolve_requests", "cdn_requests", "plain_requests",
+              "bytes_sent", "peak_concurrency", "cdn_authorization_headers", "range_requests",
+              "head_requests", "faults_injected")
 
     def __init__(self):
         self._lock = threading.Lock()
         self._in_flight = 0
         self.reset()
 
+    def _advance(self):
+        """Adds the time since the last change, weighted by the requests in flight, to
+        in_flight_seconds: its growth over a read divided by the read's wall time is the mean
+        number of requests in flight, which the peak alone does not tell. Lock held."""
+        now = time.monotonic()
+        self._in_flight_seconds += self._in_flight * (now - self._changed)
+        self._changed = now
+
     def reset(self):
         with self._lock:
+            self._in_flight_seconds = 0.0
+            self._changed = time.monotonic()
             self._counts = dict.fromkeys(self.FIELDS, 0)
             # Requests still running when the counters are zeroed keep counting toward the peak.
             self._counts["peak_concurrency"] = self._in_flight
@@ -416,17 +435,21 @@ class Stats:
                 c["api_requests"] += 1
             elif kind == "resolve":
                 c["resolve_requests"] += 1
+            elif kind == "plain":
+                c["plain_requests"] += 1
             if headers.get("Range") is not None:
                 c["range_requests"] += 1
             if method == "HEAD":
                 c["head_requests"] += 1
             if path in self._by_path or len(self._by_path) < MAX_TRACKED_PATHS:
                 self._by_path[path] = self._by_path.get(path, 0) + 1
+            self._advance()
             self._in_flight += 1
             c["peak_concurrency"] = max(c["peak_concurrency"], self._in_flight)
 
     def end(self, status):
         with self._lock:
+            self._advance()
             self._in_flight -= 1
             if status is not None:
                 self._by_status[str(status)] = self._by_status.get(str(status), 0) + 1
@@ -439,6 +462,8 @@ class Stats:
         with self._lock:
             out = dict(self._counts)
             out["in_flight"] = self._in_flight
+            self._advance()
+            out["in_flight_seconds"] = self._in_flight_seconds
             out["by_path"] = dict(self._by_path)
             out["by_status"] = dict(self._by_status)
             return out
@@ -704,6 +729,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return "cdn"
         if self.raw_path.startswith("/api/"):
             return "api"
+        if self.raw_path.startswith(PLAIN_PREFIX):
+            return "plain"
         return "resolve" if "/resolve/" in self.raw_path else "other"
 
     def _guard(self, fn):
@@ -988,6 +1015,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def handle_api(self):
         segs = [urllib.parse.unquote(s) for s in self.raw_path.split("/")[1:]]
+        if segs and segs[0] == PLAIN_PREFIX.strip("/"):
+            return self.handle_plain(segs[1:])
         if segs and segs[-1] == "" and len(segs) > 1:
             segs = segs[:-1]  # tolerate one trailing slash
         if len(segs) >= 4 and segs[0] == "api" and segs[1] in REPO_TYPES:
@@ -1151,6 +1180,55 @@ class Handler(http.server.BaseHTTPRequestHandler):
             "X-Linked-Etag": '"%s"' % sha256,
             "ETag": '"%s"' % sha256,
         })
+
+
+    # --- plain HTTP view -----------------------------------------------------------------------
+
+    def handle_plain(self, segs):
+        """/_plain/{type}/{org}/{name}/{rev}/[path]: a repo at a revision as a static web
+        server would show it, for clients that know nothing of the Hub API."""
+        if self.method not in ("GET", "HEAD"):
+            raise HubError(405, None, "the plain view is GET/HEAD only")
+        if len(segs) < 4:
+            raise HubError(404, None, "the plain view is %s{type}/{org}/{name}/{rev}/[path]" % PLAIN_PREFIX)
+        state = self.server.state
+        repo = self.open_repo(segs[0], segs[1], segs[2])
+        commit = self.open_revision(repo, segs[3])
+        rest = segs[4:]
+        wants_dir = self.raw_path.endswith("/")
+        rel = "/".join(s for s in rest if s != "")
+        found = state.store.stat_path(commit, rel)
+        if found is None:
+            raise HubError(404, "EntryNotFound", "%s does not exist at revision %s" % (rel or "/", commit.sha))
+        path, is_dir, st = found
+        last_modified = email.utils.format_datetime(parse_iso_time(commit.date), usegmt=True)
+        if is_dir and not wants_dir:
+            # The index's links are relative, so a directory must be fetched with its slash.
+            return self.send_bytes(301, b"", {"Location": self.raw_path + "/"}, "text/plain")
+        if not is_dir:
+            if wants_dir:
+                raise HubError(404, "EntryNotFound", "%s is a file, not a directory" % rel)
+            with open(path, "rb") as f:
+                return self.send_file(f, os.fstat(f.fileno()).st_size,
+                                      {"Last-Modified": last_modified, "X-Repo-Commit": commit.sha})
+        title = html.escape("%s@%s/%s" % (repo.id, segs[3], rel))
+        lines = ["<!DOCTYPE html>", "<html><head><title>%s</title></head><body>" % title,
+                 "<h1>%s</h1>" % title, "<ul>"]
+        for name, child_is_dir, child in walk_entries(path, "", recursive=False):
+            href = urllib.parse.quote(name) + ("/" if child_is_dir else "")
+            label = html.escape(name) + ("/" if child_is_dir else "")
+            size = "" if child_is_dir else " %d" % child.st_size
+            lines.append('<li><a href="%s">%s</a>%s</li>' % (html.escape(href, quote=True), label, size))
+        lines += ["</ul>", "</body></html>", ""]
+        self.send_bytes(200, "\n".join(lines).encode(), {"Last-Modified": last_modified,
+                                                         "X-Repo-Commit": commit.sha},
+                        "text/html; charset=utf-8")
+
+
+def parse_iso_time(text):
+    """A datetime (UTC) from the Hub's ISO dates ("2024-01-01T00:00:00Z", with or without
+    milliseconds)."""
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(datetime.timezone.utc)
 
 
 def encode_cursor(offset):

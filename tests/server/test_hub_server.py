@@ -5,7 +5,9 @@ Run: /usr/bin/python3 tests/server/test_hub_server.py [-v]   (exits non-zero on 
 Standard library only; every server it starts is on ephemeral ports and killed at the end.
 """
 
+import email.utils
 import hashlib
+import html.parser
 import http.client
 import json
 import os
@@ -53,6 +55,11 @@ def build_root(root):
     write(os.path.join(versioned, "snapshots", "c2", "a.txt"), "two")
     write(os.path.join(versioned, "snapshots", "c2", "b.txt"), "bee")
 
+    # Names a web page must escape, for the plain view's index.
+    web = os.path.join(root, "datasets", "org", "web")
+    write(os.path.join(web, "a b&c<d>.txt"), "odd")
+    write(os.path.join(web, "dir one", "x.txt"), "x")
+
     write(os.path.join(root, "models", "org", "old-name", "hub.json"), json.dumps({"moved_to": "org/plain"}))
 
     for name, cfg in (("private", {"private": True}), ("gated", {"gated": "manual"})):
@@ -83,6 +90,24 @@ class Server:
         self.proc.stdout.close()
         self.proc.stderr.close()
         self.proc.stdin.close()
+
+
+class LinkParser(html.parser.HTMLParser):
+    """The href of every <a> in a page, as rclone's http backend reads an index."""
+
+    def __init__(self):
+        super().__init__()
+        self.hrefs = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self.hrefs += [v for k, v in attrs if k == "href"]
+
+
+def links(body):
+    parser = LinkParser()
+    parser.feed(body.decode())
+    return sorted(parser.hrefs)
 
 
 class Reply:
@@ -373,6 +398,81 @@ class HubServerTest(unittest.TestCase):
         self.api("/_hubfs/reset", method="POST")
         s = self.stats()
         self.assertEqual((s["requests"], s["bytes_sent"], s["by_path"]), (0, 0, {}))
+
+    # --- the plain HTTP view ----------------------------------------------------------------
+
+    def test_plain_view_index(self):
+        r = self.api("/_plain/models/org/plain/main/")
+        self.assertEqual(r.status, 200, r.body)
+        self.assertTrue(r.headers["Content-Type"].startswith("text/html"))
+        self.assertEqual(links(r.body), ["README.md", "big.dat", "config.json", "many/", "sub/", "weights.bin"])
+        self.assertEqual(links(self.api("/_plain/models/org/plain/main/sub/").body), ["deep/", "y.txt"])
+        self.assertEqual(links(self.api("/_plain/models/org/plain/main/sub/deep/").body), ["x.txt"])
+        # Names that need escaping come back as links that resolve to them.
+        hrefs = links(self.api("/_plain/datasets/org/web/main/").body)
+        self.assertEqual(hrefs, ["a%20b%26c%3Cd%3E.txt", "dir%20one/"])
+        self.assertEqual(self.api("/_plain/datasets/org/web/main/" + hrefs[0]).body, b"odd")
+        self.assertEqual(links(self.api("/_plain/datasets/org/web/main/" + hrefs[1]).body), ["x.txt"])
+        # A directory without its slash redirects to it (the links are relative to it).
+        r = self.api("/_plain/models/org/plain/main/sub")
+        self.assertEqual((r.status, r.headers["Location"]), (301, "/_plain/models/org/plain/main/sub/"))
+        r = self.api("/_plain/models/org/plain/main")
+        self.assertEqual((r.status, r.headers["Location"]), (301, "/_plain/models/org/plain/main/"))
+
+    def test_plain_view_files_and_ranges(self):
+        base = "/_plain/models/org/plain/main/"
+        r = self.api(base + "big.dat")  # an LFS file: its bytes, not a redirect
+        self.assertEqual((r.status, r.body), (200, BIG))
+        self.assertEqual(r.headers["Content-Length"], str(len(BIG)))
+        self.assertEqual(r.headers["Accept-Ranges"], "bytes")
+        self.assertIsNotNone(email.utils.parsedate_to_datetime(r.headers["Last-Modified"]))
+        r = self.api(base + "big.dat", headers={"Range": "bytes=1000-1999"})
+        self.assertEqual((r.status, r.body), (206, BIG[1000:2000]))
+        self.assertEqual(r.headers["Content-Range"], "bytes 1000-1999/%d" % len(BIG))
+        r = self.api(base + "big.dat", headers={"Range": "bytes=199990-"})
+        self.assertEqual((r.status, r.body, r.headers["Content-Range"]), (206, BIG[199990:], "bytes 199990-199999/200000"))
+        r = self.api(base + "big.dat", headers={"Range": "bytes=-5"})
+        self.assertEqual((r.status, r.body), (206, BIG[-5:]))
+        r = self.api(base + "big.dat", headers={"Range": "bytes=200000-"})
+        self.assertEqual((r.status, r.headers["Content-Range"]), (416, "bytes */200000"))
+        r = self.api(base + "big.dat", method="HEAD")
+        self.assertEqual((r.status, r.headers["Content-Length"], r.body), (200, str(len(BIG)), b""))
+        r = self.api(base + "sub/deep/x.txt", headers={"Range": "bytes=0-9"})
+        self.assertEqual((r.status, r.body), (206, b"x" * 10))
+        self.assertEqual(self.api(base + "weights.bin").body, b"\x01\x02\x03")
+
+    def test_plain_view_revisions_and_errors(self):
+        base = "/_plain/datasets/org/versioned/"
+        self.assertEqual(links(self.api(base + "main/").body), ["a.txt", "b.txt"])
+        self.assertEqual(links(self.api(base + "v1/").body), ["a.txt"])
+        self.assertEqual(self.api(base + "v1/a.txt").body, b"one")
+        self.assertEqual(self.api(base + "refs%2Fpr%2F1/a.txt").body, b"one")
+        self.assertEqual(self.api(base + sha1_commit("org/versioned", "c1") + "/a.txt").body, b"one")
+        r = self.api(base + "main/a.txt")
+        self.assertEqual(r.body, b"two")
+        self.assertEqual(email.utils.parsedate_to_datetime(r.headers["Last-Modified"]).isoformat(),
+                         "2024-02-01T00:00:00+00:00")
+        self.assertHubError(self.api(base + "v1/b.txt"), 404, "EntryNotFound")
+        self.assertHubError(self.api(base + "nope/a.txt"), 404, "RevisionNotFound")
+        self.assertHubError(self.api(base + "main/a.txt/"), 404, "EntryNotFound")
+        self.assertHubError(self.api("/_plain/models/org/missing/main/"), 404, "RepoNotFound")
+        self.assertEqual(self.api("/_plain/models/org/plain/main/..%2F..%2Fetc/").status, 404)
+        self.assertEqual(self.api("/_plain/models/org/plain/main/README.md", method="POST").status, 405)
+        self.assertEqual(self.api("/_plain/models/org").status, 404)
+        # Private repos need the token, as everywhere else.
+        self.assertHubError(self.api("/_plain/models/org/private/main/secret.txt"), 401, "RepoNotFound")
+        r = self.api("/_plain/models/org/private/main/secret.txt", headers={"Authorization": "Bearer " + TOKEN})
+        self.assertEqual((r.status, r.body), (200, b"s3cret"))
+
+    def test_plain_view_counted_as_data_requests(self):
+        self.api("/_plain/models/org/plain/main/")
+        self.api("/_plain/models/org/plain/main/big.dat", headers={"Range": "bytes=0-99"})
+        self.api("/_plain/models/org/plain/main/big.dat", method="HEAD")
+        s = self.stats()
+        self.assertEqual((s["requests"], s["plain_requests"], s["range_requests"], s["head_requests"]), (3, 3, 1, 1))
+        self.assertEqual((s["api_requests"], s["resolve_requests"], s["cdn_requests"]), (0, 0, 0))
+        self.assertEqual(s["in_flight"], 0)
+        self.assertGreaterEqual(s["in_flight_seconds"], 0)
 
     # --- faults -----------------------------------------------------------------------------
 
