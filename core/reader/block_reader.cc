@@ -161,12 +161,14 @@ Status BlockReader::verify_in_order(const RemoteFile& file) {
     ++stats_.files_verified;
     return Status::Ok();
   }
-  forget_file(file);
   {
+    // The epoch first, then the cleanup: a write-back racing the cleanup checks the epoch after
+    // its write, so either it or the cleanup removes its block (see complete()).
     std::lock_guard<std::mutex> mem(mu_);
     ++stats_.verify_failures;
     ++failed_epochs_[id];
   }
+  forget_file(file);
   std::string message = "reading " + file.path + ": the " + std::to_string(file.size) +
                         " bytes received hash to " + verdict.computed + " but the Hub lists " +
                         verdict.expected + " (corrupted in transit?); its cached blocks were dropped and "
@@ -217,29 +219,39 @@ void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<BlockB
   std::optional<BlockBytes> bytes;
   Status status = data.ok() ? Status::Ok() : data.status();
   if (data.ok()) bytes = std::move(data).value();
+  uint64_t epoch = 0;
   if (bytes) {
-    // On disk before it is in memory, and in memory before the hash may reach it: a file whose
-    // hash fails is then dropped from both with nothing of it still on its way to the disk.
-    if (store && cache_) cache_->put(id, index, std::string_view(bytes->data(), bytes->size()));
     {
       std::lock_guard<std::mutex> lock(mu_);
-      remember(mk, *bytes);
+      remember(mk, *bytes);  // in memory before the hash may reach it
+      auto e = failed_epochs_.find(id);
+      epoch = e == failed_epochs_.end() ? 0 : e->second;
     }
     status = verify_in_order(file);
     if (!status.ok()) bytes.reset();
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = in_flight_.find(mk);
-  if (it != in_flight_.end()) {
-    BlockPtr block = it->second;
-    in_flight_.erase(it);
-    block->done = true;
-    if (bytes) {
-      block->data = *bytes;
-    } else {
-      block->status = status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(mk);
+    if (it != in_flight_.end()) {
+      BlockPtr block = it->second;
+      in_flight_.erase(it);
+      block->done = true;
+      if (bytes) {
+        block->data = *bytes;
+      } else {
+        block->status = status;
+      }
+      block->cv.notify_all();
     }
-    block->cv.notify_all();
+  }
+  // Write-back after the waiters are released: nobody waits on the disk but this thread. A
+  // hash failure of the file since this block arrived means it may be one of the bad bytes, and
+  // the failure's cleanup may have run before this write landed: take it back out. (A failure
+  // bumps the epoch before it removes the file's blocks, so one of the two always removes it.)
+  if (bytes && store && cache_) {
+    cache_->put(id, index, std::string_view(bytes->data(), bytes->size()));
+    if (content_epoch(file) != epoch) cache_->remove(id, index);
   }
 }
 

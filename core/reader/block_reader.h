@@ -66,8 +66,10 @@ struct ReaderOptions {
   // A read that cannot be served ends in an error after this, never a hang.
   std::chrono::milliseconds read_timeout{120'000};
   // Threads that check the disk cache for read-ahead blocks and write fetched blocks to it, so
-  // neither the network thread nor a reader waits on the disk for someone else.
-  int disk_threads = 2;
+  // neither the network thread nor a reader waits on the disk for someone else. Four: a finished
+  // 8 MiB response is 8 block files to write, and read-ahead tasks queue behind those writes
+  // (with two, bench/peer_bench.py saw 3-4 requests in flight of 16 allowed).
+  int disk_threads = 4;
   // A file read (or read ahead) from its first block to its last is hashed as its blocks arrive
   // and compared with its content id; on a mismatch its blocks leave both caches and the read
   // that completed the hash fails (EIO), so corrupt bytes never stick. SHA-256 runs at ~1.4 GB/s
