@@ -18,44 +18,10 @@
 #include "common/http.h"
 #include "common/status.h"
 #include "common/url.h"
+#include "hub/environment.h"
+#include "hub/repo_ref.h"
 
 namespace hubfs {
-
-enum class RepoType { kModel, kDataset, kSpace };
-
-struct RepoRef {
-  RepoType type = RepoType::kModel;
-  std::string id;                 // "org/name"
-  std::string revision = "main";  // branch, tag, 40-hex sha, or refs/pr/N
-};
-
-// Parses "[models/|datasets/|spaces/]ORG/NAME[@REVISION]". An explicit type or revision (from
-// --repo-type model|dataset|space / --revision) wins over the spec; a conflict between them is
-// an error naming both.
-Result<RepoRef> parse_repo_ref(std::string_view spec, std::optional<std::string> type_override = {},
-                               std::optional<std::string> revision_override = {});
-
-// "models", "datasets", "spaces" (API path) and "", "datasets/", "spaces/" (resolve prefix).
-std::string_view api_segment(RepoType type);
-std::string_view resolve_prefix(RepoType type);
-// "model", "dataset", "space": the word users type and read in messages.
-std::string_view type_name(RepoType type);
-// {endpoint}/{prefix}{id}/resolve/{encoded revision}/{encoded path}: where a file's bytes start.
-std::string resolve_url(std::string_view endpoint, const RepoRef& repo, std::string_view path);
-
-struct TokenSources {
-  std::function<const char*(const char*)> getenv = ::getenv;
-  std::function<std::optional<std::string>(const std::string&)> read_file;  // default: the file
-};
-// HF_TOKEN, HUGGING_FACE_HUB_TOKEN, HF_TOKEN_PATH, $HF_HOME/token, $XDG_CACHE_HOME/huggingface/token,
-// ~/.cache/huggingface/token; whitespace stripped; empty means none. A token holding control
-// characters or inner spaces is ignored: it could not travel in a header without corrupting it.
-std::optional<std::string> find_token(const TokenSources& sources = {});
-// HF_ENDPOINT with trailing slashes dropped, else https://huggingface.co (read via sources.getenv).
-std::string find_endpoint(const TokenSources& sources = {});
-// HF_HUB_OFFLINE is 1/true/yes/on (any case): the user asked for no network requests at all.
-// HubClient does not check it; whoever builds the client decides what offline means.
-bool offline_requested(const TokenSources& sources = {});
 
 struct RepoInfo {
   std::string sha;            // the commit the revision points at

@@ -3,7 +3,9 @@
 #include <optional>
 #include <string>
 
-#include "hub/hub_client.h"
+#include "hub/repo_ref.h"
+
+#include "common/url.h"
 
 namespace hubfs {
 namespace {

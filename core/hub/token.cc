@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "hub/hub_client.h"
+#include "hub/environment.h"
 
 namespace hubfs {
 namespace {

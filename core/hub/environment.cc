@@ -3,7 +3,7 @@
 #include <cctype>
 #include <string>
 
-#include "hub/hub_client.h"
+#include "hub/environment.h"
 
 namespace hubfs {
 
