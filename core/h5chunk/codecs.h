@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "h5chunk/filters.h"
 
 // Forward declarations of the codec libraries' context types, so this header pulls in neither
 // zstd.h nor zlib.h.
@@ -19,25 +20,6 @@ namespace h5chunk {
 
 using hubfs::Result;
 using hubfs::Status;
-
-// HDF5 filter ids.
-enum FilterId : unsigned {
-  kDeflate = 1,
-  kShuffle = 2,
-  kFletcher32 = 3,
-  kLzf = 32000,
-  kBlosc = 32001,
-  kLz4 = 32004,
-  kBitshuffle = 32008,
-  kZstd = 32015,
-};
-
-struct FilterStep {
-  unsigned id = 0;
-  unsigned flags = 0;
-  std::vector<unsigned> cd_values;
-  std::string name;  // as HDF5 reports it, for messages
-};
 
 // Empty if every filter of the pipeline can be decoded here; else why not ("bzip2 (307)").
 std::string unsupported_filter(const std::vector<FilterStep>& pipeline);

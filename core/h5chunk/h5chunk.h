@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "h5chunk/codecs.h"
+#include "h5chunk/filters.h"
 #include "h5chunk/selection.h"
 
 namespace h5chunk {
