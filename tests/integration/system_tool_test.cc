@@ -152,7 +152,8 @@ TEST(SystemTool, MountTypeFuseHubfsAndFstabLine) {
                  hub->url() + ",cache_dir=" + cache + ",revision=main,allow_other 0 0\n");
   const std::string script =
       "set -e\n"
-      "trap 'umount -l " + mnt + " 2>/dev/null; umount -l " + mnt2 + " 2>/dev/null' EXIT\n"
+      // Whatever fails, nothing stays mounted; the script's own exit status is kept.
+      "trap 'rc=$?; umount -l " + mnt + " 2>/dev/null || :; umount -l " + mnt2 + " 2>/dev/null || :; exit $rc' EXIT\n"
       "mount --bind " + shell_quote((work / "bin").string()) + " /usr/local/bin\n"
       "mount -t fuse.hubfs -o endpoint=" + hub->url() + ",cache_dir=" + cache +
       ",revision=main,_netdev,x-systemd.requires=network-online.target datasets/lab/ops " + mnt + "\n"
@@ -183,13 +184,13 @@ class TlsTest : public ::testing::Test {
     repos_ = new Repos();
     certs_ = new TempDir();
     const std::string d = certs_->str() + "/";
-    auto r = run_command(
-        "cd " + shell_quote(d) +
+    auto r = run_command(  // in a subshell, so all of openssl's chatter is captured
+        "(cd " + shell_quote(d) +
         " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj '/CN=hubfs test CA'"
         " && openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1"
         " && printf 'subjectAltName=IP:127.0.0.1\\n' > ext.cnf"
         " && openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2"
-        " -extfile ext.cnf");
+        " -extfile ext.cnf)");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     hub_ = LocalHub::start({.root = repos_->root.str(), .tls_cert = d + "srv.pem", .tls_key = d + "srv.key"})
                .release();
