@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -62,6 +63,55 @@ const nlohmann::json* find_repo(const nlohmann::json& info, const std::string& r
     if (r["repo"] == repo) return &r;
   return nullptr;
 }
+
+// Unsets variables for a test's length (the ambient environment must not decide what a test
+// sees: this machine's may name CA bundles or proxies), restoring them afterwards.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(std::initializer_list<const char*> names) {
+    for (const char* n : names) {
+      if (const char* old = getenv(n)) saved_.emplace_back(n, old);
+      names_.push_back(n);
+      unsetenv(n);
+    }
+  }
+  ~ScopedEnv() {
+    for (const std::string& n : names_) unsetenv(n.c_str());
+    for (const auto& [k, v] : saved_) setenv(k.c_str(), v.c_str(), 1);
+  }
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<std::pair<std::string, std::string>> saved_;
+};
+
+// tests/support/forward_proxy.py: an http forward proxy with CONNECT, logging each request.
+class ForwardProxy {
+ public:
+  ForwardProxy() {
+    const std::string port_file = dir_.str() + "/port";
+    log_ = dir_.str() + "/log";
+    const std::string cmd = "/usr/bin/python3 " + shell_quote(std::string(HUBFS_SOURCE_DIR) +
+                                                              "/tests/support/forward_proxy.py") +
+                            " --log " + shell_quote(log_) + " --port-file " + shell_quote(port_file);
+    stdin_ = popen(cmd.c_str(), "w");  // it exits when we close its stdin
+    // Readiness, not a timed assertion: the port file appears (by rename) once it listens.
+    for (int i = 0; i < 500 && !fs::exists(port_file); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    url_ = "http://127.0.0.1:" + read_all(port_file);
+    while (!url_.empty() && url_.back() == '\n') url_.pop_back();
+  }
+  ~ForwardProxy() {
+    if (stdin_) pclose(stdin_);
+  }
+  const std::string& url() const { return url_; }
+  std::string log() const { return read_all(log_); }
+
+ private:
+  TempDir dir_;
+  std::string log_, url_;
+  FILE* stdin_ = nullptr;
+};
 
 TEST(SystemTool, CacheCommandsWorkOnTheCacheLiveMountsUse) {
   Repos repos;
@@ -201,17 +251,6 @@ class TlsTest : public ::testing::Test {
     delete certs_;
     delete repos_;
   }
-  void SetUp() override {
-    // The tests choose what is trusted; the ambient environment must not.
-    for (const char* v : {"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
-      if (const char* old = getenv(v)) saved_.emplace_back(v, old);
-      unsetenv(v);
-    }
-  }
-  void TearDown() override {
-    unsetenv("REQUESTS_CA_BUNDLE");
-    for (const auto& [k, v] : saved_) setenv(k.c_str(), v.c_str(), 1);
-  }
   static std::string ca() { return certs_->str() + "/ca.pem"; }
   // The server's counters, read over https without verification (the control calls of
   // LocalHub speak plain http).
@@ -229,7 +268,9 @@ class TlsTest : public ::testing::Test {
   static Repos* repos_;
   static TempDir* certs_;
   static LocalHub* hub_;
-  std::vector<std::pair<std::string, std::string>> saved_;
+  // The tests choose what is trusted and whether a proxy is used.
+  ScopedEnv env_{"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "http_proxy", "https_proxy",
+                 "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"};
 };
 Repos* TlsTest::repos_ = nullptr;
 TempDir* TlsTest::certs_ = nullptr;
@@ -268,6 +309,42 @@ TEST_F(TlsTest, UnreadableBundleIsNamedWithItsSource) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("/nonexistent/ca.pem (from REQUESTS_CA_BUNDLE) cannot be read"), std::string::npos)
       << r.output;
+}
+
+TEST_F(TlsTest, HttpsProxyFromTheEnvironmentTunnelsWithConnect) {
+  ForwardProxy proxy;
+  setenv("https_proxy", proxy.url().c_str(), 1);
+  setenv("REQUESTS_CA_BUNDLE", ca().c_str(), 1);
+  expect_reads_exact_bytes({});
+  const std::string api_port = hub_->url().substr(hub_->url().rfind(':') + 1);
+  EXPECT_NE(proxy.log().find("CONNECT 127.0.0.1:" + api_port), std::string::npos) << proxy.log();
+}
+
+// libcurl reads the proxy variables itself (http_proxy in lowercase only, as curl does).
+TEST(SystemTool, HttpProxyFromTheEnvironmentAndNoProxy) {
+  ScopedEnv env({"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy",
+                 "NO_PROXY", "no_proxy"});
+  Repos repos;
+  auto hub = LocalHub::start({.root = repos.root.str()});
+  ForwardProxy proxy;
+  setenv("http_proxy", proxy.url().c_str(), 1);
+  {
+    TempDir cache;
+    auto m = HubfsMount::start(hub->url(), "datasets/lab/ops", cache.str());
+    EXPECT_EQ(read_all(*m / "data.bin"), repos.shared);
+    EXPECT_EQ(read_all(*m / "small.txt"), repos.small);
+  }
+  const std::string through = proxy.log();
+  EXPECT_NE(through.find("GET " + hub->url() + "/api/datasets/lab/ops"), std::string::npos) << through;
+  EXPECT_NE(through.find("GET " + hub->cdn_url() + "/blobs/"), std::string::npos) << through;  // the CDN too
+
+  setenv("NO_PROXY", "127.0.0.1", 1);
+  {
+    TempDir cache;
+    auto m = HubfsMount::start(hub->url(), "datasets/lab/twin", cache.str());
+    EXPECT_EQ(read_all(*m / "own.bin"), repos.own);
+  }
+  EXPECT_EQ(proxy.log(), through);  // nothing more went through the proxy
 }
 
 }  // namespace
