@@ -283,9 +283,10 @@ int main(int argc, char** argv) {
       "As a mount helper (what `mount -t fuse.hubfs REPO MOUNTPOINT -o ...` and fstab lines of type "
       "fuse.hubfs run):\n  hubfs REPO MOUNTPOINT -o KEY=VALUE,...\nwhere the keys are the mount "
       "options without dashes (endpoint, cache_dir, cache_size, revision, repo_type, max_requests, "
-      "read_timeout, log_file, ca_bundle, foreground, debug); _netdev, nofail, noauto, auto, user, "
-      "users, rw and x-* (x-systemd.*) are dropped, anything else goes to FUSE (allow_other, "
-      "nonempty, ...).");
+      "read_timeout, log_file, ca_bundle; foreground and debug take no value); options for mount(8) "
+      "and systemd (_netdev, nofail, noauto, auto, user, users, nouser, owner, group, defaults, "
+      "comment=, x-*) and rw are dropped (the mount is always read-only); anything else goes to "
+      "FUSE (allow_other, nonempty, ...).");
 
   CLI11_PARSE(app, argc, argv);
 
