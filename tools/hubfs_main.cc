@@ -321,7 +321,8 @@ int main(int argc, char** argv) {
     auto removed = admin::prune(cache_dir, *limit);
     if (!removed.ok()) return fail(removed.status());
     std::cout << "removed " << removed->blocks << " blocks (" << admin::human_bytes(removed->bytes)
-              << "), least recently used first; " << cache_dir << " holds "
+              << "), least recently used first, and " << removed->index_entries
+              << " index entries of files with nothing left cached; " << cache_dir << " holds "
               << admin::human_bytes(removed->total_bytes_after) << " (limit " << admin::human_bytes(*limit)
               << ")\n";
     return 0;

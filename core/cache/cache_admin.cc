@@ -229,10 +229,11 @@ nlohmann::json to_json(const Usage& u) {
           {"unindexed_blocks", u.unindexed_blocks}};
 }
 
+static std::string blocks_text(uint64_t n) { return std::to_string(n) + (n == 1 ? " block" : " blocks"); }
+
 std::string to_text(const Usage& u) {
   std::ostringstream out;
-  out << "cache " << u.cache_dir << ": " << human_bytes(u.total_bytes) << " in " << u.blocks
-      << (u.blocks == 1 ? " block" : " blocks");
+  out << "cache " << u.cache_dir << ": " << human_bytes(u.total_bytes) << " in " << blocks_text(u.blocks);
   if (u.budget_bytes) {
     out << ", budget " << human_bytes(*u.budget_bytes) << " (the last mount's --cache-size)";
   } else {
@@ -240,17 +241,17 @@ std::string to_text(const Usage& u) {
   }
   out << "\n";
   for (const RepoUsage& r : u.repos) {
-    out << "\n" << r.repo << "  " << human_bytes(r.bytes) << " in " << r.blocks << " blocks\n";
+    out << "\n" << r.repo << "  " << human_bytes(r.bytes) << " in " << blocks_text(r.blocks) << "\n";
     for (const FileUsage& f : r.files) {
-      out << "  " << f.record.path << "  " << human_bytes(f.bytes) << " (" << f.blocks << " blocks) of "
-          << human_bytes(f.record.size) << ", " << f.record.revision;
+      out << "  " << f.record.path << "  " << human_bytes(f.bytes) << " in " << blocks_text(f.blocks)
+          << " (file " << human_bytes(f.record.size) << "), " << f.record.revision;
       if (!f.record.commit.empty() && f.record.commit != f.record.revision) out << " @ " << f.record.commit.substr(0, 12);
       out << "\n";
     }
   }
   if (u.unindexed_blocks > 0) {
     out << "\nnot in the index (read before hubfs kept one, or its entry was removed): "
-        << human_bytes(u.unindexed_bytes) << " in " << u.unindexed_blocks << " blocks\n";
+        << human_bytes(u.unindexed_bytes) << " in " << blocks_text(u.unindexed_blocks) << "\n";
   }
   if (u.repos.size() > 1) out << "\n(blocks of a file several repos share count for each of them)\n";
   return out.str();
