@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include <thread>
 
 #include "cache/block_cache.h"
+#include "cache/cache_index.h"
 #include "common/log.h"
 #include "common/url.h"
 #include "hub/hub_client.h"
@@ -221,6 +223,26 @@ struct Mount {
   }
 };
 
+// The CA bundle TLS connections trust: --ca-bundle, else the environment as huggingface_hub
+// and curl read it (find_ca_bundle), else libcurl's built-in store. A named bundle that cannot
+// be read fails the mount here, naming where it came from, rather than as a TLS error later.
+Result<std::string> choose_ca_bundle(const std::string& flag) {
+  std::string source = "--ca-bundle";
+  std::string path = flag;
+  if (path.empty()) {
+    auto found = find_ca_bundle();
+    if (!found) return std::string();
+    source = found->source;
+    path = found->path;
+  }
+  if (access(path.c_str(), R_OK) != 0) {
+    return InvalidArgument("the CA bundle " + path + " (from " + source + ") cannot be read (" +
+                           strerror(errno) + "); point " + source + " at a PEM file of trusted CA "
+                           "certificates, or unset it to use the system's");
+  }
+  return path;
+}
+
 // Builds the whole stack and mounts it. On success the session is mounted but not yet served.
 Status build_mount(const MountConfig& config, const std::string& mountpoint, Mount& m) {
   auto repo = parse_repo_ref(config.repo_spec, config.repo_type, config.revision);
@@ -233,6 +255,11 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
 
   CurlOptions curl_options;
   curl_options.max_in_flight = config.max_requests;
+  if (auto ca = choose_ca_bundle(config.ca_bundle); ca.ok()) {
+    curl_options.ca_bundle = *ca;
+  } else {
+    return ca.status();
+  }
   curl_options.hedge = true;  // a CDN stalling on a cold object costs a duplicate, not the stall
   m.curl = std::make_unique<CurlTransport>(curl_options);
   // A reader is waiting on every request: retry soon (200 ms doubling to 4 s, full jitter: ~3 s
@@ -272,6 +299,21 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   m.reader = std::make_unique<BlockReader>(m.cache.get(), *m.fetcher, reader_options);
   FsOptions fs_options;
   fs_options.mtime = static_cast<time_t>(info->last_modified);
+  if (m.cache) {
+    // `hubfs cache info` and `clear REPO` map content ids back to repo files through this index;
+    // the budget tells `info` what this cache is held to. Both are best effort: a cache whose
+    // index cannot be written still serves reads.
+    (void)cache_index::write_budget(config.cache_dir, config.cache_size);
+    auto warned = std::make_shared<std::atomic<bool>>(false);
+    fs_options.on_open = [dir = config.cache_dir,
+                          repo_label = std::string(api_segment(repo->type)) + "/" + repo->id,
+                          revision = repo->revision, commit = info->sha, warned](const RemoteFile& f) {
+      IndexRecord r{repo_label, revision, commit, f.path, f.content_id, f.size};
+      if (Status s = cache_index::record(dir, r); !s.ok() && !warned->exchange(true))
+        log_warning("cache: cannot record " + f.path + " in the cache index (" + s.message() +
+                    "); `hubfs cache info` will not attribute its blocks to " + repo_label);
+    };
+  }
   m.fs = std::make_unique<FileSystem>(*m.hub, pinned, *m.reader, fs_options);
 
   std::vector<std::string> args = {"hubfs"};

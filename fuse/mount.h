@@ -23,6 +23,7 @@ struct MountConfig {
   int read_timeout_s = 120;               // a read not served by then fails with EIO
   int max_requests = 16;                  // HTTP requests in flight
   std::string log_file;                   // background mode: where logs go ("" = nowhere)
+  std::string ca_bundle;                  // --ca-bundle; "" = $REQUESTS_CA_BUNDLE, ... (find_ca_bundle)
   bool debug = false;
 };
 

@@ -10,6 +10,8 @@ offline. It serves repos from a directory tree over two origins, as the real Hub
 The contract is docs/hub-http-contract.md. Debian's /usr/bin/python3 standard library
 only. Run with --help for options; on start it prints exactly one line to stdout:
   listening http://HOST:PORT cdn http://HOST:CDNPORT
+(https:// for both with --tls-cert/--tls-key: both origins then speak TLS with that certificate,
+HTTP/1.1 only, and /_hubfs/stats counts tls_handshakes and tls_handshake_failures).
 
 Repo layout under --root: <root>/{models,datasets,spaces}/<org>/<name>/ holding either plain
 files (one commit on branch "main"), or a hub.json plus snapshots/<commit>/ directories:
@@ -52,6 +54,7 @@ import os
 import secrets
 import signal
 import socket
+import ssl
 import stat
 import struct
 import sys
@@ -398,7 +401,7 @@ class UrlSigner:
 class Stats:
     FIELDS = ("requests", "api_requests", "resolve_requests", "cdn_requests", "plain_requests",
               "bytes_sent", "peak_concurrency", "cdn_authorization_headers", "range_requests",
-              "head_requests", "faults_injected")
+              "head_requests", "faults_injected", "tls_handshakes", "tls_handshake_failures")
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -643,6 +646,16 @@ class QuietServer(http.server.ThreadingHTTPServer):
     request_queue_size = LISTEN_BACKLOG
     allow_reuse_address = True
 
+    tls_context = None  # an ssl.SSLContext with --tls-cert
+
+    def get_request(self):
+        sock, addr = super().get_request()
+        if self.tls_context is not None:
+            # The handshake happens in the handler's thread (Handler.setup), never in this accept
+            # loop, where one silent client would hold up every other connection.
+            sock = self.tls_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, addr
+
     def handle_error(self, request, client_address):
         # Clients hanging up mid-body (a cancelled read, a timeout) are routine, not errors.
         exc = sys.exc_info()[1]
@@ -660,6 +673,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # --- plumbing ---------------------------------------------------------------------------
 
     def setup(self):
+        if self.server.tls_context is not None:
+            self.request.settimeout(self.timeout)
+            try:
+                self.request.do_handshake()
+            except (ssl.SSLError, OSError) as e:
+                # A client that does not trust the certificate hangs up here: counted, so a test
+                # can tell how many attempts it made.
+                self.server.state.stats.add("tls_handshake_failures", 1)
+                raise ConnectionError("TLS handshake failed: %s" % e)
+            self.server.state.stats.add("tls_handshakes", 1)
         super().setup()
         # Headers and body leave in separate writes (the body by sendfile); without NODELAY,
         # Nagle plus delayed ACK would add ~40 ms to small responses.
@@ -1299,9 +1322,13 @@ def parse_args(argv):
                    help="exit when stdin closes (the launcher holds the other end, so the server "
                         "dies with the test process even if it crashes)")
     p.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    p.add_argument("--tls-cert", help="PEM certificate (chain) to serve both origins over https")
+    p.add_argument("--tls-key", help="PEM private key of --tls-cert")
     args = p.parse_args(argv)
     if args.page_size < 1:
         p.error("--page-size must be >= 1")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        p.error("--tls-cert and --tls-key go together")
     if not os.path.isdir(args.root):
         p.error("--root %s is not a directory" % args.root)
     return args
@@ -1311,12 +1338,19 @@ def main(argv):
     args = parse_args(argv)
     state = ServerState(args)
     servers = []
+    tls_context = None
+    if args.tls_cert:
+        tls_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls_context.load_cert_chain(args.tls_cert, args.tls_key)
+        tls_context.set_alpn_protocols(["http/1.1"])
     for port, handler in ((args.port, ApiHandler), (args.cdn_port, CdnHandler)):
         server = QuietServer((args.host, port), handler)
         server.state = state
+        server.tls_context = tls_context
         servers.append(server)
-    state.api_url = "http://%s:%d" % (args.host, servers[0].server_address[1])
-    state.cdn_url = "http://%s:%d" % (args.host, servers[1].server_address[1])
+    scheme = "https" if tls_context else "http"
+    state.api_url = "%s://%s:%d" % (scheme, args.host, servers[0].server_address[1])
+    state.cdn_url = "%s://%s:%d" % (scheme, args.host, servers[1].server_address[1])
 
     # SIGTERM/SIGINT are blocked in every thread and taken synchronously by the main thread,
     # so a stop is immediate instead of waiting for some thread to notice a flag.

@@ -1,12 +1,188 @@
-// hubfs: mount a Hugging Face Hub repo as a read-only directory.
+// hubfs: mount a Hugging Face Hub repo as a read-only directory, and look after its cache.
 #include <CLI/CLI.hpp>
 
 #include <malloc.h>
 
+#include <cstring>
 #include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "cache/cache_admin.h"
+#include "hub/hub_client.h"
 #include "mount.h"
 #include "prefetch.h"
+
+namespace {
+
+constexpr const char* kProgram = "hubfs";
+
+// Subcommands (and their aliases): a first argument that is none of these and not an option is
+// the mount helper form, `hubfs SOURCE MOUNTPOINT -o OPTIONS`.
+bool is_subcommand(const std::string& word) {
+  return word == "mount" || word == "unmount" || word == "umount" || word == "cache";
+}
+
+bool parse_int_in(const std::string& text, int lo, int hi, int& out) {
+  try {
+    size_t used = 0;
+    long v = std::stol(text, &used);
+    if (used != text.size() || v < lo || v > hi) return false;
+    out = static_cast<int>(v);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// Options mount(8) and systemd act on themselves; when they reach us (mount.fuse3 already drops
+// _netdev, nofail, user, users, auto, noauto) they mean nothing to FUSE, which would refuse them.
+bool consumed_by_mount(const std::string& opt) {
+  static const char* const kNames[] = {"_netdev", "noauto", "auto",  "nofail", "user",
+                                       "users",   "nouser", "owner", "group",  "defaults"};
+  for (const char* n : kNames)
+    if (opt == n) return true;
+  // x-systemd.automount, x-systemd.requires=..., x-gvfs-show, and other x-* comments.
+  return opt.rfind("x-", 0) == 0 || opt.rfind("comment=", 0) == 0;
+}
+
+// Applies one -o option: a hubfs setting (every command-line option has a key, with '_' or '-'),
+// dropped (see consumed_by_mount; "rw", since hubfs is read-only whatever is asked), or passed
+// to FUSE. Returns an error message, or "".
+std::string apply_option(const std::string& opt, hubfs::MountConfig& config, std::string& cache_size) {
+  const size_t eq = opt.find('=');
+  std::string key = opt.substr(0, eq);
+  for (char& c : key)
+    if (c == '-') c = '_';
+  const bool has_value = eq != std::string::npos;
+  const std::string value = has_value ? opt.substr(eq + 1) : "";
+  auto needs_value = [&]() -> std::string {
+    return "-o " + key + " needs a value (" + key + "=...)";
+  };
+  if (key == "endpoint") {
+    if (!has_value) return needs_value();
+    config.endpoint = value;
+  } else if (key == "cache_dir") {
+    if (!has_value) return needs_value();
+    config.cache_dir = value;
+  } else if (key == "cache_size") {
+    if (!has_value) return needs_value();
+    cache_size = value;
+  } else if (key == "revision") {
+    if (!has_value) return needs_value();
+    config.revision = value;
+  } else if (key == "repo_type") {
+    if (value != "model" && value != "dataset" && value != "space")
+      return "-o repo_type=" + value + ": use model, dataset or space";
+    config.repo_type = value;
+  } else if (key == "max_requests") {
+    if (!parse_int_in(value, 1, 256, config.max_requests))
+      return "-o max_requests=" + value + ": give a number from 1 to 256";
+  } else if (key == "read_timeout") {
+    if (!parse_int_in(value, 1, 3600, config.read_timeout_s))
+      return "-o read_timeout=" + value + ": give seconds from 1 to 3600";
+  } else if (key == "log_file") {
+    if (!has_value) return needs_value();
+    config.log_file = value;
+  } else if (key == "ca_bundle") {
+    if (!has_value) return needs_value();
+    config.ca_bundle = value;
+  } else if (key == "foreground" && !has_value) {
+    config.foreground = true;
+  } else if (key == "debug" && !has_value) {
+    config.debug = true;
+  } else if (consumed_by_mount(opt) || opt == "rw") {
+    // nothing to do
+  } else if (!opt.empty()) {
+    config.fuse_options.push_back(opt);  // allow_other, nonempty, noexec, ...
+  }
+  return "";
+}
+
+// Splits every -o value at commas and applies each option (fuse_options collects the rest).
+std::string apply_options(const std::vector<std::string>& raw, hubfs::MountConfig& config,
+                          std::string& cache_size) {
+  std::vector<std::string> all;
+  for (const std::string& group : raw) {
+    size_t start = 0;
+    while (start <= group.size()) {
+      size_t comma = group.find(',', start);
+      if (comma == std::string::npos) comma = group.size();
+      all.push_back(group.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  config.fuse_options.clear();
+  for (const std::string& opt : all)
+    if (std::string err = apply_option(opt, config, cache_size); !err.empty()) return err;
+  return "";
+}
+
+int finish_and_mount(hubfs::MountConfig& config, const std::string& cache_size) {
+  if (config.endpoint.empty()) config.endpoint = hubfs::default_endpoint();
+  while (!config.endpoint.empty() && config.endpoint.back() == '/') config.endpoint.pop_back();
+  if (config.cache_dir.empty()) config.cache_dir = hubfs::default_cache_dir();
+  auto size = hubfs::parse_size(cache_size);
+  if (!size.ok()) {
+    std::cerr << "hubfs: cache size: " << size.status().message() << "\n";
+    return 2;
+  }
+  config.cache_size = *size;
+  return hubfs::run_mount(config);
+}
+
+// `hubfs SOURCE MOUNTPOINT [-o OPTIONS]...`: how mount.fuse3 runs us for `mount -t fuse.hubfs`
+// and for fstab lines of type fuse.hubfs (see the README).
+int helper_mount(int argc, char** argv) {
+  hubfs::MountConfig config;
+  std::string cache_size = "10G";
+  std::vector<std::string> positional, raw_options;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-o") {
+      if (i + 1 == argc) {
+        std::cerr << "hubfs: -o needs a value\n";
+        return 2;
+      }
+      raw_options.push_back(argv[++i]);
+    } else if (a.rfind("-o", 0) == 0) {
+      raw_options.push_back(a.substr(2));
+    } else if (a == "-f") {
+      config.foreground = true;
+    } else if (!a.empty() && a[0] == '-') {
+      std::cerr << "hubfs: unknown option " << a << " in the mount helper form "
+                << "(hubfs REPO MOUNTPOINT -o KEY=VALUE,...); see hubfs --help\n";
+      return 2;
+    } else {
+      positional.push_back(a);
+    }
+  }
+  if (positional.size() != 2) {
+    std::cerr << "hubfs: expected REPO MOUNTPOINT, got " << positional.size()
+              << " arguments; usage: hubfs mount REPO MOUNTPOINT, or hubfs REPO MOUNTPOINT -o OPTIONS\n";
+    return 2;
+  }
+  config.repo_spec = positional[0];
+  config.mountpoint = positional[1];
+  if (std::string err = apply_options(raw_options, config, cache_size); !err.empty()) {
+    std::cerr << "hubfs: " << err << "\n";
+    return 2;
+  }
+  return finish_and_mount(config, cache_size);
+}
+
+// "datasets/org/name" for any spelling parse_repo_ref accepts ("org/name" is a model).
+std::optional<std::string> canonical_repo(const std::string& spec, std::string& error) {
+  auto ref = hubfs::parse_repo_ref(spec);
+  if (!ref.ok()) {
+    error = ref.status().message();
+    return std::nullopt;
+  }
+  return std::string(hubfs::api_segment(ref->type)) + "/" + ref->id;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Blocks and response bodies are 1-8 MiB buffers allocated and freed all the time. glibc would
@@ -19,6 +195,9 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 128 << 20);
   mallopt(M_ARENA_MAX, 4);
+
+  if (argc >= 3 && argv[1][0] != '-' && !is_subcommand(argv[1])) return helper_mount(argc, argv);
+
   CLI::App app{
       "hubfs: a Hugging Face Hub repo (model, dataset or space) as a read-only directory.\n"
       "Reads go through a content-keyed block cache on local disk and a concurrent range fetcher:\n"
@@ -50,16 +229,21 @@ int main(int argc, char** argv) {
   mount->add_option("--read-timeout", config.read_timeout_s,
                     "Seconds after which a read the Hub cannot serve fails with EIO (default 120)")
       ->check(CLI::Range(1, 3600));
+  mount->add_option("--ca-bundle", config.ca_bundle,
+                    "PEM file of CA certificates to trust for https (default $REQUESTS_CA_BUNDLE, "
+                    "else $CURL_CA_BUNDLE, else $SSL_CERT_FILE, else the system's); for a "
+                    "TLS-intercepting proxy, its CA certificate");
   mount->add_flag("-f,--foreground", config.foreground, "Stay in the foreground, logging to stderr");
-  mount->add_option("-o", config.fuse_options,
-                    "FUSE mount options, passed through (allow_other, ...); nonempty allows a non-empty "
-                    "mountpoint")
-      ->delimiter(',')
+  std::vector<std::string> raw_options;
+  mount->add_option("-o", raw_options,
+                    "Mount options, comma-separated: any option above as KEY=VALUE (cache_dir=...), "
+                    "else passed to FUSE (allow_other, ...); nonempty allows a non-empty mountpoint")
       ->allow_extra_args(false);
   mount->add_option("--log-file", config.log_file, "In the background, append logs to this file");
   mount->add_flag("--debug", config.debug, "Log every FUSE request libfuse sees (useful with -f)");
   mount->footer(
-      "Token: $HF_TOKEN, else $HUGGING_FACE_HUB_TOKEN, else the file $HF_TOKEN_PATH or "
+      "Proxies: https_proxy/HTTPS_PROXY, http_proxy (lowercase) and NO_PROXY are honoured as curl "
+      "honours them.\nToken: $HF_TOKEN, else $HUGGING_FACE_HUB_TOKEN, else the file $HF_TOKEN_PATH or "
       "$HF_HOME/token (default ~/.cache/huggingface/token). It is sent only to the endpoint, never "
       "to the CDN, and never printed.\nStop with: hubfs unmount MOUNTPOINT (or SIGINT/SIGTERM to the "
       "daemon).");
@@ -83,22 +267,109 @@ int main(int argc, char** argv) {
       "On a terminal it shows bytes, rate and ETA; otherwise it prints one JSON line "
       "({\"files\",\"bytes\",\"seconds\",\"interrupted\",\"ok\"}). Ctrl-C stops it cleanly (exit 130); what "
       "was fetched stays cached, and a second run makes no upstream request.");
+  std::string cache_dir;
+  auto* cache = app.add_subcommand(
+      "cache", "Inspect and trim a block cache directory (safe while mounts use it: a removed block "
+               "is fetched again when next read).");
+  cache->require_subcommand(1);
+  cache->fallthrough();  // --cache-dir may come after the action too
+  cache->add_option("--cache-dir", cache_dir,
+                    "The cache directory (default $HUBFS_CACHE_DIR, else $XDG_CACHE_HOME/hubfs, else "
+                    "~/.cache/hubfs)");
+  bool json = false;
+  auto* info = cache->add_subcommand("info", "Total size and blocks, the budget, and usage by repo and file.");
+  info->add_flag("--json", json,
+                 "One JSON object: total_bytes, blocks, budget_bytes (null if unknown), repos "
+                 "[{repo, bytes, blocks, files [...]}], unindexed_bytes, unindexed_blocks");
+  std::string max_size;
+  auto* prune = cache->add_subcommand("prune", "Evict least recently used blocks until the cache fits --max-size.");
+  prune->add_option("--max-size", max_size, "Size to shrink to, suffixes K M G T (e.g. 5G; 0 empties it)")
+      ->required();
+  std::string clear_repo;
+  auto* clear = cache->add_subcommand(
+      "clear", "Remove every block, or with REPO only that repo's (blocks another repo's file also "
+               "uses are kept).");
+  clear->add_option("repo", clear_repo, "[models/|datasets/|spaces/]ORG/NAME (models is the default type)");
+  auto* verify = cache->add_subcommand(
+      "verify", "Re-check every block's checksum and delete the bad ones; exits 1 if any were bad.");
+
+  // Set last: subcommands copy their parent's footer when they are added.
+  app.footer(
+      "As a mount helper (what `mount -t fuse.hubfs REPO MOUNTPOINT -o ...` and fstab lines of type "
+      "fuse.hubfs run):\n  hubfs REPO MOUNTPOINT -o KEY=VALUE,...\nwhere the keys are the mount "
+      "options without dashes (endpoint, cache_dir, cache_size, revision, repo_type, max_requests, "
+      "read_timeout, log_file, ca_bundle; foreground and debug take no value); options for mount(8) "
+      "and systemd (_netdev, nofail, noauto, auto, user, users, nouser, owner, group, defaults, "
+      "comment=, x-*) and rw are dropped (the mount is always read-only); anything else goes to "
+      "FUSE (allow_other, nonempty, ...).");
 
   CLI11_PARSE(app, argc, argv);
 
   if (*prefetch) return hubfs::run_prefetch(prefetch_config);
 
   if (*mount) {
-    if (config.endpoint.empty()) config.endpoint = hubfs::default_endpoint();
-    while (!config.endpoint.empty() && config.endpoint.back() == '/') config.endpoint.pop_back();
-    if (config.cache_dir.empty()) config.cache_dir = hubfs::default_cache_dir();
-    auto size = hubfs::parse_size(cache_size);
-    if (!size.ok()) {
-      std::cerr << "hubfs: --cache-size: " << size.status().message() << "\n";
+    if (std::string err = apply_options(raw_options, config, cache_size); !err.empty()) {
+      std::cerr << "hubfs: " << err << "\n";
       return 2;
     }
-    config.cache_size = *size;
-    return hubfs::run_mount(config);
+    return finish_and_mount(config, cache_size);
   }
-  return hubfs::run_unmount(unmount_point);
+  if (*unmount) return hubfs::run_unmount(unmount_point);
+
+  namespace admin = hubfs::cache_admin;
+  if (cache_dir.empty()) cache_dir = hubfs::default_cache_dir();
+  while (cache_dir.size() > 1 && cache_dir.back() == '/') cache_dir.pop_back();
+  auto fail = [](const hubfs::Status& s) {
+    std::cerr << kProgram << ": " << s.message() << "\n";
+    return 1;
+  };
+  if (*info) {
+    auto usage = admin::info(cache_dir);
+    if (!usage.ok()) return fail(usage.status());
+    std::cout << (json ? admin::to_json(*usage).dump(2) + "\n" : admin::to_text(*usage));
+    return 0;
+  }
+  if (*prune) {
+    auto limit = hubfs::parse_size(max_size);
+    if (!limit.ok()) {
+      std::cerr << "hubfs: --max-size: " << limit.status().message() << "\n";
+      return 2;
+    }
+    auto removed = admin::prune(cache_dir, *limit);
+    if (!removed.ok()) return fail(removed.status());
+    std::cout << "removed " << removed->blocks << " blocks (" << admin::human_bytes(removed->bytes)
+              << "), least recently used first, and " << removed->index_entries
+              << " index entries of files with nothing left cached; " << cache_dir << " holds "
+              << admin::human_bytes(removed->total_bytes_after) << " (limit " << admin::human_bytes(*limit)
+              << ")\n";
+    return 0;
+  }
+  if (*clear) {
+    std::string repo;
+    if (!clear_repo.empty()) {
+      std::string error;
+      auto canonical = canonical_repo(clear_repo, error);
+      if (!canonical) {
+        std::cerr << "hubfs: " << error << "\n";
+        return 2;
+      }
+      repo = *canonical;
+    }
+    auto removed = admin::clear(cache_dir, repo);
+    if (!removed.ok()) return fail(removed.status());
+    std::cout << "removed " << removed->blocks << " blocks (" << admin::human_bytes(removed->bytes) << ")"
+              << (repo.empty() ? "" : " of " + repo);
+    if (removed->kept_shared_blocks > 0)
+      std::cout << "; kept " << removed->kept_shared_blocks << " blocks another repo's files also use";
+    std::cout << "\n";
+    return 0;
+  }
+  if (!*verify) return 2;  // unreachable: the cache command requires one of its actions
+  auto verified = admin::verify(cache_dir);
+  if (!verified.ok()) return fail(verified.status());
+  for (const std::string& bad : verified->bad_files) std::cerr << "hubfs: bad block deleted: " << bad << "\n";
+  std::cout << "checked " << verified->checked << " blocks: " << verified->bad << " bad (deleted)";
+  if (verified->vanished > 0) std::cout << ", " << verified->vanished << " evicted while checking";
+  std::cout << "\n";
+  return verified->bad > 0 ? 1 : 0;
 }

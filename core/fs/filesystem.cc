@@ -200,6 +200,7 @@ FsResult<FileSystem::OpenReply> FileSystem::open(Ino ino, int flags) {
   if (!n) return errno_only(ENOENT);
   if (n->is_dir) return errno_only(EISDIR);
   if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return errno_only(EROFS);
+  if (options_.on_open) options_.on_open(n->remote);
   auto file = std::make_shared<OpenFile>();
   file->node = n;
   const uint64_t epoch = reader_.content_epoch(n->remote);

@@ -13,6 +13,7 @@
 #include <sys/statvfs.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,10 @@ struct FsOptions {
   // keep names and attributes for as long as it likes.
   double entry_timeout_s = 86400;
   time_t mtime = 0;  // the commit date
+  // Called on every successful open() with the file being opened (the mount records which repo
+  // file each cached content id was read as; see cache/cache_index.h). Must be cheap and
+  // thread-safe: it runs on the FUSE thread, no lock of this class held.
+  std::function<void(const RemoteFile&)> on_open;
 };
 
 // A failed operation: the errno for the kernel and, for upstream failures worth a log line, why.

@@ -123,6 +123,11 @@ Status from_response(const HttpResponse& response, const Context& ctx) {
 }
 
 Status from_transport(const Status& failure, const std::string& where, const Context& ctx) {
+  if (failure.code() == Code::kPermissionDenied) {
+    // An untrusted TLS certificate: the network works, and the transport's message names the
+    // host and how to trust it; "check the network" would send the user the wrong way.
+    return Status(failure.code(), ctx.token ? scrub(failure.message(), *ctx.token) : failure.message());
+  }
   const bool timeout = failure.code() == Code::kTimeout;
   std::string m = (timeout ? "timed out talking to " : "cannot reach ") + where + ": " + failure.message() +
                   "; check the network or --endpoint / HF_ENDPOINT";

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -163,6 +164,22 @@ Status status_for_curl_error(CURLcode code, const Transfer& t) {
       return InvalidArgument(where + detail + "; check the endpoint URL");
     case CURLE_OUT_OF_MEMORY:
       return Internal(where + detail);
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+      // Retrying cannot make a certificate trusted: fail at once, saying how to trust it.
+      return PermissionDenied("the certificate of " + url::url_host(t.request.url) +
+                              " is not trusted: " + detail +
+                              "; if you are behind a TLS-intercepting proxy, point REQUESTS_CA_BUNDLE "
+                              "or --ca-bundle at its CA certificate (PEM)");
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+      return PermissionDenied(where + "the TLS certificate files cannot be used: " + detail +
+                              "; point --ca-bundle (or REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, "
+                              "SSL_CERT_FILE) at a readable PEM file of CA certificates, or unset "
+                              "them to use the system's");
     default:
       // Connect failures, DNS, resets, a body cut short ("transfer closed with N bytes
       // remaining to read"), TLS and HTTP/2 stream errors: all transient from our side.
@@ -171,6 +188,14 @@ Status status_for_curl_error(CURLcode code, const Transfer& t) {
 }
 
 }  // namespace
+
+std::optional<CaBundle> find_ca_bundle() {
+  for (const char* name : {"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+    const char* v = std::getenv(name);
+    if (v && *v) return CaBundle{v, name};
+  }
+  return std::nullopt;
+}
 
 struct CurlTransport::Impl {
   CurlOptions options;
@@ -312,6 +337,7 @@ struct CurlTransport::Impl {
     curl_easy_setopt(h, CURLOPT_USERAGENT, options.user_agent.c_str());
     curl_easy_setopt(h, CURLOPT_BUFFERSIZE, kReceiveBufferBytes);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (!options.ca_bundle.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, options.ca_bundle.c_str());
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);

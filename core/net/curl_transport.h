@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/http.h"
@@ -23,7 +24,20 @@ struct CurlOptions {
   bool hedge = false;
   long hedge_min_delay_ms = 250;
   long hedge_initial_delay_ms = 1000;  // before enough first-byte times are known
+  // PEM file of the CA certificates TLS peers are checked against (CURLOPT_CAINFO); "" keeps
+  // libcurl's built-in store. The mount fills it from --ca-bundle or find_ca_bundle().
+  std::string ca_bundle;
+  // Proxies are not options: libcurl reads https_proxy/HTTPS_PROXY, http_proxy (lowercase
+  // only), ALL_PROXY and NO_PROXY from the environment itself, as the curl command does.
 };
+
+// The CA bundle the environment names, in huggingface_hub's order and then OpenSSL's:
+// $REQUESTS_CA_BUNDLE, $CURL_CA_BUNDLE, $SSL_CERT_FILE (the first one set and non-empty).
+struct CaBundle {
+  std::string path;
+  std::string source;  // the variable's name, for messages
+};
+std::optional<CaBundle> find_ca_bundle();
 
 struct CurlStats {
   uint64_t requests = 0;    // transfers started (hedges not included)
@@ -38,7 +52,9 @@ struct CurlStats {
 // process ends). Submitting more work from a
 // callback is fine. Requests beyond max_in_flight wait in a FIFO queue.
 // Failures: kTimeout for connect, first-byte and stall timeouts; kUnavailable for connect
-// errors, resets and bodies cut short; kCorrupt when the body passes request.max_body;
+// errors, resets and bodies cut short; kPermissionDenied for a TLS peer whose certificate is
+// not trusted or a CA bundle that cannot be used (never transient: RetryingTransport does not
+// retry it, and the message says how to trust the certificate); kCorrupt when the body passes request.max_body;
 // kInvalidArgument for a malformed URL or a method other than GET, HEAD, POST.
 // max_body applies to successful (2xx) responses only: an error response (a 503 page) is
 // returned with its status and at most the first 64 KiB of its body, however long it is, so

@@ -170,6 +170,9 @@ std::unique_ptr<LocalHub> LocalHub::start(const LocalHubOptions& options) {
     args.push_back("--token");
     args.push_back(t);
   }
+  if (!options.tls_cert.empty()) {
+    args.insert(args.end(), {"--tls-cert", options.tls_cert, "--tls-key", options.tls_key});
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -22,6 +22,10 @@ struct LocalHubOptions {
   int page_size = 1000;    // most entries per tree-listing page
   std::vector<std::string> tokens = {};  // bearer tokens accepted for private/gated repos
   int lfs_threshold = 10240;        // files at least this big are served through the CDN
+  // PEM certificate and key: both origins speak https (url() and cdn_url() say so). The control
+  // calls below speak plain http and do not work then: read /_hubfs/stats with curl -k instead.
+  std::string tls_cert = {};
+  std::string tls_key = {};
 };
 
 class LocalHub {

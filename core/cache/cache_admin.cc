@@ -1,0 +1,360 @@
+#include "cache/cache_admin.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "cache/block_file.h"
+#include "cache/cache_disk.h"
+
+namespace hubfs::cache_admin {
+namespace {
+
+// A temp file this old belongs to a writer that crashed (a put takes milliseconds); younger
+// ones are writes in flight, left alone. The same rule as the block cache's own scans.
+constexpr std::chrono::hours kStaleTempAge{1};
+// Prune drops index entries whose content has no block left, but only entries at least this
+// old: a mount records a file when it opens it, before its first block lands.
+constexpr std::chrono::minutes kIndexGraceAge{10};
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+struct BlockFile {
+  DiskEntry entry;
+  std::string stem;  // "" for a file that is not named like a block
+  uint64_t index = 0;
+};
+
+struct Listing {
+  std::vector<BlockFile> blocks;
+  std::vector<DiskEntry> temps;
+};
+
+// "<stem>.<index>" -> stem and index.
+bool split_block_name(const std::string& name, std::string& stem, uint64_t& index) {
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == name.size()) return false;
+  index = 0;
+  for (size_t i = dot + 1; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || i - dot > 19) return false;
+    index = index * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  stem = name.substr(0, dot);
+  return true;
+}
+
+Status check_cache_dir(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return NotFound("cache directory " + dir +
+                    " does not exist (nothing cached there yet?); name another with --cache-dir");
+  const std::string blocks = dir + "/blocks", index = cache_index::index_dir(dir);
+  if (::stat(blocks.c_str(), &st) != 0 && ::stat(index.c_str(), &st) != 0)
+    return InvalidArgument(dir + " is not a hubfs cache directory (it has no blocks/ or index/); "
+                           "name the right one with --cache-dir");
+  return Status::Ok();
+}
+
+Listing list_blocks(const std::string& cache_dir) {
+  Listing out;
+  auto listed = posix_disk()->list_files(cache_dir + "/blocks");
+  if (!listed.ok()) return out;  // no block written yet
+  for (DiskEntry& e : *listed) {
+    const std::string name = base_name(e.path);
+    if (block_file::is_temp_name(name)) {
+      out.temps.push_back(std::move(e));
+      continue;
+    }
+    BlockFile b;
+    if (!split_block_name(name, b.stem, b.index)) b.stem.clear();
+    b.entry = std::move(e);
+    out.blocks.push_back(std::move(b));
+  }
+  return out;
+}
+
+// Removes temp files of crashed writers; returns the bytes of those left (writes in flight).
+uint64_t sweep_temps(const std::vector<DiskEntry>& temps, const std::string& index_dir) {
+  const int64_t stale_before = now_ns() - std::chrono::nanoseconds(kStaleTempAge).count();
+  auto disk = posix_disk();
+  uint64_t live = 0;
+  for (const DiskEntry& t : temps) {
+    if (t.mtime_ns < stale_before && disk->remove(t.path).ok()) continue;
+    live += t.size;
+  }
+  if (auto listed = disk->list_files(index_dir); listed.ok()) {
+    for (const DiskEntry& e : *listed)
+      if (block_file::is_temp_name(base_name(e.path)) && e.mtime_ns < stale_before) (void)disk->remove(e.path);
+  }
+  return live;
+}
+
+// The digest a block file's header must carry, from its stem: "_h<64 hex>" carries it, any
+// other stem is an escaped content id (block_file::file_name), unescaped here.
+bool digest_of_stem(const std::string& stem, uint64_t index, block_file::Digest& digest) {
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  if (stem.size() == 2 + 2 * digest.size() && stem.starts_with("_h")) {
+    for (size_t i = 0; i < digest.size(); ++i) {
+      int hi = nibble(stem[2 + 2 * i]), lo = nibble(stem[3 + 2 * i]);
+      if (hi < 0 || lo < 0) return false;
+      digest[i] = static_cast<uint8_t>(hi * 16 + lo);
+    }
+    return true;
+  }
+  std::string id;
+  for (size_t i = 0; i < stem.size(); ++i) {
+    if (stem[i] != '_') {
+      id += stem[i];
+      continue;
+    }
+    if (i + 1 == stem.size()) return false;
+    char next = stem[++i];
+    if (next == '_') id += '_';
+    else if (next == 'c') id += ':';
+    else return false;
+  }
+  digest = block_file::digest_content_id(id);
+  // Only a name escaping produces is a block of that id.
+  return block_file::file_name(id, digest, index) == stem + "." + std::to_string(index);
+}
+
+std::string fmt(double v, const char* unit) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, unit);
+  return buf;
+}
+
+}  // namespace
+
+std::string human_bytes(uint64_t bytes) {
+  static const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes) / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    ++u;
+  }
+  return fmt(v, kUnits[u]);
+}
+
+Result<Usage> info(const std::string& cache_dir) {
+  if (Status s = check_cache_dir(cache_dir); !s.ok()) return s;
+  Usage usage;
+  usage.cache_dir = cache_dir;
+  usage.budget_bytes = cache_index::read_budget(cache_dir);
+  Listing listing = list_blocks(cache_dir);
+  struct StemUsage {
+    uint64_t bytes = 0, blocks = 0;
+    bool attributed = false;
+  };
+  std::unordered_map<std::string, StemUsage> by_stem;
+  for (const BlockFile& b : listing.blocks) {
+    usage.total_bytes += b.entry.size;
+    usage.blocks += 1;
+    StemUsage& s = by_stem[b.stem];
+    s.bytes += b.entry.size;
+    s.blocks += 1;
+  }
+  for (const DiskEntry& t : listing.temps) usage.total_bytes += t.size;
+
+  std::map<std::string, RepoUsage> repos;
+  for (const IndexEntry& e : cache_index::read_all(cache_dir)) {
+    auto it = by_stem.find(e.stem);
+    if (it == by_stem.end()) continue;  // nothing of it is cached (any more)
+    it->second.attributed = true;
+    RepoUsage& r = repos[e.record.repo];
+    r.repo = e.record.repo;
+    r.files.push_back(FileUsage{e.record, it->second.bytes, it->second.blocks});
+  }
+  for (auto& [name, r] : repos) {
+    // One content id read under two paths of the same repo is one set of blocks.
+    std::set<std::string> counted;
+    std::sort(r.files.begin(), r.files.end(),
+              [](const FileUsage& a, const FileUsage& b) { return a.record.path < b.record.path; });
+    for (const FileUsage& f : r.files) {
+      if (!counted.insert(f.record.content_id).second) continue;
+      r.bytes += f.bytes;
+      r.blocks += f.blocks;
+    }
+    usage.repos.push_back(std::move(r));
+  }
+  std::stable_sort(usage.repos.begin(), usage.repos.end(),
+                   [](const RepoUsage& a, const RepoUsage& b) { return a.bytes > b.bytes; });
+  for (const auto& [stem, s] : by_stem) {
+    if (s.attributed) continue;
+    usage.unindexed_bytes += s.bytes;
+    usage.unindexed_blocks += s.blocks;
+  }
+  return usage;
+}
+
+nlohmann::json to_json(const Usage& u) {
+  nlohmann::json repos = nlohmann::json::array();
+  for (const RepoUsage& r : u.repos) {
+    nlohmann::json files = nlohmann::json::array();
+    for (const FileUsage& f : r.files) {
+      files.push_back({{"path", f.record.path},
+                       {"revision", f.record.revision},
+                       {"commit", f.record.commit},
+                       {"content_id", f.record.content_id},
+                       {"size", f.record.size},
+                       {"bytes", f.bytes},
+                       {"blocks", f.blocks}});
+    }
+    repos.push_back({{"repo", r.repo}, {"bytes", r.bytes}, {"blocks", r.blocks}, {"files", std::move(files)}});
+  }
+  return {{"cache_dir", u.cache_dir},
+          {"total_bytes", u.total_bytes},
+          {"blocks", u.blocks},
+          {"budget_bytes", u.budget_bytes ? nlohmann::json(*u.budget_bytes) : nlohmann::json(nullptr)},
+          {"repos", std::move(repos)},
+          {"unindexed_bytes", u.unindexed_bytes},
+          {"unindexed_blocks", u.unindexed_blocks}};
+}
+
+static std::string blocks_text(uint64_t n) { return std::to_string(n) + (n == 1 ? " block" : " blocks"); }
+
+std::string to_text(const Usage& u) {
+  std::ostringstream out;
+  out << "cache " << u.cache_dir << ": " << human_bytes(u.total_bytes) << " in " << blocks_text(u.blocks);
+  if (u.budget_bytes) {
+    out << ", budget " << human_bytes(*u.budget_bytes) << " (the last mount's --cache-size)";
+  } else {
+    out << ", budget unknown (no mount has recorded one)";
+  }
+  out << "\n";
+  for (const RepoUsage& r : u.repos) {
+    out << "\n" << r.repo << "  " << human_bytes(r.bytes) << " in " << blocks_text(r.blocks) << "\n";
+    for (const FileUsage& f : r.files) {
+      out << "  " << f.record.path << "  " << human_bytes(f.bytes) << " in " << blocks_text(f.blocks)
+          << " (file " << human_bytes(f.record.size) << "), " << f.record.revision;
+      if (!f.record.commit.empty() && f.record.commit != f.record.revision) out << " @ " << f.record.commit.substr(0, 12);
+      out << "\n";
+    }
+  }
+  if (u.unindexed_blocks > 0) {
+    out << "\nnot in the index (read before hubfs kept one, or its entry was removed): "
+        << human_bytes(u.unindexed_bytes) << " in " << blocks_text(u.unindexed_blocks) << "\n";
+  }
+  if (u.repos.size() > 1) out << "\n(blocks of a file several repos share count for each of them)\n";
+  return out.str();
+}
+
+Result<Removed> prune(const std::string& cache_dir, uint64_t max_bytes) {
+  if (Status s = check_cache_dir(cache_dir); !s.ok()) return s;
+  Listing listing = list_blocks(cache_dir);
+  Removed removed;
+  uint64_t total = sweep_temps(listing.temps, cache_index::index_dir(cache_dir));
+  for (const BlockFile& b : listing.blocks) total += b.entry.size;
+  std::sort(listing.blocks.begin(), listing.blocks.end(), [](const BlockFile& a, const BlockFile& b) {
+    return a.entry.mtime_ns != b.entry.mtime_ns ? a.entry.mtime_ns < b.entry.mtime_ns : a.entry.path < b.entry.path;
+  });
+  auto disk = posix_disk();
+  std::set<std::string> remaining_stems;
+  for (const BlockFile& b : listing.blocks) {
+    if (total > max_bytes) {
+      Status s = disk->remove(b.entry.path);
+      if (s.ok()) {
+        removed.blocks += 1;
+        removed.bytes += b.entry.size;
+      }
+      // Gone already (a mount evicted it) frees the space just the same.
+      if (s.ok() || s.code() == Code::kNotFound) {
+        total -= b.entry.size;
+        continue;
+      }
+    }
+    remaining_stems.insert(b.stem);
+  }
+  removed.total_bytes_after = total;
+  // Entries of content with nothing left cached only clutter `info`.
+  const int64_t grace_before = now_ns() - std::chrono::nanoseconds(kIndexGraceAge).count();
+  for (const IndexEntry& e : cache_index::read_all(cache_dir)) {
+    if (!remaining_stems.count(e.stem) && e.mtime_ns < grace_before && disk->remove(e.file).ok())
+      removed.index_entries += 1;
+  }
+  return removed;
+}
+
+Result<Removed> clear(const std::string& cache_dir, const std::string& repo) {
+  if (Status s = check_cache_dir(cache_dir); !s.ok()) return s;
+  auto disk = posix_disk();
+  Removed removed;
+  std::vector<IndexEntry> entries = cache_index::read_all(cache_dir);
+  Listing listing = list_blocks(cache_dir);
+  std::set<std::string> doomed, shared;  // stems
+  if (!repo.empty()) {
+    for (const IndexEntry& e : entries)
+      if (e.record.repo == repo) doomed.insert(e.stem);
+    for (const IndexEntry& e : entries)
+      if (e.record.repo != repo && doomed.count(e.stem)) shared.insert(e.stem);
+    if (doomed.empty())
+      return NotFound("nothing of " + repo + " is recorded in " + cache_dir +
+                      " (see `hubfs cache info` for the repos it holds)");
+  } else {
+    (void)sweep_temps(listing.temps, cache_index::index_dir(cache_dir));
+  }
+  for (const BlockFile& b : listing.blocks) {
+    if (!repo.empty() && !doomed.count(b.stem)) continue;
+    if (shared.count(b.stem)) {
+      removed.kept_shared_blocks += 1;
+      continue;
+    }
+    if (disk->remove(b.entry.path).ok()) {
+      removed.blocks += 1;
+      removed.bytes += b.entry.size;
+    }
+  }
+  for (const IndexEntry& e : entries) {
+    if (!repo.empty() && e.record.repo != repo) continue;
+    if (disk->remove(e.file).ok()) removed.index_entries += 1;
+  }
+  return removed;
+}
+
+Result<Verified> verify(const std::string& cache_dir) {
+  if (Status s = check_cache_dir(cache_dir); !s.ok()) return s;
+  auto disk = posix_disk();
+  Verified v;
+  for (const BlockFile& b : list_blocks(cache_dir).blocks) {
+    block_file::Digest digest{};
+    Status why;
+    if (b.stem.empty() || !digest_of_stem(b.stem, b.index, digest)) {
+      why = Corrupt("not named like a block file");
+    } else {
+      auto contents = disk->read_file(b.entry.path, block_file::kHeaderSize + block_file::kMaxDataBytes);
+      if (!contents.ok() && contents.status().code() == Code::kNotFound) {
+        v.vanished += 1;  // evicted by a mount meanwhile
+        continue;
+      }
+      why = contents.ok() ? block_file::verify(*contents, digest, b.index) : contents.status();
+    }
+    v.checked += 1;
+    if (why.ok()) continue;
+    // A mount may rename a fresh copy over this path between our read and this removal; that
+    // copy is lost and fetched again, which costs a request, never a wrong byte.
+    (void)disk->remove(b.entry.path);
+    v.bad += 1;
+    v.bad_files.push_back(b.entry.path + ": " + why.message());
+  }
+  return v;
+}
+
+}  // namespace hubfs::cache_admin

@@ -1,0 +1,231 @@
+// `hubfs cache` operations (cache_admin) and the index the mount writes (cache_index), over a
+// real directory filled by a real BlockCache.
+#include "cache/cache_admin.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <utime.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "cache/block_cache.h"
+#include "cache/block_file.h"
+#include "cache/cache_index.h"
+#include "support/temp_dir.h"
+
+namespace hubfs {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+const std::string kA = "sha256:" + std::string(64, 'a');
+const std::string kB = "sha256:" + std::string(64, 'b');
+const std::string kShared = "oid:" + std::string(40, 'c');
+constexpr size_t kBlock = 1000;
+const uint64_t kFileBytes = block_file::kHeaderSize + kBlock;  // one block file on disk
+
+std::string block_path(const fs::path& dir, const std::string& id, uint64_t index) {
+  auto d = block_file::digest_content_id(id);
+  return (dir / "blocks" / block_file::shard_name(d) / block_file::file_name(id, d, index)).string();
+}
+
+class CacheAdminTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CacheOptions options;
+    options.dir = dir_.str();
+    options.budget_bytes = 1ull << 30;
+    auto cache = BlockCache::open(options);
+    ASSERT_TRUE(cache.ok()) << cache.status().message();
+    cache_ = std::move(cache).value();
+  }
+  void put(const std::string& id, uint64_t blocks) {
+    for (uint64_t i = 0; i < blocks; ++i) cache_->put(id, i, std::string(kBlock, static_cast<char>('0' + i)));
+  }
+  void record(const std::string& repo, const std::string& path, const std::string& id) {
+    ASSERT_TRUE(cache_index::record(dir_.str(), {repo, "main", "c0ffee", path, id, 4000}).ok());
+  }
+  // Sets a block file's mtime (the LRU clock) to `seconds_ago`.
+  void age(const std::string& id, uint64_t index, int seconds_ago) {
+    struct utimbuf t;
+    t.actime = t.modtime = time(nullptr) - seconds_ago;
+    ASSERT_EQ(utime(block_path(dir_.path(), id, index).c_str(), &t), 0);
+  }
+  // The usual picture: repo x has a.bin (A, 3 blocks) and shared.txt, repo y has b.bin (B,
+  // 2 blocks) and the same shared.txt content (1 block).
+  void fill() {
+    put(kA, 3);
+    put(kB, 2);
+    put(kShared, 1);
+    record("datasets/org/x", "a.bin", kA);
+    record("datasets/org/x", "shared.txt", kShared);
+    record("models/org/y", "b.bin", kB);
+    record("models/org/y", "copy/shared.txt", kShared);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<BlockCache> cache_;
+};
+
+TEST_F(CacheAdminTest, InfoCountsBlocksByRepoAndFile) {
+  fill();
+  ASSERT_TRUE(cache_index::write_budget(dir_.str(), 5ull << 30).ok());
+  auto usage = cache_admin::info(dir_.str());
+  ASSERT_TRUE(usage.ok()) << usage.status().message();
+  EXPECT_EQ(usage->blocks, 6u);
+  EXPECT_EQ(usage->total_bytes, 6 * kFileBytes);
+  ASSERT_TRUE(usage->budget_bytes.has_value());
+  EXPECT_EQ(*usage->budget_bytes, 5ull << 30);
+  EXPECT_EQ(usage->unindexed_blocks, 0u);
+  ASSERT_EQ(usage->repos.size(), 2u);
+  EXPECT_EQ(usage->repos[0].repo, "datasets/org/x");  // largest first
+  EXPECT_EQ(usage->repos[0].bytes, 4 * kFileBytes);
+  EXPECT_EQ(usage->repos[1].repo, "models/org/y");
+  EXPECT_EQ(usage->repos[1].bytes, 3 * kFileBytes);
+  ASSERT_EQ(usage->repos[0].files.size(), 2u);
+  EXPECT_EQ(usage->repos[0].files[0].record.path, "a.bin");
+  EXPECT_EQ(usage->repos[0].files[0].blocks, 3u);
+
+  nlohmann::json j = cache_admin::to_json(*usage);
+  EXPECT_EQ(j["total_bytes"], 6 * kFileBytes);
+  EXPECT_EQ(j["blocks"], 6);
+  EXPECT_EQ(j["budget_bytes"], 5ull << 30);
+  EXPECT_EQ(j["repos"][1]["repo"], "models/org/y");
+  EXPECT_EQ(j["repos"][1]["bytes"], 3 * kFileBytes);
+  EXPECT_NE(cache_admin::to_text(*usage).find("datasets/org/x"), std::string::npos);
+}
+
+TEST_F(CacheAdminTest, InfoReportsBlocksNoEntryNamesAndNoBudget) {
+  put(kA, 2);
+  auto usage = cache_admin::info(dir_.str());
+  ASSERT_TRUE(usage.ok());
+  EXPECT_TRUE(usage->repos.empty());
+  EXPECT_EQ(usage->unindexed_blocks, 2u);
+  EXPECT_FALSE(usage->budget_bytes.has_value());
+  EXPECT_TRUE(cache_admin::to_json(*usage)["budget_bytes"].is_null());
+}
+
+TEST_F(CacheAdminTest, RecordNeverRewritesAnExistingEntry) {
+  record("datasets/org/x", "a.bin", kA);
+  ASSERT_TRUE(cache_index::record(dir_.str(), {"datasets/org/x", "v2", "other", "a.bin", kA, 4000}).ok());
+  auto entries = cache_index::read_all(dir_.str());
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].record.revision, "main");
+}
+
+TEST_F(CacheAdminTest, ConcurrentRecordersLeaveWholeEntries) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i)
+        (void)cache_index::record(dir_.str(), {"datasets/org/x", "main", "c", "f" + std::to_string(i), kA, 1});
+    });
+  for (auto& t : threads) t.join();
+  auto entries = cache_index::read_all(dir_.str());
+  std::set<std::string> paths;
+  for (const auto& e : entries) paths.insert(e.record.path);
+  EXPECT_EQ(entries.size(), 50u);
+  EXPECT_EQ(paths.size(), 50u);
+}
+
+TEST_F(CacheAdminTest, MissingDirectoryIsAnErrorNamingIt) {
+  auto usage = cache_admin::info((dir_.path() / "nope").string());
+  ASSERT_FALSE(usage.ok());
+  EXPECT_NE(usage.status().message().find("nope"), std::string::npos);
+  fs::create_directories(dir_.path() / "plain");
+  auto cleared = cache_admin::clear((dir_.path() / "plain").string());
+  ASSERT_FALSE(cleared.ok());
+  EXPECT_NE(cleared.status().message().find("not a hubfs cache"), std::string::npos);
+}
+
+TEST_F(CacheAdminTest, PruneEvictsLeastRecentlyUsedFirst) {
+  fill();
+  age(kA, 0, 300);
+  age(kA, 1, 200);
+  age(kA, 2, 100);
+  auto removed = cache_admin::prune(dir_.str(), 4 * kFileBytes);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(removed->blocks, 2u);
+  EXPECT_EQ(removed->total_bytes_after, 4 * kFileBytes);
+  EXPECT_FALSE(fs::exists(block_path(dir_.path(), kA, 0)));
+  EXPECT_FALSE(fs::exists(block_path(dir_.path(), kA, 1)));
+  EXPECT_TRUE(fs::exists(block_path(dir_.path(), kA, 2)));
+  // The cache that wrote them only misses now, and refills.
+  EXPECT_FALSE(cache_->get(kA, 0).has_value());
+  EXPECT_TRUE(cache_->get(kB, 1).has_value());
+
+  ASSERT_TRUE(cache_admin::prune(dir_.str(), 0).ok());
+  auto usage = cache_admin::info(dir_.str());
+  EXPECT_EQ(usage->blocks, 0u);
+  EXPECT_EQ(usage->total_bytes, 0u);
+}
+
+TEST_F(CacheAdminTest, ClearRepoKeepsContentAnotherRepoUses) {
+  fill();
+  auto removed = cache_admin::clear(dir_.str(), "datasets/org/x");
+  ASSERT_TRUE(removed.ok()) << removed.status().message();
+  EXPECT_EQ(removed->blocks, 3u);  // a.bin
+  EXPECT_EQ(removed->kept_shared_blocks, 1u);
+  EXPECT_EQ(removed->index_entries, 2u);
+  EXPECT_FALSE(cache_->get(kA, 0).has_value());
+  EXPECT_TRUE(cache_->get(kShared, 0).has_value());
+  EXPECT_TRUE(cache_->get(kB, 0).has_value());
+  auto usage = cache_admin::info(dir_.str());
+  ASSERT_EQ(usage->repos.size(), 1u);
+  EXPECT_EQ(usage->repos[0].repo, "models/org/y");
+  EXPECT_EQ(usage->repos[0].bytes, 3 * kFileBytes);
+
+  EXPECT_FALSE(cache_admin::clear(dir_.str(), "datasets/org/x").ok());  // nothing of it left
+  ASSERT_TRUE(cache_admin::clear(dir_.str()).ok());
+  usage = cache_admin::info(dir_.str());
+  EXPECT_EQ(usage->blocks, 0u);
+  EXPECT_TRUE(usage->repos.empty());
+  // A mount writing into the cleared directory still works.
+  cache_->put(kA, 0, "again");
+  EXPECT_EQ(cache_->get(kA, 0).value_or(""), "again");
+}
+
+TEST_F(CacheAdminTest, VerifyDeletesExactlyTheBadBlocks) {
+  fill();
+  auto clean = cache_admin::verify(dir_.str());
+  ASSERT_TRUE(clean.ok());
+  EXPECT_EQ(clean->checked, 6u);
+  EXPECT_EQ(clean->bad, 0u);
+
+  {  // one flipped data byte, one truncated file, one stray file named like no block
+    std::fstream f(block_path(dir_.path(), kB, 1), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(block_file::kHeaderSize + 10);
+    f.put('X');
+  }
+  fs::resize_file(block_path(dir_.path(), kA, 2), 20);
+  std::ofstream(fs::path(block_path(dir_.path(), kA, 0)).parent_path() / "junk") << "junk";
+  auto v = cache_admin::verify(dir_.str());
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->checked, 7u);
+  EXPECT_EQ(v->bad, 3u);
+  EXPECT_FALSE(fs::exists(block_path(dir_.path(), kB, 1)));
+  EXPECT_FALSE(fs::exists(block_path(dir_.path(), kA, 2)));
+  EXPECT_TRUE(fs::exists(block_path(dir_.path(), kB, 0)));
+  auto again = cache_admin::verify(dir_.str());
+  EXPECT_EQ(again->checked, 4u);
+  EXPECT_EQ(again->bad, 0u);
+}
+
+TEST_F(CacheAdminTest, VerifyAcceptsEveryNamingForm) {
+  // An id escaping cannot name (a '/'), so its blocks are named by digest ("_h<hex>"), and one
+  // with '_' and ':' that escaping spells out.
+  const std::string odd = "weird/id", escaped = "x_y:z";
+  cache_->put(odd, 7, "odd");
+  cache_->put(escaped, 0, "esc");
+  auto v = cache_admin::verify(dir_.str());
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->checked, 2u);
+  EXPECT_EQ(v->bad, 0u) << (v->bad_files.empty() ? "" : v->bad_files[0]);
+}
+
+}  // namespace
+}  // namespace hubfs
