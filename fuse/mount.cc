@@ -1,26 +1,20 @@
 #include "mount.h"
 
 #include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mount.h>
-#include <dirent.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include "cache/block_cache.h"
@@ -29,7 +23,9 @@
 #include "common/url.h"
 #include "hub/hub_client.h"
 #include "fs/filesystem.h"
+#include "daemon.h"
 #include "fuse_ops.h"
+#include "mountpoint.h"
 #include "net/curl_transport.h"
 #include "net/range_fetcher.h"
 #include "net/retrying_transport.h"
@@ -44,155 +40,6 @@ namespace {
 // some threads wait on the disk cache.
 constexpr unsigned kFuseThreads = 32;
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-// What /proc/self/mountinfo says is mounted at a path.
-struct MountEntry {
-  std::string fstype;  // "fuse.hubfs" for ours
-};
-
-// Mount points are listed with octal escapes for space, tab, newline and backslash.
-std::string unescape_mountinfo(const std::string& field) {
-  auto octal = [](char c) { return c >= '0' && c <= '7'; };
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    if (field[i] == '\\' && i + 3 < field.size() &&
-        octal(field[i + 1]) && octal(field[i + 2]) && octal(field[i + 3])) {
-      out.push_back(static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0')));
-      i += 3;
-      continue;
-    }
-    out.push_back(field[i]);
-  }
-  return out;
-}
-
-// The entry for `path` if it is itself a mount point (the last one mounted there wins).
-std::optional<MountEntry> mount_at(const std::string& path) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  std::optional<MountEntry> found;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, point, options, field;
-    fields >> id >> parent >> dev >> root >> point >> options;
-    if (unescape_mountinfo(point) != path) continue;
-    // Optional fields end at "-"; the filesystem type follows.
-    while (fields >> field && field != "-") {}
-    MountEntry e;
-    fields >> e.fstype;
-    found = e;
-  }
-  return found;
-}
-
-bool is_mount_point(const std::string& path) { return mount_at(path).has_value(); }
-
-// A FUSE mount whose daemon is gone answers ENOTCONN to anything not cached in the kernel;
-// statfs is never cached (a plain stat of the root may still succeed from the attribute cache).
-bool is_dead_fuse_mount(const std::string& path) {
-  struct statvfs st {};
-  return statvfs(path.c_str(), &st) != 0 && (errno == ENOTCONN || errno == ECONNABORTED);
-}
-
-// Lazily detaches a mount (root), else asks fusermount3 to (a user's own FUSE mount).
-Status detach_mount(const std::string& path) {
-  if (umount2(path.c_str(), MNT_DETACH) == 0) return Status::Ok();
-  int err = errno;
-  pid_t pid = fork();
-  if (pid == 0) {
-    int devnull = open("/dev/null", O_WRONLY);
-    if (devnull >= 0) dup2(devnull, 2);
-    execlp("fusermount3", "fusermount3", "-u", "-z", path.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  if (pid > 0) waitpid(pid, &status, 0);
-  if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
-  return Unavailable("cannot unmount " + path + ": " + strerror(err));
-}
-
-// The absolute path of a directory that may itself be a dead mount (realpath of a dead FUSE
-// mount fails with ENOTCONN): resolve its parent and append the last component.
-std::string absolute_mountpoint(const std::string& path) {
-  char real[PATH_MAX];
-  if (realpath(path.c_str(), real)) return real;
-  std::string trimmed = path;
-  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
-  size_t slash = trimmed.rfind('/');
-  std::string parent = slash == std::string::npos ? "." : (slash == 0 ? "/" : trimmed.substr(0, slash));
-  std::string name = slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
-  if (!realpath(parent.c_str(), real)) return path;
-  std::string out = real;
-  if (out != "/") out += "/";
-  return out + name;
-}
-
-bool has_entries(const std::string& dir) {
-  DIR* d = opendir(dir.c_str());
-  if (!d) return false;
-  bool any = false;
-  while (dirent* e = readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
-      any = true;
-      break;
-    }
-  }
-  closedir(d);
-  return any;
-}
-
-// The checks that can fail before anything starts, each naming the cause and the fix. A dead
-// hubfs mount left by a daemon that was killed is cleared here, so remounting needs no manual
-// fusermount.
-Result<std::string> check_mountpoint(const std::string& mountpoint, bool allow_nonempty) {
-  const std::string path = absolute_mountpoint(mountpoint);
-  if (auto entry = mount_at(path); entry && is_dead_fuse_mount(path)) {
-    if (entry->fstype != "fuse.hubfs") {
-      return Status(Code::kInvalidArgument,
-                    "mountpoint " + path + " is a dead FUSE mount (" + entry->fstype +
-                        ", its daemon exited); clear it with: fusermount3 -uz " + path);
-    }
-    if (Status s = detach_mount(path); !s.ok()) {
-      return Status(Code::kUnavailable, "mountpoint " + path + " is a dead hubfs mount (its daemon exited) and " +
-                                            s.message() + "; clear it with: hubfs unmount " + path);
-    }
-    log_info("cleared a dead hubfs mount at " + path + " (its daemon had exited)");
-  }
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
-    if (errno == ENOTCONN) {
-      return Status(Code::kInvalidArgument,
-                    "mountpoint " + path + " is a dead FUSE mount (its daemon exited); "
-                    "clear it with: hubfs unmount " + path);
-    }
-    return Status(Code::kNotFound, "mountpoint " + mountpoint + " does not exist: create it with "
-                                   "mkdir -p " + mountpoint);
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return Status(Code::kInvalidArgument, "mountpoint " + mountpoint + " is not a directory");
-  }
-  if (is_mount_point(path)) {
-    return Status(Code::kInvalidArgument, "mountpoint " + path +
-                                              " is busy: something is already mounted there; "
-                                              "unmount it first (hubfs unmount " + path + ")");
-  }
-  if (!allow_nonempty && has_entries(path)) {
-    return Status(Code::kInvalidArgument,
-                  "mountpoint " + path + " is not empty; choose an empty directory, or pass -o nonempty "
-                  "to mount over it (its contents are hidden while mounted)");
-  }
-  if (access("/dev/fuse", R_OK | W_OK) != 0) {
-    return Status(Code::kUnavailable,
-                  std::string("/dev/fuse is not usable (") + strerror(errno) +
-                      "): install fuse3 and load the module (modprobe fuse), or in a container "
-                      "pass --device /dev/fuse --cap-add SYS_ADMIN");
-  }
-  return path;
-}
 
 // Everything a running mount owns, in construction order (destroyed in reverse).
 struct Mount {
@@ -376,55 +223,6 @@ int serve(Mount& m, const std::string& mountpoint) {
   return (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP) ? 0 : 1;
 }
 
-void write_all(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = write(fd, s.data() + off, s.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    off += static_cast<size_t>(n);
-  }
-}
-
-}  // namespace
-
-std::string default_endpoint() { return find_endpoint(); }
-
-std::string default_cache_dir() {
-  if (const char* d = getenv("HUBFS_CACHE_DIR"); d && *d) return d;
-  if (const char* x = getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/hubfs";
-  return env_or("HOME", "/root") + "/.cache/hubfs";
-}
-
-Result<uint64_t> parse_size(const std::string& text) {
-  if (text.empty()) return InvalidArgument("empty size");
-  size_t pos = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &pos);
-  } catch (...) {
-    return InvalidArgument("'" + text + "' is not a size (examples: 4096, 512M, 10G)");
-  }
-  std::string suffix = text.substr(pos);
-  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
-  if (!suffix.empty() && (suffix.back() == 'i')) suffix.pop_back();
-  double scale = 1;
-  if (suffix.size() > 1) return InvalidArgument("'" + text + "' has an unknown suffix (use K, M, G or T)");
-  if (!suffix.empty()) {
-    switch (toupper(suffix[0])) {
-      case 'K': scale = 1024.0; break;
-      case 'M': scale = 1024.0 * 1024; break;
-      case 'G': scale = 1024.0 * 1024 * 1024; break;
-      case 'T': scale = 1024.0 * 1024 * 1024 * 1024; break;
-      default: return InvalidArgument("'" + text + "' has an unknown suffix (use K, M, G or T)");
-    }
-  }
-  if (!(value >= 0) || value * scale > 1.8e19) return InvalidArgument("'" + text + "' is out of range");
-  return static_cast<uint64_t>(std::llround(value * scale));
-}
-
-namespace {
-int detach_and_serve(Mount& m, const std::string& mountpoint, int verdict_fd);
 }  // namespace
 
 int run_mount(const MountConfig& config) {
@@ -452,120 +250,21 @@ int run_mount(const MountConfig& config) {
   }
 
   // Background: fork before any thread exists (curl, cache and FUSE threads all start in the
-  // child); the parent waits on a pipe for the child's verdict and then for the mount to answer.
-  int pipefd[2];
-  if (pipe2(pipefd, O_CLOEXEC) != 0) {
-    std::cerr << "hubfs: pipe: " << strerror(errno) << "\n";
-    return 1;
-  }
-  pid_t pid = fork();
-  if (pid < 0) {
-    std::cerr << "hubfs: fork: " << strerror(errno) << "\n";
-    return 1;
-  }
-  if (pid > 0) {
-    close(pipefd[1]);
-    std::string verdict;
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(pipefd[0], buf, sizeof buf)) != 0) {
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) break;
-      verdict.append(buf, static_cast<size_t>(n));
-    }
-    close(pipefd[0]);
-    if (verdict.rfind("OK", 0) != 0) {
-      int status = 0;
-      waitpid(pid, &status, 0);
-      std::cerr << "hubfs: " << (verdict.empty() ? "the mount process died while starting" : verdict.substr(4))
-                << "\n";
-      return 1;
-    }
-    // The kernel answers this stat only once the daemon serves requests: when it returns, the
-    // mount is usable.
-    struct stat st {};
-    if (stat(mountpoint.c_str(), &st) != 0) {
-      std::cerr << "hubfs: the mount at " << mountpoint << " does not answer: " << strerror(errno) << "\n";
-      return 1;
-    }
-    return 0;
-  }
-
-  close(pipefd[0]);
-  setsid();
-  // In the background the log goes to --log-file or nowhere: never to the user's terminal,
-  // which has moved on. Startup errors reach the user through the pipe instead.
-  std::FILE* log = nullptr;
-  if (!config.log_file.empty()) log = std::fopen(config.log_file.c_str(), "a");
-  set_log_file(log ? log : std::fopen("/dev/null", "a"));
-  int rc = 1;
-  {
-    // Scoped so the Mount's destructor (which unmounts) runs before _exit, which runs none.
-    Mount m;
-    Status st = build_mount(config, mountpoint, m);
-    if (!st.ok()) {
-      if (log) log_error(st.message());  // the parent prints it to the user's stderr
-      write_all(pipefd[1], "ERR " + st.message());
-      close(pipefd[1]);
-    } else {
-      rc = detach_and_serve(m, mountpoint, pipefd[1]);
-    }
-  }
-  _exit(rc);
-}
-
-namespace {
-
-int detach_and_serve(Mount& m, const std::string& mountpoint, int verdict_fd) {
-  // Detach from the terminal: stdio to /dev/null (the log file, if any, keeps its own stream).
-  int devnull = open("/dev/null", O_RDWR);
-  if (devnull >= 0) {
-    dup2(devnull, 0);
-    dup2(devnull, 1);
-    dup2(devnull, 2);
-    if (devnull > 2) close(devnull);
-  }
-  if (chdir("/") != 0) {}
-  write_all(verdict_fd, "OK\n");
-  close(verdict_fd);
-  return serve(m, mountpoint);
-}
-
-}  // namespace
-
-int run_unmount(const std::string& mountpoint) {
-  const std::string path = absolute_mountpoint(mountpoint);
-  if (!is_mount_point(path)) {
-    std::cerr << "hubfs: " << mountpoint << " is not mounted\n";
-    return 1;
-  }
-  // A mount whose daemon died (SIGKILL, OOM) cannot answer an orderly unmount's requests:
-  // detach it.
-  if (is_dead_fuse_mount(path)) {
-    if (Status s = detach_mount(path); !s.ok()) {
-      std::cerr << "hubfs: " << s.message() << "\n";
-      return 1;
-    }
-    return 0;
-  }
-  // Root unmounts directly; others go through the setuid helper, as FUSE intends.
-  if (umount2(path.c_str(), 0) == 0) return 0;
-  int err = errno;
-  if (err == EBUSY) {
-    std::cerr << "hubfs: " << path << " is busy: a process still uses it (see: fuser -vm " << path
-              << "); close it and retry\n";
-    return 1;
-  }
-  pid_t pid = fork();
-  if (pid == 0) {
-    execlp("fusermount3", "fusermount3", "-u", path.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  if (pid > 0) waitpid(pid, &status, 0);
-  if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
-  std::cerr << "hubfs: cannot unmount " << path << ": " << strerror(err) << "\n";
-  return 1;
+  // child, which builds and serves the Mount; see daemon.h).
+  std::optional<Mount> m;
+  return run_daemonized(
+      mountpoint, config.log_file,
+      [&] {
+        m.emplace();
+        Status st = build_mount(config, mountpoint, *m);
+        if (!st.ok()) m.reset();  // its destructor unmounts whatever was set up
+        return st;
+      },
+      [&] {
+        int rc = serve(*m, mountpoint);
+        m.reset();  // unmount before the daemon's _exit, which runs no destructors
+        return rc;
+      });
 }
 
 }  // namespace hubfs

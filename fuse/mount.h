@@ -1,4 +1,6 @@
-// `hubfs mount` and `hubfs unmount`: checks, daemonizing, wiring core to the FUSE session.
+// `hubfs mount`: its configuration (defaults and size parsing in mount_config.cc) and the
+// mount itself (mount.cc: wiring the stack, serving it, tearing it down in order; the
+// background process in daemon.cc; mountpoint checks and `hubfs unmount` in mountpoint.cc).
 #pragma once
 
 #include <cstdint>
@@ -31,8 +33,6 @@ struct MountConfig {
 // answers (0) or has failed (non-zero, cause on stderr), leaving a daemon serving it.
 int run_mount(const MountConfig& config);
 
-// Unmounts a hubfs mountpoint; returns the exit code, cause on stderr.
-int run_unmount(const std::string& mountpoint);
 
 // "10G", "512M", "1.5T", "4096" -> bytes (K/M/G/T are powers of 1024).
 Result<uint64_t> parse_size(const std::string& text);

@@ -12,6 +12,7 @@
 #include "cache/cache_admin.h"
 #include "hub/hub_client.h"
 #include "mount.h"
+#include "mountpoint.h"
 #include "prefetch.h"
 
 namespace {

@@ -1,0 +1,208 @@
+#include "mountpoint.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <fstream>
+#include <sstream>
+
+#include "common/log.h"
+
+namespace hubfs {
+namespace {
+
+// What /proc/self/mountinfo says is mounted at a path.
+struct MountEntry {
+  std::string fstype;  // "fuse.hubfs" for ours
+};
+
+// Mount points are listed with octal escapes for space, tab, newline and backslash.
+std::string unescape_mountinfo(const std::string& field) {
+  auto octal = [](char c) { return c >= '0' && c <= '7'; };
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size() &&
+        octal(field[i + 1]) && octal(field[i + 2]) && octal(field[i + 3])) {
+      out.push_back(static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0')));
+      i += 3;
+      continue;
+    }
+    out.push_back(field[i]);
+  }
+  return out;
+}
+
+// The entry for `path` if it is itself a mount point (the last one mounted there wins).
+std::optional<MountEntry> mount_at(const std::string& path) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  std::optional<MountEntry> found;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point, options, field;
+    fields >> id >> parent >> dev >> root >> point >> options;
+    if (unescape_mountinfo(point) != path) continue;
+    // Optional fields end at "-"; the filesystem type follows.
+    while (fields >> field && field != "-") {}
+    MountEntry e;
+    fields >> e.fstype;
+    found = e;
+  }
+  return found;
+}
+
+}  // namespace
+
+bool is_mount_point(const std::string& path) { return mount_at(path).has_value(); }
+
+// A FUSE mount whose daemon is gone answers ENOTCONN to anything not cached in the kernel;
+// statfs is never cached (a plain stat of the root may still succeed from the attribute cache).
+bool is_dead_fuse_mount(const std::string& path) {
+  struct statvfs st {};
+  return statvfs(path.c_str(), &st) != 0 && (errno == ENOTCONN || errno == ECONNABORTED);
+}
+
+// Lazily detaches a mount (root), else asks fusermount3 to (a user's own FUSE mount).
+Status detach_mount(const std::string& path) {
+  if (umount2(path.c_str(), MNT_DETACH) == 0) return Status::Ok();
+  int err = errno;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, 2);
+    execlp("fusermount3", "fusermount3", "-u", "-z", path.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
+  return Unavailable("cannot unmount " + path + ": " + strerror(err));
+}
+
+// The absolute path of a directory that may itself be a dead mount (realpath of a dead FUSE
+// mount fails with ENOTCONN): resolve its parent and append the last component.
+std::string absolute_mountpoint(const std::string& path) {
+  char real[PATH_MAX];
+  if (realpath(path.c_str(), real)) return real;
+  std::string trimmed = path;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  size_t slash = trimmed.rfind('/');
+  std::string parent = slash == std::string::npos ? "." : (slash == 0 ? "/" : trimmed.substr(0, slash));
+  std::string name = slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+  if (!realpath(parent.c_str(), real)) return path;
+  std::string out = real;
+  if (out != "/") out += "/";
+  return out + name;
+}
+
+namespace {
+
+bool has_entries(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return false;
+  bool any = false;
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      any = true;
+      break;
+    }
+  }
+  closedir(d);
+  return any;
+}
+
+}  // namespace
+
+// A dead hubfs mount left by a daemon that was killed is cleared here, so remounting needs no
+// manual fusermount.
+Result<std::string> check_mountpoint(const std::string& mountpoint, bool allow_nonempty) {
+  const std::string path = absolute_mountpoint(mountpoint);
+  if (auto entry = mount_at(path); entry && is_dead_fuse_mount(path)) {
+    if (entry->fstype != "fuse.hubfs") {
+      return Status(Code::kInvalidArgument,
+                    "mountpoint " + path + " is a dead FUSE mount (" + entry->fstype +
+                        ", its daemon exited); clear it with: fusermount3 -uz " + path);
+    }
+    if (Status s = detach_mount(path); !s.ok()) {
+      return Status(Code::kUnavailable, "mountpoint " + path + " is a dead hubfs mount (its daemon exited) and " +
+                                            s.message() + "; clear it with: hubfs unmount " + path);
+    }
+    log_info("cleared a dead hubfs mount at " + path + " (its daemon had exited)");
+  }
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    if (errno == ENOTCONN) {
+      return Status(Code::kInvalidArgument,
+                    "mountpoint " + path + " is a dead FUSE mount (its daemon exited); "
+                    "clear it with: hubfs unmount " + path);
+    }
+    return Status(Code::kNotFound, "mountpoint " + mountpoint + " does not exist: create it with "
+                                   "mkdir -p " + mountpoint);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Status(Code::kInvalidArgument, "mountpoint " + mountpoint + " is not a directory");
+  }
+  if (is_mount_point(path)) {
+    return Status(Code::kInvalidArgument, "mountpoint " + path +
+                                              " is busy: something is already mounted there; "
+                                              "unmount it first (hubfs unmount " + path + ")");
+  }
+  if (!allow_nonempty && has_entries(path)) {
+    return Status(Code::kInvalidArgument,
+                  "mountpoint " + path + " is not empty; choose an empty directory, or pass -o nonempty "
+                  "to mount over it (its contents are hidden while mounted)");
+  }
+  if (access("/dev/fuse", R_OK | W_OK) != 0) {
+    return Status(Code::kUnavailable,
+                  std::string("/dev/fuse is not usable (") + strerror(errno) +
+                      "): install fuse3 and load the module (modprobe fuse), or in a container "
+                      "pass --device /dev/fuse --cap-add SYS_ADMIN");
+  }
+  return path;
+}
+
+int run_unmount(const std::string& mountpoint) {
+  const std::string path = absolute_mountpoint(mountpoint);
+  if (!is_mount_point(path)) {
+    std::cerr << "hubfs: " << mountpoint << " is not mounted\n";
+    return 1;
+  }
+  // A mount whose daemon died (SIGKILL, OOM) cannot answer an orderly unmount's requests:
+  // detach it.
+  if (is_dead_fuse_mount(path)) {
+    if (Status s = detach_mount(path); !s.ok()) {
+      std::cerr << "hubfs: " << s.message() << "\n";
+      return 1;
+    }
+    return 0;
+  }
+  // Root unmounts directly; others go through the setuid helper, as FUSE intends.
+  if (umount2(path.c_str(), 0) == 0) return 0;
+  int err = errno;
+  if (err == EBUSY) {
+    std::cerr << "hubfs: " << path << " is busy: a process still uses it (see: fuser -vm " << path
+              << "); close it and retry\n";
+    return 1;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    execlp("fusermount3", "fusermount3", "-u", path.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+  std::cerr << "hubfs: cannot unmount " << path << ": " << strerror(err) << "\n";
+  return 1;
+}
+
+}  // namespace hubfs
