@@ -23,21 +23,6 @@ using namespace hubfs::testing;
 
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string random_bytes(size_t n, unsigned seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (size_t i = 0; i + 8 <= n; i += 8) {
-    uint64_t v = rng();
-    memcpy(&s[i], &v, 8);
-  }
-  return s;
-}
-
 // A zea-like HDF5 file: /data/raw_data float32 (frames, transmits, samples, elements, channels),
 // one frame per chunk, Blosc lz4 + byte shuffle through the installed HDF5 plugin.
 void write_blosc_h5(const std::string& path, hsize_t frames) {

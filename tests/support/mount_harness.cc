@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
+#include <iterator>
+#include <random>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -80,6 +83,21 @@ HubfsMount::~HubfsMount() {
   std::error_code ec;
   std::filesystem::remove(path_, ec);
   std::filesystem::remove(log_, ec);
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string random_bytes(size_t n, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    uint64_t v = rng();
+    memcpy(&s[i], &v, 8);
+  }
+  return s;
 }
 
 }  // namespace hubfs::testing

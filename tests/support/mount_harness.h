@@ -24,6 +24,10 @@ std::string bin_path(const std::string& name);
 
 // Empties the kernel's page cache (root only), so the next read of a file reaches its filesystem.
 bool drop_page_cache();
+// A whole file's bytes ("" if it cannot be read).
+std::string read_all(const std::string& path);
+// n deterministic pseudo-random bytes for `seed`.
+std::string random_bytes(size_t n, unsigned seed);
 
 class HubfsMount {
  public:
