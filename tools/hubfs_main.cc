@@ -292,7 +292,9 @@ int main(int argc, char** argv) {
                "uses are kept).");
   clear->add_option("repo", clear_repo, "[models/|datasets/|spaces/]ORG/NAME (models is the default type)");
   auto* verify = cache->add_subcommand(
-      "verify", "Re-check every block's checksum and delete the bad ones; exits 1 if any were bad.");
+      "verify",
+      "Re-check every block's checksum, then re-hash every completely cached file against its content id "
+      "(sha256 / git blob id); delete what is bad; exits 1 if anything was.");
 
   // Set last: subcommands copy their parent's footer when they are added.
   app.footer(
@@ -372,5 +374,12 @@ int main(int argc, char** argv) {
   std::cout << "checked " << verified->checked << " blocks: " << verified->bad << " bad (deleted)";
   if (verified->vanished > 0) std::cout << ", " << verified->vanished << " evicted while checking";
   std::cout << "\n";
-  return verified->bad > 0 ? 1 : 0;
+  // Then whole files: a block can carry a good checksum over bytes that were corrupt when they
+  // arrived; a complete file's hash catches that.
+  auto content = admin::verify_content(cache_dir);
+  if (!content.ok()) return fail(content.status());
+  for (const std::string& bad : content->bad_files) std::cerr << "hubfs: content mismatch: " << bad << "\n";
+  std::cout << "re-hashed " << content->files_checked << " complete files: " << content->files_bad
+            << " bad (deleted); " << content->files_incomplete << " partly cached (not judged)\n";
+  return verified->bad > 0 || content->files_bad > 0 ? 1 : 0;
 }

@@ -71,6 +71,17 @@ struct Verified {
 // Re-checks every block's header and CRC-32C (block_file::verify) and deletes the bad ones.
 Result<Verified> verify(const std::string& cache_dir);
 
+struct ContentVerified {
+  uint64_t files_checked = 0;     // content ids whose every block was cached: re-hashed
+  uint64_t files_incomplete = 0;  // some block missing: cannot be judged
+  uint64_t files_bad = 0;         // hash differs from the content id: all blocks deleted
+  std::vector<std::string> bad_files;  // "repo/path (content id): why"
+};
+// Re-hashes every complete file the index names (sha256 for LFS files, the git blob id for
+// small ones) from its cached blocks and deletes every block of a file whose hash differs from
+// its content id. Blocks are 1 MiB (the mount's default block size).
+Result<ContentVerified> verify_content(const std::string& cache_dir);
+
 // "1.5 GiB", "812 KiB", "17 B".
 std::string human_bytes(uint64_t bytes);
 

@@ -26,7 +26,7 @@
 #include "common/status.h"
 #include "common/task_queue.h"
 #include "net/range_fetcher.h"
-#include "reader/content_verifier.h"
+#include "cache/content_verifier.h"
 
 namespace hubfs {
 

@@ -1,6 +1,7 @@
 // `hubfs cache` operations (cache_admin) and the index the mount writes (cache_index), over a
 // real directory filled by a real BlockCache.
 #include "cache/cache_admin.h"
+#include "cache/content_verifier.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -225,6 +226,55 @@ TEST_F(CacheAdminTest, VerifyAcceptsEveryNamingForm) {
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(v->checked, 2u);
   EXPECT_EQ(v->bad, 0u) << (v->bad_files.empty() ? "" : v->bad_files[0]);
+}
+
+}  // namespace
+}  // namespace hubfs
+
+namespace hubfs {
+namespace {
+
+std::string sha256_id(const std::string& data) {
+  auto v = ContentVerifier::for_content("sha256:" + std::string(64, '0'), data.size());
+  v->update(data);
+  return "sha256:" + v->finish().computed;
+}
+
+// Whole files: blocks whose checksums are fine but whose content was corrupt on arrival are
+// caught by re-hashing a completely cached file; partly cached files are not judged.
+TEST_F(CacheAdminTest, VerifyContentRehashesCompleteFilesAndDeletesBadOnes) {
+  const uint64_t mib = 1u << 20;
+  std::string good(2 * mib + 10, 'g');
+  good[mib + 3] = 'x';
+  std::string bad_content = good;
+  bad_content[5] = 'y';  // what arrived: one byte off, stored with a valid block checksum
+  const std::string good_id = sha256_id(good);
+  const std::string bad_id = sha256_id(good + "?");  // the Hub's id for a file we hold wrongly
+  std::string bad_file = good + "?";
+  bad_file[7] = 'z';
+  for (uint64_t i = 0; i * mib < good.size(); ++i) {
+    cache_->put(good_id, i, std::string_view(good).substr(i * mib, mib));
+  }
+  for (uint64_t i = 0; i * mib < bad_file.size(); ++i) {
+    cache_->put(bad_id, i, std::string_view(bad_file).substr(i * mib, mib));
+  }
+  const std::string partial_id = sha256_id(std::string(3 * mib, 'p'));
+  cache_->put(partial_id, 0, std::string(mib, 'p'));
+  ASSERT_TRUE(cache_index::record(dir_.str(), {"datasets/o/r", "main", "c", "good.bin", good_id, good.size()}).ok());
+  ASSERT_TRUE(cache_index::record(dir_.str(), {"datasets/o/r", "main", "c", "bad.bin", bad_id, bad_file.size()}).ok());
+  ASSERT_TRUE(cache_index::record(dir_.str(), {"datasets/o/r", "main", "c", "part.bin", partial_id, 3 * mib}).ok());
+
+  auto v = cache_admin::verify_content(dir_.str());
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->files_checked, 2u);
+  EXPECT_EQ(v->files_bad, 1u);
+  EXPECT_EQ(v->files_incomplete, 1u);
+  ASSERT_EQ(v->bad_files.size(), 1u);
+  EXPECT_NE(v->bad_files[0].find("bad.bin"), std::string::npos);
+  EXPECT_FALSE(cache_->get(bad_id, 0).has_value());
+  EXPECT_FALSE(cache_->get(bad_id, 2).has_value());
+  EXPECT_TRUE(cache_->get(good_id, 0).has_value());
+  EXPECT_TRUE(cache_->get(partial_id, 0).has_value());
 }
 
 }  // namespace

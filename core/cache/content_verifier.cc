@@ -1,4 +1,4 @@
-#include "reader/content_verifier.h"
+#include "cache/content_verifier.h"
 
 #include <openssl/evp.h>
 
