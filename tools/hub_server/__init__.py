@@ -1,0 +1,66 @@
+"""A local stand-in for the Hugging Face Hub, so hubfs tests, the demo and the benchmarks run
+offline. It serves repos from a directory tree over two origins, as the real Hub does:
+
+  * the Hub API origin: repo info, tree listing, paths-info, resolve (small files inline,
+    LFS files as a 302 to a signed CDN URL), and test control under /_hubfs/;
+  * a separate "CDN" origin on a second port (a different host:port, so a client that forwards
+    Authorization across hosts is caught): signed, expiring /blobs/<sha256> URLs with ranges.
+
+The contract is docs/hub-http-contract.md. Debian's /usr/bin/python3 standard library
+only. Started by tools/hub_server.py; run that with --help for options. On start it prints
+exactly one line to stdout:
+  listening http://HOST:PORT cdn http://HOST:CDNPORT
+(https:// for both with --tls-cert/--tls-key: both origins then speak TLS with that certificate,
+HTTP/1.1 only, and /_hubfs/stats counts tls_handshakes and tls_handshake_failures).
+
+Repo layout under --root: <root>/{models,datasets,spaces}/<org>/<name>/ holding either plain
+files (one commit on branch "main"), or a hub.json plus snapshots/<commit>/ directories:
+  {"refs": {"main": "c2", "v1": "c1", "refs/pr/1": "c1"},
+   "commits": {"c1": {"date": "2024-01-01T00:00:00Z"}, "c2": {"date": "..."}},
+   "private": false, "gated": false}
+A repo that was renamed is a directory with just a hub.json {"moved_to": "org/new-name"}:
+every request for it answers 307 with a relative Location naming the new id.
+Revisions: refs names (one percent-encoded segment, e.g. refs%2Fpr%2F1) or a commit's sha,
+sha1("<org>/<name>:<commit name>"). A plain repo's sha hashes its files' paths, sizes and
+mtimes; it is recomputed on every repo-info request. A file is LFS when it is at least
+--lfs-threshold bytes or named *.h5/.hdf5/.bin/.safetensors/.npy.
+
+API origin:
+  GET  /api/{models|datasets|spaces}/{org}/{name}[/revision/{rev}]      repo info
+  GET  /api/{t}/{org}/{name}/tree/{rev}[/{path}]?recursive=&limit=&cursor=  one page, Link next
+  POST /api/{t}/{org}/{name}/paths-info/{rev}   form paths=a&paths=b (or JSON {"paths": []})
+  GET|HEAD /[datasets/|spaces/]{org}/{name}/resolve/{rev}/{path}   200/206/416, or 302 to CDN
+  GET|HEAD /_plain/{models|datasets|spaces}/{org}/{name}/{rev}/[{path}]   the plain HTTP view:
+       a directory (trailing slash) is an HTML index of links, a file is its bytes with Range
+       (206/416), Last-Modified the commit date, no redirect. For peers that only speak plain
+       HTTP (rclone's http backend); delayed and bandwidth-limited like every data request.
+  GET  /_hubfs/stats   POST /_hubfs/reset   POST /_hubfs/expire   GET /_hubfs/health
+  GET|POST|DELETE /_hubfs/faults   (POST a fault object or a list of them; see Faults)
+CDN origin:
+  GET|HEAD /blobs/{sha256}?expires=&sig=   200/206/416; 403 expired or bad signature
+Control requests are neither counted nor delayed by --latency-ms.
+
+Faults (faults.Fault has every key): each applies to the next "count" matching requests of
+either origin and is exactly one of "status": N (a Hub-style error answer) or "mode": reset,
+stall, ignore_range, bad_content_range, truncate or flip_byte; filters path_contains, origin,
+method; "max_consecutive": k lets the same request through after k faulted in a row.
+
+Stats (GET /_hubfs/stats, zeroed by POST /_hubfs/reset): requests, api_requests,
+resolve_requests, cdn_requests, plain_requests, bytes_sent, peak_concurrency,
+cdn_authorization_headers, range_requests, head_requests, faults_injected, tls_handshakes,
+tls_handshake_failures, in_flight, in_flight_seconds, by_path, by_status.
+
+Modules, one job each:
+  common.py          HubError, log, ISO dates, the plain view's prefix
+  store.py           repos on disk: revisions, listing, git/LFS identities, served blobs
+  signing.py         signed expiring CDN URLs and key rotation
+  stats.py           the /_hubfs/stats counters
+  faults.py          fault specs, the queue, max_consecutive streaks
+  shaping.py         latency and per-connection bandwidth
+  handler.py         the shared request handler: dispatch, responses, faults, file bodies
+  routes_api.py      API origin: repo info, tree, paths-info, resolve
+  routes_plain.py    the plain HTTP view
+  routes_cdn.py      CDN origin: signed blobs
+  routes_control.py  /_hubfs/ test control
+  server.py          options, TLS, the two listeners, main
+"""

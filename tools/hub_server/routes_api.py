@@ -1,0 +1,197 @@
+"""The Hub API origin: routing (API, resolve, and the plain view), repo access (tokens, private,
+gated, renamed repos), repo info, paged tree listing, paths-info, and resolve (small files
+inline, LFS files a 302 to a signed CDN URL)."""
+
+import base64
+import json
+import os
+import urllib.parse
+
+from .common import PLAIN_PREFIX, HubError
+from .store import REPO_TYPES, walk_entries
+
+
+class ApiRoutes:
+    """Handler mixin for the API origin; open_repo and open_revision serve the plain view too."""
+
+    def handle_api(self):
+        segs = [urllib.parse.unquote(s) for s in self.raw_path.split("/")[1:]]
+        if segs and segs[0] == PLAIN_PREFIX.strip("/"):
+            return self.handle_plain(segs[1:])
+        if segs and segs[-1] == "" and len(segs) > 1:
+            segs = segs[:-1]  # tolerate one trailing slash
+        if len(segs) >= 4 and segs[0] == "api" and segs[1] in REPO_TYPES:
+            return self.handle_repo_api(segs[1], segs[2], segs[3], segs[4:])
+        if len(segs) >= 5 and segs[0] in ("datasets", "spaces") and segs[3] == "resolve":
+            return self.handle_resolve(segs[0], segs[1], segs[2], segs[4:])
+        if len(segs) >= 4 and segs[2] == "resolve":
+            return self.handle_resolve("models", segs[0], segs[1], segs[3:])
+        raise HubError(404, None, "no such endpoint: %s %s" % (self.method, self.raw_path))
+
+    def open_repo(self, rtype, org, name):
+        """The repo, once the caller's token is good enough for it; else the Hub's error."""
+        state = self.server.state
+        repo = state.store.find(rtype, org, name)
+        if repo is not None and repo.moved_to:
+            raise HubError(307, None, "%s was renamed to %s" % (repo.id, repo.moved_to),
+                           {"Location": self._moved_location(org, name, repo.moved_to)})
+        token = None
+        auth = self.headers.get("Authorization")
+        if auth and auth.startswith("Bearer "):
+            token = auth[len("Bearer "):].strip()
+        allowed = token is not None and token in state.tokens
+        if repo is None or (repo.private and not allowed):
+            # A private repo the caller may not see looks missing, as on the Hub; only asking
+            # without any token gets 401 (the hint to log in).
+            status = 401 if repo is not None and token is None else 404
+            raise HubError(status, "RepoNotFound", "Repository Not Found for url: %s" % self.path)
+        if repo.gated and not allowed:
+            status = 401 if token is None else 403
+            raise HubError(status, "GatedRepo", "Access to %s %s is restricted: it is gated"
+                           % (rtype[:-1], repo.id))
+        return repo
+
+    def _moved_location(self, org, name, new_id):
+        """This request's path with the old repo id swapped for the new one: a relative
+        Location, as the Hub sends for renamed repos."""
+        segs = self.raw_path.split("/")
+        old = [urllib.parse.quote(org), urllib.parse.quote(name)]
+        i = next(i for i in range(len(segs) - 1) if segs[i:i + 2] == old)
+        segs[i:i + 2] = [urllib.parse.quote(p) for p in new_id.split("/")]
+        query = urllib.parse.urlsplit(self.path).query
+        return "/".join(segs) + ("?" + query if query else "")
+
+    def open_revision(self, repo, rev, refresh=False):
+        commit = repo.resolve_revision(rev, refresh)
+        if commit is None:
+            raise HubError(404, "RevisionNotFound", "Invalid rev id: %s" % rev)
+        return commit
+
+    def handle_repo_api(self, rtype, org, name, rest):
+        if not rest or (rest[0] == "revision" and len(rest) == 2):
+            if self.method not in ("GET", "HEAD"):
+                raise HubError(405, None, "repo info is GET only")
+            repo = self.open_repo(rtype, org, name)
+            commit = self.open_revision(repo, rest[1] if rest else "main", refresh=True)
+            return self.send_json(200, self.repo_info(repo, commit))
+        if rest[0] == "tree" and len(rest) >= 2:
+            if self.method not in ("GET", "HEAD"):
+                raise HubError(405, None, "tree listing is GET only")
+            repo = self.open_repo(rtype, org, name)
+            commit = self.open_revision(repo, rest[1])
+            return self.list_tree(commit, "/".join(rest[2:]))
+        if rest[0] == "paths-info" and len(rest) == 2:
+            if self.method != "POST":
+                raise HubError(405, None, "paths-info is POST only")
+            repo = self.open_repo(rtype, org, name)
+            commit = self.open_revision(repo, rest[1])
+            return self.paths_info(commit)
+        raise HubError(404, None, "no such endpoint: %s %s" % (self.method, self.raw_path))
+
+    def repo_info(self, repo, commit):
+        info = {
+            "id": repo.id,
+            "sha": commit.sha,
+            "lastModified": commit.date,
+            "private": repo.private,
+            "gated": repo.gated,
+            "disabled": False,
+            "siblings": [{"rfilename": rel} for rel in repo.siblings(commit)],
+        }
+        if repo.rtype == "models":
+            info["modelId"] = repo.id
+        return info
+
+    def list_tree(self, commit, rel):
+        state = self.server.state
+        found = state.store.stat_path(commit, rel)
+        commit_header = {"X-Repo-Commit": commit.sha}
+        if found is None or not found[1]:
+            raise HubError(404, "EntryNotFound", "%s does not exist at revision %s" % (rel or "/", commit.sha),
+                           commit_header)
+        recursive = self.query.get("recursive", ["false"])[0].lower() in ("1", "true")
+        try:
+            limit = int(self.query.get("limit", [state.page_size])[0])
+            offset = decode_cursor(self.query["cursor"][0]) if "cursor" in self.query else 0
+        except ValueError as e:
+            raise HubError(400, None, "bad limit or cursor: %s" % e)
+        page_size = max(1, min(limit, state.page_size))
+        prefix = rel + "/" if rel else ""
+        # Listing names and stats is cheap; digests are computed only for the page we return.
+        all_entries = list(walk_entries(found[0], prefix, recursive))
+        page = all_entries[offset:offset + page_size]
+        body = [state.store.entry(commit, r, d, st) for r, d, st in page]
+        headers = dict(commit_header)
+        if offset + page_size < len(all_entries):
+            query = {k: v[0] for k, v in self.query.items() if k != "cursor"}
+            query["cursor"] = encode_cursor(offset + page_size)
+            headers["Link"] = '<%s%s?%s>; rel="next"' % (state.api_url, self.raw_path,
+                                                          urllib.parse.urlencode(query))
+        self.send_json(200, body, headers)
+
+    def paths_info(self, commit):
+        store = self.server.state.store
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        try:
+            if ctype == "application/json":
+                paths = json.loads(self.body or b"{}").get("paths", [])
+            else:
+                paths = urllib.parse.parse_qs(self.body.decode(), keep_blank_values=True).get("paths", [])
+        except (ValueError, AttributeError, UnicodeDecodeError) as e:
+            raise HubError(400, None, "bad paths-info body: %s" % e)
+        out, seen = [], set()
+        for p in paths:
+            p = str(p).strip("/")
+            if p in seen or p == "":
+                continue
+            seen.add(p)
+            found = store.stat_path(commit, p)
+            if found is not None:
+                out.append(store.entry(commit, p, found[1], found[2]))
+        self.send_json(200, out, {"X-Repo-Commit": commit.sha})
+
+    def handle_resolve(self, rtype, org, name, rest):
+        if self.method not in ("GET", "HEAD"):
+            raise HubError(405, None, "resolve is GET/HEAD only")
+        state = self.server.state
+        repo = self.open_repo(rtype, org, name)
+        if len(rest) < 2:
+            raise HubError(404, "EntryNotFound", "resolve needs a revision and a path")
+        commit = self.open_revision(repo, rest[0])
+        rel = "/".join(rest[1:])
+        found = state.store.stat_path(commit, rel)
+        if found is None or found[1]:
+            raise HubError(404, "EntryNotFound", "%s does not exist at revision %s" % (rel, commit.sha),
+                           {"X-Repo-Commit": commit.sha})
+        path, _, st = found
+        oid, lfs = state.store.file_identity(path, rel, st)
+        if lfs is None:
+            with open(path, "rb") as f:
+                self.send_file(f, os.fstat(f.fileno()).st_size,
+                               {"ETag": '"%s"' % oid, "X-Repo-Commit": commit.sha})
+            return
+        sha256 = lfs["oid"]
+        state.blobs.register(sha256, path, st)
+        expires, sig = state.signer.sign(sha256)
+        location = "%s/blobs/%s?expires=%d&sig=%s" % (state.cdn_url, sha256, expires, sig)
+        self.send_bytes(302, b"", {
+            "Location": location,
+            "X-Repo-Commit": commit.sha,
+            "X-Linked-Size": st.st_size,
+            "X-Linked-Etag": '"%s"' % sha256,
+            "ETag": '"%s"' % sha256,
+        })
+
+
+def encode_cursor(offset):
+    return base64.urlsafe_b64encode(("o:%d" % offset).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor):
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError("cursor is not one of ours")
+    if not raw.startswith("o:") or not raw[2:].isdigit():
+        raise ValueError("cursor is not one of ours")
+    return int(raw[2:])

@@ -1,0 +1,37 @@
+"""Test control on the API origin, /_hubfs/: stats, reset, expire, health, and the fault queue.
+Control requests are neither counted nor delayed."""
+
+import json
+
+from .common import HubError
+
+
+class ControlRoutes:
+    """Handler mixin for /_hubfs/."""
+
+    def handle_control(self):
+        state = self.server.state
+        route = (self.method, self.raw_path.rstrip("/"))
+        if route == ("GET", "/_hubfs/stats"):
+            return self.send_json(200, state.stats.snapshot())
+        if route == ("GET", "/_hubfs/health"):
+            return self.send_json(200, {"ok": True})
+        if route == ("POST", "/_hubfs/reset"):
+            state.stats.reset()
+            return self.send_json(200, {"ok": True})
+        if route == ("POST", "/_hubfs/expire"):
+            state.signer.expire_all()
+            return self.send_json(200, {"ok": True})
+        if route == ("GET", "/_hubfs/faults"):
+            return self.send_json(200, state.faults.pending())
+        if route == ("DELETE", "/_hubfs/faults"):
+            state.faults.clear()
+            return self.send_json(200, {"ok": True})
+        if route == ("POST", "/_hubfs/faults"):
+            try:
+                spec = json.loads(self.body or b"null")
+                state.faults.add(spec if isinstance(spec, list) else [spec])
+            except ValueError as e:
+                raise HubError(400, None, "bad fault: %s" % e)
+            return self.send_json(200, {"ok": True, "pending": state.faults.pending()})
+        raise HubError(404, None, "no control endpoint %s %s" % route)

@@ -1,0 +1,147 @@
+"""Running the server: command-line options, the shared state, TLS, the two listeners (API and
+CDN origins, each a threading HTTP server), the one "listening" line on stdout, and stopping on
+SIGTERM/SIGINT (or stdin EOF)."""
+
+import argparse
+import http.server
+import os
+import signal
+import socket
+import ssl
+import sys
+import threading
+
+from .faults import FaultTable
+from .handler import Handler
+from .routes_api import ApiRoutes
+from .routes_cdn import CdnRoutes
+from .routes_control import ControlRoutes
+from .routes_plain import PlainRoutes
+from .shaping import Shaping
+from .signing import UrlSigner
+from .stats import Stats
+from .store import BlobRegistry, DigestCache, RepoStore
+
+# The listen backlog: benchmarks open many connections at once and a short queue would turn
+# that burst into SYN retries (1 s each) that look like server latency.
+LISTEN_BACKLOG = 1024
+
+
+class QuietServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
+    allow_reuse_address = True
+
+    tls_context = None  # an ssl.SSLContext with --tls-cert
+
+    def get_request(self):
+        sock, addr = super().get_request()
+        if self.tls_context is not None:
+            # The handshake happens in the handler's thread (Handler.setup), never in this accept
+            # loop, where one silent client would hold up every other connection.
+            sock = self.tls_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, addr
+
+    def handle_error(self, request, client_address):
+        # Clients hanging up mid-body (a cancelled read, a timeout) are routine, not errors.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, socket.timeout, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
+class ApiHandler(ControlRoutes, ApiRoutes, PlainRoutes, Handler):
+    origin = "api"
+
+
+class CdnHandler(CdnRoutes, Handler):
+    origin = "cdn"
+
+
+class ServerState:
+    """Everything the handlers of both origins share."""
+
+    def __init__(self, args):
+        self.store = RepoStore(os.path.abspath(args.root), args.lfs_threshold, DigestCache())
+        self.blobs = BlobRegistry()
+        self.signer = UrlSigner(args.url_ttl)
+        self.stats = Stats()
+        self.faults = FaultTable()
+        self.shaping = Shaping(args.latency_ms, args.bandwidth_mbps)
+        self.page_size = args.page_size
+        self.tokens = set(args.token or [])
+        self.verbose = args.verbose
+        self.api_url = None
+        self.cdn_url = None
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description="Local Hugging Face Hub stand-in for hubfs tests and benchmarks.")
+    p.add_argument("--root", required=True, help="directory holding {models,datasets,spaces}/<org>/<name>/")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="Hub API port (0: pick a free one)")
+    p.add_argument("--cdn-port", type=int, default=0, help="CDN port (0: pick a free one)")
+    p.add_argument("--latency-ms", type=float, default=0, help="delay before answering every request")
+    p.add_argument("--bandwidth-mbps", type=float, default=0,
+                   help="per-connection body rate in megabits/s (0: unlimited, uses sendfile)")
+    p.add_argument("--url-ttl", type=int, default=3600, help="seconds a signed CDN URL stays valid")
+    p.add_argument("--page-size", type=int, default=1000, help="most tree entries per page")
+    p.add_argument("--token", action="extend", nargs="+",
+                   help="tokens accepted for private/gated repos (--token A B or --token A --token B)")
+    p.add_argument("--lfs-threshold", type=int, default=10240, help="files this big or bigger are LFS")
+    p.add_argument("--exit-on-stdin-eof", action="store_true",
+                   help="exit when stdin closes (the launcher holds the other end, so the server "
+                        "dies with the test process even if it crashes)")
+    p.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    p.add_argument("--tls-cert", help="PEM certificate (chain) to serve both origins over https")
+    p.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    args = p.parse_args(argv)
+    if args.page_size < 1:
+        p.error("--page-size must be >= 1")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        p.error("--tls-cert and --tls-key go together")
+    if not os.path.isdir(args.root):
+        p.error("--root %s is not a directory" % args.root)
+    return args
+
+
+def main(argv):
+    args = parse_args(argv)
+    state = ServerState(args)
+    servers = []
+    tls_context = None
+    if args.tls_cert:
+        tls_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls_context.load_cert_chain(args.tls_cert, args.tls_key)
+        tls_context.set_alpn_protocols(["http/1.1"])
+    for port, handler in ((args.port, ApiHandler), (args.cdn_port, CdnHandler)):
+        server = QuietServer((args.host, port), handler)
+        server.state = state
+        server.tls_context = tls_context
+        servers.append(server)
+    scheme = "https" if tls_context else "http"
+    state.api_url = "%s://%s:%d" % (scheme, args.host, servers[0].server_address[1])
+    state.cdn_url = "%s://%s:%d" % (scheme, args.host, servers[1].server_address[1])
+
+    # SIGTERM/SIGINT are blocked in every thread and taken synchronously by the main thread,
+    # so a stop is immediate instead of waiting for some thread to notice a flag.
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    if args.exit_on_stdin_eof:
+        def watch_stdin():
+            while sys.stdin.buffer.read(4096):
+                pass
+            os.kill(os.getpid(), signal.SIGTERM)
+        threading.Thread(target=watch_stdin, daemon=True).start()
+
+    sys.stdout.write("listening %s cdn %s\n" % (state.api_url, state.cdn_url))
+    sys.stdout.flush()
+    signal.sigwait(stop_signals)
+    for server in servers:
+        server.server_close()
+    sys.stderr.flush()
+    # Handler threads may be mid-sendfile or asleep in a latency/stall; nothing they hold needs
+    # cleaning up, so leave without waiting for them.
+    os._exit(0)

@@ -1,0 +1,83 @@
+"""The counters GET /_hubfs/stats reports: request kinds, bytes, faults, TLS handshakes, requests
+in flight (now, peak, and integrated over time), by_path and by_status."""
+
+import threading
+import time
+
+# by_path in /_hubfs/stats stops adding new paths past this, so a long benchmark cannot grow it
+# without bound.
+MAX_TRACKED_PATHS = 10000
+
+
+class Stats:
+    FIELDS = ("requests", "api_requests", "resolve_requests", "cdn_requests", "plain_requests",
+              "bytes_sent", "peak_concurrency", "cdn_authorization_headers", "range_requests",
+              "head_requests", "faults_injected", "tls_handshakes", "tls_handshake_failures")
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self.reset()
+
+    def _advance(self):
+        """Adds the time since the last change, weighted by the requests in flight, to
+        in_flight_seconds: its growth over a read divided by the read's wall time is the mean
+        number of requests in flight, which the peak alone does not tell. Lock held."""
+        now = time.monotonic()
+        self._in_flight_seconds += self._in_flight * (now - self._changed)
+        self._changed = now
+
+    def reset(self):
+        with self._lock:
+            self._in_flight_seconds = 0.0
+            self._changed = time.monotonic()
+            self._counts = dict.fromkeys(self.FIELDS, 0)
+            # Requests still running when the counters are zeroed keep counting toward the peak.
+            self._counts["peak_concurrency"] = self._in_flight
+            self._by_path = {}
+            self._by_status = {}
+
+    def begin(self, origin, kind, method, path, headers):
+        with self._lock:
+            c = self._counts
+            c["requests"] += 1
+            if origin == "cdn":
+                c["cdn_requests"] += 1
+                if headers.get("Authorization") is not None:
+                    c["cdn_authorization_headers"] += 1
+            elif kind == "api":
+                c["api_requests"] += 1
+            elif kind == "resolve":
+                c["resolve_requests"] += 1
+            elif kind == "plain":
+                c["plain_requests"] += 1
+            if headers.get("Range") is not None:
+                c["range_requests"] += 1
+            if method == "HEAD":
+                c["head_requests"] += 1
+            if path in self._by_path or len(self._by_path) < MAX_TRACKED_PATHS:
+                self._by_path[path] = self._by_path.get(path, 0) + 1
+            self._advance()
+            self._in_flight += 1
+            c["peak_concurrency"] = max(c["peak_concurrency"], self._in_flight)
+
+    def end(self, status):
+        with self._lock:
+            self._advance()
+            self._in_flight -= 1
+            if status is not None:
+                self._by_status[str(status)] = self._by_status.get(str(status), 0) + 1
+
+    def add(self, field, n):
+        with self._lock:
+            self._counts[field] += n
+
+    def snapshot(self):
+        with self._lock:
+            out = dict(self._counts)
+            out["in_flight"] = self._in_flight
+            self._advance()
+            out["in_flight_seconds"] = self._in_flight_seconds
+            out["by_path"] = dict(self._by_path)
+            out["by_status"] = dict(self._by_status)
+            return out
