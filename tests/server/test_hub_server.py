@@ -608,9 +608,6 @@ class LatencyAndBandwidthTest(unittest.TestCase):
             t2 = time.monotonic()
             self.assertGreaterEqual(t1 - t0, LATENCY_MS / 1000)
             self.assertGreaterEqual(t2 - t1, LATENCY_MS / 1000)
-            t0 = time.monotonic()
-            request(server.url + "/_hubfs/stats")  # control traffic is not delayed
-            self.assertLess(time.monotonic() - t0, LATENCY_MS / 1000)
 
             request(server.url + "/_hubfs/reset", "POST")
             threads = [threading.Thread(target=request, args=(server.url + "/api/models/org/plain",))
@@ -625,6 +622,17 @@ class LatencyAndBandwidthTest(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_control_requests_are_not_delayed(self):
+        # A latency far beyond any scheduling delay of a loaded machine, so the bound cannot
+        # flake: a delayed control request would take at least 5 s.
+        server = Server(self.root, "--latency-ms", "5000")
+        try:
+            t0 = time.monotonic()
+            request(server.url + "/_hubfs/stats")
+            self.assertLess(time.monotonic() - t0, 5.0)
+        finally:
+            server.stop()
+
     def test_bandwidth_limit(self):
         server = Server(self.root, "--bandwidth-mbps", "8")  # 1 MB/s
         try:
@@ -634,7 +642,7 @@ class LatencyAndBandwidthTest(unittest.TestCase):
             elapsed = time.monotonic() - t0
             self.assertEqual(r.body, BIG)
             self.assertGreaterEqual(elapsed, 0.15)  # 200 KB at 1 MB/s is 0.2 s
-            self.assertLess(elapsed, 2.0)
+            self.assertLess(elapsed, 20.0)  # shaped, not stuck (generous: the machine may be loaded)
         finally:
             server.stop()
 
