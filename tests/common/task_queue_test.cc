@@ -23,7 +23,9 @@ TEST(TaskQueue, FollowUpTasksPostedByATaskRunBeforeDrainReturns) {
   TaskQueue q(2);
   std::function<void(int)> chain = [&](int left) {
     ++ran;
-    if (left > 0) EXPECT_TRUE(q.post([&, left] { chain(left - 1); }));
+    if (left > 0) {
+      EXPECT_TRUE(q.post([&, left] { chain(left - 1); }));
+    }
   };
   q.post([&] { chain(50); });
   q.drain();
