@@ -17,6 +17,8 @@
 #include <optional>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "cache/block_cache.h"
 #include "cache/cache_index.h"
 #include "common/log.h"
@@ -90,10 +92,67 @@ Result<std::string> choose_ca_bundle(const std::string& flag) {
   return path;
 }
 
+// `hubfs status`: the daemon's identity and live counters as one JSON object (fuse/status.h),
+// read from the components' own stats. Called on FUSE threads while the session runs, so every
+// component it reads exists (the Mount destroys the session first).
+std::function<std::string()> status_provider(const Mount& m, const MountConfig& config, const std::string& mountpoint,
+                                             const std::string& repo_label, const std::string& revision,
+                                             const std::string& commit, const std::string& subfolder) {
+  nlohmann::json fixed = {
+      {"mountpoint", mountpoint},
+      {"repo", repo_label},
+      {"revision", revision},
+      {"commit", commit},
+      {"subfolder", subfolder},
+      {"endpoint", url::url_for_log(config.endpoint)},
+      {"cache_dir", config.cache_size == 0 ? nlohmann::json(nullptr) : nlohmann::json(config.cache_dir)},
+      {"cache_size", config.cache_size},
+      {"max_requests", config.max_requests},
+      {"pid", static_cast<int64_t>(getpid())},
+      {"started_at", static_cast<int64_t>(time(nullptr))},
+  };
+  const auto started = std::chrono::steady_clock::now();
+  return [fixed, started, curl = m.curl.get(), transport = m.transport.get(), reader = &m.reader,
+          cache = &m.cache] {
+    nlohmann::json j = fixed;
+    j["uptime_s"] = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+    const CurlStats c = curl->stats();
+    j["requests"] = c.requests;  // every upstream HTTP request: API calls, resolves, ranges
+    j["in_flight"] = c.in_flight;
+    j["queued"] = c.queued;
+    j["hedges"] = c.hedges;
+    j["hedge_wins"] = c.hedge_wins;
+    j["retries"] = transport->retries();
+    const ReaderStats r = (*reader)->stats();
+    j["range_requests"] = r.requests;
+    j["bytes_fetched"] = r.bytes_fetched;
+    j["blocks_fetched"] = r.blocks_fetched;
+    j["errors"] = r.fetch_errors;
+    j["memory_hits"] = r.memory_hits;
+    j["disk_hits"] = r.disk_hits;
+    j["memory_bytes"] = r.memory_bytes;
+    j["read_ahead_bytes"] = r.read_ahead_bytes;
+    j["hints"] = r.hints;
+    j["hinted_bytes"] = r.hinted_bytes;
+    j["files_verified"] = r.files_verified;
+    j["verify_failures"] = r.verify_failures;
+    if (*cache) {
+      const CacheStats d = (*cache)->stats();
+      j["disk_cache"] = {{"bytes_used", d.bytes_used}, {"evictions", d.evictions}, {"corrupt", d.corrupt},
+                         {"write_failures", d.write_failures}};
+    } else {
+      j["disk_cache"] = nullptr;
+    }
+    return j.dump();
+  };
+}
+
 // Builds the whole stack and mounts it. On success the session is mounted but not yet served.
 Status build_mount(const MountConfig& config, const std::string& mountpoint, Mount& m) {
-  auto repo = parse_repo_ref(config.repo_spec, config.repo_type, config.revision);
-  if (!repo.ok()) return repo.status();
+  auto spec = parse_repo_spec(config.repo_spec, config.repo_type, config.revision, config.subfolder);
+  if (!spec.ok()) return spec.status();
+  const std::string subfolder = spec->subfolder;
+  auto repo = std::optional<RepoRef>(spec->repo);
   if (offline_requested()) {
     // A mount must pin the revision and list the repo: it cannot start without the Hub.
     return Unavailable("HF_HUB_OFFLINE is set, and mounting needs to reach the Hub; unset it "
@@ -125,7 +184,26 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   if (!info.ok()) return info.status();
   RepoRef pinned = *repo;
   pinned.revision = info->sha;  // every later request names the commit: the view never moves
-  log_info("mounting " + repo->id + "@" + repo->revision + " (commit " + info->sha + ") at " + mountpoint);
+  const std::string repo_label = std::string(api_segment(repo->type)) + "/" + repo->id;
+  if (!subfolder.empty()) {
+    // A subfolder mount shows that directory: it must be one, at this commit.
+    auto found = m.hub->paths_info(pinned, {subfolder});
+    if (!found.ok()) return found.status();
+    const TreeEntry* entry = nullptr;
+    for (const auto& e : *found)
+      if (e.path == subfolder) entry = &e;
+    if (!entry) {
+      return NotFound("subfolder '" + subfolder + "' does not exist in " + repo_label + " at revision " +
+                      repo->revision + " (commit " + info->sha + "); check its spelling and case with the "
+                      "repo's file browser, or mount the whole repo");
+    }
+    if (!entry->is_dir) {
+      return InvalidArgument("'" + subfolder + "' in " + repo_label + " is a file, not a directory: a "
+                             "subfolder mount shows a directory (mount its parent instead)");
+    }
+  }
+  log_info("mounting " + repo_label + "@" + repo->revision + (subfolder.empty() ? "" : "/" + subfolder) +
+           " (commit " + info->sha + ") at " + mountpoint);
 
   if (config.cache_size == 0) {
     // --cache-size 0: no disk cache at all (nothing is written to the cache directory); blocks
@@ -146,6 +224,8 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   m.reader = std::make_unique<BlockReader>(m.cache.get(), *m.fetcher, reader_options);
   FsOptions fs_options;
   fs_options.mtime = static_cast<time_t>(info->last_modified);
+  fs_options.root_path = subfolder;
+  fs_options.status_json = status_provider(m, config, mountpoint, repo_label, repo->revision, info->sha, subfolder);
   if (m.cache) {
     // `hubfs cache info` and `clear REPO` map content ids back to repo files through this index;
     // the budget tells `info` what this cache is held to. Both are best effort: a cache whose
@@ -153,7 +233,7 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
     (void)cache_index::write_budget(config.cache_dir, config.cache_size);
     auto warned = std::make_shared<std::atomic<bool>>(false);
     fs_options.on_open = [dir = config.cache_dir,
-                          repo_label = std::string(api_segment(repo->type)) + "/" + repo->id,
+                          repo_label,
                           revision = repo->revision, commit = info->sha, warned](const RemoteFile& f) {
       IndexRecord r{repo_label, revision, commit, f.path, f.content_id, f.size};
       if (Status s = cache_index::record(dir, r); !s.ok() && !warned->exchange(true))

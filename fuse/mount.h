@@ -13,8 +13,9 @@
 namespace hubfs {
 
 struct MountConfig {
-  std::string repo_spec;  // [models/|datasets/|spaces/]ORG/NAME[@REVISION]
+  std::string repo_spec;  // [models/|datasets/|spaces/]ORG/NAME[@REVISION][/SUB/DIR]
   std::optional<std::string> repo_type;
+  std::optional<std::string> subfolder;  // --subfolder: the repo directory the mount shows
   std::optional<std::string> revision;
   std::string mountpoint;
   std::string endpoint;   // already defaulted (flag, $HF_ENDPOINT, https://huggingface.co)

@@ -64,6 +64,21 @@ std::optional<MountEntry> mount_at(const std::string& path) {
 
 bool is_mount_point(const std::string& path) { return mount_at(path).has_value(); }
 
+std::vector<HubfsMountEntry> list_hubfs_mounts() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  std::vector<HubfsMountEntry> mounts;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point, options, field, fstype, source;
+    fields >> id >> parent >> dev >> root >> point >> options;
+    while (fields >> field && field != "-") {}
+    fields >> fstype >> source;
+    if (fstype == "fuse.hubfs") mounts.push_back({unescape_mountinfo(point), unescape_mountinfo(source)});
+  }
+  return mounts;
+}
+
 // A FUSE mount whose daemon is gone answers ENOTCONN to anything not cached in the kernel;
 // statfs is never cached (a plain stat of the root may still succeed from the attribute cache).
 bool is_dead_fuse_mount(const std::string& path) {

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -12,6 +13,13 @@ namespace hubfs {
 // The absolute path of a directory that may itself be a dead mount (realpath of a dead FUSE
 // mount fails with ENOTCONN): resolves its parent and appends the last component.
 std::string absolute_mountpoint(const std::string& path);
+// A hubfs mount listed in /proc/self/mountinfo (fstype fuse.hubfs).
+struct HubfsMountEntry {
+  std::string mountpoint;
+  std::string source;  // the FUSE fsname, "hubfs:ORG/NAME"
+};
+// Every hubfs mount this process can see, in mount order.
+std::vector<HubfsMountEntry> list_hubfs_mounts();
 // Listed in /proc/self/mountinfo.
 bool is_mount_point(const std::string& path);
 // A FUSE mount whose daemon is gone (statfs answers ENOTCONN; a stat may still succeed from the

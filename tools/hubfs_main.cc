@@ -14,6 +14,7 @@
 #include "mount.h"
 #include "mountpoint.h"
 #include "prefetch.h"
+#include "status.h"
 
 namespace {
 
@@ -22,7 +23,8 @@ constexpr const char* kProgram = "hubfs";
 // Subcommands (and their aliases): a first argument that is none of these and not an option is
 // the mount helper form, `hubfs SOURCE MOUNTPOINT -o OPTIONS`.
 bool is_subcommand(const std::string& word) {
-  return word == "mount" || word == "unmount" || word == "umount" || word == "cache";
+  return word == "mount" || word == "unmount" || word == "umount" || word == "cache" || word == "status" ||
+         word == "prefetch";
 }
 
 bool parse_int_in(const std::string& text, int lo, int hi, int& out) {
@@ -73,6 +75,9 @@ std::string apply_option(const std::string& opt, hubfs::MountConfig& config, std
   } else if (key == "revision") {
     if (!has_value) return needs_value();
     config.revision = value;
+  } else if (key == "subfolder") {
+    if (!has_value) return needs_value();
+    config.subfolder = value;
   } else if (key == "repo_type") {
     if (value != "model" && value != "dataset" && value != "space")
       return "-o repo_type=" + value + ": use model, dataset or space";
@@ -210,7 +215,8 @@ int main(int argc, char** argv) {
   std::string cache_size = "10G";
   auto* mount = app.add_subcommand("mount", "Mount REPO at MOUNTPOINT (returns once it answers).");
   mount->add_option("repo", config.repo_spec,
-                    "[models/|datasets/|spaces/]ORG/NAME[@REVISION] (models is the default type)")
+                    "[models/|datasets/|spaces/]ORG/NAME[@REVISION][/SUB/DIR] (models is the default "
+                    "type); a path after the name (or the revision) mounts only that directory")
       ->required();
   mount->add_option("mountpoint", config.mountpoint,
                     "An existing empty directory (a dead hubfs mount left by a killed daemon is cleared)")->required();
@@ -218,6 +224,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"model", "dataset", "space"}));
   mount->add_option("--revision", config.revision,
                     "Branch, tag, commit sha or refs/pr/N (default main); pinned to its commit at mount");
+  mount->add_option("--subfolder", config.subfolder,
+                    "Show only this directory of the repo (as REPO/SUB/DIR); the mount fails if it is "
+                    "not a directory at the pinned commit");
   mount->add_option("--endpoint", config.endpoint, "Hub URL (default $HF_ENDPOINT, else https://huggingface.co)");
   mount->add_option("--cache-dir", config.cache_dir,
                     "Block cache directory (default $HUBFS_CACHE_DIR, else $XDG_CACHE_HOME/hubfs, else "
@@ -268,6 +277,21 @@ int main(int argc, char** argv) {
       "On a terminal it shows bytes, rate and ETA; otherwise it prints one JSON line "
       "({\"files\",\"bytes\",\"seconds\",\"interrupted\",\"ok\"}). Ctrl-C stops it cleanly (exit 130); what "
       "was fetched stays cached, and a second run makes no upstream request.");
+  std::string status_point;
+  bool status_json = false;
+  auto* status = app.add_subcommand(
+      "status", "Every hubfs mount on the machine (or the one at MOUNTPOINT): repo, revision, commit, "
+                "cache, uptime and live counters, read from the daemon (user.hubfs.status on the mount's root).");
+  status->add_option("mountpoint", status_point, "Only this mount (exit 1 if it is not a live hubfs mount)");
+  status->add_flag("--json", status_json,
+                   "A JSON list: one object per mount with mountpoint, state (alive, dead, not responding, "
+                   "unknown), repo, revision, commit, subfolder, cache_dir, uptime_s, requests (upstream HTTP "
+                   "requests since mount), bytes_fetched, in_flight, retries, errors, hedges, memory_hits, "
+                   "disk_hits, read_ahead_bytes, hints, hinted_bytes, ...; null where unknown");
+  status->footer(
+      "A dead mount (its daemon killed) or one that does not answer within 3 s is listed as such; it "
+      "never hangs the command. Any tool can read the same JSON: getfattr -n user.hubfs.status MOUNTPOINT");
+
   std::string cache_dir;
   auto* cache = app.add_subcommand(
       "cache", "Inspect and trim a block cache directory (safe while mounts use it: a removed block "
@@ -300,7 +324,7 @@ int main(int argc, char** argv) {
   app.footer(
       "As a mount helper (what `mount -t fuse.hubfs REPO MOUNTPOINT -o ...` and fstab lines of type "
       "fuse.hubfs run):\n  hubfs REPO MOUNTPOINT -o KEY=VALUE,...\nwhere the keys are the mount "
-      "options without dashes (endpoint, cache_dir, cache_size, revision, repo_type, max_requests, "
+      "options without dashes (endpoint, cache_dir, cache_size, revision, repo_type, subfolder, max_requests, "
       "read_timeout, log_file, ca_bundle; foreground and debug take no value); options for mount(8) "
       "and systemd (_netdev, nofail, noauto, auto, user, users, nouser, owner, group, defaults, "
       "comment=, x-*) and rw are dropped (the mount is always read-only); anything else goes to "
@@ -318,6 +342,7 @@ int main(int argc, char** argv) {
     return finish_and_mount(config, cache_size);
   }
   if (*unmount) return hubfs::run_unmount(unmount_point);
+  if (*status) return hubfs::run_status(status_point, status_json);
 
   namespace admin = hubfs::cache_admin;
   if (cache_dir.empty()) cache_dir = hubfs::default_cache_dir();

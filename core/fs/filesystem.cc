@@ -56,6 +56,7 @@ FileSystem::FileSystem(HubClient& hub, RepoRef repo, BlockReader& reader, FsOpti
   nodes_.emplace_back();  // inode 0 does not exist
   TreeEntry root;
   root.is_dir = true;
+  root.path = options_.root_path;
   add_node(std::move(root));  // inode 1 = kRootIno
 }
 
@@ -239,6 +240,7 @@ FsResult<uint64_t> FileSystem::hint(uint64_t handle, const std::vector<ByteRange
 FsResult<std::string> FileSystem::getxattr(Ino ino, const std::string& name) {
   Node* n = node(ino);
   if (!n) return errno_only(ENOENT);
+  if (ino == kRootIno && options_.status_json && name == kStatusXattr) return options_.status_json();
   if (!n->is_dir && n->entry.lfs_sha256 && name == kShaAttr) return *n->entry.lfs_sha256;
   if (!n->is_dir && !n->entry.lfs_sha256 && name == kOidAttr) return n->entry.oid;
   return errno_only(ENODATA);
@@ -247,6 +249,7 @@ FsResult<std::string> FileSystem::getxattr(Ino ino, const std::string& name) {
 FsResult<std::string> FileSystem::listxattr(Ino ino) {
   Node* n = node(ino);
   if (!n) return errno_only(ENOENT);
+  if (ino == kRootIno && options_.status_json) return std::string(kStatusXattr) + '\0';
   if (n->is_dir) return std::string();
   return std::string(n->entry.lfs_sha256 ? kShaAttr : kOidAttr) + '\0';
 }

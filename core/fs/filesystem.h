@@ -37,7 +37,17 @@ struct FsOptions {
   // file each cached content id was read as; see cache/cache_index.h). Must be cheap and
   // thread-safe: it runs on the FUSE thread, no lock of this class held.
   std::function<void(const RemoteFile&)> on_open;
+  // The repo directory the mount's root shows ("" = the repo's root; "sub/dir" for a subfolder
+  // mount). Paths under the mount map to it: /x is <root_path>/x in the repo.
+  std::string root_path;
+  // The daemon's live status as JSON (`hubfs status`): served as the extended attribute
+  // user.hubfs.status of the root directory, listed there. Empty: no such attribute. Called on
+  // the FUSE thread of every getxattr of it; must be thread-safe.
+  std::function<std::string()> status_json;
 };
+
+// The root's extended attribute holding FsOptions::status_json.
+inline constexpr const char* kStatusXattr = "user.hubfs.status";
 
 // A failed operation: the errno for the kernel and, for upstream failures worth a log line, why.
 struct FsError {

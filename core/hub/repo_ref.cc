@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hub/repo_ref.h"
 
@@ -164,6 +165,102 @@ Result<RepoRef> parse_repo_ref(std::string_view spec, std::optional<std::string>
                            "; give a branch, tag, commit sha or refs/pr/N");
   }
   return ref;
+}
+
+namespace {
+
+std::vector<std::string_view> split_slashes(std::string_view s) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    size_t slash = s.find('/', start);
+    parts.push_back(s.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
+    if (slash == std::string_view::npos) return parts;
+    start = slash + 1;
+  }
+}
+
+// "sub/dir" from "sub/dir", "/sub/dir/" or "sub//dir"; an error for "." or ".." parts or
+// control characters (the path travels in URLs).
+Result<std::string> normalize_subfolder(std::string_view text, const std::string& quoted) {
+  std::string out;
+  for (std::string_view part : split_slashes(text)) {
+    if (part.empty()) continue;
+    if (part == "." || part == "..") {
+      return InvalidArgument("subfolder '" + std::string(text) + "' in " + quoted +
+                             " has a '.' or '..' part: name the directory from the repo's root, e.g. data/train");
+    }
+    for (unsigned char c : part) {
+      if (c < 0x20 || c == 0x7f) return InvalidArgument("subfolder in " + quoted + " contains a control character");
+    }
+    if (!out.empty()) out += '/';
+    out += part;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<RepoSpec> parse_repo_spec(std::string_view spec, std::optional<std::string> type_override,
+                                 std::optional<std::string> revision_override,
+                                 std::optional<std::string> subfolder_override) {
+  const std::string quoted = "'" + std::string(spec) + "'";
+  std::string_view before = spec;
+  std::string revision_part;  // "@REV" or ""
+  std::string_view rest;      // the subfolder part
+  if (size_t at = spec.find('@'); at != std::string_view::npos) {
+    before = spec.substr(0, at);
+    std::string_view after = spec.substr(at + 1);
+    // refs/pr/N and refs/convert/X span three parts; any other revision is one.
+    size_t parts = after.starts_with("refs/") ? 3 : 1;
+    size_t end = 0;
+    for (size_t i = 0; i < parts && end != std::string_view::npos; ++i) {
+      end = after.find('/', i == 0 ? 0 : end + 1);
+    }
+    if (end == std::string_view::npos) {
+      revision_part = "@" + std::string(after);
+    } else {
+      revision_part = "@" + std::string(after.substr(0, end));
+      rest = after.substr(end + 1);
+    }
+  }
+  std::vector<std::string_view> parts = split_slashes(before);
+  size_t id_parts = 2;
+  if (parts.size() >= 3 && type_from_prefix(parts[0])) {
+    id_parts = 3;
+  } else if (parts.size() >= 3 && type_from_word(parts[0])) {
+    return InvalidArgument("repo " + quoted + " starts with '" + std::string(parts[0]) + "/': the type prefix is plural (" +
+                           std::string(api_segment(*type_from_word(parts[0]))) + "/)");
+  }
+  std::string id_spec;
+  std::string path_part;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::string& target = i < id_parts ? id_spec : path_part;
+    if (i != 0 && i != id_parts) target += '/';
+    target += parts[i];
+  }
+  if (!rest.empty()) {
+    if (!path_part.empty()) {
+      return InvalidArgument("repo " + quoted + " names a path both before and after the revision: write "
+                             "ORG/NAME@REVISION/SUB/DIR");
+    }
+    path_part = std::string(rest);
+  }
+  auto ref = parse_repo_ref(id_spec + revision_part, std::move(type_override), std::move(revision_override));
+  if (!ref.ok()) return ref.status();
+  auto sub = normalize_subfolder(path_part, quoted);
+  if (!sub.ok()) return sub.status();
+  RepoSpec out{std::move(ref).value(), std::move(sub).value()};
+  if (subfolder_override) {
+    auto flag = normalize_subfolder(*subfolder_override, "--subfolder");
+    if (!flag.ok()) return flag.status();
+    if (!out.subfolder.empty() && *flag != out.subfolder) {
+      return InvalidArgument("repo " + quoted + " names subfolder '" + out.subfolder + "' but --subfolder says '" +
+                             *subfolder_override + "': drop one of them");
+    }
+    out.subfolder = *flag;
+  }
+  return out;
 }
 
 }  // namespace hubfs

@@ -24,6 +24,22 @@ struct RepoRef {
 Result<RepoRef> parse_repo_ref(std::string_view spec, std::optional<std::string> type_override = {},
                                std::optional<std::string> revision_override = {});
 
+// A mount's source: a repo and, optionally, the directory of it to show (a subfolder mount).
+struct RepoSpec {
+  RepoRef repo;
+  std::string subfolder;  // "" (the whole repo) or "sub/dir": no leading/trailing '/', no "." or ".."
+};
+
+// Parses "[models/|datasets/|spaces/]ORG/NAME[@REVISION][/SUB/DIR]": what follows ORG/NAME (or
+// the revision) is the subfolder. The revision ends at the next '/', except refs/pr/N and
+// refs/convert/X, which keep theirs (a branch whose name has a '/' needs --revision). With a
+// type prefix (plural), three or more parts; without one, ORG/NAME/SUB... is a model's subfolder.
+// subfolder_override (--subfolder) conflicting with the spec's subfolder is an error; overrides
+// as in parse_repo_ref.
+Result<RepoSpec> parse_repo_spec(std::string_view spec, std::optional<std::string> type_override = {},
+                                 std::optional<std::string> revision_override = {},
+                                 std::optional<std::string> subfolder_override = {});
+
 // "models", "datasets", "spaces" (API path) and "", "datasets/", "spaces/" (resolve prefix).
 std::string_view api_segment(RepoType type);
 std::string_view resolve_prefix(RepoType type);

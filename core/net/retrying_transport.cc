@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <mutex>
 #include <optional>
@@ -100,6 +101,7 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
   HttpTransport& inner;
   RetryPolicy policy;
   Scheduler scheduler;
+  std::atomic<uint64_t> retries{0};  // attempts after a first one, for `hubfs status`
   std::shared_ptr<Timer> timer;  // only with the default scheduler
 
   std::mutex mu;
@@ -175,6 +177,7 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
                 std::to_string(call->attempt + 1) + " of " + std::to_string(policy.max_attempts) + ", in " +
                 std::to_string(delay.count()) + " ms): " + fault.message());
     ++call->attempt;
+    retries.fetch_add(1, std::memory_order_relaxed);
     auto last = std::make_shared<Result<HttpResponse>>(std::move(r));
     scheduler(delay, [self = shared_from_this(), call, last, fault] {
       if (self->is_stopping()) {
@@ -187,6 +190,8 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 };
+
+uint64_t RetryingTransport::retries() const { return impl_->retries.load(std::memory_order_relaxed); }
 
 RetryingTransport::RetryingTransport(HttpTransport& inner, RetryPolicy policy, Scheduler scheduler)
     : impl_(std::make_shared<Impl>(inner, std::move(policy), std::move(scheduler))) {}

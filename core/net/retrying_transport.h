@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -38,6 +39,8 @@ class RetryingTransport : public HttpTransport {
   // every request makes one attempt. For unmount, before draining the layers above, so no
   // one waits out a long Retry-After. Idempotent; the destructor calls it.
   void shutdown();
+  // Retries scheduled so far (attempts after the first, over all requests).
+  uint64_t retries() const;
 
  private:
   struct Impl;

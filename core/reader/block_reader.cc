@@ -369,6 +369,10 @@ void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint6
     state->prefetched_to = b + 1;
   }
   if (claimed.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.read_ahead_bytes += claimed_bytes;
+  }
   queue_load(file, std::move(claimed), options_.max_blocks_per_request);
 }
 

@@ -90,6 +90,7 @@ struct ReaderStats {
   uint64_t memory_bytes = 0;        // bytes the memory cache pins (whole response buffers)
   uint64_t hints = 0;               // prefetch() calls (range hints)
   uint64_t hinted_bytes = 0;        // bytes they started fetching or checking
+  uint64_t read_ahead_bytes = 0;    // bytes speculative read-ahead started fetching
   uint64_t files_verified = 0;      // whole files whose hash matched their content id
   uint64_t verify_failures = 0;     // whole files whose hash did not (their blocks were dropped)
 };

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "cache/block_cache.h"
 #include "hub/hub_test_util.h"
@@ -78,10 +80,15 @@ class FileSystemTest : public ::testing::Test {
     o.dir = (dir_.path() / "cache").string();
     cache_ = std::move(BlockCache::open(o)).value();
     reader_ = std::make_unique<BlockReader>(cache_.get(), fetcher_);
-    RepoRef repo{RepoType::kDataset, "org/x", kCommit};
     FsOptions options;
     options.mtime = 1700000000;
-    fs_ = std::make_unique<FileSystem>(*hub_client_, repo, *reader_, options);
+    remount(options);
+  }
+  // Replaces the filesystem with one built with `options` (same Hub, reader and cache).
+  void remount(FsOptions options) {
+    fs_.reset();
+    RepoRef repo{RepoType::kDataset, "org/x", kCommit};
+    fs_ = std::make_unique<FileSystem>(*hub_client_, repo, *reader_, std::move(options));
   }
   ~FileSystemTest() override {
     fs_.reset();
@@ -250,6 +257,45 @@ TEST_F(FileSystemTest, AFileFailingItsHashIsNotKeptInTheKernelsCache) {
   auto third = fs_->open(big, O_RDONLY);
   EXPECT_TRUE(third.value().keep_cache);
   fs_->release(third.value().handle);
+}
+
+TEST_F(FileSystemTest, StatusXattrOnTheRootComesFromTheProviderEveryTime) {
+  int calls = 0;
+  FsOptions options;
+  options.status_json = [&calls] { return "{\"calls\":" + std::to_string(++calls) + "}"; };
+  remount(options);
+  EXPECT_EQ(fs_->listxattr(kRootIno).value(), std::string(kStatusXattr) + '\0');
+  EXPECT_EQ(fs_->getxattr(kRootIno, "user.hubfs.status").value(), R"({"calls":1})");
+  EXPECT_EQ(fs_->getxattr(kRootIno, "user.hubfs.status").value(), R"({"calls":2})");  // live, not cached
+  EXPECT_EQ(fs_->getxattr(kRootIno, "user.hubfs.other").error().code, ENODATA);
+  // Only the root has it.
+  Ino data = lookup_ok(kRootIno, "data");
+  EXPECT_EQ(fs_->getxattr(data, "user.hubfs.status").error().code, ENODATA);
+  EXPECT_EQ(fs_->listxattr(data).value(), "");
+  Ino readme = lookup_ok(kRootIno, "readme.md");
+  EXPECT_EQ(fs_->getxattr(readme, "user.hubfs.status").error().code, ENODATA);
+  EXPECT_EQ(calls, 2);
+}
+
+TEST_F(FileSystemTest, RootPathShowsThatDirectoryWithFullRepoPathsInside) {
+  FsOptions options;
+  options.root_path = "data";
+  remount(options);
+  EXPECT_EQ(lookup_ok(kRootIno, "readme.md"), 0u);  // outside the subfolder
+  EXPECT_EQ(lookup_ok(kRootIno, "data"), 0u);
+  Ino big = lookup_ok(kRootIno, "big.bin");
+  ASSERT_NE(big, 0u);
+  EXPECT_EQ(fs_->getattr(big).value().st_size, static_cast<off_t>(kBody.size()));
+  auto dir = fs_->opendir(kRootIno);
+  ASSERT_TRUE(dir.ok());
+  std::vector<std::string> names;
+  for (const DirEntry& e : fs_->readdir(dir.value(), 0)) names.push_back(e.name);
+  fs_->releasedir(dir.value());
+  EXPECT_EQ(names, (std::vector<std::string>{".", "..", "big.bin"}));
+  // Located as data/big.bin in the repo (a part only: the scripted sha256 is not the body's).
+  EXPECT_TRUE(read_all(big, 1000, 2 << 20) == kBody.substr(1000, 2 << 20));
+  EXPECT_EQ(fs_->getxattr(big, "user.hubfs.sha256").value(), std::string(64, 'e'));
+  EXPECT_EQ(fs_->listxattr(kRootIno).value(), "");  // no status provider: no attribute
 }
 
 }  // namespace

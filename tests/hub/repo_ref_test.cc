@@ -130,5 +130,59 @@ TEST(RepoType, UrlPieces) {
   EXPECT_EQ(resolve_prefix(RepoType::kSpace), "spaces/");
 }
 
+struct SpecCase {
+  const char* spec;
+  RepoType type;
+  const char* id;
+  const char* revision;
+  const char* subfolder;
+};
+
+class ParseRepoSpecGood : public ::testing::TestWithParam<SpecCase> {};
+
+TEST_P(ParseRepoSpecGood, SplitsRepoRevisionAndSubfolder) {
+  const SpecCase& c = GetParam();
+  auto r = parse_repo_spec(c.spec);
+  ASSERT_TRUE(r.ok()) << c.spec << ": " << r.status().message();
+  EXPECT_EQ(r->repo.type, c.type) << c.spec;
+  EXPECT_EQ(r->repo.id, c.id) << c.spec;
+  EXPECT_EQ(r->repo.revision, c.revision) << c.spec;
+  EXPECT_EQ(r->subfolder, c.subfolder) << c.spec;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Specs, ParseRepoSpecGood,
+    ::testing::Values(SpecCase{"org/name", RepoType::kModel, "org/name", "main", ""},
+                      SpecCase{"datasets/org/name", RepoType::kDataset, "org/name", "main", ""},
+                      SpecCase{"datasets/name", RepoType::kModel, "datasets/name", "main", ""},
+                      SpecCase{"datasets/org/name/sub/dir", RepoType::kDataset, "org/name", "main", "sub/dir"},
+                      SpecCase{"datasets/org/name/sub/dir/", RepoType::kDataset, "org/name", "main", "sub/dir"},
+                      SpecCase{"org/name/onnx", RepoType::kModel, "org/name", "main", "onnx"},
+                      SpecCase{"spaces/org/name@v1.0", RepoType::kSpace, "org/name", "v1.0", ""},
+                      SpecCase{"datasets/org/name@v1.0/sub//dir", RepoType::kDataset, "org/name", "v1.0", "sub/dir"},
+                      SpecCase{"org/name@refs/pr/1", RepoType::kModel, "org/name", "refs/pr/1", ""},
+                      SpecCase{"org/name@refs/pr/1/a/b", RepoType::kModel, "org/name", "refs/pr/1", "a/b"},
+                      SpecCase{"datasets/org/name@refs/convert/parquet/default", RepoType::kDataset, "org/name",
+                               "refs/convert/parquet", "default"}));
+
+TEST(ParseRepoSpec, SubfolderOptionAppliesAndAgreesOrConflicts) {
+  auto r = parse_repo_spec("datasets/org/name", std::nullopt, std::nullopt, "/a/b/");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->subfolder, "a/b");
+  EXPECT_TRUE(parse_repo_spec("datasets/org/name/a/b", std::nullopt, std::nullopt, "a/b").ok());
+  auto conflict = parse_repo_spec("datasets/org/name/a", std::nullopt, std::nullopt, "b");
+  ASSERT_FALSE(conflict.ok());
+  EXPECT_NE(conflict.status().message().find("--subfolder"), std::string::npos) << conflict.status().message();
+}
+
+TEST(ParseRepoSpec, RefusesDotPartsSingularPrefixesAndPathsOnBothSides) {
+  for (const char* bad : {"datasets/org/name/../x", "datasets/org/name/./x", "dataset/org/name/x",
+                          "datasets/org/name/a@main/b", "datasets/org/name@", "name"}) {
+    auto r = parse_repo_spec(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace hubfs
