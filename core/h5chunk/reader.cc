@@ -528,14 +528,25 @@ Result<ReadStats> read_chunks(const FastRead& req) {
     std::vector<size_t> at(rank, 0);
     std::vector<uint64_t> grid(rank);
     bool more = std::all_of(axes.begin(), axes.end(), [](const AxisPlan& a) { return !a.pieces.empty(); });
+    bool probed = false;
     while (more) {
       for (size_t d = 0; d < rank; ++d) grid[d] = axes[d].pieces[at[d]].grid;
       auto loc = req.manifest->locate(grid.data());
       if (!loc.ok()) break;  // the read below reports it
-      if (loc->allocated && loc->size > 0) ranges.emplace_back(loc->offset, loc->size);
+      if (loc->allocated && loc->size > 0) {
+        ranges.emplace_back(loc->offset, loc->size);
+        // Only a hubfs mount wants the rest located ahead: anywhere else, locating overlaps
+        // with reading below, as it always did.
+        if (!probed) {
+          probed = true;
+          if (!send_range_hints((*own)->fd, file_size, ranges)) break;
+          hinted = true;
+          ranges.clear();
+        }
+      }
       more = next_chunk(axes, at);
     }
-    hinted = send_range_hints((*own)->fd, file_size, ranges);
+    if (hinted && !ranges.empty()) send_range_hints((*own)->fd, file_size, ranges);
   }
 
   // Walk every touched chunk in C order (an odometer over the per-axis pieces), locating each
