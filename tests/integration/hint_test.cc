@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "hubfs/range_hint.h"
 #include "support/hubfs_daemon.h"
 #include "support/local_hub.h"
+#include "support/mount_harness.h"
 #include "support/pattern.h"
 #include "support/temp_dir.h"
 
@@ -129,6 +131,42 @@ TEST_F(HintTest, OnAnotherFilesystemTheHintIsAHarmlessError) {
   EXPECT_EQ(pread(fd, buf.data(), buf.size(), 0), 8192);
   EXPECT_EQ(count_pattern_mismatches(1, 0, buf.data(), buf.size()), 0u);
   close(fd);
+}
+
+}  // namespace
+
+namespace {
+
+// h5chunk on a mount hints every chunk of a many-chunk read before reading: the daemon counts
+// the hint (its status attribute) and the chunks go out together.
+TEST(H5chunkHints, AManyChunkReadOnAMountIsHinted) {
+  TempDir root, work;
+  auto repo = root.path() / "datasets" / "h" / "five";
+  fs::create_directories(repo);
+  std::string h5 = (repo / "frames.h5").string();
+  auto made = run_command("/usr/bin/python3 -c " +
+                          shell_quote("import h5py, numpy as np; f = h5py.File('" + h5 +
+                                      "', 'w'); f.create_dataset('x', data=np.arange(8 * 300000, "
+                                      "dtype='float32').reshape(8, 300000), chunks=(1, 300000))"));
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  LocalHubOptions o;
+  o.root = root.str();
+  o.latency_ms = 100;
+  auto hub = LocalHub::start(o);
+  std::string mnt = (work.path() / "mnt").string();
+  fs::create_directories(mnt);
+  auto daemon = HubfsDaemon::start(hub->url(), "datasets/h/five", (work.path() / "cache").string(), mnt);
+  auto read = run_command(shell_quote(bin_path("h5chunk")) + " read " + shell_quote(mnt + "/frames.h5") +
+                          " /x -o /dev/null");
+  ASSERT_EQ(read.exit_code, 0) << read.output;
+  char buf[8192];
+  ssize_t n = getxattr(mnt.c_str(), "user.hubfs.status", buf, sizeof buf);
+  ASSERT_GT(n, 0) << strerror(errno);
+  auto status = nlohmann::json::parse(std::string(buf, static_cast<size_t>(n)));
+  EXPECT_GE(status["hints"].get<uint64_t>(), 1u) << status.dump();
+  EXPECT_GE(hub->stats()["peak_concurrency"].get<uint64_t>(), 4u);
+  daemon.reset();
+  for (int i = 0; i < 5 && is_mounted(mnt); ++i) umount2(mnt.c_str(), MNT_DETACH);
 }
 
 }  // namespace
