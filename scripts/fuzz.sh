@@ -9,6 +9,13 @@
 #
 # The corpus each run grows is kept in build-fuzz/corpus/<target>, so later runs resume it.
 set -euo pipefail
+# libFuzzer comes with clang: install it if this machine lacks it (on demand only; the normal
+# build and tests use gcc).
+if ! command -v clang++ >/dev/null; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends clang
+fi
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 SECONDS_EACH=${FUZZ_SECONDS:-20}
