@@ -274,19 +274,17 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
 // The kernel's read-ahead for a FUSE mount starts at 128 KiB, so a large read() reaches us as a
 // trickle of 128 KiB requests, two in flight. Raising the mount's read_ahead_kb (root only; as
 // gcsfuse does) lets the kernel send 1 MiB requests, many at once, which the fetcher turns into
-// parallel ranges. Runs on its own thread: stat() of the mountpoint answers only once we serve.
+// parallel ranges. The device comes from mountinfo, not from a stat of the mount: that would
+// wait on our own loop.
 constexpr unsigned kKernelReadAheadKb = 16 * 1024;  // 16 MiB: ~16 requests in flight per stream
 
 void raise_kernel_read_ahead(const std::string& mountpoint) {
-  std::thread([mountpoint] {
-    struct stat st {};
-    if (stat(mountpoint.c_str(), &st) != 0) return;
-    std::string path = "/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" +
-                       std::to_string(minor(st.st_dev)) + "/read_ahead_kb";
-    std::ofstream f(path);
-    if (f) f << kKernelReadAheadKb << "\n";
-    if (!f) log_debug("cannot raise the kernel read-ahead (" + path + "); not root?");
-  }).detach();
+  auto device = mount_device(mountpoint);
+  if (!device) return;
+  std::string path = "/sys/class/bdi/" + *device + "/read_ahead_kb";
+  std::ofstream f(path);
+  if (f) f << kKernelReadAheadKb << "\n";
+  if (!f) log_debug("cannot raise the kernel read-ahead (" + path + "); not root?");
 }
 
 int serve(Mount& m, const std::string& mountpoint) {

@@ -23,6 +23,7 @@ namespace {
 // What /proc/self/mountinfo says is mounted at a path.
 struct MountEntry {
   std::string fstype;  // "fuse.hubfs" for ours
+  std::string device;  // "major:minor"
 };
 
 // Mount points are listed with octal escapes for space, tab, newline and backslash.
@@ -54,6 +55,7 @@ std::optional<MountEntry> mount_at(const std::string& path) {
     // Optional fields end at "-"; the filesystem type follows.
     while (fields >> field && field != "-") {}
     MountEntry e;
+    e.device = dev;
     fields >> e.fstype;
     found = e;
   }
@@ -63,6 +65,12 @@ std::optional<MountEntry> mount_at(const std::string& path) {
 }  // namespace
 
 bool is_mount_point(const std::string& path) { return mount_at(path).has_value(); }
+
+std::optional<std::string> mount_device(const std::string& path) {
+  auto entry = mount_at(path);
+  if (!entry) return std::nullopt;
+  return entry->device;
+}
 
 std::vector<HubfsMountEntry> list_hubfs_mounts() {
   std::ifstream in("/proc/self/mountinfo");

@@ -22,6 +22,10 @@ struct HubfsMountEntry {
 std::vector<HubfsMountEntry> list_hubfs_mounts();
 // Listed in /proc/self/mountinfo.
 bool is_mount_point(const std::string& path);
+// The mount's device ("0:53") as /proc/self/mountinfo lists it: read without touching the
+// mount itself (a daemon stat-ing its own mount waits on itself, and if it is killed then, it
+// cannot exit until the kernel aborts the connection).
+std::optional<std::string> mount_device(const std::string& path);
 // A FUSE mount whose daemon is gone (statfs answers ENOTCONN; a stat may still succeed from the
 // kernel's attribute cache).
 bool is_dead_fuse_mount(const std::string& path);
