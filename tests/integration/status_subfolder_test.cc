@@ -25,21 +25,6 @@ using namespace hubfs::testing;
 
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string random_bytes(size_t n, unsigned seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (size_t i = 0; i + 8 <= n; i += 8) {
-    uint64_t v = rng();
-    memcpy(&s[i], &v, 8);
-  }
-  return s;
-}
-
 std::string hubfs_cmd() { return shell_quote(bin_path("hubfs")); }
 
 struct Repo {
