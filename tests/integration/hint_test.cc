@@ -170,3 +170,57 @@ TEST(H5chunkHints, AManyChunkReadOnAMountIsHinted) {
 }
 
 }  // namespace
+
+namespace {
+
+// `hubfs prefetch` warms the cache through hints: the first run fetches the file, the second
+// makes no upstream request; not on a terminal it prints one JSON summary.
+TEST_F(HintTest, PrefetchFetchesOnceAndASecondRunMakesNoRequest) {
+  close(fd_);
+  fd_ = -1;
+  hub_->reset_stats();
+  const std::string cmd = shell_quote(bin_path("hubfs")) + " prefetch " + shell_quote(mnt_ + "/data.bin");
+  auto first = run_command(cmd);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  auto summary = nlohmann::json::parse(first.output.substr(first.output.find('{')));
+  EXPECT_EQ(summary["files"], 1);
+  EXPECT_EQ(summary["bytes"].get<uint64_t>(), kSize);
+  EXPECT_EQ(summary["ok"], true);
+  EXPECT_EQ(summary["interrupted"], false);
+  const uint64_t fetched = cdn_requests();
+  EXPECT_GT(fetched, 0u);
+  drop_page_cache();
+  auto second = run_command(cmd);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_EQ(cdn_requests(), fetched) << "a second prefetch must be served from the cache";
+  // And the bytes are right.
+  int fd = open((mnt_ + "/data.bin").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::string buf(1 << 20, '\0');
+  ASSERT_EQ(pread(fd, buf.data(), buf.size(), 50 << 20), static_cast<ssize_t>(buf.size()));
+  EXPECT_EQ(count_pattern_mismatches(kSeed, 50 << 20, buf.data(), buf.size()), 0u);
+  close(fd);
+}
+
+}  // namespace
+
+namespace {
+
+// Ctrl-C stops a prefetch cleanly (exit 130, the summary says so); what it fetched stays
+// cached and a later run completes.
+TEST_F(HintTest, PrefetchStopsCleanlyOnCtrlC) {
+  const std::string cmd = shell_quote(bin_path("hubfs")) + " prefetch " + shell_quote(mnt_ + "/data.bin");
+  // Each request waits 400 ms at the server and the file needs several rounds of them: 0.6 s
+  // is mid-way, and late enough for a sanitized binary to have installed its handler.
+  auto stopped = run_command("timeout --preserve-status -s INT 0.6 " + cmd);
+  EXPECT_EQ(stopped.exit_code, 130) << stopped.output;
+  ASSERT_NE(stopped.output.find('{'), std::string::npos) << "no summary: " << stopped.output;
+  auto summary = nlohmann::json::parse(stopped.output.substr(stopped.output.find('{')));
+  EXPECT_EQ(summary["interrupted"], true);
+  EXPECT_LT(summary["bytes"].get<uint64_t>(), kSize);
+  auto again = run_command(cmd);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(nlohmann::json::parse(again.output.substr(again.output.find('{')))["bytes"].get<uint64_t>(), kSize);
+}
+
+}  // namespace
