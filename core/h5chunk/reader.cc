@@ -246,6 +246,9 @@ class ChunkPool {
 
   uint64_t chunk_bytes() const { return chunk_bytes_; }
 
+  // From now on, workers read with O_DIRECT (see uncached_reads_). Call before queueing tasks.
+  void use_uncached_reads() { uncached_reads_.store(true); }
+
   // Producer side (the caller's thread). Queues the task, or returns false without taking it
   // when the queue is full (the caller then decodes a queued chunk itself instead of waiting).
   bool try_push(Task& task) {
@@ -357,12 +360,24 @@ class ChunkPool {
   bool closed_ = false, failed_ = false;
   Status error_;
   uint64_t in_flight_ = 0, peak_in_flight_ = 0;
+  // On a hubfs mount, once the chunks are hinted (their bytes already on their way), reads
+  // skip the page cache: with FADV_RANDOM the kernel sends a chunk's buffered pread to the
+  // mount one 1 MiB request after another, while an O_DIRECT pread goes out as concurrent
+  // requests and is copied once, straight into the buffer (warm, 2 threads: 640 MB/s buffered
+  // vs 750-1030 MB/s direct on this machine).
+  std::atomic<bool> uncached_reads_{false};
 
   std::once_flag fill_once_;
   std::unique_ptr<uint8_t[]> fill_;
 };
 
 Status ChunkPool::process(const Task& task, WorkerState& worker) {
+  if (uncached_reads_.load(std::memory_order_relaxed) && !worker.uncached) {
+    // Linux lets O_DIRECT be switched on for an open descriptor; if it cannot be, the reads
+    // stay buffered, which is slower but as correct.
+    const int flags = ::fcntl(worker.fd, F_GETFL);
+    worker.uncached = flags >= 0 && ::fcntl(worker.fd, F_SETFL, flags | O_DIRECT) == 0;
+  }
   const int fd = worker.fd;
   uint8_t* const direct_out = req_.out + task.out_offset;
   auto place = [&](const uint8_t* chunk) {
@@ -534,15 +549,17 @@ Result<ReadStats> read_chunks(const FastRead& req) {
       auto loc = req.manifest->locate(grid.data());
       if (!loc.ok()) break;  // the read below reports it
       if (loc->allocated && loc->size > 0) {
-        ranges.emplace_back(loc->offset, loc->size);
         // Only a hubfs mount wants the rest located ahead: anywhere else, locating overlaps
-        // with reading below, as it always did.
+        // with reading below, as it always did. The probe names one byte: a whole first chunk
+        // would go out as its own requests and take request slots the full hint then lacks
+        // (the mount splits each hint over all its slots).
         if (!probed) {
           probed = true;
-          if (!send_range_hints((*own)->fd, file_size, ranges)) break;
+          if (!send_range_hints((*own)->fd, file_size, {{loc->offset, 1}})) break;
           hinted = true;
-          ranges.clear();
+          pool.use_uncached_reads();
         }
+        ranges.emplace_back(loc->offset, loc->size);
       }
       more = next_chunk(axes, at);
     }

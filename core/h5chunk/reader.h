@@ -49,6 +49,7 @@ class Buffer {
 struct WorkerState {
   ~WorkerState();
   int fd = -1;
+  bool uncached = false;  // fd reads with O_DIRECT (set on a hubfs mount, once hinted)
   Buffer compressed;  // the chunk's stored bytes
   Buffer chunk;       // a decoded chunk that is not a contiguous region of the output
   DecodeScratch decode;
