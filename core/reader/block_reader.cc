@@ -370,6 +370,10 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.requests;
     }
+    if (log_enabled(LogLevel::kDebug)) {
+      log_debug("fetch " + file.path + " blocks " + std::to_string(first) + "-" + std::to_string(first + count - 1) +
+                (prefetch ? " (ahead)" : " (demand)"));
+    }
     fetches_.add();
     fetcher_.fetch_async(
         file.locate, file.size, range,
@@ -441,6 +445,12 @@ void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint6
       claimed_bytes += block_length(file, b);
     }
     state->prefetched_to = b + 1;
+  }
+  if (log_enabled(LogLevel::kDebug)) {
+    log_debug("read-ahead " + file.path + ": reader at block " + std::to_string(last_block) + ", window " +
+              std::to_string(state->window_blocks) + ", " + std::to_string(ahead) + " ahead; claimed " +
+              std::to_string(claimed.size()) + " of blocks " + std::to_string(from) + "-" + std::to_string(to) +
+              " (read-ahead in flight " + std::to_string(prefetch_bytes_.load() >> 20) + " MiB)");
   }
   if (claimed.empty()) return;
   {
@@ -577,6 +587,10 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
     stats_.hinted_bytes += claimed_bytes;
     hinted_at_[cache_id(file.content_id)] = std::chrono::steady_clock::now();
     if (hinted_at_.size() > kMaxHintedFiles) hinted_at_.clear();  // a bound, not an LRU: rare
+  }
+  if (log_enabled(LogLevel::kDebug)) {
+    log_debug("hint " + file.path + ": " + std::to_string(ranges.size()) + " ranges, " +
+              std::to_string(wanted.size()) + " blocks, " + std::to_string(claimed.size()) + " to load");
   }
   // Spread over every request slot, in one wave: 48 blocks hinted at 16 requests in flight go
   // out as 16 requests of 3 blocks, not 6 of 8, and 160 blocks as 16 of 10, not 20 of 8 (a
