@@ -66,8 +66,11 @@ struct ReaderOptions {
   // however many handles stream at once.
   uint64_t max_prefetch_bytes = 256ull << 20;
   // Recently used blocks kept in memory: the kernel reads in pieces smaller than a block, and each
-  // piece must not re-read and re-verify a whole block file.
-  uint64_t memory_cache_bytes = 128ull << 20;
+  // piece must not re-read and re-verify a whole block file. As large as the read-ahead budget:
+  // a hint brings up to that much at once, and with 128 MiB a 169 MB hinted read (16 zea frames)
+  // lost its first responses to eviction before the reader got to them, and read them back from
+  // the disk cache (perf on the daemon: ext4 reads and block CRCs during a cold read).
+  uint64_t memory_cache_bytes = 256ull << 20;
   // A read that cannot be served ends in an error after this, never a hang.
   std::chrono::milliseconds read_timeout{120'000};
   // Threads that check the disk cache for read-ahead blocks and write fetched blocks to it, so
