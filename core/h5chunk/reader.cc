@@ -115,25 +115,27 @@ void plan_unit_range(const AxisSelection& ax, uint64_t c, std::vector<Piece>* pi
 void plan_general(const AxisSelection& ax, uint64_t c, std::vector<Piece>* pieces,
                   std::vector<Run>* runs) {
   const uint64_t n = static_cast<uint64_t>(ax.count);
-  std::vector<uint64_t> order(n);
-  for (uint64_t k = 0; k < n; ++k) order[k] = k;
   auto grid_of = [&](uint64_t k) { return static_cast<uint64_t>(ax.index(k)) / c; };
   // Increasing slices and sorted lists are grouped already; the rest are sorted by chunk
   // (stable: each chunk's positions stay in output order).
   bool grouped = true;
   for (uint64_t k = 1; k < n && grouped; ++k) grouped = grid_of(k - 1) <= grid_of(k);
+  std::vector<uint64_t> order;  // output positions in chunk order; empty when already grouped
   if (!grouped) {
+    order.resize(n);
+    for (uint64_t k = 0; k < n; ++k) order[k] = k;
     std::stable_sort(order.begin(), order.end(),
                      [&](uint64_t a, uint64_t b) { return grid_of(a) < grid_of(b); });
   }
+  auto position = [&](uint64_t i) { return grouped ? i : order[i]; };
   for (uint64_t lo = 0; lo < n;) {
-    const uint64_t g = grid_of(order[lo]);
+    const uint64_t g = grid_of(position(lo));
     Piece piece;
     piece.grid = g;
     const size_t first_run = runs->size();
     uint64_t hi = lo;
-    for (; hi < n && grid_of(order[hi]) == g; ++hi) {
-      const uint64_t k = order[hi];
+    for (; hi < n && grid_of(position(hi)) == g; ++hi) {
+      const uint64_t k = position(hi);
       const uint64_t src = static_cast<uint64_t>(ax.index(k)) - g * c;
       const uint64_t dst = ax.kept() ? k : 0;
       if (runs->size() > first_run) {
