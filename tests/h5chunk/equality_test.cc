@@ -179,6 +179,41 @@ TEST(EqualityUnallocated, SparseChunksReadAsFillForEverySelection) {
   }
 }
 
+// H5Dread of lists scattered on several axes: 90 x 90 one-element runs would be 8,100
+// hyperslabs, past the fallback's bound, so it reads covering ranges and picks from them.
+TEST(EqualityFallback, ScatteredListsOnSeveralAxesThroughH5Dread) {
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "flat.h5").string();
+  DatasetSpec spec;
+  spec.shape = {200, 190, 3};
+  spec.dtype = int16_t_();
+  const Bytes data = make_data(spec, 5);
+  write_dataset(path, spec, data);
+  auto file = File::open(path, quiet_options());
+  ASSERT_TRUE(file.ok());
+  auto dset = file->dataset(spec.name);
+  ASSERT_TRUE(dset.ok());
+  std::string a = "[", b = "[";
+  for (int i = 0; i < 90; ++i) {
+    a += (i ? "," : "") + std::to_string((i * 37) % 199);      // scattered, unsorted
+    b += (i ? "," : "") + std::to_string(188 - 2 * (i % 45));  // descending, each twice
+  }
+  const std::vector<uint64_t> shape(spec.shape.begin(), spec.shape.end());
+  for (const std::string text : {a + "]," + b + "]", a + "]," + b + "],::-1", "::-3," + b + "],[2,0]"}) {
+    auto sel = parse_selection(text);
+    ASSERT_TRUE(sel.ok());
+    std::vector<uint64_t> want_shape;
+    const auto want = orthogonal_reference(data, shape, 2, *sel, &want_shape);
+    ASSERT_TRUE(want.has_value());
+    for (Route route : {Route::kH5Dread, Route::kAuto}) {
+      auto got = dset->read(*sel, via(route));
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      EXPECT_EQ(got->shape(), want_shape);
+      EXPECT_EQ(bytes_of(*got), *want);
+    }
+  }
+}
+
 // A 0-d dataset: (), ... and "" read its one element on every route; Route::kFastOnly reads it
 // or names why it cannot; an index is out of place.
 TEST(EqualityScalar, ZeroDimensionalDataset) {
