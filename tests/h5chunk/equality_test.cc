@@ -199,7 +199,7 @@ TEST(EqualityFallback, ScatteredListsOnSeveralAxesThroughH5Dread) {
     b += (i ? "," : "") + std::to_string(188 - 2 * (i % 45));  // descending, each twice
   }
   const std::vector<uint64_t> shape(spec.shape.begin(), spec.shape.end());
-  for (const std::string text : {a + "]," + b + "]", a + "]," + b + "],::-1", "::-3," + b + "],[2,0]"}) {
+  for (const std::string& text : {a + "]," + b + "]", a + "]," + b + "],::-1", "::-3," + b + "],[2,0]"}) {
     auto sel = parse_selection(text);
     ASSERT_TRUE(sel.ok());
     std::vector<uint64_t> want_shape;
