@@ -86,7 +86,7 @@ struct FastRead {
   const ChunkedLayout* layout = nullptr;
   ChunkManifest* manifest = nullptr;
   WorkerStatePool* workers = nullptr;
-  const NormalizedSelection* selection = nullptr;  // no blocker: unit steps, one sorted list
+  const NormalizedSelection* selection = nullptr;  // any: steps of either sign, lists in any order
   uint8_t* out = nullptr;                          // selection->num_elements * elem_size bytes
   unsigned threads = 1;
   uint64_t max_bytes_in_flight = kDefaultMaxBytesInFlight;
