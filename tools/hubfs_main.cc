@@ -98,6 +98,9 @@ std::string apply_option(const std::string& opt, hubfs::MountConfig& config, std
     config.foreground = true;
   } else if (key == "debug" && !has_value) {
     config.debug = true;
+  } else if (key == "offline" && !has_value) {
+    config.offline = true;
+
   } else if (consumed_by_mount(opt) || opt == "rw") {
     // nothing to do
   } else if (!opt.empty()) {
@@ -251,6 +254,10 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   mount->add_option("--log-file", config.log_file, "In the background, append logs to this file");
   mount->add_flag("--debug", config.debug, "Log every FUSE request libfuse sees (useful with -f)");
+  mount->add_flag("--offline", config.offline,
+                  "Mount from the cache alone, asking the Hub nothing (also when HF_HUB_OFFLINE is set): the "
+                  "revision resolves to the commit it pointed at when last mounted online, directories listed "
+                  "then are shown, cached blocks are served and reads of uncached ones fail with EIO at once");
   mount->footer(
       "Proxies: https_proxy/HTTPS_PROXY, http_proxy (lowercase) and NO_PROXY are honoured as curl "
       "honours them.\nToken: $HF_TOKEN, else $HUGGING_FACE_HUB_TOKEN, else the file $HF_TOKEN_PATH or "
@@ -325,7 +332,7 @@ int main(int argc, char** argv) {
       "As a mount helper (what `mount -t fuse.hubfs REPO MOUNTPOINT -o ...` and fstab lines of type "
       "fuse.hubfs run):\n  hubfs REPO MOUNTPOINT -o KEY=VALUE,...\nwhere the keys are the mount "
       "options without dashes (endpoint, cache_dir, cache_size, revision, repo_type, subfolder, max_requests, "
-      "read_timeout, log_file, ca_bundle; foreground and debug take no value); options for mount(8) "
+      "read_timeout, log_file, ca_bundle; foreground, debug and offline take no value); options for mount(8) "
       "and systemd (_netdev, nofail, noauto, auto, user, users, nouser, owner, group, defaults, "
       "comment=, x-*) and rw are dropped (the mount is always read-only); anything else goes to "
       "FUSE (allow_other, nonempty, ...).");
@@ -389,6 +396,7 @@ int main(int argc, char** argv) {
               << (repo.empty() ? "" : " of " + repo);
     if (removed->kept_shared_blocks > 0)
       std::cout << "; kept " << removed->kept_shared_blocks << " blocks another repo's files also use";
+    if (removed->listing_files > 0) std::cout << "; removed " << removed->listing_files << " stored listings";
     std::cout << "\n";
     return 0;
   }

@@ -40,6 +40,8 @@ class HubfsMount {
 
   const std::string& path() const { return path_; }
   std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
+  // The daemon's log file (--log-file).
+  const std::string& log_path() const { return log_; }
 
  private:
   std::string path_;
