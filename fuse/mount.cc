@@ -25,6 +25,7 @@
 #include "common/url.h"
 #include "hub/hub_client.h"
 #include "fs/filesystem.h"
+#include "fs/hub_namespace.h"
 #include "fs/listing_cache.h"
 #include "daemon.h"
 #include "fuse_ops.h"
@@ -52,7 +53,7 @@ struct Mount {
   std::unique_ptr<BlockCache> cache;
   std::unique_ptr<RangeFetcher> fetcher;
   std::unique_ptr<BlockReader> reader;
-  std::unique_ptr<FsApi> fs;  // one repo's FileSystem
+  std::unique_ptr<FsApi> fs;  // one repo's FileSystem, or the whole-Hub namespace
   fuse_session* session = nullptr;
   bool mounted = false;
   bool signals = false;
@@ -273,11 +274,66 @@ Result<std::string> build_repo_fs(const MountConfig& config, const std::string& 
   return repo.id;
 }
 
+// `--hub`: every repo of the endpoint under MNT/{datasets,models,spaces}/ORG/NAME[@REV], each
+// pinned when first touched (fs/hub_namespace.h).
+Result<std::string> build_hub_namespace(const MountConfig& config, const std::string& mountpoint, bool offline,
+                                        Mount& m) {
+  if (!config.repo_spec.empty() || config.subfolder || config.revision || config.repo_type) {
+    return InvalidArgument("--hub mounts every repo (MNT/datasets/ORG/NAME@REV/...): it takes only a mountpoint, "
+                           "no REPO, --revision, --repo-type or --subfolder");
+  }
+  if (offline && config.cache_size == 0) {
+    return InvalidArgument("--offline mounts from the disk cache, and --cache-size 0 keeps none: drop --cache-size 0");
+  }
+  if (Status s = build_stack(config, m); !s.ok()) return s;
+  if (Status s = build_reader(config, m); !s.ok()) return s;
+  log_info("mounting the whole Hub at " + url::url_for_log(config.endpoint) + " at " + mountpoint +
+           " (repos are pinned when first touched)" + (offline ? ", offline: from the cache alone" : ""));
+  HubNamespaceOptions options;
+  options.mtime = time(nullptr);
+  options.pin = [hub = m.hub.get(), config, offline](const RepoRef& repo) -> Result<PinnedRevision> {
+    std::unique_ptr<ListingCache> listings;
+    if (config.cache_size != 0) listings = std::make_unique<ListingCache>(config.cache_dir, config.endpoint, repo);
+    auto pinned = pin_revision(*hub, repo, listings.get(), offline);
+    if (pinned.ok()) {
+      log_info("pinned " + std::string(api_segment(repo.type)) + "/" + repo.id + "@" + repo.revision + " to commit " +
+               pinned->commit);
+    }
+    return pinned;
+  };
+  options.repo_options = [config, offline, cached = m.cache != nullptr](const RepoRef& repo,
+                                                                         const PinnedRevision& pinned) {
+    const std::string label = std::string(api_segment(repo.type)) + "/" + repo.id;
+    FsOptions o;
+    o.mtime = static_cast<time_t>(pinned.last_modified);
+    o.offline = offline;
+    if (config.cache_size != 0) o.listings = std::make_shared<ListingCache>(config.cache_dir, config.endpoint, repo);
+    if (cached) o.on_open = index_recorder(config.cache_dir, label, repo.revision, pinned.commit);
+    return o;
+  };
+  // The daemon's status, plus the repos touched so far (the namespace is built just below; the
+  // provider runs only once the session serves, after it exists).
+  auto base = status_provider(m, config, mountpoint, "hub", "", "", "");
+  options.status_json = [base, mp = &m] {
+    nlohmann::json j = nlohmann::json::parse(base());
+    nlohmann::json repos = nlohmann::json::array();
+    for (const TouchedRepo& r : static_cast<HubNamespace*>(mp->fs.get())->touched())
+      repos.push_back({{"path", r.path}, {"revision", r.revision}, {"commit", r.commit}});
+    j["repos"] = std::move(repos);
+    j["revision"] = nullptr;
+    j["commit"] = nullptr;
+    return j.dump();
+  };
+  m.fs = std::make_unique<HubNamespace>(*m.hub, *m.reader, std::move(options));
+  return std::string("hub");
+}
+
 // Builds the whole stack and mounts it. On success the session is mounted but not yet served.
 Status build_mount(const MountConfig& config, const std::string& mountpoint, Mount& m) {
   // HF_HUB_OFFLINE asks huggingface_hub for no network at all: the same as --offline here.
   const bool offline = config.offline || offline_requested();
-  auto fsname = build_repo_fs(config, mountpoint, offline, m);
+  auto fsname = config.hub ? build_hub_namespace(config, mountpoint, offline, m)
+                           : build_repo_fs(config, mountpoint, offline, m);
   if (!fsname.ok()) return fsname.status();
 
   std::vector<std::string> args = {"hubfs"};

@@ -31,6 +31,8 @@ struct MountConfig {
   // --offline (or HF_HUB_OFFLINE): mount from the stored listings and blocks alone, asking the Hub
   // nothing; a revision resolves to the commit it pointed at when last mounted online.
   bool offline = false;
+  // --hub: the whole Hub at the mountpoint (MNT/datasets/ORG/NAME[@REV]/...); repo_spec is empty.
+  bool hub = false;
 };
 
 // Runs the mount; returns the process exit code. Without foreground it returns once the mount

@@ -84,10 +84,11 @@ FileSystem::Node* FileSystem::add_node(TreeEntry entry) {
     // Captures the client and the repo, never this object: queued read-ahead may call it while
     // the mount shuts down, and the client outlives the reader (see BlockReader::shutdown).
     if (options_.offline) {
-      n->remote.locate = [path = entry.path](bool) -> Result<Location> {
-        return Unavailable("/" + path + ": this part of the file is not in the block cache, and the mount is "
-                           "--offline (it never asks the Hub); remount without --offline when the Hub can be "
-                           "reached to read it");
+      const std::string repo = options_.listings ? options_.listings->repo_label() : repo_.id;
+      n->remote.locate = [path = entry.path, repo](bool) -> Result<Location> {
+        return Unavailable("/" + path + " of " + repo + ": this part of the file is not in the block cache, and "
+                           "the mount is --offline (it never asks the Hub); remount without --offline when the "
+                           "Hub can be reached to read it");
       };
     } else {
       n->remote.locate = [hub = &hub_, repo = repo_, path = entry.path](bool refresh) {
