@@ -28,6 +28,7 @@ Ctrl-C stops a long read promptly with KeyboardInterrupt.
 
 from __future__ import annotations
 
+import ast
 import collections
 import os
 import threading
@@ -145,8 +146,9 @@ class File:
             warnings.warn(line, FallbackWarning, stacklevel=stacklevel)
 
 
-_DTYPES = {name: np.dtype(name) for name in (
-    "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64")}
+def _numpy_dtype(descr: str) -> np.dtype:
+    """The numpy dtype the C++ library describes as a Python literal ("'<f4'", "{'names': ...}")."""
+    return np.dtype(ast.literal_eval(descr))
 
 
 def _progress_callback(progress: Any, desc: str):
@@ -166,13 +168,15 @@ def _progress_callback(progress: Any, desc: str):
 
 
 class Dataset:
-    """One numeric HDF5 dataset, read like h5py's: ``ds[sel]`` returns a numpy array.
+    """One HDF5 dataset of a fixed-size type, read like h5py's: ``ds[sel]`` returns a numpy array.
 
     Attributes (as h5py names them where h5py has them):
 
     - ``name``: the dataset's path; ``file``: its :class:`File`
-    - ``shape``, ``ndim``, ``size``, ``dtype`` (numpy; None for non-numeric datasets, which
-      h5chunk cannot read), ``nbytes``
+    - ``shape``, ``ndim``, ``size``, ``dtype`` (numpy, as h5py gives it: bool, enums as their
+      base integer, complex, structured records, ``S<n>`` strings, ``V<n>`` opaque bytes,
+      float16; None for variable-length types and references, which h5chunk cannot read),
+      ``nbytes``
     - ``chunks``: chunk shape, or None when not chunked; ``layout``: "chunked", "contiguous", ...
     - ``filters``: the filter pipeline, a list of dicts (id, name, flags, cd_values)
     - ``fast_path``: True when reads can take h5chunk's parallel path
@@ -196,12 +200,12 @@ class Dataset:
         self.fallback_cause: str = (
             f"the dataset {core.fast_path_blocker}. {core.fix}".strip() if core.fast_path_blocker else "")
         self.fast_path: bool = not core.fast_path_blocker
-        self._numeric = core.numeric
+        self._readable = core.readable
         self._type_text = core.type_text
-        if core.numeric:
-            native = _DTYPES[core.dtype_name]
-            self._native_dtype = native
-            self.dtype: Optional[np.dtype] = native.newbyteorder(">") if core.big_endian else native
+        if core.readable:
+            # Elements arrive in native order; h5py's dtype keeps the stored byte order.
+            self._native_dtype: Optional[np.dtype] = _numpy_dtype(core.numpy_descr)
+            self.dtype: Optional[np.dtype] = _numpy_dtype(core.numpy_stored_descr)
         else:
             self._native_dtype = None
             self.dtype = None
@@ -257,10 +261,10 @@ class Dataset:
     def _read(self, selection: Any, out: Optional[np.ndarray], progress: Any, route: str,
               return_stats: bool, stacklevel: int) -> Any:
         core = self._require_open()
-        if not self._numeric:
+        if not self._readable:
             raise TypeError(
-                f"'{self.name}' in '{self.file.filename}' has a non-numeric dtype ({self._type_text}); "
-                "h5chunk reads plain numeric dtypes only (read it with h5py)")
+                f"'{self.name}' in '{self.file.filename}' has a dtype h5chunk cannot return "
+                f"({self._type_text}); h5chunk reads fixed-size types only (read it with h5py)")
         plan = _selection.plan(selection, self.shape)
         dtype = self.dtype
         if out is not None:
