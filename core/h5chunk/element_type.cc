@@ -53,6 +53,8 @@ void Conversion::apply(uint8_t* data, size_t bytes) const {
       uint8_t* p = elem + op.offset;
       if (op.kind == ConversionOp::kSwap) {
         for (uint32_t i = 0, j = op.size - 1; i < j; ++i, --j) std::swap(p[i], p[j]);
+      } else if (op.kind == ConversionOp::kZero) {
+        std::memset(p, 0, op.size);
       } else {
         // H5T__conv_s_s from null-terminated to null-padded: the characters up to the first
         // NUL (all of them when there is none), then NULs.
@@ -175,6 +177,14 @@ void describe_atomic_number(hid_t type, H5T_class_t cls, Part& out) {
     return;
   }
   if (be && size > 1) out.ops.push_back({0, static_cast<uint32_t>(size), ConversionOp::kSwap});
+  const size_t precision = H5Tget_precision(type);
+  if (cls == H5T_FLOAT && H5Tget_offset(type) == 0 && precision % 8 == 0 && precision < 8 * size) {
+    // Bits outside the number (x86 long double: 6 bytes): HDF5's float conversion leaves
+    // them as the output buffer held them (h5py's results differ from read to read there), so
+    // they carry nothing; zeros make h5chunk's results deterministic.
+    out.ops.push_back({static_cast<uint32_t>(precision / 8), static_cast<uint32_t>(size - precision / 8),
+                       ConversionOp::kZero});
+  }
 }
 
 // h5py reads an enum as its base integer, and an int8 enum {FALSE: 0, TRUE: 1} as bool.

@@ -27,6 +27,8 @@ struct ConversionOp {
     kSwap,      // reverse `size` bytes (one big-endian number)
     kNullTerm,  // a null-terminated string of `size` bytes: zero everything after the first
                 // NUL, as H5Dread's conversion to the null-padded strings h5py reads does
+    kZero,      // padding bytes of a number (x86 long double: 80 bits in 16 bytes), which
+                // H5Dread leaves undefined: zeroed so results are deterministic
   };
   uint32_t offset = 0;  // within the element
   uint32_t size = 0;

@@ -109,8 +109,14 @@ def same(got, want):
         for name in want.dtype.names:
             same(np.asarray(got[name]), np.asarray(want[name]))
         return
-    assert np.array_equal(np.asarray(got).view(np.uint8), np.asarray(want).view(np.uint8)) if np.asarray(want).size \
-        else True
+    if want.dtype.kind == "f" and want.dtype.itemsize == 16:
+        # long double: 6 of its 16 bytes are padding that h5py leaves as its buffer held them
+        assert np.array_equal(got, want)
+        return
+
+    def raw(a):
+        return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    assert np.array_equal(raw(got), raw(want))
 
 
 def check_file(path):
@@ -124,7 +130,9 @@ def check_file(path):
                 want = np.asarray(hds[sel])
                 got, stats = cds.read(sel, route="fast", return_stats=True)
                 same(np.asarray(got), want)
-                same(np.asarray(cds.read(sel, route="h5dread")), want)
+                # H5Dread's own bytes: equal values (it may leave padding as it finds it)
+                ref = np.asarray(cds.read(sel, route="h5dread"))
+                assert ref.dtype == want.dtype and np.array_equal(ref, want)
                 fast += stats.fast_path
                 reads += 1
     return fast, reads

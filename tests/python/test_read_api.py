@@ -24,6 +24,7 @@ def path(tmp_path_factory):
         f.create_dataset("scaled", data=np.arange(400, dtype="int16").reshape(20, 20), chunks=(5, 20),
                          scaleoffset=0)
         f.create_dataset("text", data=np.array([b"a", b"bc"]))
+        f.create_dataset("vtext", data=["a", "bc"], dtype=h5py.string_dtype())
         f.create_group("grp")
     return p
 
@@ -107,11 +108,14 @@ def test_index_errors(path):
             ds[..., ...]
 
 
-def test_non_numeric_dataset_is_type_error(path):
-    with h5chunk.File(path) as f:
-        ds = f["text"]
+def test_fixed_strings_read_and_variable_length_is_type_error(path):
+    with h5chunk.File(path) as f, h5py.File(path, "r") as hf:
+        text = f["text"]
+        assert text.dtype == np.dtype("S2") and text.fast_path
+        assert text[1] == hf["text"][1] == b"bc"
+        ds = f["vtext"]
         assert ds.dtype is None and not ds.fast_path
-        with pytest.raises(TypeError, match="non-numeric"):
+        with pytest.raises(TypeError, match="variable-length string"):
             ds[0]
 
 
@@ -149,10 +153,11 @@ def test_fallback_warns_once_per_dataset_with_the_cause(path):
             scaled[0:3]  # the same dataset and cause: said once only
             _, stats = scaled.read(np.s_[:], return_stats=True)
             assert not stats.fast_path and "scaleoffset" in stats.fallback_cause
-        with pytest.warns(h5chunk.FallbackWarning, match="contiguous"):
-            np.testing.assert_array_equal(f["contig"][10:20], hf["contig"][10:20])
         with warnings.catch_warnings():
             warnings.simplefilter("error", h5chunk.FallbackWarning)
+            # contiguous datasets take the fast path too (parallel preads)
+            assert f["contig"].fast_path
+            np.testing.assert_array_equal(f["contig"][10:20], hf["contig"][10:20])
             assert f["frames"].fast_path
             f["frames"].read(np.s_[0:2], route="fast")  # the fast path warns nothing
 
