@@ -205,7 +205,9 @@ int cmd_info(const std::string& path, const std::string& name, bool as_json) {
     }
     std::cout << j["path"].get<std::string>() << "\n"
               << "  " << j["dtype"].get<std::string>() << " " << shape_text(j["shape"]) << ", "
-              << j["bytes"].get<uint64_t>() << " bytes\n"
+              << j["bytes"].get<uint64_t>() << " bytes\n";
+    if (j.contains("numpy")) std::cout << "  numpy dtype: " << j["numpy"].get<std::string>() << "\n";
+    std::cout
               << "  layout: " << j["layout"].get<std::string>();
     if (j.contains("chunk")) {
       std::cout << ", chunks " << shape_text(j["chunk"]) << " x " << j["chunks"].get<uint64_t>();
