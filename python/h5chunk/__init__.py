@@ -252,6 +252,31 @@ class Dataset:
         """
         return self._read(selection, out, progress, route, return_stats, stacklevel=3)
 
+    def _read_fields(self, names: tuple, selection: Any, out: Optional[np.ndarray], progress: Any,
+                     route: str, return_stats: bool, stacklevel: int) -> Any:
+        """``ds["x"]``, ``ds["x", "y", 0:5]``: h5py's answer (one field: its own dtype; several: a
+        packed record of them). The whole records are read, then the fields taken."""
+        dtype = self.dtype
+        if dtype is None or dtype.names is None:
+            raise ValueError("Field names only allowed for compound types")
+        for name in names:
+            if name not in dtype.names:
+                raise ValueError(f"Field {name} does not appear in this type.")
+        if out is not None:
+            raise ValueError("out cannot be combined with field names (read the records into out)")
+        got = self._read(selection, None, progress, route, return_stats, stacklevel + 1)
+        records, stats = got if return_stats else (got, None)
+        records = np.asarray(records)
+        if len(names) == 1:
+            result = np.array(records[names[0]])
+        else:
+            result = np.empty(records.shape, np.dtype([(n, dtype.fields[n][0]) for n in names]))
+            for n in names:
+                result[n] = records[n]
+        if result.ndim == 0 and not isinstance(got if not return_stats else got[0], np.ndarray):
+            result = result[()]
+        return (result, stats) if return_stats else result
+
     def _require_open(self) -> _core.Dataset:
         core = self._core
         if core is None:
@@ -260,6 +285,9 @@ class Dataset:
 
     def _read(self, selection: Any, out: Optional[np.ndarray], progress: Any, route: str,
               return_stats: bool, stacklevel: int) -> Any:
+        names, selection = _split_field_names(selection)
+        if names:
+            return self._read_fields(names, selection, out, progress, route, return_stats, stacklevel + 1)
         core = self._require_open()
         if not self._readable:
             raise TypeError(
@@ -294,6 +322,15 @@ class Dataset:
         elif plan.scalar:
             result = result[()]
         return (result, stats) if return_stats else result
+
+
+def _split_field_names(selection: Any) -> tuple:
+    """(field names, the rest of the selection), as h5py separates them: strings anywhere."""
+    key = selection if isinstance(selection, tuple) else (selection,)
+    names = tuple(k for k in key if isinstance(k, str))
+    if not names:
+        return (), selection
+    return names, tuple(k for k in key if not isinstance(k, str))
 
 
 def _check_out(out: Any, shape: tuple, dtype: np.dtype) -> None:

@@ -137,7 +137,7 @@ def plan(key: Any, shape: Tuple[int, ...]) -> Plan:
         if k is None:
             raise TypeError("None (numpy.newaxis) is not a valid dataset index")
         if isinstance(k, str):
-            raise TypeError(f"field names ({k!r}) are not supported: h5chunk reads numeric datasets")
+            raise TypeError(f"field names ({k!r}) are taken out before planning (Dataset._read)")
         if isinstance(k, slice):
             start, stop, step = k.indices(n)
             if step == 1:

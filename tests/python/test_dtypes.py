@@ -160,3 +160,20 @@ def test_dtypes_as_h5py_names_them(files):
         assert f["enum_chunked"].dtype == np.dtype(">i2")
         assert f["record_chunked"].dtype == RECORD
         assert f["record_chunked"].fast_path
+
+
+def test_field_names_as_h5py(files):
+    with h5chunk.File(files["types"]) as f, h5py.File(files["types"], "r") as hf:
+        for key in ["a", ("e", np.s_[3:9]), ("b", "d", 5), (np.s_[2:4], "c"), ("d", 1, 2)]:
+            want = hf["record_chunked"][key]
+            got = f["record_chunked"][key]
+            assert np.asarray(got).dtype == np.asarray(want).dtype, key
+            assert type(got) is type(want) or np.isscalar(want), key
+            for name in (want.dtype.names or [None]):
+                g = np.asarray(got if name is None else got[name])
+                w = np.asarray(want if name is None else want[name])
+                assert np.array_equal(g, w), key
+        with pytest.raises(ValueError):
+            f["record_chunked"]["nope"]
+        with pytest.raises(ValueError):
+            f["f4be_chunked"]["a"]
