@@ -333,7 +333,8 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
     // Compact data lives in the object header (at most 64 KiB): one H5Dread has it at once.
     info->fast_path_blocker = "is stored compact (in its object header)";
     info->fix = "None needed: compact datasets hold at most 64 KiB, which H5Dread reads at once.";
-  } else if (info->layout == "contiguous" && H5Dget_offset(dset) == HADDR_UNDEF) {
+  } else if (info->layout == "contiguous" &&
+             (H5Pget_external_count(dcpl) != 0 || H5Dget_offset(dset) == HADDR_UNDEF)) {
     info->fast_path_blocker = "has no contiguous storage in the file (never written, or external)";
     info->fix = "H5Dread returns its fill value or reads its external files.";
   } else if (info->layout != "chunked" && info->layout != "contiguous") {

@@ -509,6 +509,38 @@ TEST(Contiguous, ScalarAndCompactDatasets) {
   EXPECT_TRUE(notes.empty()) << notes[0];
 }
 
+TEST(Contiguous, ExternalStorageAndUnwrittenDataGoToH5Dread) {
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "ext.h5").string(), raw = (dir / "ext.bin").string();
+  std::vector<int32_t> values(100);
+  for (int i = 0; i < 100; ++i) values[i] = i * 3;
+  {
+    hid_t f = open_for_write(path);
+    hsize_t n = 100;
+    hid_t space = H5Screate_simple(1, &n, nullptr);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_external(dcpl, raw.c_str(), 0, H5F_UNLIMITED);
+    hid_t d = H5Dcreate2(f, "external", H5T_NATIVE_INT32, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Dwrite(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    d = H5Dcreate2(f, "unwritten", H5T_NATIVE_INT32, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dclose(d);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  auto file = File::open(path, quiet_options());
+  auto ext = file->dataset("external");
+  ASSERT_TRUE(ext.ok());
+  EXPECT_THAT(ext->info().fast_path_blocker, ::testing::HasSubstr("external"));
+  auto got = ext->read("", via(Route::kFastPath));
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(std::vector<int32_t>(got->as<int32_t>(), got->as<int32_t>() + 100), values);
+  auto unwritten = file->dataset("unwritten");
+  ASSERT_TRUE(unwritten.ok());
+  expect_equal_reads(*unwritten, {"", "5:9"}, /*want_fast=*/false);
+}
+
 TEST(Blosc, TrailingBytesAfterTheBufferAreIgnoredAsThePluginDoes) {
   // A writer that stores its whole compression buffer (nbytes + BLOSC_MAX_OVERHEAD) rather
   // than the used part: the HDF5 Blosc plugin reads it, so h5chunk must too.
