@@ -305,6 +305,41 @@ TEST(DType, BigEndianValuesAreNative) {
   EXPECT_EQ(std::vector<double>(f->as<double>(), f->as<double>() + doubles.size()), doubles);
 }
 
+TEST(DType, FillValuesOfUnwrittenChunksAreReturnedNative) {
+  // Unwritten chunks read as the fill value H5Dread gives (already in the memory type): the
+  // conversion must not swap them a second time.
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "fill.h5").string();
+  {
+    hid_t f = open_for_write(path);
+    hsize_t shape[] = {40, 10}, chunk[] = {8, 10}, one[] = {8, 10}, at[] = {16, 0};
+    hid_t space = H5Screate_simple(2, shape, nullptr);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 2, chunk);
+    H5Pset_deflate(dcpl, 1);
+    const int32_t fill = 0x01020304;
+    H5Pset_fill_value(dcpl, H5T_NATIVE_INT32, &fill);
+    hid_t d = H5Dcreate2(f, "be", H5T_STD_I32BE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    std::vector<int32_t> block(80, -7);
+    hid_t ms = H5Screate_simple(2, one, nullptr);
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, at, nullptr, one, nullptr);
+    H5Dwrite(d, H5T_NATIVE_INT32, ms, space, H5P_DEFAULT, block.data());  // one chunk of five
+    H5Sclose(ms);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  auto file = File::open(path, quiet_options());
+  auto d = file->dataset("be");
+  ASSERT_TRUE(d.ok());
+  expect_equal_reads(*d, {"", "5:30", "20, 3"});
+  auto all = d->read("", via(Route::kFastPath));
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->as<int32_t>()[0], 0x01020304);
+  EXPECT_EQ(all->as<int32_t>()[16 * 10], -7);
+}
+
 TEST(DType, NullTerminatedStringsAreClearedAfterTheirEnd) {
   hubfs::testing::TempDir dir;
   const std::string path = (dir / "s.h5").string();
