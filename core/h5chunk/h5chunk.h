@@ -1,7 +1,7 @@
 // h5chunk: reads HDF5 datasets fast by reading and decoding their chunks itself, in parallel,
 // straight into the caller's array. The HDF5 C library supplies the chunk manifest; anything the
-// fast path does not fully understand (layout, codec, selection, dtype byte order) is read with
-// H5Dread instead, so a read's result always equals H5Dread's.
+// fast path does not fully understand (layout, codec, selection, a type conversion other than
+// byte order) is read with H5Dread instead, so a read's result always equals H5Dread's.
 //
 //   auto file = h5chunk::File::open("scan.hdf5");
 //   auto dset = file->dataset("/data/raw_data");
@@ -97,7 +97,8 @@ struct ReadStats {
   uint64_t peak_bytes_in_flight = 0;  // most compressed bytes held at once (<= the limit, or one chunk)
 };
 
-// A read's result: C-order elements of `dtype`, native byte order.
+// A read's result: C-order elements (element_size() bytes each; of `dtype` for plain numbers),
+// native byte order.
 class Array {
  public:
   Array() = default;
