@@ -287,6 +287,7 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
     if (!element->unsupported.empty()) info->type_text += ": " + element->unsupported;
   }
   const bool fixed_size = element->unsupported.empty();
+  info->unsupported_type = element->unsupported;
   info->big_endian = H5Tget_order(file_type) == H5T_ORDER_BE;
   info->nbytes = checked_product(info->shape, size).value_or(UINT64_MAX);
 

@@ -143,6 +143,8 @@ struct DatasetInfo {
   bool readable = false;       // reads are possible: a fixed-size type, not a null dataspace, not corrupt
   DType dtype = DType::kUInt8; // valid when numeric
   ElementType element;         // every readable type (numpy empty when not readable)
+  std::string unsupported_type;  // why the dtype cannot be returned ("variable-length string",
+                                 // "object or region reference"); empty for fixed-size types
   std::string type_text;       // "float32", "compound (16 bytes)", ...
   bool big_endian = false;     // stored big-endian (reads still return native order)
   std::string layout;          // "chunked", "contiguous", "compact", "virtual"

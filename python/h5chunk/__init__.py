@@ -71,6 +71,7 @@ class File:
         if mode != "r":
             raise ValueError(f"h5chunk opens files read-only (mode 'r'), not {mode!r}")
         self.filename = os.fspath(path)
+        self._h5py_warned: set = set()  # (dataset, cause) read with h5py, warned once
         self._core: Optional[_core.File] = _core.File(
             self.filename, threads, min_fast_path_bytes, max_bytes_in_flight)
         self._datasets: dict = {}
@@ -175,8 +176,8 @@ class Dataset:
     - ``name``: the dataset's path; ``file``: its :class:`File`
     - ``shape``, ``ndim``, ``size``, ``dtype`` (numpy, as h5py gives it: bool, enums as their
       base integer, complex, structured records, ``S<n>`` strings, ``V<n>`` opaque bytes,
-      float16; None for variable-length types and references, which h5chunk cannot read),
-      ``nbytes``
+      float16; variable-length types and references, which h5chunk reads through h5py, get
+      h5py's dtype, or None without h5py), ``nbytes``
     - ``chunks``: chunk shape, or None when not chunked; ``layout``: "chunked", "contiguous", ...
     - ``filters``: the filter pipeline, a list of dicts (id, name, flags, cd_values)
     - ``fast_path``: True when reads can take h5chunk's parallel path
@@ -202,6 +203,8 @@ class Dataset:
         self.fast_path: bool = not core.fast_path_blocker
         self._readable = core.readable
         self._type_text = core.type_text
+        # Variable-length types and references: h5py reads them (object arrays), h5chunk cannot.
+        self._h5py_only = core.unsupported_type
         if core.readable:
             # Elements arrive in native order; h5py's dtype keeps the stored byte order.
             self._native_dtype: Optional[np.dtype] = _numpy_dtype(core.numpy_descr)
@@ -209,6 +212,11 @@ class Dataset:
         else:
             self._native_dtype = None
             self.dtype = None
+            if self._h5py_only:
+                h5py = _h5py_or_none()
+                if h5py is not None:
+                    with h5py.File(file.filename, "r") as hf:
+                        self.dtype = hf[self.name].dtype
 
     @property
     def ndim(self) -> int:
@@ -252,6 +260,22 @@ class Dataset:
         """
         return self._read(selection, out, progress, route, return_stats, stacklevel=3)
 
+    def _read_with_h5py(self, selection: Any, return_stats: bool, stacklevel: int) -> Any:
+        """A variable-length or reference dataset: h5py's own read (H5Dread), with a warning."""
+        import h5py
+        key = (self.name, self._h5py_only)
+        if key not in self.file._h5py_warned:
+            self.file._h5py_warned.add(key)
+            warnings.warn(
+                f"h5chunk: reading '{self.file.filename}' ({self.name}): the dataset has a "
+                f"{self._h5py_only} dtype, which h5chunk cannot return - read with h5py (H5Dread). "
+                "Fix: store fixed-size types (e.g. fixed-length strings) to read them in parallel.",
+                FallbackWarning, stacklevel=stacklevel + 1)
+        with h5py.File(self.file.filename, "r") as hf:
+            result = hf[self.name][selection]
+        stats = ReadStats()
+        return (result, stats) if return_stats else result
+
     def _read_fields(self, names: tuple, selection: Any, out: Optional[np.ndarray], progress: Any,
                      route: str, return_stats: bool, stacklevel: int) -> Any:
         """``ds["x"]``, ``ds["x", "y", 0:5]``: h5py's answer (one field: its own dtype; several: a
@@ -289,6 +313,8 @@ class Dataset:
         if names:
             return self._read_fields(names, selection, out, progress, route, return_stats, stacklevel + 1)
         core = self._require_open()
+        if not self._readable and self._h5py_only and out is None and _h5py_or_none() is not None:
+            return self._read_with_h5py(selection, return_stats, stacklevel + 1)
         if not self._readable:
             raise TypeError(
                 f"'{self.name}' in '{self.file.filename}' has a dtype h5chunk cannot return "
@@ -322,6 +348,14 @@ class Dataset:
         elif plan.scalar:
             result = result[()]
         return (result, stats) if return_stats else result
+
+
+def _h5py_or_none() -> Any:
+    try:
+        import h5py
+    except ImportError:  # h5py is optional: without it those datasets raise TypeError
+        return None
+    return h5py
 
 
 def _split_field_names(selection: Any) -> tuple:

@@ -21,6 +21,7 @@ class Dataset:
     numeric: bool
     dtype_name: Optional[str]
     readable: bool
+    unsupported_type: str
     element_kind: str
     element_size: int
     numpy_descr: str

@@ -316,6 +316,7 @@ PYBIND11_MODULE(_core, m) {
         return py::str(h5chunk::dtype_name(d.info().dtype));
       })
       .def_property_readonly("readable", [](const PyDataset& d) { return d.info().readable; })
+      .def_property_readonly("unsupported_type", [](const PyDataset& d) { return d.info().unsupported_type; })
       .def_property_readonly("element_kind", [](const PyDataset& d) { return d.info().element.kind; })
       .def_property_readonly("element_size", [](const PyDataset& d) { return d.info().element.size; })
       // numpy dtypes as Python literals (ElementType): the returned elements, and h5py's dtype.

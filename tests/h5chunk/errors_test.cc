@@ -161,12 +161,14 @@ TEST(Errors, VariableLengthDatasetIsRefusedWithAReason) {
   ASSERT_TRUE(dset.ok());
   EXPECT_FALSE(dset->info().numeric);
   EXPECT_FALSE(dset->info().readable);
+  EXPECT_EQ(dset->info().unsupported_type, "variable-length string");
   auto got = dset->read(":");
   EXPECT_EQ(got.status().code(), hubfs::Code::kUnsupported);
   EXPECT_THAT(got.status().message(), HasSubstr("variable-length string"));
   auto fixed = file->dataset("fixed");
   ASSERT_TRUE(fixed.ok());
   EXPECT_TRUE(fixed->info().readable);
+  EXPECT_EQ(fixed->info().unsupported_type, "");
   EXPECT_EQ(fixed->info().element.numpy, "'|S8'");
   auto strings = fixed->read(":");
   ASSERT_TRUE(strings.ok()) << strings.status().message();

@@ -177,3 +177,19 @@ def test_field_names_as_h5py(files):
             f["record_chunked"]["nope"]
         with pytest.raises(ValueError):
             f["f4be_chunked"]["a"]
+
+
+def test_variable_length_and_references_read_through_h5py(tmp_path):
+    """What h5chunk cannot return (object arrays) still reads, through h5py, as h5py reads it."""
+    path = str(tmp_path / "vlen.h5")
+    with h5py.File(path, "w") as f:
+        seqs = f.create_dataset("seqs", (3,), dtype=h5py.vlen_dtype(np.int32))
+        for i in range(3):
+            seqs[i] = np.arange(i + 1, dtype=np.int32)
+        f.create_dataset("refs", data=[f["seqs"].ref, f.ref], dtype=h5py.ref_dtype)
+    with h5chunk.File(path) as cf, h5py.File(path, "r") as hf:
+        got = cf["seqs"][:]
+        assert all(np.array_equal(a, b) for a, b in zip(got, hf["seqs"][:]))
+        assert cf["seqs"].dtype == hf["seqs"].dtype
+        refs = cf["refs"][:]
+        assert [hf[r].name for r in refs] == ["/seqs", "/"]
