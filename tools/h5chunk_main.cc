@@ -130,8 +130,8 @@ int cmd_read(const std::string& path, const std::string& name, const std::string
   auto opened = open_selection(path, name, selection, threads);
   if (!opened.ok()) return fail(opened.status().message());
   const auto& info = opened->dataset.info();
-  if (!info.numeric) return fail(info.path + " " + info.fast_path_blocker);
-  const uint64_t bytes = opened->normalized.num_elements * h5chunk::dtype_size(info.dtype);
+  if (!info.readable) return fail(info.path + " " + info.fast_path_blocker);
+  const uint64_t bytes = opened->normalized.num_elements * info.element.size;
 
   std::unique_ptr<ProgressBar> bar;
   h5chunk::ReadOptions ro;
@@ -152,7 +152,9 @@ int cmd_read(const std::string& path, const std::string& name, const std::string
     if (!out) return fail("cannot write '" + out_path + "': " + std::strerror(errno));
   }
   json line = {{"shape", array->shape()},
-               {"dtype", h5chunk::dtype_name(array->dtype())},
+               // numpy's dtype for the bytes written (native order): np.dtype(ast.literal_eval(s))
+               {"dtype", info.numeric ? std::string(h5chunk::dtype_name(array->dtype())) : info.type_text},
+               {"numpy", info.element.numpy},
                {"bytes", array->nbytes()},
                {"fast_path", array->stats.fast_path},
                {"ms", std::round(ms * 1000) / 1000}};
@@ -165,6 +167,7 @@ json describe(const Dataset& d) {
   const auto& info = d.info();
   json j = {{"path", info.path}, {"shape", info.shape}, {"dtype", info.type_text},
             {"bytes", info.nbytes}, {"layout", info.layout}};
+  if (info.readable) j["numpy"] = info.element.numpy_stored;
   if (!info.chunk.empty()) {
     uint64_t n = 1;
     for (size_t i = 0; i < info.chunk.size(); ++i) n *= (info.shape[i] + info.chunk[i] - 1) / info.chunk[i];
@@ -211,7 +214,9 @@ int cmd_info(const std::string& path, const std::string& name, bool as_json) {
     }
     std::cout << j["path"].get<std::string>() << "\n"
               << "  " << j["dtype"].get<std::string>() << " " << shape_text(j["shape"]) << ", "
-              << j["bytes"].get<uint64_t>() << " bytes\n"
+              << j["bytes"].get<uint64_t>() << " bytes\n";
+    if (j.contains("numpy")) std::cout << "  numpy dtype: " << j["numpy"].get<std::string>() << "\n";
+    std::cout
               << "  layout: " << j["layout"].get<std::string>();
     if (j.contains("chunk")) {
       std::cout << ", chunks " << shape_text(j["chunk"]) << " x " << j["chunks"].get<uint64_t>();
@@ -237,8 +242,8 @@ int cmd_bench(const std::string& path, const std::string& name, const std::strin
   auto opened = open_selection(path, name, selection, threads);
   if (!opened.ok()) return fail(opened.status().message());
   const auto& info = opened->dataset.info();
-  if (!info.numeric) return fail(info.path + " " + info.fast_path_blocker);
-  const uint64_t bytes = opened->normalized.num_elements * h5chunk::dtype_size(info.dtype);
+  if (!info.readable) return fail(info.path + " " + info.fast_path_blocker);
+  const uint64_t bytes = opened->normalized.num_elements * info.element.size;
   // One output buffer for both readers, touched before timing (first-touch page faults on
   // these machines cost more than decoding and would swamp the comparison).
   std::unique_ptr<uint8_t[]> buf(new uint8_t[std::max<uint64_t>(bytes, 1)]);

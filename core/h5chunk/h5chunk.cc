@@ -18,6 +18,8 @@
 #include <thread>
 
 #include "h5chunk/checked.h"
+#include "h5chunk/contiguous.h"
+#include "h5chunk/element_type.h"
 #include "h5chunk/fallback.h"
 #include "h5chunk/hdf5_handle.h"
 #include "h5chunk/manifest.h"
@@ -59,22 +61,6 @@ size_t dtype_size(DType t) {
 }
 
 namespace {
-
-hid_t native_type(DType t) {
-  switch (t) {
-    case DType::kInt8: return H5T_NATIVE_INT8;
-    case DType::kUInt8: return H5T_NATIVE_UINT8;
-    case DType::kInt16: return H5T_NATIVE_INT16;
-    case DType::kUInt16: return H5T_NATIVE_UINT16;
-    case DType::kInt32: return H5T_NATIVE_INT32;
-    case DType::kUInt32: return H5T_NATIVE_UINT32;
-    case DType::kInt64: return H5T_NATIVE_INT64;
-    case DType::kUInt64: return H5T_NATIVE_UINT64;
-    case DType::kFloat32: return H5T_NATIVE_FLOAT;
-    case DType::kFloat64: return H5T_NATIVE_DOUBLE;
-  }
-  return H5T_NATIVE_UINT8;
-}
 
 std::string human_bytes(uint64_t n) {
   const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB", "EB"};
@@ -133,8 +119,13 @@ void* allocate_storage(size_t nbytes) {
 }  // namespace
 
 Result<Array> Array::allocate(std::vector<uint64_t> shape, DType dtype) {
-  const std::string what = "an array of shape " + shape_text(shape) + " of " + dtype_name(dtype);
-  auto bytes = checked_product(shape, dtype_size(dtype));
+  return allocate(std::move(shape), dtype_size(dtype), dtype_name(dtype), dtype);
+}
+
+Result<Array> Array::allocate(std::vector<uint64_t> shape, size_t element_size,
+                              const std::string& type_name, std::optional<DType> dtype) {
+  const std::string what = "an array of shape " + shape_text(shape) + " of " + type_name;
+  auto bytes = checked_product(shape, std::max<size_t>(element_size, 1));
   if (!bytes) {
     return InvalidArgument("array is too big: " + what + " needs more than 2^64 - 1 bytes");
   }
@@ -153,7 +144,8 @@ Result<Array> Array::allocate(std::vector<uint64_t> shape, DType dtype) {
   }
   Array array;
   array.shape_ = std::move(shape);
-  array.dtype_ = dtype;
+  array.dtype_ = dtype.value_or(DType::kUInt8);
+  array.elem_size_ = std::max<size_t>(element_size, 1);
   array.nbytes_ = *bytes;
   array.data_.reset(static_cast<uint8_t*>(p));
   return array;
@@ -168,7 +160,7 @@ Array::Array(std::vector<uint64_t> shape, DType dtype) {
 void Array::Free::operator()(uint8_t* p) const { std::free(p); }
 
 uint64_t Array::num_elements() const {
-  return nbytes_ / dtype_size(dtype_);  // allocate() checked the product
+  return nbytes_ / elem_size_;  // allocate() checked the product
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -179,11 +171,13 @@ class DatasetState {
   DatasetInfo info;
   Hid dataset;
   ChunkedLayout layout;
+  ElementDescription element;               // its memory type and the fast path's conversion
   std::unique_ptr<ChunkManifest> manifest;  // chunked datasets only
+  uint64_t contiguous_offset = 0;           // contiguous datasets: where the data starts in the file
   // A filter with no HDF5 plugin here (zstd, bitshuffle on Debian): H5Dread cannot read the
   // dataset at all, so even small reads take the fast path.
   bool h5dread_lacks_filter = false;
-  // Why every read is refused (non-numeric, null dataspace, corrupt); Ok when reads may proceed.
+  // Why every read is refused (variable-length type, null dataspace, corrupt); Ok when reads may proceed.
   Status refusal;
 };
 
@@ -252,7 +246,7 @@ std::string chunk_shape_problem(const std::vector<uint64_t>& shape, const std::v
 // Sets *corrupt to why the file's description of the dataset cannot be right (reads are then
 // refused: H5Dread would return memory it never wrote), or leaves it empty.
 Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, ChunkedLayout* layout,
-                std::string* corrupt) {
+                ElementDescription* element, std::string* corrupt) {
   // Shape.
   Hid space(H5Dget_space(dset));
   if (!space.valid()) return hubfs::IoError("H5Dget_space failed: " + hdf5_error_text());
@@ -266,35 +260,36 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
   // A null dataspace holds no elements at all (not even the one a scalar has).
   const bool null_space = H5Sget_simple_extent_type(space.get()) == H5S_NULL;
 
-  // Element type: plain integers and IEEE floats only.
-  const H5T_class_t cls = H5Tget_class(file_type);
+  // Element type: any fixed-size type (element_type.h says how each is returned).
+  *element = describe_element(file_type);
   const size_t size = H5Tget_size(file_type);
-  info->numeric = true;
-  if (cls == H5T_INTEGER && (size == 1 || size == 2 || size == 4 || size == 8)) {
-    const bool is_signed = H5Tget_sign(file_type) == H5T_SGN_2;
-    static const DType s[] = {DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64};
-    static const DType u[] = {DType::kUInt8, DType::kUInt16, DType::kUInt32, DType::kUInt64};
-    const int k = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : 3;
-    info->dtype = is_signed ? s[k] : u[k];
-  } else if (cls == H5T_FLOAT && size == 4) {
-    info->dtype = DType::kFloat32;
-  } else if (cls == H5T_FLOAT && size == 8) {
-    info->dtype = DType::kFloat64;
+  info->element = element->type;
+  info->numeric = element->dtype.has_value();
+  info->dtype = element->dtype.value_or(DType::kUInt8);
+  if (info->numeric) {
+    info->type_text = dtype_name(info->dtype);
+  } else if (element->unsupported.empty() && element->type.kind != "compound" &&
+             element->type.kind != "array") {
+    // "float16", "bool", "complex64", "string (8 bytes)": numpy's names where they exist.
+    const std::string& k = element->type.kind;
+    info->type_text = k == "float" || k == "complex" ? k + std::to_string(size * 8)
+                      : k == "bool"                  ? k
+                                                     : k + " (" + std::to_string(size) + " bytes)";
   } else {
-    info->numeric = false;
     static const std::map<int, const char*> names = {
         {H5T_INTEGER, "integer"}, {H5T_FLOAT, "float"}, {H5T_STRING, "string"},
         {H5T_BITFIELD, "bitfield"}, {H5T_OPAQUE, "opaque"}, {H5T_COMPOUND, "compound"},
         {H5T_REFERENCE, "reference"}, {H5T_ENUM, "enum"}, {H5T_VLEN, "variable-length"},
         {H5T_ARRAY, "array"}};
-    auto it = names.find(cls);
+    auto it = names.find(H5Tget_class(file_type));
     info->type_text = std::string(it == names.end() ? "unknown" : it->second) + " (" +
                       std::to_string(size) + " bytes)";
+    if (!element->unsupported.empty()) info->type_text += ": " + element->unsupported;
   }
-  if (info->numeric) info->type_text = dtype_name(info->dtype);
+  const bool fixed_size = element->unsupported.empty();
+  info->unsupported_type = element->unsupported;
   info->big_endian = H5Tget_order(file_type) == H5T_ORDER_BE;
-  info->nbytes = checked_product(info->shape, info->numeric ? dtype_size(info->dtype) : size)
-                     .value_or(UINT64_MAX);
+  info->nbytes = checked_product(info->shape, size).value_or(UINT64_MAX);
 
   // Layout and filters.
   switch (H5Pget_layout(dcpl)) {
@@ -332,37 +327,47 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
   if (null_space) {
     info->fast_path_blocker = "has a null dataspace (it holds no elements)";
     info->fix = "There is nothing to read.";
-  } else if (!info->numeric) {
-    info->fast_path_blocker = "has a non-numeric dtype (" + info->type_text + ")";
-    info->fix = "h5chunk reads plain numeric dtypes only; read it with the HDF5 library.";
-  } else if (info->layout != "chunked") {
+  } else if (!fixed_size) {
+    info->fast_path_blocker = "has a dtype h5chunk cannot return (" + info->type_text + ")";
+    info->fix = "h5chunk reads fixed-size types only; read it with h5py.";
+  } else if (info->layout == "compact") {
+    // Compact data lives in the object header (at most 64 KiB): one H5Dread has it at once.
+    info->fast_path_blocker = "is stored compact (in its object header)";
+    info->fix = "None needed: compact datasets hold at most 64 KiB, which H5Dread reads at once.";
+  } else if (info->layout == "contiguous" &&
+             (H5Pget_external_count(dcpl) != 0 || H5Dget_offset(dset) == HADDR_UNDEF)) {
+    info->fast_path_blocker = "has no contiguous storage in the file (never written, or external)";
+    info->fix = "H5Dread returns its fill value or reads its external files.";
+  } else if (info->layout != "chunked" && info->layout != "contiguous") {
     info->fast_path_blocker = "is stored " + info->layout + " (not chunked)";
     info->fix = resave;
   } else if (std::string why = unsupported_filter(info->filters); !why.empty()) {
     info->fast_path_blocker = "is compressed with " + why + ", which h5chunk cannot decode";
     info->fix = resave;
-  } else if (std::string why = chunk_shape_problem(info->shape, info->chunk, chunk_rank,
-                                                    dtype_size(info->dtype));
+  } else if (std::string why = info->layout == "chunked"
+                                   ? chunk_shape_problem(info->shape, info->chunk, chunk_rank, size)
+                                   : std::string();
              !why.empty()) {
     // Only a damaged file gets here: HDF5 itself never writes such a layout. H5Dread decides.
     info->fast_path_blocker = "has " + why;
     info->fix = "The file's layout message is probably corrupt.";
-  } else if (H5Tequal(file_type, native_type(info->dtype)) <= 0) {
-    info->fast_path_blocker = "is stored in non-native byte order";
-    info->fix = "Fix: re-save it in native (little-endian) byte order to read it in parallel.";
+  } else if (!element->fast_path_blocker.empty()) {
+    info->fast_path_blocker = "has " + element->fast_path_blocker;
+    info->fix = "h5chunk returns what H5Dread returns; re-save it with standard types to read it in parallel.";
   }
-  info->readable = !null_space && info->numeric;
+  info->readable = !null_space && fixed_size;
 
-  if (info->numeric) {
+  if (info->readable) {
     layout->shape = info->shape;
     layout->chunk = info->chunk;
-    layout->elem_size = dtype_size(info->dtype);
+    layout->elem_size = size;
     layout->pipeline = info->filters;
+    layout->conversion = element->conversion;
     // The fill value H5Dread gives unwritten chunks; zeros when none was defined.
     layout->fill.assign(layout->elem_size, 0);
     H5D_fill_value_t fill_status = H5D_FILL_VALUE_UNDEFINED;
     if (H5Pfill_value_defined(dcpl, &fill_status) >= 0 && fill_status != H5D_FILL_VALUE_UNDEFINED) {
-      H5Pget_fill_value(dcpl, native_type(info->dtype), layout->fill.data());
+      H5Pget_fill_value(dcpl, element->mem_type.get(), layout->fill.data());
     }
   }
   return Status::Ok();
@@ -395,7 +400,8 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
     return hubfs::IoError("cannot describe '" + name + "' in " + where + ": " + hdf5_error_text());
   }
   std::string corrupt;
-  if (Status s = describe(state->dataset.get(), type.get(), dcpl.get(), &state->info, &state->layout, &corrupt);
+  if (Status s = describe(state->dataset.get(), type.get(), dcpl.get(), &state->info, &state->layout,
+                          &state->element, &corrupt);
       !s.ok()) {
     return s.with_context("describing '" + name + "' in " + where);
   }
@@ -415,7 +421,8 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
     const hsize_t stored = H5Dget_storage_size(state->dataset.get());
     const haddr_t at = state->info.layout == "contiguous" ? H5Dget_offset(state->dataset.get()) : HADDR_UNDEF;
     struct stat st;
-    const auto end = at == HADDR_UNDEF ? std::optional<uint64_t>(0) : checked_add(at + base_address, stored);
+    // H5Dget_offset is already absolute (it includes any user block), unlike chunk addresses.
+    const auto end = at == HADDR_UNDEF ? std::optional<uint64_t>(0) : checked_add(at, stored);
     if (::stat(path.c_str(), &st) == 0 && (!end || *end > static_cast<uint64_t>(st.st_size))) {
       // Likewise for storage placed past the end of the file (a damaged address): HDF5 fails
       // the first read and serves stale bytes to the next.
@@ -430,6 +437,12 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
           " bytes, but its " + state->info.layout + " storage holds " + std::to_string(stored));
       state->info.readable = false;
     }
+  }
+  if (state->info.layout == "contiguous" && state->info.fast_path_blocker.empty()) {
+    // Unlike chunk addresses, H5Dget_offset includes the user block already (HDF5 adds the
+    // base address): a 512-byte user block put the data at 2560 with the base at 512, and
+    // adding the base again read 512 bytes too far.
+    state->contiguous_offset = H5Dget_offset(state->dataset.get());
   }
   if (state->info.layout == "chunked") {
     state->manifest = std::make_unique<ChunkManifest>(state->dataset.get(), state->info.shape,
@@ -536,7 +549,8 @@ Result<Array> Dataset::read(const Selection& selection, const ReadOptions& optio
   if (!state_->refusal.ok()) return state_->refusal;
   auto shape = selection_shape(selection);
   if (!shape.ok()) return shape.status().with_context(source);
-  auto array = Array::allocate(*shape, info.dtype);
+  auto array = Array::allocate(*shape, info.element.size, info.type_text,
+                               info.numeric ? std::optional<DType>(info.dtype) : std::nullopt);
   if (!array.ok()) return array.status().with_context(source);
   auto stats = read_into(selection, array->data(), array->nbytes(), options);
   if (!stats.ok()) return stats.status();
@@ -551,7 +565,8 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
   if (!state_->refusal.ok()) return state_->refusal;
   auto norm = normalize(selection, info.shape);
   if (!norm.ok()) return norm.status().with_context(source);
-  auto checked_bytes = checked_mul(norm->num_elements, dtype_size(info.dtype));
+  const size_t elem_size = info.element.size;
+  auto checked_bytes = checked_mul(norm->num_elements, elem_size);
   if (!checked_bytes) {
     return InvalidArgument(source + ": array is too big: the selection " +
                            shape_text(norm->out_shape) + " of " + info.type_text +
@@ -580,18 +595,42 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
                          info.fast_path_blocker + ". " + info.fix);
     }
     cause = info.fast_path_blocker;
-    file_->note(info, cause, info.fix);
+    // A compact dataset is tiny by definition: H5Dread is the right reader, nothing to fix.
+    if (info.layout != "compact") file_->note(info, cause, info.fix);
   } else if (options.route == Route::kAuto && bytes < file_->options.min_fast_path_bytes &&
              !state_->h5dread_lacks_filter) {
     cause = "small read (" + std::to_string(bytes) + " bytes, below " +
             std::to_string(file_->options.min_fast_path_bytes) + ")";
   }
   if (!cause.empty()) {
-    Status s = h5dread_selection(state_->dataset.get(), native_type(info.dtype),
-                                 dtype_size(info.dtype), *norm, out);
+    Status s = h5dread_selection(state_->dataset.get(), state_->element.mem_type.get(), elem_size,
+                                 *norm, out);
     if (!s.ok()) return s.with_context(source);
     stats.fallback_cause = cause;
     return stats;
+  }
+
+  if (info.layout == "contiguous") {
+    ContiguousRead req;
+    req.layout = &state_->layout;
+    req.data_offset = state_->contiguous_offset;
+    req.workers = &file_->workers;
+    req.selection = &*norm;
+    req.out = static_cast<uint8_t*>(out);
+    req.threads = file_->threads;
+    req.progress = options.progress;
+    req.cancel = options.cancel;
+    req.source = source;
+    auto fast = read_contiguous(req);
+    if (!fast.ok() && fast.status().code() == hubfs::Code::kUnsupported) {
+      // Declined before reading anything: too many scattered pieces, H5Dread's sieve is better.
+      Status s = h5dread_selection(state_->dataset.get(), state_->element.mem_type.get(),
+                                   elem_size, *norm, out);
+      if (!s.ok()) return s.with_context(source);
+      stats.fallback_cause = fast.status().message();
+      return stats;
+    }
+    return fast;
   }
 
   FastRead req;
@@ -610,8 +649,8 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
   auto fast = read_chunks(req);
   if (!fast.ok() && fast.status().code() == hubfs::Code::kUnsupported) {
     // Declined before reading anything (see read_chunks): H5Dread is faster for this one.
-    Status s = h5dread_selection(state_->dataset.get(), native_type(info.dtype),
-                                 dtype_size(info.dtype), *norm, out);
+    Status s = h5dread_selection(state_->dataset.get(), state_->element.mem_type.get(),
+                                 elem_size, *norm, out);
     if (!s.ok()) return s.with_context(source);
     stats.fallback_cause = fast.status().message();
     return stats;

@@ -1,7 +1,7 @@
 // h5chunk: reads HDF5 datasets fast by reading and decoding their chunks itself, in parallel,
 // straight into the caller's array. The HDF5 C library supplies the chunk manifest; anything the
-// fast path does not fully understand (layout, codec, selection, dtype byte order) is read with
-// H5Dread instead, so a read's result always equals H5Dread's.
+// fast path does not fully understand (layout, codec, selection, a type conversion other than
+// byte order) is read with H5Dread instead, so a read's result always equals H5Dread's.
 //
 //   auto file = h5chunk::File::open("scan.hdf5");
 //   auto dset = file->dataset("/data/raw_data");
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,23 @@ using hubfs::Status;
 enum class DType { kInt8, kUInt8, kInt16, kUInt16, kInt32, kUInt32, kInt64, kUInt64, kFloat32, kFloat64 };
 const char* dtype_name(DType dtype);
 size_t dtype_size(DType dtype);
+
+// Any fixed-size element type h5chunk reads: plain numbers (DType), float16, bool, enums (read
+// as their base integer), complex numbers (h5py's compound of 'r' and 'i'), compound records,
+// fixed-length strings, opaque bytes and arrays of these, described the way h5py describes them
+// to numpy. Elements are returned in native (little-endian) byte order, converted as H5Dread
+// converts them to the type h5py asks for.
+struct ElementType {
+  size_t size = 0;           // bytes per element
+  std::string kind;          // "int", "uint", "float", "bool", "enum", "complex", "compound",
+                             // "string", "opaque", "bitfield" or "array"
+  // numpy dtypes as Python literals (np.dtype(ast.literal_eval(s))): `numpy` describes the
+  // returned elements (native order), `numpy_stored` the dtype h5py gives the dataset (byte
+  // order as stored; h5py returns big-endian data as stored). E.g. "'<f4'", "'|S8'",
+  // "{'names': ['a', 'b'], 'formats': ['<i4', '<f8'], 'offsets': [0, 8], 'itemsize': 16}".
+  std::string numpy;
+  std::string numpy_stored;
+};
 
 // Receives one human-readable line (the fallback notes). Default: stderr.
 using LogFn = std::function<void(const std::string& message)>;
@@ -80,19 +98,25 @@ struct ReadStats {
   uint64_t peak_bytes_in_flight = 0;  // most compressed bytes held at once (<= the limit, or one chunk)
 };
 
-// A read's result: C-order elements of `dtype`, native byte order.
+// A read's result: C-order elements (element_size() bytes each; of `dtype` for plain numbers),
+// native byte order.
 class Array {
  public:
   Array() = default;
   // Uninitialised storage. Throws std::bad_alloc when it cannot be had; allocate() says why
   // instead, and read() uses it.
   Array(std::vector<uint64_t> shape, DType dtype);
+  // Elements of any type (`type_name` only names it in errors); dtype() is then kUInt8 unless
+  // the element is a plain number, and element_size() is what counts.
+  static Result<Array> allocate(std::vector<uint64_t> shape, size_t element_size,
+                                const std::string& type_name, std::optional<DType> dtype = {});
   // Uninitialised storage, or kInvalidArgument ("array is too big") when the byte count
   // overflows, exceeds this machine's memory and swap, or malloc refuses it. The message names
   // the shape, the dtype and the bytes asked for.
   static Result<Array> allocate(std::vector<uint64_t> shape, DType dtype);
   const std::vector<uint64_t>& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
+  size_t element_size() const { return elem_size_; }
   uint64_t num_elements() const;
   size_t nbytes() const { return nbytes_; }
   uint8_t* data() { return data_.get(); }
@@ -103,6 +127,7 @@ class Array {
  private:
   std::vector<uint64_t> shape_;
   DType dtype_ = DType::kUInt8;
+  size_t elem_size_ = 1;
   size_t nbytes_ = 0;
   // Not a std::vector: that would zero every byte first, doubling the first-touch cost.
   struct Free {
@@ -115,16 +140,19 @@ class Array {
 struct DatasetInfo {
   std::string path;
   std::vector<uint64_t> shape;
-  bool numeric = false;        // a plain numeric dtype (else reads are refused)
-  bool readable = false;       // reads are possible: numeric, not a null dataspace, not corrupt
+  bool numeric = false;        // a plain numeric dtype that DType names
+  bool readable = false;       // reads are possible: a fixed-size type, not a null dataspace, not corrupt
   DType dtype = DType::kUInt8; // valid when numeric
-  std::string type_text;       // "float32", or what HDF5 calls it otherwise
+  ElementType element;         // every readable type (numpy empty when not readable)
+  std::string unsupported_type;  // why the dtype cannot be returned ("variable-length string",
+                                 // "object or region reference"); empty for fixed-size types
+  std::string type_text;       // "float32", "compound (16 bytes)", ...
   bool big_endian = false;     // stored big-endian (reads still return native order)
   std::string layout;          // "chunked", "contiguous", "compact", "virtual"
   std::vector<uint64_t> chunk; // chunk shape; empty unless chunked
   std::vector<FilterStep> filters;
   uint64_t nbytes = 0;         // uncompressed size; UINT64_MAX when that overflows (a corrupt shape)
-  std::string fast_path_blocker;  // empty when chunk-parallel reads are possible, else why not
+  std::string fast_path_blocker;  // empty when parallel reads are possible (chunked or contiguous), else why not
   std::string fix;                // what would remove the blocker
 };
 

@@ -457,6 +457,11 @@ Status ChunkPool::process(const Task& task, WorkerState& worker) {
   auto place = [&](const uint8_t* chunk) {
     RegionCopier(axes_, task.pieces, layout_.chunk, layout_.elem_size).copy(chunk, req_.out);
   };
+  // Stored bytes to returned ones (big-endian numbers, null-terminated strings), while the
+  // decoded chunk is still in cache; fill values are already in returned form.
+  auto convert = [&](uint8_t* chunk) {
+    if (!layout_.conversion.empty()) layout_.conversion.apply(chunk, chunk_bytes_);
+  };
   auto out_of_memory = [](const char* what, uint64_t bytes) {
     return hubfs::Unavailable("out of memory: cannot allocate " + std::to_string(bytes) +
                               " bytes for " + what);
@@ -480,11 +485,11 @@ Status ChunkPool::process(const Task& task, WorkerState& worker) {
       return Corrupt("stored unfiltered but holds " + std::to_string(task.loc.size) +
                      " bytes instead of the chunk's " + std::to_string(chunk_bytes_));
     }
-    if (task.direct) return pread_exact(fd, direct_out, chunk_bytes_, task.loc.offset);
-    uint8_t* buf = need_scratch();
+    uint8_t* buf = task.direct ? direct_out : need_scratch();
     if (!buf) return out_of_memory("a decoded chunk", chunk_bytes_);
     if (Status s = pread_exact(fd, buf, chunk_bytes_, task.loc.offset); !s.ok()) return s;
-    place(buf);
+    convert(buf);
+    if (!task.direct) place(buf);
     return Status::Ok();
   }
   uint8_t* in = worker.compressed.reserve(task.loc.size);
@@ -495,6 +500,7 @@ Status ChunkPool::process(const Task& task, WorkerState& worker) {
   Status s = decode_chunk(layout_.pipeline, task.loc.filter_mask, layout_.elem_size, in,
                           task.loc.size, target, chunk_bytes_, worker.decode);
   if (!s.ok()) return s;
+  convert(target);
   if (!task.direct) place(target);
   return Status::Ok();
 }

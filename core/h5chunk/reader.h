@@ -18,6 +18,7 @@
 
 #include "common/status.h"
 #include "h5chunk/codecs.h"
+#include "h5chunk/element_type.h"
 #include "h5chunk/h5chunk.h"
 #include "h5chunk/manifest.h"
 #include "h5chunk/selection.h"
@@ -80,6 +81,7 @@ struct ChunkedLayout {
   std::vector<FilterStep> pipeline;
   bool dont_filter_partial = false;  // H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS
   std::vector<uint8_t> fill;         // one element of fill value, native order
+  Conversion conversion;             // stored -> returned element bytes (empty: none needed)
 };
 
 struct FastRead {

@@ -32,6 +32,7 @@ Ctrl-C stops a long read promptly with KeyboardInterrupt.
 
 from __future__ import annotations
 
+import ast
 import collections
 import os
 import threading
@@ -74,6 +75,7 @@ class File:
         if mode != "r":
             raise ValueError(f"h5chunk opens files read-only (mode 'r'), not {mode!r}")
         self.filename = os.fspath(path)
+        self._h5py_warned: set = set()  # (dataset, cause) read with h5py, warned once
         self._core: Optional[_core.File] = _core.File(
             self.filename, threads, min_fast_path_bytes, max_bytes_in_flight)
         self._datasets: dict = {}
@@ -149,8 +151,9 @@ class File:
             warnings.warn(line, FallbackWarning, stacklevel=stacklevel)
 
 
-_DTYPES = {name: np.dtype(name) for name in (
-    "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64")}
+def _numpy_dtype(descr: str) -> np.dtype:
+    """The numpy dtype the C++ library describes as a Python literal ("'<f4'", "{'names': ...}")."""
+    return np.dtype(ast.literal_eval(descr))
 
 
 def _progress_callback(progress: Any, desc: str):
@@ -170,13 +173,15 @@ def _progress_callback(progress: Any, desc: str):
 
 
 class Dataset:
-    """One numeric HDF5 dataset, read like h5py's: ``ds[sel]`` returns a numpy array.
+    """One HDF5 dataset of a fixed-size type, read like h5py's: ``ds[sel]`` returns a numpy array.
 
     Attributes (as h5py names them where h5py has them):
 
     - ``name``: the dataset's path; ``file``: its :class:`File`
-    - ``shape``, ``ndim``, ``size``, ``dtype`` (numpy; None for non-numeric datasets, which
-      h5chunk cannot read), ``nbytes``
+    - ``shape``, ``ndim``, ``size``, ``dtype`` (numpy, as h5py gives it: bool, enums as their
+      base integer, complex, structured records, ``S<n>`` strings, ``V<n>`` opaque bytes,
+      float16; variable-length types and references, which h5chunk reads through h5py, get
+      h5py's dtype, or None without h5py), ``nbytes``
     - ``chunks``: chunk shape, or None when not chunked; ``layout``: "chunked", "contiguous", ...
     - ``filters``: the filter pipeline, a list of dicts (id, name, flags, cd_values)
     - ``fast_path``: True when reads can take h5chunk's parallel path
@@ -200,15 +205,22 @@ class Dataset:
         self.fallback_cause: str = (
             f"the dataset {core.fast_path_blocker}. {core.fix}".strip() if core.fast_path_blocker else "")
         self.fast_path: bool = not core.fast_path_blocker
-        self._numeric = core.numeric
+        self._readable = core.readable
         self._type_text = core.type_text
-        if core.numeric:
-            native = _DTYPES[core.dtype_name]
-            self._native_dtype = native
-            self.dtype: Optional[np.dtype] = native.newbyteorder(">") if core.big_endian else native
+        # Variable-length types and references: h5py reads them (object arrays), h5chunk cannot.
+        self._h5py_only = core.unsupported_type
+        if core.readable:
+            # Elements arrive in native order; h5py's dtype keeps the stored byte order.
+            self._native_dtype: Optional[np.dtype] = _numpy_dtype(core.numpy_descr)
+            self.dtype: Optional[np.dtype] = _numpy_dtype(core.numpy_stored_descr)
         else:
             self._native_dtype = None
             self.dtype = None
+            if self._h5py_only:
+                h5py = _h5py_or_none()
+                if h5py is not None:
+                    with h5py.File(file.filename, "r") as hf:
+                        self.dtype = hf[self.name].dtype
 
     @property
     def ndim(self) -> int:
@@ -254,6 +266,47 @@ class Dataset:
         """
         return self._read(selection, out, progress, route, return_stats, stacklevel=3)
 
+    def _read_with_h5py(self, selection: Any, return_stats: bool, stacklevel: int) -> Any:
+        """A variable-length or reference dataset: h5py's own read (H5Dread), with a warning."""
+        import h5py
+        key = (self.name, self._h5py_only)
+        if key not in self.file._h5py_warned:
+            self.file._h5py_warned.add(key)
+            warnings.warn(
+                f"h5chunk: reading '{self.file.filename}' ({self.name}): the dataset has a "
+                f"{self._h5py_only} dtype, which h5chunk cannot return - read with h5py (H5Dread). "
+                "Fix: store fixed-size types (e.g. fixed-length strings) to read them in parallel.",
+                FallbackWarning, stacklevel=stacklevel + 1)
+        with h5py.File(self.file.filename, "r") as hf:
+            result = hf[self.name][selection]
+        stats = ReadStats()
+        return (result, stats) if return_stats else result
+
+    def _read_fields(self, names: tuple, selection: Any, out: Optional[np.ndarray], progress: Any,
+                     route: str, return_stats: bool, stacklevel: int) -> Any:
+        """``ds["x"]``, ``ds["x", "y", 0:5]``: h5py's answer (one field: its own dtype; several: a
+        packed record of them). The whole records are read, then the fields taken."""
+        dtype = self.dtype
+        if dtype is None or dtype.names is None:
+            raise ValueError("Field names only allowed for compound types")
+        for name in names:
+            if name not in dtype.names:
+                raise ValueError(f"Field {name} does not appear in this type.")
+        if out is not None:
+            raise ValueError("out cannot be combined with field names (read the records into out)")
+        got = self._read(selection, None, progress, route, return_stats, stacklevel + 1)
+        records, stats = got if return_stats else (got, None)
+        records = np.asarray(records)
+        if len(names) == 1:
+            result = np.array(records[names[0]])
+        else:
+            result = np.empty(records.shape, np.dtype([(n, dtype.fields[n][0]) for n in names]))
+            for n in names:
+                result[n] = records[n]
+        if result.ndim == 0 and not isinstance(got if not return_stats else got[0], np.ndarray):
+            result = result[()]
+        return (result, stats) if return_stats else result
+
     def _require_open(self) -> _core.Dataset:
         core = self._core
         if core is None:
@@ -262,11 +315,16 @@ class Dataset:
 
     def _read(self, selection: Any, out: Optional[np.ndarray], progress: Any, route: str,
               return_stats: bool, stacklevel: int) -> Any:
+        names, selection = _split_field_names(selection)
+        if names:
+            return self._read_fields(names, selection, out, progress, route, return_stats, stacklevel + 1)
         core = self._require_open()
-        if not self._numeric:
+        if not self._readable and self._h5py_only and out is None and _h5py_or_none() is not None:
+            return self._read_with_h5py(selection, return_stats, stacklevel + 1)
+        if not self._readable:
             raise TypeError(
-                f"'{self.name}' in '{self.file.filename}' has a non-numeric dtype ({self._type_text}); "
-                "h5chunk reads plain numeric dtypes only (read it with h5py)")
+                f"'{self.name}' in '{self.file.filename}' has a dtype h5chunk cannot return "
+                f"({self._type_text}); h5chunk reads fixed-size types only (read it with h5py)")
         plan = _selection.plan(selection, self.shape)
         dtype = self.dtype
         if out is not None:
@@ -296,6 +354,23 @@ class Dataset:
         elif plan.scalar:
             result = result[()]
         return (result, stats) if return_stats else result
+
+
+def _h5py_or_none() -> Any:
+    try:
+        import h5py
+    except ImportError:  # h5py is optional: without it those datasets raise TypeError
+        return None
+    return h5py
+
+
+def _split_field_names(selection: Any) -> tuple:
+    """(field names, the rest of the selection), as h5py separates them: strings anywhere."""
+    key = selection if isinstance(selection, tuple) else (selection,)
+    names = tuple(k for k in key if isinstance(k, str))
+    if not names:
+        return (), selection
+    return names, tuple(k for k in key if not isinstance(k, str))
 
 
 def _check_out(out: Any, shape: tuple, dtype: np.dtype) -> None:

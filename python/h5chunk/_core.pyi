@@ -20,6 +20,12 @@ class Dataset:
     shape: Tuple[int, ...]
     numeric: bool
     dtype_name: Optional[str]
+    readable: bool
+    unsupported_type: str
+    element_kind: str
+    element_size: int
+    numpy_descr: str
+    numpy_stored_descr: str
     big_endian: bool
     type_text: str
     layout: str

@@ -138,7 +138,7 @@ def plan(key: Any, shape: Tuple[int, ...]) -> Plan:
         if k is None:
             raise TypeError("None (numpy.newaxis) is not a valid dataset index")
         if isinstance(k, str):
-            raise TypeError(f"field names ({k!r}) are not supported: h5chunk reads numeric datasets")
+            raise TypeError(f"field names ({k!r}) are taken out before planning (Dataset._read)")
         if isinstance(k, slice):
             start, stop, step = k.indices(n)  # raises ValueError for a zero step, as h5py
             count = len(range(start, stop, step))

@@ -320,6 +320,14 @@ PYBIND11_MODULE(_core, m) {
         if (!d.info().numeric) return py::none();
         return py::str(h5chunk::dtype_name(d.info().dtype));
       })
+      .def_property_readonly("readable", [](const PyDataset& d) { return d.info().readable; })
+      .def_property_readonly("unsupported_type", [](const PyDataset& d) { return d.info().unsupported_type; })
+      .def_property_readonly("element_kind", [](const PyDataset& d) { return d.info().element.kind; })
+      .def_property_readonly("element_size", [](const PyDataset& d) { return d.info().element.size; })
+      // numpy dtypes as Python literals (ElementType): the returned elements, and h5py's dtype.
+      .def_property_readonly("numpy_descr", [](const PyDataset& d) { return d.info().element.numpy; })
+      .def_property_readonly("numpy_stored_descr",
+                             [](const PyDataset& d) { return d.info().element.numpy_stored; })
       .def_property_readonly("big_endian", [](const PyDataset& d) { return d.info().big_endian; })
       .def_property_readonly("type_text", [](const PyDataset& d) { return d.info().type_text; })
       .def_property_readonly("layout", [](const PyDataset& d) { return d.info().layout; })

@@ -60,6 +60,7 @@ TEST_F(Cli, ReadPrintsJsonAndWritesRawBytes) {
   EXPECT_EQ(j["bytes"], 4 * 50 * 4);
   EXPECT_TRUE(j.contains("fast_path"));
   EXPECT_TRUE(j.contains("ms"));
+  EXPECT_EQ(j["numpy"], "'<f4'");
   std::ifstream f(out, std::ios::binary);
   Bytes got((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   EXPECT_EQ(got, Bytes(data.end() - 4 * 50 * 4, data.end()));
@@ -71,6 +72,7 @@ TEST_F(Cli, InfoAndErrors) {
   EXPECT_THAT(r.out, ::testing::HasSubstr("/data"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("blosc (32001)"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("fast path: yes"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("numpy dtype: '<f4'"));  // np.dtype(ast.literal_eval(...))
   r = run("read " + path + " /data '[0,9],[0,1]'");
   EXPECT_NE(r.code, 0);
   EXPECT_THAT(r.out, ::testing::HasSubstr("Index (9) out of range for (0-5) on axis 0"));

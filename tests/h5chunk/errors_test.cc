@@ -138,16 +138,21 @@ TEST(Errors, BadRequestsAreInvalidArgumentNotCrashes) {
   EXPECT_FALSE(File::open((c.dir / "text.h5").string()).ok());
 }
 
-TEST(Errors, NonNumericDatasetIsRefusedWithAReason) {
+TEST(Errors, VariableLengthDatasetIsRefusedWithAReason) {
   hubfs::testing::TempDir dir;
   const std::string path = (dir / "s.h5").string();
   hid_t f = open_for_write(path);
   hid_t t = H5Tcopy(H5T_C_S1);
-  H5Tset_size(t, 8);
+  H5Tset_size(t, H5T_VARIABLE);
   hsize_t n = 3;
   hid_t space = H5Screate_simple(1, &n, nullptr);
   hid_t d = H5Dcreate2(f, "/names", t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   H5Dclose(d);
+  hid_t fixed_type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(fixed_type, 8);  // fixed-length strings are read (as numpy 'S8')
+  d = H5Dcreate2(f, "/fixed", fixed_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dclose(d);
+  H5Tclose(fixed_type);
   H5Sclose(space);
   H5Tclose(t);
   H5Fclose(f);
@@ -155,9 +160,19 @@ TEST(Errors, NonNumericDatasetIsRefusedWithAReason) {
   auto dset = file->dataset("names");
   ASSERT_TRUE(dset.ok());
   EXPECT_FALSE(dset->info().numeric);
+  EXPECT_FALSE(dset->info().readable);
+  EXPECT_EQ(dset->info().unsupported_type, "variable-length string");
   auto got = dset->read(":");
   EXPECT_EQ(got.status().code(), hubfs::Code::kUnsupported);
-  EXPECT_THAT(got.status().message(), HasSubstr("string"));
+  EXPECT_THAT(got.status().message(), HasSubstr("variable-length string"));
+  auto fixed = file->dataset("fixed");
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_TRUE(fixed->info().readable);
+  EXPECT_EQ(fixed->info().unsupported_type, "");
+  EXPECT_EQ(fixed->info().element.numpy, "'|S8'");
+  auto strings = fixed->read(":");
+  ASSERT_TRUE(strings.ok()) << strings.status().message();
+  EXPECT_EQ(strings->nbytes(), 24u);
 }
 
 TEST(Notes, OncePerDatasetAndCauseNamingFileDatasetSizeCauseAndFix) {
@@ -168,10 +183,21 @@ TEST(Notes, OncePerDatasetAndCauseNamingFileDatasetSizeCauseAndFix) {
   chunked.chunk = {1, 64};
   chunked.codec = Codec::kBloscLz4;
   write_dataset(path, chunked, make_data(chunked));
-  DatasetSpec contiguous;
-  contiguous.name = "/flat";
-  contiguous.shape = {8, 64};
-  write_dataset(path, contiguous, make_data(contiguous));
+  {
+    // Integers of 24 bits in 4 bytes: H5Dread converts them, with a note.
+    hid_t f = open_for_write(path);
+    hsize_t shape[] = {8, 64};
+    hid_t space = H5Screate_simple(2, shape, nullptr);
+    hid_t t = H5Tcopy(H5T_STD_I32LE);
+    H5Tset_precision(t, 24);
+    hid_t d = H5Dcreate2(f, "/flat", t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    std::vector<int32_t> v(8 * 64, 7);
+    H5Dwrite(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+    H5Dclose(d);
+    H5Tclose(t);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
 
   std::vector<std::string> lines;
   Options options;
@@ -195,7 +221,7 @@ TEST(Notes, OncePerDatasetAndCauseNamingFileDatasetSizeCauseAndFix) {
   EXPECT_THAT(lines[0], HasSubstr(path));
   EXPECT_THAT(lines[0], HasSubstr("/flat"));
   EXPECT_THAT(lines[0], HasSubstr("2.0 KB"));
-  EXPECT_THAT(lines[0], HasSubstr("contiguous"));
+  EXPECT_THAT(lines[0], HasSubstr("precision"));
   EXPECT_THAT(lines[0], HasSubstr("re-save"));
 }
 

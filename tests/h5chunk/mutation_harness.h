@@ -418,7 +418,7 @@ inline Records h5chunk_reads(const std::string& path, const std::vector<std::str
         // Skip only reads that are legitimately possible but too large to be worth making.
         auto shape = dset->selection_shape(*parse_selection(sel));
         if (shape.ok() && dset->info().readable) {
-          auto bytes = checked_product(*shape, dtype_size(dset->info().dtype));
+          auto bytes = checked_product(*shape, dset->info().element.size);
           if (bytes && *bytes > kMaxReadBytes && *bytes <= memory_and_swap()) {
             r.outcome = Outcome::kTooBig;
             continue;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -165,6 +166,48 @@ TEST(H5chunkHints, AManyChunkReadOnAMountIsHinted) {
   auto status = nlohmann::json::parse(std::string(buf, static_cast<size_t>(n)));
   EXPECT_GE(status["hints"].get<uint64_t>(), 1u) << status.dump();
   EXPECT_GE(hub->stats()["peak_concurrency"].get<uint64_t>(), 4u);
+  daemon.reset();
+  for (int i = 0; i < 5 && is_mounted(mnt); ++i) umount2(mnt.c_str(), MNT_DETACH);
+}
+
+// A contiguous dataset's read on a mount is split into pieces of a few MiB that go out together
+// (hinted, then read in parallel), big-endian values arriving native.
+TEST(H5chunkHints, AContiguousReadOnAMountGoesOutInParallelPieces) {
+  TempDir root, work;
+  auto repo = root.path() / "datasets" / "h" / "flat";
+  fs::create_directories(repo);
+  std::string h5 = (repo / "flat.h5").string();
+  auto made = run_command("/usr/bin/python3 -c " +
+                          shell_quote("import h5py, numpy as np; f = h5py.File('" + h5 +
+                                      "', 'w'); f.create_dataset('x', data=np.arange(6 << 20, "
+                                      "dtype='>f4').reshape(24, -1))"));
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  LocalHubOptions o;
+  o.root = root.str();
+  o.latency_ms = 100;
+  auto hub = LocalHub::start(o);
+  std::string mnt = (work.path() / "mnt").string();
+  fs::create_directories(mnt);
+  auto daemon = HubfsDaemon::start(hub->url(), "datasets/h/flat", (work.path() / "cache").string(), mnt);
+  const std::string out = (work.path() / "x.bin").string();
+  auto read = run_command(shell_quote(bin_path("h5chunk")) + " read " + shell_quote(mnt + "/flat.h5") +
+                          " /x -o " + shell_quote(out));
+  ASSERT_EQ(read.exit_code, 0) << read.output;
+  auto line = nlohmann::json::parse(read.output.substr(read.output.find('{')));
+  EXPECT_EQ(line["fast_path"], true) << read.output;
+  char buf[8192];
+  ssize_t n = getxattr(mnt.c_str(), "user.hubfs.status", buf, sizeof buf);
+  ASSERT_GT(n, 0) << strerror(errno);
+  auto status = nlohmann::json::parse(std::string(buf, static_cast<size_t>(n)));
+  EXPECT_GE(status["hints"].get<uint64_t>(), 1u) << status.dump();
+  EXPECT_GE(hub->stats()["peak_concurrency"].get<uint64_t>(), 4u);
+  std::ifstream f(out, std::ios::binary);
+  std::vector<float> got(6 << 20);
+  f.read(reinterpret_cast<char*>(got.data()), std::streamsize(got.size() * sizeof(float)));
+  ASSERT_TRUE(f.good());
+  size_t wrong = 0;
+  for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != float(i);
+  EXPECT_EQ(wrong, 0u);
   daemon.reset();
   for (int i = 0; i < 5 && is_mounted(mnt); ++i) umount2(mnt.c_str(), MNT_DETACH);
 }

@@ -24,6 +24,7 @@ def path(tmp_path_factory):
         f.create_dataset("scaled", data=np.arange(400, dtype="int16").reshape(20, 20), chunks=(5, 20),
                          scaleoffset=0)
         f.create_dataset("text", data=np.array([b"a", b"bc"]))
+        f.create_dataset("vtext", data=["a", "bc"], dtype=h5py.string_dtype())
         f.create_group("grp")
     return p
 
@@ -96,9 +97,11 @@ def test_index_errors(path):
         for key in [6, -7, np.s_[0, 40], np.s_[[0, 6]], np.s_[:, [-41]], np.s_[[True, False]]]:
             with pytest.raises(IndexError):
                 ds[key]
-        for key in [1.5, None, np.s_[0, None], "field", np.s_[[[0, 1]]], np.s_[[0.5]]]:
+        for key in [1.5, None, np.s_[0, None], np.s_[[[0, 1]]], np.s_[[0.5]]]:
             with pytest.raises(TypeError):
                 ds[key]
+        with pytest.raises(ValueError, match="compound"):  # as h5py
+            ds["field"]
         with pytest.raises(ValueError):
             ds[0, 0, 0, 0]
         with pytest.raises(ValueError):
@@ -107,12 +110,18 @@ def test_index_errors(path):
             ds[..., ...]
 
 
-def test_non_numeric_dataset_is_type_error(path):
-    with h5chunk.File(path) as f:
-        ds = f["text"]
-        assert ds.dtype is None and not ds.fast_path
-        with pytest.raises(TypeError, match="non-numeric"):
-            ds[0]
+def test_fixed_strings_read_and_variable_length_through_h5py(path):
+    with h5chunk.File(path) as f, h5py.File(path, "r") as hf:
+        text = f["text"]
+        assert text.dtype == np.dtype("S2") and text.fast_path
+        assert text[1] == hf["text"][1] == b"bc"
+        ds = f["vtext"]
+        # h5chunk cannot return them; h5py reads them (H5Dread), with a warning saying so
+        assert ds.dtype == hf["vtext"].dtype and not ds.fast_path
+        with pytest.warns(h5chunk.FallbackWarning, match="variable-length string"):
+            got = ds[0:2]
+        assert list(got) == list(hf["vtext"][0:2])
+        assert ds[1] == hf["vtext"][1]
 
 
 def test_corrupt_chunk_is_os_error_naming_file_dataset_and_chunk(tmp_path):
@@ -149,10 +158,11 @@ def test_fallback_warns_once_per_dataset_with_the_cause(path):
             scaled[0:3]  # the same dataset and cause: said once only
             _, stats = scaled.read(np.s_[:], return_stats=True)
             assert not stats.fast_path and "scaleoffset" in stats.fallback_cause
-        with pytest.warns(h5chunk.FallbackWarning, match="contiguous"):
-            np.testing.assert_array_equal(f["contig"][10:20], hf["contig"][10:20])
         with warnings.catch_warnings():
             warnings.simplefilter("error", h5chunk.FallbackWarning)
+            # contiguous datasets take the fast path too (parallel preads)
+            assert f["contig"].fast_path
+            np.testing.assert_array_equal(f["contig"][10:20], hf["contig"][10:20])
             assert f["frames"].fast_path
             f["frames"].read(np.s_[0:2], route="fast")  # the fast path warns nothing
 
