@@ -143,8 +143,11 @@ std::vector<uint8_t> file_bytes(int fd, uint64_t offset, uint64_t size) {
 }
 
 // Parses the index of every dataset in `path` through ChunkManifest and compares every chunk
-// (or every `stride`-th one plus the last, for big grids: libhdf5's walk is the quadratic part)
-// with libhdf5's answer. Locating a chunk also cross-checks its size with libhdf5's lookup.
+// (or every `stride`-th one plus the last, for big grids) with libhdf5's lookup: the chunk's
+// stored bytes and filter mask as H5Dread_chunk returns them. About 60 chunks per dataset are
+// also compared with libhdf5's walk (H5Dget_chunk_info_by_coord: address, size, mask), which
+// costs up to a millisecond per chunk on big indexes. Locating a chunk also cross-checks its
+// size with libhdf5's lookup.
 void expect_index_matches(const std::string& path, const std::vector<IndexCase>& cases, uint64_t stride = 1) {
   hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(f, 0);
@@ -169,6 +172,7 @@ void expect_index_matches(const std::string& path, const std::vector<IndexCase>&
       total *= grid_shape.back();
     }
     uint64_t allocated = 0, compared = 0;
+    const uint64_t walk_stride = stride * std::max<uint64_t>(1, total / stride / 60);
     for (uint64_t i = 0; i < total; ++i) {
       uint64_t rest = i;
       for (size_t k = shape.size(); k-- > 0;) {
@@ -180,7 +184,7 @@ void expect_index_matches(const std::string& path, const std::vector<IndexCase>&
       ASSERT_TRUE(loc.ok()) << "chunk " << i << ": " << loc.status().message();
       allocated += loc->allocated;
       ++compared;
-      if (c.walk_reliable) {
+      if (c.walk_reliable && (i % walk_stride == 0 || i == total - 1)) {
         const Answer want = hdf5_answer(d, chunk, grid, base);
         ASSERT_EQ(loc->allocated, want.allocated) << "chunk " << i;
         if (want.allocated) {
