@@ -7,7 +7,8 @@
 //
 // What is read: the dataset's object header (v1, or v2 "OHDR" with "OCHK" continuations), its
 // Data Layout message (version 3: v1 B-tree; version 4: single chunk, implicit, fixed array,
-// extensible array, v2 B-tree) and then the index itself. The format is in docs/hdf5_chunk_index.md.
+// extensible array, v2 B-tree) and then the index itself. The format, as read here, is in
+// docs/hdf5-formats.md section 1a.
 //
 // Everything read is hostile input: every size and count is bounded, every checksum the format
 // has is verified, recursion has a depth limit and node visits a count limit. Anything unexpected
