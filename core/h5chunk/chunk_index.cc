@@ -38,8 +38,6 @@ constexpr uint64_t kMaxBlockBytes = 64ull << 20;
 constexpr uint64_t kUndefined = ~0ull;  // HADDR_UNDEF: every address byte 0xff
 
 // Object header message types (HDF5 format spec IV.A.2).
-constexpr unsigned kMsgNull = 0x00;
-constexpr unsigned kMsgFilterPipeline = 0x0B;
 constexpr unsigned kMsgLayout = 0x08;
 constexpr unsigned kMsgContinuation = 0x10;
 
@@ -48,7 +46,8 @@ enum IndexType : unsigned { kBtree1 = 0, kImplicit = 2, kSingle = 1, kFixedArray
 constexpr unsigned kLayoutFlagSingleFiltered = 0x02;
 constexpr unsigned kLayoutFlagsKnown = 0x03;
 
-Status corrupt(const std::string& what) { return Corrupt("the chunk index " + what); }
+// "the dataset's chunk index is damaged: its fixed array header fails its checksum".
+Status corrupt(const std::string& what) { return Corrupt("the dataset's chunk index is damaged: " + what); }
 
 // ---------------------------------------------------------------------------------------------
 // Reading and decoding
@@ -66,12 +65,12 @@ class File {
 
   // `n` bytes at relative address `addr`, all inside the file.
   Status read(uint64_t addr, uint64_t n, std::vector<uint8_t>& out, const char* what) const {
-    if (addr == kUndefined) return corrupt(std::string("points to an undefined ") + what);
-    if (n > kMaxBlockBytes) return corrupt(std::string("declares a ") + what + " of " + std::to_string(n) + " bytes");
+    if (addr == kUndefined) return corrupt(std::string("it points to an undefined ") + what);
+    if (n > kMaxBlockBytes) return corrupt(std::string("it declares a ") + what + " of " + std::to_string(n) + " bytes");
     auto at = checked_add(addr, src_.base_address);
     auto stop = at ? checked_add(*at, n) : std::nullopt;
     if (!stop || *stop > file_size_) {
-      return corrupt(std::string("places a ") + what + " of " + std::to_string(n) + " bytes at " +
+      return corrupt(std::string("it places a ") + what + " of " + std::to_string(n) + " bytes at " +
                      std::to_string(addr) + ", past the end of the file (" + std::to_string(file_size_) + " bytes)");
     }
     out.resize(n);
@@ -155,11 +154,10 @@ unsigned chunk_size_len(uint64_t chunk_bytes) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Object header: find the Data Layout message and whether a filter pipeline is present.
+// Object header: find the Data Layout message.
 
 struct HeaderFacts {
   std::vector<uint8_t> layout;  // the layout message's body
-  bool filtered = false;
 };
 
 struct Block {
@@ -177,23 +175,21 @@ Status scan_messages(Cursor c, unsigned version, bool creation_order, unsigned O
     const uint64_t size = c.u(2);
     c.u(1);  // flags
     c.skip(version == 1 ? 3 : (creation_order ? 2 : 0));
-    if (size > c.left()) return corrupt("dataset's object header has a message running past its block");
+    if (size > c.left()) return corrupt("the dataset's object header has a message running past its block");
     Cursor body(c.pos(), static_cast<size_t>(size));
     c.skip(size);
     if (type == kMsgLayout) {
-      if (!facts.layout.empty()) return corrupt("dataset's object header holds two layout messages");
+      if (!facts.layout.empty()) return corrupt("the dataset's object header holds two layout messages");
       facts.layout.assign(body.pos(), body.pos() + size);
-    } else if (type == kMsgFilterPipeline) {
-      facts.filtered = true;
     } else if (type == kMsgContinuation) {
       Block b;
       b.addr = body.addr(O);
       b.size = body.u(L);
-      if (!body.ok()) return corrupt("dataset's object header has a truncated continuation message");
+      if (!body.ok()) return corrupt("the dataset's object header has a truncated continuation message");
       pending.push_back(b);
-    } else if (type == kMsgNull) {
-      // padding
     }
+    // Every other message (dataspace, datatype, fill value, filters, attributes, null padding)
+    // is libhdf5's business: it told the caller what they say.
   }
   return Status::Ok();
 }
@@ -219,35 +215,35 @@ Result<HeaderFacts> read_object_header(const File& file) {
     if (Status s = file.read(addr, prefix + size_bytes, buf, "object header"); !s.ok()) return s;
     Cursor c(buf.data() + prefix, size_bytes);
     const uint64_t chunk0 = c.u(size_bytes);
-    if (chunk0 > kMaxHeaderBlockBytes) return corrupt("dataset's object header is " + std::to_string(chunk0) + " bytes");
+    if (chunk0 > kMaxHeaderBlockBytes) return corrupt("the dataset's object header is " + std::to_string(chunk0) + " bytes");
     prefix += size_bytes;
     if (Status s = file.read(addr, prefix + chunk0 + 4, buf, "object header"); !s.ok()) return s;
-    if (!checksum_ok(buf.data(), prefix + chunk0)) return corrupt("dataset's object header fails its checksum");
+    if (!checksum_ok(buf.data(), prefix + chunk0)) return corrupt("the dataset's object header fails its checksum");
     if (Status s = scan_messages(Cursor(buf.data() + prefix, chunk0), 2, creation_order, O, L, facts, pending); !s.ok()) return s;
   } else {
     version = 1;
     if (buf[0] != 1) return Unsupported("the dataset's object header has version " + std::to_string(buf[0]));
     Cursor c(buf.data() + 8, 4);
     const uint64_t chunk0 = c.u(4);
-    if (chunk0 > kMaxHeaderBlockBytes) return corrupt("dataset's object header is " + std::to_string(chunk0) + " bytes");
+    if (chunk0 > kMaxHeaderBlockBytes) return corrupt("the dataset's object header is " + std::to_string(chunk0) + " bytes");
     // The v1 prefix is 12 bytes, padded to 16 so that messages stay 8-byte aligned.
     if (Status s = file.read(addr + 16, chunk0, buf, "object header"); !s.ok()) return s;
     if (Status s = scan_messages(Cursor(buf), 1, false, O, L, facts, pending); !s.ok()) return s;
   }
   for (size_t i = 0; i < pending.size(); ++i) {
-    if (i >= kMaxHeaderBlocks) return corrupt("dataset's object header has more than " + std::to_string(kMaxHeaderBlocks) + " continuation blocks");
+    if (i >= kMaxHeaderBlocks) return corrupt("the dataset's object header has more than " + std::to_string(kMaxHeaderBlocks) + " continuation blocks");
     const Block b = pending[i];
-    if (b.size > kMaxHeaderBlockBytes) return corrupt("dataset's object header has a continuation of " + std::to_string(b.size) + " bytes");
+    if (b.size > kMaxHeaderBlockBytes) return corrupt("the dataset's object header has a continuation of " + std::to_string(b.size) + " bytes");
     if (Status s = file.read(b.addr, b.size, buf, "object header continuation"); !s.ok()) return s;
     if (version == 2) {
-      if (b.size < 8 || std::memcmp(buf.data(), "OCHK", 4) != 0) return corrupt("dataset's object header continuation lacks its OCHK signature");
-      if (!checksum_ok(buf.data(), b.size - 4)) return corrupt("dataset's object header continuation fails its checksum");
+      if (b.size < 8 || std::memcmp(buf.data(), "OCHK", 4) != 0) return corrupt("the dataset's object header continuation lacks its OCHK signature");
+      if (!checksum_ok(buf.data(), b.size - 4)) return corrupt("the dataset's object header continuation fails its checksum");
       if (Status s = scan_messages(Cursor(buf.data() + 4, b.size - 8), 2, creation_order, O, L, facts, pending); !s.ok()) return s;
     } else {
       if (Status s = scan_messages(Cursor(buf), 1, false, O, L, facts, pending); !s.ok()) return s;
     }
   }
-  if (facts.layout.empty()) return corrupt("dataset's object header has no layout message");
+  if (facts.layout.empty()) return corrupt("the dataset's object header has no layout message");
   return facts;
 }
 
@@ -281,7 +277,7 @@ Result<Layout> parse_layout(const std::vector<uint8_t>& body, const ChunkIndexSo
   Layout lay;
   const unsigned version = static_cast<unsigned>(c.u(1));
   if (version != 3 && version != 4) return Unsupported("the layout message has version " + std::to_string(version));
-  if (c.u(1) != 2) return corrupt("'s layout message does not describe chunked storage");
+  if (c.u(1) != 2) return corrupt("its layout message does not describe chunked storage");
   std::vector<uint64_t> dims;
   if (version == 3) {
     const unsigned ndims = static_cast<unsigned>(c.u(1));
@@ -292,7 +288,7 @@ Result<Layout> parse_layout(const std::vector<uint8_t>& body, const ChunkIndexSo
     if (lay.flags & ~kLayoutFlagsKnown) return Unsupported("the layout message has unknown flags " + std::to_string(lay.flags));
     const unsigned ndims = static_cast<unsigned>(c.u(1));
     const unsigned enc = static_cast<unsigned>(c.u(1));
-    if (enc == 0 || enc > 8) return corrupt("'s layout message encodes chunk dimensions in " + std::to_string(enc) + " bytes");
+    if (enc == 0 || enc > 8) return corrupt("its layout message encodes chunk dimensions in " + std::to_string(enc) + " bytes");
     for (unsigned i = 0; i < ndims && c.ok(); ++i) dims.push_back(c.u(enc));
     lay.index_type = static_cast<unsigned>(c.u(1));
     switch (lay.index_type) {
@@ -322,15 +318,15 @@ Result<Layout> parse_layout(const std::vector<uint8_t>& body, const ChunkIndexSo
     }
     lay.address = c.addr(g.O);
   }
-  if (!c.ok()) return corrupt("'s layout message is truncated");
+  if (!c.ok()) return corrupt("its layout message is truncated");
   // The chunk dimensions, then the element size: they must be what libhdf5 told the caller.
-  if (dims.size() != src.chunk.size() + 1) return corrupt("'s layout message has " + std::to_string(dims.size()) + " dimensions for a rank-" + std::to_string(src.chunk.size()) + " dataset");
+  if (dims.size() != src.chunk.size() + 1) return corrupt("its layout message has " + std::to_string(dims.size()) + " dimensions for a rank-" + std::to_string(src.chunk.size()) + " dataset");
   for (size_t d = 0; d < src.chunk.size(); ++d) {
-    if (dims[d] != src.chunk[d]) return corrupt("'s layout message disagrees with libhdf5 on the chunk shape");
+    if (dims[d] != src.chunk[d]) return corrupt("its layout message disagrees with libhdf5 on the chunk shape");
   }
-  if (dims.back() != src.elem_size) return corrupt("'s layout message disagrees with libhdf5 on the element size");
+  if (dims.back() != src.elem_size) return corrupt("its layout message disagrees with libhdf5 on the element size");
   auto bytes = checked_product(dims);
-  if (!bytes || *bytes == 0 || *bytes > UINT32_MAX) return corrupt("'s layout message declares chunks of more than 4 GiB");
+  if (!bytes || *bytes == 0 || *bytes > UINT32_MAX) return corrupt("its layout message declares chunks of more than 4 GiB");
   g.chunk_bytes = *bytes;
   return lay;
 }
@@ -409,11 +405,11 @@ Result<EntryFormat> entry_format(unsigned client, unsigned elem_bytes, const Geo
   EntryFormat f;
   f.O = g.O;
   f.chunk_bytes = g.chunk_bytes;
-  if (client > 1) return corrupt("'s array names client " + std::to_string(client));
+  if (client > 1) return corrupt("its array names client " + std::to_string(client));
   f.filtered = client == 1;
-  if (f.filtered != g.filtered) return corrupt(std::string("'s array entries are ") + (f.filtered ? "filtered" : "unfiltered") + " but the dataset's are not");
+  if (f.filtered != g.filtered) return corrupt(std::string("its array entries are ") + (f.filtered ? "filtered" : "unfiltered") + " but the dataset's are not");
   f.size_len = f.filtered ? chunk_size_len(g.chunk_bytes) : 0;
-  if (elem_bytes != f.bytes()) return corrupt("'s array entries are " + std::to_string(elem_bytes) + " bytes, expected " + std::to_string(f.bytes()));
+  if (elem_bytes != f.bytes()) return corrupt("its array entries are " + std::to_string(elem_bytes) + " bytes, expected " + std::to_string(f.bytes()));
   return f;
 }
 
@@ -425,17 +421,17 @@ class Btree1 {
   Btree1(const File& file, const Geometry& g, Emitter& out) : file_(file), g_(g), out_(out) {}
 
   Status walk(uint64_t addr, int expected_level, unsigned depth) {
-    if (depth > kMaxTreeDepth) return corrupt("'s v1 B-tree is deeper than " + std::to_string(kMaxTreeDepth));
-    if (++nodes_ > node_limit()) return corrupt("'s v1 B-tree has more nodes than chunks (a cycle?)");
+    if (depth > kMaxTreeDepth) return corrupt("its v1 B-tree is deeper than " + std::to_string(kMaxTreeDepth));
+    if (++nodes_ > node_limit()) return corrupt("its v1 B-tree has more nodes than chunks (a cycle?)");
     const unsigned O = g_.O;
     const uint64_t key_bytes = 8 + 8 * (g_.rank + 1);
     std::vector<uint8_t> buf;
     if (Status s = file_.read(addr, 8, buf, "v1 B-tree node"); !s.ok()) return s;
-    if (std::memcmp(buf.data(), "TREE", 4) != 0) return corrupt("'s v1 B-tree node lacks its TREE signature");
-    if (buf[4] != 1) return corrupt("'s v1 B-tree node has type " + std::to_string(buf[4]) + ", not 1 (chunks)");
+    if (std::memcmp(buf.data(), "TREE", 4) != 0) return corrupt("its v1 B-tree node lacks its TREE signature");
+    if (buf[4] != 1) return corrupt("its v1 B-tree node has type " + std::to_string(buf[4]) + ", not 1 (chunks)");
     const int level = buf[5];
     const uint64_t entries = buf[6] | (uint64_t(buf[7]) << 8);
-    if (expected_level >= 0 && level != expected_level) return corrupt("'s v1 B-tree has a node at the wrong level");
+    if (expected_level >= 0 && level != expected_level) return corrupt("its v1 B-tree has a node at the wrong level");
     const uint64_t size = 8 + 2 * O + entries * (key_bytes + O) + key_bytes;
     if (Status s = file_.read(addr, size, buf, "v1 B-tree node"); !s.ok()) return s;
     Cursor c(buf);
@@ -445,14 +441,14 @@ class Btree1 {
       const uint32_t mask = static_cast<uint32_t>(c.u(4));
       for (size_t d = 0; d <= g_.rank; ++d) offsets_[d] = c.u(8);
       const uint64_t child = c.addr(O);
-      if (!c.ok()) return corrupt("'s v1 B-tree node is truncated");
+      if (!c.ok()) return corrupt("its v1 B-tree node is truncated");
       if (level > 0) {
         if (Status s = walk(child, level - 1, depth + 1); !s.ok()) return s;
         continue;
       }
-      if (offsets_[g_.rank] != 0) return corrupt("'s v1 B-tree key has a nonzero element offset");
+      if (offsets_[g_.rank] != 0) return corrupt("its v1 B-tree key has a nonzero element offset");
       for (size_t d = 0; d < g_.rank; ++d) {
-        if (offsets_[d] % chunk_[d] != 0) return corrupt("'s v1 B-tree key holds an offset off the chunk grid");
+        if (offsets_[d] % chunk_[d] != 0) return corrupt("its v1 B-tree key holds an offset off the chunk grid");
         out_.coords()[d] = offsets_[d] / chunk_[d];
       }
       if (Status s = out_.emit(child, nbytes, mask); !s.ok()) return s;
@@ -482,8 +478,8 @@ Status read_fixed_array(const File& file, const Geometry& g, const Layout& lay, 
   const uint64_t header_bytes = 4 + 1 + 1 + 1 + 1 + L + O + 4;
   if (Status s = file.read(lay.address, header_bytes, buf, "fixed array header"); !s.ok()) return s;
   Cursor c(buf);
-  if (!c.signature("FAHD")) return corrupt("'s fixed array header lacks its FAHD signature");
-  if (!checksum_ok(buf.data(), header_bytes - 4)) return corrupt("'s fixed array header fails its checksum");
+  if (!c.signature("FAHD")) return corrupt("its fixed array header lacks its FAHD signature");
+  if (!checksum_ok(buf.data(), header_bytes - 4)) return corrupt("its fixed array header fails its checksum");
   if (c.u(1) != 0) return Unsupported("the fixed array header has an unknown version");
   const unsigned client = static_cast<unsigned>(c.u(1));
   const unsigned elem_bytes = static_cast<unsigned>(c.u(1));
@@ -492,10 +488,10 @@ Status read_fixed_array(const File& file, const Geometry& g, const Layout& lay, 
   const uint64_t dblock = c.addr(O);
   auto fmt = entry_format(client, elem_bytes, g);
   if (!fmt.ok()) return fmt.status();
-  if (page_bits == 0 || page_bits > 32 || page_bits != lay.fa_page_bits) return corrupt("'s fixed array header disagrees with the layout on its page size");
+  if (page_bits == 0 || page_bits > 32 || page_bits != lay.fa_page_bits) return corrupt("its fixed array header disagrees with the layout on its page size");
   // The array has one entry per chunk of the maximum extent, in C order.
   auto expected = checked_product(g.max_grid);
-  if (!expected || nelmts != *expected) return corrupt("'s fixed array holds " + std::to_string(nelmts) + " entries for a grid of " + (expected ? std::to_string(*expected) : std::string("too many")) + " chunks");
+  if (!expected || nelmts != *expected) return corrupt("its fixed array holds " + std::to_string(nelmts) + " entries for a grid of " + (expected ? std::to_string(*expected) : std::string("too many")) + " chunks");
   if (nelmts > kMaxIndexEntries) return Unsupported("the fixed array holds " + std::to_string(nelmts) + " entries");
   if (dblock == kUndefined) return Status::Ok();  // no chunk written yet
 
@@ -507,17 +503,17 @@ Status read_fixed_array(const File& file, const Geometry& g, const Layout& lay, 
   const uint64_t block_bytes = prefix + (paged ? 0 : nelmts * fmt->bytes()) + 4;
   if (Status s = file.read(dblock, block_bytes, buf, "fixed array data block"); !s.ok()) return s;
   Cursor b(buf);
-  if (!b.signature("FADB")) return corrupt("'s fixed array data block lacks its FADB signature");
-  if (!checksum_ok(buf.data(), block_bytes - 4)) return corrupt("'s fixed array data block fails its checksum");
-  if (b.u(1) != 0 || b.u(1) != client) return corrupt("'s fixed array data block disagrees with its header");
-  if (b.addr(O) != lay.address) return corrupt("'s fixed array data block points to another header");
+  if (!b.signature("FADB")) return corrupt("its fixed array data block lacks its FADB signature");
+  if (!checksum_ok(buf.data(), block_bytes - 4)) return corrupt("its fixed array data block fails its checksum");
+  if (b.u(1) != 0 || b.u(1) != client) return corrupt("its fixed array data block disagrees with its header");
+  if (b.addr(O) != lay.address) return corrupt("its fixed array data block points to another header");
   if (!paged) {
     for (uint64_t i = 0; i < nelmts; ++i) {
       const Entry e = fmt->decode(b);
       unravel(i, g.max_grid, out.coords());
       if (Status s = out.emit(e.addr, e.size, e.mask); !s.ok()) return s;
     }
-    return b.ok() ? Status::Ok() : corrupt("'s fixed array data block is truncated");
+    return b.ok() ? Status::Ok() : corrupt("its fixed array data block is truncated");
   }
   const std::vector<uint8_t> bitmap(buf.begin() + static_cast<long>(prefix - bitmap_bytes), buf.begin() + static_cast<long>(prefix));
   std::vector<uint8_t> page;
@@ -529,7 +525,7 @@ Status read_fixed_array(const File& file, const Geometry& g, const Layout& lay, 
     const uint64_t n = std::min(page_elems, nelmts - first);
     const uint64_t page_bytes = n * fmt->bytes() + 4;
     if (Status s = file.read(dblock + block_bytes + p * full_page_bytes, page_bytes, page, "fixed array page"); !s.ok()) return s;
-    if (!checksum_ok(page.data(), page_bytes - 4)) return corrupt("'s fixed array page " + std::to_string(p) + " fails its checksum");
+    if (!checksum_ok(page.data(), page_bytes - 4)) return corrupt("its fixed array page " + std::to_string(p) + " fails its checksum");
     Cursor pc(page);
     for (uint64_t i = 0; i < n; ++i) {
       const Entry e = fmt->decode(pc);
@@ -560,7 +556,7 @@ class ExtensibleArray {
     uint64_t per_row = 1;
     for (size_t d = 1; d < swizzled_dims_.size(); ++d) {
       auto next = checked_mul(per_row, swizzled_dims_[d]);
-      if (!next) return corrupt("'s extensible array spans too many chunks");
+      if (!next) return corrupt("its extensible array spans too many chunks");
       per_row = *next;
     }
     auto needed = checked_mul(per_row, g_.grid[unlim_axis]);
@@ -572,8 +568,8 @@ class ExtensibleArray {
     const uint64_t header_bytes = 4 + 1 + 1 + 6 + 6 * L + O + 4;
     if (Status s = file_.read(lay_.address, header_bytes, buf, "extensible array header"); !s.ok()) return s;
     Cursor c(buf);
-    if (!c.signature("EAHD")) return corrupt("'s extensible array header lacks its EAHD signature");
-    if (!checksum_ok(buf.data(), header_bytes - 4)) return corrupt("'s extensible array header fails its checksum");
+    if (!c.signature("EAHD")) return corrupt("its extensible array header lacks its EAHD signature");
+    if (!checksum_ok(buf.data(), header_bytes - 4)) return corrupt("its extensible array header fails its checksum");
     if (c.u(1) != 0) return Unsupported("the extensible array header has an unknown version");
     client_ = static_cast<unsigned>(c.u(1));
     const unsigned elem_bytes = static_cast<unsigned>(c.u(1));
@@ -589,13 +585,13 @@ class ExtensibleArray {
     fmt_ = *fmt;
     if (max_bits_ != lay_.ea_max_bits || index_elements_ != lay_.ea_index_elements || min_pointers_ != lay_.ea_min_pointers ||
         min_elements_ != lay_.ea_min_elements || page_bits_ != lay_.ea_page_bits) {
-      return corrupt("'s extensible array header disagrees with the layout message");
+      return corrupt("its extensible array header disagrees with the layout message");
     }
     // libhdf5 requires powers of two here (H5EA__hdr_init); anything else is not its file.
     auto pow2 = [](unsigned v) { return v != 0 && (v & (v - 1)) == 0; };
     if (max_bits_ == 0 || max_bits_ > 64 || !pow2(min_elements_) || !pow2(min_pointers_) || page_bits_ == 0 ||
         page_bits_ > 32 || log2_floor(min_elements_) > max_bits_) {
-      return corrupt("'s extensible array header has impossible parameters");
+      return corrupt("its extensible array header has impossible parameters");
     }
     if (iblock == kUndefined) return Status::Ok();
     return read_index_block(iblock);
@@ -630,10 +626,10 @@ class ExtensibleArray {
     std::vector<uint8_t> buf;
     if (Status s = file_.read(addr, bytes, buf, "extensible array index block"); !s.ok()) return s;
     Cursor c(buf);
-    if (!c.signature("EAIB")) return corrupt("'s extensible array index block lacks its EAIB signature");
-    if (!checksum_ok(buf.data(), bytes - 4)) return corrupt("'s extensible array index block fails its checksum");
-    if (c.u(1) != 0 || c.u(1) != client_) return corrupt("'s extensible array index block disagrees with its header");
-    if (c.addr(O) != lay_.address) return corrupt("'s extensible array index block points to another header");
+    if (!c.signature("EAIB")) return corrupt("its extensible array index block lacks its EAIB signature");
+    if (!checksum_ok(buf.data(), bytes - 4)) return corrupt("its extensible array index block fails its checksum");
+    if (c.u(1) != 0 || c.u(1) != client_) return corrupt("its extensible array index block disagrees with its header");
+    if (c.addr(O) != lay_.address) return corrupt("its extensible array index block points to another header");
     for (uint64_t i = 0; i < index_elements_; ++i) {
       const Entry e = fmt_.decode(c);
       if (Status s = emit(i, e); !s.ok()) return s;
@@ -641,14 +637,14 @@ class ExtensibleArray {
     std::vector<uint64_t> dblk_addrs(ndblk_addrs), sblk_addrs(nsblk_addrs);
     for (auto& a : dblk_addrs) a = c.addr(O);
     for (auto& a : sblk_addrs) a = c.addr(O);
-    if (!c.ok()) return corrupt("'s extensible array index block is truncated");
+    if (!c.ok()) return corrupt("its extensible array index block is truncated");
     for (uint64_t u = 0; u < sblk_.size(); ++u) {
       const SuperBlockInfo& s = sblk_[u];
       if (index_elements_ + s.start_idx >= needed_) break;
       if (u < iblock_sblks) {
         for (uint64_t j = 0; j < s.ndblks; ++j) {
           const uint64_t k = s.start_dblk + j;
-          if (k >= dblk_addrs.size()) return corrupt("'s extensible array index block is short of data blocks");
+          if (k >= dblk_addrs.size()) return corrupt("its extensible array index block is short of data blocks");
           // The index block's own data blocks are never paged in libhdf5's lookup.
           if (s.dblk_nelmts > (1ull << page_bits_)) return Unsupported("the extensible array pages a data block of its index block");
           if (Status st = read_data_block(dblk_addrs[k], index_elements_ + s.start_idx + j * s.dblk_nelmts, s.dblk_nelmts, nullptr, 0);
@@ -658,7 +654,7 @@ class ExtensibleArray {
         }
       } else {
         const uint64_t k = u - iblock_sblks;
-        if (k >= sblk_addrs.size()) return corrupt("'s extensible array index block is short of super blocks");
+        if (k >= sblk_addrs.size()) return corrupt("its extensible array index block is short of super blocks");
         if (Status st = read_super_block(sblk_addrs[k], s); !st.ok()) return st;
       }
     }
@@ -676,16 +672,16 @@ class ExtensibleArray {
     std::vector<uint8_t> buf;
     if (Status st = file_.read(addr, bytes, buf, "extensible array super block"); !st.ok()) return st;
     Cursor c(buf);
-    if (!c.signature("EASB")) return corrupt("'s extensible array super block lacks its EASB signature");
-    if (!checksum_ok(buf.data(), bytes - 4)) return corrupt("'s extensible array super block fails its checksum");
-    if (c.u(1) != 0 || c.u(1) != client_) return corrupt("'s extensible array super block disagrees with its header");
-    if (c.addr(O) != lay_.address) return corrupt("'s extensible array super block points to another header");
-    if (c.u(off_bytes) != s.start_idx) return corrupt("'s extensible array super block sits at the wrong offset");
+    if (!c.signature("EASB")) return corrupt("its extensible array super block lacks its EASB signature");
+    if (!checksum_ok(buf.data(), bytes - 4)) return corrupt("its extensible array super block fails its checksum");
+    if (c.u(1) != 0 || c.u(1) != client_) return corrupt("its extensible array super block disagrees with its header");
+    if (c.addr(O) != lay_.address) return corrupt("its extensible array super block points to another header");
+    if (c.u(off_bytes) != s.start_idx) return corrupt("its extensible array super block sits at the wrong offset");
     std::vector<uint8_t> page_init(c.pos(), c.pos() + std::min<uint64_t>(c.left(), s.ndblks * page_init_bytes));
     c.skip(s.ndblks * page_init_bytes);
     std::vector<uint64_t> dblk_addrs(s.ndblks);
     for (auto& a : dblk_addrs) a = c.addr(O);
-    if (!c.ok()) return corrupt("'s extensible array super block is truncated");
+    if (!c.ok()) return corrupt("its extensible array super block is truncated");
     for (uint64_t j = 0; j < s.ndblks; ++j) {
       const uint64_t first = index_elements_ + s.start_idx + j * s.dblk_nelmts;
       if (first >= needed_) break;
@@ -705,10 +701,10 @@ class ExtensibleArray {
     std::vector<uint8_t> buf;
     if (Status st = file_.read(addr, bytes, buf, "extensible array data block"); !st.ok()) return st;
     Cursor c(buf);
-    if (!c.signature("EADB")) return corrupt("'s extensible array data block lacks its EADB signature");
-    if (!checksum_ok(buf.data(), bytes - 4)) return corrupt("'s extensible array data block fails its checksum");
-    if (c.u(1) != 0 || c.u(1) != client_) return corrupt("'s extensible array data block disagrees with its header");
-    if (c.addr(O) != lay_.address) return corrupt("'s extensible array data block points to another header");
+    if (!c.signature("EADB")) return corrupt("its extensible array data block lacks its EADB signature");
+    if (!checksum_ok(buf.data(), bytes - 4)) return corrupt("its extensible array data block fails its checksum");
+    if (c.u(1) != 0 || c.u(1) != client_) return corrupt("its extensible array data block disagrees with its header");
+    if (c.addr(O) != lay_.address) return corrupt("its extensible array data block points to another header");
     // The block's offset in the array is not checked: libhdf5 computes it for the index block's
     // data blocks from the global data block number (H5EA__lookup_elmt), not the one we would.
     c.u(off_bytes);
@@ -717,7 +713,7 @@ class ExtensibleArray {
         const Entry e = fmt_.decode(c);
         if (Status st = emit(first + i, e); !st.ok()) return st;
       }
-      return c.ok() ? Status::Ok() : corrupt("'s extensible array data block is truncated");
+      return c.ok() ? Status::Ok() : corrupt("its extensible array data block is truncated");
     }
     const uint64_t page_elems = 1ull << page_bits_;
     const uint64_t npages = nelmts / page_elems;
@@ -725,12 +721,12 @@ class ExtensibleArray {
     std::vector<uint8_t> page;
     for (uint64_t p = 0; p < npages; ++p) {
       const uint64_t bit = bit0 + p;
-      if (bit / 8 >= page_init->size()) return corrupt("'s extensible array super block is short of page bits");
+      if (bit / 8 >= page_init->size()) return corrupt("its extensible array super block is short of page bits");
       if (!((*page_init)[bit / 8] & (0x80u >> (bit % 8)))) continue;
       const uint64_t at = first + p * page_elems;
       if (at >= needed_) break;
       if (Status st = file_.read(addr + bytes + p * page_bytes, page_bytes, page, "extensible array page"); !st.ok()) return st;
-      if (!checksum_ok(page.data(), page_bytes - 4)) return corrupt("'s extensible array page fails its checksum");
+      if (!checksum_ok(page.data(), page_bytes - 4)) return corrupt("its extensible array page fails its checksum");
       Cursor pc(page);
       for (uint64_t i = 0; i < page_elems; ++i) {
         const Entry e = fmt_.decode(pc);
@@ -777,8 +773,8 @@ class Btree2 {
     const uint64_t header_bytes = 4 + 1 + 1 + 4 + 2 + 2 + 1 + 1 + O + 2 + L + 4;
     if (Status s = file_.read(addr, header_bytes, buf, "v2 B-tree header"); !s.ok()) return s;
     Cursor c(buf);
-    if (!c.signature("BTHD")) return corrupt("'s v2 B-tree header lacks its BTHD signature");
-    if (!checksum_ok(buf.data(), header_bytes - 4)) return corrupt("'s v2 B-tree header fails its checksum");
+    if (!c.signature("BTHD")) return corrupt("its v2 B-tree header lacks its BTHD signature");
+    if (!checksum_ok(buf.data(), header_bytes - 4)) return corrupt("its v2 B-tree header fails its checksum");
     if (c.u(1) != 0) return Unsupported("the v2 B-tree header has an unknown version");
     type_ = static_cast<unsigned>(c.u(1));
     node_size_ = c.u(4);
@@ -788,13 +784,13 @@ class Btree2 {
     const uint64_t root = c.addr(O);
     const uint64_t root_records = c.u(2);
     const uint64_t total = c.u(L);
-    if (type_ != 10 && type_ != 11) return corrupt("'s v2 B-tree holds records of type " + std::to_string(type_));
-    if ((type_ == 11) != g_.filtered) return corrupt("'s v2 B-tree records disagree with the dataset on filtering");
+    if (type_ != 10 && type_ != 11) return corrupt("its v2 B-tree holds records of type " + std::to_string(type_));
+    if ((type_ == 11) != g_.filtered) return corrupt("its v2 B-tree records disagree with the dataset on filtering");
     size_len_ = type_ == 11 ? chunk_size_len(g_.chunk_bytes) : 0;
-    if (record_bytes_ != O + (type_ == 11 ? size_len_ + 4 : 0) + 8 * g_.rank) return corrupt("'s v2 B-tree records have the wrong size");
-    if (depth > kMaxTreeDepth) return corrupt("'s v2 B-tree is deeper than " + std::to_string(kMaxTreeDepth));
-    if (node_size_ < 64 || node_size_ > kMaxBlockBytes) return corrupt("'s v2 B-tree declares nodes of " + std::to_string(node_size_) + " bytes");
-    if (total > total_chunks) return corrupt("'s v2 B-tree holds more records than the dataset has chunks");
+    if (record_bytes_ != O + (type_ == 11 ? size_len_ + 4 : 0) + 8 * g_.rank) return corrupt("its v2 B-tree records have the wrong size");
+    if (depth > kMaxTreeDepth) return corrupt("its v2 B-tree is deeper than " + std::to_string(kMaxTreeDepth));
+    if (node_size_ < 64 || node_size_ > kMaxBlockBytes) return corrupt("its v2 B-tree declares nodes of " + std::to_string(node_size_) + " bytes");
+    if (total > total_chunks) return corrupt("its v2 B-tree holds more records than the dataset has chunks");
     if (Status s = node_geometry(depth); !s.ok()) return s;
     if (root == kUndefined || total == 0) return Status::Ok();
     node_limit_ = total + 64;
@@ -811,17 +807,17 @@ class Btree2 {
     cum_max_nrec_.assign(depth + 1, 0);
     cum_size_.assign(depth + 1, 0);
     max_nrec_[0] = (node_size_ - kPrefix) / record_bytes_;
-    if (max_nrec_[0] == 0) return corrupt("'s v2 B-tree nodes cannot hold a record");
+    if (max_nrec_[0] == 0) return corrupt("its v2 B-tree nodes cannot hold a record");
     cum_max_nrec_[0] = max_nrec_[0];
     max_nrec_size_ = enc_size(max_nrec_[0]);
     for (uint64_t u = 1; u <= depth; ++u) {
       const uint64_t ptr = pointer_bytes(u);
-      if (node_size_ < kPrefix + ptr) return corrupt("'s v2 B-tree nodes are too small");
+      if (node_size_ < kPrefix + ptr) return corrupt("its v2 B-tree nodes are too small");
       max_nrec_[u] = (node_size_ - (kPrefix + ptr)) / (record_bytes_ + ptr);
-      if (max_nrec_[u] == 0) return corrupt("'s v2 B-tree internal nodes cannot hold a record");
+      if (max_nrec_[u] == 0) return corrupt("its v2 B-tree internal nodes cannot hold a record");
       auto cum = checked_mul(max_nrec_[u] + 1, cum_max_nrec_[u - 1]);
       cum = cum ? checked_add(*cum, max_nrec_[u]) : std::nullopt;
-      if (!cum) return corrupt("'s v2 B-tree is too deep for its node size");
+      if (!cum) return corrupt("its v2 B-tree is too deep for its node size");
       cum_max_nrec_[u] = *cum;
       cum_size_[u] = enc_size(*cum);
     }
@@ -833,18 +829,18 @@ class Btree2 {
   }
 
   Status walk(uint64_t addr, uint64_t nrec, unsigned level) {
-    if (++nodes_ > node_limit_) return corrupt("'s v2 B-tree has more nodes than records (a cycle?)");
-    if (nrec > max_nrec_[level]) return corrupt("'s v2 B-tree node claims more records than fit");
+    if (++nodes_ > node_limit_) return corrupt("its v2 B-tree has more nodes than records (a cycle?)");
+    if (nrec > max_nrec_[level]) return corrupt("its v2 B-tree node claims more records than fit");
     const bool leaf = level == 0;
     const uint64_t ptr = leaf ? 0 : pointer_bytes(level);
     const uint64_t bytes = 6 + nrec * record_bytes_ + (leaf ? 0 : (nrec + 1) * ptr) + 4;
-    if (bytes > node_size_) return corrupt("'s v2 B-tree node overflows its size");
+    if (bytes > node_size_) return corrupt("its v2 B-tree node overflows its size");
     std::vector<uint8_t> buf;
     if (Status s = file_.read(addr, bytes, buf, "v2 B-tree node"); !s.ok()) return s;
     Cursor c(buf);
-    if (!c.signature(leaf ? "BTLF" : "BTIN")) return corrupt(std::string("'s v2 B-tree node lacks its ") + (leaf ? "BTLF" : "BTIN") + " signature");
-    if (!checksum_ok(buf.data(), bytes - 4)) return corrupt("'s v2 B-tree node fails its checksum");
-    if (c.u(1) != 0 || c.u(1) != type_) return corrupt("'s v2 B-tree node disagrees with its header");
+    if (!c.signature(leaf ? "BTLF" : "BTIN")) return corrupt(std::string("its v2 B-tree node lacks its ") + (leaf ? "BTLF" : "BTIN") + " signature");
+    if (!checksum_ok(buf.data(), bytes - 4)) return corrupt("its v2 B-tree node fails its checksum");
+    if (c.u(1) != 0 || c.u(1) != type_) return corrupt("its v2 B-tree node disagrees with its header");
     for (uint64_t i = 0; i < nrec; ++i) {
       const uint64_t chunk_addr = c.addr(g_.O);
       uint64_t size = g_.chunk_bytes;
@@ -854,7 +850,7 @@ class Btree2 {
         mask = static_cast<uint32_t>(c.u(4));
       }
       for (size_t d = 0; d < g_.rank; ++d) out_.coords()[d] = c.u(8);
-      if (!c.ok()) return corrupt("'s v2 B-tree node is truncated");
+      if (!c.ok()) return corrupt("its v2 B-tree node is truncated");
       if (Status s = out_.emit(chunk_addr, size, mask); !s.ok()) return s;
     }
     if (leaf) return Status::Ok();
@@ -862,7 +858,7 @@ class Btree2 {
       const uint64_t child = c.addr(g_.O);
       const uint64_t child_nrec = c.u(max_nrec_size_);
       if (level > 1) c.u(cum_size_[level - 1]);
-      if (!c.ok()) return corrupt("'s v2 B-tree node is truncated");
+      if (!c.ok()) return corrupt("its v2 B-tree node is truncated");
       if (Status s = walk(child, child_nrec, level - 1); !s.ok()) return s;
     }
     return Status::Ok();
@@ -940,10 +936,12 @@ Result<std::string> read_chunk_index(const ChunkIndexSource& src,
   g.rank = src.chunk.size();
   g.O = src.sizeof_addr;
   g.L = src.sizeof_size;
-  g.filtered = header->filtered;
+  // Whether entries carry sizes and masks follows libhdf5's view of the pipeline (a pipeline
+  // message with no filters would not count).
+  g.filtered = src.filtered;
   size_t unlimited = 0, unlim_axis = 0;
   for (size_t d = 0; d < g.rank; ++d) {
-    if (src.chunk[d] == 0) return corrupt("'s chunk shape has a zero dimension");
+    if (src.chunk[d] == 0) return corrupt("its chunk shape has a zero dimension");
     g.grid.push_back(ceil_div(src.shape[d], src.chunk[d]));
     const bool unlim = src.maxdims[d] == UINT64_MAX;
     g.max_grid.push_back(unlim ? UINT64_MAX : ceil_div(src.maxdims[d], src.chunk[d]));
@@ -970,22 +968,22 @@ Result<std::string> read_chunk_index(const ChunkIndexSource& src,
     }
     case kSingle: {
       for (size_t d = 0; d < g.rank; ++d) {
-        if (g.grid[d] > 1) return corrupt(" is a single chunk, but the dataset spans several");
+        if (g.grid[d] > 1) return corrupt("it is a single chunk, but the dataset spans several");
         out.coords()[d] = 0;
       }
       const bool filtered = layout->flags & kLayoutFlagSingleFiltered;
-      if (filtered != g.filtered) return corrupt("'s single chunk disagrees with the dataset on filtering");
+      if (filtered != g.filtered) return corrupt("its single chunk disagrees with the dataset on filtering");
       if (Status s = out.emit(layout->address, filtered ? layout->single_size : g.chunk_bytes, filtered ? layout->single_mask : 0); !s.ok()) return s;
       return std::string("single chunk");
     }
     case kImplicit: {
       // Every chunk of the maximum extent has its place in one contiguous block, C order.
-      if (g.filtered) return corrupt(" is implicit, but the dataset is filtered");
-      if (unlimited) return corrupt(" is implicit, but the dataset has an unlimited axis");
+      if (g.filtered) return corrupt("it is implicit, but the dataset is filtered");
+      if (unlimited) return corrupt("it is implicit, but the dataset has an unlimited axis");
       if (layout->address == kUndefined) return std::string("implicit");
       auto n = checked_product(g.max_grid);
       if (!n || *n > kMaxIndexEntries) return Unsupported("the implicit index spans too many chunks");
-      if (!checked_mul(*n, g.chunk_bytes)) return corrupt(" is implicit and larger than 2^64 bytes");
+      if (!checked_mul(*n, g.chunk_bytes)) return corrupt("it is implicit and larger than 2^64 bytes");
       for (uint64_t i = 0; i < *n; ++i) {
         unravel(i, g.max_grid, out.coords());
         if (Status s = out.emit(layout->address + i * g.chunk_bytes, g.chunk_bytes, 0); !s.ok()) return s;
@@ -993,13 +991,13 @@ Result<std::string> read_chunk_index(const ChunkIndexSource& src,
       return std::string("implicit");
     }
     case kFixedArray: {
-      if (unlimited) return corrupt(" is a fixed array, but the dataset has an unlimited axis");
+      if (unlimited) return corrupt("it is a fixed array, but the dataset has an unlimited axis");
       if (layout->address == kUndefined) return std::string("fixed array");
       if (Status s = read_fixed_array(file, g, *layout, out); !s.ok()) return s;
       return std::string("fixed array");
     }
     case kExtensibleArray: {
-      if (unlimited != 1) return corrupt(" is an extensible array, but the dataset has " + std::to_string(unlimited) + " unlimited axes");
+      if (unlimited != 1) return corrupt("it is an extensible array, but the dataset has " + std::to_string(unlimited) + " unlimited axes");
       if (layout->address == kUndefined) return std::string("extensible array");
       ExtensibleArray ea(file, g, *layout, out);
       if (Status s = ea.read(unlim_axis); !s.ok()) return s;

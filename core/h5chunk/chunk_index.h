@@ -40,6 +40,7 @@ struct ChunkIndexSource {
   std::vector<uint64_t> maxdims;  // maximum dimensions (UINT64_MAX: unlimited)
   std::vector<uint64_t> chunk;    // chunk dimensions
   uint64_t elem_size = 0;         // bytes per element as stored
+  bool filtered = false;          // the dataset has a filter pipeline (H5Pget_nfilters > 0)
 };
 
 // One allocated chunk. Unallocated chunks are simply not reported.

@@ -158,6 +158,10 @@ Status ChunkManifest::read_index() {
   }
   for (hsize_t m : maxdims) src.maxdims.push_back(m == H5S_UNLIMITED ? UINT64_MAX : m);
   src.elem_size = H5Tget_size(type.get());
+  Hid dcpl(H5Dget_create_plist(dataset_));
+  const int nfilters = dcpl.valid() ? H5Pget_nfilters(dcpl.get()) : -1;
+  if (nfilters < 0) return hubfs::Unsupported("HDF5 does not list the dataset's filters: " + hdf5_error_text());
+  src.filtered = nfilters > 0;
 
   std::vector<ChunkLocation> table(*total);
   std::vector<bool> seen(*total);
