@@ -189,11 +189,11 @@ Status ChunkManifest::read_index() {
 Result<ChunkLocation> ChunkManifest::verify(const uint64_t* grid, uint64_t key) {
   const ChunkLocation& loc = table_[key];
   if (verified_[key]) return loc;
-  std::vector<hsize_t> origin(chunk_.size());
-  for (size_t d = 0; d < chunk_.size(); ++d) origin[d] = grid[d] * chunk_[d];
+  origin_.resize(chunk_.size());  // a member: a whole read verifies 100k chunks, allocation-free
+  for (size_t d = 0; d < chunk_.size(); ++d) origin_[d] = grid[d] * chunk_[d];
   QuietHdf5Errors quiet;
   ++queries_;
-  if (Status s = cross_check(dataset_, origin, loc.allocated, loc.offset - base_address_, loc.size); !s.ok()) {
+  if (Status s = cross_check(dataset_, origin_, loc.allocated, loc.offset - base_address_, loc.size); !s.ok()) {
     return s;
   }
   verified_[key] = true;

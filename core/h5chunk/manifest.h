@@ -81,6 +81,7 @@ class ChunkManifest {
   IndexState index_state_ = IndexState::kUntried;
   std::vector<ChunkLocation> table_;  // parsed index, C order over the grid
   std::vector<bool> verified_;        // table_ entries cross-checked with HDF5
+  std::vector<hsize_t> origin_;       // verify()'s scratch
   std::string index_type_;
   Status index_status_;
 
