@@ -355,34 +355,6 @@ with h5py.File(sys.argv[1].replace(".h5", "_latest.h5"), "w", libver="latest") a
   expect_index_matches((dir / "h5py_latest.h5").string(), {gzip, grow, both});
 }
 
-// A many-chunk first read of the whole dataset takes the fast path now, equals H5Dread, and
-// asks libhdf5 once per chunk (the cross-check lookup), never walking its index.
-TEST(ChunkIndex, WholeReadOfManyChunksTakesTheFastPath) {
-  hubfs::testing::TempDir dir;
-  for (bool latest : {false, true}) {
-    SCOPED_TRACE(latest ? "libver latest" : "libver earliest");
-    const std::string path = (dir / (latest ? "many_latest.h5" : "many.h5")).string();
-    DatasetSpec spec;
-    spec.shape = {6000, 4};
-    spec.chunk = {1, 4};
-    spec.dtype = int16_t_();
-    spec.codec = Codec::kDeflateShuffle;
-    const Bytes data = make_data(spec);
-    write_dataset(path, spec, data, FileSpec{.libver_latest = latest});
-    Options eager = quiet_options();
-    eager.min_fast_path_bytes = 0;
-    auto file = File::open(path, eager);
-    ASSERT_TRUE(file.ok());
-    auto dset = file->dataset("/data");
-    ASSERT_TRUE(dset.ok());
-    auto all = dset->read(":");
-    ASSERT_TRUE(all.ok()) << all.status().message();
-    EXPECT_TRUE(all->stats.fast_path) << all->stats.fallback_cause;
-    EXPECT_EQ(bytes_of(*all), data);
-    EXPECT_EQ(dset->manifest_queries(), 6000u);
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Hostile index structures
 
@@ -450,7 +422,7 @@ TEST(ChunkIndex, DamagedIndexStructuresNeverGiveWrongBytes) {
     }
     ASSERT_FALSE(starts.empty());
     const std::string damaged = path + ".damaged.h5";
-    for (int trial = 0; trial < 30; ++trial) {
+    for (int trial = 0; trial < 20; ++trial) {
       std::vector<uint8_t> copy = bytes;
       const size_t at = std::min(copy.size() - 1, starts[rng() % starts.size()] + rng() % 64);
       if (trial % 4 == 3) {
@@ -510,7 +482,7 @@ ChunkIndexSource describe(const std::string& path, const std::string& name) {
   return src;
 }
 
-TEST(ChunkIndex, ParserSurvivesThousandsOfDamagedCopies) {
+TEST(ChunkIndex, ParserSurvivesDamagedCopies) {
   hubfs::testing::TempDir dir;
   const std::vector<IndexCase> latest = {
       {.name = "/fa", .shape = {3000}, .chunk = {2}, .deflate = true, .written = 0.7, .expect_index = "fixed array"},
@@ -539,7 +511,7 @@ TEST(ChunkIndex, ParserSurvivesThousandsOfDamagedCopies) {
     const std::string damaged = path + ".damaged";
     for (const IndexCase& c : cases) {
       ChunkIndexSource src = describe(path, c.name);
-      for (int trial = 0; trial < 150; ++trial) {
+      for (int trial = 0; trial < 100; ++trial) {
         std::vector<uint8_t> copy = clean;
         const int kind = trial % 5;
         const size_t at = std::min(copy.size() - 1, starts[rng() % starts.size()] + rng() % 96);
