@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "common/log.h"
-#include "fs/filesystem.h"
+#include "fs/fs_api.h"
 #include "hubfs/range_hint.h"
 
 namespace hubfs {
 namespace {
 
-FileSystem* fs(fuse_req_t req) { return static_cast<FileSystem*>(fuse_req_userdata(req)); }
+FsApi* fs(fuse_req_t req) { return static_cast<FsApi*>(fuse_req_userdata(req)); }
 
 // Every handler ends by publishing what it did here (a release), and fuse_ops_quiesce() reads
 // it (an acquire) once the session loop has returned. libfuse's worker threads exit detached,
@@ -39,7 +39,7 @@ void lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   auto r = fs(req)->lookup(parent, name);
   if (!r.ok()) return reply_error(req, r.error());
   fuse_entry_param e{};
-  e.attr_timeout = e.entry_timeout = fs(req)->options().entry_timeout_s;
+  e.attr_timeout = e.entry_timeout = r.value().timeout_s;
   e.ino = r.value().ino;  // 0 with a timeout: a negative entry
   if (e.ino != 0) {
     e.generation = 1;
@@ -52,7 +52,7 @@ void getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   Handled handled;
   auto r = fs(req)->getattr(ino);
   if (!r.ok()) return reply_error(req, r.error());
-  fuse_reply_attr(req, &r.value(), fs(req)->options().entry_timeout_s);
+  fuse_reply_attr(req, &r.value(), fs(req)->attr_timeout_s());
 }
 
 void opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -60,8 +60,11 @@ void opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto r = fs(req)->opendir(ino);
   if (!r.ok()) return reply_error(req, r.error());
   fi->fh = r.value();
-  fi->cache_readdir = 1;  // immutable: the kernel may cache the listing
-  fi->keep_cache = 1;
+  // A pinned commit's directory never changes: the kernel may cache its listing. The whole-Hub
+  // namespace's own directories gain entries as repos are touched: listed afresh each time.
+  const bool stable = fs(req)->listing_is_stable(ino);
+  fi->cache_readdir = stable ? 1 : 0;
+  fi->keep_cache = stable ? 1 : 0;
   fuse_reply_open(req, fi);
 }
 

@@ -7,7 +7,7 @@
 
 namespace hubfs {
 
-// The operations table; the session's userdata must be a FileSystem*.
+// The operations table; the session's userdata must be an FsApi* (fs/fs_api.h).
 const fuse_lowlevel_ops& fuse_operations();
 
 // Call once the session loop has returned, before destroying the FileSystem: orders every

@@ -25,6 +25,8 @@
 #include "common/url.h"
 #include "hub/hub_client.h"
 #include "fs/filesystem.h"
+#include "fs/hub_namespace.h"
+#include "fs/listing_cache.h"
 #include "daemon.h"
 #include "fuse_ops.h"
 #include "mountpoint.h"
@@ -51,7 +53,7 @@ struct Mount {
   std::unique_ptr<BlockCache> cache;
   std::unique_ptr<RangeFetcher> fetcher;
   std::unique_ptr<BlockReader> reader;
-  std::unique_ptr<FileSystem> fs;
+  std::unique_ptr<FsApi> fs;  // one repo's FileSystem, or the whole-Hub namespace
   fuse_session* session = nullptr;
   bool mounted = false;
   bool signals = false;
@@ -147,18 +149,21 @@ std::function<std::string()> status_provider(const Mount& m, const MountConfig& 
   };
 }
 
-// Builds the whole stack and mounts it. On success the session is mounted but not yet served.
-Status build_mount(const MountConfig& config, const std::string& mountpoint, Mount& m) {
-  auto spec = parse_repo_spec(config.repo_spec, config.repo_type, config.revision, config.subfolder);
-  if (!spec.ok()) return spec.status();
-  const std::string subfolder = spec->subfolder;
-  auto repo = std::optional<RepoRef>(spec->repo);
-  if (offline_requested()) {
-    // A mount must pin the revision and list the repo: it cannot start without the Hub.
-    return Unavailable("HF_HUB_OFFLINE is set, and mounting needs to reach the Hub; unset it "
-                       "to mount");
-  }
+// `hubfs cache info` and `clear REPO` map content ids back to repo files through this index
+// (cache/cache_index.h); best effort: a cache whose index cannot be written still serves reads.
+std::function<void(const RemoteFile&)> index_recorder(const std::string& cache_dir, const std::string& repo_label,
+                                                      const std::string& revision, const std::string& commit) {
+  auto warned = std::make_shared<std::atomic<bool>>(false);
+  return [cache_dir, repo_label, revision, commit, warned](const RemoteFile& f) {
+    IndexRecord r{repo_label, revision, commit, f.path, f.content_id, f.size};
+    if (Status s = cache_index::record(cache_dir, r); !s.ok() && !warned->exchange(true))
+      log_warning("cache: cannot record " + f.path + " in the cache index (" + s.message() +
+                  "); `hubfs cache info` will not attribute its blocks to " + repo_label);
+  };
+}
 
+// Transport, Hub client, block cache, fetcher and reader: what every mount kind shares.
+Status build_stack(const MountConfig& config, Mount& m) {
   CurlOptions curl_options;
   curl_options.max_in_flight = config.max_requests;
   if (auto ca = choose_ca_bundle(config.ca_bundle); ca.ok()) {
@@ -179,32 +184,10 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   hub_config.endpoint = config.endpoint;
   hub_config.token = find_token();
   m.hub = std::make_unique<HubClient>(hub_config, *m.transport);
+  return Status::Ok();
+}
 
-  auto info = m.hub->repo_info(*repo);
-  if (!info.ok()) return info.status();
-  RepoRef pinned = *repo;
-  pinned.revision = info->sha;  // every later request names the commit: the view never moves
-  const std::string repo_label = std::string(api_segment(repo->type)) + "/" + repo->id;
-  if (!subfolder.empty()) {
-    // A subfolder mount shows that directory: it must be one, at this commit.
-    auto found = m.hub->paths_info(pinned, {subfolder});
-    if (!found.ok()) return found.status();
-    const TreeEntry* entry = nullptr;
-    for (const auto& e : *found)
-      if (e.path == subfolder) entry = &e;
-    if (!entry) {
-      return NotFound("subfolder '" + subfolder + "' does not exist in " + repo_label + " at revision " +
-                      repo->revision + " (commit " + info->sha + "); check its spelling and case with the "
-                      "repo's file browser, or mount the whole repo");
-    }
-    if (!entry->is_dir) {
-      return InvalidArgument("'" + subfolder + "' in " + repo_label + " is a file, not a directory: a "
-                             "subfolder mount shows a directory (mount its parent instead)");
-    }
-  }
-  log_info("mounting " + repo_label + "@" + repo->revision + (subfolder.empty() ? "" : "/" + subfolder) +
-           " (commit " + info->sha + ") at " + mountpoint);
-
+Status build_reader(const MountConfig& config, Mount& m) {
   if (config.cache_size == 0) {
     // --cache-size 0: no disk cache at all (nothing is written to the cache directory); blocks
     // live only in the reader's memory cache.
@@ -216,36 +199,146 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
     auto cache = BlockCache::open(cache_options);
     if (!cache.ok()) return cache.status();
     m.cache = std::move(cache).value();
+    // The budget tells `hubfs cache info` what this cache is held to (best effort).
+    (void)cache_index::write_budget(config.cache_dir, config.cache_size);
   }
   m.fetcher = std::make_unique<RangeFetcher>(*m.transport);
   ReaderOptions reader_options;
   reader_options.read_timeout = std::chrono::seconds(config.read_timeout_s);
   reader_options.parallel_requests = static_cast<uint32_t>(config.max_requests);
   m.reader = std::make_unique<BlockReader>(m.cache.get(), *m.fetcher, reader_options);
+  return Status::Ok();
+}
+
+// One repo (or one directory of it), pinned now. Returns the FUSE fsname's repo part.
+Result<std::string> build_repo_fs(const MountConfig& config, const std::string& mountpoint, bool offline, Mount& m) {
+  auto spec = parse_repo_spec(config.repo_spec, config.repo_type, config.revision, config.subfolder);
+  if (!spec.ok()) return spec.status();
+  const std::string subfolder = spec->subfolder;
+  const RepoRef repo = spec->repo;
+  if (Status s = build_stack(config, m); !s.ok()) return s;
+
+  // Listings live with the blocks; --cache-size 0 writes nothing to the cache directory.
+  std::shared_ptr<const ListingCache> listings;
+  if (config.cache_size != 0) listings = std::make_shared<ListingCache>(config.cache_dir, config.endpoint, repo);
+  auto info = pin_revision(*m.hub, repo, listings.get(), offline);
+  if (!info.ok()) return info.status();
+  RepoRef pinned = repo;
+  pinned.revision = info->commit;  // every later request names the commit: the view never moves
+  const std::string repo_label = std::string(api_segment(repo.type)) + "/" + repo.id;
+  if (offline && !listings->load_dir(info->commit, subfolder)) {
+    return NotFound("--offline: the cache " + config.cache_dir + " holds " + repo_label + " at revision " +
+                    repo.revision + " (commit " + info->commit + ") but not the listing of " +
+                    (subfolder.empty() ? "its root" : "'" + subfolder + "'") +
+                    ": mount it once without --offline while the Hub can be reached");
+  }
+  if (!subfolder.empty()) {
+    // A subfolder mount shows that directory: it must be one, at this commit. The stored listing
+    // of its parent answers that without a request (offline, its own listing was found above).
+    const size_t slash = subfolder.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : subfolder.substr(0, slash);
+    std::optional<std::vector<TreeEntry>> found;
+    if (listings) found = listings->load_dir(info->commit, parent);
+    if (!found && offline) found = std::vector<TreeEntry>{TreeEntry{subfolder, true, 0, "", std::nullopt}};
+    if (!found) {
+      auto asked = m.hub->paths_info(pinned, {subfolder});
+      if (!asked.ok()) return asked.status();
+      found = std::move(*asked);
+    }
+    const TreeEntry* entry = nullptr;
+    for (const auto& e : *found)
+      if (e.path == subfolder) entry = &e;
+    if (!entry) {
+      return NotFound("subfolder '" + subfolder + "' does not exist in " + repo_label + " at revision " +
+                      repo.revision + " (commit " + info->commit + "); check its spelling and case with the "
+                      "repo's file browser, or mount the whole repo");
+    }
+    if (!entry->is_dir) {
+      return InvalidArgument("'" + subfolder + "' in " + repo_label + " is a file, not a directory: a "
+                             "subfolder mount shows a directory (mount its parent instead)");
+    }
+  }
+  log_info("mounting " + repo_label + "@" + repo.revision + (subfolder.empty() ? "" : "/" + subfolder) +
+           " (commit " + info->commit + ") at " + mountpoint +
+           (offline ? ", offline: from the cache alone, blocks not cached fail with EIO" : ""));
+
+  if (Status s = build_reader(config, m); !s.ok()) return s;
   FsOptions fs_options;
   fs_options.mtime = static_cast<time_t>(info->last_modified);
   fs_options.root_path = subfolder;
-  fs_options.status_json = status_provider(m, config, mountpoint, repo_label, repo->revision, info->sha, subfolder);
-  if (m.cache) {
-    // `hubfs cache info` and `clear REPO` map content ids back to repo files through this index;
-    // the budget tells `info` what this cache is held to. Both are best effort: a cache whose
-    // index cannot be written still serves reads.
-    (void)cache_index::write_budget(config.cache_dir, config.cache_size);
-    auto warned = std::make_shared<std::atomic<bool>>(false);
-    fs_options.on_open = [dir = config.cache_dir,
-                          repo_label,
-                          revision = repo->revision, commit = info->sha, warned](const RemoteFile& f) {
-      IndexRecord r{repo_label, revision, commit, f.path, f.content_id, f.size};
-      if (Status s = cache_index::record(dir, r); !s.ok() && !warned->exchange(true))
-        log_warning("cache: cannot record " + f.path + " in the cache index (" + s.message() +
-                    "); `hubfs cache info` will not attribute its blocks to " + repo_label);
-    };
-  }
+  fs_options.status_json = status_provider(m, config, mountpoint, repo_label, repo.revision, info->commit, subfolder);
+  fs_options.listings = listings;
+  fs_options.offline = offline;
+  if (m.cache) fs_options.on_open = index_recorder(config.cache_dir, repo_label, repo.revision, info->commit);
   m.fs = std::make_unique<FileSystem>(*m.hub, pinned, *m.reader, fs_options);
+  return repo.id;
+}
+
+// `--hub`: every repo of the endpoint under MNT/{datasets,models,spaces}/ORG/NAME[@REV], each
+// pinned when first touched (fs/hub_namespace.h).
+Result<std::string> build_hub_namespace(const MountConfig& config, const std::string& mountpoint, bool offline,
+                                        Mount& m) {
+  if (!config.repo_spec.empty() || config.subfolder || config.revision || config.repo_type) {
+    return InvalidArgument("--hub mounts every repo (MNT/datasets/ORG/NAME@REV/...): it takes only a mountpoint, "
+                           "no REPO, --revision, --repo-type or --subfolder");
+  }
+  if (offline && config.cache_size == 0) {
+    return InvalidArgument("--offline mounts from the disk cache, and --cache-size 0 keeps none: drop --cache-size 0");
+  }
+  if (Status s = build_stack(config, m); !s.ok()) return s;
+  if (Status s = build_reader(config, m); !s.ok()) return s;
+  log_info("mounting the whole Hub at " + url::url_for_log(config.endpoint) + " at " + mountpoint +
+           " (repos are pinned when first touched)" + (offline ? ", offline: from the cache alone" : ""));
+  HubNamespaceOptions options;
+  options.mtime = time(nullptr);
+  options.pin = [hub = m.hub.get(), config, offline](const RepoRef& repo) -> Result<PinnedRevision> {
+    std::unique_ptr<ListingCache> listings;
+    if (config.cache_size != 0) listings = std::make_unique<ListingCache>(config.cache_dir, config.endpoint, repo);
+    auto pinned = pin_revision(*hub, repo, listings.get(), offline);
+    if (pinned.ok()) {
+      log_info("pinned " + std::string(api_segment(repo.type)) + "/" + repo.id + "@" + repo.revision + " to commit " +
+               pinned->commit);
+    }
+    return pinned;
+  };
+  options.repo_options = [config, offline, cached = m.cache != nullptr](const RepoRef& repo,
+                                                                         const PinnedRevision& pinned) {
+    const std::string label = std::string(api_segment(repo.type)) + "/" + repo.id;
+    FsOptions o;
+    o.mtime = static_cast<time_t>(pinned.last_modified);
+    o.offline = offline;
+    if (config.cache_size != 0) o.listings = std::make_shared<ListingCache>(config.cache_dir, config.endpoint, repo);
+    if (cached) o.on_open = index_recorder(config.cache_dir, label, repo.revision, pinned.commit);
+    return o;
+  };
+  // The daemon's status, plus the repos touched so far (the namespace is built just below; the
+  // provider runs only once the session serves, after it exists).
+  auto base = status_provider(m, config, mountpoint, "hub", "", "", "");
+  options.status_json = [base, mp = &m] {
+    nlohmann::json j = nlohmann::json::parse(base());
+    nlohmann::json repos = nlohmann::json::array();
+    for (const TouchedRepo& r : static_cast<HubNamespace*>(mp->fs.get())->touched())
+      repos.push_back({{"path", r.path}, {"revision", r.revision}, {"commit", r.commit}});
+    j["repos"] = std::move(repos);
+    j["revision"] = nullptr;
+    j["commit"] = nullptr;
+    return j.dump();
+  };
+  m.fs = std::make_unique<HubNamespace>(*m.hub, *m.reader, std::move(options));
+  return std::string("hub");
+}
+
+// Builds the whole stack and mounts it. On success the session is mounted but not yet served.
+Status build_mount(const MountConfig& config, const std::string& mountpoint, Mount& m) {
+  // HF_HUB_OFFLINE asks huggingface_hub for no network at all: the same as --offline here.
+  const bool offline = config.offline || offline_requested();
+  auto fsname = config.hub ? build_hub_namespace(config, mountpoint, offline, m)
+                           : build_repo_fs(config, mountpoint, offline, m);
+  if (!fsname.ok()) return fsname.status();
 
   std::vector<std::string> args = {"hubfs"};
   if (config.debug) args.push_back("-d");
-  std::string opts = "ro,default_permissions,fsname=hubfs:" + repo->id + ",subtype=hubfs";
+  std::string opts = "ro,default_permissions,fsname=hubfs:" + *fsname + ",subtype=hubfs";
   for (const auto& o : config.fuse_options) {
     // libfuse 3 dropped "nonempty" (mounting over a non-empty directory is always allowed by
     // the kernel); hubfs checks it itself, in check_mountpoint.
@@ -256,7 +349,8 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
-  m.session = fuse_session_new(&fargs, &fuse_operations(), sizeof(fuse_lowlevel_ops), m.fs.get());
+  FsApi* api = m.fs.get();  // the adapter's userdata (fuse_ops.h)
+  m.session = fuse_session_new(&fargs, &fuse_operations(), sizeof(fuse_lowlevel_ops), api);
   fuse_opt_free_args(&fargs);  // the session keeps copies of what it needs
   if (!m.session) {
     return InvalidArgument("FUSE rejected the mount options '" + opts + "' (see the message above)");

@@ -28,6 +28,11 @@ struct MountConfig {
   std::string log_file;                   // background mode: where logs go ("" = nowhere)
   std::string ca_bundle;                  // --ca-bundle; "" = $REQUESTS_CA_BUNDLE, ... (find_ca_bundle)
   bool debug = false;
+  // --offline (or HF_HUB_OFFLINE): mount from the stored listings and blocks alone, asking the Hub
+  // nothing; a revision resolves to the commit it pointed at when last mounted online.
+  bool offline = false;
+  // --hub: the whole Hub at the mountpoint (MNT/datasets/ORG/NAME[@REV]/...); repo_spec is empty.
+  bool hub = false;
 };
 
 // Runs the mount; returns the process exit code. Without foreground it returns once the mount

@@ -3,6 +3,7 @@
 
 #include <malloc.h>
 
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <optional>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "cache/cache_admin.h"
+#include "common/log.h"
 #include "hub/hub_client.h"
 #include "mount.h"
 #include "mountpoint.h"
@@ -98,6 +100,10 @@ std::string apply_option(const std::string& opt, hubfs::MountConfig& config, std
     config.foreground = true;
   } else if (key == "debug" && !has_value) {
     config.debug = true;
+  } else if (key == "offline" && !has_value) {
+    config.offline = true;
+  } else if (key == "hub" && !has_value) {
+    config.hub = true;
   } else if (consumed_by_mount(opt) || opt == "rw") {
     // nothing to do
   } else if (!opt.empty()) {
@@ -126,6 +132,12 @@ std::string apply_options(const std::vector<std::string>& raw, hubfs::MountConfi
 }
 
 int finish_and_mount(hubfs::MountConfig& config, const std::string& cache_size) {
+  // `hubfs mount --hub MNT`: the one positional is the mountpoint.
+  if (config.hub && config.mountpoint.empty()) std::swap(config.mountpoint, config.repo_spec);
+  if (config.mountpoint.empty()) {
+    std::cerr << "hubfs: expected REPO MOUNTPOINT (or --hub MOUNTPOINT for the whole Hub); see hubfs mount --help\n";
+    return 2;
+  }
   if (config.endpoint.empty()) config.endpoint = hubfs::default_endpoint();
   while (!config.endpoint.empty() && config.endpoint.back() == '/') config.endpoint.pop_back();
   if (config.cache_dir.empty()) config.cache_dir = hubfs::default_cache_dir();
@@ -175,6 +187,7 @@ int helper_mount(int argc, char** argv) {
     std::cerr << "hubfs: " << err << "\n";
     return 2;
   }
+  if (config.hub) config.repo_spec.clear();  // -o hub: SOURCE is only a label (fstab needs one)
   return finish_and_mount(config, cache_size);
 }
 
@@ -201,6 +214,10 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 128 << 20);
   mallopt(M_ARENA_MAX, 4);
+  if (!hubfs::set_log_level_from_env()) {
+    std::fprintf(stderr, "hubfs: HUBFS_LOG_LEVEL must be debug, info, warning or error\n");
+    return 2;
+  }
 
   if (argc >= 3 && argv[1][0] != '-' && !is_subcommand(argv[1])) return helper_mount(argc, argv);
 
@@ -216,10 +233,14 @@ int main(int argc, char** argv) {
   auto* mount = app.add_subcommand("mount", "Mount REPO at MOUNTPOINT (returns once it answers).");
   mount->add_option("repo", config.repo_spec,
                     "[models/|datasets/|spaces/]ORG/NAME[@REVISION][/SUB/DIR] (models is the default "
-                    "type); a path after the name (or the revision) mounts only that directory")
+                    "type); a path after the name (or the revision) mounts only that directory; none with --hub")
       ->required();
   mount->add_option("mountpoint", config.mountpoint,
-                    "An existing empty directory (a dead hubfs mount left by a killed daemon is cleared)")->required();
+                    "An existing empty directory (a dead hubfs mount left by a killed daemon is cleared)");
+  mount->add_flag("--hub", config.hub,
+                  "Mount the whole Hub at MOUNTPOINT (hubfs mount --hub MNT): MNT/datasets/ORG/NAME/..., "
+                  "MNT/models/ORG/NAME/... and .../NAME@REV/... are pinned when first touched; a directory "
+                  "lists only the repos touched so far");
   mount->add_option("--repo-type", config.repo_type, "model|dataset|space (alternative to the prefix)")
       ->check(CLI::IsMember({"model", "dataset", "space"}));
   mount->add_option("--revision", config.revision,
@@ -251,6 +272,10 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   mount->add_option("--log-file", config.log_file, "In the background, append logs to this file");
   mount->add_flag("--debug", config.debug, "Log every FUSE request libfuse sees (useful with -f)");
+  mount->add_flag("--offline", config.offline,
+                  "Mount from the cache alone, asking the Hub nothing (also when HF_HUB_OFFLINE is set): the "
+                  "revision resolves to the commit it pointed at when last mounted online, directories listed "
+                  "then are shown, cached blocks are served and reads of uncached ones fail with EIO at once");
   mount->footer(
       "Proxies: https_proxy/HTTPS_PROXY, http_proxy (lowercase) and NO_PROXY are honoured as curl "
       "honours them.\nToken: $HF_TOKEN, else $HUGGING_FACE_HUB_TOKEN, else the file $HF_TOKEN_PATH or "
@@ -325,7 +350,8 @@ int main(int argc, char** argv) {
       "As a mount helper (what `mount -t fuse.hubfs REPO MOUNTPOINT -o ...` and fstab lines of type "
       "fuse.hubfs run):\n  hubfs REPO MOUNTPOINT -o KEY=VALUE,...\nwhere the keys are the mount "
       "options without dashes (endpoint, cache_dir, cache_size, revision, repo_type, subfolder, max_requests, "
-      "read_timeout, log_file, ca_bundle; foreground and debug take no value); options for mount(8) "
+      "read_timeout, log_file, ca_bundle; foreground, debug, offline and hub take no value; with hub, "
+      "REPO is only a label); options for mount(8) "
       "and systemd (_netdev, nofail, noauto, auto, user, users, nouser, owner, group, defaults, "
       "comment=, x-*) and rw are dropped (the mount is always read-only); anything else goes to "
       "FUSE (allow_other, nonempty, ...).");
@@ -389,6 +415,7 @@ int main(int argc, char** argv) {
               << (repo.empty() ? "" : " of " + repo);
     if (removed->kept_shared_blocks > 0)
       std::cout << "; kept " << removed->kept_shared_blocks << " blocks another repo's files also use";
+    if (removed->listing_files > 0) std::cout << "; removed " << removed->listing_files << " stored listings";
     std::cout << "\n";
     return 0;
   }

@@ -14,6 +14,7 @@
 #include "cache/block_file.h"
 #include "cache/cache_disk.h"
 #include "cache/content_verifier.h"
+#include "cache/listing_store.h"
 
 namespace hubfs::cache_admin {
 namespace {
@@ -62,9 +63,10 @@ Status check_cache_dir(const std::string& dir) {
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return NotFound("cache directory " + dir +
                     " does not exist (nothing cached there yet?); name another with --cache-dir");
-  const std::string blocks = dir + "/blocks", index = cache_index::index_dir(dir);
-  if (::stat(blocks.c_str(), &st) != 0 && ::stat(index.c_str(), &st) != 0)
-    return InvalidArgument(dir + " is not a hubfs cache directory (it has no blocks/ or index/); "
+  const std::string blocks = dir + "/blocks", index = cache_index::index_dir(dir),
+                    listings = listing_store::listings_dir(dir);
+  if (::stat(blocks.c_str(), &st) != 0 && ::stat(index.c_str(), &st) != 0 && ::stat(listings.c_str(), &st) != 0)
+    return InvalidArgument(dir + " is not a hubfs cache directory (it has no blocks/, index/ or listings/); "
                            "name the right one with --cache-dir");
   return Status::Ok();
 }
@@ -175,6 +177,9 @@ Result<Usage> info(const std::string& cache_dir) {
     s.blocks += 1;
   }
   for (const DiskEntry& t : listing.temps) usage.total_bytes += t.size;
+  const listing_store::Usage listings = listing_store::usage(cache_dir);
+  usage.listing_files = listings.files;
+  usage.listing_bytes = listings.bytes;
 
   std::map<std::string, RepoUsage> repos;
   for (const IndexEntry& e : cache_index::read_all(cache_dir)) {
@@ -228,7 +233,9 @@ nlohmann::json to_json(const Usage& u) {
           {"budget_bytes", u.budget_bytes ? nlohmann::json(*u.budget_bytes) : nlohmann::json(nullptr)},
           {"repos", std::move(repos)},
           {"unindexed_bytes", u.unindexed_bytes},
-          {"unindexed_blocks", u.unindexed_blocks}};
+          {"unindexed_blocks", u.unindexed_blocks},
+          {"listing_files", u.listing_files},
+          {"listing_bytes", u.listing_bytes}};
 }
 
 static std::string blocks_text(uint64_t n) { return std::to_string(n) + (n == 1 ? " block" : " blocks"); }
@@ -254,6 +261,10 @@ std::string to_text(const Usage& u) {
   if (u.unindexed_blocks > 0) {
     out << "\nnot in the index (read before hubfs kept one, or its entry was removed): "
         << human_bytes(u.unindexed_bytes) << " in " << blocks_text(u.unindexed_blocks) << "\n";
+  }
+  if (u.listing_files > 0) {
+    out << "\nlistings kept for remounts and --offline: " << human_bytes(u.listing_bytes) << " in "
+        << u.listing_files << (u.listing_files == 1 ? " file" : " files") << "\n";
   }
   if (u.repos.size() > 1) out << "\n(blocks of a file several repos share count for each of them)\n";
   return out.str();
@@ -307,7 +318,7 @@ Result<Removed> clear(const std::string& cache_dir, const std::string& repo) {
       if (e.record.repo == repo) doomed.insert(e.stem);
     for (const IndexEntry& e : entries)
       if (e.record.repo != repo && doomed.count(e.stem)) shared.insert(e.stem);
-    if (doomed.empty())
+    if (doomed.empty() && listing_store::usage(cache_dir, repo).files == 0)
       return NotFound("nothing of " + repo + " is recorded in " + cache_dir +
                       " (see `hubfs cache info` for the repos it holds)");
   } else {
@@ -328,6 +339,9 @@ Result<Removed> clear(const std::string& cache_dir, const std::string& repo) {
     if (!repo.empty() && e.record.repo != repo) continue;
     if (disk->remove(e.file).ok()) removed.index_entries += 1;
   }
+  // The repo's stored listings go too: after a clear, a remount lists afresh and --offline has
+  // nothing of it (its blocks are gone anyway).
+  removed.listing_files = listing_store::remove(cache_dir, repo).files;
   return removed;
 }
 

@@ -40,6 +40,8 @@ struct Usage {
   std::vector<RepoUsage> repos;          // by bytes, largest first
   uint64_t unindexed_bytes = 0;  // blocks no index entry names (read before the index existed)
   uint64_t unindexed_blocks = 0;
+  uint64_t listing_files = 0;  // stored listings and pinned revisions (cache/listing_store.h)
+  uint64_t listing_bytes = 0;
 };
 
 // Fails only when the directory does not exist or is not a hubfs cache.
@@ -53,13 +55,16 @@ struct Removed {
   uint64_t index_entries = 0;
   uint64_t kept_shared_blocks = 0;  // clear REPO: blocks another repo's file also uses
   uint64_t total_bytes_after = 0;   // prune: what the directory holds now
+  uint64_t listing_files = 0;       // clear: stored listings removed (prune keeps them all)
 };
 
 // Removes least-recently-used blocks (oldest mtime first) until the blocks take at most
-// max_bytes.
+// max_bytes. Stored listings are kept: they are small (a few hundred bytes an entry), outside
+// the block budget, and what a remount and an --offline mount need even when blocks are gone.
 Result<Removed> prune(const std::string& cache_dir, uint64_t max_bytes);
 // Everything (repo empty), or the blocks of one repo's files ("datasets/org/name") except
-// those of content ids another repo's file also uses, and that repo's index entries.
+// those of content ids another repo's file also uses, and that repo's index entries and stored
+// listings (under every endpoint).
 Result<Removed> clear(const std::string& cache_dir, const std::string& repo = {});
 
 struct Verified {

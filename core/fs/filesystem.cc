@@ -83,9 +83,18 @@ FileSystem::Node* FileSystem::add_node(TreeEntry entry) {
     n->remote.size = entry.size;
     // Captures the client and the repo, never this object: queued read-ahead may call it while
     // the mount shuts down, and the client outlives the reader (see BlockReader::shutdown).
-    n->remote.locate = [hub = &hub_, repo = repo_, path = entry.path](bool refresh) {
-      return hub->locate(repo, path, refresh);
-    };
+    if (options_.offline) {
+      const std::string repo = options_.listings ? options_.listings->repo_label() : repo_.id;
+      n->remote.locate = [path = entry.path, repo](bool) -> Result<Location> {
+        return Unavailable("/" + path + " of " + repo + ": this part of the file is not in the block cache, and "
+                           "the mount is --offline (it never asks the Hub); remount without --offline when the "
+                           "Hub can be reached to read it");
+      };
+    } else {
+      n->remote.locate = [hub = &hub_, repo = repo_, path = entry.path](bool refresh) {
+        return hub->locate(repo, path, refresh);
+      };
+    }
   }
   n->entry = std::move(entry);
   std::unique_lock<std::shared_mutex> lock(nodes_mu_);
@@ -94,10 +103,25 @@ FileSystem::Node* FileSystem::add_node(TreeEntry entry) {
   return nodes_.back().get();
 }
 
+Result<std::vector<TreeEntry>> FileSystem::listed_entries(const std::string& path) {
+  if (options_.listings) {
+    if (auto stored = options_.listings->load_dir(repo_.revision, path)) return std::move(*stored);
+  }
+  if (options_.offline) {
+    return Unavailable("directory /" + path + " of " + (options_.listings ? options_.listings->repo_label() : repo_.id) +
+                       " at commit " + repo_.revision + " was never listed while the Hub could be reached, so "
+                       "this --offline mount cannot show it; remount without --offline to list it");
+  }
+  auto entries = hub_.list_dir(repo_, path);
+  // Best effort: a listing that cannot be stored is only asked for again at the next mount.
+  if (entries.ok() && options_.listings) (void)options_.listings->save_dir(repo_.revision, path, *entries);
+  return entries;
+}
+
 Status FileSystem::ensure_listed(Node* dir) {
   std::lock_guard<std::mutex> lock(dir->list_mu);
   if (dir->listed) return Status::Ok();
-  auto entries = hub_.list_dir(repo_, dir->entry.path);
+  auto entries = listed_entries(dir->entry.path);
   if (!entries.ok()) return entries.status();  // not remembered: the next access tries again
   for (auto& e : *entries) {
     std::string name(base_name(e.path));
@@ -141,6 +165,7 @@ FsResult<EntryReply> FileSystem::lookup(Ino parent, const std::string& name) {
   }
   // ino 0 is a negative entry: HDF5 and Python probe for many files that are not there.
   if (reply.ino != 0) reply.attr = attributes(*node(reply.ino));
+  reply.timeout_s = options_.entry_timeout_s;
   return reply;
 }
 

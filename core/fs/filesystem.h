@@ -23,6 +23,8 @@
 #include <variant>
 #include <vector>
 
+#include "fs/fs_api.h"
+#include "fs/listing_cache.h"
 #include "hub/hub_client.h"
 #include "reader/block_reader.h"
 
@@ -44,80 +46,52 @@ struct FsOptions {
   // user.hubfs.status of the root directory, listed there. Empty: no such attribute. Called on
   // the FUSE thread of every getxattr of it; must be thread-safe.
   std::function<std::string()> status_json;
+  // Listings kept with the cache (fs/listing_cache.h): a directory stored for this commit is
+  // read from there, one listed from the Hub is stored there. Null: the Hub is asked each mount.
+  std::shared_ptr<const ListingCache> listings;
+  // `--offline`: no request reaches the Hub. Directories come from `listings` only (one never
+  // listed online fails with EIO, saying so) and a block not in the cache fails its read with
+  // EIO at once, instead of waiting for a Hub that cannot answer.
+  bool offline = false;
 };
 
 // The root's extended attribute holding FsOptions::status_json.
 inline constexpr const char* kStatusXattr = "user.hubfs.status";
 
-// A failed operation: the errno for the kernel and, for upstream failures worth a log line, why.
-struct FsError {
-  int code = EIO;
-  std::string reason;  // empty when the errno says it all (ENOENT, EROFS ...)
-};
-
-template <typename T>
-class FsResult {
- public:
-  FsResult(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
-  FsResult(FsError error) : v_(std::move(error)) {}  // NOLINT
-  bool ok() const { return std::holds_alternative<T>(v_); }
-  T& value() { return std::get<T>(v_); }
-  const FsError& error() const { return std::get<FsError>(v_); }
-
- private:
-  std::variant<T, FsError> v_;
-};
-
-using Ino = uint64_t;
-inline constexpr Ino kRootIno = 1;
-
-struct EntryReply {
-  Ino ino = 0;  // 0: the name does not exist (a negative entry the kernel may cache)
-  struct stat attr {};
-};
-
-struct DirEntry {
-  std::string name;
-  Ino ino = 0;
-  bool is_dir = false;
-  uint64_t next_offset = 0;  // where a readdir continuing after this entry starts
-};
-
-class FileSystem {
+class FileSystem : public FsApi {
  public:
   // repo must be pinned (revision = commit sha). hub and reader must outlive this object.
   FileSystem(HubClient& hub, RepoRef repo, BlockReader& reader, FsOptions options);
-  ~FileSystem();
+  ~FileSystem() override;
   FileSystem(const FileSystem&) = delete;
   FileSystem& operator=(const FileSystem&) = delete;
 
-  FsResult<EntryReply> lookup(Ino parent, const std::string& name);
-  FsResult<struct stat> getattr(Ino ino);
+  FsResult<EntryReply> lookup(Ino parent, const std::string& name) override;
+  FsResult<struct stat> getattr(Ino ino) override;
 
   // Directory handles hold a snapshot of the listing (names never change under a pinned commit).
-  FsResult<uint64_t> opendir(Ino ino);
+  FsResult<uint64_t> opendir(Ino ino) override;
   // Entries from `offset` on (0 = the start, then an entry's next_offset), "." and ".." first.
-  std::vector<DirEntry> readdir(uint64_t handle, uint64_t offset);
-  void releasedir(uint64_t handle);
+  std::vector<DirEntry> readdir(uint64_t handle, uint64_t offset) override;
+  void releasedir(uint64_t handle) override;
 
-  // flags as open(2): anything but read-only is EROFS. keep_cache: whether the kernel may keep
-  // the pages it cached of this file (false once its content failed verification since the
-  // last open: those pages may hold corrupt bytes).
-  struct OpenReply {
-    uint64_t handle = 0;
-    bool keep_cache = true;
-  };
-  FsResult<OpenReply> open(Ino ino, int flags);
+  // flags as open(2): anything but read-only is EROFS. keep_cache is false once the file's
+  // content failed verification since the last open (the kernel's pages may hold corrupt bytes).
+  using OpenReply = hubfs::OpenReply;
+  FsResult<OpenReply> open(Ino ino, int flags) override;
   // The bytes [offset, offset + size) cut at end of file, as slices of cached blocks (no copy).
-  FsResult<std::vector<BlockBytes>> read(uint64_t handle, uint64_t offset, size_t size);
-  void release(uint64_t handle);
+  FsResult<std::vector<BlockBytes>> read(uint64_t handle, uint64_t offset, size_t size) override;
+  void release(uint64_t handle) override;
   // A range hint on an open file (include/hubfs/range_hint.h): EINVAL for a malformed one.
-  FsResult<uint64_t> hint(uint64_t handle, const std::vector<ByteRange>& ranges);
+  FsResult<uint64_t> hint(uint64_t handle, const std::vector<ByteRange>& ranges) override;
 
-  FsResult<std::string> getxattr(Ino ino, const std::string& name);
+  FsResult<std::string> getxattr(Ino ino, const std::string& name) override;
   // NUL-separated names.
-  FsResult<std::string> listxattr(Ino ino);
-  struct statvfs statfs();
+  FsResult<std::string> listxattr(Ino ino) override;
+  struct statvfs statfs() override;
+  double attr_timeout_s() const override { return options_.entry_timeout_s; }
+  // Nothing under a pinned commit changes: the kernel may keep every listing.
+  bool listing_is_stable(Ino) const override { return true; }
 
   const FsOptions& options() const { return options_; }
 
@@ -129,6 +103,8 @@ class FileSystem {
   Node* node(Ino ino);
   Node* add_node(TreeEntry entry);
   Status ensure_listed(Node* dir);
+  // A directory's entries: from the stored listings, else (online) from the Hub, then stored.
+  Result<std::vector<TreeEntry>> listed_entries(const std::string& path);
   struct stat attributes(const Node& n) const;
 
   HubClient& hub_;

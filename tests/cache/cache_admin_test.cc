@@ -15,6 +15,7 @@
 #include "cache/block_cache.h"
 #include "cache/block_file.h"
 #include "cache/cache_index.h"
+#include "cache/listing_store.h"
 #include "support/temp_dir.h"
 
 namespace hubfs {
@@ -275,6 +276,52 @@ TEST_F(CacheAdminTest, VerifyContentRehashesCompleteFilesAndDeletesBadOnes) {
   EXPECT_FALSE(cache_->get(bad_id, 2).has_value());
   EXPECT_TRUE(cache_->get(good_id, 0).has_value());
   EXPECT_TRUE(cache_->get(partial_id, 0).has_value());
+}
+
+// Stored listings (cache/listing_store.h): counted by info, kept by prune, dropped by clear (one
+// repo's under every endpoint, or all), and a cache holding only listings is still a cache.
+TEST_F(CacheAdminTest, ListingsAreCountedKeptByPruneAndDroppedByClear) {
+  auto doc = [&](const std::string& endpoint, const std::string& repo, const std::string& dir) {
+    const std::string path =
+        listing_store::dir_document(listing_store::repo_dir(dir_.str(), endpoint, repo), std::string(40, 'f'), dir);
+    ASSERT_TRUE(listing_store::write(path, "{\"listing\": \"" + dir + "\"}\n").ok());
+    ASSERT_EQ(listing_store::read(path).value_or(""), "{\"listing\": \"" + dir + "\"}\n");
+  };
+  doc("https://a.test", "datasets/org/x", "");
+  doc("https://a.test", "datasets/org/x", "sub");
+  doc("https://b.test", "datasets/org/x", "");
+  doc("https://a.test", "datasets/org/y", "");
+  doc("https://a.test", "datasets/org/x.y", "");  // a name x's key is a prefix of
+  put(kA, 2);
+  record("datasets/org/x", "a.bin", kA);
+
+  auto usage = cache_admin::info(dir_.str());
+  ASSERT_TRUE(usage.ok());
+  EXPECT_EQ(usage->listing_files, 5u);
+  EXPECT_GT(usage->listing_bytes, 0u);
+  EXPECT_EQ(cache_admin::to_json(*usage)["listing_files"], 5);
+
+  ASSERT_TRUE(cache_admin::prune(dir_.str(), 0).ok());
+  EXPECT_EQ(cache_admin::info(dir_.str())->listing_files, 5u);
+
+  auto cleared = cache_admin::clear(dir_.str(), "datasets/org/x");
+  ASSERT_TRUE(cleared.ok()) << cleared.status().message();
+  EXPECT_EQ(cleared->listing_files, 3u);  // both endpoints' documents of x, nothing of y or x.y
+  EXPECT_EQ(listing_store::usage(dir_.str(), "datasets/org/y").files, 1u);
+  EXPECT_EQ(listing_store::usage(dir_.str(), "datasets/org/x.y").files, 1u);
+  // A repo known only by its listings can be cleared by name too.
+  EXPECT_EQ(cache_admin::clear(dir_.str(), "datasets/org/y")->listing_files, 1u);
+  EXPECT_FALSE(cache_admin::clear(dir_.str(), "datasets/org/y").ok());  // nothing left of it
+  EXPECT_EQ(cache_admin::clear(dir_.str())->listing_files, 1u);
+  EXPECT_EQ(cache_admin::info(dir_.str())->listing_files, 0u);
+}
+
+TEST(ListingStore, RepoKeysCannotLeaveTheirDirectory) {
+  EXPECT_EQ(listing_store::repo_key("datasets/org/name"), "datasets~org~name");
+  EXPECT_EQ(listing_store::repo_key("models/o/a b"), "models~o~a%20b");
+  EXPECT_EQ(listing_store::repo_key(".."), "%2E..");
+  EXPECT_EQ(listing_store::repo_key(""), "%2E");
+  EXPECT_EQ(listing_store::repo_key("x/../../etc").find('/'), std::string::npos);
 }
 
 }  // namespace

@@ -7,6 +7,11 @@
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -296,6 +301,200 @@ TEST_F(FileSystemTest, RootPathShowsThatDirectoryWithFullRepoPathsInside) {
   EXPECT_TRUE(read_all(big, 1000, 2 << 20) == kBody.substr(1000, 2 << 20));
   EXPECT_EQ(fs_->getxattr(big, "user.hubfs.sha256").value(), std::string(64, 'e'));
   EXPECT_EQ(fs_->listxattr(kRootIno).value(), "");  // no status provider: no attribute
+}
+
+}  // namespace
+}  // namespace hubfs
+
+namespace hubfs {
+namespace {
+
+// --- Listings kept with the cache (fs/listing_cache.h) and --offline -------------------------
+
+class ListingCacheTest : public FileSystemTest {
+ protected:
+  std::shared_ptr<ListingCache> listings() {
+    return std::make_shared<ListingCache>((dir_.path() / "cache").string(), "https://hub.test",
+                                          RepoRef{RepoType::kDataset, "org/x", "main"});
+  }
+  FsOptions with(std::shared_ptr<ListingCache> l, bool offline) {
+    FsOptions o;
+    o.listings = std::move(l);
+    o.offline = offline;
+    return o;
+  }
+};
+
+TEST_F(ListingCacheTest, ARemountOfTheSameCommitListsNothing) {
+  remount(with(listings(), false));
+  Ino data = lookup_ok(kRootIno, "data");
+  ASSERT_NE(lookup_ok(data, "big.bin"), 0u);
+  EXPECT_EQ(hub_.listings.load(), 2);
+  remount(with(listings(), false));  // a fresh FileSystem, as after a remount
+  data = lookup_ok(kRootIno, "data");
+  Ino big = lookup_ok(data, "big.bin");
+  ASSERT_NE(big, 0u);
+  EXPECT_EQ(hub_.listings.load(), 2);  // both directories came from the cache
+  EXPECT_EQ(fs_->getxattr(big, "user.hubfs.sha256").value(), std::string(64, 'e'));
+  EXPECT_EQ(static_cast<uint64_t>(fs_->getattr(big).value().st_size), kBody.size());
+  EXPECT_EQ(read_all(big, 5, 100), kBody.substr(5, 100));
+}
+
+TEST_F(ListingCacheTest, StoredDocumentsRoundTripAndArePrivateToTheUser) {
+  auto l = listings();
+  std::vector<TreeEntry> entries = {{"d/a.bin", false, 123, "o1", std::string(64, 'a')},
+                                    {"d/sub", true, 0, "t1", std::nullopt},
+                                    {"d/small.txt", false, 6, "o2", std::nullopt}};
+  ASSERT_TRUE(l->save_dir(kCommit, "d", entries).ok());
+  auto back = l->load_dir(kCommit, "d");
+  ASSERT_TRUE(back.has_value());
+  ASSERT_EQ(back->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*back)[i].path, entries[i].path);
+    EXPECT_EQ((*back)[i].is_dir, entries[i].is_dir);
+    EXPECT_EQ((*back)[i].size, entries[i].size);
+    EXPECT_EQ((*back)[i].oid, entries[i].oid);
+    EXPECT_EQ((*back)[i].lfs_sha256, entries[i].lfs_sha256);
+  }
+  EXPECT_FALSE(l->load_dir(kCommit, "other").has_value());
+  EXPECT_FALSE(l->load_dir(std::string(40, 'd'), "d").has_value());
+  // Another endpoint or repo never sees it.
+  ListingCache elsewhere((dir_.path() / "cache").string(), "https://other.test", RepoRef{RepoType::kDataset, "org/x"});
+  EXPECT_FALSE(elsewhere.load_dir(kCommit, "d").has_value());
+  ListingCache model((dir_.path() / "cache").string(), "https://hub.test", RepoRef{RepoType::kModel, "org/x"});
+  EXPECT_FALSE(model.load_dir(kCommit, "d").has_value());
+
+  ASSERT_TRUE(l->save_ref("main", PinnedRevision{kCommit, 1700000000, true, 0}).ok());
+  auto ref = l->load_ref("main");
+  ASSERT_TRUE(ref.has_value());
+  EXPECT_EQ(ref->commit, kCommit);
+  EXPECT_EQ(ref->last_modified, 1700000000);
+  EXPECT_TRUE(ref->is_private);
+  EXPECT_GT(ref->resolved_at, 0);
+  EXPECT_FALSE(l->load_ref("v1").has_value());
+
+  // Every file is the user's alone, every directory too (listings of private repos).
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir_.path() / "cache" / "listings")) {
+    struct stat st {};
+    ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 077, 0u) << e.path();
+  }
+}
+
+TEST_F(ListingCacheTest, ADamagedDocumentReadsAsAbsentAndIsListedAgain) {
+  remount(with(listings(), false));
+  lookup_ok(kRootIno, "data");
+  ASSERT_EQ(hub_.listings.load(), 1);
+  std::vector<std::filesystem::path> docs;
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir_.path() / "cache" / "listings"))
+    if (e.is_regular_file()) docs.push_back(e.path());
+  ASSERT_EQ(docs.size(), 1u);  // the root's listing (no ref: the FileSystem is given a commit)
+  std::ifstream in(docs[0], std::ios::binary);
+  const std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto damaged = [&](const std::string& text) {
+    {
+      std::ofstream(docs[0], std::ios::trunc | std::ios::binary) << text;
+    }
+    return !listings()->load_dir(kCommit, "").has_value();
+  };
+  EXPECT_TRUE(damaged(whole.substr(0, whole.size() / 2)));  // torn JSON
+  EXPECT_TRUE(damaged(""));
+  EXPECT_TRUE(damaged("\x01garbage"));
+  auto j = nlohmann::json::parse(whole);  // an entry gone, the count unchanged
+  j["entries"].erase(j["entries"].begin());
+  EXPECT_TRUE(damaged(j.dump()));
+  auto k = nlohmann::json::parse(whole);
+  k["entries"][0]["path"] = "elsewhere/data";  // not a child of the root
+  EXPECT_TRUE(damaged(k.dump()));
+  auto c = nlohmann::json::parse(whole);
+  c["commit"] = std::string(40, 'd');
+  EXPECT_TRUE(damaged(c.dump()));
+  EXPECT_FALSE(damaged(whole));  // the original still reads
+
+  damaged("{\"format\": 1, \"entries\": [");
+  remount(with(listings(), false));
+  EXPECT_NE(lookup_ok(kRootIno, "data"), 0u);  // listed again, never crashed
+  EXPECT_EQ(hub_.listings.load(), 2);
+  EXPECT_TRUE(listings()->load_dir(kCommit, "").has_value());  // and stored again, whole
+}
+
+TEST_F(ListingCacheTest, OfflineServesCachedListingsAndBlocksAndFailsTheRestAtOnce) {
+  // Online first: list the root and data/, read the readme (big.bin is never read).
+  remount(with(listings(), false));
+  Ino data = lookup_ok(kRootIno, "data");
+  Ino big = lookup_ok(data, "big.bin");
+  ASSERT_EQ(read_all(lookup_ok(kRootIno, "readme.md"), 0, 100), "hello\n");
+  fs_.reset();
+  reader_->shutdown();  // nothing in the reader's memory: what follows comes from disk
+  reader_ = std::make_unique<BlockReader>(cache_.get(), fetcher_);
+
+  const size_t requests_before = transport_.request_count();
+  remount(with(listings(), true));
+  data = lookup_ok(kRootIno, "data");
+  big = lookup_ok(data, "big.bin");
+  ASSERT_NE(big, 0u);
+  EXPECT_EQ(read_all(lookup_ok(kRootIno, "readme.md"), 0, 100), "hello\n");  // from the disk cache
+  EXPECT_EQ(static_cast<uint64_t>(fs_->getattr(big).value().st_size), kBody.size());
+  // big.bin was never fetched: EIO with the cause, at once.
+  auto h = fs_->open(big, O_RDONLY);
+  ASSERT_TRUE(h.ok());
+  auto r = fs_->read(h.value().handle, 0, 4096);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, EIO);
+  EXPECT_NE(r.error().reason.find("--offline"), std::string::npos) << r.error().reason;
+  fs_->release(h.value().handle);
+  EXPECT_EQ(transport_.request_count(), requests_before);  // offline: not one request
+  EXPECT_EQ(hub_.listings.load(), 2);
+}
+
+TEST_F(ListingCacheTest, OfflineADirectoryNeverListedIsEioSayingSo) {
+  remount(with(listings(), true));
+  auto r = fs_->lookup(kRootIno, "data");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, EIO);
+  EXPECT_NE(r.error().reason.find("never listed"), std::string::npos) << r.error().reason;
+  EXPECT_EQ(transport_.request_count(), 0u);
+}
+
+TEST_F(ListingCacheTest, PinRevisionRemembersTheCommitForOfflineAndHintsAtItWhenUnreachable) {
+  std::atomic<bool> unreachable{false};
+  testing::FakeTransport hub_transport([&](const HttpRequest& req) -> Result<HttpResponse> {
+    if (unreachable) return Unavailable("connection refused");
+    if (req.url.find("/api/datasets/org/x/revision/main") != std::string::npos)
+      return respond(200, R"({"sha":")" + kCommit + R"(","lastModified":"2024-01-01T00:00:00Z","private":true})");
+    return respond(404, "{}", {{"x-error-code", "RevisionNotFound"}});
+  });
+  HubConfig config;
+  config.endpoint = "https://hub.test";
+  HubClient client(config, hub_transport);
+  RepoRef repo{RepoType::kDataset, "org/x", "main"};
+  auto l = listings();
+
+  // Offline before any online mount: nothing to go on.
+  auto none = pin_revision(client, repo, l.get(), /*offline=*/true);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Code::kNotFound);
+  EXPECT_NE(none.status().message().find("without --offline"), std::string::npos) << none.status().message();
+  EXPECT_EQ(hub_transport.request_count(), 0u);
+
+  auto online = pin_revision(client, repo, l.get(), false);
+  ASSERT_TRUE(online.ok()) << online.status().message();
+  EXPECT_EQ(online->commit, kCommit);
+
+  unreachable = true;
+  auto down = pin_revision(client, repo, l.get(), false);
+  ASSERT_FALSE(down.ok());
+  EXPECT_NE(down.status().message().find("add --offline"), std::string::npos) << down.status().message();
+  EXPECT_NE(down.status().message().find(kCommit), std::string::npos);
+
+  const size_t before = hub_transport.request_count();
+  auto offline = pin_revision(client, repo, l.get(), true);
+  ASSERT_TRUE(offline.ok());
+  EXPECT_EQ(offline->commit, kCommit);  // main resolves to what it pointed at last time
+  EXPECT_EQ(offline->last_modified, 1704067200);
+  EXPECT_TRUE(offline->is_private);
+  EXPECT_EQ(hub_transport.request_count(), before);
+  EXPECT_EQ(pin_revision(client, repo, nullptr, true).status().code(), Code::kInvalidArgument);
 }
 
 }  // namespace

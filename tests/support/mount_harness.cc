@@ -61,7 +61,8 @@ std::unique_ptr<HubfsMount> HubfsMount::start(const std::string& endpoint, const
   std::string cmd = shell_quote(bin_path("hubfs")) + " mount --endpoint " + shell_quote(endpoint) +
                     " --cache-dir " + shell_quote(cache_dir) + " --log-file " + shell_quote(m->log_);
   for (const auto& a : extra_args) cmd += " " + shell_quote(a);
-  cmd += " " + shell_quote(repo) + " " + shell_quote(m->path_);
+  if (!repo.empty()) cmd += " " + shell_quote(repo);  // none for --hub
+  cmd += " " + shell_quote(m->path_);
   auto r = run_command(cmd);
   if (r.exit_code != 0) {
     std::filesystem::remove(m->path_);

@@ -31,7 +31,8 @@ std::string random_bytes(size_t n, unsigned seed);
 
 class HubfsMount {
  public:
-  // Mounts `repo` from `endpoint` at a new directory, with the given cache dir and extra args.
+  // Mounts `repo` from `endpoint` at a new directory, with the given cache dir and extra args
+  // (repo "" with extra arg "--hub": the whole-Hub mount).
   // Throws std::runtime_error with hubfs's own message if the mount fails.
   static std::unique_ptr<HubfsMount> start(const std::string& endpoint, const std::string& repo,
                                            const std::string& cache_dir,
@@ -40,6 +41,8 @@ class HubfsMount {
 
   const std::string& path() const { return path_; }
   std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
+  // The daemon's log file (--log-file).
+  const std::string& log_path() const { return log_; }
 
  private:
   std::string path_;

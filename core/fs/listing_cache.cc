@@ -1,0 +1,157 @@
+#include "fs/listing_cache.h"
+
+#include <ctime>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/listing_store.h"
+#include "common/url.h"
+#include "hub/hub_json.h"
+
+namespace hubfs {
+namespace {
+
+// Bumped when a document's meaning changes: an older or newer one then reads as absent.
+constexpr int kFormat = 1;
+
+bool is_direct_child(const std::string& path, const std::string& dir) {
+  std::string_view name = path;
+  if (!dir.empty()) {
+    if (path.size() <= dir.size() + 1 || path.compare(0, dir.size(), dir) != 0 || path[dir.size()] != '/') return false;
+    name = std::string_view(path).substr(dir.size() + 1);
+  }
+  return !name.empty() && name.find('/') == std::string_view::npos && name != "." && name != "..";
+}
+
+bool is_hex(const std::string& s, size_t size) {
+  if (s.size() != size) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+// The document, parsed, if it is one of ours about exactly this (endpoint, repo, ...).
+std::optional<nlohmann::json> parse_document(const std::optional<std::string>& text, const std::string& endpoint,
+                                             const std::string& repo) {
+  if (!text) return std::nullopt;
+  auto j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  auto field = [&](const char* key) -> std::string {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string("\x01");
+  };
+  auto format = j.find("format");
+  if (format == j.end() || !format->is_number_integer() || format->get<int>() != kFormat) return std::nullopt;
+  if (field("endpoint") != endpoint || field("repo") != repo) return std::nullopt;
+  return j;
+}
+
+}  // namespace
+
+ListingCache::ListingCache(std::string cache_dir, std::string endpoint, const RepoRef& repo)
+    : cache_dir_(std::move(cache_dir)),
+      shown_endpoint_(url::url_for_log(endpoint)),
+      repo_label_(std::string(api_segment(repo.type)) + "/" + repo.id),
+      repo_dir_(listing_store::repo_dir(cache_dir_, endpoint, repo_label_)) {}
+
+std::optional<std::vector<TreeEntry>> ListingCache::load_dir(const std::string& commit, const std::string& dir) const {
+  auto j = parse_document(listing_store::read(listing_store::dir_document(repo_dir_, commit, dir)), shown_endpoint_,
+                          repo_label_);
+  if (!j) return std::nullopt;
+  if (j->value("commit", "") != commit || j->value("dir", std::string("\x01")) != dir) return std::nullopt;
+  auto entries = j->find("entries");
+  auto count = j->find("count");
+  if (entries == j->end() || !entries->is_array() || count == j->end() || !count->is_number_unsigned())
+    return std::nullopt;
+  // The entries are kept in the Hub's own format, so the Hub's parser reads them back.
+  auto parsed = hub_json::parse_tree_entries(entries->dump(), "the listing cache");
+  if (!parsed.ok() || parsed->size() != count->get<uint64_t>()) return std::nullopt;
+  for (const TreeEntry& e : *parsed) {
+    if (!is_direct_child(e.path, dir)) return std::nullopt;
+    if (e.lfs_sha256 && !is_hex(*e.lfs_sha256, 64)) return std::nullopt;
+  }
+  return std::move(parsed).value();
+}
+
+Status ListingCache::save_dir(const std::string& commit, const std::string& dir,
+                              const std::vector<TreeEntry>& entries) const {
+  nlohmann::json list = nlohmann::json::array();
+  for (const TreeEntry& e : entries) {
+    nlohmann::json item = {{"type", e.is_dir ? "directory" : "file"}, {"path", e.path}, {"oid", e.oid}};
+    item["size"] = e.size;
+    if (e.lfs_sha256) item["lfs"] = {{"oid", *e.lfs_sha256}, {"size", e.size}};
+    list.push_back(std::move(item));
+  }
+  nlohmann::json doc = {{"format", kFormat},  {"endpoint", shown_endpoint_}, {"repo", repo_label_},
+                        {"commit", commit},   {"dir", dir},                  {"count", entries.size()},
+                        {"entries", std::move(list)}};
+  return listing_store::write(listing_store::dir_document(repo_dir_, commit, dir), doc.dump() + "\n");
+}
+
+std::optional<PinnedRevision> ListingCache::load_ref(const std::string& revision) const {
+  auto j = parse_document(listing_store::read(listing_store::ref_document(repo_dir_, revision)), shown_endpoint_,
+                          repo_label_);
+  if (!j || j->value("revision", std::string("\x01")) != revision) return std::nullopt;
+  PinnedRevision p;
+  p.commit = j->value("commit", "");
+  if (!is_hex(p.commit, 40)) return std::nullopt;
+  auto number = [&](const char* key) -> int64_t {
+    auto it = j->find(key);
+    return it != j->end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+  };
+  p.last_modified = number("last_modified");
+  p.resolved_at = number("resolved_at");
+  auto priv = j->find("private");
+  p.is_private = priv != j->end() && priv->is_boolean() && priv->get<bool>();
+  return p;
+}
+
+Status ListingCache::save_ref(const std::string& revision, const PinnedRevision& pinned) const {
+  nlohmann::json doc = {{"format", kFormat},
+                        {"endpoint", shown_endpoint_},
+                        {"repo", repo_label_},
+                        {"revision", revision},
+                        {"commit", pinned.commit},
+                        {"last_modified", pinned.last_modified},
+                        {"private", pinned.is_private},
+                        {"resolved_at", pinned.resolved_at ? pinned.resolved_at : static_cast<int64_t>(time(nullptr))}};
+  return listing_store::write(listing_store::ref_document(repo_dir_, revision), doc.dump() + "\n");
+}
+
+Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const ListingCache* listings, bool offline) {
+  const std::string label = std::string(api_segment(repo.type)) + "/" + repo.id;
+  if (offline) {
+    if (!listings) {
+      return InvalidArgument("--offline mounts from the disk cache, and --cache-size 0 keeps none: drop "
+                             "--cache-size 0, or mount without --offline");
+    }
+    if (auto stored = listings->load_ref(repo.revision)) return std::move(*stored);
+    if (is_hex(repo.revision, 40)) return PinnedRevision{repo.revision, 0, false, 0};
+    return NotFound("--offline: the cache " + listings->cache_dir() + " holds no listing of " + label +
+                    " at revision " + repo.revision + " from " + url::url_for_log(hub.config().endpoint) +
+                    ": mount it once without --offline while the Hub can be reached (offline, a revision "
+                    "resolves to the commit it pointed at then)");
+  }
+  auto info = hub.repo_info(repo);
+  if (!info.ok()) {
+    const Code code = info.status().code();
+    if (listings && (code == Code::kUnavailable || code == Code::kTimeout)) {
+      if (auto stored = listings->load_ref(repo.revision)) {
+        char when[32] = "an earlier mount";
+        const time_t t = static_cast<time_t>(stored->resolved_at);
+        struct tm tm {};
+        if (t > 0 && gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+        return Status(code, info.status().message() + "; the cache holds " + label + " at revision " + repo.revision +
+                                " (commit " + stored->commit + ", resolved " + when +
+                                "): add --offline to mount it from the cache");
+      }
+    }
+    return info.status();
+  }
+  PinnedRevision pinned{info->sha, info->last_modified, info->is_private, static_cast<int64_t>(time(nullptr))};
+  // Best effort: without it only a later --offline mount of this revision is impossible.
+  if (listings) (void)listings->save_ref(repo.revision, pinned);
+  return pinned;
+}
+
+}  // namespace hubfs

@@ -1,0 +1,63 @@
+// A repo's listings and pinned revisions kept with the block cache (cache/listing_store.h says
+// where), so a remount of the same commit asks the Hub for no listing, and an `--offline` mount
+// serves a repo from the cache alone.
+//
+// What is kept: each directory's listing exactly as the Hub gave it for one commit (a pinned
+// commit never changes, so a stored listing never goes stale), and for each revision a mount
+// pinned, the commit it pointed at then (what `--offline` resolves a branch to).
+//
+// A document is trusted only whole: it must parse, name the same endpoint, repo, commit and
+// directory it is looked up under, hold as many entries as it says, and each entry must be a
+// direct child of its directory. Anything else (a torn or foreign file, a hash collision) reads
+// as absent: the mount lists again online, and offline says the directory was never listed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "hub/hub_client.h"
+
+namespace hubfs {
+
+// What a revision was pinned to when a mount last resolved it online.
+struct PinnedRevision {
+  std::string commit;
+  int64_t last_modified = 0;  // the commit date (unix seconds), for file times
+  bool is_private = false;
+  int64_t resolved_at = 0;    // when (unix seconds): messages say how old an offline view is
+};
+
+// Thread-safe (no state beyond its names; every call is a file read or an atomic write).
+class ListingCache {
+ public:
+  // endpoint as configured (it may carry credentials: it is hashed into a file name, and only
+  // url_for_log's form is written into documents). repo: type and id (its revision is ignored).
+  ListingCache(std::string cache_dir, std::string endpoint, const RepoRef& repo);
+
+  std::optional<std::vector<TreeEntry>> load_dir(const std::string& commit, const std::string& dir) const;
+  Status save_dir(const std::string& commit, const std::string& dir, const std::vector<TreeEntry>& entries) const;
+
+  std::optional<PinnedRevision> load_ref(const std::string& revision) const;
+  Status save_ref(const std::string& revision, const PinnedRevision& pinned) const;
+
+  const std::string& repo_label() const { return repo_label_; }
+  const std::string& cache_dir() const { return cache_dir_; }
+
+ private:
+  std::string cache_dir_;
+  std::string shown_endpoint_;  // credentials removed
+  std::string repo_label_;      // "datasets/org/name"
+  std::string repo_dir_;
+};
+
+// The commit `repo.revision` points at. Online: asked of the Hub, and remembered in `listings`
+// (when given) for later offline mounts; when the Hub cannot be reached and `listings` remembers
+// the revision, the error says that --offline would mount it. Offline: what `listings`
+// remembers (a 40-hex revision is its own commit), never a request; nothing remembered is
+// kNotFound saying to mount once online. `listings` null and offline: kInvalidArgument.
+Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const ListingCache* listings, bool offline);
+
+}  // namespace hubfs
