@@ -646,7 +646,10 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
   req.source = source;
   // Route::kFastPath forces the fast path; H5Dread cannot stand in without its plugins.
   req.may_decline = options.route == Route::kAuto && !state_->h5dread_lacks_filter;
-  auto fast = read_chunks(req);
+  auto fast = [&] {
+    QuietHdf5Errors quiet;  // one scope for the whole read: the per-chunk lookups nest in it
+    return read_chunks(req);
+  }();
   if (!fast.ok() && fast.status().code() == hubfs::Code::kUnsupported) {
     // Declined before reading anything (see read_chunks): H5Dread is faster for this one.
     Status s = h5dread_selection(state_->dataset.get(), state_->element.mem_type.get(),

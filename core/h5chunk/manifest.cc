@@ -3,6 +3,7 @@
 #include <string>
 
 #include "h5chunk/checked.h"
+#include "h5chunk/chunk_index.h"
 #include "h5chunk/hdf5_handle.h"
 
 namespace h5chunk {
@@ -10,6 +11,55 @@ namespace h5chunk {
 // The superblock starts every HDF5 file (at the base address); its shortest form (versions 2
 // and 3) is 48 bytes.
 constexpr haddr_t kSmallestSuperblockBytes = 48;
+
+// The parsed index is kept as a dense table of one ChunkLocation (32 bytes) per chunk of the
+// grid: 4M chunks is 128 MiB. Grids beyond that (sparse, huge) stay on per-chunk queries.
+constexpr uint64_t kMaxIndexedChunks = 1ull << 22;
+
+namespace {
+
+std::string coords_text(const std::vector<hsize_t>& origin) {
+  std::string coords;
+  for (size_t d = 0; d < origin.size(); ++d) coords += (d ? ", " : "") + std::to_string(origin[d]);
+  return coords;
+}
+
+// HDF5's lookup of a chunk's stored size agrees with what the index walk (libhdf5's or ours)
+// found, and the chunk does not sit on the superblock; else the index is damaged.
+Status cross_check(hid_t dataset, const std::vector<hsize_t>& origin, bool found, uint64_t addr,
+                   uint64_t size) {
+  // H5Dget_chunk_info_by_coord walks the index; H5Dread looks chunks up (a B-tree search, an
+  // array index). On a sound index both find the same chunk. On a damaged one (a key or child
+  // pointer overwritten) they can disagree, and reading what the walk found would return bytes
+  // H5Dread never would (in one fuzz case, the superblock as chunk data). The lookup's view of
+  // the chunk's size is cheap to ask for (no walk), so every located chunk is cross-checked.
+  // HDF5 1.10.8 answers a lookup of an unwritten chunk with an error ("chunk storage is not
+  // allocated", "chunk address isn't defined", depending on the index), so a failed lookup
+  // means "none found": damage only if the walk found one.
+  hsize_t looked_up = 0;
+  const bool lookup_ok = H5Dget_chunk_storage_size(dataset, origin.data(), &looked_up) >= 0;
+  if (!lookup_ok) looked_up = 0;
+  const uint64_t walked = found ? size : 0;
+  if (looked_up != walked) {
+    return hubfs::Corrupt(
+        "the chunk index is damaged at (" + coords_text(origin) + "): walking it finds " +
+        (walked ? "a chunk of " + std::to_string(walked) + " bytes" : std::string("no chunk")) +
+        ", looking the chunk up " +
+        (looked_up ? "finds one of " + std::to_string(looked_up) + " bytes"
+                   : "finds none" + (lookup_ok ? std::string() : " (" + hdf5_error_text() + ")")) +
+        "; the file is corrupt");
+  }
+  if (found && size > 0 && addr < kSmallestSuperblockBytes) {
+    // Both views agree, but on a pointer a damaged index holds (a zeroed page): the superblock
+    // is at address 0, so no chunk can start there, whatever H5Dread would make of it.
+    return hubfs::Corrupt("the chunk index is damaged at (" + coords_text(origin) +
+                          "): it places the chunk at address " + std::to_string(addr) +
+                          ", inside the file's superblock; the file is corrupt");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 ChunkManifest::ChunkManifest(hid_t dataset, std::vector<uint64_t> shape,
                              std::vector<uint64_t> chunk, uint64_t base_address)
@@ -31,19 +81,139 @@ uint64_t ChunkManifest::position(const uint64_t* grid) const {
 bool ChunkManifest::known(const uint64_t* grid) const {
   const uint64_t key = position(grid);
   std::lock_guard<std::mutex> lock(mu_);
-  return memo_.count(key) > 0;
+  return index_state_ == IndexState::kParsed || memo_.count(key) > 0;
+}
+
+bool ChunkManifest::indexed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  try_index();
+  return index_state_ == IndexState::kParsed;
+}
+
+void ChunkManifest::try_index() {
+  if (index_state_ != IndexState::kUntried) return;
+  index_status_ = read_index();
+  // Unsupported: a format corner, driver or size we do not index; libhdf5's per-chunk queries
+  // stand in. Anything else (a checksum, a broken structure, an I/O error) means the index is
+  // damaged, and the per-chunk queries cannot be trusted on it either: their cross-check
+  // compares sizes only, and a damaged v1 B-tree key can make the walk and the lookup find two
+  // different chunks of the same size. So every chunk reports the damage.
+  if (index_status_.ok()) {
+    index_state_ = IndexState::kParsed;
+  } else if (index_status_.code() == hubfs::Code::kUnsupported) {
+    index_state_ = IndexState::kFailed;
+  } else {
+    index_state_ = IndexState::kDamaged;
+  }
+}
+
+std::string ChunkManifest::index_type() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return index_type_;
+}
+
+Status ChunkManifest::index_status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return index_status_;
+}
+
+Status ChunkManifest::read_index() {
+  auto total = checked_product(grid_shape_);
+  if (grid_shape_.empty() || !total || *total > kMaxIndexedChunks) {
+    return hubfs::Unsupported("the chunk grid is too large to index in memory");
+  }
+  QuietHdf5Errors quiet;
+  ChunkIndexSource src;
+  src.base_address = base_address_;
+  src.shape = shape_;
+  src.chunk = chunk_;
+  // The file descriptor libhdf5 reads through (the default sec2 driver's handle): the same file,
+  // whatever path or working directory it was opened by. pread leaves its offset alone.
+  Hid file(H5Iget_file_id(dataset_));
+  Hid fapl(file.valid() ? H5Fget_access_plist(file.get()) : H5I_INVALID_HID);
+  void* handle = nullptr;
+  if (!fapl.valid() || H5Pget_driver(fapl.get()) != H5FD_SEC2 ||
+      H5Fget_vfd_handle(file.get(), H5P_DEFAULT, &handle) < 0 || !handle) {
+    return hubfs::Unsupported("the file is not read through HDF5's default (sec2) driver");
+  }
+  src.fd = *static_cast<int*>(handle);
+  Hid fcpl(H5Fget_create_plist(file.get()));
+  size_t sizeof_addr = 0, sizeof_size = 0;
+  if (!fcpl.valid() || H5Pget_sizes(fcpl.get(), &sizeof_addr, &sizeof_size) < 0) {
+    return hubfs::Unsupported("HDF5 does not tell the file's address size: " + hdf5_error_text());
+  }
+  src.sizeof_addr = static_cast<unsigned>(sizeof_addr);
+  src.sizeof_size = static_cast<unsigned>(sizeof_size);
+  H5O_info_t info;
+  if (H5Oget_info2(dataset_, &info, H5O_INFO_BASIC) < 0 || info.addr == HADDR_UNDEF) {
+    return hubfs::Unsupported("HDF5 does not tell the dataset's header address: " + hdf5_error_text());
+  }
+  src.header_address = info.addr;
+  Hid space(H5Dget_space(dataset_));
+  Hid type(H5Dget_type(dataset_));
+  std::vector<hsize_t> dims(shape_.size()), maxdims(shape_.size());
+  if (!space.valid() || !type.valid() || H5Sget_simple_extent_ndims(space.get()) != int(shape_.size()) ||
+      H5Sget_simple_extent_dims(space.get(), dims.data(), maxdims.data()) < 0) {
+    return hubfs::Unsupported("HDF5 does not describe the dataset's extent: " + hdf5_error_text());
+  }
+  for (hsize_t m : maxdims) src.maxdims.push_back(m == H5S_UNLIMITED ? UINT64_MAX : m);
+  src.elem_size = H5Tget_size(type.get());
+  Hid dcpl(H5Dget_create_plist(dataset_));
+  const int nfilters = dcpl.valid() ? H5Pget_nfilters(dcpl.get()) : -1;
+  if (nfilters < 0) return hubfs::Unsupported("HDF5 does not list the dataset's filters: " + hdf5_error_text());
+  src.filtered = nfilters > 0;
+
+  std::vector<ChunkLocation> table(*total);
+  std::vector<bool> seen(*total);
+  auto sink = [&](const IndexedChunk& c) -> Status {
+    const uint64_t key = position(c.grid);
+    if (seen[key]) return hubfs::Corrupt("the chunk index lists a chunk twice; the file is corrupt");
+    seen[key] = true;
+    ChunkLocation& loc = table[key];
+    loc.allocated = true;
+    auto offset = checked_add(c.address, base_address_);
+    if (!offset) return hubfs::Corrupt("the chunk index places a chunk past 2^64");
+    loc.offset = *offset;
+    loc.size = c.size;
+    loc.filter_mask = c.filter_mask;
+    return Status::Ok();
+  };
+  auto type_name = read_chunk_index(src, sink);
+  if (!type_name.ok()) return type_name.status();
+  table_ = std::move(table);
+  verified_.assign(table_.size(), false);
+  index_type_ = *type_name;
+  return Status::Ok();
+}
+
+Result<ChunkLocation> ChunkManifest::verify(const uint64_t* grid, uint64_t key) {
+  const ChunkLocation& loc = table_[key];
+  if (verified_[key]) return loc;
+  origin_.resize(chunk_.size());  // a member: a whole read verifies 100k chunks, allocation-free
+  for (size_t d = 0; d < chunk_.size(); ++d) origin_[d] = grid[d] * chunk_[d];
+  QuietHdf5Errors quiet;
+  ++queries_;
+  if (Status s = cross_check(dataset_, origin_, loc.allocated, loc.offset - base_address_, loc.size); !s.ok()) {
+    return s;
+  }
+  verified_[key] = true;
+  return loc;
 }
 
 Result<ChunkLocation> ChunkManifest::locate(const uint64_t* grid) {
   const uint64_t key = position(grid);
   std::lock_guard<std::mutex> lock(mu_);
+  try_index();
+  if (index_state_ == IndexState::kDamaged) {
+    return hubfs::Corrupt(index_status_.message() + "; the file is corrupt (H5Dread may still read it its own way)");
+  }
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   // A chunk found damaged stays damaged: asking again could give another answer once H5Dread
   // has filled HDF5's chunk caches, which the lookup below consults first.
   if (auto it = damaged_.find(key); it != damaged_.end()) return it->second;
-  auto result = query(grid);
+  auto result = index_state_ == IndexState::kParsed ? verify(grid, key) : query(grid);
   if (result.ok()) {
-    memo_.emplace(key, *result);
+    if (index_state_ != IndexState::kParsed) memo_.emplace(key, *result);  // table_ holds it
   } else {
     damaged_.emplace(key, result.status());
   }
@@ -60,42 +230,11 @@ Result<ChunkLocation> ChunkManifest::query(const uint64_t* grid) {
   QuietHdf5Errors quiet;
   ++queries_;
   if (H5Dget_chunk_info_by_coord(dataset_, origin.data(), &mask, &addr, &size) < 0) {
-    std::string coords;
-    for (size_t d = 0; d < origin.size(); ++d) coords += (d ? ", " : "") + std::to_string(origin[d]);
-    return hubfs::Corrupt("HDF5 could not locate the chunk at (" + coords +
+    return hubfs::Corrupt("HDF5 could not locate the chunk at (" + coords_text(origin) +
                           "): " + hdf5_error_text());
   }
-  // H5Dget_chunk_info_by_coord walks the index; H5Dread looks chunks up (a B-tree search, an
-  // array index). On a sound index both find the same chunk. On a damaged one (a key or child
-  // pointer overwritten) they can disagree, and reading what the walk found would return bytes
-  // H5Dread never would (in one fuzz case, the superblock as chunk data). The lookup's view of
-  // the chunk's size is cheap to ask for (no walk), so every located chunk is cross-checked.
-  // HDF5 1.10.8 answers a lookup of an unwritten chunk with an error ("chunk storage is not
-  // allocated", "chunk address isn't defined", depending on the index), so a failed lookup
-  // means "none found": damage only if the walk found one.
-  hsize_t looked_up = 0;
-  const bool lookup_ok = H5Dget_chunk_storage_size(dataset_, origin.data(), &looked_up) >= 0;
-  if (!lookup_ok) looked_up = 0;
-  const uint64_t walked = addr != HADDR_UNDEF ? size : 0;
-  if (looked_up != walked) {
-    std::string coords;
-    for (size_t d = 0; d < origin.size(); ++d) coords += (d ? ", " : "") + std::to_string(origin[d]);
-    return hubfs::Corrupt(
-        "the chunk index is damaged at (" + coords + "): walking it finds " +
-        (walked ? "a chunk of " + std::to_string(walked) + " bytes" : std::string("no chunk")) +
-        ", looking the chunk up " +
-        (looked_up ? "finds one of " + std::to_string(looked_up) + " bytes"
-                   : "finds none" + (lookup_ok ? std::string() : " (" + hdf5_error_text() + ")")) +
-        "; the file is corrupt");
-  }
-  if (addr != HADDR_UNDEF && size > 0 && addr < kSmallestSuperblockBytes) {
-    // Both views agree, but on a pointer a damaged index holds (a zeroed page): the superblock
-    // is at address 0, so no chunk can start there, whatever H5Dread would make of it.
-    std::string coords;
-    for (size_t d = 0; d < origin.size(); ++d) coords += (d ? ", " : "") + std::to_string(origin[d]);
-    return hubfs::Corrupt("the chunk index is damaged at (" + coords + "): it places the chunk at address " +
-                          std::to_string(addr) + ", inside the file's superblock; the file is corrupt");
-  }
+  const bool found = addr != HADDR_UNDEF;
+  if (Status s = cross_check(dataset_, origin, found, addr, size); !s.ok()) return s;
   ChunkLocation loc;
   loc.allocated = addr != HADDR_UNDEF && size > 0;
   loc.offset = loc.allocated ? addr + base_address_ : 0;

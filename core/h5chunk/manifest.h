@@ -1,17 +1,24 @@
-// Where each chunk of one dataset lives in the file, learned from the HDF5 C library one chunk
-// at a time and remembered.
+// Where each chunk of one dataset lives in the file.
 //
-// Why one at a time: in HDF5 1.10.8 every chunk query (H5Dget_chunk_info_by_coord and friends)
-// walks the chunk index from the top, about 2 us near its start and up to 880 us near its end,
-// so listing a 16,384-chunk dataset takes seconds (quadratic). We ask only for the chunks a read
-// touches, and a file's content never changes while it is open read-only, so every answer is
-// kept for the next read of the same dataset.
+// First choice: on first use, read the dataset's whole chunk index from the file in one pass
+// (chunk_index.h), linear in the number of chunks. Each chunk a read then uses is cross-checked
+// once against libhdf5's lookup of its stored size (H5Dget_chunk_storage_size: a B-tree search
+// or an array index, not a walk), so a damaged index or a parser gap shows up as an error,
+// never as wrong bytes.
+//
+// Fallback, when the index cannot be read (a format corner we do not parse, a file driver other
+// than sec2, damage): ask libhdf5 one chunk at a time and remember each answer. In HDF5 1.10.8
+// every such query (H5Dget_chunk_info_by_coord and friends) walks the chunk index from the top,
+// about 2 us near its start and up to 880 us near its end, so listing a 16,384-chunk dataset
+// that way takes seconds (quadratic); the reader declines such reads (check_lookup_cost) and
+// H5Dread serves them.
 #pragma once
 
 #include <hdf5.h>
 
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -41,8 +48,17 @@ class ChunkManifest {
   // reader calls it from the caller's thread only).
   Result<ChunkLocation> locate(const uint64_t* grid);
 
-  // HDF5 chunk queries made so far (tests check that a read asks only for what it touches).
+  // HDF5 chunk queries made so far: per-chunk locations on the fallback, per-chunk cross-checks
+  // with the parsed index (tests check that a read asks only for what it touches).
   uint64_t queries() const;
+
+  // Reads the chunk index on first call; true when every chunk's location is now in memory
+  // (locating costs no walk). `index_type()` names the index, `index_status()` says why it could
+  // not be read: kUnsupported when locate() asks libhdf5 chunk by chunk instead, anything else
+  // when the index is damaged and locate() reports that for every chunk.
+  bool indexed();
+  std::string index_type() const;
+  Status index_status() const;
 
   // The chunk's position in C order over the chunk grid (roughly its place in HDF5's index),
   // and whether locate() would answer it from memory.
@@ -55,6 +71,19 @@ class ChunkManifest {
   uint64_t base_address_;
   // One HDF5 query for the chunk at `grid`, cross-checked; called with mu_ held.
   Result<ChunkLocation> query(const uint64_t* grid);
+  // Fills table_ from the file's chunk index; called with mu_ held, once (try_index).
+  Status read_index();
+  void try_index();
+  // The parsed entry for `key` checked against HDF5's lookup; called with mu_ held.
+  Result<ChunkLocation> verify(const uint64_t* grid, uint64_t key);
+
+  enum class IndexState { kUntried, kParsed, kFailed, kDamaged };
+  IndexState index_state_ = IndexState::kUntried;
+  std::vector<ChunkLocation> table_;  // parsed index, C order over the grid
+  std::vector<bool> verified_;        // table_ entries cross-checked with HDF5
+  std::vector<hsize_t> origin_;       // verify()'s scratch
+  std::string index_type_;
+  Status index_status_;
 
   mutable std::mutex mu_;  // guards memo_, damaged_ and queries_: readers may share a dataset
   std::unordered_map<uint64_t, ChunkLocation> memo_;

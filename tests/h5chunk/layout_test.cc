@@ -169,7 +169,9 @@ TEST(Layout, TwentyThousandChunksAskOnlyForTheChunksARead) {
     ASSERT_TRUE(all.ok()) << all.status().message();
     EXPECT_EQ(bytes_of(*all), data);
     // Even with no size threshold, the automatic route does not walk into the quadratic trap:
-    // locating 20,000 chunks one by one would cost seconds where H5Dread takes milliseconds.
+    // locating 20,000 chunks one by one through libhdf5 would cost seconds, but the chunk index
+    // is read from the file in one pass, so the whole read takes the fast path, asking libhdf5
+    // only for each chunk's cross-check (a lookup, not a walk).
     Options eager = quiet_options();
     eager.min_fast_path_bytes = 0;
     auto file2 = File::open(path, eager);
@@ -177,9 +179,8 @@ TEST(Layout, TwentyThousandChunksAskOnlyForTheChunksARead) {
     auto whole = dset2->read(":");
     ASSERT_TRUE(whole.ok()) << whole.status().message();
     EXPECT_EQ(bytes_of(*whole), data);
-    EXPECT_FALSE(whole->stats.fast_path);
-    EXPECT_THAT(whole->stats.fallback_cause, ::testing::HasSubstr("locating"));
-    EXPECT_EQ(dset2->manifest_queries(), 0u);
+    EXPECT_TRUE(whole->stats.fast_path) << whole->stats.fallback_cause;
+    EXPECT_EQ(dset2->manifest_queries(), 20000u);
     // A read of a few chunks near the start of the index is cheap to locate: fast path.
     auto few = dset2->read("0:8");
     ASSERT_TRUE(few.ok());
