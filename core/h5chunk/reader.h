@@ -109,6 +109,8 @@ inline constexpr double kLookupMicrosPerIndexPosition = 0.1;
 // plus a fixed cost per call (its small-read sweep: a whole 512 KiB chunk in 30-74 us).
 inline constexpr double kH5DreadBytesPerMicro = 1500.0;
 inline constexpr double kH5DreadMicros = 50.0;
+// Chunks smaller than this (uncompressed) are all decoded on the caller's thread: see read_chunks.
+inline constexpr uint64_t kMinChunkBytesToShare = 16 << 10;
 
 // Reads the selection with the worker pool. Errors name the source and the chunk.
 // With may_decline: kUnsupported (nothing read) when locating the chunks not yet remembered
