@@ -28,6 +28,11 @@ struct MountConfig {
   std::string log_file;                   // background mode: where logs go ("" = nowhere)
   std::string ca_bundle;                  // --ca-bundle; "" = $REQUESTS_CA_BUNDLE, ... (find_ca_bundle)
   bool debug = false;
+  // --shared-cache: memcached servers ("host:port") of the shared block tier; empty = none.
+  std::vector<std::string> shared_cache;
+  // --shared-cache-private: share blocks of private and gated repos too (anyone who can reach
+  // the servers can read them).
+  bool shared_cache_private = false;
 };
 
 // Runs the mount; returns the process exit code. Without foreground it returns once the mount
