@@ -232,13 +232,15 @@ std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<Sha
       continue;
     }
     std::vector<std::string> keys;
-    std::unordered_map<std::string, std::pair<size_t, size_t>> slot;  // piece key -> (item, piece)
+    // piece key -> every (item, piece) it answers (a key asked twice answers both)
+    std::unordered_map<std::string, std::vector<std::pair<size_t, size_t>>> slot;
     std::vector<std::vector<std::pair<std::string, size_t>>> layout(items.size());
     for (size_t i : which) {
       layout[i] = pieces(items[i].key, items[i].value_size);
       for (size_t p = 0; p < layout[i].size(); ++p) {
-        slot[layout[i][p].first] = {i, p};
-        keys.push_back(layout[i][p].first);
+        auto& users = slot[layout[i][p].first];
+        if (users.empty()) keys.push_back(layout[i][p].first);
+        users.emplace_back(i, p);
       }
     }
     std::vector<const char*> key_ptrs;
@@ -252,17 +254,19 @@ std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<Sha
     memcached_return_t rc = memcached_mget(m, key_ptrs.data(), key_lens.data(), keys.size());
     bool healthy = memcached_success(rc);
     if (healthy) {
-      memcached_result_st* result = memcached_result_create(m, nullptr);
-      while (result && memcached_fetch_result(m, result, &rc)) {
+      // Each answer in a result of its own, freed here (libmemcached frees a caller's reused
+      // result at the end of the answers itself, so that pattern frees it twice).
+      while (memcached_result_st* result = memcached_fetch_result(m, nullptr, &rc)) {
+        std::unique_ptr<memcached_result_st, void (*)(memcached_result_st*)> owned(result, memcached_result_free);
         std::string k(memcached_result_key_value(result), memcached_result_key_length(result));
         auto s = slot.find(k);
         if (s == slot.end()) continue;
-        auto [i, p] = s->second;
-        // A piece of another length is not ours (another version's layout): a miss.
-        if (memcached_result_length(result) == layout[i][p].second)
-          got[i][p] = std::string(memcached_result_value(result), memcached_result_length(result));
+        for (auto [i, p] : s->second) {
+          // A piece of another length is not ours (another version's layout): a miss.
+          if (memcached_result_length(result) == layout[i][p].second)
+            got[i][p] = std::string(memcached_result_value(result), memcached_result_length(result));
+        }
       }
-      if (result) memcached_result_free(result);
       // The loop ends with END (all answers read) or NOTFOUND; anything else is a failure of
       // the node (timeout, reset), not a miss.
       healthy = rc == MEMCACHED_END || rc == MEMCACHED_NOTFOUND || rc == MEMCACHED_SUCCESS;
