@@ -298,9 +298,19 @@ std::vector<uint64_t> BlockReader::load_from_shared(const RemoteFile& file, std:
       rest.push_back(misses[i]);
       continue;
     }
-    // Like a Hub fetch, minus the offer back to the tier: into memory, the hash and the disk.
-    auto buffer = std::make_shared<const std::string>(std::move(*found[i]));
-    complete(file, misses[i], BlockBytes{buffer, 0, buffer->size()}, /*store=*/true);
+    // Like a Hub fetch, minus the offer back to the tier: into memory and the hash now, to the
+    // local disk on a worker (this may be a reader's thread).
+    const BlockBytes bytes{found[i]->value, found[i]->offset, found[i]->length};
+    const uint64_t epoch = content_epoch(file);
+    complete(file, misses[i], bytes, /*store=*/false);
+    if (cache_) {
+      post([this, file, index = misses[i], bytes, epoch] {
+        if (content_epoch(file) != epoch) return;  // the file failed its hash: maybe a bad block
+        const std::string id = cache_id(file.content_id);
+        cache_->put(id, index, std::string_view(bytes.data(), bytes.size()));
+        if (content_epoch(file) != epoch) cache_->remove(id, index);
+      });
+    }
   }
   return rest;
 }

@@ -8,7 +8,7 @@ std::string SharedBlocks::key(const std::string& cache_id, uint64_t index) const
   return SharedBlockKey{cache_id, block_size_, index}.str();
 }
 
-std::vector<std::optional<std::string>> SharedBlocks::lookup(
+std::vector<std::optional<SharedHit>> SharedBlocks::lookup(
     const std::string& cache_id, const std::vector<std::pair<uint64_t, size_t>>& blocks) {
   std::vector<SharedGet> gets;
   gets.reserve(blocks.size());
@@ -18,7 +18,7 @@ std::vector<std::optional<std::string>> SharedBlocks::lookup(
     gets.push_back(SharedGet{std::move(k), size});
   }
   auto values = tier_.get(gets);
-  std::vector<std::optional<std::string>> out(blocks.size());
+  std::vector<std::optional<SharedHit>> out(blocks.size());
   uint64_t hits = 0, misses = 0, corrupt = 0, bytes = 0;
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (i >= values.size() || !values[i]) {
@@ -34,7 +34,9 @@ std::vector<std::optional<std::string>> SharedBlocks::lookup(
     }
     ++hits;
     bytes += block->size();
-    out[i] = std::string(*block);
+    const size_t offset = static_cast<size_t>(block->data() - values[i]->data());
+    const size_t length = block->size();
+    out[i] = SharedHit{std::make_shared<const std::string>(std::move(*values[i])), offset, length};
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.hits += hits;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,13 +25,20 @@ struct SharedBlocksStats {
   SharedTierStats tier;     // the engine's own counters
 };
 
+// A block found in the tier: a slice of the value that carried it (no copy).
+struct SharedHit {
+  std::shared_ptr<const std::string> value;
+  size_t offset = 0;
+  size_t length = 0;
+};
+
 class SharedBlocks {
  public:
   // tier must outlive this object.
   SharedBlocks(SharedTier& tier, uint32_t block_size);
 
   // For each (index, length) of content `cache_id`, the block if the tier holds a good one.
-  std::vector<std::optional<std::string>> lookup(const std::string& cache_id,
+  std::vector<std::optional<SharedHit>> lookup(const std::string& cache_id,
                                                  const std::vector<std::pair<uint64_t, size_t>>& blocks);
   // Queues the block for storing; returns at once.
   void offer(const std::string& cache_id, uint64_t index, std::string_view block);

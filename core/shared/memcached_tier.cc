@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <unordered_map>
 
 #include "common/log.h"
@@ -215,84 +216,94 @@ std::vector<std::pair<std::string, size_t>> MemcachedTier::pieces(const std::str
 
 std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<SharedGet>& items) {
   std::vector<std::optional<std::string>> out(items.size());
-  // Group by node: one multi-get per node for all the pieces it holds.
+  if (items.empty()) return out;
+  // Group by node: one multi-get per node for all the pieces it holds, the nodes asked in
+  // parallel (a read-ahead of 8 blocks spans every node; one at a time would add their times).
   std::unordered_map<Node*, std::vector<size_t>> by_node;
   for (size_t i = 0; i < items.size(); ++i) by_node[&node_for(items[i].key)].push_back(i);
-  for (auto& [node, which] : by_node) {
-    if (!node->breaker.allow()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.skipped += which.size();
-      continue;
-    }
-    memcached_st* m = node->take(options_.timeout);
-    if (!m) {
-      node->breaker.failure();
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.get_errors += which.size();
-      continue;
-    }
-    std::vector<std::string> keys;
-    // piece key -> every (item, piece) it answers (a key asked twice answers both)
-    std::unordered_map<std::string, std::vector<std::pair<size_t, size_t>>> slot;
-    std::vector<std::vector<std::pair<std::string, size_t>>> layout(items.size());
-    for (size_t i : which) {
-      layout[i] = pieces(items[i].key, items[i].value_size);
-      for (size_t p = 0; p < layout[i].size(); ++p) {
-        auto& users = slot[layout[i][p].first];
-        if (users.empty()) keys.push_back(layout[i][p].first);
-        users.emplace_back(i, p);
-      }
-    }
-    std::vector<const char*> key_ptrs;
-    std::vector<size_t> key_lens;
-    for (const auto& k : keys) {
-      key_ptrs.push_back(k.data());
-      key_lens.push_back(k.size());
-    }
-    std::vector<std::vector<std::optional<std::string>>> got(items.size());
-    for (size_t i : which) got[i].resize(layout[i].size());
-    memcached_return_t rc = memcached_mget(m, key_ptrs.data(), key_lens.data(), keys.size());
-    bool healthy = memcached_success(rc);
-    if (healthy) {
-      // Each answer in a result of its own, freed here (libmemcached frees a caller's reused
-      // result at the end of the answers itself, so that pattern frees it twice).
-      while (memcached_result_st* result = memcached_fetch_result(m, nullptr, &rc)) {
-        std::unique_ptr<memcached_result_st, void (*)(memcached_result_st*)> owned(result, memcached_result_free);
-        std::string k(memcached_result_key_value(result), memcached_result_key_length(result));
-        auto s = slot.find(k);
-        if (s == slot.end()) continue;
-        for (auto [i, p] : s->second) {
-          // A piece of another length is not ours (another version's layout): a miss.
-          if (memcached_result_length(result) == layout[i][p].second)
-            got[i][p] = std::string(memcached_result_value(result), memcached_result_length(result));
-        }
-      }
-      // The loop ends with END (all answers read) or NOTFOUND; anything else is a failure of
-      // the node (timeout, reset), not a miss.
-      healthy = rc == MEMCACHED_END || rc == MEMCACHED_NOTFOUND || rc == MEMCACHED_SUCCESS;
-    }
-    node->give_back(m, healthy);
-    if (!healthy) {
-      node->breaker.failure();
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.get_errors += which.size();
-      continue;
-    }
-    node->breaker.success();
-    for (size_t i : which) {
-      std::string value;
-      bool whole = true;
-      for (auto& piece : got[i]) {
-        if (!piece) {
-          whole = false;
-          break;
-        }
-        value += *piece;
-      }
-      if (whole && value.size() == items[i].value_size) out[i] = std::move(value);
+  std::vector<std::thread> helpers;
+  auto it = by_node.begin();
+  for (auto other = std::next(it); other != by_node.end(); ++other) {
+    Node* node = other->first;
+    const std::vector<size_t>* which = &other->second;
+    helpers.emplace_back([this, node, which, &items, &out] { get_from(*node, *which, items, out); });
+  }
+  if (it != by_node.end()) get_from(*it->first, it->second, items, out);  // one node on this thread
+  for (auto& t : helpers) t.join();
+  return out;
+}
+
+// Fills out[i] for each i in `which` (all owned by `node`; other threads fill other slots).
+void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
+                             std::vector<std::optional<std::string>>& out) {
+  if (!node.breaker.allow()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.skipped += which.size();
+    return;
+  }
+  memcached_st* m = node.take(options_.timeout);
+  if (!m) {
+    node.breaker.failure();
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.get_errors += which.size();
+    return;
+  }
+  // Each value is assembled in place: pieces are copied once, straight to their offset.
+  struct Piece {
+    size_t item, offset, length;
+  };
+  std::vector<std::string> keys;
+  std::unordered_map<std::string, std::vector<Piece>> slot;  // a key asked twice answers both
+  std::unordered_map<size_t, std::string> values;
+  std::unordered_map<size_t, size_t> missing;  // pieces not yet arrived, per item
+  for (size_t i : which) {
+    values[i].resize(items[i].value_size);
+    size_t offset = 0;
+    for (auto& [key, length] : pieces(items[i].key, items[i].value_size)) {
+      auto& users = slot[key];
+      if (users.empty()) keys.push_back(key);
+      users.push_back(Piece{i, offset, length});
+      offset += length;
+      ++missing[i];
     }
   }
-  return out;
+  std::vector<const char*> key_ptrs;
+  std::vector<size_t> key_lens;
+  for (const auto& k : keys) {
+    key_ptrs.push_back(k.data());
+    key_lens.push_back(k.size());
+  }
+  memcached_return_t rc = memcached_mget(m, key_ptrs.data(), key_lens.data(), keys.size());
+  bool healthy = memcached_success(rc);
+  if (healthy) {
+    // Each answer in a result of its own, freed here (libmemcached frees a caller's reused
+    // result at the end of the answers itself, so that pattern frees it twice).
+    while (memcached_result_st* result = memcached_fetch_result(m, nullptr, &rc)) {
+      std::unique_ptr<memcached_result_st, void (*)(memcached_result_st*)> owned(result, memcached_result_free);
+      auto s = slot.find(std::string(memcached_result_key_value(result), memcached_result_key_length(result)));
+      if (s == slot.end()) continue;
+      for (const Piece& p : s->second) {
+        // A piece of another length is not ours (another version's layout): a miss.
+        if (memcached_result_length(result) != p.length) continue;
+        std::memcpy(values[p.item].data() + p.offset, memcached_result_value(result), p.length);
+        --missing[p.item];
+      }
+      s->second.clear();  // a duplicate answer must not count twice
+    }
+    // The loop ends with END (all answers read) or NOTFOUND; anything else is a failure of the
+    // node (timeout, reset), not a miss.
+    healthy = rc == MEMCACHED_END || rc == MEMCACHED_NOTFOUND || rc == MEMCACHED_SUCCESS;
+  }
+  node.give_back(m, healthy);
+  if (!healthy) {
+    node.breaker.failure();
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.get_errors += which.size();
+    return;
+  }
+  node.breaker.success();
+  for (size_t i : which)
+    if (missing[i] == 0) out[i] = std::move(values[i]);
 }
 
 void MemcachedTier::put(std::string key, std::string value) {

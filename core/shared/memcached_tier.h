@@ -80,6 +80,8 @@ class MemcachedTier : public SharedTier {
   };
   explicit MemcachedTier(MemcachedTierOptions options);
   Node& node_for(const std::string& key);
+  void get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
+                std::vector<std::optional<std::string>>& out);
   // The item keys and lengths of a value of `size` bytes stored under `key`.
   std::vector<std::pair<std::string, size_t>> pieces(const std::string& key, size_t size) const;
   void writer_loop();
