@@ -15,7 +15,8 @@ checked against the file's CRC-32. "data requests" are the Hub's resolve + CDN r
 the read. Medians of --repeat.
 
 memcached runs on 127.0.0.1 (one process per node, -m sized to hold the file twice over);
-the Hub is paced at --latency-ms per request and --bandwidth-mbps per connection, as in
+"then warm" is the same mount reading the file again from its own disk cache (page cache
+dropped): the read path's ceiling on this machine. The Hub is paced at --latency-ms per request and --bandwidth-mbps per connection, as in
 bench/peer_bench.py. Everything started is stopped on the way out, also on an error or Ctrl-C.
 """
 
@@ -230,11 +231,18 @@ def main():
                     requests, sent = hub.data_requests()
                     st = m.status()
                     hits = st["shared_cache"]["hits"] if st.get("shared_cache") else 0
+                    # The same read again from this mount's own disk cache: the path's ceiling.
+                    drop_caches()
+                    t0 = time.monotonic()
+                    read_file(os.path.join(m.mnt, FILE))
+                    warm = time.monotonic() - t0
                 finally:
                     m.close()
-                results[name].append({"s": seconds, "requests": requests, "bytes": sent, "tier_hits": hits})
-                log("rep %d: %-6s cold %.3f s (%.0f MB/s), %d Hub data requests, %d MB from the Hub, %d tier hits" %
-                    (rep, name, seconds, size / seconds / 1e6, requests, sent // 10**6, hits))
+                results[name].append({"s": seconds, "requests": requests, "bytes": sent, "tier_hits": hits,
+                                      "warm": warm})
+                log("rep %d: %-6s cold %.3f s (%.0f MB/s), %d Hub data requests, %d MB from the Hub, %d tier hits;"
+                    " warm (local disk cache) %.3f s" %
+                    (rep, name, seconds, size / seconds / 1e6, requests, sent // 10**6, hits, warm))
     finally:
         for s in reversed(started):
             s.stop()
@@ -245,11 +253,12 @@ def main():
 
     hub_s, shared_s = med("hub", "s"), med("shared", "s")
     print()
-    print("| cold read of %d MiB | median s | MB/s | Hub data requests | MB from the Hub |" % args.mb)
-    print("|---|---|---|---|---|")
+    print("| cold read of %d MiB | median s | MB/s | Hub data requests | MB from the Hub | then warm s |" % args.mb)
+    print("|---|---|---|---|---|---|")
     for name, label in (("hub", "from the Hub"), ("shared", "from the shared tier (mount B)")):
-        print("| %s | %.3f | %.0f | %d | %d |" % (label, med(name, "s"), size / med(name, "s") / 1e6,
-                                               med(name, "requests"), med(name, "bytes") // 10**6))
+        print("| %s | %.3f | %.0f | %d | %d | %.3f |" % (label, med(name, "s"), size / med(name, "s") / 1e6,
+                                                      med(name, "requests"), med(name, "bytes") // 10**6,
+                                                      med(name, "warm")))
     print()
     print("ratio (Hub time / shared-tier time): %.2fx (target >= 3x); Hub requests saved per cold read: %d of %d" %
           (hub_s / shared_s, med("hub", "requests") - med("shared", "requests"), med("hub", "requests")))
