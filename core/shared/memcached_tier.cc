@@ -17,6 +17,10 @@ namespace {
 // prompt, and a short-lived mount still shares most of what it fetched.
 constexpr std::chrono::seconds kDrainTime{2};
 constexpr int kDefaultPort = 11211;
+// Writer threads. A store is a round trip per piece, and one writer fell behind a mount reading
+// from the Hub at ~100 MB/s on this 2-core machine (bench/shared_tier_bench.py: 1-10% of the
+// blocks dropped); four keep up.
+constexpr size_t kWriters = 4;
 
 // Rendezvous hashing: the node with the highest score for a key owns it. FNV-1a then a
 // splitmix64 finaliser: stable across machines and builds (std::hash is neither).
@@ -146,7 +150,16 @@ struct MemcachedTier::Node {
   }
   void give_back(memcached_st* m, bool healthy) {
     if (!healthy) {
+      // The node failed: its other idle connections are most likely dead too (it was killed or
+      // restarted). Dropping them all lets the breaker's next probe open a fresh one, instead
+      // of failing on a stale socket and doubling the wait.
       memcached_free(m);
+      std::vector<memcached_st*> stale;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        stale.swap(idle);
+      }
+      for (memcached_st* s : stale) memcached_free(s);
       return;
     }
     std::lock_guard<std::mutex> lock(mu);
@@ -157,7 +170,7 @@ struct MemcachedTier::Node {
 MemcachedTier::MemcachedTier(MemcachedTierOptions options) : options_(std::move(options)) {
   for (const auto& s : options_.servers) nodes_.push_back(std::make_unique<Node>(s, options_.breaker, options_.clock));
   stats_.nodes = nodes_.size();
-  writer_ = std::thread([this] { writer_loop(); });
+  for (size_t i = 0; i < kWriters; ++i) writers_.emplace_back([this, i] { writer_loop(i); });
 }
 
 Result<std::unique_ptr<MemcachedTier>> MemcachedTier::create(MemcachedTierOptions options) {
@@ -173,14 +186,14 @@ Result<std::unique_ptr<MemcachedTier>> MemcachedTier::create(MemcachedTierOption
 MemcachedTier::~MemcachedTier() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    idle_cv_.wait_for(lock, kDrainTime, [&] { return queue_.empty() && !writing_; });
+    idle_cv_.wait_for(lock, kDrainTime, [&] { return queue_.empty() && writing_ == 0; });
     stop_ = true;
     stats_.dropped += queue_.size();
     queue_.clear();
     queued_bytes_ = 0;
   }
   work_cv_.notify_all();
-  writer_.join();
+  for (auto& w : writers_) w.join();
 }
 
 std::string MemcachedTier::describe() const {
@@ -317,7 +330,7 @@ void MemcachedTier::put(std::string key, std::string value) {
     queue_.push_back(Op{false, std::move(key), std::move(value), 0});
     stats_.queued = queue_.size();
   }
-  work_cv_.notify_one();
+  work_cv_.notify_all();
 }
 
 void MemcachedTier::remove(std::string key, size_t value_size) {
@@ -329,24 +342,30 @@ void MemcachedTier::remove(std::string key, size_t value_size) {
     queue_.push_back(Op{true, std::move(key), std::string(), value_size});
     stats_.queued = queue_.size();
   }
-  work_cv_.notify_one();
+  work_cv_.notify_all();
 }
 
-void MemcachedTier::writer_loop() {
+void MemcachedTier::writer_loop(size_t shard) {
+  auto mine = [&](const Op& op) { return score("", op.key) % kWriters == shard; };
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    std::deque<Op>::iterator next;
+    work_cv_.wait(lock, [&] {
+      if (stop_) return true;
+      next = std::find_if(queue_.begin(), queue_.end(), mine);  // a few dozen stores (bounded by bytes)
+      return next != queue_.end();
+    });
     if (stop_) return;
-    Op op = std::move(queue_.front());
-    queue_.pop_front();
+    Op op = std::move(*next);
+    queue_.erase(next);
     queued_bytes_ -= op.value.size();
     stats_.queued = queue_.size();
-    writing_ = true;
+    ++writing_;
     lock.unlock();
     run(op);
     lock.lock();
-    writing_ = false;
-    if (queue_.empty()) idle_cv_.notify_all();
+    --writing_;
+    if (queue_.empty() && writing_ == 0) idle_cv_.notify_all();
   }
 }
 
@@ -408,7 +427,7 @@ void MemcachedTier::run(const Op& op) {
 
 void MemcachedTier::wait_idle() {
   std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [&] { return (queue_.empty() && !writing_) || stop_; });
+  idle_cv_.wait(lock, [&] { return (queue_.empty() && writing_ == 0) || stop_; });
 }
 
 SharedTierStats MemcachedTier::stats() const {

@@ -15,8 +15,9 @@
 //
 // Each node has its own circuit breaker and its own pool of connections (a memcached_st is not
 // thread-safe: a caller takes one from the pool and gives it back; one that failed is closed,
-// not reused). Stores and deletes run on one writer thread from a bounded queue that drops
-// rather than blocks.
+// not reused). Stores and deletes run on a few writer threads from one bounded queue that drops
+// rather than blocks; a key always goes to the same writer, so a delete never overtakes a store
+// of the same key.
 #pragma once
 
 #include <condition_variable>
@@ -84,7 +85,7 @@ class MemcachedTier : public SharedTier {
                 std::vector<std::optional<std::string>>& out);
   // The item keys and lengths of a value of `size` bytes stored under `key`.
   std::vector<std::pair<std::string, size_t>> pieces(const std::string& key, size_t size) const;
-  void writer_loop();
+  void writer_loop(size_t shard);
   void run(const Op& op);
 
   const MemcachedTierOptions options_;
@@ -94,11 +95,11 @@ class MemcachedTier : public SharedTier {
   std::condition_variable work_cv_, idle_cv_;
   std::deque<Op> queue_;
   size_t queued_bytes_ = 0;
-  bool writing_ = false;
+  int writing_ = 0;  // ops being run by writers now
   bool stop_ = false;
   SharedTierStats stats_;
   bool warned_too_big_ = false;
-  std::thread writer_;  // last: starts once everything above exists
+  std::vector<std::thread> writers_;  // last: they start once everything above exists
 };
 
 }  // namespace hubfs

@@ -78,14 +78,16 @@ TEST(MemcachedTier, StoresBlockSizedValuesAsPiecesAcrossNodesAndReadsThemBack) {
   EXPECT_FALSE(got[14]);
   EXPECT_EQ(t.stats().get_errors, 0u);
 
-  // Spread: every node holds some of the 12 (each key's pieces all on its node).
+  // Spread: every node holds some of 60 keys (the chance that one holds none is 3 * (2/3)^60).
+  for (int i = 0; i < 60; ++i) t.put("s" + std::to_string(i), "v");
+  t.wait_idle();
   std::set<int> holding;
   for (auto* n : {n1.get(), n2.get(), n3.get()}) {
     MemcachedTierOptions one;
     one.servers = {n->address()};
     auto single = MemcachedTier::create(one);
-    for (int i = 0; i < 12; ++i)
-      if (get_one(**single, "k" + std::to_string(i), big)) holding.insert(n->port());
+    for (int i = 0; i < 60; ++i)
+      if (get_one(**single, "s" + std::to_string(i), 1)) holding.insert(n->port());
   }
   EXPECT_EQ(holding.size(), 3u);
 
@@ -136,9 +138,12 @@ TEST(MemcachedTier, ADeadNodeCostsMissesItsBreakerOpensAndItIsUsedAgainOnceBack)
 
   // Back (empty) on the same port: after the breaker's wait, its keys are stored and served again.
   n2->restart();
-  std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  (void)t.get(gets);  // the probe
-  EXPECT_EQ(t.stats().nodes_down, 0u);
+  // Probes until the breaker closes (bounded: its wait doubles per failed probe, from 200 ms).
+  for (int i = 0; i < 200 && t.stats().nodes_down != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    (void)t.get(gets);
+  }
+  ASSERT_EQ(t.stats().nodes_down, 0u) << "the restarted node was never used again";
   for (int i = 0; i < 20; ++i) t.put("k" + std::to_string(i), value_of(1000, i));
   t.wait_idle();
   auto after = t.get(gets);
