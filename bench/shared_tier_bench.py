@@ -215,7 +215,8 @@ def main():
                 sc = a.wait_stored()
             finally:
                 a.close()
-            log("rep %d: mount A stored %d blocks (%d MB) in the tier" % (rep, sc["stored"], sc["bytes_written"] // 10**6))
+            log("rep %d: mount A stored %d blocks (%d MB) in the tier (dropped %d, errors %d, skipped %d)" %
+                (rep, sc["stored"], sc["bytes_written"] // 10**6, sc["dropped"], sc["errors"], sc["skipped"]))
             for name in ("hub", "shared"):
                 m = Mount(hub, os.path.join(run, "mnt-" + name), os.path.join(run, "cache-" + name),
                           os.path.join(run, name + ".log"), servers if name == "shared" else None)
@@ -230,7 +231,11 @@ def main():
                         raise RuntimeError("%s read wrong bytes" % name)
                     requests, sent = hub.data_requests()
                     st = m.status()
-                    hits = st["shared_cache"]["hits"] if st.get("shared_cache") else 0
+                    sc = st.get("shared_cache") or {}
+                    hits = sc.get("hits", 0)
+                    if sc:
+                        log("rep %d: mount B tier misses %d, errors %d, skipped %d" %
+                            (rep, sc["misses"], sc["errors"], sc["skipped"]))
                     # The same read again from this mount's own disk cache: the path's ceiling.
                     drop_caches()
                     t0 = time.monotonic()
