@@ -101,6 +101,12 @@ Result<std::vector<std::string>> parse_shared_cache_servers(const std::string& t
   return out;
 }
 
+// The wait for each answer on this connection, set before every call (lookups and stores
+// share a pool but not a timeout).
+static void set_poll_timeout(memcached_st* m, std::chrono::milliseconds t) {
+  memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, static_cast<uint64_t>(t.count()));
+}
+
 // One memcached server: its breaker and a pool of connections to it alone (so a dead node
 // never stalls a lookup on another).
 struct MemcachedTier::Node {
@@ -261,6 +267,7 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
     stats_.get_errors += which.size();
     return;
   }
+  set_poll_timeout(m, options_.timeout);
   // Each value is assembled in place: pieces are copied once, straight to their offset.
   struct Piece {
     size_t item, offset, length;
@@ -381,6 +388,7 @@ void MemcachedTier::run(const Op& op) {
     node.breaker.failure();
     return count(&SharedTierStats::put_errors);
   }
+  set_poll_timeout(m, options_.store_timeout);
   const size_t size = op.is_delete ? op.value_size : op.value.size();
   size_t pos = 0;
   memcached_return_t rc = MEMCACHED_SUCCESS;
