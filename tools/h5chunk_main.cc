@@ -1,7 +1,7 @@
 // h5chunk: read HDF5 datasets through the chunk-parallel reader, describe files, and compare
 // the reader with H5Dread.
 //
-//   h5chunk read FILE DATASET [SELECTION] [-o OUT] [--threads N]
+//   h5chunk read FILE DATASET [SELECTION] [-o OUT] [--threads N] [--route auto|fast|h5dread]
 //   h5chunk info FILE [DATASET] [--json]
 //   h5chunk bench FILE DATASET [SELECTION] [--threads N] [--repeat R]
 #include <unistd.h>
@@ -51,14 +51,14 @@ uint64_t touched_chunks(const h5chunk::DatasetInfo& info, const h5chunk::Normali
   for (size_t d = 0; d < sel.axes.size(); ++d) {
     const auto& ax = sel.axes[d];
     const uint64_t c = info.chunk[d];
-    std::set<uint64_t> grid;
-    if (ax.kind == h5chunk::AxisSelection::Kind::kList) {
-      for (int64_t i : ax.indices) grid.insert(uint64_t(i) / c);
+    if (ax.count == 0) return 0;
+    if (ax.kind == h5chunk::AxisSelection::Kind::kList || (ax.step != 1 && ax.step != -1)) {
+      std::set<uint64_t> grid;
+      for (int64_t k = 0; k < ax.count; ++k) grid.insert(uint64_t(ax.index(k)) / c);
       total *= grid.size();
-    } else if (ax.count > 0) {
-      total *= (uint64_t(ax.start) + uint64_t(ax.count - 1) * ax.step) / c - uint64_t(ax.start) / c + 1;
-    } else {
-      return 0;
+    } else {  // a contiguous run of indices, either way round
+      const uint64_t first = uint64_t(ax.index(0)), last = uint64_t(ax.index(ax.count - 1));
+      total *= std::max(first, last) / c - std::min(first, last) / c + 1;
     }
   }
   return total;
@@ -117,8 +117,16 @@ hubfs::Result<Opened> open_selection(const std::string& path, const std::string&
   return Opened{std::move(*file), std::move(*dset), std::move(*sel), std::move(*norm)};
 }
 
+// --route: "fast" is the fast path whatever the read's size, or an error naming why it cannot
+// (Route::kFastOnly, not the library's kFastPath, which quietly falls back).
+h5chunk::Route parse_route(const std::string& route) {
+  if (route == "fast") return h5chunk::Route::kFastOnly;
+  if (route == "h5dread") return h5chunk::Route::kH5Dread;
+  return h5chunk::Route::kAuto;  // CLI11 admits only the three names
+}
+
 int cmd_read(const std::string& path, const std::string& name, const std::string& selection,
-             const std::string& out_path, unsigned threads) {
+             const std::string& out_path, unsigned threads, const std::string& route) {
   auto opened = open_selection(path, name, selection, threads);
   if (!opened.ok()) return fail(opened.status().message());
   const auto& info = opened->dataset.info();
@@ -127,6 +135,7 @@ int cmd_read(const std::string& path, const std::string& name, const std::string
 
   std::unique_ptr<ProgressBar> bar;
   h5chunk::ReadOptions ro;
+  ro.route = parse_route(route);
   if (isatty(STDERR_FILENO) && bytes >= kProgressBarBytes) {
     bar = std::make_unique<ProgressBar>(touched_chunks(info, opened->normalized));
     ro.progress = [&bar](uint64_t b) { bar->tick(b); };
@@ -274,7 +283,7 @@ int cmd_bench(const std::string& path, const std::string& name, const std::strin
 int main(int argc, char** argv) {
   CLI::App app{"h5chunk: fast parallel reads of chunked HDF5 datasets"};
   app.require_subcommand(1);
-  std::string file, dataset, selection, out;
+  std::string file, dataset, selection, out, route = "auto";
   unsigned threads = 0;
   int repeat = 5;
   bool as_json = false;
@@ -282,9 +291,15 @@ int main(int argc, char** argv) {
   auto* read = app.add_subcommand("read", "Read a selection; print one JSON line about it");
   read->add_option("FILE", file, "HDF5 file (local or on a mount)")->required();
   read->add_option("DATASET", dataset, "dataset path, e.g. /data/raw_data")->required();
-  read->add_option("SELECTION", selection, "numpy syntax: '0:4' '3' '-1' '...,5:9' '[0,2,5]' (default: all)");
+  read->add_option("SELECTION", selection,
+                   "numpy syntax, orthogonal per axis as in h5py: '0:4' '3' '-1' '...,5:9' '::-2' "
+                   "'[0,2,5]' '[3,1],:,[2,0,2]' (default: all)");
   read->add_option("-o,--output", out, "write the elements as raw C-order bytes in the native dtype");
   read->add_option("--threads", threads, "worker threads (default min(16, cores))")->check(CLI::Range(1u, 256u));
+  read->add_option("--route", route,
+                   "auto: the fast path for reads of 1 MiB and more (default); fast: the fast path "
+                   "whatever the size, or an error saying why it cannot; h5dread: HDF5's reader")
+      ->check(CLI::IsMember({"auto", "fast", "h5dread"}));
 
   auto* info = app.add_subcommand("info", "Datasets, shapes, dtypes, chunking, filters, fast path");
   info->add_option("FILE", file)->required();
@@ -302,7 +317,7 @@ int main(int argc, char** argv) {
   // positional for read and bench.
   app.allow_extras(false);
   CLI11_PARSE(app, argc, argv);
-  if (*read) return cmd_read(file, dataset, selection, out, threads);
+  if (*read) return cmd_read(file, dataset, selection, out, threads, route);
   if (*info) return cmd_info(file, dataset, as_json);
   if (*bench) return cmd_bench(file, dataset, selection, threads, repeat);
   return 1;

@@ -3,6 +3,7 @@
 
 #include <malloc.h>
 
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <optional>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "cache/cache_admin.h"
+#include "common/log.h"
 #include "hub/hub_client.h"
 #include "mount.h"
 #include "mountpoint.h"
@@ -210,6 +212,10 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 128 << 20);
   mallopt(M_ARENA_MAX, 4);
+  if (!hubfs::set_log_level_from_env()) {
+    std::fprintf(stderr, "hubfs: HUBFS_LOG_LEVEL must be debug, info, warning or error\n");
+    return 2;
+  }
 
   if (argc >= 3 && argv[1][0] != '-' && !is_subcommand(argv[1])) return helper_mount(argc, argv);
 

@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 
@@ -23,17 +25,34 @@ const char* name(LogLevel l) {
 }  // namespace
 
 void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
+bool log_enabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed); }
+
+bool set_log_level_from_env() {
+  const char* v = std::getenv("HUBFS_LOG_LEVEL");
+  if (!v || !*v) return true;
+  for (LogLevel l : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning, LogLevel::kError}) {
+    if (std::strcmp(v, name(l)) == 0) {
+      set_log_level(l);
+      return true;
+    }
+  }
+  return false;
+}
 void set_log_file(std::FILE* file) { g_file = file; }
 
 void log_line(LogLevel level, const std::string& message) {
   if (static_cast<int>(level) < g_level.load()) return;
   std::FILE* out = g_file.load();
   if (!out) out = stderr;
-  auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  // Milliseconds: the debug lines of one read are tens of milliseconds apart.
+  const auto now = std::chrono::system_clock::now();
+  const auto t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
-  gmtime_r(&now, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  gmtime_r(&t, &tm);
+  char stamp[48];
+  const size_t n = std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(stamp + n, sizeof stamp - n, ".%03dZ", static_cast<int>(ms));
   std::lock_guard<std::mutex> lock(g_mu);
   std::fprintf(out, "%s hubfs %s: %s\n", stamp, name(level), message.c_str());
   std::fflush(out);

@@ -10,6 +10,11 @@ namespace hubfs {
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
 
 void set_log_level(LogLevel level);
+// HUBFS_LOG_LEVEL=debug|info|warning|error, if set and valid (else the level stays); false when
+// set to anything else.
+bool set_log_level_from_env();
+// Whether a line at `level` would be written: check before building an expensive debug line.
+bool log_enabled(LogLevel level);
 void set_log_file(std::FILE* file);  // not owned; default stderr
 void log_line(LogLevel level, const std::string& message);
 

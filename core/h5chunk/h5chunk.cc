@@ -569,17 +569,18 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
     return stats;
   }
 
+  // Every selection maps to chunks (selection.h); only the dataset itself, or a small read on
+  // the automatic route, sends a read to H5Dread.
   std::string cause;
   if (options.route == Route::kH5Dread) {
     cause = "H5Dread requested";
   } else if (!info.fast_path_blocker.empty()) {
+    if (options.route == Route::kFastOnly) {
+      return Unsupported(source + ": the fast path cannot read it: the dataset " +
+                         info.fast_path_blocker + ". " + info.fix);
+    }
     cause = info.fast_path_blocker;
     file_->note(info, cause, info.fix);
-  } else if (!norm->fast_path_blocker.empty()) {
-    cause = "is read with " + norm->fast_path_blocker + ", which h5chunk cannot map to chunks";
-    file_->note(info, cause,
-                "Fix: use a contiguous slice or a single increasing index list to read it in "
-                "parallel.");
   } else if (options.route == Route::kAuto && bytes < file_->options.min_fast_path_bytes &&
              !state_->h5dread_lacks_filter) {
     cause = "small read (" + std::to_string(bytes) + " bytes, below " +

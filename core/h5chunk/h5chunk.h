@@ -58,6 +58,7 @@ enum class Route {
   kAuto,      // fast path when possible and the read is large enough
   kFastPath,  // fast path whenever possible, whatever the size (tests, benchmarks)
   kH5Dread,   // always H5Dread (the reference)
+  kFastOnly,  // fast path whatever the size, else kUnsupported naming why not and the fix
 };
 
 struct ReadOptions {

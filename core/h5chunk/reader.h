@@ -49,6 +49,7 @@ class Buffer {
 struct WorkerState {
   ~WorkerState();
   int fd = -1;
+  bool uncached = false;  // fd reads with O_DIRECT (set on a hubfs mount, once hinted)
   Buffer compressed;  // the chunk's stored bytes
   Buffer chunk;       // a decoded chunk that is not a contiguous region of the output
   DecodeScratch decode;
@@ -85,7 +86,7 @@ struct FastRead {
   const ChunkedLayout* layout = nullptr;
   ChunkManifest* manifest = nullptr;
   WorkerStatePool* workers = nullptr;
-  const NormalizedSelection* selection = nullptr;  // no blocker: unit steps, one sorted list
+  const NormalizedSelection* selection = nullptr;  // any: steps of either sign, lists in any order
   uint8_t* out = nullptr;                          // selection->num_elements * elem_size bytes
   unsigned threads = 1;
   uint64_t max_bytes_in_flight = kDefaultMaxBytesInFlight;

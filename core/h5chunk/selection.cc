@@ -207,27 +207,70 @@ std::string to_string(const Selection& selection) {
   return out.empty() ? std::string(":") : out;
 }
 
+bool AxisSelection::increasing() const {
+  switch (kind) {
+    case Kind::kInt: return true;
+    case Kind::kRange: return step > 0 || count <= 1;
+    case Kind::kList:
+      return std::adjacent_find(indices.begin(), indices.end(),
+                                [](int64_t a, int64_t b) { return a >= b; }) == indices.end();
+  }
+  return false;
+}
+
+namespace {
+
+// Python's slice.indices(size) and len(range(...)): the first index and how many, for any
+// non-zero step. `size` <= 2^63 - 1 (checked by the caller), so no bound below overflows.
+void resolve_slice(const Index& ix, int64_t size, int64_t step, AxisSelection* ax) {
+  int64_t start, stop;
+  if (step > 0) {
+    // Clamp into [0, size].
+    auto clamp = [size](std::optional<int64_t> v, int64_t dflt) {
+      if (!v) return dflt;
+      int64_t x = *v < 0 ? *v + size : *v;
+      return std::clamp<int64_t>(x, 0, size);
+    };
+    start = clamp(ix.start, 0);
+    stop = clamp(ix.stop, size);
+  } else {
+    // Clamp into [-1, size - 1]; -1 is "before the first element", not "the last" (a
+    // default stop, or an explicit one so negative that it lands before 0).
+    auto clamp = [size](std::optional<int64_t> v, int64_t dflt) {
+      if (!v) return dflt;
+      int64_t x = *v < 0 ? *v + size : *v;
+      return std::clamp<int64_t>(x, -1, size - 1);
+    };
+    start = clamp(ix.start, size - 1);
+    stop = clamp(ix.stop, -1);
+  }
+  // The step's magnitude as unsigned: -INT64_MIN does not fit an int64. Not
+  // (span + step - 1) / step: that overflows for a step near 2^63.
+  const uint64_t magnitude = step > 0 ? uint64_t(step) : uint64_t(-(step + 1)) + 1;
+  const int64_t span = step > 0 ? stop - start : start - stop;
+  ax->kind = AxisSelection::Kind::kRange;
+  ax->start = start;
+  ax->step = step;
+  ax->count = span > 0 ? int64_t((uint64_t(span) - 1) / magnitude + 1) : 0;
+}
+
+}  // namespace
+
 Result<NormalizedSelection> normalize(const Selection& selection,
                                       const std::vector<uint64_t>& shape) {
   const size_t rank = shape.size();
-  size_t ellipses = 0, explicit_axes = 0, lists = 0;
+  size_t ellipses = 0, explicit_axes = 0;
   for (const Index& ix : selection.items) {
     if (ix.kind == Index::Kind::kEllipsis) {
       ++ellipses;
     } else {
       ++explicit_axes;
     }
-    if (ix.kind == Index::Kind::kList || ix.kind == Index::Kind::kBoolMask) ++lists;
   }
   if (ellipses > 1) return InvalidArgument("an index can only have a single ellipsis ('...')");
   if (explicit_axes > rank) {
     return InvalidArgument("too many indices for a dataset of rank " + std::to_string(rank) +
                            ": " + std::to_string(explicit_axes) + " given");
-  }
-  if (lists > 1) {
-    // h5py's rule and message (HDF5 has no way to pair two index vectors).
-    return InvalidArgument(
-        "Only one indexing vector or array is currently allowed for fancy indexing");
   }
 
   // Expand the ellipsis (or pad at the end) with full slices.
@@ -268,26 +311,9 @@ Result<NormalizedSelection> normalize(const Selection& selection,
         break;
       }
       case Index::Kind::kSlice: {
-        int64_t step = ix.step.value_or(1);
+        const int64_t step = ix.step.value_or(1);
         if (step == 0) return InvalidArgument("slice step cannot be zero");
-        if (step < 0) {
-          return InvalidArgument("Step must be >= 1 (got " + std::to_string(step) + ")");
-        }
-        // Python's slice.indices() for a positive step: clamp into [0, size].
-        auto clamp = [size](std::optional<int64_t> v, int64_t dflt) {
-          if (!v) return dflt;
-          int64_t x = *v < 0 ? *v + size : *v;
-          return std::clamp<int64_t>(x, 0, size);
-        };
-        int64_t start = clamp(ix.start, 0), stop = clamp(ix.stop, size);
-        ax.kind = AxisSelection::Kind::kRange;
-        ax.start = start;
-        ax.step = step;
-        // Not (stop - start + step - 1) / step: that overflows for a step near 2^63.
-        ax.count = stop > start ? (stop - start - 1) / step + 1 : 0;
-        if (step != 1 && out.fast_path_blocker.empty()) {
-          out.fast_path_blocker = "a strided slice";
-        }
+        resolve_slice(ix, size, step, &ax);
         break;
       }
       case Index::Kind::kBoolMask: {
@@ -302,11 +328,11 @@ Result<NormalizedSelection> normalize(const Selection& selection,
           if (ix.mask[k]) ax.indices.push_back(k);
         }
         ax.count = static_cast<int64_t>(ax.indices.size());
-        if (out.fast_path_blocker.empty()) out.fast_path_blocker = "a boolean mask";
         break;
       }
       case Index::Kind::kList: {
         ax.kind = AxisSelection::Kind::kList;
+        ax.indices.reserve(ix.list.size());
         for (int64_t v : ix.list) {
           int64_t x = v < 0 ? v + size : v;
           if (x < 0 || x >= size) {
@@ -316,12 +342,6 @@ Result<NormalizedSelection> normalize(const Selection& selection,
           ax.indices.push_back(x);
         }
         ax.count = static_cast<int64_t>(ax.indices.size());
-        bool increasing = std::adjacent_find(ax.indices.begin(), ax.indices.end(),
-                                             [](int64_t a, int64_t b) { return a >= b; }) ==
-                          ax.indices.end();
-        if (!increasing && out.fast_path_blocker.empty()) {
-          out.fast_path_blocker = "an unsorted or repeated index list";
-        }
         break;
       }
       case Index::Kind::kEllipsis: break;  // expanded above

@@ -1,7 +1,12 @@
 // Numpy-style selections: parsed from text ("0:4", "...,5:9", "[0,2,5]") or built in code, then
 // normalised against a dataset's shape into per-axis index sets. Normalisation is where numpy's
-// and h5py's rules live (negative indices count from the end, slices clamp, at most one index
-// list), so the fast path and the H5Dread fallback share one answer for shape and errors.
+// and h5py's rules live (negative indices count from the end, slices clamp), so the fast path
+// and the H5Dread fallback share one answer for shape and errors.
+//
+// Indexing is orthogonal, as h5py's: each index applies to its own axis and an integer drops
+// its axis. h5py's restrictions are lifted with the same per-axis meaning: negative steps,
+// unsorted and repeated index lists, and lists on several axes ("[3,1],[2,0,2]" is numpy's
+// a[[3,1]][:, [2,0,2]], i.e. a[np.ix_([3,1],[2,0,2])], not numpy's paired fancy indexing).
 #pragma once
 
 #include <cstdint>
@@ -50,29 +55,32 @@ std::string to_string(const Selection& selection);
 struct AxisSelection {
   enum class Kind { kInt, kRange, kList };
   Kind kind = Kind::kRange;
-  int64_t start = 0;              // kInt: the index; kRange: first index
+  int64_t start = 0;              // kInt: the index; kRange: first index (the largest if step < 0)
   int64_t count = 0;              // number of indices selected on this axis
-  int64_t step = 1;               // kRange only
-  std::vector<int64_t> indices;   // kList, non-negative, in the caller's order
+  int64_t step = 1;               // kRange only; never 0, negative for a reversed slice
+  std::vector<int64_t> indices;   // kList, non-negative, in the caller's order (repeats allowed)
   bool from_mask = false;         // kList that came from a boolean mask
 
   // Whether the axis survives into the output (an integer index drops it, as in numpy).
   bool kept() const { return kind != Kind::kInt; }
+  // The k-th selected index (0 <= k < count), in output order.
+  int64_t index(int64_t k) const { return kind == Kind::kList ? indices[k] : start + k * step; }
+  // Whether the indices strictly increase (a hyperslab can express the axis in output order).
+  bool increasing() const;
 };
 
 struct NormalizedSelection {
   std::vector<AxisSelection> axes;   // one per dataset axis
   std::vector<uint64_t> out_shape;   // kept axes only
   uint64_t num_elements = 0;
-  // Empty when the chunk-parallel path can serve this selection, else why not (for the note).
-  std::string fast_path_blocker;
 };
 
 // Resolves `selection` against `shape`. Errors (kInvalidArgument) follow h5py's: index out of
-// range, too many indices, more than one ellipsis, zero or negative step, a boolean mask of the
-// wrong length, and more than one index list (h5py allows one "indexing vector"); and, as
-// numpy's "array is too big", an axis longer than 2^63 - 1 or a selection of more than
-// 2^64 - 1 elements (only a corrupt dataspace declares such shapes).
+// range ("Index (8) out of range for (0-7) on axis 0", numpy's IndexError), too many indices,
+// more than one ellipsis, a zero step, a boolean mask of the wrong length; and, as numpy's
+// "array is too big", an axis longer than 2^63 - 1 or a selection of more than 2^64 - 1
+// elements (only a corrupt dataspace declares such shapes). Negative steps, unsorted or
+// repeated lists and lists on several axes are accepted (see the top of this file).
 Result<NormalizedSelection> normalize(const Selection& selection,
                                       const std::vector<uint64_t>& shape);
 

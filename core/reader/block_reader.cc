@@ -16,11 +16,31 @@ struct BlockReader::Block {
   BlockBytes data;
 };
 
-// One file being hashed in order: blocks below next_block are in the hash.
+// One file being hashed in order: blocks below next_block are in the hash. One thread hashes at a
+// time (holding mu); a block arriving meanwhile raises `pending` instead of waiting, and the
+// hashing thread looks again before it stops.
 struct BlockReader::Verification {
   std::mutex mu;
+  std::atomic<bool> pending{false};
   std::unique_ptr<ContentVerifier> verifier;
   uint64_t next_block = 0;
+  Status verdict;  // the outcome once the hash is finished (verifier reset)
+
+  // Which blocks have arrived since the hash began (or sat in memory then): the arrival that
+  // leaves none missing is the one whose waiters get the verdict.
+  std::mutex arrival_mu;
+  std::vector<bool> arrived;
+  uint64_t missing = 0;
+
+  // Records block `index`; true when no block is missing any more (this one may finish the hash).
+  bool mark_arrived(uint64_t index) {
+    std::lock_guard<std::mutex> lock(arrival_mu);
+    if (index < arrived.size() && !arrived[index]) {
+      arrived[index] = true;
+      --missing;
+    }
+    return missing == 0;
+  }
 };
 
 BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options, SharedBlocks* shared)
@@ -95,6 +115,12 @@ std::optional<BlockBytes> BlockReader::recall(const std::string& k) {
 // remembered.
 constexpr std::chrono::seconds kHintQuietTime{30};
 constexpr size_t kMaxHintedFiles = 4096;
+// A sequential run's read-ahead window may reach this many times the bytes it has read. At 1x,
+// the window (and so the requests in flight) grew only as fast as the reader consumed: a 300 MB
+// stream at 50 ms / 400 Mbit/s per connection spent its first ~120 MB below full concurrency.
+// At 4x it reaches the 128-block cap after 32 MiB, and a stream that stops wastes at most 4x
+// what it read (never more than the 128-block window).
+constexpr uint64_t kReadAheadPerRunByte = 4;
 
 static std::string memory_key(const std::string& cache_id, uint64_t index) {
   return cache_id + "#" + std::to_string(index);
@@ -108,54 +134,88 @@ std::optional<BlockBytes> BlockReader::peek(const std::string& k) const {
 }
 
 // Feeds the file's hash with every block from its next one on that sits in memory. Blocks are
-// put in memory before this runs, so of two blocks completing at once the later caller finds
+// put in memory before this runs, so of two blocks completing at once one of the callers finds
 // both. A block read out of order waits in memory for its predecessors; one evicted before
 // its turn stalls the hash (the file simply goes unverified).
-Status BlockReader::verify_in_order(const RemoteFile& file) {
-  if (!options_.verify_whole_files) return Status::Ok();
+//
+// wait=false (a block arrived, others are still missing): when another thread is hashing the
+// file, the new block is left to it and this returns at once, so a completing response never
+// queues behind the hash of a whole file. wait=true (the arrival that leaves no block missing,
+// or a read of the file's last block): waits for the hashing thread, hashes what remains, and
+// returns the file's verdict when the hash is finished.
+std::shared_ptr<BlockReader::Verification> BlockReader::verification_for(const RemoteFile& file) {
+  if (!options_.verify_whole_files) return nullptr;
   const std::string id = cache_id(file.content_id);
   const uint64_t nblocks = (file.size + options_.block_size - 1) / options_.block_size;
-  std::shared_ptr<Verification> v;
+  std::lock_guard<std::mutex> lock(verify_mu_);
+  if (auto it = verifying_.find(id); it != verifying_.end()) return it->second;
+  auto v = std::make_shared<Verification>();
   {
-    std::lock_guard<std::mutex> lock(verify_mu_);
-    auto it = verifying_.find(id);
-    if (it == verifying_.end()) {
-      {
-        std::lock_guard<std::mutex> mem(mu_);
-        if (!peek(memory_key(id, 0))) return Status::Ok();  // starts only with the first block
-      }
-      auto verifier = ContentVerifier::for_content(file.content_id, file.size);
-      if (!verifier) return Status::Ok();
-      v = std::make_shared<Verification>();
-      v->verifier = std::move(verifier);
-      verifying_.emplace(id, v);
-      verify_order_.push_back(id);
-      while (verifying_.size() > std::max<size_t>(1, options_.max_verifying_files)) {
-        verifying_.erase(verify_order_.front());
-        verify_order_.pop_front();
-      }
-    } else {
-      v = it->second;
-    }
+    std::lock_guard<std::mutex> mem(mu_);
+    if (!peek(memory_key(id, 0))) return nullptr;  // starts only with the first block
+    // Blocks that came before the first one count as arrived while they are still in memory
+    // (one pass over the file's blocks, once per hash).
+    v->arrived.assign(nblocks, false);
+    for (uint64_t b = 0; b < nblocks; ++b) v->arrived[b] = peek(memory_key(id, b)).has_value();
+    v->missing = static_cast<uint64_t>(std::count(v->arrived.begin(), v->arrived.end(), false));
   }
-  std::lock_guard<std::mutex> lock(v->mu);
-  while (v->next_block < nblocks) {
-    std::optional<BlockBytes> next;
-    {
-      std::lock_guard<std::mutex> mem(mu_);
-      next = peek(memory_key(id, v->next_block));
-    }
-    if (!next) return Status::Ok();
-    v->verifier->update(std::string_view(next->data(), next->size()));
-    ++v->next_block;
+  v->verifier = ContentVerifier::for_content(file.content_id, file.size);
+  if (!v->verifier) return nullptr;
+  verifying_.emplace(id, v);
+  verify_order_.push_back(id);
+  while (verifying_.size() > std::max<size_t>(1, options_.max_verifying_files)) {
+    verifying_.erase(verify_order_.front());
+    verify_order_.pop_front();
   }
-  if (!v->verifier) return Status::Ok();  // another caller already finished it
+  return v;
+}
+
+Status BlockReader::verify_in_order(const RemoteFile& file, bool wait) {
+  std::shared_ptr<Verification> v = verification_for(file);
+  if (!v) return Status::Ok();
+  const std::string id = cache_id(file.content_id);
+  const uint64_t nblocks = (file.size + options_.block_size - 1) / options_.block_size;
+  v->pending.store(true);
+  std::unique_lock<std::mutex> lock(v->mu, std::defer_lock);
+  if (wait) {
+    lock.lock();
+  } else if (!lock.try_lock()) {
+    return Status::Ok();  // the thread holding it sees `pending` and hashes this block too
+  }
+  for (;;) {
+    if (!v->verifier) return v->verdict;  // another caller already finished it
+    // exchange, not store: reading the arriving thread's `true` orders its block's insertion
+    // into memory before the peeks below.
+    while (v->next_block < nblocks && v->pending.exchange(false)) {
+      while (v->next_block < nblocks) {
+        std::optional<BlockBytes> next;
+        {
+          std::lock_guard<std::mutex> mem(mu_);
+          next = peek(memory_key(id, v->next_block));
+        }
+        if (!next) break;
+        v->verifier->update(std::string_view(next->data(), next->size()));
+        ++v->next_block;
+      }
+    }
+    if (v->next_block == nblocks) break;
+    lock.unlock();
+    // A block is missing. One that arrived between the last look and the unlock found the lock
+    // taken and left itself to us: look again if so (or leave it to whoever holds the lock now).
+    if (!v->pending.load() || !lock.try_lock()) return Status::Ok();
+  }
   ContentVerifier::Verdict verdict = v->verifier->finish();
   v->verifier.reset();
-  {
+  if (!verdict.match) {
+    // The next bytes fetched get a fresh hash. A match stays on record (until newer files push
+    // it out) so that later calls of this pass, the last block's read among them, do not hash
+    // the file again.
     std::lock_guard<std::mutex> order(verify_mu_);
-    verifying_.erase(id);
-    verify_order_.remove(id);
+    auto it = verifying_.find(id);
+    if (it != verifying_.end() && it->second == v) {
+      verifying_.erase(it);
+      verify_order_.remove(id);
+    }
   }
   if (verdict.match) {
     std::lock_guard<std::mutex> mem(mu_);
@@ -175,7 +235,8 @@ Status BlockReader::verify_in_order(const RemoteFile& file) {
                         verdict.expected + " (corrupted in transit?); its cached blocks were dropped and "
                         "the next read fetches them again";
   log_error(message);
-  return Corrupt(message);
+  v->verdict = Corrupt(message);
+  return v->verdict;
 }
 
 // Drops every block of the file from memory and disk.
@@ -226,6 +287,7 @@ void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<BlockB
   Status status = data.ok() ? Status::Ok() : data.status();
   if (data.ok()) bytes = std::move(data).value();
   uint64_t epoch = 0;
+  bool completes_file = false;
   if (bytes) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -233,8 +295,14 @@ void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<BlockB
       auto e = failed_epochs_.find(id);
       epoch = e == failed_epochs_.end() ? 0 : e->second;
     }
-    status = verify_in_order(file);
-    if (!status.ok()) bytes.reset();
+    // The arrival that completes the file hashes before it releases its waiters, so they get the
+    // verdict: a reader (or the kernel's read-ahead) that read the other blocks earlier is still
+    // waiting on this one. Every other arrival releases its waiters first.
+    if (std::shared_ptr<Verification> v = verification_for(file); v && v->mark_arrived(index)) {
+      completes_file = true;
+      status = verify_in_order(file, /*wait=*/true);
+      if (!status.ok()) bytes.reset();
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -259,10 +327,14 @@ void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<BlockB
     cache_->put(id, index, std::string_view(bytes->data(), bytes->size()));
     if (content_epoch(file) != epoch) cache_->remove(id, index);
   }
+  // Other arrivals hash after their waiters are released, off the readers' path. A mismatch
+  // found later drops the file's blocks and fails every later read of handles that saw the old
+  // bytes.
+  if (bytes && !completes_file) (void)verify_in_order(file, /*wait=*/false);
 }
 
 void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed,
-                               bool prefetch) {
+                               bool prefetch, size_t max_run) {
   std::vector<uint64_t> misses;
   std::string id = cache_id(file.content_id);
   for (uint64_t index : claimed) {
@@ -283,7 +355,7 @@ void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> cla
     misses.push_back(index);
   }
   if (!misses.empty() && shared_) misses = load_from_shared(file, std::move(misses));
-  if (!misses.empty()) fetch_runs(file, misses, prefetch);
+  if (!misses.empty()) fetch_runs(file, misses, prefetch, max_run);
 }
 
 // --- The shared block tier (reader/shared_blocks.h) --------------------------------------------
@@ -324,13 +396,13 @@ void BlockReader::offer_to_shared(const RemoteFile& file, uint64_t index, const 
 }
 
 void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>& indices,
-                             bool prefetch) {
-  // indices are ascending; neighbours go out together, up to max_blocks_per_request.
+                             bool prefetch, size_t max_run) {
+  // indices are ascending; neighbours go out together, up to max_run.
   size_t i = 0;
   while (i < indices.size()) {
     size_t j = i + 1;
     while (j < indices.size() && indices[j] == indices[j - 1] + 1 &&
-           j - i < options_.max_blocks_per_request) {
+           j - i < std::max<size_t>(1, max_run)) {
       ++j;
     }
     uint64_t first = indices[i];
@@ -341,6 +413,10 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.requests;
+    }
+    if (log_enabled(LogLevel::kDebug)) {
+      log_debug("fetch " + file.path + " blocks " + std::to_string(first) + "-" + std::to_string(first + count - 1) +
+                (prefetch ? " (ahead)" : " (demand)"));
     }
     fetches_.add();
     fetcher_.fetch_async(
@@ -392,11 +468,13 @@ void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint6
     if (it != hinted_at_.end() && std::chrono::steady_clock::now() - it->second < kHintQuietTime) return;
   }
   uint64_t nblocks = (file.size + options_.block_size - 1) / options_.block_size;
-  // Refill only once half the window is consumed: topping it up on every read would slide it
-  // one block at a time and send one-block requests; refilling by half a window sends full-size
-  // coalesced requests.
+  // Refill once there is room for a full-size request (or half a small window): topping the
+  // window up on every read would slide it one block at a time and send one-block requests,
+  // while waiting for half of a large window to drain left request slots idle (with a bandwidth
+  // cap per connection, an idle slot is throughput lost).
   uint64_t ahead = state->prefetched_to > last_block + 1 ? state->prefetched_to - last_block - 1 : 0;
-  if (ahead > state->window_blocks / 2) return;
+  const uint64_t room = state->window_blocks > ahead ? state->window_blocks - ahead : 0;
+  if (room < std::min<uint64_t>(state->window_blocks / 2, options_.max_blocks_per_request)) return;
   uint64_t from = std::max(last_block + 1, state->prefetched_to);
   uint64_t to = std::min<uint64_t>(last_block + state->window_blocks, nblocks ? nblocks - 1 : 0);
   std::vector<uint64_t> claimed;
@@ -414,12 +492,18 @@ void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint6
     }
     state->prefetched_to = b + 1;
   }
+  if (log_enabled(LogLevel::kDebug)) {
+    log_debug("read-ahead " + file.path + ": reader at block " + std::to_string(last_block) + ", window " +
+              std::to_string(state->window_blocks) + ", " + std::to_string(ahead) + " ahead; claimed " +
+              std::to_string(claimed.size()) + " of blocks " + std::to_string(from) + "-" + std::to_string(to) +
+              " (read-ahead in flight " + std::to_string(prefetch_bytes_.load() >> 20) + " MiB)");
+  }
   if (claimed.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.read_ahead_bytes += claimed_bytes;
   }
-  queue_load(file, std::move(claimed), options_.max_blocks_per_request);
+  queue_load(file, std::move(claimed), options_.max_blocks_per_request, options_.max_blocks_per_request);
 }
 
 Result<size_t> BlockReader::read(const RemoteFile& file, uint64_t offset, size_t length,
@@ -454,7 +538,7 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     if (mine) claimed.push_back(b);
   }
   // The blocks this read needs go out before any read-ahead.
-  if (!claimed.empty()) load_claimed(file, claimed, /*prefetch=*/false);
+  if (!claimed.empty()) load_claimed(file, claimed, /*prefetch=*/false, options_.max_blocks_per_request);
 
   if (state) {
     std::lock_guard<std::mutex> state_lock(state->mu);
@@ -465,15 +549,16 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     bool sequential = state->next_offset != UINT64_MAX && offset + slack >= state->next_offset &&
                       offset <= state->next_offset + slack;
     if (sequential) {
-      // The window doubles, but never past what the run has read so far: a stream that ends (the
-      // last chunk of an HDF5 read) wastes at most as much as it used.
+      // The window doubles, but never past kReadAheadPerRunByte times what the run has read so
+      // far: a stream that ends (the last chunk of an HDF5 read) wastes at most that multiple of
+      // what it used.
       state->run_bytes += end - offset;
       uint64_t run_blocks = state->run_bytes / options_.block_size;
       uint32_t doubled = state->window_blocks == 0
                              ? options_.min_readahead_blocks
                              : std::min(state->window_blocks * 2, options_.max_readahead_blocks);
-      state->window_blocks = static_cast<uint32_t>(
-          std::max<uint64_t>(options_.min_readahead_blocks, std::min<uint64_t>(doubled, run_blocks)));
+      state->window_blocks = static_cast<uint32_t>(std::max<uint64_t>(
+          options_.min_readahead_blocks, std::min<uint64_t>(doubled, kReadAheadPerRunByte * run_blocks)));
       read_ahead(file, first, last, state);
     } else {
       state->window_blocks = 0;
@@ -504,6 +589,11 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
       return Corrupt("reading " + file.path + ": block " + std::to_string(b) + " is short");
     }
     slices.push_back(BlockBytes{data.buffer, data.offset + from, to - from});
+  }
+  // The read that returns the file's end waits for the whole-file hash when every block is in
+  // memory, so a front-to-back read of a corrupted file never ends successfully.
+  if (last == (file.size - 1) / options_.block_size) {
+    if (Status st = verify_in_order(file, /*wait=*/true); !st.ok()) return st;
   }
   if (Status st = check_epoch(file, state); !st.ok()) return st;
   return slices;
@@ -544,34 +634,42 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
     hinted_at_[cache_id(file.content_id)] = std::chrono::steady_clock::now();
     if (hinted_at_.size() > kMaxHintedFiles) hinted_at_.clear();  // a bound, not an LRU: rare
   }
-  // Spread over every request slot: 48 blocks hinted at 16 requests in flight go out as 16
-  // requests of 3 blocks, not 6 of 8 (each connection has its own bandwidth cap).
+  if (log_enabled(LogLevel::kDebug)) {
+    log_debug("hint " + file.path + ": " + std::to_string(ranges.size()) + " ranges, " +
+              std::to_string(wanted.size()) + " blocks, " + std::to_string(claimed.size()) + " to load");
+  }
+  // Spread over every request slot, in one wave: 48 blocks hinted at 16 requests in flight go
+  // out as 16 requests of 3 blocks, not 6 of 8, and 160 blocks as 16 of 10, not 20 of 8 (a
+  // second wave of 4 would cost another round trip plus 8 MiB at one connection's rate).
   const size_t slots = std::max<uint32_t>(1, options_.parallel_requests);
-  if (!claimed.empty()) queue_load(file, claimed, (claimed.size() + slots - 1) / slots);
+  if (!claimed.empty()) {
+    queue_load(file, claimed, (claimed.size() + slots - 1) / slots, options_.max_blocks_per_hinted_request);
+  }
   return claimed_bytes;
 }
 
 // Loads claimed blocks on the workers (disk cache first, then coalesced fetches), a request's
 // worth per task so the disk checks of a large hint run on every worker, or cancels them when
 // the reader is shutting down.
-void BlockReader::queue_load(const RemoteFile& file, std::vector<uint64_t> claimed, size_t group) {
-  group = std::clamp<size_t>(group, 1, std::max<uint32_t>(1, options_.max_blocks_per_request));
+void BlockReader::queue_load(const RemoteFile& file, std::vector<uint64_t> claimed, size_t group,
+                             size_t max_group) {
+  group = std::clamp<size_t>(group, 1, std::max<size_t>(1, max_group));
   if (claimed.size() > group) {
     for (size_t i = 0; i < claimed.size(); i += group) {
       queue_load(file,
                  std::vector<uint64_t>(claimed.begin() + static_cast<long>(i),
                                        claimed.begin() + static_cast<long>(std::min(claimed.size(), i + group))),
-                 group);
+                 group, group);
     }
     return;
   }
-  post([this, file, claimed = std::move(claimed)] {
+  post([this, file, claimed = std::move(claimed), group] {
     if (stopping_.load()) {
       Status cancelled = Unavailable("reading " + file.path + ": read-ahead cancelled (unmounting)");
       for (uint64_t b : claimed) complete(file, b, cancelled, false);
       return;
     }
-    load_claimed(file, claimed, /*prefetch=*/true);
+    load_claimed(file, claimed, /*prefetch=*/true, group);
   });
 }
 

@@ -49,6 +49,11 @@ struct ReaderOptions {
   // Up to 8 neighbouring missing blocks share one request: fewer round trips for a large read,
   // while 8 MiB keeps one slow request from holding back the blocks behind it for long.
   uint32_t max_blocks_per_request = 8;
+  // A range hint names blocks its reader needs now: they are split over parallel_requests
+  // requests of equal size, so they arrive in one wave, up to this many blocks each (beyond it,
+  // a hint of hundreds of MiB goes out in several waves rather than one slow request holding
+  // 50+ MiB back).
+  uint32_t max_blocks_per_hinted_request = 32;
   // Requests the transport runs at once (--max-requests): hinted ranges are split over this many
   // requests, since each connection brings its own bandwidth.
   uint32_t parallel_requests = 16;
@@ -62,8 +67,11 @@ struct ReaderOptions {
   // however many handles stream at once.
   uint64_t max_prefetch_bytes = 256ull << 20;
   // Recently used blocks kept in memory: the kernel reads in pieces smaller than a block, and each
-  // piece must not re-read and re-verify a whole block file.
-  uint64_t memory_cache_bytes = 128ull << 20;
+  // piece must not re-read and re-verify a whole block file. As large as the read-ahead budget:
+  // a hint brings up to that much at once, and with 128 MiB a 169 MB hinted read (16 zea frames)
+  // lost its first responses to eviction before the reader got to them, and read them back from
+  // the disk cache (perf on the daemon: ext4 reads and block CRCs during a cold read).
+  uint64_t memory_cache_bytes = 256ull << 20;
   // A read that cannot be served ends in an error after this, never a hang.
   std::chrono::milliseconds read_timeout{120'000};
   // Threads that check the disk cache for read-ahead blocks and write fetched blocks to it, so
@@ -160,11 +168,13 @@ class BlockReader {
 
  private:
   struct Block;
+  struct Verification;
   using BlockPtr = std::shared_ptr<Block>;
 
   BlockPtr claim_or_find(const RemoteFile& file, uint64_t index, bool* claimed);
-  void load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed, bool from_disk_first);
-  void fetch_runs(const RemoteFile& file, const std::vector<uint64_t>& indices, bool prefetch);
+  // max_run: most neighbouring blocks per request.
+  void load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed, bool prefetch, size_t max_run);
+  void fetch_runs(const RemoteFile& file, const std::vector<uint64_t>& indices, bool prefetch, size_t max_run);
   // The shared tier's part (see shared_blocks.h): serves what it holds, returns the rest.
   std::vector<uint64_t> load_from_shared(const RemoteFile& file, std::vector<uint64_t> misses);
   void offer_to_shared(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch);
@@ -176,12 +186,14 @@ class BlockReader {
   void lru_erase(std::unordered_map<std::string, std::list<std::pair<std::string, BlockBytes>>::iterator>::iterator it);
   std::optional<BlockBytes> recall(const std::string& key);
   std::optional<BlockBytes> peek(const std::string& key) const;
-  Status verify_in_order(const RemoteFile& file);
+  Status verify_in_order(const RemoteFile& file, bool wait);
+  // The file's hash in progress (begun if its first block is in memory), or null.
+  std::shared_ptr<Verification> verification_for(const RemoteFile& file);
   Status check_epoch(const RemoteFile& file, ReadState* state) const;
   void forget_file(const RemoteFile& file);
   void post(std::function<void()> task);
-  // `group`: blocks per task and so at most per request (capped at max_blocks_per_request).
-  void queue_load(const RemoteFile& file, std::vector<uint64_t> claimed, size_t group);
+  // `group`: blocks per task and so at most per request (capped at max_group).
+  void queue_load(const RemoteFile& file, std::vector<uint64_t> claimed, size_t group, size_t max_group);
 
   BlockCache* cache_;
   RangeFetcher& fetcher_;
@@ -201,7 +213,6 @@ class BlockReader {
   std::atomic<uint64_t> prefetch_bytes_{0};
   std::atomic<bool> stopping_{false};
 
-  struct Verification;
   std::mutex verify_mu_;  // guards verifying_ and verify_order_; taken before a Verification's
   std::unordered_map<std::string, std::shared_ptr<Verification>> verifying_;  // by cache id
   std::list<std::string> verify_order_;  // oldest first, to bound verifying_

@@ -18,9 +18,13 @@ the result always equals h5py's.
         frames = h5chunk.read(hf["data/raw_data"], np.s_[0:5])
 
 Every selection h5py accepts works (ints, negative ints, slices with steps, index lists,
-boolean masks, Ellipsis, np.s_[...]) and gives h5py's shape, dtype and values. Where h5py
-refuses an index with an obvious per-axis meaning (unsorted or repeated lists, lists on several
-axes, negative steps) h5chunk returns that meaning: each index selects along its own axis.
+boolean masks, Ellipsis, np.s_[...]) and gives h5py's shape, dtype and values. Indexing is
+orthogonal, as in h5py: each index selects along its own axis, and an int drops its axis. So
+with index lists on several axes, ``ds[[3, 1], [2, 0, 2]]`` is numpy's
+``a[np.ix_([3, 1], [2, 0, 2])]`` (shape (2, 3)), NOT numpy's fancy indexing, which would pair
+the lists element by element. Where h5py refuses an index with this per-axis meaning (unsorted
+or repeated lists, lists on several axes, negative steps) h5chunk returns that meaning, and all
+of these are read by the parallel fast path straight into the result.
 
 Reads release the GIL for their whole length (threads reading at once run in parallel), and
 Ctrl-C stops a long read promptly with KeyboardInterrupt.
@@ -238,12 +242,14 @@ class Dataset:
         """Reads ``selection`` (anything ``ds[...]`` takes; default: everything).
 
         - ``out``: a C-contiguous, writeable numpy array of exactly the result's shape and dtype
-          to read into (ValueError otherwise); returned. Plain selections are decoded straight
-          into it; composed ones (steps, unsorted lists, ...) go through a temporary.
+          to read into (ValueError otherwise); returned. Every selection is decoded straight
+          into it, except a boolean mask of the dataset's shape (a point selection), which goes
+          through a temporary.
         - ``progress``: True for a tqdm bar over the compressed bytes read (when tqdm is
           installed), or a callable receiving byte increments, called on this thread.
-        - ``route``: "auto" (default), "fast" (the fast path even for small reads) or
-          "h5dread" (HDF5's reader, the reference).
+        - ``route``: "auto" (default), "fast" (the fast path even for small reads; a dataset
+          it cannot read, e.g. one stored contiguous, still goes to H5Dread with a
+          FallbackWarning) or "h5dread" (HDF5's reader, the reference).
         - ``return_stats``: return ``(result, ReadStats)`` instead of the result.
         """
         return self._read(selection, out, progress, route, return_stats, stacklevel=3)

@@ -1,16 +1,16 @@
-"""Turns any h5py-style selection into a read the C++ fast path serves, plus the numpy
-indexing that makes its result equal to what h5py returns.
+"""Turns any h5py-style selection into the read the C++ library serves, plus the numpy
+indexing (if any) that makes its result equal to what h5py returns.
 
-The fast path reads integers, unit-step ranges and at most one increasing index list. Anything
-else keeps its obvious per-axis (orthogonal) meaning and is composed here:
+Indexing is orthogonal, as in h5py: each index selects along its own axis and an integer drops
+its axis. ``ds[[3, 1], :, [2, 0, 2]]`` is numpy's ``a[np.ix_([3, 1], range(n), [2, 0, 2])]``,
+not numpy's fancy indexing (which would pair the two lists element by element). The C++ fast
+path takes every such per-axis selection as it is: slices with steps of either sign, index
+lists in any order, with repeats, on any number of axes. So where h5py refuses (unsorted or
+repeated lists, several lists, negative steps) the result is that per-axis meaning, and nothing
+is composed here.
 
-* a strided slice is read as the increasing list of its indices;
-* a negative step, an unsorted or a repeated list is read as its sorted unique indices, then
-  reordered with ``numpy.take`` on that axis;
-* when several axes carry lists, the one that saves most stays a list and the others are read
-  as their bounding range, then picked out with ``numpy.take``;
-* a boolean mask with the dataset's shape (h5py's point selection) reads the mask's bounding
-  box and applies the mask to it.
+The one exception is a boolean mask with the dataset's shape (h5py's point selection): it reads
+the mask's bounding box and applies the mask to it.
 
 Index errors are raised here, before anything is read: IndexError for an index out of range,
 TypeError for what is not an index at all, ValueError for too many indices.
@@ -29,7 +29,8 @@ import numpy as np
 class Plan:
     """A read for the C++ library and what to do with its result."""
 
-    # Per dataset axis: an int, a (start, stop) unit range, or an increasing int64 array.
+    # Per dataset axis: an int, a (start, stop, step) slice (stop None: past the end in the
+    # step's direction), or an int64 array of non-negative indices in any order.
     items: list
     # Shape the C++ read produces (axes indexed by an int are dropped).
     read_shape: Tuple[int, ...]
@@ -110,11 +111,11 @@ def plan(key: Any, shape: Tuple[int, ...]) -> Plan:
             raise IndexError(f"boolean mask of shape {mask.shape} does not match the dataset {tuple(shape)}")
         hits = np.nonzero(mask)
         if hits[0].size == 0:
-            return Plan(items=[(0, 0)] * rank, read_shape=(0,) * rank, shape=(0,), scalar=False)
+            return Plan(items=[(0, 0, 1)] * rank, read_shape=(0,) * rank, shape=(0,), scalar=False)
         lo = [int(h.min()) for h in hits]
         hi = [int(h.max()) + 1 for h in hits]
         box = tuple(slice(a, b) for a, b in zip(lo, hi))
-        return Plan(items=list(zip(lo, hi)), read_shape=tuple(b - a for a, b in zip(lo, hi)),
+        return Plan(items=[(a, b, 1) for a, b in zip(lo, hi)], read_shape=tuple(b - a for a, b in zip(lo, hi)),
                     mask=mask[box], shape=(int(hits[0].size),), scalar=False)
 
     ellipses = sum(1 for k in key if k is Ellipsis)
@@ -131,77 +132,31 @@ def plan(key: Any, shape: Tuple[int, ...]) -> Plan:
             expanded.append(k)
     expanded.extend([slice(None)] * (rank - len(expanded)))
 
-    # Per axis: ("int", i) | ("range", start, count) | ("list", requested indices).
-    axes: list = []
+    items: list = []
+    shape_out: list = []
     for d, (k, n) in enumerate(zip(expanded, shape)):
         if k is None:
             raise TypeError("None (numpy.newaxis) is not a valid dataset index")
         if isinstance(k, str):
             raise TypeError(f"field names ({k!r}) are not supported: h5chunk reads numeric datasets")
         if isinstance(k, slice):
-            start, stop, step = k.indices(n)
-            if step == 1:
-                axes.append(("range", start, max(stop - start, 0)))
+            start, stop, step = k.indices(n)  # raises ValueError for a zero step, as h5py
+            count = len(range(start, stop, step))
+            # slice.indices() gives -1 for "before index 0" (a reversed slice run to the start,
+            # or an empty one); the library reads -1 as the last index, so such a stop is left
+            # open and an empty slice is sent as 0:0.
+            if count == 0:
+                items.append((0, 0, 1))
             else:
-                axes.append(("list", np.arange(start, stop, step, dtype=np.int64)))
+                items.append((start, None if stop < 0 else stop, step))
+            shape_out.append(count)
         elif _is_list_like(k):
-            axes.append(("list", _as_indices(k, d, n)))
+            indices = _as_indices(k, d, n)
+            items.append(indices)
+            shape_out.append(int(indices.size))
         else:
-            axes.append(("int", _as_index(k, d, n)))
-
-    # Lists: each read as its sorted unique indices; a consecutive run is a plain range.
-    # At most one non-run list can go to the fast path; the others become bounding ranges.
-    reads = []  # per axis: ("int", i) | ("range", start, count) | ("list", uniq)
-    for a in axes:
-        if a[0] != "list":
-            reads.append(a)
-            continue
-        uniq = np.unique(a[1])
-        if uniq.size == 0:
-            reads.append(("range", 0, 0))
-        elif uniq[-1] - uniq[0] + 1 == uniq.size:
-            reads.append(("range", int(uniq[0]), int(uniq.size)))
-        else:
-            reads.append(("list", uniq))
-    lists = [d for d, r in enumerate(reads) if r[0] == "list"]
-    if len(lists) > 1:
-        # Keep the list whose bounding range would read the most extra; widen the rest.
-        keep = max(lists, key=lambda d: (reads[d][1][-1] - reads[d][1][0] + 1) / reads[d][1].size)
-        for d in lists:
-            if d != keep:
-                u = reads[d][1]
-                reads[d] = ("range", int(u[0]), int(u[-1] - u[0] + 1))
-
-    items: list = []
-    read_shape: list = []
-    final_shape: list = []
-    takes: List[Tuple[int, np.ndarray]] = []
-    for a, r in zip(axes, reads):
-        if r[0] == "int":
-            items.append(int(r[1]))
-            continue
-        axis = len(read_shape)
-        if r[0] == "range":
-            start, count = r[1], r[2]
-            items.append((start, start + count))
-            read_shape.append(count)
-            if a[0] == "list":
-                wanted = a[1]
-                if not (wanted.size == count and (count == 0 or (wanted[0] == start and np.all(np.diff(wanted) == 1)))):
-                    takes.append((axis, wanted - start))
-                final_shape.append(int(wanted.size))
-            else:
-                final_shape.append(count)
-        else:
-            uniq = r[1]
-            items.append(uniq)
-            read_shape.append(int(uniq.size))
-            wanted = a[1]
-            if not (wanted.size == uniq.size and np.array_equal(wanted, uniq)):
-                takes.append((axis, np.searchsorted(uniq, wanted)))
-            final_shape.append(int(wanted.size))
-    return Plan(items=items, read_shape=tuple(read_shape), takes=takes, shape=tuple(final_shape),
-                scalar=not final_shape)
+            items.append(_as_index(k, d, n))
+    return Plan(items=items, read_shape=tuple(shape_out), shape=tuple(shape_out), scalar=not shape_out)
 
 
 def apply(plan_: Plan, data: np.ndarray) -> np.ndarray:

@@ -1,9 +1,10 @@
 // h5chunk._core: the C++ library's File and Dataset for Python.
 //
-// Selections arrive already normalised by h5chunk/_selection.py into what the library's fast
-// path understands (integers, unit-step ranges, at most one increasing index list); this layer
-// converts them, runs the read with the GIL released straight into the caller's numpy buffer,
-// and turns a Status into the matching Python exception.
+// Selections arrive already checked by h5chunk/_selection.py as per-axis items (integers,
+// slices of any step, index lists in any order, on any number of axes), all of which the
+// library's fast path serves; this layer converts them, runs the read with the GIL released
+// straight into the caller's numpy buffer, and turns a Status into the matching Python
+// exception.
 //
 // A long read runs on its own thread while the calling thread waits with the GIL released,
 // waking every kPollInterval to report progress and to run Python's signal handlers
@@ -103,19 +104,23 @@ h5chunk::Route parse_route(const std::string& route) {
   throw py::value_error("route must be 'auto', 'fast' or 'h5dread', not '" + route + "'");
 }
 
-// Items: an int (one index), a (start, stop) tuple (a unit-step range), or a 1-D array of
-// increasing indices.
+// Items (from h5chunk/_selection.py): an int (one index), a (start, stop, step) slice whose stop
+// may be None (open), or a 1-D array of indices in any order (repeats allowed). Each selects
+// along its own axis.
 h5chunk::Selection to_selection(const py::sequence& items) {
   h5chunk::Selection sel;
   for (py::handle item : items) {
     if (py::isinstance<py::int_>(item)) {
       sel.items.push_back(h5chunk::Index::Int(item.cast<int64_t>()));
     } else if (py::isinstance<py::tuple>(item)) {
-      auto t = item.cast<std::pair<int64_t, int64_t>>();
-      sel.items.push_back(h5chunk::Index::Slice(t.first, t.second, 1));
+      auto t = item.cast<py::tuple>();
+      if (t.size() != 3) throw py::type_error("a slice item is (start, stop, step)");
+      std::optional<int64_t> stop;
+      if (!t[1].is_none()) stop = t[1].cast<int64_t>();
+      sel.items.push_back(h5chunk::Index::Slice(t[0].cast<int64_t>(), stop, t[2].cast<int64_t>()));
     } else {
       auto a = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(item);
-      if (!a || a.ndim() != 1) throw py::type_error("selection items are ints, (start, stop) or 1-D int arrays");
+      if (!a || a.ndim() != 1) throw py::type_error("selection items are ints, (start, stop, step) or 1-D int arrays");
       sel.items.push_back(h5chunk::Index::List(std::vector<int64_t>(a.data(), a.data() + a.size())));
     }
   }

@@ -294,6 +294,98 @@ inline Bytes index_reference(const Bytes& full, const std::vector<uint64_t>& sha
   return out;
 }
 
+// numpy's answer for `sel` on a full C-order array, worked out from the selection as written,
+// independently of normalize(): Python's slice rules stepped through one index at a time, and
+// orthogonal lists (each list indexes its own axis, as np.ix_). Empty optional for what numpy
+// would refuse (an index out of range, a bad mask); `shape` receives the result's shape.
+inline std::optional<Bytes> orthogonal_reference(const Bytes& full, const std::vector<uint64_t>& dims,
+                                                 size_t elem, const Selection& sel,
+                                                 std::vector<uint64_t>* shape) {
+  const size_t rank = dims.size();
+  std::vector<Index> items;
+  size_t explicit_axes = 0;
+  for (const Index& ix : sel.items) explicit_axes += ix.kind != Index::Kind::kEllipsis;
+  if (explicit_axes > rank) return std::nullopt;
+  for (const Index& ix : sel.items) {
+    if (ix.kind != Index::Kind::kEllipsis) {
+      items.push_back(ix);
+      continue;
+    }
+    for (size_t k = explicit_axes; k < rank; ++k) items.push_back(Index::Slice());
+  }
+  while (items.size() < rank) items.push_back(Index::Slice());
+  if (items.size() != rank) return std::nullopt;  // two ellipses
+  std::vector<std::vector<uint64_t>> idx(rank);
+  shape->clear();
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t n = int64_t(dims[d]);
+    const Index& ix = items[d];
+    auto wrap = [&](int64_t v) -> std::optional<uint64_t> {
+      if (v < -n || v >= n) return std::nullopt;
+      return uint64_t(v < 0 ? v + n : v);
+    };
+    switch (ix.kind) {
+      case Index::Kind::kInt: {
+        auto v = wrap(ix.value);
+        if (!v) return std::nullopt;
+        idx[d].push_back(*v);
+        continue;  // the axis is dropped
+      }
+      case Index::Kind::kList:
+        for (int64_t v : ix.list) {
+          auto w = wrap(v);
+          if (!w) return std::nullopt;
+          idx[d].push_back(*w);
+        }
+        break;
+      case Index::Kind::kBoolMask:
+        if (int64_t(ix.mask.size()) != n) return std::nullopt;
+        for (int64_t i = 0; i < n; ++i) {
+          if (ix.mask[i]) idx[d].push_back(uint64_t(i));
+        }
+        break;
+      case Index::Kind::kSlice: {
+        const int64_t step = ix.step.value_or(1);
+        if (step == 0) return std::nullopt;
+        // CPython's PySlice_AdjustIndices, literally.
+        auto adjust = [&](std::optional<int64_t> v, int64_t dflt) {
+          if (!v) return dflt;
+          int64_t x = *v;
+          if (x < 0) {
+            x += n;
+            if (x < 0) x = step < 0 ? -1 : 0;
+          } else if (x >= n) {
+            x = step < 0 ? n - 1 : n;
+          }
+          return x;
+        };
+        const int64_t start = adjust(ix.start, step < 0 ? n - 1 : 0);
+        const int64_t stop = adjust(ix.stop, step < 0 ? -1 : n);
+        // Walk in __int128 so a step near 2^63 cannot wrap past the stop.
+        for (__int128 i = start; step > 0 ? i < stop : i > stop; i += step) idx[d].push_back(uint64_t(i));
+        break;
+      }
+      case Index::Kind::kEllipsis: break;
+    }
+    shape->push_back(idx[d].size());
+  }
+  uint64_t total = 1;
+  for (const auto& v : idx) total *= v.size();
+  Bytes out(total * elem);
+  if (total == 0) return out;
+  std::vector<size_t> at(rank, 0);
+  for (uint64_t k = 0; k < total; ++k) {
+    uint64_t src = 0;
+    for (size_t d = 0; d < rank; ++d) src = src * dims[d] + idx[d][at[d]];
+    std::memcpy(&out[k * elem], &full[src * elem], elem);
+    for (size_t d = rank; d-- > 0;) {
+      if (++at[d] < idx[d].size()) break;
+      at[d] = 0;
+    }
+  }
+  return out;
+}
+
 inline ReadOptions via(Route route) {
   ReadOptions o;
   o.route = route;

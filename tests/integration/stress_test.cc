@@ -55,7 +55,7 @@ constexpr bool kSanitized = false;
 #endif
 
 // Generous bounds: a leak or an unbounded queue blows through them within a run; normal
-// operation (128 MiB memory cache, 256 MiB read-ahead, 16 x 8 MiB responses in flight, the heap
+// operation (256 MiB memory cache, 256 MiB read-ahead, 16 x 8 MiB responses in flight, the heap
 // kept warm by design) stays well below. ASan's shadow memory and quarantine roughly double RSS.
 constexpr long long kRssBound = kSanitized ? (3ll << 30) : (1536ll << 20);
 // 32 FUSE threads, 16+ connections, a few cache files open at once: far below this.

@@ -410,6 +410,52 @@ TEST_F(BlockReaderTest, HintedRangesAreFetchedAtOnceAndReadsShareThem) {
   EXPECT_EQ(reader.stats().hints, 2u);
 }
 
+// A hint is split into parallel_requests requests of equal size, in one wave: with one slot
+// the whole 11-block file is one request (not 8 + 3 as max_blocks_per_request would cut it), up
+// to max_blocks_per_hinted_request blocks each.
+TEST_F(BlockReaderTest, HintsGoOutInOneWaveOfEqualRequests) {
+  for (uint32_t slots : {1u, 2u, 4u}) {
+    SCOPED_TRACE("slots " + std::to_string(slots));
+    FakeTransport transport([this](const HttpRequest& r) { return cdn_.answer(r); });
+    RangeFetcher fetcher(transport);
+    ReaderOptions o;
+    o.parallel_requests = slots;
+    BlockReader reader(nullptr, fetcher, o);
+    cdn_.close_gate();  // everything hinted must be asked for at once
+    ASSERT_TRUE(reader.prefetch(file_, {{0, file_.size}}).ok());
+    const size_t want = slots;  // 11 blocks over 1, 2, 4 slots: 11, 6+5, 3+3+3+2
+    for (int i = 0; i < 500 && transport.request_count() < want; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::vector<ByteRange> ranges = asked(transport);
+    cdn_.open_gate();
+    ASSERT_EQ(ranges.size(), want);
+    std::sort(ranges.begin(), ranges.end(), [](const ByteRange& a, const ByteRange& b) { return a.offset < b.offset; });
+    uint64_t next = 0, largest = 0, smallest = UINT64_MAX;
+    for (const ByteRange& r : ranges) {
+      EXPECT_EQ(r.offset, next);  // contiguous, no overlap
+      next = r.offset + r.length;
+      const uint64_t blocks = (r.length + kBlock - 1) / kBlock;
+      largest = std::max(largest, blocks);
+      smallest = std::min(smallest, blocks);
+    }
+    EXPECT_EQ(next, file_.size);
+    EXPECT_LE(largest - smallest, 1u);  // equal, in blocks, up to one
+    EXPECT_EQ(read(reader, 0, file_.size), cdn_.content);
+    EXPECT_EQ(transport.request_count(), want);
+  }
+  // Beyond the cap, more waves: 11 blocks at most 4 per request from one slot.
+  FakeTransport transport([this](const HttpRequest& r) { return cdn_.answer(r); });
+  RangeFetcher fetcher(transport);
+  ReaderOptions o;
+  o.parallel_requests = 1;
+  o.max_blocks_per_hinted_request = 4;
+  BlockReader reader(nullptr, fetcher, o);
+  ASSERT_TRUE(reader.prefetch(file_, {{0, file_.size}}).ok());
+  EXPECT_EQ(read(reader, 0, file_.size), cdn_.content);
+  EXPECT_EQ(transport.request_count(), 3u);
+}
+
 TEST_F(BlockReaderTest, MalformedHintsChangeNothing) {
   BlockReader reader(cache_.get(), fetcher_);
   EXPECT_FALSE(reader.prefetch(file_, {{0, 10}, {file_.size - 1, 2}}).ok());

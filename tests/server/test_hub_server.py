@@ -399,6 +399,21 @@ class HubServerTest(unittest.TestCase):
         s = self.stats()
         self.assertEqual((s["requests"], s["bytes_sent"], s["by_path"]), (0, 0, {}))
 
+    def test_trace_lists_requests_in_order(self):
+        self.api("/_hubfs/reset", method="POST")
+        self.api("/api/models/org/plain")
+        location = self.api("/org/plain/resolve/main/big.dat").headers["Location"]
+        request(location, headers={"Range": "bytes=0-99"})
+        trace = self.api("/_hubfs/trace").json()
+        self.assertEqual([e["kind"] for e in trace], ["api", "resolve", "cdn"])
+        self.assertEqual(trace[2]["range"], "bytes=0-99")
+        self.assertEqual([e["status"] for e in trace], [200, 302, 206])
+        for e in trace:
+            self.assertLessEqual(e["begin"], e["end"])
+        self.assertLessEqual(trace[0]["end"], trace[1]["begin"])
+        self.api("/_hubfs/reset", method="POST")
+        self.assertEqual(self.api("/_hubfs/trace").json(), [])
+
     # --- the plain HTTP view ----------------------------------------------------------------
 
     def test_plain_view_index(self):

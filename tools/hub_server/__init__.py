@@ -34,7 +34,8 @@ API origin:
        a directory (trailing slash) is an HTML index of links, a file is its bytes with Range
        (206/416), Last-Modified the commit date, no redirect. For peers that only speak plain
        HTTP (rclone's http backend); delayed and bandwidth-limited like every data request.
-  GET  /_hubfs/stats   POST /_hubfs/reset   POST /_hubfs/expire   GET /_hubfs/health
+  GET  /_hubfs/stats   GET /_hubfs/trace   POST /_hubfs/reset   POST /_hubfs/expire
+  GET  /_hubfs/health
   GET|POST|DELETE /_hubfs/faults   (POST a fault object or a list of them; see Faults)
 CDN origin:
   GET|HEAD /blobs/{sha256}?expires=&sig=   200/206/416; 403 expired or bad signature
@@ -48,7 +49,9 @@ method; "max_consecutive": k lets the same request through after k faulted in a 
 Stats (GET /_hubfs/stats, zeroed by POST /_hubfs/reset): requests, api_requests,
 resolve_requests, cdn_requests, plain_requests, bytes_sent, peak_concurrency,
 cdn_authorization_headers, range_requests, head_requests, faults_injected, tls_handshakes,
-tls_handshake_failures, in_flight, in_flight_seconds, by_path, by_status.
+tls_handshake_failures, in_flight, in_flight_seconds, by_path, by_status. Trace (GET
+/_hubfs/trace, emptied by the same reset): one object per counted request, oldest first, at most
+20000: begin and end (seconds since the reset), kind, method, range (the Range header) and status.
 
 Modules, one job each:
   common.py          HubError, log, ISO dates, the plain view's prefix

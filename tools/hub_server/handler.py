@@ -108,7 +108,7 @@ class Handler(BodyCopy, http.server.BaseHTTPRequestHandler):
             return self._guard(self.handle_control)  # control traffic: no counters, no latency
         path = urllib.parse.unquote(self.raw_path)
         kind = self._kind()
-        state.stats.begin(self.origin, kind, method, path, self.headers)
+        self.trace_entry = state.stats.begin(self.origin, kind, method, path, self.headers)
         self.counted = True
         self.fault_path = path
         # A retry of the same request has the same key (a signed URL's query may change, its
@@ -178,7 +178,7 @@ class Handler(BodyCopy, http.server.BaseHTTPRequestHandler):
         one must not see this one still in flight, or peak_concurrency would over-count."""
         if self.counted:
             self.counted = False
-            self.server.state.stats.end(self.status_sent)
+            self.server.state.stats.end(self.status_sent, self.trace_entry)
 
     def start_response(self, status, headers, last_write=False):
         self.status_sent = status

@@ -1,4 +1,5 @@
-"""Test control on the API origin, /_hubfs/: stats, reset, expire, health, and the fault queue.
+"""Test control on the API origin, /_hubfs/: stats, trace, reset, expire, health, and the fault
+queue.
 Control requests are neither counted nor delayed."""
 
 import json
@@ -14,6 +15,8 @@ class ControlRoutes:
         route = (self.method, self.raw_path.rstrip("/"))
         if route == ("GET", "/_hubfs/stats"):
             return self.send_json(200, state.stats.snapshot())
+        if route == ("GET", "/_hubfs/trace"):
+            return self.send_json(200, state.stats.trace())
         if route == ("GET", "/_hubfs/health"):
             return self.send_json(200, {"ok": True})
         if route == ("POST", "/_hubfs/reset"):

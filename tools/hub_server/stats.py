@@ -7,6 +7,9 @@ import time
 # by_path in /_hubfs/stats stops adding new paths past this, so a long benchmark cannot grow it
 # without bound.
 MAX_TRACKED_PATHS = 10000
+# GET /_hubfs/trace keeps the last this many requests (begin/end times, kind, range, status):
+# enough for any one benchmark read, bounded for a long-running server.
+MAX_TRACE = 20000
 
 
 class Stats:
@@ -36,8 +39,11 @@ class Stats:
             self._counts["peak_concurrency"] = self._in_flight
             self._by_path = {}
             self._by_status = {}
+            self._trace = []
+            self._epoch = time.monotonic()
 
     def begin(self, origin, kind, method, path, headers):
+        """Counts a request; returns its trace entry (for end())."""
         with self._lock:
             c = self._counts
             c["requests"] += 1
@@ -60,9 +66,23 @@ class Stats:
             self._advance()
             self._in_flight += 1
             c["peak_concurrency"] = max(c["peak_concurrency"], self._in_flight)
+            entry = {"begin": round(time.monotonic() - self._epoch, 6), "kind": kind, "method": method,
+                     "range": headers.get("Range")}
+            if len(self._trace) < MAX_TRACE:
+                self._trace.append(entry)
+            return entry
 
-    def end(self, status):
+    def trace(self):
+        """The requests since the last reset: seconds since the reset at which each began and
+        ended (absent while in flight), kind, method, Range header and status."""
         with self._lock:
+            return [dict(e) for e in self._trace]
+
+    def end(self, status, entry=None):
+        with self._lock:
+            if entry is not None:
+                entry["end"] = round(time.monotonic() - self._epoch, 6)
+                entry["status"] = status
             self._advance()
             self._in_flight -= 1
             if status is not None:
