@@ -181,10 +181,12 @@ MemcachedTier::MemcachedTier(MemcachedTierOptions options) : options_(std::move(
 
 Result<std::unique_ptr<MemcachedTier>> MemcachedTier::create(MemcachedTierOptions options) {
   if (options.servers.empty()) return InvalidArgument("the shared cache needs at least one memcached server");
-  for (const auto& s : options.servers) {
-    auto parsed = parse_shared_cache_servers(s);
-    if (!parsed.ok()) return parsed.status();
-  }
+  // Normalised (host:port, sorted): every mount must hash over the same names to agree.
+  std::string all;
+  for (const auto& s : options.servers) all += s + ",";
+  auto parsed = parse_shared_cache_servers(all);
+  if (!parsed.ok()) return parsed.status();
+  options.servers = *parsed;
   if (options.piece_bytes == 0) return InvalidArgument("shared cache piece size must be positive");
   return std::unique_ptr<MemcachedTier>(new MemcachedTier(std::move(options)));
 }

@@ -44,6 +44,12 @@ TEST(SharedCacheServers, ParsesListsSchemesAndSeparatorsAndRefusesOthers) {
   EXPECT_FALSE(parse_shared_cache_servers("").ok());
   EXPECT_FALSE(parse_shared_cache_servers("bad/host").ok());
   EXPECT_NE(parse_shared_cache_servers("redis://h").status().message().find("memcached"), std::string::npos);
+  // The tier normalises what it is given: a port-less host is port 11211.
+  MemcachedTierOptions o;
+  o.servers = {"localhost"};
+  auto t = MemcachedTier::create(o);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ((*t)->describe(), "memcached localhost:11211");
 }
 
 TEST(MemcachedTier, StoresBlockSizedValuesAsPiecesAcrossNodesAndReadsThemBack) {
