@@ -35,10 +35,12 @@ namespace hubfs {
 
 struct MemcachedTierOptions {
   std::vector<std::string> servers;  // "host:port" (port default 11211)
-  // Connect and per-wait I/O timeout. A lookup is on a reader's path, where a Hub request costs
-  // tens of ms: a node that has not answered in this long is treated as a miss (and counts
-  // toward its breaker). 50 ms is ~100 LAN round trips, and a 1 MiB value at 1 Gbit/s takes 8.
-  std::chrono::milliseconds timeout{50};
+  // Connect and per-wait I/O timeout of a lookup (the wait for each next piece of an answer,
+  // not the whole answer). A miss costs one round trip whatever this is; only a hung node costs
+  // the timeout, at most 3 times before its breaker opens. At 50 ms, 2-4 of 200 lookups timed out
+  // on this 2-core machine at load average 4-18 (a multi-MiB multi-get waiting on a busy
+  // memcached), each then a Hub fetch; at 200 ms none did (bench/shared_tier_bench.py).
+  std::chrono::milliseconds timeout{200};
   // The same for stores and deletes, which run on the writers, never on a reader's path: longer,
   // so a loaded machine does not turn slow stores into lost blocks and a tripped breaker
   // (at 50 ms, ~1% of stores failed at load average 15 on 2 cores).
