@@ -34,6 +34,8 @@
 #include "net/range_fetcher.h"
 #include "net/retrying_transport.h"
 #include "reader/block_reader.h"
+#include "reader/shared_blocks.h"
+#include "shared/memcached_tier.h"
 
 namespace hubfs {
 
@@ -52,6 +54,8 @@ struct Mount {
   std::unique_ptr<HubClient> hub;
   std::unique_ptr<BlockCache> cache;
   std::unique_ptr<RangeFetcher> fetcher;
+  std::unique_ptr<MemcachedTier> shared_tier;    // null: no --shared-cache, or a private repo
+  std::unique_ptr<SharedBlocks> shared_blocks;   // the reader's view of shared_tier
   std::unique_ptr<BlockReader> reader;
   std::unique_ptr<FsApi> fs;  // one repo's FileSystem, or the whole-Hub namespace
   fuse_session* session = nullptr;
@@ -114,8 +118,14 @@ std::function<std::string()> status_provider(const Mount& m, const MountConfig& 
       {"started_at", static_cast<int64_t>(time(nullptr))},
   };
   const auto started = std::chrono::steady_clock::now();
+  nlohmann::json shared_fixed = nullptr;
+  if (!config.shared_cache.empty()) {
+    shared_fixed = {{"servers", config.shared_cache},
+                    {"enabled", m.shared_blocks != nullptr},
+                    {"private", config.shared_cache_private}};
+  }
   return [fixed, started, curl = m.curl.get(), transport = m.transport.get(), reader = &m.reader,
-          cache = &m.cache] {
+          cache = &m.cache, shared_fixed, shared = &m.shared_blocks] {
     nlohmann::json j = fixed;
     j["uptime_s"] = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
     const CurlStats c = curl->stats();
@@ -145,6 +155,24 @@ std::function<std::string()> status_provider(const Mount& m, const MountConfig& 
     } else {
       j["disk_cache"] = nullptr;
     }
+    j["shared_cache"] = shared_fixed;
+    if (*shared) {
+      const SharedBlocksStats st = (*shared)->stats();
+      nlohmann::json& o = j["shared_cache"];
+      o["hits"] = st.hits;
+      o["misses"] = st.misses;
+      o["corrupt"] = st.corrupt;
+      o["bytes_read"] = st.bytes_read;
+      o["offered"] = st.offered;
+      o["stored"] = st.tier.puts;
+      o["bytes_written"] = st.tier.put_bytes;
+      o["dropped"] = st.tier.dropped;
+      o["queued"] = st.tier.queued;
+      o["skipped"] = st.tier.skipped;
+      o["errors"] = st.tier.get_errors + st.tier.put_errors;
+      o["nodes"] = st.tier.nodes;
+      o["nodes_down"] = st.tier.nodes_down;
+    }
     return j.dump();
   };
 }
@@ -161,6 +189,29 @@ std::function<void(const RemoteFile&)> index_recorder(const std::string& cache_d
                   "); `hubfs cache info` will not attribute its blocks to " + repo_label);
   };
 }
+
+// --shared-cache: the shared block tier, unless the repo is private or gated and
+// --shared-cache-private was not given (whoever reaches the servers could read its blocks).
+// Contacts no server: a tier that is down costs Hub fetches, never the mount.
+Status open_shared_tier(const MountConfig& config, const PinnedRevision& info, const std::string& repo_label,
+                        uint32_t block_size, Mount& m) {
+  if (config.shared_cache.empty()) return Status::Ok();
+  if ((info.is_private || info.gated) && !config.shared_cache_private) {
+    log_info("shared cache: not used for " + repo_label + ", which is " + (info.is_private ? "private" : "gated") +
+             " (anyone who can reach the cache servers could read its blocks); --shared-cache-private "
+             "shares it anyway");
+    return Status::Ok();
+  }
+  MemcachedTierOptions options;
+  options.servers = config.shared_cache;
+  auto tier = MemcachedTier::create(options);
+  if (!tier.ok()) return tier.status();
+  m.shared_tier = std::move(tier).value();
+  m.shared_blocks = std::make_unique<SharedBlocks>(*m.shared_tier, block_size);
+  log_info("shared cache: " + m.shared_tier->describe());
+  return Status::Ok();
+}
+
 
 // Transport, Hub client, block cache, fetcher and reader: what every mount kind shares.
 Status build_stack(const MountConfig& config, Mount& m) {
@@ -187,7 +238,10 @@ Status build_stack(const MountConfig& config, Mount& m) {
   return Status::Ok();
 }
 
-Status build_reader(const MountConfig& config, Mount& m) {
+// `repo`: the one repo of a single-repo mount (decides whether its blocks may go to the shared
+// tier); null for a whole-Hub mount, whose repos are only known on first touch.
+Status build_reader(const MountConfig& config, Mount& m, const PinnedRevision* repo = nullptr,
+                    const std::string& repo_label = "") {
   if (config.cache_size == 0) {
     // --cache-size 0: no disk cache at all (nothing is written to the cache directory); blocks
     // live only in the reader's memory cache.
@@ -206,7 +260,21 @@ Status build_reader(const MountConfig& config, Mount& m) {
   ReaderOptions reader_options;
   reader_options.read_timeout = std::chrono::seconds(config.read_timeout_s);
   reader_options.parallel_requests = static_cast<uint32_t>(config.max_requests);
-  m.reader = std::make_unique<BlockReader>(m.cache.get(), *m.fetcher, reader_options);
+  if (!config.shared_cache.empty()) {
+    if (repo) {
+      if (Status s = open_shared_tier(config, *repo, repo_label, reader_options.block_size, m); !s.ok()) return s;
+    } else if (!config.shared_cache_private) {
+      // A whole-Hub mount pins repos as they are touched, public and private alike, behind one
+      // reader: without a per-repo decision, sharing must be asked for explicitly.
+      return InvalidArgument("--shared-cache with --hub needs --shared-cache-private: a whole-Hub mount "
+                             "cannot keep private and gated repos out of the shared tier (anyone who can "
+                             "reach the cache servers could read their blocks)");
+    } else {
+      PinnedRevision any;
+      if (Status s = open_shared_tier(config, any, "the whole Hub", reader_options.block_size, m); !s.ok()) return s;
+    }
+  }
+  m.reader = std::make_unique<BlockReader>(m.cache.get(), *m.fetcher, reader_options, m.shared_blocks.get());
   return Status::Ok();
 }
 
@@ -262,7 +330,7 @@ Result<std::string> build_repo_fs(const MountConfig& config, const std::string& 
            " (commit " + info->commit + ") at " + mountpoint +
            (offline ? ", offline: from the cache alone, blocks not cached fail with EIO" : ""));
 
-  if (Status s = build_reader(config, m); !s.ok()) return s;
+  if (Status s = build_reader(config, m, &*info, repo_label); !s.ok()) return s;
   FsOptions fs_options;
   fs_options.mtime = static_cast<time_t>(info->last_modified);
   fs_options.root_path = subfolder;

@@ -33,6 +33,11 @@ struct MountConfig {
   bool offline = false;
   // --hub: the whole Hub at the mountpoint (MNT/datasets/ORG/NAME[@REV]/...); repo_spec is empty.
   bool hub = false;
+  // --shared-cache: memcached servers ("host:port") of the shared block tier; empty = none.
+  std::vector<std::string> shared_cache;
+  // --shared-cache-private: share blocks of private and gated repos too (anyone who can reach
+  // the servers can read them).
+  bool shared_cache_private = false;
 };
 
 // Runs the mount; returns the process exit code. Without foreground it returns once the mount

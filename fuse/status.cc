@@ -112,6 +112,25 @@ std::string bytes_text(const nlohmann::json& v) {
   return v.is_number() ? cache_admin::human_bytes(v.get<uint64_t>()) : "-";
 }
 
+// One line per mount with a shared block tier, under the table: its servers and counters.
+void print_shared_cache(const nlohmann::json& m) {
+  const nlohmann::json sc = m.value("shared_cache", nlohmann::json());
+  if (!sc.is_object()) return;
+  std::string servers;
+  for (const auto& s : sc.value("servers", nlohmann::json::array())) servers += (servers.empty() ? "" : ",") + text_or_dash(s);
+  std::cout << text_or_dash(m["mountpoint"]) << ": shared cache " << servers << ": ";
+  if (!sc.value("enabled", false)) {
+    std::cout << "not used (private or gated repo; --shared-cache-private shares it)\n";
+    return;
+  }
+  auto num = [&](const char* key) { return text_or_dash(sc.value(key, nlohmann::json())); };
+  std::cout << num("hits") << " hits, " << num("misses") << " misses, " << num("errors") << " errors, "
+            << bytes_text(sc.value("bytes_read", nlohmann::json())) << " read, "
+            << bytes_text(sc.value("bytes_written", nlohmann::json())) << " written, " << num("corrupt")
+            << " corrupt, " << num("dropped") << " dropped, nodes down " << num("nodes_down") << "/"
+            << num("nodes") << "\n";
+}
+
 void print_table(const nlohmann::json& mounts) {
   std::vector<std::vector<std::string>> rows = {{"MOUNTPOINT", "STATE", "REPO", "REVISION", "COMMIT", "UPTIME",
                                                  "REQUESTS", "FETCHED", "IN-FLIGHT", "HITS MEM/DISK", "RETRIES",
@@ -145,6 +164,7 @@ void print_table(const nlohmann::json& mounts) {
   }
   for (const auto& m : mounts)
     if (m.contains("error")) std::cout << m["mountpoint"].get<std::string>() << ": " << m["error"].get<std::string>() << "\n";
+  for (const auto& m : mounts) print_shared_cache(m);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ PACKAGES=(
   liblzf-dev
   hdf5-filter-plugin hdf5-filter-plugin-blosc-serial
   libgtest-dev libgmock-dev
+  libmemcached-dev memcached
   nlohmann-json3-dev libcli11-dev
   python3 python3-numpy python3-h5py curl bc openssl util-linux
   pybind11-dev python3-dev python3-pytest python3-tqdm

@@ -16,6 +16,7 @@
 #include "mount.h"
 #include "mountpoint.h"
 #include "prefetch.h"
+#include "shared/memcached_tier.h"
 #include "status.h"
 
 namespace {
@@ -96,6 +97,14 @@ std::string apply_option(const std::string& opt, hubfs::MountConfig& config, std
   } else if (key == "ca_bundle") {
     if (!has_value) return needs_value();
     config.ca_bundle = value;
+  } else if (key == "shared_cache") {
+    // Servers separated by '+' here (',' separates -o options): shared_cache=h1:11211+h2:11211.
+    if (!has_value) return needs_value();
+    auto servers = hubfs::parse_shared_cache_servers(value);
+    if (!servers.ok()) return "-o shared_cache=" + value + ": " + servers.status().message();
+    config.shared_cache = *servers;
+  } else if (key == "shared_cache_private" && !has_value) {
+    config.shared_cache_private = true;
   } else if (key == "foreground" && !has_value) {
     config.foreground = true;
   } else if (key == "debug" && !has_value) {
@@ -264,6 +273,14 @@ int main(int argc, char** argv) {
                     "PEM file of CA certificates to trust for https (default $REQUESTS_CA_BUNDLE, "
                     "else $CURL_CA_BUNDLE, else $SSL_CERT_FILE, else the system's); for a "
                     "TLS-intercepting proxy, its CA certificate");
+  std::string shared_cache;
+  mount->add_option("--shared-cache", shared_cache,
+                    "memcached servers of a shared block tier, HOST[:PORT][,HOST[:PORT]...] (or "
+                    "memcached://...; '+' also separates): on a local miss blocks come from there before "
+                    "the Hub, and blocks fetched from the Hub are stored there for other machines");
+  mount->add_flag("--shared-cache-private", config.shared_cache_private,
+                  "Also share blocks of private and gated repos (anyone who can reach the servers can "
+                  "read what they hold; off by default)");
   mount->add_flag("-f,--foreground", config.foreground, "Stay in the foreground, logging to stderr");
   std::vector<std::string> raw_options;
   mount->add_option("-o", raw_options,
@@ -350,8 +367,8 @@ int main(int argc, char** argv) {
       "As a mount helper (what `mount -t fuse.hubfs REPO MOUNTPOINT -o ...` and fstab lines of type "
       "fuse.hubfs run):\n  hubfs REPO MOUNTPOINT -o KEY=VALUE,...\nwhere the keys are the mount "
       "options without dashes (endpoint, cache_dir, cache_size, revision, repo_type, subfolder, max_requests, "
-      "read_timeout, log_file, ca_bundle; foreground, debug, offline and hub take no value; with hub, "
-      "REPO is only a label); options for mount(8) "
+      "read_timeout, log_file, ca_bundle, shared_cache with '+' between servers; foreground, debug, "
+      "offline, hub and shared_cache_private take no value; with hub, REPO is only a label); options for mount(8) "
       "and systemd (_netdev, nofail, noauto, auto, user, users, nouser, owner, group, defaults, "
       "comment=, x-*) and rw are dropped (the mount is always read-only); anything else goes to "
       "FUSE (allow_other, nonempty, ...).");
@@ -361,6 +378,14 @@ int main(int argc, char** argv) {
   if (*prefetch) return hubfs::run_prefetch(prefetch_config);
 
   if (*mount) {
+    if (!shared_cache.empty()) {
+      auto servers = hubfs::parse_shared_cache_servers(shared_cache);
+      if (!servers.ok()) {
+        std::cerr << "hubfs: " << servers.status().message() << "\n";
+        return 2;
+      }
+      config.shared_cache = *servers;
+    }
     if (std::string err = apply_options(raw_options, config, cache_size); !err.empty()) {
       std::cerr << "hubfs: " << err << "\n";
       return 2;

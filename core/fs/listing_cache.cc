@@ -103,6 +103,8 @@ std::optional<PinnedRevision> ListingCache::load_ref(const std::string& revision
   p.resolved_at = number("resolved_at");
   auto priv = j->find("private");
   p.is_private = priv != j->end() && priv->is_boolean() && priv->get<bool>();
+  auto gated = j->find("gated");
+  p.gated = gated != j->end() && gated->is_boolean() && gated->get<bool>();
   return p;
 }
 
@@ -114,6 +116,7 @@ Status ListingCache::save_ref(const std::string& revision, const PinnedRevision&
                         {"commit", pinned.commit},
                         {"last_modified", pinned.last_modified},
                         {"private", pinned.is_private},
+                        {"gated", pinned.gated},
                         {"resolved_at", pinned.resolved_at ? pinned.resolved_at : static_cast<int64_t>(time(nullptr))}};
   return listing_store::write(listing_store::ref_document(repo_dir_, revision), doc.dump() + "\n");
 }
@@ -148,7 +151,8 @@ Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const L
     }
     return info.status();
   }
-  PinnedRevision pinned{info->sha, info->last_modified, info->is_private, static_cast<int64_t>(time(nullptr))};
+  PinnedRevision pinned{info->sha, info->last_modified, info->is_private, info->gated,
+                        static_cast<int64_t>(time(nullptr))};
   // Best effort: without it only a later --offline mount of this revision is impossible.
   if (listings) (void)listings->save_ref(repo.revision, pinned);
   return pinned;

@@ -27,6 +27,7 @@ struct PinnedRevision {
   std::string commit;
   int64_t last_modified = 0;  // the commit date (unix seconds), for file times
   bool is_private = false;
+  bool gated = false;         // (stored records older than this field read as not gated)
   int64_t resolved_at = 0;    // when (unix seconds): messages say how old an offline view is
 };
 

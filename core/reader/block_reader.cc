@@ -43,8 +43,9 @@ struct BlockReader::Verification {
   }
 };
 
-BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options)
-    : cache_(cache), fetcher_(fetcher), options_(options), disk_work_(std::max(1, options.disk_threads)) {}
+BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options, SharedBlocks* shared)
+    : cache_(cache), fetcher_(fetcher), shared_(shared), options_(options),
+      disk_work_(std::max(1, options.disk_threads)) {}
 
 BlockReader::~BlockReader() { shutdown(); }
 
@@ -251,6 +252,11 @@ void BlockReader::forget_file(const RemoteFile& file) {
   }
   if (cache_)
     for (uint64_t b = 0; b < nblocks; ++b) cache_->remove(id, b);
+  if (shared_) {
+    std::vector<std::pair<uint64_t, size_t>> blocks;
+    for (uint64_t b = 0; b < nblocks; ++b) blocks.emplace_back(b, block_length(file, b));
+    shared_->forget(id, blocks);
+  }
 }
 
 BlockReader::BlockPtr BlockReader::claim_or_find(const RemoteFile& file, uint64_t index,
@@ -348,7 +354,45 @@ void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> cla
     }
     misses.push_back(index);
   }
+  if (!misses.empty() && shared_) misses = load_from_shared(file, std::move(misses));
   if (!misses.empty()) fetch_runs(file, misses, prefetch, max_run);
+}
+
+// --- The shared block tier (reader/shared_blocks.h) --------------------------------------------
+
+std::vector<uint64_t> BlockReader::load_from_shared(const RemoteFile& file, std::vector<uint64_t> misses) {
+  std::vector<std::pair<uint64_t, size_t>> wanted;
+  for (uint64_t index : misses) wanted.emplace_back(index, block_length(file, index));
+  auto found = shared_->lookup(cache_id(file.content_id), wanted);
+  std::vector<uint64_t> rest;
+  for (size_t i = 0; i < misses.size(); ++i) {
+    if (!found[i]) {
+      rest.push_back(misses[i]);
+      continue;
+    }
+    // Like a Hub fetch, minus the offer back to the tier: into memory and the hash now, to the
+    // local disk on a worker (this may be a reader's thread).
+    const BlockBytes bytes{found[i]->value, found[i]->offset, found[i]->length};
+    const uint64_t epoch = content_epoch(file);
+    complete(file, misses[i], bytes, /*store=*/false);
+    if (cache_) {
+      post([this, file, index = misses[i], bytes, epoch] {
+        if (content_epoch(file) != epoch) return;  // the file failed its hash: maybe a bad block
+        const std::string id = cache_id(file.content_id);
+        cache_->put(id, index, std::string_view(bytes.data(), bytes.size()));
+        if (content_epoch(file) != epoch) cache_->remove(id, index);
+      });
+    }
+  }
+  return rest;
+}
+
+void BlockReader::offer_to_shared(const RemoteFile& file, uint64_t index, const BlockBytes& bytes,
+                                  uint64_t epoch) {
+  // Not once the file failed its hash since this block arrived: it may be one of the bad bytes
+  // (and the failure's forget may already be queued ahead of this store).
+  if (content_epoch(file) != epoch) return;
+  shared_->offer(cache_id(file.content_id), index, std::string_view(bytes.data(), bytes.size()));
 }
 
 void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>& indices,
@@ -398,9 +442,11 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
                 stats_.blocks_fetched += count;
               }
               uint64_t pos = 0;
+              const uint64_t epoch = shared_ ? content_epoch(file) : 0;
               for (uint64_t b = first; b < first + count; ++b) {
                 uint64_t len = block_length(file, b);
                 complete(file, b, BlockBytes{all, pos, len}, true);
+                if (shared_) offer_to_shared(file, b, BlockBytes{all, pos, len}, epoch);
                 pos += len;
               }
             }

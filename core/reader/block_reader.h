@@ -27,6 +27,7 @@
 #include "common/task_queue.h"
 #include "net/range_fetcher.h"
 #include "cache/content_verifier.h"
+#include "reader/shared_blocks.h"
 
 namespace hubfs {
 
@@ -128,7 +129,10 @@ class BlockReader {
   // cache may be null (no disk cache).
   // cache and fetcher must outlive this reader; so must everything a RemoteFile's locate
   // captures (a queued read-ahead may call it until shutdown() returns).
-  BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options = {});
+  // shared (may be null): the shared block tier, asked after the disk cache and before the Hub
+  // (see shared_blocks.h); it must outlive this reader.
+  BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options = {},
+              SharedBlocks* shared = nullptr);
   // Calls shutdown().
   ~BlockReader();
   // Waits for every fetch in flight to call back (the transport bounds each; shut the transport
@@ -171,6 +175,9 @@ class BlockReader {
   // max_run: most neighbouring blocks per request.
   void load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed, bool prefetch, size_t max_run);
   void fetch_runs(const RemoteFile& file, const std::vector<uint64_t>& indices, bool prefetch, size_t max_run);
+  // The shared tier's part (see shared_blocks.h): serves what it holds, returns the rest.
+  std::vector<uint64_t> load_from_shared(const RemoteFile& file, std::vector<uint64_t> misses);
+  void offer_to_shared(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch);
   void complete(const RemoteFile& file, uint64_t index, Result<BlockBytes> data, bool store);
   void read_ahead(const RemoteFile& file, uint64_t first_block, uint64_t last_block, ReadState* state);
   uint64_t block_length(const RemoteFile& file, uint64_t index) const;
@@ -190,6 +197,7 @@ class BlockReader {
 
   BlockCache* cache_;
   RangeFetcher& fetcher_;
+  SharedBlocks* shared_;
   const ReaderOptions options_;
 
   mutable std::mutex mu_;

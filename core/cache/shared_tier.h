@@ -1,0 +1,131 @@
+// The shared block tier: an optional second cache between the local disk cache and the Hub,
+// held by a distributed cache engine a cluster already runs (memcached today: see
+// core/shared/memcached_tier.h), so many nodes reading one dataset fetch each block from the
+// Hub once between them.
+//
+// Three pieces live here, free of any engine and of FUSE:
+//  - SharedTier, the seam an engine implements (raw values under string keys; gets bounded by a
+//    short timeout, puts asynchronous and droppable). Redis Cluster would be a second
+//    implementation of the same four calls.
+//  - the envelope every value is wrapped in: the block's key echoed, its length and CRC-32C,
+//    checked on every get, so a value that is torn, stale, mis-keyed or flipped is a miss,
+//    never served;
+//  - CircuitBreaker, which stops asking a failing node for a while and probes it again later,
+//    with an injectable clock so it is tested without sleeping.
+//
+// Failure of the tier is never an error for a reader: every problem costs a Hub fetch.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hubfs {
+
+// What identifies a block across machines: the file's content id (already carrying a
+// non-default block size, see BlockReader::cache_id), the block size in bytes and the index.
+struct SharedBlockKey {
+  std::string content_id;
+  uint32_t block_size = 0;
+  uint64_t index = 0;
+
+  // The engine key: printable ASCII without spaces, well under memcached's 250-byte limit
+  // ("hubfs:v1:sha256:<64 hex>:1048576:123" is ~90 bytes).
+  std::string str() const;
+};
+
+// One item to look up: its key and the exact size of the value stored under it (the envelope
+// of a block of known length), so an engine that splits values into pieces knows how many.
+struct SharedGet {
+  std::string key;
+  size_t value_size = 0;
+};
+
+// Counters an engine keeps (all since the tier was created).
+struct SharedTierStats {
+  uint64_t get_errors = 0;     // lookups that failed (timeout, connection, protocol)
+  uint64_t put_errors = 0;     // stores that failed
+  uint64_t skipped = 0;        // lookups or stores not tried: the node's breaker was open
+  uint64_t puts = 0;           // values stored
+  uint64_t put_bytes = 0;      // their bytes
+  uint64_t dropped = 0;        // stores dropped: the queue was full
+  uint64_t queued = 0;         // stores and deletes waiting now
+  uint64_t nodes = 0;          // nodes configured
+  uint64_t nodes_down = 0;     // nodes whose breaker is open now
+};
+
+class SharedTier {
+ public:
+  virtual ~SharedTier() = default;
+  // One answer per request, in order: the value if the engine has it with exactly
+  // value_size bytes, else nullopt (absent, wrong size, timed out, node down). Bounded by the
+  // engine's short timeout; thread-safe.
+  virtual std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items) = 0;
+  // Queues a store and returns at once; dropped (and counted) when the queue is full.
+  virtual void put(std::string key, std::string value) = 0;
+  // Queues a delete of the value of value_size bytes under key (after the puts queued before
+  // it) and returns at once.
+  virtual void remove(std::string key, size_t value_size) = 0;
+  virtual SharedTierStats stats() const = 0;
+  // Human description for logs and status, e.g. "memcached 10.0.0.1:11211,10.0.0.2:11211".
+  virtual std::string describe() const = 0;
+};
+
+// The envelope: a fixed header, the key echoed, then the block.
+//   "HUBFSSB" + version byte (1) | u64 block length | u32 CRC-32C of the block |
+//   u32 CRC-32C of the key | u16 key length | key | block          (little endian)
+// The echoed key catches a value stored under the wrong key (an engine bug, a hash collision
+// in a proxy); the CRC-32C catches torn and flipped values. Deterministic, so two nodes that
+// store the same block store the same bytes (an engine splitting values may mix their pieces).
+namespace shared_envelope {
+
+size_t size(const std::string& key, size_t block_length);
+std::string wrap(const std::string& key, std::string_view block);
+// The block inside `value` if it is a well-formed envelope for `key` holding exactly
+// `block_length` bytes whose CRC-32C matches; else nullopt.
+std::optional<std::string_view> unwrap(const std::string& key, size_t block_length, std::string_view value);
+
+}  // namespace shared_envelope
+
+// Per node: closed (ask it) until `failures_to_open` failures in a row, then open (do not ask)
+// for `open_for`, then half-open: exactly one caller probes; its success closes the breaker, its
+// failure opens it again for twice as long (capped at `max_open_for`), so a node that stays dead
+// is asked rarely and one that comes back is used again within `open_for`.
+class CircuitBreaker {
+ public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  struct Options {
+    // Three in a row: one lost packet or one slow answer does not take a node out.
+    int failures_to_open = 3;
+    // Long enough that a dead node costs a few probes a minute, short enough that a restarted
+    // one (memcached restarts in well under a second) is back in use soon.
+    std::chrono::milliseconds open_for{2000};
+    std::chrono::milliseconds max_open_for{30'000};
+  };
+  explicit CircuitBreaker(Options options, Clock clock = nullptr);
+
+  // May this caller ask the node now? In the half-open state only the first caller may (the
+  // probe); it must report success() or failure().
+  bool allow();
+  void success();
+  void failure();
+  bool open() const;  // not asking now (open, or a probe under way)
+
+ private:
+  std::chrono::steady_clock::time_point now() const;
+  const Options options_;
+  const Clock clock_;
+  mutable std::mutex mu_;
+  int failures_ = 0;
+  bool is_open_ = false;
+  bool probing_ = false;
+  std::chrono::milliseconds current_open_for_;
+  std::chrono::steady_clock::time_point reopen_at_{};
+};
+
+}  // namespace hubfs

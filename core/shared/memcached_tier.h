@@ -1,0 +1,111 @@
+// The shared block tier on memcached (see cache/shared_tier.h for the contract).
+//
+// Why memcached (and not Redis Cluster): clusters run it already, it is one package and one
+// process per node with nothing to configure, its LRU evicts on its own, and libmemcached speaks
+// its binary protocol with per-call timeouts. A server list is all a client needs: each block
+// goes to one node chosen by rendezvous hashing over the list (consistent: removing a node moves
+// only that node's blocks, and every mount that lists the same servers agrees). Redis Cluster
+// would be another SharedTier behind the same seam.
+//
+// memcached stores at most 1 MiB per item by default (-I), header and key included, and a hubfs
+// block is 1 MiB before its envelope: a value larger than `piece_bytes` is stored as equal
+// pieces on the same node under "<key>#<i>/<n>", so stock memcached works and -I needs no
+// change. A get needs every piece (any missing one is a miss, and the envelope's CRC covers the
+// reassembled value).
+//
+// Each node has its own circuit breaker and its own pool of connections (a memcached_st is not
+// thread-safe: a caller takes one from the pool and gives it back; one that failed is closed,
+// not reused). Stores and deletes run on a few writer threads from one bounded queue that drops
+// rather than blocks; a key always goes to the same writer, so a delete never overtakes a store
+// of the same key.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache/shared_tier.h"
+#include "common/status.h"
+
+namespace hubfs {
+
+struct MemcachedTierOptions {
+  std::vector<std::string> servers;  // "host:port" (port default 11211)
+  // Connect and per-wait I/O timeout of a lookup (the wait for each next piece of an answer,
+  // not the whole answer). A miss costs one round trip whatever this is; only a hung node costs
+  // the timeout, at most 3 times before its breaker opens. At 50 ms, 2-4 of 200 lookups timed out
+  // on this 2-core machine at load average 4-18 (a multi-MiB multi-get waiting on a busy
+  // memcached), each then a Hub fetch; at 200 ms none did (bench/shared_tier_bench.py).
+  std::chrono::milliseconds timeout{200};
+  // The same for stores and deletes, which run on the writers, never on a reader's path: longer,
+  // so a loaded machine does not turn slow stores into lost blocks and a tripped breaker
+  // (at 50 ms, ~1% of stores failed at load average 15 on 2 cores).
+  std::chrono::milliseconds store_timeout{500};
+  // Largest piece stored as one item: memcached's default item limit (1 MiB) covers the item
+  // header (~50 bytes), the key and its suffix too, so 1000 KiB leaves ample room.
+  size_t piece_bytes = 1000 * 1024;
+  // Stores waiting for the writer, in bytes: past this they are dropped (a reader never waits
+  // on the shared tier). 64 MiB is 64 blocks, about a second of Hub fetching at full speed.
+  size_t queue_bytes = 64ull << 20;
+  CircuitBreaker::Options breaker;
+  CircuitBreaker::Clock clock;  // for tests; null: steady_clock
+};
+
+// "memcached://h1:11211,h2" or "h1:11211+h2:11211" (',' or '+' between servers, '+' for -o
+// where ',' separates options) -> ["h1:11211", "h2:11211"]. redis:// and anything else that is not
+// host[:port] is an error naming what is supported.
+Result<std::vector<std::string>> parse_shared_cache_servers(const std::string& text);
+
+class MemcachedTier : public SharedTier {
+ public:
+  // Contacts no server: nodes are tried (and their breakers trip) on first use, so a mount
+  // never fails because the shared tier is down.
+  static Result<std::unique_ptr<MemcachedTier>> create(MemcachedTierOptions options);
+  // Finishes the queued stores for up to kDrainTime, then stops the writer.
+  ~MemcachedTier() override;
+
+  std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items) override;
+  void put(std::string key, std::string value) override;
+  void remove(std::string key, size_t value_size) override;
+  SharedTierStats stats() const override;
+  std::string describe() const override;
+
+  // Waits until the writer has nothing queued or running (tests, benchmarks).
+  void wait_idle();
+
+ private:
+  struct Node;
+  struct Op {
+    bool is_delete = false;
+    std::string key;
+    std::string value;  // puts
+    size_t value_size = 0;
+  };
+  explicit MemcachedTier(MemcachedTierOptions options);
+  Node& node_for(const std::string& key);
+  void get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
+                std::vector<std::optional<std::string>>& out);
+  // The item keys and lengths of a value of `size` bytes stored under `key`.
+  std::vector<std::pair<std::string, size_t>> pieces(const std::string& key, size_t size) const;
+  void writer_loop(size_t shard);
+  void run(const Op& op);
+
+  const MemcachedTierOptions options_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable work_cv_, idle_cv_;
+  std::deque<Op> queue_;
+  size_t queued_bytes_ = 0;
+  int writing_ = 0;  // ops being run by writers now
+  bool stop_ = false;
+  SharedTierStats stats_;
+  bool warned_too_big_ = false;
+  std::vector<std::thread> writers_;  // last: they start once everything above exists
+};
+
+}  // namespace hubfs

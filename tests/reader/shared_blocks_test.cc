@@ -1,0 +1,243 @@
+// The reader with a shared block tier (a fake one here; tests/shared and tests/integration use
+// real memcached): asked after the disk cache and before the Hub, fed with what the Hub sent,
+// never trusted without its envelope, never an error when it fails.
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include <openssl/evp.h>
+
+#include "reader/block_reader.h"
+#include "reader/shared_blocks.h"
+#include "support/fake_transport.h"
+#include "support/temp_dir.h"
+
+namespace hubfs {
+namespace {
+
+using testing::FakeTransport;
+using testing::TempDir;
+
+constexpr uint32_t kBlock = 1u << 20;
+
+// An in-memory engine: puts land at once; `fail` makes every get an error (nothing returned).
+class FakeTier : public SharedTier {
+ public:
+  std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items) override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++gets;
+    std::vector<std::optional<std::string>> out(items.size());
+    if (fail) return out;
+    for (size_t i = 0; i < items.size(); ++i) {
+      auto it = values.find(items[i].key);
+      if (it != values.end() && it->second.size() == items[i].value_size) out[i] = it->second;
+    }
+    return out;
+  }
+  void put(std::string key, std::string value) override {
+    std::lock_guard<std::mutex> lock(mu);
+    values[std::move(key)] = std::move(value);
+    ++puts;
+  }
+  void remove(std::string key, size_t) override {
+    std::lock_guard<std::mutex> lock(mu);
+    values.erase(key);
+    ++removes;
+  }
+  SharedTierStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu);
+    SharedTierStats s;
+    s.puts = puts;
+    return s;
+  }
+  std::string describe() const override { return "fake"; }
+  // Offers run after the read that fetched a block returns (off the reader's path): wait for them.
+  bool wait_puts(int n) {
+    for (int i = 0; i < 10'000; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (puts >= n) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+  }
+
+  mutable std::mutex mu;
+  std::map<std::string, std::string> values;
+  bool fail = false;
+  int gets = 0, puts = 0, removes = 0;
+};
+
+std::string pattern(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+std::string sha256_hex(const std::string& data) {
+  unsigned char digest[32];
+  unsigned int n = 0;
+  EVP_Digest(data.data(), data.size(), digest, &n, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned i = 0; i < n; ++i) {
+    static const char kHex[] = "0123456789abcdef";
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 15];
+  }
+  return hex;
+}
+
+class SharedBlocksTest : public ::testing::Test {
+ protected:
+  SharedBlocksTest() {
+    content_ = pattern(5 * kBlock + 777, 3);  // 6 blocks, the last one short
+    file_.path = "data/shared.bin";
+    file_.content_id = "sha256:" + sha256_hex(content_);
+    file_.size = content_.size();
+    file_.locate = [](bool) { return Result<Location>(Location{"http://cdn.test/blob", {}, {}}); };
+  }
+
+  // A "machine": its own disk cache directory and reader over the one fake Hub and tier.
+  struct Machine {
+    TempDir dir;
+    std::unique_ptr<BlockCache> cache;
+    std::unique_ptr<SharedBlocks> shared;
+    std::unique_ptr<BlockReader> reader;
+  };
+  std::unique_ptr<Machine> machine(bool with_tier = true) {
+    auto m = std::make_unique<Machine>();
+    CacheOptions o;
+    o.dir = (m->dir.path() / "cache").string();
+    auto c = BlockCache::open(o);
+    EXPECT_TRUE(c.ok());
+    m->cache = std::move(c).value();
+    if (with_tier) m->shared = std::make_unique<SharedBlocks>(tier_, kBlock);
+    m->reader = std::make_unique<BlockReader>(m->cache.get(), fetcher_, ReaderOptions{}, m->shared.get());
+    return m;
+  }
+  Result<std::string> read_all(BlockReader& reader) {
+    std::string out(file_.size, '\0');
+    auto n = reader.read(file_, 0, file_.size, out.data(), nullptr);
+    if (!n.ok()) return n.status();
+    out.resize(*n);
+    return out;
+  }
+  std::string key(uint64_t index) { return SharedBlockKey{file_.content_id, kBlock, index}.str(); }
+
+  Result<HttpResponse> answer(const HttpRequest& req) {
+    HttpResponse r;
+    auto range = find_header(req.headers, "Range");
+    uint64_t a = 0, b = 0;
+    if (!range || sscanf(range->c_str(), "bytes=%lu-%lu", &a, &b) != 2) {
+      r.status = 200;
+      r.body = content_;
+      return r;
+    }
+    r.status = 206;
+    r.body = content_.substr(a, b - a + 1);
+    r.headers.emplace_back("content-range", "bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" +
+                                                std::to_string(content_.size()));
+    return r;
+  }
+
+  std::string content_;
+  RemoteFile file_;
+  FakeTier tier_;
+  FakeTransport transport_{[this](const HttpRequest& r) { return answer(r); }};
+  RangeFetcher fetcher_{transport_};
+};
+
+TEST_F(SharedBlocksTest, BlocksOneMachineFetchedAreReadByAnotherWithoutTheHub) {
+  auto a = machine();
+  ASSERT_EQ(read_all(*a->reader).value(), content_);
+  const size_t hub_after_a = transport_.request_count();
+  EXPECT_GT(hub_after_a, 0u);
+  ASSERT_TRUE(tier_.wait_puts(6));
+  EXPECT_EQ(tier_.values.size(), 6u);  // every block offered once fetched
+  EXPECT_EQ(a->shared->stats().offered, 6u);
+
+  auto b = machine();
+  ASSERT_EQ(read_all(*b->reader).value(), content_);
+  EXPECT_EQ(transport_.request_count(), hub_after_a) << "machine B went to the Hub";
+  const SharedBlocksStats s = b->shared->stats();
+  EXPECT_EQ(s.hits, 6u);
+  EXPECT_EQ(s.misses, 0u);
+  EXPECT_EQ(s.bytes_read, content_.size());
+  EXPECT_EQ(s.offered, 0u) << "blocks from the tier are not stored back into it";
+  EXPECT_EQ(b->reader->stats().files_verified, 1u) << "tier blocks go through the whole-file hash too";
+
+  // B wrote them to its own disk cache: a remount of B needs neither tier nor Hub.
+  b->reader.reset();
+  BlockReader again(b->cache.get(), fetcher_);
+  ASSERT_EQ(read_all(again).value(), content_);
+  EXPECT_EQ(again.stats().disk_hits, 6u);
+  EXPECT_EQ(transport_.request_count(), hub_after_a);
+}
+
+TEST_F(SharedBlocksTest, ADiskHitNeverAsksTheTier) {
+  auto a = machine();
+  ASSERT_TRUE(read_all(*a->reader).ok());
+  ASSERT_TRUE(tier_.wait_puts(6));
+  a->reader = std::make_unique<BlockReader>(a->cache.get(), fetcher_, ReaderOptions{}, a->shared.get());
+  const int gets = tier_.gets;
+  ASSERT_EQ(read_all(*a->reader).value(), content_);
+  EXPECT_EQ(tier_.gets, gets);
+}
+
+TEST_F(SharedBlocksTest, ACorruptValueIsNeverServedAndIsOverwrittenFromTheHub) {
+  auto a = machine();
+  ASSERT_TRUE(read_all(*a->reader).ok());
+  ASSERT_TRUE(tier_.wait_puts(6));
+  const size_t hub_after_a = transport_.request_count();
+  // One flipped bit in block 2's payload, one truncated value for block 4.
+  tier_.values[key(2)][tier_.values[key(2)].size() - 100] ^= 0x10;
+  tier_.values[key(4)].resize(tier_.values[key(4)].size() / 2);
+
+  auto b = machine();
+  ASSERT_EQ(read_all(*b->reader).value(), content_);
+  const SharedBlocksStats s = b->shared->stats();
+  EXPECT_EQ(s.hits, 4u);
+  EXPECT_EQ(s.corrupt, 1u);  // the truncated one is simply absent (wrong size) to the engine
+  EXPECT_EQ(s.misses, 2u);
+  EXPECT_EQ(transport_.request_count(), hub_after_a + 2) << "blocks 2 and 4 came from the Hub";
+  ASSERT_TRUE(tier_.wait_puts(8));
+  EXPECT_EQ(b->shared->stats().offered, 2u);
+  // ...and were stored back, good now.
+  for (uint64_t i : {2, 4}) {
+    auto v = shared_envelope::unwrap(key(i), kBlock, tier_.values[key(i)]);
+    ASSERT_TRUE(v) << "block " << i;
+    EXPECT_EQ(*v, std::string_view(content_).substr(i * kBlock, kBlock));
+  }
+}
+
+TEST_F(SharedBlocksTest, AFailingTierCostsOnlyHubFetches) {
+  tier_.fail = true;
+  auto b = machine();
+  ASSERT_EQ(read_all(*b->reader).value(), content_);
+  EXPECT_EQ(b->shared->stats().hits, 0u);
+  EXPECT_EQ(b->shared->stats().misses, 6u);
+  EXPECT_GT(transport_.request_count(), 0u);
+}
+
+TEST_F(SharedBlocksTest, AWellWrappedWrongBlockFailsTheFileHashAndLeavesTheTier) {
+  // Someone stored wrong bytes with a valid envelope (the Hub sent them corrupted to another
+  // machine): the whole-file hash catches them, and the reader removes the file from the tier.
+  std::string wrong = content_.substr(kBlock, kBlock);
+  wrong[5] ^= 0x01;
+  tier_.put(key(1), shared_envelope::wrap(key(1), wrong));
+  auto b = machine();
+  auto r = read_all(*b->reader);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kCorrupt);
+  EXPECT_EQ(tier_.values.count(key(1)), 0u) << "the bad block is still shared";
+  // The next read fetches fresh bytes from the Hub and succeeds.
+  ASSERT_EQ(read_all(*b->reader).value(), content_);
+}
+
+}  // namespace
+}  // namespace hubfs

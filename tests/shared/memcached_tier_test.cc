@@ -1,0 +1,200 @@
+// MemcachedTier against real memcached processes on 127.0.0.1: values larger than an item
+// stored as pieces, spread over several nodes, a dead node costing misses (not errors, not
+// stalls) and coming back after its breaker's wait.
+#include "shared/memcached_tier.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "support/memcached_server.h"
+
+namespace hubfs {
+namespace {
+
+using testing::MemcachedServer;
+
+std::string value_of(size_t n, int seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + seed * 7) & 0xff);
+  return s;
+}
+
+std::optional<std::string> get_one(MemcachedTier& t, const std::string& key, size_t size) {
+  return t.get({SharedGet{key, size}}).at(0);
+}
+
+TEST(SharedCacheServers, ParsesListsSchemesAndSeparatorsAndRefusesOthers) {
+  auto a = parse_shared_cache_servers("memcached://10.0.0.2:11300,10.0.0.1");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(*a, (std::vector<std::string>{"10.0.0.1:11211", "10.0.0.2:11300"}));
+  auto b = parse_shared_cache_servers("h1:1+h2:2");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b, (std::vector<std::string>{"h1:1", "h2:2"}));
+  EXPECT_FALSE(parse_shared_cache_servers("redis://h:6379").ok());
+  EXPECT_FALSE(parse_shared_cache_servers("h:0").ok());
+  EXPECT_FALSE(parse_shared_cache_servers("h:99999").ok());
+  EXPECT_FALSE(parse_shared_cache_servers("").ok());
+  EXPECT_FALSE(parse_shared_cache_servers("bad/host").ok());
+  EXPECT_NE(parse_shared_cache_servers("redis://h").status().message().find("memcached"), std::string::npos);
+  // The tier normalises what it is given: a port-less host is port 11211.
+  MemcachedTierOptions o;
+  o.servers = {"localhost"};
+  auto t = MemcachedTier::create(o);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ((*t)->describe(), "memcached localhost:11211");
+}
+
+TEST(MemcachedTier, StoresBlockSizedValuesAsPiecesAcrossNodesAndReadsThemBack) {
+  auto n1 = MemcachedServer::start();
+  auto n2 = MemcachedServer::start();
+  auto n3 = MemcachedServer::start();
+  MemcachedTierOptions o;
+  o.servers = {n1->address(), n2->address(), n3->address()};
+  auto tier = MemcachedTier::create(o);
+  ASSERT_TRUE(tier.ok()) << tier.status().message();
+  MemcachedTier& t = **tier;
+  // 1 MiB + an envelope: more than memcached's default 1 MiB item, so two pieces.
+  const size_t big = (1u << 20) + 100;
+  for (int i = 0; i < 12; ++i) t.put("k" + std::to_string(i), value_of(big, i));
+  t.put("small", "tiny");
+  t.wait_idle();
+  EXPECT_EQ(t.stats().puts, 13u);
+  EXPECT_EQ(t.stats().put_errors, 0u);
+  std::vector<SharedGet> gets;
+  for (int i = 0; i < 12; ++i) gets.push_back({"k" + std::to_string(i), big});
+  gets.push_back({"small", 4});
+  gets.push_back({"absent", 10});
+  gets.push_back({"k0", big - 1});  // wrong size: not this value
+  auto got = t.get(gets);
+  ASSERT_EQ(got.size(), 15u);
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(got[i]) << i;
+    EXPECT_EQ(*got[i], value_of(big, i)) << i;
+  }
+  EXPECT_EQ(got[12], std::optional<std::string>("tiny"));
+  EXPECT_FALSE(got[13]);
+  EXPECT_FALSE(got[14]);
+  EXPECT_EQ(t.stats().get_errors, 0u);
+
+  // Spread: every node holds some of 60 keys (the chance that one holds none is 3 * (2/3)^60).
+  for (int i = 0; i < 60; ++i) t.put("s" + std::to_string(i), "v");
+  t.wait_idle();
+  std::set<int> holding;
+  for (auto* n : {n1.get(), n2.get(), n3.get()}) {
+    MemcachedTierOptions one;
+    one.servers = {n->address()};
+    auto single = MemcachedTier::create(one);
+    for (int i = 0; i < 60; ++i)
+      if (get_one(**single, "s" + std::to_string(i), 1)) holding.insert(n->port());
+  }
+  EXPECT_EQ(holding.size(), 3u);
+
+  // A delete removes every piece.
+  t.remove("k3", big);
+  t.wait_idle();
+  EXPECT_FALSE(get_one(t, "k3", big));
+}
+
+TEST(MemcachedTier, ADeadNodeCostsMissesItsBreakerOpensAndItIsUsedAgainOnceBack) {
+  auto n1 = MemcachedServer::start();
+  auto n2 = MemcachedServer::start();
+  MemcachedTierOptions o;
+  o.servers = {n1->address(), n2->address()};
+  o.breaker.failures_to_open = 2;
+  o.breaker.open_for = std::chrono::milliseconds(200);  // real time: this test sleeps past it once
+  auto tier = MemcachedTier::create(o);
+  ASSERT_TRUE(tier.ok());
+  MemcachedTier& t = **tier;
+  for (int i = 0; i < 20; ++i) t.put("k" + std::to_string(i), value_of(1000, i));
+  t.wait_idle();
+  std::vector<SharedGet> gets;
+  for (int i = 0; i < 20; ++i) gets.push_back({"k" + std::to_string(i), 1000});
+  auto before = t.get(gets);
+  for (auto& v : before) ASSERT_TRUE(v);
+
+  n2->kill();
+  // Lookups answer (no stall past the timeouts), the dead node's keys miss, the others hit.
+  for (int round = 0; round < 4; ++round) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto got = t.get(gets);
+    auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_LT(took, std::chrono::seconds(5));  // a bound against a hang, not a timing claim
+    int hits = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i]) {
+        ++hits;
+        EXPECT_EQ(*got[i], value_of(1000, static_cast<int>(i)));
+      }
+    }
+    EXPECT_GT(hits, 0);
+    EXPECT_LT(hits, 20);
+  }
+  const SharedTierStats s = t.stats();
+  EXPECT_GE(s.get_errors, 2u);
+  EXPECT_GT(s.skipped, 0u) << "the breaker never opened: the dead node was asked every time";
+  EXPECT_EQ(s.nodes_down, 1u);
+
+  // Back (empty) on the same port: after the breaker's wait, its keys are stored and served again.
+  n2->restart();
+  // Probes until the breaker closes (bounded: its wait doubles per failed probe, from 200 ms).
+  for (int i = 0; i < 200 && t.stats().nodes_down != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    (void)t.get(gets);
+  }
+  ASSERT_EQ(t.stats().nodes_down, 0u) << "the restarted node was never used again";
+  for (int i = 0; i < 20; ++i) t.put("k" + std::to_string(i), value_of(1000, i));
+  t.wait_idle();
+  auto after = t.get(gets);
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_TRUE(after[i]) << i;
+}
+
+TEST(MemcachedTier, NothingListeningIsNeverAnErrorOnlyMisses) {
+  auto n = MemcachedServer::start();
+  const std::string address = n->address();
+  n->kill();
+  MemcachedTierOptions o;
+  o.servers = {address};
+  auto tier = MemcachedTier::create(o);
+  ASSERT_TRUE(tier.ok());
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(get_one(**tier, "k", 10));
+  (*tier)->put("k", "v");
+  (*tier)->wait_idle();
+  EXPECT_EQ((*tier)->stats().puts, 0u);
+  EXPECT_EQ((*tier)->stats().nodes_down, 1u);
+}
+
+// A node that accepts connections and never answers (hung, or a black-holed route): lookups
+// give up after the short timeout, and stores queue behind it until the queue is full, then drop.
+TEST(MemcachedTier, ASilentNodeTimesOutAndAFullQueueDropsInsteadOfBlocking) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 64), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  MemcachedTierOptions o;
+  o.servers = {"127.0.0.1:" + std::to_string(ntohs(a.sin_port))};
+  o.queue_bytes = 1000;
+  auto tier = MemcachedTier::create(o);
+  ASSERT_TRUE(tier.ok());
+  for (int i = 0; i < 50; ++i) (*tier)->put("k" + std::to_string(i), std::string(400, 'x'));
+  EXPECT_GT((*tier)->stats().dropped, 0u);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(get_one(**tier, "k0", 400));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));  // against a hang only
+  tier->reset();
+  close(fd);
+}
+
+}  // namespace
+}  // namespace hubfs
