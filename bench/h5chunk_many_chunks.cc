@@ -120,7 +120,7 @@ double h5chunk_ms(const std::string& path, const Case& c, unsigned threads, std:
 }  // namespace
 
 int main(int argc, char** argv) {
-  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  unsigned threads = 0;  // h5chunk's default (Options::threads = 0)
   int repeat = 3;
   std::string dir = "/tmp/h5chunk_bench";
   for (int i = 1; i < argc; ++i) {
@@ -144,7 +144,8 @@ int main(int argc, char** argv) {
   }
   cases.push_back({"many100k_latest_unlimited.h5", "/data", 100000, 256, false, true, true});
   ::mkdir(dir.c_str(), 0755);
-  std::printf("threads %u, best of %d, first read (fresh open) of the whole dataset\n", threads, repeat);
+  std::printf("threads %s, best of %d, first read (fresh open) of the whole dataset\n",
+              threads ? std::to_string(threads).c_str() : "default", repeat);
   std::printf("%-32s %8s %6s %10s %10s %7s  %s\n", "file", "chunks", "KiB/ch", "h5chunk ms", "H5Dread ms",
               "ratio", "h5chunk route");
   for (const Case& c : cases) {

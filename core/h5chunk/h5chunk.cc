@@ -640,6 +640,7 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
   req.selection = &*norm;
   req.out = static_cast<uint8_t*>(out);
   req.threads = file_->threads;
+  req.threads_chosen = file_->options.threads != 0;
   req.max_bytes_in_flight = file_->options.max_bytes_in_flight;
   req.progress = options.progress;
   req.cancel = options.cancel;

@@ -66,7 +66,7 @@ inline constexpr uint64_t kDefaultMaxBytesInFlight = 512ull << 20;
 inline constexpr unsigned kMaxDefaultThreads = 16;
 
 struct Options {
-  unsigned threads = 0;  // workers per read; 0 = min(16, cores)
+  unsigned threads = 0;  // workers per read; 0 = min(16, cores), or 1 for chunks under 16 KiB
   uint64_t min_fast_path_bytes = kDefaultMinFastPathBytes;
   uint64_t max_bytes_in_flight = kDefaultMaxBytesInFlight;
   LogFn log;  // fallback notes; empty = stderr

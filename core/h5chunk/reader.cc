@@ -607,10 +607,11 @@ Result<ReadStats> read_chunks(const FastRead& req) {
   }
   uint64_t chunk_bytes = layout.elem_size;
   for (uint64_t c : layout.chunk) chunk_bytes *= c;
-  // Chunks this small cost less to decode than to hand to another thread: the caller reads them
-  // all itself (bench_h5chunk_many_chunks, first whole reads of 16k-100k chunks of 1-4 KiB: one
-  // thread 1.4-3.9x H5Dread, two threads 0.6-1.7x).
-  const unsigned wanted = chunk_bytes < kMinChunkBytesToShare ? 1u : std::max(1u, req.threads);
+  // Chunks this small cost less to decode than to hand to another thread: unless the caller
+  // chose a thread count, it reads them all itself (bench_h5chunk_many_chunks, first whole reads
+  // of 16k-100k chunks of 1-4 KiB: one thread 1.7-3.3x H5Dread, two threads 0.6-1.7x).
+  const unsigned wanted =
+      chunk_bytes < kMinChunkBytesToShare && !req.threads_chosen ? 1u : std::max(1u, req.threads);
   const unsigned threads = static_cast<unsigned>(std::clamp<uint64_t>(tasks, 1, wanted));
   auto own = req.workers->acquire();
   if (!own.ok()) return own.status().with_context(req.source);

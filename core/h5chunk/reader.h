@@ -91,6 +91,7 @@ struct FastRead {
   const NormalizedSelection* selection = nullptr;  // any: steps of either sign, lists in any order
   uint8_t* out = nullptr;                          // selection->num_elements * elem_size bytes
   unsigned threads = 1;
+  bool threads_chosen = false;  // Options::threads was set: use that many even for tiny chunks
   uint64_t max_bytes_in_flight = kDefaultMaxBytesInFlight;
   ProgressFn progress;
   const std::atomic<bool>* cancel = nullptr;  // ReadOptions::cancel
@@ -109,7 +110,8 @@ inline constexpr double kLookupMicrosPerIndexPosition = 0.1;
 // plus a fixed cost per call (its small-read sweep: a whole 512 KiB chunk in 30-74 us).
 inline constexpr double kH5DreadBytesPerMicro = 1500.0;
 inline constexpr double kH5DreadMicros = 50.0;
-// Chunks smaller than this (uncompressed) are all decoded on the caller's thread: see read_chunks.
+// Chunks smaller than this (uncompressed) are all decoded on the caller's thread unless the
+// caller chose a thread count: see read_chunks.
 inline constexpr uint64_t kMinChunkBytesToShare = 16 << 10;
 
 // Reads the selection with the worker pool. Errors name the source and the chunk.

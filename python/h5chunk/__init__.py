@@ -63,7 +63,7 @@ class File:
     """An HDF5 file opened read-only for fast reads.
 
     ``File(path, threads=0)``: ``threads`` is the number of workers per read (0: one per core,
-    at most 16). Use as a context manager, or call ``close()``. Index it with a dataset path
+    at most 16, and only the calling thread for chunks under 16 KiB). Use as a context manager, or call ``close()``. Index it with a dataset path
     (``f["data/raw_data"]``) to get a :class:`Dataset`.
 
     Raises FileNotFoundError when ``path`` does not exist and OSError when it is not HDF5.
