@@ -32,10 +32,12 @@ import tempfile
 import time
 import zlib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_bench import Hub, drop_caches  # noqa: E402  (one launcher for the bundled server)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(HERE)
 BIN = os.path.join(REPO_ROOT, "build", "bin")
-SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
 REPO = "datasets/bench/shared"
 FILE = "data.bin"
 READ_SIZE = 1 << 20
@@ -86,40 +88,10 @@ class Memcached:
         self.proc.wait(timeout=10)
 
 
-class Hub:
-    def __init__(self, root, latency_ms, bandwidth_mbps, log_file):
-        with open(log_file, "w") as err:
-            self.proc = subprocess.Popen(
-                ["/usr/bin/python3", SERVER, "--root", root, "--latency-ms", str(latency_ms),
-                 "--bandwidth-mbps", str(bandwidth_mbps), "--exit-on-stdin-eof"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
-        words = self.proc.stdout.readline().split()
-        if len(words) != 4 or words[0] != "listening":
-            self.stop()
-            raise RuntimeError("the local Hub server did not start")
-        self.url = words[1]
-
-    def stats(self):
-        out = subprocess.run(["curl", "-sf", self.url + "/_hubfs/stats"], capture_output=True, text=True, timeout=30)
-        return json.loads(out.stdout)
-
-    def reset(self):
-        subprocess.run(["curl", "-sf", "-X", "POST", self.url + "/_hubfs/reset"], capture_output=True, timeout=30)
-
-    def data_requests(self):
-        s = self.stats()
-        return s["resolve_requests"] + s["cdn_requests"], s["bytes_sent"]
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-
-
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
+def data_requests(hub):
+    """Data requests (resolves and CDN GETs) and bytes the server sent since its last reset."""
+    s = hub.stats()
+    return s["resolve_requests"] + s["cdn_requests"], s["bytes_sent"]
 
 
 class Mount:
@@ -229,7 +201,7 @@ def main():
                     seconds = time.monotonic() - t0
                     if got != expected:
                         raise RuntimeError("%s read wrong bytes" % name)
-                    requests, sent = hub.data_requests()
+                    requests, sent = data_requests(hub)
                     st = m.status()
                     sc = st.get("shared_cache") or {}
                     hits = sc.get("hits", 0)
