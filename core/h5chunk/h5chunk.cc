@@ -602,13 +602,15 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
     cause = "small read (" + std::to_string(bytes) + " bytes, below " +
             std::to_string(file_->options.min_fast_path_bytes) + ")";
   }
-  if (!cause.empty()) {
+  // H5Dread serves the read; `why` becomes the read's fallback_cause.
+  auto read_with_h5dread = [&](std::string why) -> Result<ReadStats> {
     Status s = h5dread_selection(state_->dataset.get(), state_->element.mem_type.get(), elem_size,
                                  *norm, out);
     if (!s.ok()) return s.with_context(source);
-    stats.fallback_cause = cause;
+    stats.fallback_cause = std::move(why);
     return stats;
-  }
+  };
+  if (!cause.empty()) return read_with_h5dread(cause);
 
   if (info.layout == "contiguous") {
     ContiguousRead req;
@@ -624,11 +626,7 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
     auto fast = read_contiguous(req);
     if (!fast.ok() && fast.status().code() == hubfs::Code::kUnsupported) {
       // Declined before reading anything: too many scattered pieces, H5Dread's sieve is better.
-      Status s = h5dread_selection(state_->dataset.get(), state_->element.mem_type.get(),
-                                   elem_size, *norm, out);
-      if (!s.ok()) return s.with_context(source);
-      stats.fallback_cause = fast.status().message();
-      return stats;
+      return read_with_h5dread(fast.status().message());
     }
     return fast;
   }
@@ -653,11 +651,7 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
   }();
   if (!fast.ok() && fast.status().code() == hubfs::Code::kUnsupported) {
     // Declined before reading anything (see read_chunks): H5Dread is faster for this one.
-    Status s = h5dread_selection(state_->dataset.get(), state_->element.mem_type.get(),
-                                 elem_size, *norm, out);
-    if (!s.ok()) return s.with_context(source);
-    stats.fallback_cause = fast.status().message();
-    return stats;
+    return read_with_h5dread(fast.status().message());
   }
   return fast;
 }
