@@ -57,11 +57,16 @@ struct Fetch {
   uint64_t file_size = 0;
   ByteRange range;
   RangeFetcher::Callback done;
-  // 403 handling: the first asks for a fresh location (one another range may already have got);
-  // if that one came from the shared table and also answers 403 (it was signed with a key the
-  // CDN has since rotated), the Locator itself is asked once more. Then 403 means denied.
-  int refreshes = 0;
+  // 403 handling: a 403 asks for a fresh location (one another range may already have got from
+  // the shared table). A location can itself be refused once: the CDN may rotate its signing key
+  // between signing and use, and a flaky edge may refuse a valid signature. So a fetch asks for
+  // up to kMaxFreshLocations fresh ones (a stale table entry does not count); after that a 403
+  // means denied. The bound keeps a truly denied object from looping.
+  static constexpr int kMaxFreshLocations = 2;
+  int fresh_locations = 0;
   std::string replaced_url;  // set when the last location came from the shared table
+
+  bool may_refresh() const { return fresh_locations < kMaxFreshLocations; }
 
   void fail(Status s) { done(std::move(s)); }
 
@@ -213,7 +218,7 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
     }
   };
   transport.submit(std::move(request), [self = shared_from_this(), fetch, host, url](Result<HttpResponse> r) {
-    if (r.ok() && r->status == 403 && (fetch->refreshes == 0 || (fetch->refreshes == 1 && !fetch->replaced_url.empty()))) {
+    if (r.ok() && r->status == 403 && fetch->may_refresh()) {
       self->refresh_and_resend(fetch, url);
       return;
     }
@@ -224,16 +229,19 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
 // A 403 on a signed URL usually means it expired: ask for a fresh one, off the transport's
 // thread (unless another range already did).
 void RangeFetcher::Shared::refresh_and_resend(std::shared_ptr<Fetch> fetch, std::string expired_url) {
-  ++fetch->refreshes;
   if (!fetch->replaced_url.empty()) {
     // The shared replacement was stale too: nobody should be handed it again.
     replacements.forget(fetch->replaced_url);
     fetch->replaced_url.clear();
-  } else if (auto fresh = replacements.find(expired_url)) {
-    fetch->replaced_url = expired_url;
-    send(fetch, std::move(*fresh));
-    return;
+  } else if (fetch->fresh_locations == 0) {
+    // Only on the first 403: later ones are on a location this fetch itself just got.
+    if (auto fresh = replacements.find(expired_url)) {
+      fetch->replaced_url = expired_url;
+      send(fetch, std::move(*fresh));
+      return;
+    }
   }
+  ++fetch->fresh_locations;
   std::weak_ptr<Shared> weak = weak_from_this();
   refresher.post([weak, fetch, expired_url](bool cancelled) {
     auto self = weak.lock();
@@ -252,7 +260,8 @@ void RangeFetcher::Shared::refresh_and_resend(std::shared_ptr<Fetch> fetch, std:
       fetch->fail(location.status().with_context("refreshing the location after a 403"));
       return;
     }
-    self->replacements.remember(expired_url, location.value());
+    // A Locator may hand back the very URL that was refused: that is no replacement to share.
+    if (location->url != expired_url) self->replacements.remember(expired_url, location.value());
     self->send(fetch, std::move(location).value());
   });
 }

@@ -430,7 +430,7 @@ TEST(RangeFetcher, OneRefreshServesEveryRangeOnTheExpiredUrl) {
   EXPECT_EQ(fake.request_count(), 32u);  // each range: one 403, one success
 }
 
-TEST(RangeFetcher, Forbidden403AfterRefreshIsPermissionDenied) {
+TEST(RangeFetcher, Forbidden403AfterTwoRefreshesIsPermissionDenied) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(403); });
   RangeFetcher fetcher(fake);
   RecordingLocator loc;
@@ -438,8 +438,35 @@ TEST(RangeFetcher, Forbidden403AfterRefreshIsPermissionDenied) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kPermissionDenied);
   EXPECT_THAT(r.status().message(), HasSubstr("cdn.example"));
-  EXPECT_THAT(loc.seen(), ElementsAre(false, true));
-  EXPECT_EQ(fake.request_count(), 2u);
+  EXPECT_THAT(loc.seen(), ElementsAre(false, true, true));  // bounded: a denied object does not loop
+  EXPECT_EQ(fake.request_count(), 3u);
+}
+
+// The CDN rotated its signing key between signing the fresh URL and its use (or an edge refused
+// it once): the fetch asks for one more location instead of failing the read.
+TEST(RangeFetcher, ARefreshedUrlRefusedOnceIsRefreshedAgain) {
+  auto content = std::make_shared<const std::string>(file_content(1000));
+  FakeTransport fake([&](const HttpRequest& req) -> Result<HttpResponse> {
+    if (req.url != "https://cdn.example/u2") return status_only(403);
+    return partial(*content, *parse_range(req), 1000);
+  });
+  RangeFetcher fetcher(fake);
+  std::mutex mu;
+  std::vector<bool> calls;
+  int refreshes = 0;
+  Locator loc = [&](bool refresh) -> Result<Location> {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.push_back(refresh);
+    Location l;
+    l.url = refresh ? "https://cdn.example/u" + std::to_string(++refreshes) : "https://cdn.example/u0";
+    return l;
+  };
+  auto r = fetch_one(fetcher, loc, 1000, {0, 10});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*r, content->substr(0, 10));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(calls, (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(fake.request_count(), 3u);
 }
 
 TEST(RangeFetcher, FailedRefreshReportsTheLocatorsError) {
