@@ -338,7 +338,11 @@ Result<std::string> build_repo_fs(const MountConfig& config, const std::string& 
   fs_options.listings = listings;
   fs_options.offline = offline;
   if (m.cache) fs_options.on_open = index_recorder(config.cache_dir, repo_label, repo.revision, info->commit);
-  m.fs = std::make_unique<FileSystem>(*m.hub, pinned, *m.reader, fs_options);
+  auto fs = std::make_unique<FileSystem>(*m.hub, pinned, *m.reader, fs_options);
+  // Paid by the first access anyway (a lookup lists its whole directory); here it is off the
+  // first read's path. A remount of the same commit finds it in the listing cache.
+  if (Status s = fs->list_root(); !s.ok()) log_warning("listing the root ahead of the first access: " + s.message());
+  m.fs = std::move(fs);
   return repo.id;
 }
 

@@ -133,6 +133,8 @@ Status FileSystem::ensure_listed(Node* dir) {
   return Status::Ok();
 }
 
+Status FileSystem::list_root() { return ensure_listed(node(kRootIno)); }
+
 struct stat FileSystem::attributes(const Node& n) const {
   struct stat st {};
   st.st_ino = n.ino;

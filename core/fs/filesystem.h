@@ -66,6 +66,11 @@ class FileSystem : public FsApi {
   FileSystem(const FileSystem&) = delete;
   FileSystem& operator=(const FileSystem&) = delete;
 
+  // Lists the root now (the mount calls it before it answers): the first lookup of nearly every
+  // use, `ls` or an open, then costs no round trip. A failure is only returned: the next
+  // access lists again.
+  Status list_root();
+
   FsResult<EntryReply> lookup(Ino parent, const std::string& name) override;
   FsResult<struct stat> getattr(Ino ino) override;
 

@@ -281,56 +281,62 @@ BlockReader::BlockPtr BlockReader::claim_or_find(const RemoteFile& file, uint64_
 
 void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<BlockBytes> data,
                            bool store) {
+  Published p = publish(file, index, std::move(data));
+  if (!p.bytes) return;
+  if (store) write_back(file, index, *p.bytes, p.epoch);
+  // Other arrivals hash after their waiters are released, off the readers' path. A mismatch
+  // found later drops the file's blocks and fails every later read of handles that saw the old
+  // bytes.
+  if (!p.completes_file) (void)verify_in_order(file, /*wait=*/false);
+}
+
+BlockReader::Published BlockReader::publish(const RemoteFile& file, uint64_t index, Result<BlockBytes> data) {
   std::string id = cache_id(file.content_id);
   std::string mk = memory_key(id, index);
-  std::optional<BlockBytes> bytes;
+  Published out;
   Status status = data.ok() ? Status::Ok() : data.status();
-  if (data.ok()) bytes = std::move(data).value();
-  uint64_t epoch = 0;
-  bool completes_file = false;
-  if (bytes) {
+  if (data.ok()) out.bytes = std::move(data).value();
+  if (out.bytes) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      remember(mk, *bytes);  // in memory before the hash may reach it
+      remember(mk, *out.bytes);  // in memory before the hash may reach it
       auto e = failed_epochs_.find(id);
-      epoch = e == failed_epochs_.end() ? 0 : e->second;
+      out.epoch = e == failed_epochs_.end() ? 0 : e->second;
     }
     // The arrival that completes the file hashes before it releases its waiters, so they get the
     // verdict: a reader (or the kernel's read-ahead) that read the other blocks earlier is still
     // waiting on this one. Every other arrival releases its waiters first.
     if (std::shared_ptr<Verification> v = verification_for(file); v && v->mark_arrived(index)) {
-      completes_file = true;
+      out.completes_file = true;
       status = verify_in_order(file, /*wait=*/true);
-      if (!status.ok()) bytes.reset();
+      if (!status.ok()) out.bytes.reset();
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = in_flight_.find(mk);
-    if (it != in_flight_.end()) {
-      BlockPtr block = it->second;
-      in_flight_.erase(it);
-      block->done = true;
-      if (bytes) {
-        block->data = *bytes;
-      } else {
-        block->status = status;
-      }
-      block->cv.notify_all();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = in_flight_.find(mk);
+  if (it != in_flight_.end()) {
+    BlockPtr block = it->second;
+    in_flight_.erase(it);
+    block->done = true;
+    if (out.bytes) {
+      block->data = *out.bytes;
+    } else {
+      block->status = status;
     }
+    block->cv.notify_all();
   }
-  // Write-back after the waiters are released: nobody waits on the disk but this thread. A
-  // hash failure of the file since this block arrived means it may be one of the bad bytes, and
-  // the failure's cleanup may have run before this write landed: take it back out. (A failure
-  // bumps the epoch before it removes the file's blocks, so one of the two always removes it.)
-  if (bytes && store && cache_) {
-    cache_->put(id, index, std::string_view(bytes->data(), bytes->size()));
-    if (content_epoch(file) != epoch) cache_->remove(id, index);
-  }
-  // Other arrivals hash after their waiters are released, off the readers' path. A mismatch
-  // found later drops the file's blocks and fails every later read of handles that saw the old
-  // bytes.
-  if (bytes && !completes_file) (void)verify_in_order(file, /*wait=*/false);
+  return out;
+}
+
+// After the waiters are released: nobody waits on the disk. A hash failure of the file since
+// this block arrived means it may be one of the bad bytes, and the failure's cleanup may have run
+// before this write landed: take it back out. (A failure bumps the epoch before it removes the
+// file's blocks, so one of the two always removes it.)
+void BlockReader::write_back(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch) {
+  if (!cache_) return;
+  const std::string id = cache_id(file.content_id);
+  cache_->put(id, index, std::string_view(bytes.data(), bytes.size()));
+  if (content_epoch(file) != epoch) cache_->remove(id, index);
 }
 
 void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed,
@@ -441,20 +447,47 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
                 stats_.bytes_fetched += all->size();
                 stats_.blocks_fetched += count;
               }
-              uint64_t pos = 0;
-              const uint64_t epoch = shared_ ? content_epoch(file) : 0;
-              for (uint64_t b = first; b < first + count; ++b) {
-                uint64_t len = block_length(file, b);
-                complete(file, b, BlockBytes{all, pos, len}, true);
-                if (shared_) offer_to_shared(file, b, BlockBytes{all, pos, len}, epoch);
-                pos += len;
-              }
+              publish_response(file, first, count, std::move(all));
             }
           });
           fetches_.done();
         });
     i = j;
   }
+}
+
+// Readers first: every block of a response is in memory and its waiters released before any
+// of them is hashed, written to the disk cache or offered to the shared tier. (Done block by
+// block, a chunk ending in a 32-block response's last block waited for 31 disk writes, and the 16
+// responses of a hint, arriving together, queued behind each other's writes on the workers.)
+void BlockReader::publish_response(const RemoteFile& file, uint64_t first, uint64_t count,
+                                   std::shared_ptr<const std::string> all) {
+  struct Arrived {
+    uint64_t index;
+    BlockBytes bytes;
+    uint64_t epoch;
+  };
+  auto arrived = std::make_shared<std::vector<Arrived>>();
+  arrived->reserve(count);
+  bool hash_pending = false;
+  uint64_t pos = 0;
+  for (uint64_t b = first; b < first + count; ++b) {
+    const uint64_t len = block_length(file, b);
+    Published p = publish(file, b, BlockBytes{all, pos, len});
+    pos += len;
+    if (!p.bytes) continue;  // the file failed its hash: nothing of it is kept
+    hash_pending = hash_pending || !p.completes_file;
+    arrived->push_back(Arrived{b, std::move(*p.bytes), p.epoch});
+  }
+  if (hash_pending) (void)verify_in_order(file, /*wait=*/false);
+  if (arrived->empty()) return;
+  // Queued behind the other responses that arrived with this one, so their readers go first.
+  post([this, file, arrived] {
+    for (const Arrived& a : *arrived) {
+      write_back(file, a.index, a.bytes, a.epoch);
+      if (shared_) offer_to_shared(file, a.index, a.bytes, a.epoch);
+    }
+  });
 }
 
 void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint64_t last_block,

@@ -178,7 +178,20 @@ class BlockReader {
   // The shared tier's part (see shared_blocks.h): serves what it holds, returns the rest.
   std::vector<uint64_t> load_from_shared(const RemoteFile& file, std::vector<uint64_t> misses);
   void offer_to_shared(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch);
+  // A block arrived (or failed): complete = publish, then (store) write_back, then a
+  // non-blocking step of the file's hash.
   void complete(const RemoteFile& file, uint64_t index, Result<BlockBytes> data, bool store);
+  struct Published {
+    std::optional<BlockBytes> bytes;  // none: the fetch failed or the file failed its hash
+    uint64_t epoch = 0;               // the file's content epoch when the block arrived
+    bool completes_file = false;      // its arrival finished (and hashed) the file
+  };
+  // Into memory and to the block's waiters (the arrival completing the file hashes it first).
+  Published publish(const RemoteFile& file, uint64_t index, Result<BlockBytes> data);
+  void write_back(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch);
+  // A Hub response of `count` blocks from `first`: all published, then written back on a worker.
+  void publish_response(const RemoteFile& file, uint64_t first, uint64_t count,
+                        std::shared_ptr<const std::string> all);
   void read_ahead(const RemoteFile& file, uint64_t first_block, uint64_t last_block, ReadState* state);
   uint64_t block_length(const RemoteFile& file, uint64_t index) const;
   std::string cache_id(const std::string& content_id) const;

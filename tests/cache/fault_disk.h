@@ -55,7 +55,8 @@ class FaultDisk : public CacheDisk {
     WriteFault fault;
     Status status;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
+      gate_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return !writes_held_; });
       fault = write_fault_;
       status = write_status_;
     }
@@ -99,6 +100,19 @@ class FaultDisk : public CacheDisk {
     gate_cv_.notify_all();
   }
   int lists_completed() const { return lists_completed_.load(); }
+  // While held, every write_new_file waits for release_writes() (at most 10 s each, so a broken
+  // test fails rather than hangs): a disk that is slow to take the cache's writes.
+  void hold_writes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    writes_held_ = true;
+  }
+  void release_writes() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writes_held_ = false;
+    }
+    gate_cv_.notify_all();
+  }
 
   Result<std::vector<DiskEntry>> list_files(const std::string& dir) override {
     {
@@ -127,6 +141,7 @@ class FaultDisk : public CacheDisk {
   WriteFault write_fault_ = WriteFault::kNone;
   Status write_status_;
   std::optional<Status> make_dirs_status_;
+  bool writes_held_ = false;
   bool gate_closed_ = false;
   std::condition_variable gate_cv_;
   std::atomic<int> lists_completed_{0};

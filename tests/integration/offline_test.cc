@@ -3,6 +3,7 @@
 // mount resolves main to the commit it pointed at last time, serves every cached file byte for
 // byte and fails reads of uncached ones with EIO at once (the log says why); without --offline
 // the mount fails, saying that --offline would work.
+#include <sys/stat.h>
 #include <sys/xattr.h>
 
 #include <chrono>
@@ -62,6 +63,24 @@ std::string status_commit(const std::string& mountpoint) {
 std::string file_text(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The mount lists the root before it answers, so the first open (or ls) of a top-level entry
+// costs no round trip on the first read's path.
+TEST(Offline, TheRootIsListedBeforeTheMountAnswers) {
+  Repo repo;
+  auto hub = LocalHub::start({.root = repo.root.str()});
+  TempDir cache;
+  auto m = HubfsMount::start(hub->url(), "datasets/lab/off", cache.str());
+  const long long at_mount = listing_requests(*hub);
+  EXPECT_GT(at_mount, 0) << hub->stats()["by_path"].dump();
+  struct stat st {};
+  ASSERT_EQ(::stat((*m / "notes").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(listing_requests(*hub), at_mount) << hub->stats()["by_path"].dump();
+  // Deeper directories are still listed when first touched.
+  EXPECT_EQ(read_all(*m / "notes/small.txt"), repo.small);
+  EXPECT_GT(listing_requests(*hub), at_mount);
 }
 
 TEST(Offline, ARemountOfTheSameCommitMakesNoListingRequest) {

@@ -267,6 +267,27 @@ TEST_F(BlockReaderTest, AReadThatIsNotAnsweredTimesOut) {
   cdn_.open_gate();  // the fetch then completes; the reader's destructor waits for it
 }
 
+// A response's blocks all reach their readers before any of them is written to the disk cache:
+// with the disk stuck and one worker, a read of a whole 5-block response still returns (done
+// block by block, the second block waited for the first one's write).
+TEST_F(BlockReaderTest, AResponsesBlocksReachReadersBeforeTheDiskWrites) {
+  auto disk = std::make_shared<testing::FaultDisk>();
+  open_cache(disk);
+  ReaderOptions options;
+  options.disk_threads = 1;
+  options.read_timeout = std::chrono::milliseconds(5000);
+  BlockReader reader(cache_.get(), fetcher_, options);
+  disk->hold_writes();
+  std::string out(5 * kBlock, '\0');
+  auto n = reader.read(file_, kBlock, out.size(), out.data(), nullptr);
+  const int writes_started = disk->write_attempts();
+  disk->release_writes();
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(out, cdn_.content.substr(kBlock, 5 * kBlock));
+  EXPECT_LE(writes_started, 1);  // the read returned while the first write was still held
+  EXPECT_EQ(asked(transport_).size(), 1u) << "one request for the five blocks";
+}
+
 TEST_F(BlockReaderTest, AFullCacheDiskIsNeverAReadError) {
   // The disk fills up after the cache opened: every later write fails, reads must not.
   auto disk = std::make_shared<testing::FaultDisk>();
