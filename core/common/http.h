@@ -40,6 +40,11 @@ struct HttpRequest {
   // Runs before each retry (on a timer thread: must not block) with the last attempt's fault;
   // may point the request elsewhere (a fresh location for the next attempt).
   std::function<void(HttpRequest&, const Status& cause)> before_retry;
+  // Bulk data (a range of a file): on a connection of its own, HTTP/1.1, never multiplexed
+  // with other requests over one HTTP/2 connection. Where each TCP connection gets its own
+  // bandwidth (a CDN edge gives one stream ~400 Mbit/s), N ranges in flight bring N times that
+  // only over N connections; over one they would share one connection's rate.
+  bool own_connection = false;
   // Redirects are never followed by the transport: the Hub client handles them itself, because
   // the Authorization header must not travel to another host.
 };

@@ -329,10 +329,18 @@ struct CurlTransport::Impl {
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, t.error);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
-    // Transfers starting together wait for the first TLS handshake to learn whether the host
-    // speaks HTTP/2, then share its connection instead of each opening one.
-    curl_easy_setopt(h, CURLOPT_PIPEWAIT, 1L);
+    if (r.own_connection) {
+      curl_easy_setopt(h, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+      curl_easy_setopt(h, CURLOPT_PIPEWAIT, 0L);
+    } else {
+      curl_easy_setopt(h, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+      // Over TLS, transfers starting together wait for the first handshake to learn whether the
+      // host speaks HTTP/2, then share its connection instead of each opening one. Not over
+      // plain http, which is HTTP/1.1 here: there the wait held every other transfer back until
+      // the first one had finished.
+      auto origin = url::origin_of(r.url);
+      curl_easy_setopt(h, CURLOPT_PIPEWAIT, origin && origin->scheme == "https" ? 1L : 0L);
+    }
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, options.connect_timeout_ms);
     curl_easy_setopt(h, CURLOPT_USERAGENT, options.user_agent.c_str());
     curl_easy_setopt(h, CURLOPT_BUFFERSIZE, kReceiveBufferBytes);

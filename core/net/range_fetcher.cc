@@ -187,6 +187,7 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
   request.url = std::move(location.url);
   request.headers = std::move(location.headers);
   request.headers.emplace_back("Range", "bytes=" + range_text(fetch->range));
+  request.own_connection = true;  // N ranges in flight: N connections' bandwidth
   // Room for a whole small file (a 200 we can still slice), else exactly the range.
   request.max_body = std::max(fetch->range.length, fetch->file_size <= kWholeFileLimit ? fetch->file_size : 0);
   std::string host = url::url_host(request.url);

@@ -510,6 +510,11 @@ void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint6
   if (room < std::min<uint64_t>(state->window_blocks / 2, options_.max_blocks_per_request)) return;
   uint64_t from = std::max(last_block + 1, state->prefetched_to);
   uint64_t to = std::min<uint64_t>(last_block + state->window_blocks, nblocks ? nblocks - 1 : 0);
+  // Whole requests only (but at the end of the file): the rest of the room waits for the next
+  // read. A 2-block request pays the same round trip as an 8-block one for a quarter of the
+  // bytes, and refills of "whatever room there is" sent many of them.
+  const uint64_t per_request = std::max<uint64_t>(1, options_.max_blocks_per_request);
+  if (to >= from && to + 1 < nblocks && to - from + 1 > per_request) to -= (to - from + 1) % per_request;
   std::vector<uint64_t> claimed;
   uint64_t claimed_bytes = 0;
   for (uint64_t b = from; b <= to && from < nblocks; ++b) {

@@ -340,6 +340,40 @@ TEST(CurlTransport, ConcurrentSubmittersBoundedByMaxInFlight) {
   EXPECT_LE(server.connections_accepted(), kMaxInFlight);
 }
 
+// On a fresh transport, transfers submitted together to a plain-http host run at once, each on
+// its own connection, with and without own_connection (libcurl's wait for a multiplexing
+// connection held every other transfer back until the first one had finished).
+TEST(CurlTransport, TransfersStartingTogetherRunAtOnceOverPlainHttp) {
+  for (bool own : {false, true}) {
+    constexpr int kTogether = 3;
+    std::atomic<ScriptedHttpServer*> srv{nullptr};
+    ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) {
+      // Bounded: serialised transfers never reach kTogether, and the peak below says so.
+      srv.load()->wait_until([&] { return srv.load()->concurrent_now() >= kTogether; },
+                             std::chrono::milliseconds(1500));
+      c.respond(206, "range");
+    });
+    srv = &server;
+    CurlOptions options;
+    options.max_in_flight = 16;
+    CurlTransport transport(options);
+    std::vector<std::unique_ptr<Pending>> pending;
+    for (int i = 0; i < kTogether; ++i) {
+      pending.push_back(std::make_unique<Pending>());
+      HttpRequest r = get(server.url("/blob"));
+      r.own_connection = own;
+      transport.submit(std::move(r), pending.back()->callback());
+    }
+    for (auto& p : pending) {
+      auto r = p->future.get();
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_EQ(r->body, "range");
+    }
+    EXPECT_EQ(server.peak_concurrent(), kTogether) << "own_connection=" << own;
+    EXPECT_EQ(server.connections_accepted(), kTogether) << "own_connection=" << own;
+  }
+}
+
 TEST(CurlTransport, CallbackMaySubmitMoreWork) {
   ScriptedHttpServer server([](const ServerRequest& req, ServerConnection& c) { c.respond(200, req.target); });
   CurlTransport transport;

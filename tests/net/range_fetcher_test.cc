@@ -390,6 +390,20 @@ TEST(RangeFetcher, MaxBodyAllowsAWholeSmallFileButOnlyTheRangeOfABigOne) {
   EXPECT_EQ(reqs[1].max_body, 4096u);  // a 200 for a 10 GiB file aborts after one range's worth
 }
 
+// Each range runs on its own connection: over one multiplexed connection, ranges in flight
+// would share one connection's bandwidth.
+TEST(RangeFetcher, RangesAskForConnectionsOfTheirOwn) {
+  auto content = std::make_shared<const std::string>(file_content(1000));
+  FakeTransport fake(honest_cdn(content));
+  RangeFetcher fetcher(fake);
+  RecordingLocator loc;
+  auto r = fetch_one(fetcher, loc.locator(), content->size(), {0, 10});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto reqs = fake.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_TRUE(reqs[0].own_connection);
+}
+
 TEST(RangeFetcher, Forbidden403RefreshesTheLocationExactlyOnce) {
   auto content = std::make_shared<const std::string>(file_content(1000));
   const std::string fresh = "https://cdn.example/blobs/abc?X-Amz-Signature=fresh";
