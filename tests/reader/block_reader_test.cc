@@ -244,6 +244,32 @@ TEST_F(BlockReaderTest, SequentialReadsFetchAheadRandomReadsDoNot) {
   EXPECT_EQ(transport_.request_count(), after_ahead);
 }
 
+// Once the window is larger than one request, a sequential stream's read-ahead goes out in whole
+// requests (8 blocks) only, but at the end of the file: a refill of "whatever room there is"
+// sent 1-3 block requests that pay a full round trip each.
+TEST_F(BlockReaderTest, ReadAheadSendsWholeRequestsOnly) {
+  cdn_.content = pattern(48 * kBlock + 777, 7);
+  file_.content_id = "sha256:" + sha256_hex(cdn_.content);
+  file_.size = cdn_.content.size();
+  BlockReader reader(cache_.get(), fetcher_);
+  ReadState sequential;
+  for (uint64_t off = 0; off < file_.size; off += kBlock) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, file_.size - off));
+    ASSERT_EQ(read(reader, off, n, &sequential), cdn_.content.substr(off, n));
+  }
+  const uint64_t per_request = ReaderOptions{}.max_blocks_per_request;
+  int whole = 0;
+  for (const ByteRange& r : asked(transport_)) {
+    const bool at_end = r.offset + r.length == file_.size;
+    // Past the first few requests of the ramp-up (window < 2 requests), every one is whole.
+    if (r.offset >= 2 * per_request * kBlock && !at_end) {
+      EXPECT_EQ(r.length % (per_request * kBlock), 0u) << "a partial request at block " << r.offset / kBlock;
+      ++whole;
+    }
+  }
+  EXPECT_GT(whole, 2);
+}
+
 TEST_F(BlockReaderTest, ErrorsReachTheReaderAndAreNotRemembered) {
   BlockReader reader(cache_.get(), fetcher_);
   cdn_.fail = true;
