@@ -29,6 +29,9 @@ constexpr auto kMaxPollWait = std::chrono::milliseconds(1000);
 // default it took 8 MiB loopback ranges from ~270 to ~360 MiB/s on a 2-core box
 // (tests/net CurlTransport.DISABLED_ThroughputOf8MiBRanges).
 constexpr long kReceiveBufferBytes = 512 * 1024;
+// Idle connections kept beyond one per transfer in flight: ranges each hold a CDN connection of
+// their own, and the Hub's API host needs its own too.
+constexpr long kSpareConnections = 4;
 // Of an error response's body (a 503 page), only this much is kept: enough for the Hub's JSON
 // error message, never a reason to abort the transfer and lose the status.
 constexpr size_t kErrorBodyLimit = 64 * 1024;
@@ -223,9 +226,10 @@ struct CurlTransport::Impl {
     if (multi) {
       curl_multi_setopt(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
       // One connection per running transfer is the most HTTP/1.1 can use; HTTP/2 multiplexes
-      // them over fewer. The pool keeps that many alive for reuse between transfers.
+      // them over fewer. The pool keeps that many alive for reuse between transfers, plus a
+      // few for the API host, so a stream of ranges does not push the Hub's connection out.
       curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(options.max_in_flight));
-      curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, static_cast<long>(options.max_in_flight));
+      curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, static_cast<long>(options.max_in_flight) + kSpareConnections);
     }
     loop = std::thread([this] { run(); });
   }
