@@ -76,6 +76,10 @@ struct RecordingLocator {
   std::string refreshed_url = kSignedUrl;
   std::optional<Status> fail;
   std::optional<Status> fail_refresh;
+  // Every refresh hands out a new URL, refreshed_url + "1", "2", ... (a CDN whose every fresh
+  // signature differs).
+  bool number_refreshes = false;
+  int refreshes = 0;
 
   Locator locator() {
     return [this](bool refresh) -> Result<Location> {
@@ -84,7 +88,7 @@ struct RecordingLocator {
       if (fail) return *fail;
       if (refresh && fail_refresh) return *fail_refresh;
       Location l;
-      l.url = refresh ? refreshed_url : url;
+      l.url = !refresh ? url : number_refreshes ? refreshed_url + std::to_string(++refreshes) : refreshed_url;
       l.headers = {{"X-Test", "location-header"}};
       return l;
     };
@@ -94,6 +98,13 @@ struct RecordingLocator {
     return calls;
   }
 };
+
+// https://cdn.example/u0 first, then u1, u2, ... on each refresh.
+void hand_out_numbered_urls(RecordingLocator& loc) {
+  loc.url = "https://cdn.example/u0";
+  loc.refreshed_url = "https://cdn.example/u";
+  loc.number_refreshes = true;
+}
 
 Result<std::string> fetch_one(RangeFetcher& f, const Locator& loc, uint64_t size, ByteRange r) {
   auto results = f.fetch(loc, size, {r});
@@ -271,24 +282,16 @@ TEST(RangeFetcher, AStaleSharedReplacementIsForgottenAndTheLocatorAskedAgain) {
     return honest_cdn(content)(req);
   });
   RangeFetcher fetcher(fake);
-  std::mutex mu;
-  std::vector<bool> calls;
-  int refreshes = 0;
-  Locator loc = [&](bool refresh) -> Result<Location> {
-    std::lock_guard<std::mutex> lock(mu);
-    calls.push_back(refresh);
-    Location l;
-    l.url = refresh ? "https://cdn.example/u" + std::to_string(++refreshes) : "https://cdn.example/u0";
-    return l;
-  };
+  RecordingLocator numbered;
+  hand_out_numbered_urls(numbered);
+  Locator loc = numbered.locator();
   auto first = fetch_one(fetcher, loc, content->size(), {0, 100});
   ASSERT_TRUE(first.ok()) << first.status().message();
   u1_valid = false;
   auto second = fetch_one(fetcher, loc, content->size(), {100, 100});
   ASSERT_TRUE(second.ok()) << second.status().message();
   EXPECT_EQ(*second, content->substr(100, 100));
-  std::lock_guard<std::mutex> lock(mu);
-  EXPECT_EQ(calls, (std::vector<bool>{false, true, false, true}));
+  EXPECT_EQ(numbered.seen(), (std::vector<bool>{false, true, false, true}));
 }
 
 TEST(RangeFetcher, RejectsWrongContentRangeStart) {
@@ -465,21 +468,13 @@ TEST(RangeFetcher, ARefreshedUrlRefusedOnceIsRefreshedAgain) {
     return partial(*content, *parse_range(req), 1000);
   });
   RangeFetcher fetcher(fake);
-  std::mutex mu;
-  std::vector<bool> calls;
-  int refreshes = 0;
-  Locator loc = [&](bool refresh) -> Result<Location> {
-    std::lock_guard<std::mutex> lock(mu);
-    calls.push_back(refresh);
-    Location l;
-    l.url = refresh ? "https://cdn.example/u" + std::to_string(++refreshes) : "https://cdn.example/u0";
-    return l;
-  };
+  RecordingLocator numbered;
+  hand_out_numbered_urls(numbered);
+  Locator loc = numbered.locator();
   auto r = fetch_one(fetcher, loc, 1000, {0, 10});
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(*r, content->substr(0, 10));
-  std::lock_guard<std::mutex> lock(mu);
-  EXPECT_EQ(calls, (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(numbered.seen(), (std::vector<bool>{false, true, true}));
   EXPECT_EQ(fake.request_count(), 3u);
 }
 
