@@ -138,69 +138,69 @@ TEST_F(HintTest, OnAnotherFilesystemTheHintIsAHarmlessError) {
 
 namespace {
 
+// An HDF5 file written by h5py (`make`: Python statements on the open file `f`) in repo
+// datasets/h/<name>, served at 100 ms per request and mounted; unmounted when done.
+struct H5OnAMount {
+  TempDir root, work;
+  std::unique_ptr<LocalHub> hub;
+  std::unique_ptr<HubfsDaemon> daemon;
+  std::string mnt;
+
+  H5OnAMount(const std::string& name, const std::string& file, const std::string& make) {
+    auto repo = root.path() / "datasets" / "h" / name;
+    fs::create_directories(repo);
+    const std::string h5 = (repo / file).string();
+    auto made = run_command("/usr/bin/python3 -c " +
+                            shell_quote("import h5py, numpy as np; f = h5py.File('" + h5 + "', 'w'); " + make));
+    EXPECT_EQ(made.exit_code, 0) << made.output;
+    LocalHubOptions o;
+    o.root = root.str();
+    o.latency_ms = 100;
+    hub = LocalHub::start(o);
+    mnt = (work.path() / "mnt").string();
+    fs::create_directories(mnt);
+    daemon = HubfsDaemon::start(hub->url(), "datasets/h/" + name, (work.path() / "cache").string(), mnt);
+  }
+  ~H5OnAMount() {
+    daemon.reset();
+    for (int i = 0; i < 5 && is_mounted(mnt); ++i) umount2(mnt.c_str(), MNT_DETACH);
+  }
+  // The daemon's status attribute, parsed.
+  nlohmann::json status() const {
+    char buf[8192];
+    ssize_t n = getxattr(mnt.c_str(), "user.hubfs.status", buf, sizeof buf);
+    EXPECT_GT(n, 0) << strerror(errno);
+    return nlohmann::json::parse(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), nullptr, false);
+  }
+};
+
 // h5chunk on a mount hints every chunk of a many-chunk read before reading: the daemon counts
 // the hint (its status attribute) and the chunks go out together.
 TEST(H5chunkHints, AManyChunkReadOnAMountIsHinted) {
-  TempDir root, work;
-  auto repo = root.path() / "datasets" / "h" / "five";
-  fs::create_directories(repo);
-  std::string h5 = (repo / "frames.h5").string();
-  auto made = run_command("/usr/bin/python3 -c " +
-                          shell_quote("import h5py, numpy as np; f = h5py.File('" + h5 +
-                                      "', 'w'); f.create_dataset('x', data=np.arange(8 * 300000, "
-                                      "dtype='float32').reshape(8, 300000), chunks=(1, 300000))"));
-  ASSERT_EQ(made.exit_code, 0) << made.output;
-  LocalHubOptions o;
-  o.root = root.str();
-  o.latency_ms = 100;
-  auto hub = LocalHub::start(o);
-  std::string mnt = (work.path() / "mnt").string();
-  fs::create_directories(mnt);
-  auto daemon = HubfsDaemon::start(hub->url(), "datasets/h/five", (work.path() / "cache").string(), mnt);
-  auto read = run_command(shell_quote(bin_path("h5chunk")) + " read " + shell_quote(mnt + "/frames.h5") +
+  H5OnAMount m("five", "frames.h5",
+               "f.create_dataset('x', data=np.arange(8 * 300000, dtype='float32').reshape(8, 300000), "
+               "chunks=(1, 300000))");
+  auto read = run_command(shell_quote(bin_path("h5chunk")) + " read " + shell_quote(m.mnt + "/frames.h5") +
                           " /x -o /dev/null");
   ASSERT_EQ(read.exit_code, 0) << read.output;
-  char buf[8192];
-  ssize_t n = getxattr(mnt.c_str(), "user.hubfs.status", buf, sizeof buf);
-  ASSERT_GT(n, 0) << strerror(errno);
-  auto status = nlohmann::json::parse(std::string(buf, static_cast<size_t>(n)));
+  auto status = m.status();
   EXPECT_GE(status["hints"].get<uint64_t>(), 1u) << status.dump();
-  EXPECT_GE(hub->stats()["peak_concurrency"].get<uint64_t>(), 4u);
-  daemon.reset();
-  for (int i = 0; i < 5 && is_mounted(mnt); ++i) umount2(mnt.c_str(), MNT_DETACH);
+  EXPECT_GE(m.hub->stats()["peak_concurrency"].get<uint64_t>(), 4u);
 }
 
 // A contiguous dataset's read on a mount is split into pieces of a few MiB that go out together
 // (hinted, then read in parallel), big-endian values arriving native.
 TEST(H5chunkHints, AContiguousReadOnAMountGoesOutInParallelPieces) {
-  TempDir root, work;
-  auto repo = root.path() / "datasets" / "h" / "flat";
-  fs::create_directories(repo);
-  std::string h5 = (repo / "flat.h5").string();
-  auto made = run_command("/usr/bin/python3 -c " +
-                          shell_quote("import h5py, numpy as np; f = h5py.File('" + h5 +
-                                      "', 'w'); f.create_dataset('x', data=np.arange(6 << 20, "
-                                      "dtype='>f4').reshape(24, -1))"));
-  ASSERT_EQ(made.exit_code, 0) << made.output;
-  LocalHubOptions o;
-  o.root = root.str();
-  o.latency_ms = 100;
-  auto hub = LocalHub::start(o);
-  std::string mnt = (work.path() / "mnt").string();
-  fs::create_directories(mnt);
-  auto daemon = HubfsDaemon::start(hub->url(), "datasets/h/flat", (work.path() / "cache").string(), mnt);
-  const std::string out = (work.path() / "x.bin").string();
-  auto read = run_command(shell_quote(bin_path("h5chunk")) + " read " + shell_quote(mnt + "/flat.h5") +
+  H5OnAMount m("flat", "flat.h5", "f.create_dataset('x', data=np.arange(6 << 20, dtype='>f4').reshape(24, -1))");
+  const std::string out = (m.work.path() / "x.bin").string();
+  auto read = run_command(shell_quote(bin_path("h5chunk")) + " read " + shell_quote(m.mnt + "/flat.h5") +
                           " /x -o " + shell_quote(out));
   ASSERT_EQ(read.exit_code, 0) << read.output;
   auto line = nlohmann::json::parse(read.output.substr(read.output.find('{')));
   EXPECT_EQ(line["fast_path"], true) << read.output;
-  char buf[8192];
-  ssize_t n = getxattr(mnt.c_str(), "user.hubfs.status", buf, sizeof buf);
-  ASSERT_GT(n, 0) << strerror(errno);
-  auto status = nlohmann::json::parse(std::string(buf, static_cast<size_t>(n)));
+  auto status = m.status();
   EXPECT_GE(status["hints"].get<uint64_t>(), 1u) << status.dump();
-  EXPECT_GE(hub->stats()["peak_concurrency"].get<uint64_t>(), 4u);
+  EXPECT_GE(m.hub->stats()["peak_concurrency"].get<uint64_t>(), 4u);
   std::ifstream f(out, std::ios::binary);
   std::vector<float> got(6 << 20);
   f.read(reinterpret_cast<char*>(got.data()), std::streamsize(got.size() * sizeof(float)));
@@ -208,8 +208,6 @@ TEST(H5chunkHints, AContiguousReadOnAMountGoesOutInParallelPieces) {
   size_t wrong = 0;
   for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != float(i);
   EXPECT_EQ(wrong, 0u);
-  daemon.reset();
-  for (int i = 0; i < 5 && is_mounted(mnt); ++i) umount2(mnt.c_str(), MNT_DETACH);
 }
 
 }  // namespace
