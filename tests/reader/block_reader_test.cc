@@ -248,22 +248,25 @@ TEST_F(BlockReaderTest, SequentialReadsFetchAheadRandomReadsDoNot) {
 // requests (8 blocks) only, but at the end of the file: a refill of "whatever room there is"
 // sent 1-3 block requests that pay a full round trip each.
 TEST_F(BlockReaderTest, ReadAheadSendsWholeRequestsOnly) {
-  cdn_.content = pattern(48 * kBlock + 777, 7);
+  ReaderOptions options;
+  options.block_size = 64 * 1024;  // the same logic as with 1 MiB blocks, on a 16x smaller file
+  const uint64_t block = options.block_size;
+  cdn_.content = pattern(48 * block + 777, 7);
   file_.content_id = "sha256:" + sha256_hex(cdn_.content);
   file_.size = cdn_.content.size();
-  BlockReader reader(cache_.get(), fetcher_);
+  BlockReader reader(cache_.get(), fetcher_, options);
   ReadState sequential;
-  for (uint64_t off = 0; off < file_.size; off += kBlock) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, file_.size - off));
+  for (uint64_t off = 0; off < file_.size; off += block) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(block, file_.size - off));
     ASSERT_EQ(read(reader, off, n, &sequential), cdn_.content.substr(off, n));
   }
-  const uint64_t per_request = ReaderOptions{}.max_blocks_per_request;
+  const uint64_t per_request = options.max_blocks_per_request;
   int whole = 0;
   for (const ByteRange& r : asked(transport_)) {
     const bool at_end = r.offset + r.length == file_.size;
     // Past the first few requests of the ramp-up (window < 2 requests), every one is whole.
-    if (r.offset >= 2 * per_request * kBlock && !at_end) {
-      EXPECT_EQ(r.length % (per_request * kBlock), 0u) << "a partial request at block " << r.offset / kBlock;
+    if (r.offset >= 2 * per_request * block && !at_end) {
+      EXPECT_EQ(r.length % (per_request * block), 0u) << "a partial request at block " << r.offset / block;
       ++whole;
     }
   }
