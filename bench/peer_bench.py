@@ -5,6 +5,7 @@ run over the bundled local Hub server; prints a table and the ratios the issue a
     ./scripts/build.sh && /usr/bin/python3 bench/peer_bench.py        # root: mounts, drop_caches
         [--latency-ms 50] [--bandwidth-mbps 400] [--repeat 3] [--seq-mb 300] [--dir DIR]
         [--json OUT.json] [--contenders local,hubfs,rclone,direct] [--workloads zea16,zea5,seq]
+        [--contenders hubfs,base --baseline-bin OTHER/build/bin]
     /usr/bin/python3 bench/peer_bench.py --latency-ms 20 --bandwidth-mbps 0   # "nothing worse"
 
 Workloads (files written once into DIR/data, default /tmp/hubfs_peer_bench):
@@ -17,6 +18,8 @@ Contenders:
   hubfs          `hubfs mount` of the Hub API: + h5py, + `h5chunk read`, + read();
   rclone         `rclone mount :http:` (--vfs-cache-mode full) of the server's plain HTTP view
                  (/_plain/...): + h5py, + `h5chunk read`, + read();
+  base           with --baseline-bin DIR: the same as hubfs with DIR's hubfs and h5chunk (another
+                 commit's build/bin), for before/after ratios measured in one run;
   direct         the limit: the same byte ranges (each chunk of the selection as one range; the
                  sequential file in 8 MiB ranges) fetched straight from the CDN origin over 16
                  connections (Python threads, http.client), no FUSE, no decoding.
@@ -217,9 +220,10 @@ def force_unmount(mnt):
 
 
 class HubfsMount:
-    def __init__(self, hub, mnt, cache, max_requests, log_file):
+    def __init__(self, hub, mnt, cache, max_requests, log_file, bin_dir=BIN):
         self.mnt = mnt
-        r = subprocess.run([os.path.join(BIN, "hubfs"), "mount", REPO, mnt, "--endpoint", hub.url,
+        self.bin_dir = bin_dir
+        r = subprocess.run([os.path.join(bin_dir, "hubfs"), "mount", REPO, mnt, "--endpoint", hub.url,
                             "--cache-dir", cache, "--max-requests", str(max_requests),
                             "--log-file", log_file],
                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=MOUNT_WAIT_S * 2)
@@ -230,7 +234,7 @@ class HubfsMount:
         for _ in range(UNMOUNT_TRIES):
             if not os.path.ismount(self.mnt):
                 return
-            r = subprocess.run([os.path.join(BIN, "hubfs"), "unmount", self.mnt], stdin=subprocess.DEVNULL,
+            r = subprocess.run([os.path.join(self.bin_dir, "hubfs"), "unmount", self.mnt], stdin=subprocess.DEVNULL,
                                capture_output=True, text=True, timeout=60)
             if r.returncode == 0:
                 return
@@ -280,9 +284,9 @@ def read_h5py(path, frames):
     return time.perf_counter() - t0, a.nbytes, checksum(a)
 
 
-def read_h5chunk(path, frames):
+def read_h5chunk(path, frames, bin_dir=BIN):
     t0 = time.perf_counter()
-    r = subprocess.run([os.path.join(BIN, "h5chunk"), "read", path, DATASET, "0:%d" % frames, "-o", os.devnull],
+    r = subprocess.run([os.path.join(bin_dir, "h5chunk"), "read", path, DATASET, "0:%d" % frames, "-o", os.devnull],
                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     s = time.perf_counter() - t0
     if r.returncode != 0:
@@ -370,6 +374,10 @@ class Bench:
         # (contender, reader, workload, phase) -> list of {"s", "requests", "peak", "mean_in_flight"}
         self.results = collections.defaultdict(list)
 
+    def bin_dir(self, contender):
+        """The programs a contender runs: --baseline-bin's for "base", this tree's otherwise."""
+        return self.args.baseline_bin if contender == "base" else BIN
+
     def record(self, key, seconds, before_stats=None):
         entry = {"s": seconds}
         if before_stats is not None:
@@ -403,7 +411,10 @@ class Bench:
         # are interruptible) and the finally blocks unmount.
         signal.alarm(COMMAND_TIMEOUT_S)
         try:
-            seconds, got, value = READERS[reader](path, WORKLOADS[workload])
+            if reader == "h5chunk":
+                seconds, got, value = read_h5chunk(path, WORKLOADS[workload], self.bin_dir(contender))
+            else:
+                seconds, got, value = READERS[reader](path, WORKLOADS[workload])
         finally:
             signal.alarm(0)
         self.check(reader, workload, got, value)
@@ -413,8 +424,9 @@ class Bench:
         cache = os.path.join(self.work, "cache-%s-%s-%s-%d" % (contender, reader, workload, rep))
         log_file = os.path.join(self.logs, os.path.basename(cache) + ".log")
         try:
-            if contender == "hubfs":
-                self.mount = HubfsMount(self.hub, self.mnt, cache, self.args.requests, log_file)
+            if contender in ("hubfs", "base"):
+                self.mount = HubfsMount(self.hub, self.mnt, cache, self.args.requests, log_file,
+                                        self.bin_dir(contender))
             else:
                 self.mount = RcloneMount(self.hub, self.mnt, cache, log_file)
             path = os.path.join(self.mnt, SEQ if workload == "seq" else ZEA)
@@ -467,7 +479,7 @@ class Bench:
                 path = seq if workload == "seq" else zea
                 if "local" in args.contenders:
                     self.timed_read(("local", reader, workload, "cold"), path)
-                for contender in ("hubfs", "rclone"):
+                for contender in ("hubfs", "base", "rclone"):
                     if contender in args.contenders:
                         self.mounted_reads(contender, reader, workload, rep)
             locations = {w: self.hub.cdn_location(SEQ if w == "seq" else ZEA) for w in WORKLOADS}
@@ -513,6 +525,7 @@ class Bench:
               " mean over the cold read\n")
         rows = [("local", "h5py"), ("local", "h5chunk"), ("local", "read"),
                 ("hubfs", "h5py"), ("hubfs", "h5chunk"), ("hubfs", "read"),
+                ("base", "h5py"), ("base", "h5chunk"), ("base", "read"),
                 ("rclone", "h5py"), ("rclone", "h5chunk"), ("rclone", "read"),
                 ("direct", "ranges")]
         header = "%-16s %-6s %9s %8s %9s %8s %13s %12s" % ("contender", "work", "cold s", "MB/s", "warm s",
@@ -566,6 +579,11 @@ class Bench:
             ("hubfs+h5chunk vs rclone+h5py, 16 frames warm", ratio(t("rclone", "h5py", "zea16", "warm"), t("hubfs", "h5chunk", "zea16", "warm"))),
             ("hubfs+h5chunk warm vs local h5chunk (page cache dropped), 16 frames", ratio(t("local", "h5chunk", "zea16"), t("hubfs", "h5chunk", "zea16", "warm"))),
         ]
+        for reader, workload in (("h5chunk", "zea16"), ("h5chunk", "zea5"), ("h5py", "zea16"), ("h5py", "zea5"),
+                                 ("read", "seq")):
+            for phase in ("cold", "warm"):
+                info.append(("hubfs vs --baseline-bin, %s %s %s" % (reader, workload, phase),
+                             ratio(t("base", reader, workload, phase), t("hubfs", reader, workload, phase))))
         for name, value in info:
             if value is None:
                 continue
@@ -611,13 +629,15 @@ def main():
                    help="where the data files are kept between runs, and each run's mounts and caches")
     p.add_argument("--json", help="also write every measurement to this file")
     p.add_argument("--contenders", default="local,hubfs,rclone,direct",
-                   help="comma-separated subset of local,hubfs,rclone,direct (ratios need both sides)")
+                   help="comma-separated subset of local,hubfs,base,rclone,direct (ratios need both sides)")
+    p.add_argument("--baseline-bin", help="contender \"base\": the hubfs and h5chunk programs of this build "
+                   "directory (another commit's build/bin), measured in the same run as this tree's")
     p.add_argument("--workloads", default="zea16,zea5,seq", help="comma-separated subset of zea16,zea5,seq")
     p.add_argument("--keep", action="store_true", help="keep the run's directory (logs, caches)")
     args = p.parse_args()
     args.contenders = set(args.contenders.split(","))
     args.workloads = set(args.workloads.split(","))
-    for name, chosen, allowed in (("--contenders", args.contenders, {"local", "hubfs", "rclone", "direct"}),
+    for name, chosen, allowed in (("--contenders", args.contenders, {"local", "hubfs", "base", "rclone", "direct"}),
                                   ("--workloads", args.workloads, set(WORKLOADS))):
         if not chosen or not chosen <= allowed:
             sys.exit("%s takes a comma-separated subset of %s" % (name, ",".join(sorted(allowed))))
@@ -625,7 +645,10 @@ def main():
         sys.exit("needs root: FUSE mounts and /proc/sys/vm/drop_caches")
     if not h5py.h5z.filter_avail(BLOSC):
         sys.exit("the HDF5 Blosc plugin is missing (apt-get install hdf5-filter-plugin-blosc-serial)")
-    for program in (os.path.join(BIN, "hubfs"), os.path.join(BIN, "h5chunk")):
+    if ("base" in args.contenders) != bool(args.baseline_bin):
+        sys.exit("the contender base and --baseline-bin DIR go together")
+    for program in [os.path.join(d, p) for d in [BIN] + ([args.baseline_bin] if args.baseline_bin else [])
+                    for p in ("hubfs", "h5chunk")]:
         if not os.access(program, os.X_OK):
             sys.exit("%s is missing: run ./scripts/build.sh" % program)
     if shutil.which("rclone") is None:
