@@ -595,7 +595,8 @@ class Bench:
 
     def dump(self, path):
         with open(path, "w") as f:
-            json.dump({"args": vars(self.args), "results": [
+            args = {k: sorted(v) if isinstance(v, set) else v for k, v in vars(self.args).items()}
+            json.dump({"args": args, "results": [
                 {"key": list(k), "runs": v} for k, v in sorted(self.results.items())]}, f, indent=1)
 
     def close(self):
