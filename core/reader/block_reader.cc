@@ -1,11 +1,18 @@
 #include "reader/block_reader.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
 #include "common/log.h"
 
 namespace hubfs {
+
+// The deferred writer's nice value: well below the readers' threads, still above idle work.
+constexpr int kDeferredWriteNice = 10;
 
 // A block someone is loading. Readers that need it wait on `cv` (under the reader's mutex);
 // the loader fills in status/data and sets done.
@@ -44,8 +51,12 @@ struct BlockReader::Verification {
 };
 
 BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options, SharedBlocks* shared)
-    : cache_(cache), fetcher_(fetcher), shared_(shared), options_(options),
-      disk_work_(std::max(1, options.disk_threads)) {}
+    : cache_(cache), fetcher_(fetcher), shared_(shared), options_(options), deferred_writes_(1),
+      disk_work_(std::max(1, options.disk_threads)) {
+  // The deferred writer's one thread runs at a lower CPU priority for good (a thread's nice
+  // value is its own on Linux): it takes the CPU a reader leaves, not the reader's share.
+  deferred_writes_.post([] { (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kDeferredWriteNice); });
+}
 
 BlockReader::~BlockReader() { shutdown(); }
 
@@ -57,6 +68,8 @@ void BlockReader::shutdown() {
   fetches_.wait_zero();
   disk_work_.drain();
   fetches_.wait_zero();
+  // Last: disk tasks post to it, and nothing posts to it after them.
+  deferred_writes_.drain();
 }
 
 void BlockReader::post(std::function<void()> task) {
@@ -279,27 +292,25 @@ BlockReader::BlockPtr BlockReader::claim_or_find(const RemoteFile& file, uint64_
   return block;
 }
 
-void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<BlockBytes> data,
-                           bool store) {
+BlockReader::Published BlockReader::publish(const RemoteFile& file, uint64_t index, Result<BlockBytes> data) {
   std::string id = cache_id(file.content_id);
   std::string mk = memory_key(id, index);
   std::optional<BlockBytes> bytes;
   Status status = data.ok() ? Status::Ok() : data.status();
   if (data.ok()) bytes = std::move(data).value();
-  uint64_t epoch = 0;
-  bool completes_file = false;
+  Published published;
   if (bytes) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       remember(mk, *bytes);  // in memory before the hash may reach it
       auto e = failed_epochs_.find(id);
-      epoch = e == failed_epochs_.end() ? 0 : e->second;
+      published.epoch = e == failed_epochs_.end() ? 0 : e->second;
     }
     // The arrival that completes the file hashes before it releases its waiters, so they get the
     // verdict: a reader (or the kernel's read-ahead) that read the other blocks earlier is still
     // waiting on this one. Every other arrival releases its waiters first.
     if (std::shared_ptr<Verification> v = verification_for(file); v && v->mark_arrived(index)) {
-      completes_file = true;
+      published.completed_file = true;
       status = verify_in_order(file, /*wait=*/true);
       if (!status.ok()) bytes.reset();
     }
@@ -319,18 +330,52 @@ void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<BlockB
       block->cv.notify_all();
     }
   }
-  // Write-back after the waiters are released: nobody waits on the disk but this thread. A
-  // hash failure of the file since this block arrived means it may be one of the bad bytes, and
+  published.served = bytes.has_value();
+  return published;
+}
+
+void BlockReader::write_back(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch) {
+  // A hash failure of the file since this block arrived means it may be one of the bad bytes, and
   // the failure's cleanup may have run before this write landed: take it back out. (A failure
   // bumps the epoch before it removes the file's blocks, so one of the two always removes it.)
-  if (bytes && store && cache_) {
-    cache_->put(id, index, std::string_view(bytes->data(), bytes->size()));
-    if (content_epoch(file) != epoch) cache_->remove(id, index);
+  const std::string id = cache_id(file.content_id);
+  cache_->put(id, index, std::string_view(bytes.data(), bytes.size()));
+  if (content_epoch(file) != epoch) cache_->remove(id, index);
+}
+
+void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<BlockBytes> data,
+                           bool store) {
+  if (!data.ok()) {
+    publish(file, index, std::move(data));
+    return;
+  }
+  complete_batch(file, {{index, std::move(data).value()}}, store);
+}
+
+void BlockReader::complete_batch(const RemoteFile& file, const std::vector<std::pair<uint64_t, BlockBytes>>& arrivals,
+                                 bool store) {
+  // Every block of the batch is in memory and its waiters released before any is written to
+  // disk or hashed: completed one at a time, the last block of an 8-block response waited for
+  // seven disk writes and for the hash passes the first seven set off (perf: one disk worker
+  // hashing a third of the daemon's CPU while the reader waited on blocks it had in hand).
+  std::vector<uint64_t> epochs(arrivals.size());
+  std::vector<bool> served(arrivals.size());
+  bool hash_after = false;
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    Published p = publish(file, arrivals[i].first, arrivals[i].second);
+    served[i] = p.served;
+    epochs[i] = p.epoch;
+    if (p.served && !p.completed_file) hash_after = true;
+  }
+  // Write-back after the waiters are released: nobody waits on the disk but this thread.
+  if (store && cache_) {
+    for (size_t i = 0; i < arrivals.size(); ++i)
+      if (served[i]) write_back(file, arrivals[i].first, arrivals[i].second, epochs[i]);
   }
   // Other arrivals hash after their waiters are released, off the readers' path. A mismatch
   // found later drops the file's blocks and fails every later read of handles that saw the old
   // bytes.
-  if (bytes && !completes_file) (void)verify_in_order(file, /*wait=*/false);
+  if (hash_after) (void)verify_in_order(file, /*wait=*/false);
 }
 
 void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed,
@@ -365,26 +410,46 @@ std::vector<uint64_t> BlockReader::load_from_shared(const RemoteFile& file, std:
   for (uint64_t index : misses) wanted.emplace_back(index, block_length(file, index));
   auto found = shared_->lookup(cache_id(file.content_id), wanted);
   std::vector<uint64_t> rest;
+  std::vector<std::pair<uint64_t, BlockBytes>> arrivals;
   for (size_t i = 0; i < misses.size(); ++i) {
     if (!found[i]) {
       rest.push_back(misses[i]);
       continue;
     }
-    // Like a Hub fetch, minus the offer back to the tier: into memory and the hash now, to the
-    // local disk on a worker (this may be a reader's thread).
-    const BlockBytes bytes{found[i]->value, found[i]->offset, found[i]->length};
-    const uint64_t epoch = content_epoch(file);
-    complete(file, misses[i], bytes, /*store=*/false);
-    if (cache_) {
-      post([this, file, index = misses[i], bytes, epoch] {
-        if (content_epoch(file) != epoch) return;  // the file failed its hash: maybe a bad block
-        const std::string id = cache_id(file.content_id);
-        cache_->put(id, index, std::string_view(bytes.data(), bytes.size()));
-        if (content_epoch(file) != epoch) cache_->remove(id, index);
-      });
+    arrivals.emplace_back(misses[i], BlockBytes{found[i]->value, found[i]->offset, found[i]->length});
+  }
+  // Like a Hub fetch, minus the offer back to the tier: into memory and the hash now, to the
+  // local disk later (this may be a reader's thread). The epoch is read before the blocks are
+  // served: a hash failure after that may have been theirs.
+  const uint64_t epoch = content_epoch(file);
+  complete_batch(file, arrivals, /*store=*/false);
+  if (cache_)
+    for (const auto& [index, bytes] : arrivals) store_shared_block(file, index, bytes, epoch);
+  return rest;
+}
+
+void BlockReader::store_shared_block(const RemoteFile& file, uint64_t index, const BlockBytes& bytes,
+                                     uint64_t epoch) {
+  auto write = [this, file, index, bytes, epoch] {
+    if (content_epoch(file) != epoch) return;  // the file failed its hash: maybe a bad block
+    write_back(file, index, bytes, epoch);
+  };
+  // Memory bounded: a waiting write pins its value (most of them are in the memory cache too).
+  // Past the bound, or once the writer stopped, the write goes to the disk threads at once.
+  const uint64_t size = bytes.buffer->size();
+  if (deferred_write_bytes_.fetch_add(size) + size <= options_.max_deferred_write_bytes) {
+    const bool queued = deferred_writes_.post([this, write, size] {
+      write();
+      deferred_write_bytes_ -= size;
+    });
+    if (queued) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.deferred_writes;
+      return;
     }
   }
-  return rest;
+  deferred_write_bytes_ -= size;
+  post(write);
 }
 
 void BlockReader::offer_to_shared(const RemoteFile& file, uint64_t index, const BlockBytes& bytes,
@@ -443,12 +508,15 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
               }
               uint64_t pos = 0;
               const uint64_t epoch = shared_ ? content_epoch(file) : 0;
+              std::vector<std::pair<uint64_t, BlockBytes>> arrivals;
               for (uint64_t b = first; b < first + count; ++b) {
                 uint64_t len = block_length(file, b);
-                complete(file, b, BlockBytes{all, pos, len}, true);
-                if (shared_) offer_to_shared(file, b, BlockBytes{all, pos, len}, epoch);
+                arrivals.emplace_back(b, BlockBytes{all, pos, len});
                 pos += len;
               }
+              complete_batch(file, arrivals, /*store=*/true);
+              if (shared_)
+                for (const auto& [b, bytes] : arrivals) offer_to_shared(file, b, bytes, epoch);
             }
           });
           fetches_.done();
