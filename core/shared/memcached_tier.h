@@ -77,6 +77,8 @@ class MemcachedTier : public SharedTier {
 
   // Waits until the writer has nothing queued or running (tests, benchmarks).
   void wait_idle();
+  // Writes `piece` at `offset` of a value being assembled (see the definition; public for tests).
+  static void place_piece(std::string& value, size_t offset, std::string_view piece);
 
  private:
   struct Node;
@@ -90,8 +92,6 @@ class MemcachedTier : public SharedTier {
   Node& node_for(const std::string& key);
   void get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
                 std::vector<std::optional<std::string>>& out);
-  // Writes `piece` at `offset` of a value being assembled (see the definition).
-  static void place_piece(std::string& value, size_t offset, std::string_view piece);
   // The item keys and lengths of a value of `size` bytes stored under `key`.
   std::vector<std::pair<std::string, size_t>> pieces(const std::string& key, size_t size) const;
   void writer_loop(size_t shard);

@@ -51,6 +51,11 @@ class FaultDisk : public CacheDisk {
     return real_->read_file_split(path, head_bytes, max_bytes);
   }
   Status write_new_file(const std::string& path, std::string_view data) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!write_gate_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return !write_gate_closed_; }))
+        write_gate_closed_ = false;  // a broken test: let everything through after one wait
+    }
     ++write_attempts_;
     WriteFault fault;
     Status status;
@@ -99,6 +104,18 @@ class FaultDisk : public CacheDisk {
     gate_cv_.notify_all();
   }
   int lists_completed() const { return lists_completed_.load(); }
+  // While closed, write_new_file waits for open_write_gate() (at most 10 s once, as above).
+  void close_write_gate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    write_gate_closed_ = true;
+  }
+  void open_write_gate() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      write_gate_closed_ = false;
+    }
+    write_gate_cv_.notify_all();
+  }
 
   Result<std::vector<DiskEntry>> list_files(const std::string& dir) override {
     {
@@ -129,6 +146,8 @@ class FaultDisk : public CacheDisk {
   std::optional<Status> make_dirs_status_;
   bool gate_closed_ = false;
   std::condition_variable gate_cv_;
+  bool write_gate_closed_ = false;
+  std::condition_variable write_gate_cv_;
   std::atomic<int> lists_completed_{0};
   std::atomic<bool> fake_clock_{false};
   std::atomic<int64_t> clock_{1'000'000};  // well in the past, far from any real mtime

@@ -103,6 +103,53 @@ TEST(MemcachedTier, StoresBlockSizedValuesAsPiecesAcrossNodesAndReadsThemBack) {
   EXPECT_FALSE(get_one(t, "k3", big));
 }
 
+// Pieces are appended in the order asked; one that arrives early leaves a gap its predecessor
+// fills later. Either way the value is exactly its pieces.
+TEST(MemcachedTier, PiecesAssembleInAnyOrder) {
+  const std::string whole = value_of(3000, 5);
+  const size_t cut[] = {0, 1000, 2000, 3000};
+  for (const std::vector<int>& order : std::vector<std::vector<int>>{{0, 1, 2}, {2, 1, 0}, {1, 0, 2}, {0, 2, 1}}) {
+    std::string value;
+    value.reserve(whole.size());
+    for (int p : order) {
+      MemcachedTier::place_piece(value, cut[p], std::string_view(whole).substr(cut[p], cut[p + 1] - cut[p]));
+    }
+    EXPECT_EQ(value, whole) << order[0] << order[1] << order[2];
+  }
+}
+
+// Lookups one after another reuse pooled connections (and one answer buffer per lookup): hits,
+// misses and a key asked twice in one lookup each come back right every time.
+TEST(MemcachedTier, RepeatedLookupsOnPooledConnectionsStayExact) {
+  auto n1 = MemcachedServer::start();
+  auto n2 = MemcachedServer::start();
+  MemcachedTierOptions o;
+  o.servers = {n1->address(), n2->address()};
+  auto tier = MemcachedTier::create(o);
+  ASSERT_TRUE(tier.ok()) << tier.status().message();
+  MemcachedTier& t = **tier;
+  const size_t big = (1u << 20) + 300;  // two pieces each
+  for (int i = 0; i < 4; ++i) t.put("r" + std::to_string(i), value_of(big, 20 + i));
+  t.put("short", value_of(10, 3));
+  t.wait_idle();
+  for (int round = 0; round < 6; ++round) {
+    const int k = round % 4;
+    std::vector<SharedGet> gets = {{"r" + std::to_string(k), big},
+                                   {"missing" + std::to_string(round), big},
+                                   {"short", 10},
+                                   {"r" + std::to_string((k + 1) % 4), big},
+                                   {"r" + std::to_string(k), big}};
+    auto got = t.get(gets);
+    ASSERT_EQ(got.size(), 5u);
+    EXPECT_EQ(got[0], std::optional<std::string>(value_of(big, 20 + k))) << round;
+    EXPECT_FALSE(got[1]) << round;
+    EXPECT_EQ(got[2], std::optional<std::string>(value_of(10, 3))) << round;
+    EXPECT_EQ(got[3], std::optional<std::string>(value_of(big, 20 + (k + 1) % 4))) << round;
+    EXPECT_EQ(got[4], got[0]) << round;
+  }
+  EXPECT_EQ(t.stats().get_errors, 0u);
+}
+
 TEST(MemcachedTier, ADeadNodeCostsMissesItsBreakerOpensAndItIsUsedAgainOnceBack) {
   auto n1 = MemcachedServer::start();
   auto n2 = MemcachedServer::start();
