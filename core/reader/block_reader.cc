@@ -13,6 +13,12 @@ namespace hubfs {
 
 // The deferred writer's nice value: well below the readers' threads, still above idle work.
 constexpr int kDeferredWriteNice = 10;
+// The deferred writer waits until nothing was read (nor asked of the shared tier) for this long.
+// Its nice value alone did not keep it off the reader's CPU: it ran whenever the loaders waited
+// on memcached (16% of the daemon's CPU during a cold 200 MiB read), and the other processes of
+// the read (memcached, the reading application) are not ranked below it. Reads count, not only
+// lookups: a stream's read-ahead has claimed its last blocks while the reader still consumes.
+constexpr std::chrono::milliseconds kDeferredWriteQuiet{50};
 
 // A block someone is loading. Readers that need it wait on `cv` (under the reader's mutex);
 // the loader fills in status/data and sets done.
@@ -55,7 +61,7 @@ BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions
     : cache_(cache), fetcher_(fetcher), shared_(shared), options_(options), deferred_writes_(1),
       disk_work_(std::max(1, options.disk_threads)) {
   // The deferred writer's one thread runs at a lower CPU priority for good (a thread's nice
-  // value is its own on Linux): it takes the CPU a reader leaves, not the reader's share.
+  // value is its own on Linux): between the daemon's own threads, readers come first.
   deferred_writes_.post([] { (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kDeferredWriteNice); });
 }
 
@@ -416,6 +422,7 @@ void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> cla
 std::vector<uint64_t> BlockReader::load_from_shared(const RemoteFile& file, std::vector<uint64_t> misses) {
   std::vector<std::pair<uint64_t, size_t>> wanted;
   for (uint64_t index : misses) wanted.emplace_back(index, block_length(file, index));
+  note_activity();
   auto found = shared_->lookup(cache_id(file.content_id), wanted);
   std::vector<uint64_t> rest;
   std::vector<std::pair<uint64_t, BlockBytes>> arrivals;
@@ -436,6 +443,20 @@ std::vector<uint64_t> BlockReader::load_from_shared(const RemoteFile& file, std:
   return rest;
 }
 
+void BlockReader::note_activity() {
+  last_activity_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+}
+
+void BlockReader::wait_for_quiet() {
+  // Polls at most every kDeferredWriteQuiet: one thread, and only while a stream is under way.
+  while (!stopping_.load()) {
+    const auto since = std::chrono::steady_clock::now() -
+                       std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(last_activity_.load()));
+    if (since >= kDeferredWriteQuiet) return;
+    std::this_thread::sleep_for(kDeferredWriteQuiet - since);
+  }
+}
+
 void BlockReader::store_shared_block(const RemoteFile& file, uint64_t index, const BlockBytes& bytes,
                                      uint64_t epoch) {
   auto write = [this, file, index, bytes, epoch] {
@@ -447,6 +468,7 @@ void BlockReader::store_shared_block(const RemoteFile& file, uint64_t index, con
   const uint64_t size = bytes.buffer->size();
   if (deferred_write_bytes_.fetch_add(size) + size <= options_.max_deferred_write_bytes) {
     const bool queued = deferred_writes_.post([this, write, size] {
+      wait_for_quiet();
       write();
       deferred_write_bytes_ -= size;
     });
@@ -597,6 +619,7 @@ Result<size_t> BlockReader::read(const RemoteFile& file, uint64_t offset, size_t
 Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file, uint64_t offset,
                                                          size_t length, ReadState* state) {
   std::vector<BlockBytes> slices;
+  if (shared_) note_activity();
   // A handle that may already have passed on bytes of a file whose hash then failed gets errors
   // from then on (reopening reads fresh bytes): a whole read never ends "successfully" with
   // corrupt bytes in it.

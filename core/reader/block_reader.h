@@ -80,11 +80,12 @@ struct ReaderOptions {
   // (with two, bench/peer_bench.py saw 3-4 requests in flight of 16 allowed).
   int disk_threads = 4;
   // Blocks served by the shared tier are written to the local disk cache later, by one thread of
-  // low CPU priority, so a stream from the tier does not share the CPU with its own write-backs
-  // (perf on a cold 200 MiB read from memcached: ~20% of the daemon's CPU went to encoding and
-  // writing block files while the reader waited). Up to this many bytes wait for it; past that
-  // the write goes to the disk threads as for a Hub fetch. As large as the memory cache: a
-  // stream's blocks sit there anyway while their writes wait. 0: no deferral.
+  // low CPU priority once reading pauses for a moment, so a stream from the tier
+  // does not share the CPU with its own write-backs (perf on a cold 200 MiB read from memcached:
+  // ~20% of the daemon's CPU went to encoding and writing block files while the reader waited).
+  // Up to this many bytes wait for it; past that the write goes to the disk threads as for a Hub
+  // fetch. As large as the memory cache: a stream's blocks sit there anyway while their writes
+  // wait. 0: no deferral.
   uint64_t max_deferred_write_bytes = 256ull << 20;
   // A file read (or read ahead) from its first block to its last is hashed as its blocks arrive
   // and compared with its content id; on a mismatch its blocks leave both caches and the read
@@ -189,6 +190,9 @@ class BlockReader {
   // Writes a block that came from the shared tier to the disk cache, later (see
   // ReaderOptions::max_deferred_write_bytes); skipped if the file failed its hash meanwhile.
   void store_shared_block(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch);
+  // Returns once nothing was read nor looked up for kDeferredWriteQuiet (or at shutdown).
+  void wait_for_quiet();
+  void note_activity();
   // Serves a loaded block (or its error) to its waiters; store: write it to the disk cache too.
   void complete(const RemoteFile& file, uint64_t index, Result<BlockBytes> data, bool store);
   // complete() for blocks that arrived together (see the definition for the order of the work).
@@ -251,6 +255,9 @@ class BlockReader {
   // disk work (a callback posts to it).
   InFlight fetches_;
   std::atomic<uint64_t> deferred_write_bytes_{0};  // queued on deferred_writes_
+  // When a read or a shared tier lookup last happened (steady_clock ticks; only kept with a
+  // shared tier): the deferred writer waits for a pause.
+  std::atomic<std::chrono::steady_clock::rep> last_activity_{0};
   // One low-priority thread for shared-tier blocks' disk writes; before disk_work_, whose tasks
   // post to it (so it is destroyed after).
   TaskQueue deferred_writes_;
