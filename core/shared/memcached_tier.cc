@@ -1,6 +1,8 @@
 #include "shared/memcached_tier.h"
 
 #include <libmemcached/memcached.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -8,6 +10,10 @@
 #include <unordered_map>
 
 #include "common/log.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older C libraries lack the name
+#endif
 
 namespace hubfs {
 
@@ -254,6 +260,17 @@ std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<Sha
   return out;
 }
 
+// Maps in the pages of a reserved value with one call, before its pieces are copied in: a fresh
+// 1 MiB value otherwise costs 256 page faults as the copy first touches each page (perf: a fifth
+// of the daemon's CPU in a cold read from the tier; populating first took 200 such values from
+// 103-108 ms to 65-69 ms here). Kernels before 5.14 refuse the advice: the copy faults as before.
+void MemcachedTier::populate(std::string& value) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(value.data()) + page - 1) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(value.data()) + value.capacity()) & ~(page - 1);
+  if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+}
+
 // Writes one piece of a value at its offset. Pieces arrive in the order asked (one connection
 // answers in order), so each is appended to a value reserved at its full size and nothing is
 // zero-filled first; one that arrives early is written past a zero-filled gap, which the piece
@@ -294,6 +311,7 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
   std::unordered_map<size_t, size_t> missing;  // pieces not yet arrived, per item
   for (size_t i : which) {
     values[i].reserve(items[i].value_size);
+    populate(values[i]);
     size_t offset = 0;
     for (auto& [key, length] : pieces(items[i].key, items[i].value_size)) {
       auto& users = slot[key];

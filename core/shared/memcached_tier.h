@@ -92,6 +92,8 @@ class MemcachedTier : public SharedTier {
   Node& node_for(const std::string& key);
   void get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
                 std::vector<std::optional<std::string>>& out);
+  // Maps in the pages of a value reserved for assembly (see the definition).
+  static void populate(std::string& value);
   // The item keys and lengths of a value of `size` bytes stored under `key`.
   std::vector<std::pair<std::string, size_t>> pieces(const std::string& key, size_t size) const;
   void writer_loop(size_t shard);
