@@ -1,8 +1,15 @@
 #include "shared/memcached_tier.h"
 
 #include <libmemcached/memcached.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cctype>
@@ -46,6 +53,105 @@ uint64_t score(const std::string& node, const std::string& key) {
   h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
   h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
   return h ^ (h >> 31);
+}
+
+// memcached's binary protocol, as much of it as a lookup needs.
+constexpr unsigned char kRequestMagic = 0x80, kResponseMagic = 0x81;
+constexpr uint8_t kOpGetKQ = 0x0d, kOpNoop = 0x0a;
+constexpr size_t kHeaderBytes = 24;
+constexpr uint32_t kNoopOpaque = 0xffffffffu;
+constexpr size_t kMaxKeyAndExtras = 1024;  // keys are at most 250 bytes; anything more is nonsense
+
+uint64_t be(const unsigned char* p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+std::string binary_request(uint8_t opcode, const std::string& key, uint32_t opaque) {
+  std::string r(kHeaderBytes, '\0');
+  r[0] = static_cast<char>(kRequestMagic);
+  r[1] = static_cast<char>(opcode);
+  r[2] = static_cast<char>(key.size() >> 8);
+  r[3] = static_cast<char>(key.size() & 0xff);
+  for (int i = 0; i < 4; ++i) {
+    r[8 + i] = static_cast<char>((key.size() >> (8 * (3 - i))) & 0xff);  // body: the key alone
+    r[12 + i] = static_cast<char>((opaque >> (8 * (3 - i))) & 0xff);
+  }
+  return r + key;
+}
+
+// Waits until fd is ready for `events`, at most `timeout`; false on a timeout or an error.
+bool wait_for(int fd, short events, std::chrono::milliseconds timeout) {
+  pollfd p{fd, events, 0};
+  for (;;) {
+    const int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    if (n > 0) return (p.revents & (POLLERR | POLLNVAL)) == 0 || (p.revents & events);
+    if (n == 0 || errno != EINTR) return false;
+  }
+}
+
+// Each wait for the socket is bounded by `timeout` (as libmemcached's poll timeout: a node that
+// keeps sending, however slowly, is not cut off).
+bool send_all(int fd, const char* data, size_t n, std::chrono::milliseconds timeout) {
+  while (n > 0) {
+    const ssize_t sent = ::send(fd, data, n, MSG_NOSIGNAL);
+    if (sent > 0) {
+      data += sent;
+      n -= static_cast<size_t>(sent);
+    } else if (sent < 0 && errno == EINTR) {
+      continue;
+    } else if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!wait_for(fd, POLLOUT, timeout)) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool recv_all(int fd, void* out, size_t n, std::chrono::milliseconds timeout) {
+  char* p = static_cast<char*>(out);
+  while (n > 0) {
+    const ssize_t got = ::recv(fd, p, n, 0);
+    if (got > 0) {
+      p += got;
+      n -= static_cast<size_t>(got);
+    } else if (got < 0 && errno == EINTR) {
+      continue;
+    } else if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!wait_for(fd, POLLIN, timeout)) return false;
+    } else {
+      return false;  // closed by the node, or reset
+    }
+  }
+  return true;
+}
+
+// A non-blocking TCP connection to host:port within `timeout`, or -1.
+int connect_socket(const std::string& host, int port, std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return -1;
+  int fd = -1;
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int one = 1;
+    (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
+    if (errno == EINPROGRESS && wait_for(fd, POLLOUT, timeout)) {
+      int error = 0;
+      socklen_t len = sizeof(error);
+      if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0) break;
+    }
+    ::close(fd);
+    fd = -1;
+  }
+  ::freeaddrinfo(found);
+  return fd;
 }
 
 bool valid_host(const std::string& host) {
@@ -121,7 +227,8 @@ struct MemcachedTier::Node {
   int port = kDefaultPort;
   CircuitBreaker breaker;
   std::mutex mu;
-  std::vector<memcached_st*> idle;
+  std::vector<memcached_st*> idle;  // for stores and deletes
+  std::vector<int> idle_sockets;    // for lookups (see take_socket)
 
   Node(std::string n, CircuitBreaker::Options o, CircuitBreaker::Clock c) : name(std::move(n)), breaker(o, std::move(c)) {
     auto colon = name.rfind(':');
@@ -130,6 +237,32 @@ struct MemcachedTier::Node {
   }
   ~Node() {
     for (memcached_st* m : idle) memcached_free(m);
+    for (int fd : idle_sockets) ::close(fd);
+  }
+
+  // Lookups run on plain sockets (MemcachedTier::multi_get), not through libmemcached: it reads
+  // every answer through an 8 KiB buffer, so a 1 MiB block cost 128 recv calls (and as many
+  // window updates for the sender) and two copies (perf: about a fifth of the daemon's CPU in a
+  // cold read from the tier). A pooled socket has no answer pending: one that failed is closed.
+  int take_socket(std::chrono::milliseconds timeout) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!idle_sockets.empty()) {
+        const int fd = idle_sockets.back();
+        idle_sockets.pop_back();
+        return fd;
+      }
+    }
+    return connect_socket(host, port, timeout);
+  }
+  void give_back_socket(int fd, bool healthy) {
+    if (!healthy) {
+      ::close(fd);
+      drop_idle();
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    idle_sockets.push_back(fd);
   }
 
   memcached_st* take(std::chrono::milliseconds timeout) {
@@ -162,20 +295,26 @@ struct MemcachedTier::Node {
   }
   void give_back(memcached_st* m, bool healthy) {
     if (!healthy) {
-      // The node failed: its other idle connections are most likely dead too (it was killed or
-      // restarted). Dropping them all lets the breaker's next probe open a fresh one, instead
-      // of failing on a stale socket and doubling the wait.
       memcached_free(m);
-      std::vector<memcached_st*> stale;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        stale.swap(idle);
-      }
-      for (memcached_st* s : stale) memcached_free(s);
+      drop_idle();
       return;
     }
     std::lock_guard<std::mutex> lock(mu);
     idle.push_back(m);
+  }
+  // The node failed: its other idle connections, of both kinds, are most likely dead too (it was
+  // killed or restarted). Dropping them all lets the breaker's next probe open a fresh one, and
+  // the first store after a restart does not fail on a stale one.
+  void drop_idle() {
+    std::vector<memcached_st*> stale;
+    std::vector<int> stale_sockets;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stale.swap(idle);
+      stale_sockets.swap(idle_sockets);
+    }
+    for (memcached_st* s : stale) memcached_free(s);
+    for (int fd : stale_sockets) ::close(fd);
   }
 };
 
@@ -271,19 +410,6 @@ void MemcachedTier::populate(std::string& value) {
   if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 }
 
-// Writes one piece of a value at its offset. Pieces arrive in the order asked (one connection
-// answers in order), so each is appended to a value reserved at its full size and nothing is
-// zero-filled first; one that arrives early is written past a zero-filled gap, which the piece
-// it skipped fills later.
-void MemcachedTier::place_piece(std::string& value, size_t offset, std::string_view piece) {
-  if (offset == value.size()) {
-    value.append(piece);
-    return;
-  }
-  if (value.size() < offset + piece.size()) value.resize(offset + piece.size());
-  std::memcpy(value.data() + offset, piece.data(), piece.size());
-}
-
 // Fills out[i] for each i in `which` (all owned by `node`; other threads fill other slots).
 void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
                              std::vector<std::optional<std::string>>& out) {
@@ -292,19 +418,14 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
     stats_.skipped += which.size();
     return;
   }
-  memcached_st* m = node.take(options_.timeout);
-  if (!m) {
+  const int fd = node.take_socket(options_.timeout);
+  if (fd < 0) {
     node.breaker.failure();
     std::lock_guard<std::mutex> lock(mu_);
     stats_.get_errors += which.size();
     return;
   }
-  set_poll_timeout(m, options_.timeout);
-  // Each value is assembled in place: pieces are copied once, straight to their offset (see
-  // place_piece: in the usual order, appended, so no value is zero-filled first).
-  struct Piece {
-    size_t item, offset, length;
-  };
+  // Each value is received in place: every piece straight from the socket to its offset.
   std::vector<std::string> keys;
   std::unordered_map<std::string, std::vector<Piece>> slot;  // a key asked twice answers both
   std::unordered_map<size_t, std::string> values;
@@ -312,6 +433,7 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
   for (size_t i : which) {
     values[i].reserve(items[i].value_size);
     populate(values[i]);
+    values[i].resize(items[i].value_size);
     size_t offset = 0;
     for (auto& [key, length] : pieces(items[i].key, items[i].value_size)) {
       auto& users = slot[key];
@@ -321,40 +443,8 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
       ++missing[i];
     }
   }
-  std::vector<const char*> key_ptrs;
-  std::vector<size_t> key_lens;
-  for (const auto& k : keys) {
-    key_ptrs.push_back(k.data());
-    key_lens.push_back(k.size());
-  }
-  memcached_return_t rc = memcached_mget(m, key_ptrs.data(), key_lens.data(), keys.size());
-  bool healthy = memcached_success(rc);
-  if (healthy) {
-    // Every answer lands in one result whose buffer is reused from piece to piece: a result of
-    // its own per answer (fetch_result(m, nullptr)) allocated and faulted in a fresh buffer of
-    // up to a piece's size for each and freed it again (perf: ~10% of the daemon's CPU in a
-    // cold read from the tier). The result lives on this stack, not allocated by libmemcached,
-    // so at the end of the answers fetch_result only resets it, and it is freed here once.
-    memcached_result_st answer_storage;
-    memcached_result_st* answer = memcached_result_create(m, &answer_storage);
-    while (answer && memcached_fetch_result(m, answer, &rc)) {
-      auto s = slot.find(std::string(memcached_result_key_value(answer), memcached_result_key_length(answer)));
-      if (s == slot.end()) continue;
-      for (const Piece& p : s->second) {
-        // A piece of another length is not ours (another version's layout): a miss.
-        if (memcached_result_length(answer) != p.length) continue;
-        place_piece(values[p.item], p.offset, std::string_view(memcached_result_value(answer), p.length));
-        --missing[p.item];
-      }
-      s->second.clear();  // a duplicate answer must not count twice
-    }
-    if (answer) memcached_result_free(answer);
-    else healthy = false;
-    // The loop ends with END (all answers read) or NOTFOUND; anything else is a failure of the
-    // node (timeout, reset), not a miss.
-    healthy = healthy && (rc == MEMCACHED_END || rc == MEMCACHED_NOTFOUND || rc == MEMCACHED_SUCCESS);
-  }
-  node.give_back(m, healthy);
+  const bool healthy = multi_get(fd, keys, slot, values, missing);
+  node.give_back_socket(fd, healthy);
   if (!healthy) {
     node.breaker.failure();
     std::lock_guard<std::mutex> lock(mu_);
@@ -363,7 +453,69 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
   }
   node.breaker.success();
   for (size_t i : which)
-    if (missing[i] == 0 && values[i].size() == items[i].value_size) out[i] = std::move(values[i]);
+    if (missing[i] == 0) out[i] = std::move(values[i]);
+}
+
+// One lookup on a lookup connection, in memcached's binary protocol: a quiet get (GETKQ: hits
+// answer, misses do not) per key, then a NOOP, whose answer says every hit has been sent. A value
+// goes from the socket straight to its place in `values`, in reads as large as it is (see
+// Node::take_socket for why not libmemcached). False: the connection failed or spoke nonsense
+// (it must not be reused); a miss is not a failure.
+bool MemcachedTier::multi_get(int fd, const std::vector<std::string>& keys,
+                              std::unordered_map<std::string, std::vector<Piece>>& slot,
+                              std::unordered_map<size_t, std::string>& values,
+                              std::unordered_map<size_t, size_t>& missing) {
+  const auto timeout = options_.timeout;
+  std::string request;
+  for (size_t k = 0; k < keys.size(); ++k) request += binary_request(kOpGetKQ, keys[k], static_cast<uint32_t>(k));
+  request += binary_request(kOpNoop, "", kNoopOpaque);
+  if (!send_all(fd, request.data(), request.size(), timeout)) return false;
+  std::vector<char> discard;
+  for (;;) {
+    unsigned char h[kHeaderBytes];
+    if (!recv_all(fd, h, sizeof(h), timeout) || h[0] != kResponseMagic) return false;
+    const uint8_t opcode = h[1];
+    const size_t key_length = be(h + 2, 2), extras_length = h[4];
+    const uint16_t status = static_cast<uint16_t>(be(h + 6, 2));
+    const size_t body = be(h + 8, 4);
+    const uint32_t opaque = static_cast<uint32_t>(be(h + 12, 4));
+    if (body < key_length + extras_length || key_length + extras_length > kMaxKeyAndExtras) return false;
+    std::string head(key_length + extras_length, '\0');
+    if (!recv_all(fd, head.data(), head.size(), timeout)) return false;
+    size_t value_length = body - head.size();
+    if (opcode == kOpNoop && opaque == kNoopOpaque) return value_length == 0;  // every hit is in
+    // A hit for a key we asked (echoed key and opaque) whose length is a piece's: straight to the
+    // first user's place, copied to any other. Anything else (an error for one key, a piece of
+    // another layout) is read past: that piece is a miss.
+    std::vector<Piece>* users = nullptr;
+    const Piece* first = nullptr;
+    if (opcode == kOpGetKQ && status == 0 && opaque < keys.size() &&
+        std::string_view(head).substr(extras_length) == keys[opaque]) {
+      auto it = slot.find(keys[opaque]);
+      if (it != slot.end()) {
+        users = &it->second;
+        for (const Piece& p : *users)
+          if (p.length == value_length && !first) first = &p;
+      }
+    }
+    if (!first) {
+      discard.resize(std::min<size_t>(std::max<size_t>(value_length, 1), 64 * 1024));
+      while (value_length > 0) {
+        const size_t n = std::min(value_length, discard.size());
+        if (!recv_all(fd, discard.data(), n, timeout)) return false;
+        value_length -= n;
+      }
+      continue;
+    }
+    const char* received = values[first->item].data() + first->offset;
+    if (!recv_all(fd, values[first->item].data() + first->offset, value_length, timeout)) return false;
+    for (const Piece& p : *users) {
+      if (p.length != value_length) continue;  // asked with another size: not its piece
+      if (&p != first) std::memcpy(values[p.item].data() + p.offset, received, p.length);
+      --missing[p.item];
+    }
+    users->clear();  // a duplicate answer must not count twice
+  }
 }
 
 void MemcachedTier::put(std::string key, std::string value) {

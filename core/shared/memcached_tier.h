@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/shared_tier.h"
@@ -77,8 +78,6 @@ class MemcachedTier : public SharedTier {
 
   // Waits until the writer has nothing queued or running (tests, benchmarks).
   void wait_idle();
-  // Writes `piece` at `offset` of a value being assembled (see the definition; public for tests).
-  static void place_piece(std::string& value, size_t offset, std::string_view piece);
 
  private:
   struct Node;
@@ -92,6 +91,13 @@ class MemcachedTier : public SharedTier {
   Node& node_for(const std::string& key);
   void get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
                 std::vector<std::optional<std::string>>& out);
+  // Where one piece of a value goes: the value (items[item]), the offset, the piece's length.
+  struct Piece {
+    size_t item, offset, length;
+  };
+  bool multi_get(int fd, const std::vector<std::string>& keys,
+                 std::unordered_map<std::string, std::vector<Piece>>& slot,
+                 std::unordered_map<size_t, std::string>& values, std::unordered_map<size_t, size_t>& missing);
   // Maps in the pages of a value reserved for assembly (see the definition).
   static void populate(std::string& value);
   // The item keys and lengths of a value of `size` bytes stored under `key`.
