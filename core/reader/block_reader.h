@@ -80,12 +80,12 @@ struct ReaderOptions {
   // (with two, bench/peer_bench.py saw 3-4 requests in flight of 16 allowed).
   int disk_threads = 4;
   // Blocks served by the shared tier are written to the local disk cache later, by one thread of
-  // low CPU priority once reading pauses for a moment, so a stream from the tier
-  // does not share the CPU with its own write-backs (perf on a cold 200 MiB read from memcached:
-  // ~20% of the daemon's CPU went to encoding and writing block files while the reader waited).
-  // Up to this many bytes wait for it; past that the write goes to the disk threads as for a Hub
-  // fetch. As large as the memory cache: a stream's blocks sit there anyway while their writes
-  // wait. 0: no deferral.
+  // low CPU priority once reading pauses for a moment, so a stream from the tier does not share
+  // the CPU with its own write-backs (perf on a cold 200 MiB read from memcached: ~20% of the
+  // daemon's CPU went to encoding and writing block files while the reader waited). Up to this
+  // many bytes wait for it; past that the write goes to the disk threads as for a Hub fetch. As
+  // large as the memory cache: a stream's blocks sit there anyway while their writes wait.
+  // 0: no deferral.
   uint64_t max_deferred_write_bytes = 256ull << 20;
   // A file read (or read ahead) from its first block to its last is hashed as its blocks arrive
   // and compared with its content id; on a mismatch its blocks leave both caches and the read

@@ -399,8 +399,8 @@ std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<Sha
   return out;
 }
 
-// Maps in the pages of a reserved value with one call, before its pieces are copied in: a fresh
-// 1 MiB value otherwise costs 256 page faults as the copy first touches each page (perf: a fifth
+// Maps in the pages of a reserved value with one call, before its pieces are received into it: a
+// fresh 1 MiB value otherwise costs 256 page faults as the first write touches each page (perf: a fifth
 // of the daemon's CPU in a cold read from the tier; populating first took 200 such values from
 // 103-108 ms to 65-69 ms here). Kernels before 5.14 refuse the advice: the copy faults as before.
 void MemcachedTier::populate(std::string& value) {

@@ -1,8 +1,8 @@
 // The shared block tier on memcached (see cache/shared_tier.h for the contract).
 //
 // Why memcached (and not Redis Cluster): clusters run it already, it is one package and one
-// process per node with nothing to configure, its LRU evicts on its own, and libmemcached speaks
-// its binary protocol with per-call timeouts. A server list is all a client needs: each block
+// process per node with nothing to configure, its LRU evicts on its own, and its binary protocol
+// (libmemcached's, and a few lines of our own for lookups) has per-call timeouts. A server list is all a client needs: each block
 // goes to one node chosen by rendezvous hashing over the list (consistent: removing a node moves
 // only that node's blocks, and every mount that lists the same servers agrees). Redis Cluster
 // would be another SharedTier behind the same seam.
@@ -13,11 +13,13 @@
 // change. A get needs every piece (any missing one is a miss, and the envelope's CRC covers the
 // reassembled value).
 //
-// Each node has its own circuit breaker and its own pool of connections (a memcached_st is not
-// thread-safe: a caller takes one from the pool and gives it back; one that failed is closed,
-// not reused). Stores and deletes run on a few writer threads from one bounded queue that drops
-// rather than blocks; a key always goes to the same writer, so a delete never overtakes a store
-// of the same key.
+// Each node has its own circuit breaker and its own pools of connections: plain sockets for
+// lookups, which speak the binary protocol themselves so that a value is received straight into
+// place (see Node::take_socket), and libmemcached handles for stores and deletes (a memcached_st
+// is not thread-safe: a caller takes one from the pool and gives it back; one that failed is
+// closed, not reused, and so are the node's idle ones of both kinds). Stores and deletes run on a
+// few writer threads from one bounded queue that drops rather than blocks; a key always goes to
+// the same writer, so a delete never overtakes a store of the same key.
 #pragma once
 
 #include <condition_variable>
@@ -25,7 +27,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -95,6 +96,7 @@ class MemcachedTier : public SharedTier {
   struct Piece {
     size_t item, offset, length;
   };
+  // One lookup on a pooled socket (see the definition); false: the socket must not be reused.
   bool multi_get(int fd, const std::vector<std::string>& keys,
                  std::unordered_map<std::string, std::vector<Piece>>& slot,
                  std::unordered_map<size_t, std::string>& values, std::unordered_map<size_t, size_t>& missing);
