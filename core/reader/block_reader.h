@@ -221,9 +221,9 @@ class BlockReader {
   Status check_epoch(const RemoteFile& file, ReadState* state) const;
   void forget_file(const RemoteFile& file);
   void post(std::function<void()> task);
-  // Hashes the file in the calling thread (after the one hashing now) when loading_from is far
+  // Hashes the file in the calling thread (after the one hashing now) when loaded_up_to is far
   // past its hash: see kMaxHashLagBlocks.
-  void take_turn_at_hash(const RemoteFile& file, uint64_t loading_from);
+  void take_turn_at_hash(const RemoteFile& file, uint64_t loaded_up_to);
   // `group`: blocks per task and so at most per request (capped at max_group).
   void queue_load(const RemoteFile& file, std::vector<uint64_t> claimed, size_t group, size_t max_group);
 
