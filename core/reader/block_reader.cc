@@ -395,7 +395,7 @@ void BlockReader::complete_batch(const RemoteFile& file, const std::vector<std::
   if (hash_after) (void)verify_in_order(file, /*wait=*/false);
 }
 
-void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed,
+bool BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed,
                                bool prefetch, size_t max_run) {
   std::vector<uint64_t> misses;
   std::string id = cache_id(file.content_id);
@@ -417,7 +417,9 @@ void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> cla
     misses.push_back(index);
   }
   if (!misses.empty() && shared_) misses = load_from_shared(file, std::move(misses));
-  if (!misses.empty()) fetch_runs(file, misses, prefetch, max_run);
+  if (misses.empty()) return true;
+  fetch_runs(file, misses, prefetch, max_run);
+  return false;
 }
 
 // --- The shared block tier (reader/shared_blocks.h) --------------------------------------------
@@ -771,8 +773,8 @@ void BlockReader::queue_load(const RemoteFile& file, std::vector<uint64_t> claim
       for (uint64_t b : claimed) complete(file, b, cancelled, false);
       return;
     }
-    load_claimed(file, claimed, /*prefetch=*/true, group);
-    take_turn_at_hash(file, claimed.back());
+    // Only blocks served here (disk, shared tier) count: a fetch from the Hub has only started.
+    if (load_claimed(file, claimed, /*prefetch=*/true, group)) take_turn_at_hash(file, claimed.back());
   });
 }
 

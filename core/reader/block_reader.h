@@ -182,7 +182,8 @@ class BlockReader {
 
   BlockPtr claim_or_find(const RemoteFile& file, uint64_t index, bool* claimed);
   // max_run: most neighbouring blocks per request.
-  void load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed, bool prefetch, size_t max_run);
+  // True when every block was served here (disk cache, shared tier), none left to a fetch.
+  bool load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed, bool prefetch, size_t max_run);
   void fetch_runs(const RemoteFile& file, const std::vector<uint64_t>& indices, bool prefetch, size_t max_run);
   // The shared tier's part (see shared_blocks.h): serves what it holds, returns the rest.
   std::vector<uint64_t> load_from_shared(const RemoteFile& file, std::vector<uint64_t> misses);
