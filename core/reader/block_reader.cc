@@ -366,11 +366,11 @@ void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<BlockB
     publish(file, index, std::move(data));
     return;
   }
-  complete_batch(file, {{index, std::move(data).value()}}, store);
+  complete_batch(file, {{index, std::move(data).value()}}, store, /*offer=*/false);
 }
 
 void BlockReader::complete_batch(const RemoteFile& file, const std::vector<std::pair<uint64_t, BlockBytes>>& arrivals,
-                                 bool store) {
+                                 bool store, bool offer) {
   // Every block of the batch is in memory and its waiters released before any is written to
   // disk or hashed: completed one at a time, the last block of an 8-block response waited for
   // seven disk writes and for the hash passes the first seven set off (perf: one disk worker
@@ -383,6 +383,13 @@ void BlockReader::complete_batch(const RemoteFile& file, const std::vector<std::
     served[i] = p.served;
     epochs[i] = p.epoch;
     if (p.served && !p.completed_file) hash_after = true;
+  }
+  // Offered to the shared tier next, before the disk writes and the hash: the sooner a block is
+  // queued for the tier, the sooner other machines find it (and a read that ends now does not
+  // leave a response's offers waiting behind eight block files).
+  if (offer && shared_) {
+    for (size_t i = 0; i < arrivals.size(); ++i)
+      if (served[i]) offer_to_shared(file, arrivals[i].first, arrivals[i].second, epochs[i]);
   }
   // Write-back after the waiters are released: nobody waits on the disk but this thread.
   if (store && cache_) {
@@ -442,7 +449,7 @@ std::vector<uint64_t> BlockReader::load_from_shared(const RemoteFile& file, std:
   // local disk later (this may be a reader's thread). The epoch is read before the blocks are
   // served: a hash failure after that may have been theirs.
   const uint64_t epoch = content_epoch(file);
-  complete_batch(file, arrivals, /*store=*/false);
+  complete_batch(file, arrivals, /*store=*/false, /*offer=*/false);
   if (cache_)
     for (const auto& [index, bytes] : arrivals) store_shared_block(file, index, bytes, epoch);
   return rest;
@@ -542,16 +549,13 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
                 stats_.blocks_fetched += count;
               }
               uint64_t pos = 0;
-              const uint64_t epoch = shared_ ? content_epoch(file) : 0;
               std::vector<std::pair<uint64_t, BlockBytes>> arrivals;
               for (uint64_t b = first; b < first + count; ++b) {
                 uint64_t len = block_length(file, b);
                 arrivals.emplace_back(b, BlockBytes{all, pos, len});
                 pos += len;
               }
-              complete_batch(file, arrivals, /*store=*/true);
-              if (shared_)
-                for (const auto& [b, bytes] : arrivals) offer_to_shared(file, b, bytes, epoch);
+              complete_batch(file, arrivals, /*store=*/true, /*offer=*/true);
             }
           });
           fetches_.done();

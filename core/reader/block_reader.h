@@ -196,9 +196,10 @@ class BlockReader {
   void note_activity();
   // Serves a loaded block (or its error) to its waiters; store: write it to the disk cache too.
   void complete(const RemoteFile& file, uint64_t index, Result<BlockBytes> data, bool store);
-  // complete() for blocks that arrived together (see the definition for the order of the work).
+  // complete() for blocks that arrived together (see the definition for the order of the work);
+  // offer: hand them to the shared tier too (they came from the Hub).
   void complete_batch(const RemoteFile& file, const std::vector<std::pair<uint64_t, BlockBytes>>& arrivals,
-                      bool store);
+                      bool store, bool offer);
   // complete()'s first half: into memory, the file's hash if this block finishes it, waiters
   // released.
   struct Published {

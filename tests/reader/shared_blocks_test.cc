@@ -10,6 +10,7 @@
 
 #include <openssl/evp.h>
 
+#include "cache/fault_disk.h"
 #include "reader/block_reader.h"
 #include "reader/shared_blocks.h"
 #include "support/fake_transport.h"
@@ -237,6 +238,29 @@ TEST_F(SharedBlocksTest, AWellWrappedWrongBlockFailsTheFileHashAndLeavesTheTier)
   EXPECT_EQ(tier_.values.count(key(1)), 0u) << "the bad block is still shared";
   // The next read fetches fresh bytes from the Hub and succeeds.
   ASSERT_EQ(read_all(*b->reader).value(), content_);
+}
+
+// Blocks fetched from the Hub are offered to the tier before they are written to the local disk:
+// with the disk's writes stuck, the tier has them all (other machines find them sooner, and a read
+// that has ended has its blocks offered).
+TEST_F(SharedBlocksTest, HubBlocksAreOfferedBeforeTheirDiskWrites) {
+  TempDir dir;
+  auto disk = std::make_shared<testing::FaultDisk>();
+  CacheOptions o;
+  o.dir = (dir.path() / "cache").string();
+  auto cache = BlockCache::open(o, disk);
+  ASSERT_TRUE(cache.ok());
+  SharedBlocks shared(tier_, kBlock);
+  disk->close_write_gate();
+  const int attempts = disk->write_attempts();  // the cache's own files, written at open
+  {
+    BlockReader reader(cache->get(), fetcher_, ReaderOptions{}, &shared);
+    ASSERT_EQ(read_all(reader).value(), content_);
+    EXPECT_TRUE(tier_.wait_puts(6));
+    EXPECT_EQ(disk->write_attempts(), attempts) << "a block file was written before the tier had every block";
+    disk->open_write_gate();
+  }
+  EXPECT_EQ(disk->write_attempts(), attempts + 6);
 }
 
 // Blocks served by the tier reach the local disk on the deferred writer (by the time the reader
