@@ -471,7 +471,9 @@ bool MemcachedTier::multi_get(int fd, const std::vector<std::string>& keys,
   request += binary_request(kOpNoop, "", kNoopOpaque);
   if (!send_all(fd, request.data(), request.size(), timeout)) return false;
   std::vector<char> discard;
-  for (;;) {
+  // At most one answer per request: a node that keeps answering without its NOOP is broken (or
+  // not memcached), and must not hold a reader for ever.
+  for (size_t answers = 0; answers <= keys.size(); ++answers) {
     unsigned char h[kHeaderBytes];
     if (!recv_all(fd, h, sizeof(h), timeout) || h[0] != kResponseMagic) return false;
     const uint8_t opcode = h[1];
@@ -499,6 +501,7 @@ bool MemcachedTier::multi_get(int fd, const std::vector<std::string>& keys,
       }
     }
     if (!first) {
+      if (value_length > 2 * options_.piece_bytes) return false;  // no piece is this large: nonsense
       discard.resize(std::min<size_t>(std::max<size_t>(value_length, 1), 64 * 1024));
       while (value_length > 0) {
         const size_t n = std::min(value_length, discard.size());
@@ -516,6 +519,7 @@ bool MemcachedTier::multi_get(int fd, const std::vector<std::string>& keys,
     }
     users->clear();  // a duplicate answer must not count twice
   }
+  return false;
 }
 
 void MemcachedTier::put(std::string key, std::string value) {
