@@ -110,11 +110,13 @@ class Mount:
         return json.loads(os.getxattr(self.mnt, "user.hubfs.status"))
 
     def wait_stored(self):
-        """Until every block this mount offered to the tier was stored (or given up on)."""
+        """Until every block this mount missed in the tier was offered to it (the read can return
+        just before its last blocks are offered) and stored (or given up on)."""
         deadline = time.monotonic() + STORE_WAIT_S
         while time.monotonic() < deadline:
             sc = self.status()["shared_cache"]
-            if sc["queued"] == 0 and sc["stored"] + sc["errors"] + sc["dropped"] + sc["skipped"] >= sc["offered"]:
+            if (sc["queued"] == 0 and sc["offered"] >= sc["misses"] and
+                    sc["stored"] + sc["errors"] + sc["dropped"] + sc["skipped"] >= sc["offered"]):
                 return sc
             time.sleep(0.05)
         raise RuntimeError("mount A's stores did not land within %d s" % STORE_WAIT_S)

@@ -1,11 +1,24 @@
 #include "reader/block_reader.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
 #include "common/log.h"
 
 namespace hubfs {
+
+// The deferred writer's nice value: well below the readers' threads, still above idle work.
+constexpr int kDeferredWriteNice = 10;
+// The deferred writer waits until nothing was read (nor asked of the shared tier) for this long.
+// Its nice value alone did not keep it off the reader's CPU: it ran whenever the loaders waited
+// on memcached (16% of the daemon's CPU during a cold 200 MiB read), and the other processes of
+// the read (memcached, the reading application) are not ranked below it. Reads count, not only
+// lookups: a stream's read-ahead has claimed its last blocks while the reader still consumes.
+constexpr std::chrono::milliseconds kDeferredWriteQuiet{50};
 
 // A block someone is loading. Readers that need it wait on `cv` (under the reader's mutex);
 // the loader fills in status/data and sets done.
@@ -24,6 +37,7 @@ struct BlockReader::Verification {
   std::atomic<bool> pending{false};
   std::unique_ptr<ContentVerifier> verifier;
   uint64_t next_block = 0;
+  std::atomic<uint64_t> hashed{0};  // next_block, for a look without the lock
   Status verdict;  // the outcome once the hash is finished (verifier reset)
 
   // Which blocks have arrived since the hash began (or sat in memory then): the arrival that
@@ -44,8 +58,12 @@ struct BlockReader::Verification {
 };
 
 BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options, SharedBlocks* shared)
-    : cache_(cache), fetcher_(fetcher), shared_(shared), options_(options),
-      disk_work_(std::max(1, options.disk_threads)) {}
+    : cache_(cache), fetcher_(fetcher), shared_(shared), options_(options), deferred_writes_(1),
+      disk_work_(std::max(1, options.disk_threads)) {
+  // The deferred writer's one thread runs at a lower CPU priority for good (a thread's nice
+  // value is its own on Linux): between the daemon's own threads, readers come first.
+  deferred_writes_.post([] { (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kDeferredWriteNice); });
+}
 
 BlockReader::~BlockReader() { shutdown(); }
 
@@ -57,6 +75,8 @@ void BlockReader::shutdown() {
   fetches_.wait_zero();
   disk_work_.drain();
   fetches_.wait_zero();
+  // Last: disk tasks post to it, and nothing posts to it after them.
+  deferred_writes_.drain();
 }
 
 void BlockReader::post(std::function<void()> task) {
@@ -121,6 +141,16 @@ constexpr size_t kMaxHintedFiles = 4096;
 // At 4x it reaches the 128-block cap after 32 MiB, and a stream that stops wastes at most 4x
 // what it read (never more than the 128-block window).
 constexpr uint64_t kReadAheadPerRunByte = 4;
+// A read-ahead task that loaded blocks this far past the file's hash takes a turn at the hash
+// before its worker loads more. The read that brings the last block waits for the whole hash, and
+// loading competes with hashing for the CPU: from the shared tier (~1 ms of CPU per block to
+// load, ~0.7 to hash, on 2 busy cores) the hash fell 60-130 blocks behind, and the last block's
+// arrival spent 80-190 ms hashing them alone. 32 MiB: a few tens of ms left to hash at the end;
+// from the Hub, where the network paces loading, the hash stays within it. After its load, not
+// before: a task that waited on the hash first delivered its blocks late, and the hash then
+// waited for them (64 MiB from the tier: medians 0.105 s before, 0.098 s after; 16 and 8 no
+// better).
+constexpr uint64_t kMaxHashLagBlocks = 32;
 
 static std::string memory_key(const std::string& cache_id, uint64_t index) {
   return cache_id + "#" + std::to_string(index);
@@ -195,7 +225,7 @@ Status BlockReader::verify_in_order(const RemoteFile& file, bool wait) {
         }
         if (!next) break;
         v->verifier->update(std::string_view(next->data(), next->size()));
-        ++v->next_block;
+        v->hashed.store(++v->next_block, std::memory_order_relaxed);
       }
     }
     if (v->next_block == nblocks) break;
@@ -279,67 +309,100 @@ BlockReader::BlockPtr BlockReader::claim_or_find(const RemoteFile& file, uint64_
   return block;
 }
 
-void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<BlockBytes> data,
-                           bool store) {
-  Published p = publish(file, index, std::move(data));
-  if (!p.bytes) return;
-  if (store) write_back(file, index, *p.bytes, p.epoch);
-  // Other arrivals hash after their waiters are released, off the readers' path. A mismatch
-  // found later drops the file's blocks and fails every later read of handles that saw the old
-  // bytes.
-  if (!p.completes_file) (void)verify_in_order(file, /*wait=*/false);
-}
-
 BlockReader::Published BlockReader::publish(const RemoteFile& file, uint64_t index, Result<BlockBytes> data) {
   std::string id = cache_id(file.content_id);
   std::string mk = memory_key(id, index);
-  Published out;
+  std::optional<BlockBytes> bytes;
   Status status = data.ok() ? Status::Ok() : data.status();
-  if (data.ok()) out.bytes = std::move(data).value();
-  if (out.bytes) {
+  if (data.ok()) bytes = std::move(data).value();
+  Published published;
+  if (bytes) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      remember(mk, *out.bytes);  // in memory before the hash may reach it
+      remember(mk, *bytes);  // in memory before the hash may reach it
       auto e = failed_epochs_.find(id);
-      out.epoch = e == failed_epochs_.end() ? 0 : e->second;
+      published.epoch = e == failed_epochs_.end() ? 0 : e->second;
     }
     // The arrival that completes the file hashes before it releases its waiters, so they get the
     // verdict: a reader (or the kernel's read-ahead) that read the other blocks earlier is still
     // waiting on this one. Every other arrival releases its waiters first.
     if (std::shared_ptr<Verification> v = verification_for(file); v && v->mark_arrived(index)) {
-      out.completes_file = true;
+      published.completed_file = true;
       status = verify_in_order(file, /*wait=*/true);
-      if (!status.ok()) out.bytes.reset();
+      if (!status.ok()) bytes.reset();
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = in_flight_.find(mk);
-  if (it != in_flight_.end()) {
-    BlockPtr block = it->second;
-    in_flight_.erase(it);
-    block->done = true;
-    if (out.bytes) {
-      block->data = *out.bytes;
-    } else {
-      block->status = status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(mk);
+    if (it != in_flight_.end()) {
+      BlockPtr block = it->second;
+      in_flight_.erase(it);
+      block->done = true;
+      if (bytes) {
+        block->data = *bytes;
+      } else {
+        block->status = status;
+      }
+      block->cv.notify_all();
     }
-    block->cv.notify_all();
   }
-  return out;
+  published.served = bytes.has_value();
+  return published;
 }
 
-// After the waiters are released: nobody waits on the disk. A hash failure of the file since
-// this block arrived means it may be one of the bad bytes, and the failure's cleanup may have run
-// before this write landed: take it back out. (A failure bumps the epoch before it removes the
-// file's blocks, so one of the two always removes it.)
 void BlockReader::write_back(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch) {
-  if (!cache_) return;
+  // A hash failure of the file since this block arrived means it may be one of the bad bytes, and
+  // the failure's cleanup may have run before this write landed: take it back out. (A failure
+  // bumps the epoch before it removes the file's blocks, so one of the two always removes it.)
   const std::string id = cache_id(file.content_id);
   cache_->put(id, index, std::string_view(bytes.data(), bytes.size()));
   if (content_epoch(file) != epoch) cache_->remove(id, index);
 }
 
-void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed,
+void BlockReader::complete(const RemoteFile& file, uint64_t index, Result<BlockBytes> data,
+                           bool store) {
+  if (!data.ok()) {
+    publish(file, index, std::move(data));
+    return;
+  }
+  complete_batch(file, {{index, std::move(data).value()}}, store, /*offer=*/false);
+}
+
+void BlockReader::complete_batch(const RemoteFile& file, const std::vector<std::pair<uint64_t, BlockBytes>>& arrivals,
+                                 bool store, bool offer) {
+  // Every block of the batch is in memory and its waiters released before any is written to
+  // disk or hashed: completed one at a time, the last block of an 8-block response waited for
+  // seven disk writes and for the hash passes the first seven set off (perf: one disk worker
+  // hashing a third of the daemon's CPU while the reader waited on blocks it had in hand).
+  std::vector<uint64_t> epochs(arrivals.size());
+  std::vector<bool> served(arrivals.size());
+  bool hash_after = false;
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    Published p = publish(file, arrivals[i].first, arrivals[i].second);
+    served[i] = p.served;
+    epochs[i] = p.epoch;
+    if (p.served && !p.completed_file) hash_after = true;
+  }
+  // Offered to the shared tier next, before the disk writes and the hash: the sooner a block is
+  // queued for the tier, the sooner other machines find it (and a read that ends now does not
+  // leave a response's offers waiting behind eight block files).
+  if (offer && shared_) {
+    for (size_t i = 0; i < arrivals.size(); ++i)
+      if (served[i]) offer_to_shared(file, arrivals[i].first, arrivals[i].second, epochs[i]);
+  }
+  // Write-back after the waiters are released: nobody waits on the disk but this thread.
+  if (store && cache_) {
+    for (size_t i = 0; i < arrivals.size(); ++i)
+      if (served[i]) write_back(file, arrivals[i].first, arrivals[i].second, epochs[i]);
+  }
+  // Other arrivals hash after their waiters are released, off the readers' path. A mismatch
+  // found later drops the file's blocks and fails every later read of handles that saw the old
+  // bytes.
+  if (hash_after) (void)verify_in_order(file, /*wait=*/false);
+}
+
+bool BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed,
                                bool prefetch, size_t max_run) {
   std::vector<uint64_t> misses;
   std::string id = cache_id(file.content_id);
@@ -361,7 +424,9 @@ void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> cla
     misses.push_back(index);
   }
   if (!misses.empty() && shared_) misses = load_from_shared(file, std::move(misses));
-  if (!misses.empty()) fetch_runs(file, misses, prefetch, max_run);
+  if (misses.empty()) return true;
+  fetch_runs(file, misses, prefetch, max_run);
+  return false;
 }
 
 // --- The shared block tier (reader/shared_blocks.h) --------------------------------------------
@@ -369,28 +434,64 @@ void BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> cla
 std::vector<uint64_t> BlockReader::load_from_shared(const RemoteFile& file, std::vector<uint64_t> misses) {
   std::vector<std::pair<uint64_t, size_t>> wanted;
   for (uint64_t index : misses) wanted.emplace_back(index, block_length(file, index));
+  note_activity();
   auto found = shared_->lookup(cache_id(file.content_id), wanted);
   std::vector<uint64_t> rest;
+  std::vector<std::pair<uint64_t, BlockBytes>> arrivals;
   for (size_t i = 0; i < misses.size(); ++i) {
     if (!found[i]) {
       rest.push_back(misses[i]);
       continue;
     }
-    // Like a Hub fetch, minus the offer back to the tier: into memory and the hash now, to the
-    // local disk on a worker (this may be a reader's thread).
-    const BlockBytes bytes{found[i]->value, found[i]->offset, found[i]->length};
-    const uint64_t epoch = content_epoch(file);
-    complete(file, misses[i], bytes, /*store=*/false);
-    if (cache_) {
-      post([this, file, index = misses[i], bytes, epoch] {
-        if (content_epoch(file) != epoch) return;  // the file failed its hash: maybe a bad block
-        const std::string id = cache_id(file.content_id);
-        cache_->put(id, index, std::string_view(bytes.data(), bytes.size()));
-        if (content_epoch(file) != epoch) cache_->remove(id, index);
-      });
+    arrivals.emplace_back(misses[i], BlockBytes{found[i]->value, found[i]->offset, found[i]->length});
+  }
+  // Like a Hub fetch, minus the offer back to the tier: into memory and the hash now, to the
+  // local disk later (this may be a reader's thread). The epoch is read before the blocks are
+  // served: a hash failure after that may have been theirs.
+  const uint64_t epoch = content_epoch(file);
+  complete_batch(file, arrivals, /*store=*/false, /*offer=*/false);
+  if (cache_)
+    for (const auto& [index, bytes] : arrivals) store_shared_block(file, index, bytes, epoch);
+  return rest;
+}
+
+void BlockReader::note_activity() {
+  last_activity_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+}
+
+void BlockReader::wait_for_quiet() {
+  // Polls at most every kDeferredWriteQuiet: one thread, and only while a stream is under way.
+  while (!stopping_.load()) {
+    const auto since = std::chrono::steady_clock::now() -
+                       std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(last_activity_.load()));
+    if (since >= kDeferredWriteQuiet) return;
+    std::this_thread::sleep_for(kDeferredWriteQuiet - since);
+  }
+}
+
+void BlockReader::store_shared_block(const RemoteFile& file, uint64_t index, const BlockBytes& bytes,
+                                     uint64_t epoch) {
+  auto write = [this, file, index, bytes, epoch] {
+    if (content_epoch(file) != epoch) return;  // the file failed its hash: maybe a bad block
+    write_back(file, index, bytes, epoch);
+  };
+  // Memory bounded: a waiting write pins its value (most of them are in the memory cache too).
+  // Past the bound, or once the writer stopped, the write goes to the disk threads at once.
+  const uint64_t size = bytes.buffer->size();
+  if (deferred_write_bytes_.fetch_add(size) + size <= options_.max_deferred_write_bytes) {
+    const bool queued = deferred_writes_.post([this, write, size] {
+      wait_for_quiet();
+      write();
+      deferred_write_bytes_ -= size;
+    });
+    if (queued) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.deferred_writes;
+      return;
     }
   }
-  return rest;
+  deferred_write_bytes_ -= size;
+  post(write);
 }
 
 void BlockReader::offer_to_shared(const RemoteFile& file, uint64_t index, const BlockBytes& bytes,
@@ -447,47 +548,20 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
                 stats_.bytes_fetched += all->size();
                 stats_.blocks_fetched += count;
               }
-              publish_response(file, first, count, std::move(all));
+              uint64_t pos = 0;
+              std::vector<std::pair<uint64_t, BlockBytes>> arrivals;
+              for (uint64_t b = first; b < first + count; ++b) {
+                uint64_t len = block_length(file, b);
+                arrivals.emplace_back(b, BlockBytes{all, pos, len});
+                pos += len;
+              }
+              complete_batch(file, arrivals, /*store=*/true, /*offer=*/true);
             }
           });
           fetches_.done();
         });
     i = j;
   }
-}
-
-// Readers first: every block of a response is in memory and its waiters released before any
-// of them is hashed, written to the disk cache or offered to the shared tier. (Done block by
-// block, a chunk ending in a 32-block response's last block waited for 31 disk writes, and the 16
-// responses of a hint, arriving together, queued behind each other's writes on the workers.)
-void BlockReader::publish_response(const RemoteFile& file, uint64_t first, uint64_t count,
-                                   std::shared_ptr<const std::string> all) {
-  struct Arrived {
-    uint64_t index;
-    BlockBytes bytes;
-    uint64_t epoch;
-  };
-  auto arrived = std::make_shared<std::vector<Arrived>>();
-  arrived->reserve(count);
-  bool hash_pending = false;
-  uint64_t pos = 0;
-  for (uint64_t b = first; b < first + count; ++b) {
-    const uint64_t len = block_length(file, b);
-    Published p = publish(file, b, BlockBytes{all, pos, len});
-    pos += len;
-    if (!p.bytes) continue;  // the file failed its hash: nothing of it is kept
-    hash_pending = hash_pending || !p.completes_file;
-    arrived->push_back(Arrived{b, std::move(*p.bytes), p.epoch});
-  }
-  if (hash_pending) (void)verify_in_order(file, /*wait=*/false);
-  if (arrived->empty()) return;
-  // Queued behind the other responses that arrived with this one, so their readers go first.
-  post([this, file, arrived] {
-    for (const Arrived& a : *arrived) {
-      write_back(file, a.index, a.bytes, a.epoch);
-      if (shared_) offer_to_shared(file, a.index, a.bytes, a.epoch);
-    }
-  });
 }
 
 void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint64_t last_block,
@@ -559,6 +633,7 @@ Result<size_t> BlockReader::read(const RemoteFile& file, uint64_t offset, size_t
 Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file, uint64_t offset,
                                                          size_t length, ReadState* state) {
   std::vector<BlockBytes> slices;
+  if (shared_) note_activity();
   // A handle that may already have passed on bytes of a file whose hash then failed gets errors
   // from then on (reopening reads fresh bytes): a whole read never ends "successfully" with
   // corrupt bytes in it.
@@ -707,8 +782,17 @@ void BlockReader::queue_load(const RemoteFile& file, std::vector<uint64_t> claim
       for (uint64_t b : claimed) complete(file, b, cancelled, false);
       return;
     }
-    load_claimed(file, claimed, /*prefetch=*/true, group);
+    // Only blocks served here (disk, shared tier) count: a fetch from the Hub has only started.
+    if (load_claimed(file, claimed, /*prefetch=*/true, group)) take_turn_at_hash(file, claimed.back());
   });
+}
+
+void BlockReader::take_turn_at_hash(const RemoteFile& file, uint64_t loaded_up_to) {
+  std::shared_ptr<Verification> v = verification_for(file);
+  if (!v || loaded_up_to < v->hashed.load(std::memory_order_relaxed) + kMaxHashLagBlocks) return;
+  // Waits for the thread hashing now, then hashes what is in memory itself (or finds the hash
+  // stalled on a missing block, and goes on).
+  (void)verify_in_order(file, /*wait=*/true);
 }
 
 uint64_t BlockReader::content_epoch(const RemoteFile& file) const {

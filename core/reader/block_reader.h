@@ -79,6 +79,14 @@ struct ReaderOptions {
   // 8 MiB response is 8 block files to write, and read-ahead tasks queue behind those writes
   // (with two, bench/peer_bench.py saw 3-4 requests in flight of 16 allowed).
   int disk_threads = 4;
+  // Blocks served by the shared tier are written to the local disk cache later, by one thread of
+  // low CPU priority once reading pauses for a moment, so a stream from the tier does not share
+  // the CPU with its own write-backs (perf on a cold 200 MiB read from memcached: ~20% of the
+  // daemon's CPU went to encoding and writing block files while the reader waited). Up to this
+  // many bytes wait for it; past that the write goes to the disk threads as for a Hub fetch. As
+  // large as the memory cache: a stream's blocks sit there anyway while their writes wait.
+  // 0: no deferral.
+  uint64_t max_deferred_write_bytes = 256ull << 20;
   // A file read (or read ahead) from its first block to its last is hashed as its blocks arrive
   // and compared with its content id; on a mismatch its blocks leave both caches and the read
   // that completed the hash fails (EIO), so corrupt bytes never stick. SHA-256 runs at ~1.4 GB/s
@@ -102,6 +110,7 @@ struct ReaderStats {
   uint64_t read_ahead_bytes = 0;    // bytes speculative read-ahead started fetching
   uint64_t files_verified = 0;      // whole files whose hash matched their content id
   uint64_t verify_failures = 0;     // whole files whose hash did not (their blocks were dropped)
+  uint64_t deferred_writes = 0;     // shared-tier blocks handed to the low-priority writer
 };
 
 // Per open handle: what the handle read last, to tell sequential streams from random access.
@@ -173,25 +182,34 @@ class BlockReader {
 
   BlockPtr claim_or_find(const RemoteFile& file, uint64_t index, bool* claimed);
   // max_run: most neighbouring blocks per request.
-  void load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed, bool prefetch, size_t max_run);
+  // True when every block was served here (disk cache, shared tier), none left to a fetch.
+  bool load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed, bool prefetch, size_t max_run);
   void fetch_runs(const RemoteFile& file, const std::vector<uint64_t>& indices, bool prefetch, size_t max_run);
   // The shared tier's part (see shared_blocks.h): serves what it holds, returns the rest.
   std::vector<uint64_t> load_from_shared(const RemoteFile& file, std::vector<uint64_t> misses);
   void offer_to_shared(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch);
-  // A block arrived (or failed): complete = publish, then (store) write_back, then a
-  // non-blocking step of the file's hash.
+  // Writes a block that came from the shared tier to the disk cache, later (see
+  // ReaderOptions::max_deferred_write_bytes); skipped if the file failed its hash meanwhile.
+  void store_shared_block(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch);
+  // Returns once nothing was read nor looked up for kDeferredWriteQuiet (or at shutdown).
+  void wait_for_quiet();
+  void note_activity();
+  // Serves a loaded block (or its error) to its waiters; store: write it to the disk cache too.
   void complete(const RemoteFile& file, uint64_t index, Result<BlockBytes> data, bool store);
+  // complete() for blocks that arrived together (see the definition for the order of the work);
+  // offer: hand them to the shared tier too (they came from the Hub).
+  void complete_batch(const RemoteFile& file, const std::vector<std::pair<uint64_t, BlockBytes>>& arrivals,
+                      bool store, bool offer);
+  // complete()'s first half: into memory, the file's hash if this block finishes it, waiters
+  // released.
   struct Published {
-    std::optional<BlockBytes> bytes;  // none: the fetch failed or the file failed its hash
-    uint64_t epoch = 0;               // the file's content epoch when the block arrived
-    bool completes_file = false;      // its arrival finished (and hashed) the file
+    bool served = false;          // the block was served (not an error, not a failed file hash)
+    bool completed_file = false;  // its arrival finished the file's hash (already done)
+    uint64_t epoch = 0;           // the file's content epoch when it went into memory
   };
-  // Into memory and to the block's waiters (the arrival completing the file hashes it first).
   Published publish(const RemoteFile& file, uint64_t index, Result<BlockBytes> data);
+  // Writes a served block to the disk cache, taking it back out if the file failed its hash since.
   void write_back(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch);
-  // A Hub response of `count` blocks from `first`: all published, then written back on a worker.
-  void publish_response(const RemoteFile& file, uint64_t first, uint64_t count,
-                        std::shared_ptr<const std::string> all);
   void read_ahead(const RemoteFile& file, uint64_t first_block, uint64_t last_block, ReadState* state);
   uint64_t block_length(const RemoteFile& file, uint64_t index) const;
   std::string cache_id(const std::string& content_id) const;
@@ -205,6 +223,9 @@ class BlockReader {
   Status check_epoch(const RemoteFile& file, ReadState* state) const;
   void forget_file(const RemoteFile& file);
   void post(std::function<void()> task);
+  // Hashes the file in the calling thread (after the one hashing now) when loaded_up_to is far
+  // past its hash: see kMaxHashLagBlocks.
+  void take_turn_at_hash(const RemoteFile& file, uint64_t loaded_up_to);
   // `group`: blocks per task and so at most per request (capped at max_group).
   void queue_load(const RemoteFile& file, std::vector<uint64_t> claimed, size_t group, size_t max_group);
 
@@ -235,6 +256,13 @@ class BlockReader {
   // Fetches whose callback has not yet been queued: shutdown waits for them before draining the
   // disk work (a callback posts to it).
   InFlight fetches_;
+  std::atomic<uint64_t> deferred_write_bytes_{0};  // queued on deferred_writes_
+  // When a read or a shared tier lookup last happened (steady_clock ticks; only kept with a
+  // shared tier): the deferred writer waits for a pause.
+  std::atomic<std::chrono::steady_clock::rep> last_activity_{0};
+  // One low-priority thread for shared-tier blocks' disk writes; before disk_work_, whose tasks
+  // post to it (so it is destroyed after).
+  TaskQueue deferred_writes_;
   TaskQueue disk_work_;  // declared last: its threads start once everything above exists
 };
 

@@ -1,8 +1,8 @@
 // The shared block tier on memcached (see cache/shared_tier.h for the contract).
 //
 // Why memcached (and not Redis Cluster): clusters run it already, it is one package and one
-// process per node with nothing to configure, its LRU evicts on its own, and libmemcached speaks
-// its binary protocol with per-call timeouts. A server list is all a client needs: each block
+// process per node with nothing to configure, its LRU evicts on its own, and its binary protocol
+// (libmemcached's, and a few lines of our own for lookups) has per-call timeouts. A server list is all a client needs: each block
 // goes to one node chosen by rendezvous hashing over the list (consistent: removing a node moves
 // only that node's blocks, and every mount that lists the same servers agrees). Redis Cluster
 // would be another SharedTier behind the same seam.
@@ -13,11 +13,13 @@
 // change. A get needs every piece (any missing one is a miss, and the envelope's CRC covers the
 // reassembled value).
 //
-// Each node has its own circuit breaker and its own pool of connections (a memcached_st is not
-// thread-safe: a caller takes one from the pool and gives it back; one that failed is closed,
-// not reused). Stores and deletes run on a few writer threads from one bounded queue that drops
-// rather than blocks; a key always goes to the same writer, so a delete never overtakes a store
-// of the same key.
+// Each node has its own circuit breaker and its own pools of connections: plain sockets for
+// lookups, which speak the binary protocol themselves so that a value is received straight into
+// place (see Node::take_socket), and libmemcached handles for stores and deletes (a memcached_st
+// is not thread-safe: a caller takes one from the pool and gives it back; one that failed is
+// closed, not reused, and so are the node's idle ones of both kinds). Stores and deletes run on a
+// few writer threads from one bounded queue that drops rather than blocks; a key always goes to
+// the same writer, so a delete never overtakes a store of the same key.
 #pragma once
 
 #include <condition_variable>
@@ -26,6 +28,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/shared_tier.h"
@@ -89,6 +92,16 @@ class MemcachedTier : public SharedTier {
   Node& node_for(const std::string& key);
   void get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
                 std::vector<std::optional<std::string>>& out);
+  // Where one piece of a value goes: the value (items[item]), the offset, the piece's length.
+  struct Piece {
+    size_t item, offset, length;
+  };
+  // One lookup on a pooled socket (see the definition); false: the socket must not be reused.
+  bool multi_get(int fd, const std::vector<std::string>& keys,
+                 std::unordered_map<std::string, std::vector<Piece>>& slot,
+                 std::unordered_map<size_t, std::string>& values, std::unordered_map<size_t, size_t>& missing);
+  // Maps in the pages of a value reserved for assembly (see the definition).
+  static void populate(std::string& value);
   // The item keys and lengths of a value of `size` bytes stored under `key`.
   std::vector<std::pair<std::string, size_t>> pieces(const std::string& key, size_t size) const;
   void writer_loop(size_t shard);

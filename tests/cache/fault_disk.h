@@ -51,12 +51,16 @@ class FaultDisk : public CacheDisk {
     return real_->read_file_split(path, head_bytes, max_bytes);
   }
   Status write_new_file(const std::string& path, std::string_view data) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!write_gate_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return !write_gate_closed_; }))
+        write_gate_closed_ = false;  // a broken test: let everything through after one wait
+    }
     ++write_attempts_;
     WriteFault fault;
     Status status;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      gate_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return !writes_held_; });
+      std::lock_guard<std::mutex> lock(mu_);
       fault = write_fault_;
       status = write_status_;
     }
@@ -100,18 +104,17 @@ class FaultDisk : public CacheDisk {
     gate_cv_.notify_all();
   }
   int lists_completed() const { return lists_completed_.load(); }
-  // While held, every write_new_file waits for release_writes() (at most 10 s each, so a broken
-  // test fails rather than hangs): a disk that is slow to take the cache's writes.
-  void hold_writes() {
+  // While closed, write_new_file waits for open_write_gate() (at most 10 s once, as above).
+  void close_write_gate() {
     std::lock_guard<std::mutex> lock(mu_);
-    writes_held_ = true;
+    write_gate_closed_ = true;
   }
-  void release_writes() {
+  void open_write_gate() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      writes_held_ = false;
+      write_gate_closed_ = false;
     }
-    gate_cv_.notify_all();
+    write_gate_cv_.notify_all();
   }
 
   Result<std::vector<DiskEntry>> list_files(const std::string& dir) override {
@@ -141,9 +144,10 @@ class FaultDisk : public CacheDisk {
   WriteFault write_fault_ = WriteFault::kNone;
   Status write_status_;
   std::optional<Status> make_dirs_status_;
-  bool writes_held_ = false;
   bool gate_closed_ = false;
   std::condition_variable gate_cv_;
+  bool write_gate_closed_ = false;
+  std::condition_variable write_gate_cv_;
   std::atomic<int> lists_completed_{0};
   std::atomic<bool> fake_clock_{false};
   std::atomic<int64_t> clock_{1'000'000};  // well in the past, far from any real mtime

@@ -296,26 +296,6 @@ TEST_F(BlockReaderTest, AReadThatIsNotAnsweredTimesOut) {
   cdn_.open_gate();  // the fetch then completes; the reader's destructor waits for it
 }
 
-// A response's blocks all reach their readers before any of them is written to the disk cache:
-// with the disk stuck and one worker, a read of a whole 5-block response still returns (done
-// block by block, the second block waited for the first one's write).
-TEST_F(BlockReaderTest, AResponsesBlocksReachReadersBeforeTheDiskWrites) {
-  auto disk = std::make_shared<testing::FaultDisk>();
-  open_cache(disk);
-  ReaderOptions options;
-  options.disk_threads = 1;
-  options.read_timeout = std::chrono::milliseconds(5000);
-  BlockReader reader(cache_.get(), fetcher_, options);
-  disk->hold_writes();
-  std::string out(5 * kBlock, '\0');
-  // Returns while the first write is still held (it waits up to 10 s, the read up to 5 s).
-  auto n = reader.read(file_, kBlock, out.size(), out.data(), nullptr);
-  disk->release_writes();
-  ASSERT_TRUE(n.ok()) << n.status().message();
-  EXPECT_EQ(out, cdn_.content.substr(kBlock, 5 * kBlock));
-  EXPECT_EQ(asked(transport_).size(), 1u) << "one request for the five blocks";
-}
-
 TEST_F(BlockReaderTest, AFullCacheDiskIsNeverAReadError) {
   // The disk fills up after the cache opened: every later write fails, reads must not.
   auto disk = std::make_shared<testing::FaultDisk>();
@@ -384,6 +364,51 @@ TEST_F(BlockReaderTest, CorruptionInTransitNeverSticks) {
   EXPECT_EQ(got, good);
   EXPECT_GT(transport_.request_count(), before);
   EXPECT_EQ(reader.stats().files_verified, 1u);
+}
+
+// Read-ahead that runs far past the file's hash hashes before it loads more (kMaxHashLagBlocks):
+// with 16 KiB blocks a stream claims 128 blocks ahead, well past 32. The file is still hashed
+// once, in order, and a flipped byte deep in it still fails the read.
+TEST_F(BlockReaderTest, AStreamFarAheadOfItsHashIsStillHashedOnceInOrder) {
+  ReaderOptions o;
+  o.block_size = 16 * 1024;  // 641 blocks
+  {
+    BlockReader reader(cache_.get(), fetcher_, o);
+    std::string got;
+    ASSERT_TRUE(read_whole(reader, file_, &got).ok());
+    EXPECT_EQ(got, cdn_.content);
+    EXPECT_EQ(reader.stats().files_verified, 1u);
+    EXPECT_EQ(reader.stats().verify_failures, 0u);
+  }
+  cdn_.content[9 * kBlock + 5] ^= 0x01;
+  BlockReader fresh(nullptr, fetcher_, o);  // no disk cache: every block from the CDN again
+  std::string got;
+  Status st = read_whole(fresh, file_, &got);
+  EXPECT_EQ(st.code(), Code::kCorrupt);
+  EXPECT_EQ(fresh.stats().verify_failures, 1u);
+  EXPECT_EQ(fresh.stats().files_verified, 0u);
+}
+
+// The blocks of one response are all served before any of them is written to disk: with the
+// disk's writes stuck, a read of a whole 8-block response still returns (served one by one with
+// its write, the second block waited for the first one's write, past the read timeout).
+TEST_F(BlockReaderTest, AResponsesBlocksAreServedBeforeAnyIsWrittenToDisk) {
+  auto disk = std::make_shared<testing::FaultDisk>();
+  open_cache(disk);
+  ReaderOptions o;
+  o.read_timeout = std::chrono::seconds(5);  // the stuck write lasts 10 s (the gate's own bound)
+  disk->close_write_gate();
+  {
+    BlockReader reader(cache_.get(), fetcher_, o);
+    std::string out(8 * kBlock, '\0');
+    auto n = reader.read(file_, 0, out.size(), out.data(), nullptr);
+    disk->open_write_gate();
+    ASSERT_TRUE(n.ok()) << n.status().message();
+    EXPECT_EQ(out, cdn_.content.substr(0, 8 * kBlock));
+    EXPECT_EQ(transport_.request_count(), 1u);
+  }
+  // ...and every one of them was written once the disk came back.
+  for (uint64_t b = 0; b < 8; ++b) EXPECT_TRUE(cache_->get(file_.content_id, b).has_value()) << b;
 }
 
 TEST(ContentVerifier, GitBlobIdsAndSha256) {

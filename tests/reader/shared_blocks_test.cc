@@ -10,6 +10,7 @@
 
 #include <openssl/evp.h>
 
+#include "cache/fault_disk.h"
 #include "reader/block_reader.h"
 #include "reader/shared_blocks.h"
 #include "support/fake_transport.h"
@@ -109,7 +110,7 @@ class SharedBlocksTest : public ::testing::Test {
     std::unique_ptr<SharedBlocks> shared;
     std::unique_ptr<BlockReader> reader;
   };
-  std::unique_ptr<Machine> machine(bool with_tier = true) {
+  std::unique_ptr<Machine> machine(bool with_tier = true, ReaderOptions options = {}) {
     auto m = std::make_unique<Machine>();
     CacheOptions o;
     o.dir = (m->dir.path() / "cache").string();
@@ -117,7 +118,7 @@ class SharedBlocksTest : public ::testing::Test {
     EXPECT_TRUE(c.ok());
     m->cache = std::move(c).value();
     if (with_tier) m->shared = std::make_unique<SharedBlocks>(tier_, kBlock);
-    m->reader = std::make_unique<BlockReader>(m->cache.get(), fetcher_, ReaderOptions{}, m->shared.get());
+    m->reader = std::make_unique<BlockReader>(m->cache.get(), fetcher_, options, m->shared.get());
     return m;
   }
   Result<std::string> read_all(BlockReader& reader) {
@@ -237,6 +238,74 @@ TEST_F(SharedBlocksTest, AWellWrappedWrongBlockFailsTheFileHashAndLeavesTheTier)
   EXPECT_EQ(tier_.values.count(key(1)), 0u) << "the bad block is still shared";
   // The next read fetches fresh bytes from the Hub and succeeds.
   ASSERT_EQ(read_all(*b->reader).value(), content_);
+}
+
+// Blocks fetched from the Hub are offered to the tier before they are written to the local disk:
+// with the disk's writes stuck, the tier has them all (other machines find them sooner, and a read
+// that has ended has its blocks offered).
+TEST_F(SharedBlocksTest, HubBlocksAreOfferedBeforeTheirDiskWrites) {
+  TempDir dir;
+  auto disk = std::make_shared<testing::FaultDisk>();
+  CacheOptions o;
+  o.dir = (dir.path() / "cache").string();
+  auto cache = BlockCache::open(o, disk);
+  ASSERT_TRUE(cache.ok());
+  SharedBlocks shared(tier_, kBlock);
+  disk->close_write_gate();
+  const int attempts = disk->write_attempts();  // the cache's own files, written at open
+  {
+    BlockReader reader(cache->get(), fetcher_, ReaderOptions{}, &shared);
+    ASSERT_EQ(read_all(reader).value(), content_);
+    EXPECT_TRUE(tier_.wait_puts(6));
+    EXPECT_EQ(disk->write_attempts(), attempts) << "a block file was written before the tier had every block";
+    disk->open_write_gate();
+  }
+  EXPECT_EQ(disk->write_attempts(), attempts + 6);
+}
+
+// Blocks served by the tier reach the local disk on the deferred writer (by the time the reader
+// shuts down), or on the disk threads at once when deferring is off or its budget is spent: a
+// remount needs neither tier nor Hub either way.
+TEST_F(SharedBlocksTest, TierBlocksReachTheLocalDiskDeferredOrAtOnce) {
+  auto a = machine();
+  ASSERT_TRUE(read_all(*a->reader).ok());
+  ASSERT_TRUE(tier_.wait_puts(6));
+  const size_t hub_requests = transport_.request_count();
+  ReaderOptions at_once;
+  at_once.max_deferred_write_bytes = 0;
+  ReaderOptions two_deferred;  // two values' worth: the rest go to the disk threads
+  two_deferred.max_deferred_write_bytes = 2 * shared_envelope::size(key(0), kBlock);
+  struct Case {
+    ReaderOptions options;
+    uint64_t min_deferred, max_deferred;
+  };
+  for (const Case& c : {Case{ReaderOptions{}, 6, 6}, Case{at_once, 0, 0}, Case{two_deferred, 0, 6}}) {
+    auto b = machine(true, c.options);
+    ASSERT_EQ(read_all(*b->reader).value(), content_);
+    b->reader->shutdown();  // runs the writes still waiting
+    const uint64_t deferred = b->reader->stats().deferred_writes;
+    EXPECT_GE(deferred, c.min_deferred);
+    EXPECT_LE(deferred, c.max_deferred);
+    BlockReader again(b->cache.get(), fetcher_);
+    ASSERT_EQ(read_all(again).value(), content_);
+    EXPECT_EQ(again.stats().disk_hits, 6u) << "deferred " << deferred;
+  }
+  EXPECT_EQ(transport_.request_count(), hub_requests);
+}
+
+// A wrong block from the tier never sticks in the local disk cache, whether its deferred write
+// ran before the file failed its hash (the failure removes it) or after (the write is skipped).
+TEST_F(SharedBlocksTest, AWrongTierBlockNeverReachesTheLocalDisk) {
+  std::string wrong = content_.substr(kBlock, kBlock);
+  wrong[9] ^= 0x02;
+  tier_.put(key(1), shared_envelope::wrap(key(1), wrong));
+  auto b = machine();
+  ASSERT_EQ(read_all(*b->reader).status().code(), Code::kCorrupt);
+  b->reader->shutdown();
+  tier_.fail = true;  // from now on only the disk and the Hub
+  BlockReader again(b->cache.get(), fetcher_);
+  ASSERT_EQ(read_all(again).value(), content_);
+  EXPECT_EQ(again.stats().verify_failures, 0u);
 }
 
 }  // namespace

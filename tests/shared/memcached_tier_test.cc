@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -101,6 +102,77 @@ TEST(MemcachedTier, StoresBlockSizedValuesAsPiecesAcrossNodesAndReadsThemBack) {
   t.remove("k3", big);
   t.wait_idle();
   EXPECT_FALSE(get_one(t, "k3", big));
+}
+
+// Lookups one after another reuse pooled connections: hits, misses, a key asked twice in one
+// lookup and a value of another size each come back right every time (a connection left with
+// part of an answer unread would hand the next lookup the wrong bytes).
+TEST(MemcachedTier, RepeatedLookupsOnPooledConnectionsStayExact) {
+  auto n1 = MemcachedServer::start();
+  auto n2 = MemcachedServer::start();
+  MemcachedTierOptions o;
+  o.servers = {n1->address(), n2->address()};
+  auto tier = MemcachedTier::create(o);
+  ASSERT_TRUE(tier.ok()) << tier.status().message();
+  MemcachedTier& t = **tier;
+  const size_t big = (1u << 20) + 300;  // two pieces each
+  for (int i = 0; i < 4; ++i) t.put("r" + std::to_string(i), value_of(big, 20 + i));
+  t.put("short", value_of(10, 3));
+  t.wait_idle();
+  for (int round = 0; round < 6; ++round) {
+    const int k = round % 4;
+    std::vector<SharedGet> gets = {{"r" + std::to_string(k), big},
+                                   {"missing" + std::to_string(round), big},
+                                   {"short", 10},
+                                   {"r" + std::to_string((k + 1) % 4), big},
+                                   {"r" + std::to_string(k), big},
+                                   {"r" + std::to_string((k + 2) % 4), big - 7}};  // not this size
+    auto got = t.get(gets);
+    ASSERT_EQ(got.size(), 6u);
+    EXPECT_EQ(got[0], std::optional<std::string>(value_of(big, 20 + k))) << round;
+    EXPECT_FALSE(got[1]) << round;
+    EXPECT_EQ(got[2], std::optional<std::string>(value_of(10, 3))) << round;
+    EXPECT_EQ(got[3], std::optional<std::string>(value_of(big, 20 + (k + 1) % 4))) << round;
+    EXPECT_EQ(got[4], got[0]) << round;
+    EXPECT_FALSE(got[5]) << round;
+  }
+  EXPECT_EQ(t.stats().get_errors, 0u);
+}
+
+// A node that answers every lookup with endless well-formed answers and never its closing NOOP
+// (a broken server, or not memcached) costs a miss and an error, not a lookup that never returns.
+TEST(MemcachedTier, ANodeThatNeverEndsItsAnswerIsAFailureNotAHang) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 8), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  std::atomic<bool> stop{false};
+  std::thread server([&] {
+    int c = accept(fd, nullptr, nullptr);
+    if (c < 0) return;
+    // An empty GETKQ answer (opcode 0x0d, status 0, no key, no body), over and over.
+    unsigned char answer[24] = {0x81, 0x0d};
+    while (!stop.load() && send(c, answer, sizeof(answer), MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(answer))) {
+    }
+    close(c);
+  });
+  MemcachedTierOptions o;
+  o.servers = {"127.0.0.1:" + std::to_string(ntohs(a.sin_port))};
+  auto tier = MemcachedTier::create(o);
+  ASSERT_TRUE(tier.ok());
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(get_one(**tier, "k0", 400));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));  // against a hang only
+  EXPECT_EQ((*tier)->stats().get_errors, 1u);
+  stop = true;
+  tier->reset();  // closes its connection: the server's send fails and it returns
+  shutdown(fd, SHUT_RDWR);
+  server.join();
+  close(fd);
 }
 
 TEST(MemcachedTier, ADeadNodeCostsMissesItsBreakerOpensAndItIsUsedAgainOnceBack) {
