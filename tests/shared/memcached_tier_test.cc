@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -139,17 +141,28 @@ TEST(MemcachedTier, RepeatedLookupsOnPooledConnectionsStayExact) {
   EXPECT_EQ(t.stats().get_errors, 0u);
 }
 
+// A listening TCP socket on 127.0.0.1 and a free port (its address in *addr), or -1.
+int listen_on_loopback(int backlog, sockaddr_in* addr) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  *addr = sockaddr_in{};
+  addr->sin_family = AF_INET;
+  addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(*addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(addr), sizeof(*addr)) != 0 || listen(fd, backlog) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(addr), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // A node that answers every lookup with endless well-formed answers and never its closing NOOP
 // (a broken server, or not memcached) costs a miss and an error, not a lookup that never returns.
 TEST(MemcachedTier, ANodeThatNeverEndsItsAnswerIsAFailureNotAHang) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(fd, 8), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int fd = listen_on_loopback(8, &a);
+  ASSERT_GE(fd, 0) << strerror(errno);
   std::atomic<bool> stop{false};
   std::thread server([&] {
     int c = accept(fd, nullptr, nullptr);
@@ -246,14 +259,9 @@ TEST(MemcachedTier, NothingListeningIsNeverAnErrorOnlyMisses) {
 // A node that accepts connections and never answers (hung, or a black-holed route): lookups
 // give up after the short timeout, and stores queue behind it until the queue is full, then drop.
 TEST(MemcachedTier, ASilentNodeTimesOutAndAFullQueueDropsInsteadOfBlocking) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(fd, 64), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int fd = listen_on_loopback(64, &a);
+  ASSERT_GE(fd, 0) << strerror(errno);
   MemcachedTierOptions o;
   o.servers = {"127.0.0.1:" + std::to_string(ntohs(a.sin_port))};
   o.queue_bytes = 1000;
