@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
 ./scripts/deps.sh
-echo "== building"
-./scripts/build.sh
+echo "== building what the demo runs (hubfs, h5chunk, the Python packages; not the tests)"
+BUILD_TARGETS="hubfs h5chunk_cli python" ./scripts/build.sh
 
 WORK=${HUBFS_DEMO_DIR:-/tmp/hubfs-demo}
 REPO=datasets/zea/sample-ultrasound

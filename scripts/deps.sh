@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake ninja-build pkg-config
   libfuse3-dev fuse3
   libcurl4-openssl-dev libssl-dev
   libhdf5-dev hdf5-tools

@@ -150,7 +150,7 @@ TEST(CurlTransport, NoFirstByteTimesOut) {
   EXPECT_THAT(r.status().message(), Not(HasSubstr("secret")));
 }
 
-TEST(CurlTransport, SlowFirstByteWithinTimeoutSucceeds) {
+TEST(CurlTransport, LateFirstByteWithinTimeoutSucceeds) {
   ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     c.respond(200, "late but fine");
@@ -181,7 +181,7 @@ TEST(CurlTransport, StallMidBodyTimesOut) {
   EXPECT_THAT(r.status().message(), HasSubstr("stalled"));
 }
 
-TEST(CurlTransport, SlowButSteadyBodyIsNotAStall) {
+TEST(CurlTransport, SteadyButSlowBodyIsNotAStall) {
   // Five pieces 100 ms apart: 400 ms in all, longer than the stall timeout, yet never silent
   // for that long. The stall timeout measures silence, not duration.
   ScriptedHttpServer server([](const ServerRequest&, ServerConnection& c) {
