@@ -464,7 +464,12 @@ int main(int argc, char** argv) {
   auto content = admin::verify_content(cache_dir);
   if (!content.ok()) return fail(content.status());
   for (const std::string& bad : content->bad_files) std::cerr << "hubfs: content mismatch: " << bad << "\n";
+  for (const std::string& partial : content->unverifiable_files)
+    std::cout << "unverifiable (partly cached, no whole-file hash to check): " << partial << "\n";
   std::cout << "re-hashed " << content->files_checked << " complete files: " << content->files_bad
-            << " bad (deleted); " << content->files_incomplete << " partly cached (not judged)\n";
+            << " bad (deleted); " << content->files_incomplete << " partly cached files ("
+            << admin::human_bytes(content->unverifiable_bytes)
+            << ") are UNVERIFIED: their blocks passed only the checksum of what was written, not a hash of "
+               "the Hub's content; read such a file whole through a mount to verify it\n";
   return verified->bad > 0 || content->files_bad > 0 ? 1 : 0;
 }
