@@ -31,6 +31,7 @@
 #include "fuse_ops.h"
 #include "mountpoint.h"
 #include "net/curl_transport.h"
+#include "net/quota_gate.h"
 #include "net/range_fetcher.h"
 #include "net/retrying_transport.h"
 #include "reader/block_reader.h"
@@ -49,6 +50,8 @@ constexpr unsigned kFuseThreads = 32;
 
 // Everything a running mount owns, in construction order (destroyed in reverse).
 struct Mount {
+  std::unique_ptr<QuotaGate> quota;  // consulted by transport: outlives it
+  std::shared_ptr<TokenWatcher> tokens;
   std::unique_ptr<CurlTransport> curl;
   std::unique_ptr<RetryingTransport> transport;
   std::unique_ptr<HubClient> hub;
@@ -114,6 +117,7 @@ std::function<std::string()> status_provider(const Mount& m, const MountConfig& 
       {"cache_dir", config.cache_size == 0 ? nlohmann::json(nullptr) : nlohmann::json(config.cache_dir)},
       {"cache_size", config.cache_size},
       {"max_requests", config.max_requests},
+      {"rate_limit_wait_s", config.rate_limit_wait_s},
       {"pid", static_cast<int64_t>(getpid())},
       {"started_at", static_cast<int64_t>(time(nullptr))},
   };
@@ -125,7 +129,8 @@ std::function<std::string()> status_provider(const Mount& m, const MountConfig& 
                     {"private", config.shared_cache_private}};
   }
   return [fixed, started, curl = m.curl.get(), transport = m.transport.get(), reader = &m.reader,
-          cache = &m.cache, shared_fixed, shared = &m.shared_blocks] {
+          cache = &m.cache, shared_fixed, shared = &m.shared_blocks, hub = m.hub.get(), quota = m.quota.get(),
+          tokens = m.tokens] {
     nlohmann::json j = fixed;
     j["uptime_s"] = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
     const CurlStats c = curl->stats();
@@ -135,6 +140,19 @@ std::function<std::string()> status_provider(const Mount& m, const MountConfig& 
     j["hedges"] = c.hedges;
     j["hedge_wins"] = c.hedge_wins;
     j["retries"] = transport->retries();
+    const HubClient::RequestCounts hub_counts = hub->request_counts();
+    j["api_calls"] = hub_counts.api;     // since the mount started
+    j["resolves"] = hub_counts.resolves;
+    j["token"] = tokens->source();       // where the token in use comes from (never the token)
+    // The Hub's quotas as it last announced them, per bucket, and what waits for them.
+    nlohmann::json quotas = nlohmann::json::object();
+    for (const auto& [name, q] : quota->snapshot()) {
+      quotas[name] = {{"quota", q.quota},           {"window_s", q.window_s},
+                      {"remaining", q.remaining},   {"resets_in_s", q.resets_in_s},
+                      {"requests", q.requests},     {"rate_limited", q.rate_limited},
+                      {"waiting", q.waiting},       {"waiting_until_s", q.waiting_until_s}};
+    }
+    j["quotas"] = std::move(quotas);
     const ReaderStats r = (*reader)->stats();
     j["range_requests"] = r.requests;
     j["bytes_fetched"] = r.bytes_fetched;
@@ -230,10 +248,22 @@ Status build_stack(const MountConfig& config, Mount& m) {
   RetryPolicy retry_policy;
   retry_policy.base_delay = std::chrono::milliseconds(200);
   retry_policy.max_delay = std::chrono::milliseconds(4000);
+  // The Hub's quotas: waited out (up to --rate-limit-wait per request), approached slowly.
+  QuotaGateOptions quota_options;
+  quota_options.endpoint = config.endpoint;
+  quota_options.max_wait = std::chrono::seconds(config.rate_limit_wait_s);
+  m.quota = std::make_unique<QuotaGate>(quota_options);
+  retry_policy.quota = m.quota.get();
   m.transport = std::make_unique<RetryingTransport>(*m.curl, retry_policy);
   HubConfig hub_config;
   hub_config.endpoint = config.endpoint;
-  hub_config.token = find_token();
+  // Followed while mounted: a token file rewritten (a refreshed or new login) is used from the
+  // next request on.
+  m.tokens = std::make_shared<TokenWatcher>();
+  hub_config.token_source = [tokens = m.tokens] { return tokens->current(); };
+  if (implicit_token_disabled()) {
+    log_info("HF_HUB_DISABLE_IMPLICIT_TOKEN is set: no token is sent (private and gated repos cannot be read)");
+  }
   m.hub = std::make_unique<HubClient>(hub_config, *m.transport);
   return Status::Ok();
 }
@@ -259,6 +289,8 @@ Status build_reader(const MountConfig& config, Mount& m, const PinnedRevision* r
   m.fetcher = std::make_unique<RangeFetcher>(*m.transport);
   ReaderOptions reader_options;
   reader_options.read_timeout = std::chrono::seconds(config.read_timeout_s);
+  reader_options.quota_waiting_until = [quota = m.quota.get()] { return quota->waiting_until(); };
+  reader_options.quota_max_wait = std::chrono::seconds(config.rate_limit_wait_s);
   reader_options.parallel_requests = static_cast<uint32_t>(config.max_requests);
   if (!config.shared_cache.empty()) {
     if (repo) {
@@ -334,9 +366,18 @@ Result<std::string> build_repo_fs(const MountConfig& config, const std::string& 
   FsOptions fs_options;
   fs_options.mtime = static_cast<time_t>(info->last_modified);
   fs_options.root_path = subfolder;
-  fs_options.status_json = status_provider(m, config, mountpoint, repo_label, repo.revision, info->commit, subfolder);
+  {
+    auto base = status_provider(m, config, mountpoint, repo_label, repo.revision, info->commit, subfolder);
+    fs_options.status_json = [base, gated = info->gated, is_private = info->is_private] {
+      nlohmann::json j = nlohmann::json::parse(base());
+      j["gated"] = gated;
+      j["private"] = is_private;
+      return j.dump();
+    };
+  }
   fs_options.listings = listings;
   fs_options.offline = offline;
+  fs_options.list_whole_repo = info->file_count && *info->file_count <= kWholeRepoMaxFiles;
   if (m.cache) fs_options.on_open = index_recorder(config.cache_dir, repo_label, repo.revision, info->commit);
   auto fs = std::make_unique<FileSystem>(*m.hub, pinned, *m.reader, fs_options);
   // Paid by the first access anyway (a lookup lists its whole directory); here it is off the
@@ -379,6 +420,7 @@ Result<std::string> build_hub_namespace(const MountConfig& config, const std::st
     FsOptions o;
     o.mtime = static_cast<time_t>(pinned.last_modified);
     o.offline = offline;
+    o.list_whole_repo = pinned.file_count && *pinned.file_count <= kWholeRepoMaxFiles;
     if (config.cache_size != 0) o.listings = std::make_shared<ListingCache>(config.cache_dir, config.endpoint, repo);
     if (cached) o.on_open = index_recorder(config.cache_dir, label, repo.revision, pinned.commit);
     return o;

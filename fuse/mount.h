@@ -24,6 +24,9 @@ struct MountConfig {
   bool foreground = false;
   std::vector<std::string> fuse_options;  // from -o, passed through
   int read_timeout_s = 120;               // a read not served by then fails with EIO
+  // --rate-limit-wait: how long a request may wait, in all, for the Hub's quota windows (the
+  // Hub's windows are 5 minutes: longer than that, so a spent quota is always waited out).
+  int rate_limit_wait_s = 330;
   int max_requests = 16;                  // HTTP requests in flight
   std::string log_file;                   // background mode: where logs go ("" = nowhere)
   std::string ca_bundle;                  // --ca-bundle; "" = $REQUESTS_CA_BUNDLE, ... (find_ca_bundle)

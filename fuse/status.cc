@@ -131,6 +131,28 @@ void print_shared_cache(const nlohmann::json& m) {
             << num("nodes") << "\n";
 }
 
+// One line per mount under the table: the Hub's quota buckets as last announced (remaining of
+// the quota, when the window resets), requests waiting for one and until when, and the API
+// calls and resolves made; also whether the repo is gated and which token is in use.
+void print_hub_quotas(const nlohmann::json& m) {
+  if (!m.contains("api_calls")) return;
+  auto num = [](const nlohmann::json& o, const char* key) {
+    const nlohmann::json v = o.value(key, nlohmann::json());
+    return v.is_number_integer() && v.get<int64_t>() >= 0 ? std::to_string(v.get<int64_t>()) : std::string("?");
+  };
+  std::cout << text_or_dash(m["mountpoint"]) << ": " << num(m, "api_calls") << " API calls, " << num(m, "resolves")
+            << " resolves";
+  for (const auto& [name, q] : m.value("quotas", nlohmann::json::object()).items()) {
+    std::cout << "; " << name << " quota " << num(q, "remaining") << "/" << num(q, "quota") << " left, resets in "
+              << num(q, "resets_in_s") << " s, " << num(q, "rate_limited") << " refused (429)";
+    if (q.value("waiting", 0) > 0)
+      std::cout << ", " << num(q, "waiting") << " waiting until +" << num(q, "waiting_until_s") << " s";
+  }
+  if (m.value("gated", false)) std::cout << "; gated repo";
+  const std::string token = m.value("token", std::string());
+  std::cout << "; token: " << (token.empty() ? "none" : token) << "\n";
+}
+
 void print_table(const nlohmann::json& mounts) {
   std::vector<std::vector<std::string>> rows = {{"MOUNTPOINT", "STATE", "REPO", "REVISION", "COMMIT", "UPTIME",
                                                  "REQUESTS", "FETCHED", "IN-FLIGHT", "HITS MEM/DISK", "RETRIES",
@@ -165,6 +187,7 @@ void print_table(const nlohmann::json& mounts) {
   for (const auto& m : mounts)
     if (m.contains("error")) std::cout << m["mountpoint"].get<std::string>() << ": " << m["error"].get<std::string>() << "\n";
   for (const auto& m : mounts) print_shared_cache(m);
+  for (const auto& m : mounts) print_hub_quotas(m);
 }
 
 }  // namespace

@@ -91,6 +91,9 @@ std::string apply_option(const std::string& opt, hubfs::MountConfig& config, std
   } else if (key == "read_timeout") {
     if (!parse_int_in(value, 1, 3600, config.read_timeout_s))
       return "-o read_timeout=" + value + ": give seconds from 1 to 3600";
+  } else if (key == "rate_limit_wait") {
+    if (!parse_int_in(value, 0, 86400, config.rate_limit_wait_s))
+      return "-o rate_limit_wait=" + value + ": give seconds from 0 to 86400";
   } else if (key == "log_file") {
     if (!has_value) return needs_value();
     config.log_file = value;
@@ -269,6 +272,11 @@ int main(int argc, char** argv) {
   mount->add_option("--read-timeout", config.read_timeout_s,
                     "Seconds after which a read the Hub cannot serve fails with EIO (default 120)")
       ->check(CLI::Range(1, 3600));
+  mount->add_option("--rate-limit-wait", config.rate_limit_wait_s,
+                    "Seconds a request may wait in all for the Hub's quota windows when it answers 429 "
+                    "(default 330, longer than the Hub's 5-minute window; --read-timeout does not cut "
+                    "these waits short); past it the read fails naming the quota")
+      ->check(CLI::Range(0, 86400));
   mount->add_option("--ca-bundle", config.ca_bundle,
                     "PEM file of CA certificates to trust for https (default $REQUESTS_CA_BUNDLE, "
                     "else $CURL_CA_BUNDLE, else $SSL_CERT_FILE, else the system's); for a "
@@ -367,7 +375,7 @@ int main(int argc, char** argv) {
       "As a mount helper (what `mount -t fuse.hubfs REPO MOUNTPOINT -o ...` and fstab lines of type "
       "fuse.hubfs run):\n  hubfs REPO MOUNTPOINT -o KEY=VALUE,...\nwhere the keys are the mount "
       "options without dashes (endpoint, cache_dir, cache_size, revision, repo_type, subfolder, max_requests, "
-      "read_timeout, log_file, ca_bundle, shared_cache with '+' between servers; foreground, debug, "
+      "read_timeout, rate_limit_wait, log_file, ca_bundle, shared_cache with '+' between servers; foreground, debug, "
       "offline, hub and shared_cache_private take no value; with hub, REPO is only a label); options for mount(8) "
       "and systemd (_netdev, nofail, noauto, auto, user, users, nouser, owner, group, defaults, "
       "comment=, x-*) and rw are dropped (the mount is always read-only); anything else goes to "
@@ -456,7 +464,12 @@ int main(int argc, char** argv) {
   auto content = admin::verify_content(cache_dir);
   if (!content.ok()) return fail(content.status());
   for (const std::string& bad : content->bad_files) std::cerr << "hubfs: content mismatch: " << bad << "\n";
+  for (const std::string& partial : content->unverifiable_files)
+    std::cout << "unverifiable (partly cached, no whole-file hash to check): " << partial << "\n";
   std::cout << "re-hashed " << content->files_checked << " complete files: " << content->files_bad
-            << " bad (deleted); " << content->files_incomplete << " partly cached (not judged)\n";
+            << " bad (deleted); " << content->files_incomplete << " partly cached files ("
+            << admin::human_bytes(content->unverifiable_bytes)
+            << ") are UNVERIFIED: their blocks passed only the checksum of what was written, not a hash of "
+               "the Hub's content; read such a file whole through a mount to verify it\n";
   return verified->bad > 0 || content->files_bad > 0 ? 1 : 0;
 }

@@ -390,16 +390,23 @@ Result<ContentVerified> verify_content(const std::string& cache_dir) {
     if (!verifier) continue;
     const uint64_t blocks = (r.size + kBlock - 1) / kBlock;
     bool complete = true;
-    for (uint64_t i = 0; i < blocks && complete; ++i) {
+    uint64_t cached_bytes = 0;
+    for (uint64_t i = 0; i < blocks; ++i) {
       auto block = (*cache)->get(r.content_id, i);
       if (!block || block->size() != std::min(kBlock, r.size - i * kBlock)) {
         complete = false;
-        break;
+        continue;  // keep counting what is cached, for the report
       }
-      verifier->update(*block);
+      cached_bytes += block->size();
+      if (complete) verifier->update(*block);
     }
     if (!complete) {
+      if (cached_bytes == 0) continue;  // nothing cached: nothing to vouch for
       v.files_incomplete += 1;
+      v.unverifiable_bytes += cached_bytes;
+      v.unverifiable_files.push_back(r.repo + "/" + r.path + " (" + r.content_id + "): " +
+                                     std::to_string(cached_bytes) + " of " + std::to_string(r.size) +
+                                     " bytes cached");
       continue;
     }
     v.files_checked += 1;

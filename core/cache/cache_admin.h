@@ -79,6 +79,11 @@ Result<Verified> verify(const std::string& cache_dir);
 struct ContentVerified {
   uint64_t files_checked = 0;     // content ids whose every block was cached: re-hashed
   uint64_t files_incomplete = 0;  // some block missing: cannot be judged
+  // Each partly cached file: "repo/path (content id): N of M bytes cached". A partial read has no
+  // whole-file hash to check against, so these blocks are NOT verified (beyond their CRC-32C,
+  // which only proves they are what was written, not what the Hub holds).
+  std::vector<std::string> unverifiable_files;
+  uint64_t unverifiable_bytes = 0;
   uint64_t files_bad = 0;         // hash differs from the content id: all blocks deleted
   std::vector<std::string> bad_files;  // "repo/path (content id): why"
 };

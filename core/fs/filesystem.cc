@@ -103,7 +103,7 @@ FileSystem::Node* FileSystem::add_node(TreeEntry entry) {
   return nodes_.back().get();
 }
 
-Result<std::vector<TreeEntry>> FileSystem::listed_entries(const std::string& path) {
+Result<std::vector<TreeEntry>> FileSystem::listed_entries(const std::string& path, Subtree* subtree) {
   if (options_.listings) {
     if (auto stored = options_.listings->load_dir(repo_.revision, path)) return std::move(*stored);
   }
@@ -112,23 +112,60 @@ Result<std::vector<TreeEntry>> FileSystem::listed_entries(const std::string& pat
                        " at commit " + repo_.revision + " was never listed while the Hub could be reached, so "
                        "this --offline mount cannot show it; remount without --offline to list it");
   }
+  const bool is_root = path == options_.root_path;
+  if (!is_root || options_.list_whole_repo) {
+    const size_t budget = is_root ? kWholeRepoMaxFiles / 1000 + 1 : kSubtreePageBudget;
+    auto all = hub_.list_subtree(repo_, path, budget);
+    if (!all.ok()) return all.status();
+    if (*all) {
+      // Grouped by parent, every directory of the subtree present (an empty one too), so each
+      // is stored as if listed alone: a remount reads any of them without a request.
+      Subtree& by_dir = *subtree;
+      by_dir[path];
+      for (TreeEntry& e : **all) {
+        if (e.is_dir) by_dir[e.path];
+        const size_t slash = e.path.rfind('/');
+        by_dir[slash == std::string::npos ? std::string() : e.path.substr(0, slash)].push_back(std::move(e));
+      }
+      if (options_.listings) {
+        for (const auto& [dir, entries] : by_dir) (void)options_.listings->save_dir(repo_.revision, dir, entries);
+      }
+      std::vector<TreeEntry> mine = std::move(by_dir[path]);
+      by_dir.erase(path);
+      return mine;
+    }
+    // Too big to take whole: this directory alone, its subdirectories each in turn.
+  }
   auto entries = hub_.list_dir(repo_, path);
   // Best effort: a listing that cannot be stored is only asked for again at the next mount.
   if (entries.ok() && options_.listings) (void)options_.listings->save_dir(repo_.revision, path, *entries);
   return entries;
 }
 
-Status FileSystem::ensure_listed(Node* dir) {
-  std::lock_guard<std::mutex> lock(dir->list_mu);
-  if (dir->listed) return Status::Ok();
-  auto entries = listed_entries(dir->entry.path);
-  if (!entries.ok()) return entries.status();  // not remembered: the next access tries again
-  for (auto& e : *entries) {
+void FileSystem::fill_children(Node* dir, std::vector<TreeEntry> entries, Subtree* subtree) {
+  for (auto& e : entries) {
     std::string name(base_name(e.path));
     if (name.empty() || name == "." || name == ".." || dir->children.count(name)) continue;
     Node* child = add_node(std::move(e));
     dir->children.emplace(std::move(name), child->ino);
+    if (!child->is_dir || !subtree) continue;
+    auto it = subtree->find(child->entry.path);
+    if (it == subtree->end()) continue;
+    std::vector<TreeEntry> grandchildren = std::move(it->second);
+    subtree->erase(it);
+    std::lock_guard<std::mutex> lock(child->list_mu);  // parent before child (see the header)
+    fill_children(child, std::move(grandchildren), subtree);
+    child->listed = true;
   }
+}
+
+Status FileSystem::ensure_listed(Node* dir) {
+  std::lock_guard<std::mutex> lock(dir->list_mu);
+  if (dir->listed) return Status::Ok();
+  Subtree subtree;
+  auto entries = listed_entries(dir->entry.path, &subtree);
+  if (!entries.ok()) return entries.status();  // not remembered: the next access tries again
+  fill_children(dir, std::move(*entries), &subtree);
   dir->listed = true;
   return Status::Ok();
 }
@@ -245,8 +282,20 @@ FsResult<std::vector<BlockBytes>> FileSystem::read(uint64_t handle, uint64_t off
   std::shared_ptr<OpenFile> file = open_file(handle);
   if (!file) return errno_only(EBADF);
   auto slices = reader_.read_slices(file->node->remote, offset, std::min(size, kMaxRead), &file->state);
-  // Whatever went wrong upstream (a missing object, a timeout, a bad range), the file exists:
-  // to the program reading it this is an I/O error.
+  if (!slices.ok() && slices.status().code() == Code::kPermissionDenied) {
+    // A gated repo whose conditions were not accepted, an invalid token: the program sees
+    // EACCES ("Permission denied"), not an I/O error, and the log says once per mount what to
+    // do (the message names the repo page and the fix); the same cause on every later file
+    // would only bury it.
+    std::string reason;
+    if (!access_denied_logged_.exchange(true)) {
+      reason = "reading /" + file->node->entry.path + ": " + slices.status().message() +
+               " (further reads refused for this reason are not logged)";
+    }
+    return FsError{EACCES, std::move(reason)};
+  }
+  // Whatever else went wrong upstream (a missing object, a timeout, a bad range), the file
+  // exists: to the program reading it this is an I/O error.
   if (!slices.ok()) return FsError{EIO, "reading /" + file->node->entry.path + ": " + slices.status().message()};
   return std::move(slices).value();
 }

@@ -4,14 +4,16 @@
 // so every behaviour here is unit-tested without root, /dev/fuse or a server process.
 //
 // Threads: every method is thread-safe (the FUSE loop calls from many threads at once).
-// Lock order: a directory's Node::list_mu, then nodes_mu_; never the other way round (listing a
-// directory adds nodes while holding its list_mu). No lock of this class is held while the
+// Lock order: a directory's Node::list_mu, then its descendants' list_mu (a subtree listing fills
+// them, parent first), then nodes_mu_; never the other way round (listing a directory adds nodes
+// while holding its list_mu). No lock of this class is held while the
 // BlockReader runs a read (reads may wait on the network for a long time).
 #pragma once
 
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -53,7 +55,20 @@ struct FsOptions {
   // listed online fails with EIO, saying so) and a block not in the cache fails its read with
   // EIO at once, instead of waiting for a Hub that cannot answer.
   bool offline = false;
+  // The repo is small enough (its repo info says how many files it has) to be listed whole at
+  // once: the mount root's first listing is then one recursive listing of everything below it.
+  bool list_whole_repo = false;
 };
+
+// Request economy (docs/hub-http-contract.md, section 5): a directory below the mount root is
+// listed with its whole subtree (recursive=true), if that subtree fits this many pages (~1000
+// entries each), and directory by directory otherwise. A walk (`find`, `du`, a dataloader
+// scanning shards) then costs a few requests, not one per directory, while an `ls` of one
+// directory of a huge repo costs at most this many pages more than listing it alone.
+inline constexpr size_t kSubtreePageBudget = 3;
+// A repo with at most this many files ("siblings" in its repo info) is listed whole at mount:
+// at most ~5 pages, about what listing five directories one by one would cost.
+inline constexpr size_t kWholeRepoMaxFiles = 5000;
 
 // The root's extended attribute holding FsOptions::status_json.
 inline constexpr const char* kStatusXattr = "user.hubfs.status";
@@ -109,7 +124,14 @@ class FileSystem : public FsApi {
   Node* add_node(TreeEntry entry);
   Status ensure_listed(Node* dir);
   // A directory's entries: from the stored listings, else (online) from the Hub, then stored.
-  Result<std::vector<TreeEntry>> listed_entries(const std::string& path);
+  // Online, a directory below the root (or the root of a small repo) is listed with its whole
+  // subtree when that fits kSubtreePageBudget pages: *subtree then receives every descendant,
+  // by parent directory, for fill_subtree.
+  using Subtree = std::map<std::string, std::vector<TreeEntry>>;
+  Result<std::vector<TreeEntry>> listed_entries(const std::string& path, Subtree* subtree);
+  // Adds `entries` as dir's children; directories among them that `subtree` lists are filled
+  // too (and marked listed), depth first. dir->list_mu held by the caller.
+  void fill_children(Node* dir, std::vector<TreeEntry> entries, Subtree* subtree);
   struct stat attributes(const Node& n) const;
 
   HubClient& hub_;
@@ -127,6 +149,8 @@ class FileSystem : public FsApi {
   uint64_t next_handle_ = 1;
   std::unordered_map<uint64_t, std::shared_ptr<OpenFile>> open_files_;
   std::unordered_map<uint64_t, std::shared_ptr<DirHandle>> dir_handles_;
+  // A read refused for lack of access was logged (once per mount of this repo).
+  std::atomic<bool> access_denied_logged_{false};
 };
 
 }  // namespace hubfs

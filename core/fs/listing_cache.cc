@@ -153,6 +153,7 @@ Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const L
   }
   PinnedRevision pinned{info->sha, info->last_modified, info->is_private, info->gated,
                         static_cast<int64_t>(time(nullptr))};
+  pinned.file_count = info->file_count;
   // Best effort: without it only a later --offline mount of this revision is impossible.
   if (listings) (void)listings->save_ref(repo.revision, pinned);
   return pinned;

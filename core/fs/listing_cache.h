@@ -29,6 +29,9 @@ struct PinnedRevision {
   bool is_private = false;
   bool gated = false;         // (stored records older than this field read as not gated)
   int64_t resolved_at = 0;    // when (unix seconds): messages say how old an offline view is
+  // Files in the commit, when the Hub said (online pins only; not stored): decides whether the
+  // repo is listed whole (FsOptions::list_whole_repo).
+  std::optional<size_t> file_count;
 };
 
 // Thread-safe (no state beyond its names; every call is a file read or an atomic write).

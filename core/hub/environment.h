@@ -2,8 +2,13 @@
 // endpoint, offline mode. Injectable (TokenSources) so tests need no real environment.
 #pragma once
 
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -16,7 +21,45 @@ struct TokenSources {
 // HF_TOKEN, HUGGING_FACE_HUB_TOKEN, HF_TOKEN_PATH, $HF_HOME/token, $XDG_CACHE_HOME/huggingface/token,
 // ~/.cache/huggingface/token; whitespace stripped; empty means none. A token holding control
 // characters or inner spaces is ignored: it could not travel in a header without corrupting it.
+// HF_HUB_DISABLE_IMPLICIT_TOKEN (1/true/yes/on) means no token at all: huggingface_hub then sends
+// one only when a caller passes it explicitly, and hubfs has no such caller.
 std::optional<std::string> find_token(const TokenSources& sources = {});
+// HF_HUB_DISABLE_IMPLICIT_TOKEN is set to a true value.
+bool implicit_token_disabled(const TokenSources& sources = {});
+
+// The token for the next request, as find_token finds it, following a token file that changes
+// under a long-running mount (huggingface_hub refreshes OAuth tokens and rewrites the file;
+// `huggingface-cli login` replaces it): the file is looked at again (a stat) when `recheck` has
+// passed since the last look, and re-read when its size, mtime or inode changed. HF_TOKEN and
+// HUGGING_FACE_HUB_TOKEN, read once, still win. Thread-safe.
+class TokenWatcher {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit TokenWatcher(TokenSources sources = {}, std::chrono::milliseconds recheck = kDefaultRecheck,
+                        std::function<Clock::time_point()> now = [] { return Clock::now(); });
+  std::optional<std::string> current();
+  // Where the token came from ("HF_TOKEN", "the token file PATH", "" for none), for messages.
+  std::string source();
+
+  // hf-mount re-reads the token file every 30 s; a stat every 5 s costs nothing and puts a new
+  // token in use well within that.
+  static constexpr std::chrono::milliseconds kDefaultRecheck{5000};
+
+ private:
+  void reload_locked();
+  TokenSources sources_;
+  std::chrono::milliseconds recheck_;
+  std::function<Clock::time_point()> now_;
+  std::mutex mu_;
+  std::optional<std::string> env_token_;  // fixed for the mount's life
+  std::string env_name_;
+  std::optional<std::string> path_;       // the token file consulted (none when an env var wins)
+  std::optional<std::string> file_token_;
+  Clock::time_point checked_{};
+  bool loaded_ = false;
+  // What the file looked like when last read: size, mtime (ns), inode; all -1 when absent.
+  int64_t size_ = -1, mtime_ns_ = -1, ino_ = -1;
+};
 // HF_ENDPOINT with trailing slashes dropped, else https://huggingface.co (read via sources.getenv).
 std::string find_endpoint(const TokenSources& sources = {});
 // HF_HUB_OFFLINE is 1/true/yes/on (any case): the user asked for no network requests at all.

@@ -76,6 +76,24 @@ bool is_direct_child(std::string_view path, std::string_view dir) {
   return !name.empty() && name.find('/') == std::string_view::npos && name != "." && name != "..";
 }
 
+// True when `path` is strictly below `dir` ("" is the root) and has no empty, "." or ".."
+// segment (a recursive listing names every descendant by its full path).
+bool is_descendant(std::string_view path, std::string_view dir) {
+  std::string_view rest = path;
+  if (!dir.empty()) {
+    if (path.size() <= dir.size() + 1 || path.substr(0, dir.size()) != dir || path[dir.size()] != '/') return false;
+    rest = path.substr(dir.size() + 1);
+  }
+  size_t start = 0;
+  while (true) {
+    size_t slash = rest.find('/', start);
+    std::string_view seg = rest.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (seg.empty() || seg == "." || seg == "..") return false;
+    if (slash == std::string_view::npos) return true;
+    start = slash + 1;
+  }
+}
+
 bool is_redirect(long status) {
   return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
@@ -119,9 +137,16 @@ HubClient::HubClient(HubConfig config, HttpTransport& transport)
   shown_endpoint_ = url::url_for_log(config_.endpoint);
 }
 
+std::optional<std::string> HubClient::current_token() const {
+  if (config_.token_source) return config_.token_source();
+  return config_.token;
+}
+
 Headers HubClient::auth_headers_for(std::string_view url) const {
-  if (!config_.token || !url::same_origin(url, config_.endpoint)) return {};
-  return {{"Authorization", "Bearer " + *config_.token}};
+  if (!url::same_origin(url, config_.endpoint)) return {};
+  auto token = current_token();
+  if (!token || token->empty()) return {};
+  return {{"Authorization", "Bearer " + *token}};
 }
 
 Headers HubClient::request_headers_for(std::string_view url) const {
@@ -134,6 +159,7 @@ Result<HubClient::Answer> HubClient::fetch_api(HttpRequest request, const hub_er
   // request.headers holds only what this call needs beyond Authorization and User-Agent.
   for (int hop = 0;; ++hop) {
     HttpRequest sent = request;
+    api_requests_.fetch_add(1, std::memory_order_relaxed);
     sent.headers = request_headers_for(request.url);
     sent.headers.insert(sent.headers.end(), request.headers.begin(), request.headers.end());
     auto resp = transport_.perform(std::move(sent));
@@ -154,7 +180,8 @@ Result<HubClient::Answer> HubClient::fetch_api(HttpRequest request, const hub_er
 }
 
 Result<RepoInfo> HubClient::repo_info(const RepoRef& repo) {
-  hub_errors::Context ctx{shown_endpoint_, &repo, std::nullopt, false, &config_.token};
+  const std::optional<std::string> token = current_token();
+  hub_errors::Context ctx{shown_endpoint_, &repo, std::nullopt, false, &token};
   HttpRequest req;
   req.url = config_.endpoint + "/api/" + std::string(api_segment(repo.type)) + "/" + repo.id + "/revision/" +
             encode_segment(repo.revision);
@@ -168,16 +195,38 @@ Result<RepoInfo> HubClient::repo_info(const RepoRef& repo) {
 Result<std::vector<TreeEntry>> HubClient::list_dir(const RepoRef& repo, std::string_view dir_in) {
   auto dir = normalize_repo_path(dir_in, /*allow_root=*/true);
   if (!dir.ok()) return dir.status();
-  hub_errors::Context ctx{shown_endpoint_, &repo, *dir, true, &config_.token};
-  const std::string where = dir->empty() ? "the root directory" : "directory '" + *dir + "'";
+  auto listed = fetch_tree(repo, *dir, /*recursive=*/false, config_.max_dir_pages, /*budget_is_soft=*/false);
+  if (!listed.ok()) return listed.status();
+  return std::move(**listed);
+}
+
+Result<std::optional<std::vector<TreeEntry>>> HubClient::list_subtree(const RepoRef& repo, std::string_view dir_in,
+                                                                      size_t page_budget) {
+  auto dir = normalize_repo_path(dir_in, /*allow_root=*/true);
+  if (!dir.ok()) return dir.status();
+  return fetch_tree(repo, *dir, /*recursive=*/true, std::min(page_budget, config_.max_dir_pages),
+                    /*budget_is_soft=*/true);
+}
+
+HubClient::RequestCounts HubClient::request_counts() const {
+  return {api_requests_.load(std::memory_order_relaxed), resolve_requests_.load(std::memory_order_relaxed)};
+}
+
+Result<std::optional<std::vector<TreeEntry>>> HubClient::fetch_tree(const RepoRef& repo, const std::string& dir,
+                                                                    bool recursive, size_t page_budget,
+                                                                    bool budget_is_soft) {
+  const std::optional<std::string> token = current_token();
+  hub_errors::Context ctx{shown_endpoint_, &repo, dir, true, &token};
+  const std::string where = dir.empty() ? "the root directory" : "directory '" + dir + "'";
 
   std::string page_url = config_.endpoint + "/api/" + std::string(api_segment(repo.type)) + "/" + repo.id +
-                         "/tree/" + encode_segment(repo.revision) + (dir->empty() ? "" : "/" + encode_path(*dir)) +
-                         "?recursive=false&limit=" + std::to_string(kTreePageLimit);
+                         "/tree/" + encode_segment(repo.revision) + (dir.empty() ? "" : "/" + encode_path(dir)) +
+                         (recursive ? "?recursive=true" : "?recursive=false") +
+                         "&limit=" + std::to_string(kTreePageLimit);
   std::vector<TreeEntry> entries;
   std::unordered_set<std::string> seen_paths;
   std::unordered_set<std::string> seen_pages;
-  for (size_t page = 0; page < config_.max_dir_pages; ++page) {
+  for (size_t page = 0; page < page_budget; ++page) {
     seen_pages.insert(page_url);
     HttpRequest req;
     req.url = page_url;
@@ -189,18 +238,21 @@ Result<std::vector<TreeEntry>> HubClient::list_dir(const RepoRef& repo, std::str
     auto parsed = hub_json::parse_tree_entries(resp.body, url::host_for_messages(answer->url));
     if (!parsed.ok()) return parsed.status();
     for (TreeEntry& e : *parsed) {
-      // The server's paths are trusted only as far as they are children of what was asked:
-      // anything else would show up under the wrong name, or twice.
-      if (!is_direct_child(e.path, *dir) || !seen_paths.insert(e.path).second) continue;
+      // The server's paths are trusted only as far as they are inside what was asked (direct
+      // children, or descendants for a recursive listing): anything else would show up under
+      // the wrong name, or twice.
+      const bool inside = recursive ? is_descendant(e.path, dir) : is_direct_child(e.path, dir);
+      if (!inside || !seen_paths.insert(e.path).second) continue;
       entries.push_back(std::move(e));
     }
     if (entries.size() > config_.max_dir_entries) {
+      if (budget_is_soft) return std::optional<std::vector<TreeEntry>>();
       return Unsupported(where + " of repository '" + repo.id + "' has more than " +
                          std::to_string(config_.max_dir_entries) +
                          " entries: hubfs does not list directories this large; read its files by path instead");
     }
     auto next = url::next_link(resp.headers);
-    if (!next) return entries;
+    if (!next) return std::optional<std::vector<TreeEntry>>(std::move(entries));
     auto next_url = url::resolve_reference(answer->url, *next);
     if (!next_url || !url::origin_of(*next_url)) {
       return Corrupt("listing " + where + " of repository '" + repo.id + "' at " + shown_endpoint_ +
@@ -213,6 +265,7 @@ Result<std::vector<TreeEntry>> HubClient::list_dir(const RepoRef& repo, std::str
     }
     page_url = std::move(*next_url);
   }
+  if (budget_is_soft) return std::optional<std::vector<TreeEntry>>();
   return Unsupported("listing " + where + " of repository '" + repo.id + "' did not end after " +
                      std::to_string(config_.max_dir_pages) +
                      " pages: hubfs does not list directories this large; read its files by path instead");
@@ -226,7 +279,8 @@ Result<std::vector<TreeEntry>> HubClient::paths_info(const RepoRef& repo, const 
     if (!n.ok()) return n.status();
     wanted.push_back(std::move(*n));
   }
-  hub_errors::Context ctx{shown_endpoint_, &repo, std::nullopt, false, &config_.token};
+  const std::optional<std::string> token = current_token();
+  hub_errors::Context ctx{shown_endpoint_, &repo, std::nullopt, false, &token};
   const std::string url = config_.endpoint + "/api/" + std::string(api_segment(repo.type)) + "/" + repo.id +
                           "/paths-info/" + encode_segment(repo.revision);
   std::vector<TreeEntry> found;
@@ -305,7 +359,8 @@ void HubClient::remember_location(const std::string& key, const Location& locati
 }
 
 Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_view path) {
-  hub_errors::Context ctx{shown_endpoint_, &repo, std::string(path), false, &config_.token};
+  const std::optional<std::string> token = current_token();
+  hub_errors::Context ctx{shown_endpoint_, &repo, std::string(path), false, &token};
   std::string current = resolve_url(config_.endpoint, repo, path);
   for (int hop = 0; hop <= kMaxRedirects; ++hop) {
     HttpRequest req;
@@ -315,6 +370,7 @@ Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_vi
     // A compressed answer would misstate the length the Hub reports for the file.
     req.headers.emplace_back("Accept-Encoding", "identity");
     req.max_body = kMaxHeadBody;
+    resolve_requests_.fetch_add(1, std::memory_order_relaxed);
     auto resp = transport_.perform(std::move(req));
     if (!resp.ok()) return hub_errors::from_transport(resp.status(), url::host_for_messages(current), ctx);
     if (resp->status >= 200 && resp->status < 300) {

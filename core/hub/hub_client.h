@@ -2,6 +2,7 @@
 // revision pinning, lazy paginated listing, resolve with redirect reuse, tokens, errors.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -28,6 +29,9 @@ struct RepoInfo {
   int64_t last_modified = 0;  // unix seconds (the commit date; 0 when unknown)
   bool is_private = false;
   bool gated = false;
+  // How many files the commit holds ("siblings"), when the Hub said: a small repo is listed
+  // whole in one recursive listing instead of one request per directory.
+  std::optional<size_t> file_count;
 };
 
 struct TreeEntry {
@@ -52,6 +56,9 @@ struct HubClock {
 struct HubConfig {
   std::string endpoint = "https://huggingface.co";  // no trailing slash (one is stripped)
   std::optional<std::string> token;                 // never logged
+  // When set, asked before every request instead of `token` (a TokenWatcher following a token
+  // file that is rewritten while mounted). Must be thread-safe and cheap.
+  std::function<std::optional<std::string>()> token_source;
   std::string user_agent = "hubfs/0.1.0";           // the Hub asks clients to name themselves
   HubClock clock;
   // A listing larger than this is refused rather than held in memory: the Hub advises fewer
@@ -81,6 +88,22 @@ class HubClient {
   // each path once.
   Result<std::vector<TreeEntry>> list_dir(const RepoRef& repo, std::string_view dir);
 
+  // Everything below `dir` ("" is the root), from the recursive listing (recursive=true, all its
+  // pages): one request per ~1000 entries instead of one per directory. Only descendants of
+  // `dir` are kept, each path once. When the subtree needs more than `page_budget` pages, stops
+  // there and returns nullopt (the caller lists directory by directory instead: a huge subtree
+  // is not walked for one `ls`). Errors as list_dir.
+  Result<std::optional<std::vector<TreeEntry>>> list_subtree(const RepoRef& repo, std::string_view dir,
+                                                              size_t page_budget);
+
+  // Requests sent so far, by the Hub's quota bucket: "api" (/api/: repo info, listings,
+  // paths-info) and "resolvers" (/resolve/ HEADs, each redirect hop counted). For `hubfs status`.
+  struct RequestCounts {
+    uint64_t api = 0;
+    uint64_t resolves = 0;
+  };
+  RequestCounts request_counts() const;
+
   // Entries for those of `paths` that exist (missing ones are simply absent), in one or a few
   // POST paths-info requests. Lets a stat of one path skip listing its whole parent.
   Result<std::vector<TreeEntry>> paths_info(const RepoRef& repo, const std::vector<std::string>& paths);
@@ -93,6 +116,8 @@ class HubClient {
   Result<Location> locate(const RepoRef& repo, std::string_view path, bool refresh = false);
 
   const HubConfig& config() const { return config_; }
+  // The token the next request carries (token_source, else token); never logged.
+  std::optional<std::string> current_token() const;
 
  private:
   // Authorization only for URLs on the endpoint's own scheme, host and port.
@@ -106,6 +131,11 @@ class HubClient {
     std::string url;
   };
   Result<Answer> fetch_api(HttpRequest request, const hub_errors::Context& ctx);
+  // The pages of one tree listing of `dir` (normalized), entries `keep` accepts, each path once,
+  // at most max_entries of them. More than `page_budget` pages: nullopt when `budget_is_soft`,
+  // else kUnsupported.
+  Result<std::optional<std::vector<TreeEntry>>> fetch_tree(const RepoRef& repo, const std::string& dir, bool recursive,
+                                                           size_t page_budget, bool budget_is_soft);
   Result<Location> resolve_location(const RepoRef& repo, std::string_view path);
   std::chrono::steady_clock::time_point expiry_of(const std::string& signed_url) const;
   void remember_location(const std::string& key, const Location& location);
@@ -114,6 +144,8 @@ class HubClient {
   // The endpoint as messages show it: userinfo (user:password@) removed.
   std::string shown_endpoint_;
   HttpTransport& transport_;
+  std::atomic<uint64_t> api_requests_{0};
+  std::atomic<uint64_t> resolve_requests_{0};
   std::mutex mu_;  // guards locations_ and resolving_
   std::unordered_map<std::string, Location> locations_;
   // Resolves in flight, so concurrent locate() calls of one path wait for one answer.

@@ -1,6 +1,7 @@
 #include "hub/hub_errors.h"
 
 #include "hub/hub_json.h"
+#include "net/quota_gate.h"
 
 namespace hubfs::hub_errors {
 namespace {
@@ -10,6 +11,8 @@ namespace {
 constexpr size_t kMaxServerMessage = 300;
 
 const char kTokenFix[] = "set HF_TOKEN or write a token to ~/.cache/huggingface/token";
+// What the Hub answers (401, no X-Error-Code) to a token it does not accept, on any repo.
+const char kInvalidCredentials[] = "Invalid credentials in Authorization header";
 
 std::string repo_words(const Context& c) {
   return "repository '" + c.repo->id + "' (" + std::string(type_name(c.repo->type)) + ")";
@@ -76,6 +79,14 @@ Status classify(const HttpResponse& r, const Context& c) {
     return PermissionDenied(repo_words(c) + " has been disabled at " + c.endpoint +
                             ": its files cannot be read; use another repository");
   }
+  if (s == 401 && token_sent(c) &&
+      (r.header("x-error-message").value_or("") == kInvalidCredentials ||
+       hub_json::error_field(r.body).value_or("") == kInvalidCredentials)) {
+    return PermissionDenied("the token sent to " + c.endpoint + " is invalid (revoked, expired or mistyped): log "
+                            "in again (huggingface-cli login) or set a valid HF_TOKEN; to read public repos "
+                            "without a token, unset HF_TOKEN (and remove ~/.cache/huggingface/token) or set "
+                            "HF_HUB_DISABLE_IMPLICIT_TOKEN=1");
+  }
   if (code == "RepoNotFound" || s == 401) {
     std::string m = not_found_or_private(c);
     return s == 401 ? PermissionDenied(m) : NotFound(m);
@@ -91,6 +102,19 @@ Status classify(const HttpResponse& r, const Context& c) {
                             "repository's conditions at " + repo_page(c));
   }
   if (s == 429) {
+    std::optional<RateLimitHeader> rl;
+    if (auto v = r.header("ratelimit")) rl = parse_ratelimit(*v);
+    std::optional<std::pair<int64_t, int64_t>> policy;
+    if (auto v = r.header("ratelimit-policy")) policy = parse_ratelimit_policy(*v);
+    if (rl && rl->remaining == 0) {
+      std::string m = "the Hub's '" + rl->bucket + "' quota";
+      if (policy) m += " (" + std::to_string(policy->first) + " requests per " + std::to_string(policy->second) + " s)";
+      m += " at " + c.endpoint + " is spent" + http + "; it resets in " + std::to_string(rl->reset_s) +
+           " s. hubfs waited as long as --rate-limit-wait allows; ";
+      m += token_sent(c) ? "raise --rate-limit-wait, or use an account with a larger quota (PRO, Team)"
+                         : "log in (huggingface-cli login, or HF_TOKEN) for a larger quota, or raise --rate-limit-wait";
+      return Unavailable(m);
+    }
     return Unavailable(c.endpoint + " is rate-limiting requests" + http +
                        ": wait a minute and retry; requests with a token (HF_TOKEN) get higher limits");
   }

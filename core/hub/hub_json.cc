@@ -102,6 +102,8 @@ Result<RepoInfo> parse_repo_info(std::string_view body, std::string_view source)
   if (auto it = j->find("gated"); it != j->end()) {
     info.gated = (it->is_boolean() && it->get<bool>()) || (it->is_string() && !it->get<std::string>().empty());
   }
+  // Every file of the commit is a sibling: their count says how big a recursive listing is.
+  if (auto it = j->find("siblings"); it != j->end() && it->is_array()) info.file_count = it->size();
   return info;
 }
 

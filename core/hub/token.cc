@@ -1,5 +1,9 @@
 // Where a Hub token comes from, in the order huggingface_hub uses, so a machine already
 // logged in with `huggingface-cli login` works unchanged.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -51,9 +55,29 @@ std::optional<std::string> token_file_path(const TokenSources& s) {
   return std::nullopt;
 }
 
+// The file's identity as stat sees it, or all -1 when it cannot be stat'ed.
+struct FileStamp {
+  int64_t size = -1, mtime_ns = -1, ino = -1;
+};
+FileStamp stamp_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return {static_cast<int64_t>(st.st_size),
+          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, static_cast<int64_t>(st.st_ino)};
+}
+
 }  // namespace
 
+bool implicit_token_disabled(const TokenSources& sources) {
+  const char* v = sources.getenv ? sources.getenv("HF_HUB_DISABLE_IMPLICIT_TOKEN") : nullptr;
+  if (v == nullptr) return false;
+  std::string value(v);
+  std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
+  return value == "1" || value == "true" || value == "yes" || value == "on";
+}
+
 std::optional<std::string> find_token(const TokenSources& sources) {
+  if (implicit_token_disabled(sources)) return std::nullopt;
   for (const char* name : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}) {
     if (auto v = env(sources, name)) {
       if (auto t = clean_token(*v)) return t;
@@ -64,6 +88,53 @@ std::optional<std::string> find_token(const TokenSources& sources) {
   auto content = sources.read_file ? sources.read_file(*path) : read_small_file(*path);
   if (!content) return std::nullopt;
   return clean_token(*content);
+}
+
+TokenWatcher::TokenWatcher(TokenSources sources, std::chrono::milliseconds recheck,
+                           std::function<Clock::time_point()> now)
+    : sources_(std::move(sources)), recheck_(recheck), now_(std::move(now)) {
+  if (implicit_token_disabled(sources_)) return;
+  for (const char* name : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}) {
+    if (auto v = env(sources_, name)) {
+      if (auto t = clean_token(*v)) {
+        env_token_ = t;
+        env_name_ = name;
+        return;
+      }
+    }
+  }
+  path_ = token_file_path(sources_);
+}
+
+void TokenWatcher::reload_locked() {
+  const FileStamp st = stamp_of(*path_);
+  if (loaded_ && st.size == size_ && st.mtime_ns == mtime_ns_ && st.ino == ino_) return;
+  loaded_ = true;
+  size_ = st.size;
+  mtime_ns_ = st.mtime_ns;
+  ino_ = st.ino;
+  auto content = st.size < 0 ? std::nullopt
+                             : (sources_.read_file ? sources_.read_file(*path_) : read_small_file(*path_));
+  file_token_ = content ? clean_token(*content) : std::nullopt;
+}
+
+std::optional<std::string> TokenWatcher::current() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (env_token_) return env_token_;
+  if (!path_) return std::nullopt;
+  const auto now = now_();
+  if (!loaded_ || now - checked_ >= recheck_) {
+    checked_ = now;
+    reload_locked();
+  }
+  return file_token_;
+}
+
+std::string TokenWatcher::source() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (env_token_) return env_name_;
+  if (path_ && file_token_) return "the token file " + *path_;
+  return "";
 }
 
 }  // namespace hubfs

@@ -91,6 +91,7 @@ struct Call {
   HttpRequest request;
   HttpTransport::Callback done;
   int attempt = 1;
+  milliseconds quota_waited{0};  // held for the Hub's quota so far (RetryPolicy::quota)
 };
 
 }  // namespace
@@ -124,7 +125,39 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
     return stopping;
   }
 
+  // Sends the call, after holding it as long as its quota asks (RetryPolicy::quota).
   void attempt(std::shared_ptr<Call> call) {
+    if (policy.quota) {
+      milliseconds wait = policy.quota->before_send(call->request.url, call->quota_waited);
+      if (wait.count() > 0 && !is_stopping()) {
+        log_debug("holding " + call->request.method + " " + url::url_for_log(call->request.url) + " " +
+                  std::to_string(wait.count()) + " ms: the Hub's quota is nearly spent");
+        hold_for_quota(std::move(call), wait);
+        return;
+      }
+    }
+    send(std::move(call));
+  }
+
+  // Waits `wait` for the quota window, then sends (no attempt counted). At shutdown the wait
+  // ends at once and the call fails.
+  void hold_for_quota(std::shared_ptr<Call> call, milliseconds wait) {
+    const std::string bucket = policy.quota->bucket_of(call->request.url);
+    const auto until = std::chrono::steady_clock::now() + wait;
+    policy.quota->wait_started(bucket, until);
+    call->quota_waited += wait;
+    scheduler(wait, [self = shared_from_this(), call, bucket, until] {
+      self->policy.quota->wait_ended(bucket, until);
+      if (self->is_stopping()) {
+        call->done(Unavailable(call->request.method + " " + url::url_for_log(call->request.url) +
+                               ": shut down while waiting for the Hub's quota window"));
+        return;
+      }
+      self->send(call);
+    });
+  }
+
+  void send(std::shared_ptr<Call> call) {
     HttpRequest copy = call->request;  // the original stays for the next attempt
     inner.submit(std::move(copy), [self = shared_from_this(), call](Result<HttpResponse> r) {
       self->on_result(call, std::move(r));
@@ -136,7 +169,8 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
     if (r.ok()) {
       std::optional<milliseconds> asked;
       if (auto v = r->header("retry-after")) asked = parse_retry_after(*v);
-      if (auto v = r->header("ratelimit")) {
+      // The Hub sends RateLimit on every answer: it says why only when the answer is a 429.
+      if (auto v = r->header("ratelimit"); v && r->status == 429) {
         if (auto reset = parse_ratelimit_reset(*v)) {
           // +1 s: the window resets at t, so a request at exactly t may still be refused.
           milliseconds wait((*reset + 1) * 1000);
@@ -163,6 +197,21 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void on_result(const std::shared_ptr<Call>& call, Result<HttpResponse> r) {
+    if (policy.quota && r.ok()) {
+      auto wait = policy.quota->after_answer(call->request.url, *r, call->quota_waited);
+      if (r->status == 429 && wait && !is_stopping()) {
+        log_warning(call->request.method + " " + url::url_for_log(call->request.url) +
+                    ": the Hub's quota is spent (HTTP 429); waiting " + std::to_string(wait->count() / 1000) +
+                    " s for its window to reset (at most --rate-limit-wait in all)");
+        hold_for_quota(call, *wait);
+        return;
+      }
+      if (r->status == 429 && call->quota_waited > milliseconds(0) &&
+          call->quota_waited >= policy.quota->max_wait()) {
+        call->done(std::move(r));  // waited as long as allowed: this 429 is the answer
+        return;
+      }
+    }
     Status fault = transient_fault(call->request, r);
     if (fault.ok()) {
       call->done(std::move(r));

@@ -1,7 +1,8 @@
 // Retries transient failures of an inner transport: transport errors (resets, timeouts) and
 // HTTP 408, 429, 500, 502, 503, 504. Backoff is exponential with full jitter (base doubling to
-// a cap), honouring Retry-After (seconds) and RateLimit ("...;t=N": wait N+1 s). Total attempts
-// are bounded so every request ends. Anything else (2xx, 3xx, 4xx) is returned as is.
+// a cap), honouring Retry-After (seconds) and, on a 429 only, RateLimit ("...;r=0;t=N": wait
+// N+1 s). Total attempts are bounded so every request ends (quota waits, RetryPolicy::quota, are
+// bounded by their own max_wait). Anything else (2xx, 3xx, 4xx) is returned as is.
 #pragma once
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <memory>
 
 #include "common/http.h"
+#include "net/quota_gate.h"
 
 namespace hubfs {
 
@@ -20,6 +22,11 @@ struct RetryPolicy {
   std::chrono::milliseconds max_retry_after{60000};  // a server asking for more is capped
   // Uniform in [0, 1): the full-jitter draw. Empty means a thread-local PRNG; tests pin it.
   std::function<double()> jitter;
+  // The Hub's quotas (net/quota_gate.h), or null. When set, a request may be held before it is
+  // sent (a spent or nearly spent quota), and a 429 that names a spent quota is waited out until
+  // the window resets, up to the gate's max_wait per request; neither counts as an attempt.
+  // Must outlive the transport.
+  QuotaGate* quota = nullptr;
 };
 
 class RetryingTransport : public HttpTransport {

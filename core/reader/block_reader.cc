@@ -681,13 +681,31 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     state->next_offset = end;
   }
 
-  auto deadline = std::chrono::steady_clock::now() + options_.read_timeout;
+  const auto read_started = std::chrono::steady_clock::now();
+  auto deadline = read_started + options_.read_timeout;
+  // Past the read timeout, a read held up by a quota wait gets that wait's end plus its own
+  // timeout, within quota_max_wait (ReaderOptions::quota_waiting_until).
+  auto quota_deadline = [&]() -> std::optional<std::chrono::steady_clock::time_point> {
+    if (!options_.quota_waiting_until) return std::nullopt;
+    auto until = options_.quota_waiting_until();
+    if (!until) return std::nullopt;
+    auto extended = std::min(*until + options_.read_timeout,
+                             read_started + options_.read_timeout + options_.quota_max_wait);
+    if (extended <= deadline) return std::nullopt;
+    return extended;
+  };
   for (uint64_t b = first; b <= last; ++b) {
     BlockPtr& block = blocks[b - first];
     BlockBytes data;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (!block->cv.wait_until(lock, deadline, [&] { return block->done; })) {
+      bool served = false;
+      while (!(served = block->cv.wait_until(lock, deadline, [&] { return block->done; }))) {
+        auto extended = quota_deadline();
+        if (!extended) break;
+        deadline = *extended;
+      }
+      if (!served) {
         return Timeout("reading " + file.path + ": block " + std::to_string(b) + " not served within " +
                        std::to_string(options_.read_timeout.count() / 1000) +
                        " s; the Hub or its CDN is not answering");

@@ -74,6 +74,13 @@ struct ReaderOptions {
   uint64_t memory_cache_bytes = 256ull << 20;
   // A read that cannot be served ends in an error after this, never a hang.
   std::chrono::milliseconds read_timeout{120'000};
+  // The Hub's quota (net/quota_gate.h): when set and a request is waiting for a quota window
+  // until T, a read still waiting at its read_timeout is given until T + read_timeout, but at
+  // most quota_max_wait more in all: --read-timeout bounds network faults, --rate-limit-wait
+  // bounds quota waits. Called with the reader's lock held: must not block or take the
+  // reader's locks (QuotaGate::waiting_until takes only its own leaf lock).
+  std::function<std::optional<std::chrono::steady_clock::time_point>()> quota_waiting_until;
+  std::chrono::milliseconds quota_max_wait{0};
   // Threads that check the disk cache for read-ahead blocks and write fetched blocks to it, so
   // neither the network thread nor a reader waits on the disk for someone else. Four: a finished
   // 8 MiB response is 8 block files to write, and read-ahead tasks queue behind those writes

@@ -276,6 +276,12 @@ TEST_F(CacheAdminTest, VerifyContentRehashesCompleteFilesAndDeletesBadOnes) {
   EXPECT_FALSE(cache_->get(bad_id, 2).has_value());
   EXPECT_TRUE(cache_->get(good_id, 0).has_value());
   EXPECT_TRUE(cache_->get(partial_id, 0).has_value());
+  // The partly cached file is reported as unverifiable, with how much of it is cached.
+  ASSERT_EQ(v->unverifiable_files.size(), 1u);
+  EXPECT_NE(v->unverifiable_files[0].find("part.bin"), std::string::npos);
+  EXPECT_NE(v->unverifiable_files[0].find("1048576 of 3145728 bytes cached"), std::string::npos)
+      << v->unverifiable_files[0];
+  EXPECT_EQ(v->unverifiable_bytes, mib);
 }
 
 // Stored listings (cache/listing_store.h): counted by info, kept by prune, dropped by clear (one

@@ -40,6 +40,10 @@ std::string tree_url(const std::string& dir) {
          "?recursive=false&limit=1000";
 }
 
+std::string subtree_url(const std::string& dir) {
+  return "https://hub.test/api/datasets/org/x/tree/" + kCommit + "/" + dir + "?recursive=true&limit=1000";
+}
+
 // A Hub with: data/ (a directory), data/big.bin (LFS), readme.md (a small file).
 struct FakeHub {
   std::atomic<bool> listing_fails{false};
@@ -52,7 +56,8 @@ struct FakeHub {
       return respond(200, R"([{"type":"directory","oid":"t1","size":0,"path":"data"},
                              {"type":"file","oid":"ce013625030ba8dba906f756967f9e9ca394464a","size":6,"path":"readme.md"}])");
     }
-    if (req.url == tree_url("data")) {
+    // A directory below the root is listed with its subtree (recursive=true): here the same.
+    if (req.url == tree_url("data") || req.url == subtree_url("data")) {
       ++listings;
       return respond(200, R"([{"type":"file","oid":"b1","size":)" + std::to_string(kBody.size()) +
                               R"(,"path":"data/big.bin","lfs":{"oid":")" + std::string(64, 'e') +

@@ -11,6 +11,7 @@ import html.parser
 import http.client
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,8 @@ import urllib.parse
 
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "hub_server.py")
 TOKEN = "hf_test_token"
+# A token the server knows that opens no private or gated repo (an account without access).
+TOKEN_NO_ACCESS = "hf_no_access_token"
 # Tiny pages so every listing in these tests spans several of them.
 PAGE_SIZE = 2
 # Enough latency to measure reliably on a loaded 2-core machine, little enough to stay fast.
@@ -66,6 +69,7 @@ def build_root(root):
         repo = os.path.join(root, "models", "org", name)
         write(os.path.join(repo, "hub.json"), json.dumps(dict(cfg, refs={"main": "c1"}, commits={"c1": {}})))
         write(os.path.join(repo, "snapshots", "c1", "secret.txt"), "s3cret")
+        write(os.path.join(repo, "snapshots", "c1", "README.md"), "# %s\n" % name)
 
 
 class Server:
@@ -143,7 +147,8 @@ class HubServerTest(unittest.TestCase):
     def setUpClass(cls):
         cls.root = tempfile.mkdtemp(prefix="hub-server-test-")
         build_root(cls.root)
-        cls.hub = Server(cls.root, "--page-size", str(PAGE_SIZE), "--token", TOKEN)
+        cls.hub = Server(cls.root, "--page-size", str(PAGE_SIZE), "--token", TOKEN,
+                         "--token-no-access", TOKEN_NO_ACCESS)
 
     @classmethod
     def tearDownClass(cls):
@@ -364,7 +369,8 @@ class HubServerTest(unittest.TestCase):
         for path in ("/api/models/org/private", "/org/private/resolve/main/secret.txt",
                      "/api/models/org/private/tree/main"):
             self.assertHubError(self.api(path), 401, "RepoNotFound")
-            self.assertHubError(self.api(path, headers={"Authorization": "Bearer wrong"}), 404, "RepoNotFound")
+            self.assertHubError(self.api(path, headers={"Authorization": "Bearer " + TOKEN_NO_ACCESS}), 404,
+                                "RepoNotFound")
             self.assertEqual(self.api(path, headers={"Authorization": "Bearer " + TOKEN}).status, 200, path)
         self.assertTrue(self.api("/api/models/org/private", headers={"Authorization": "Bearer " + TOKEN})
                         .json()["private"])
@@ -372,9 +378,30 @@ class HubServerTest(unittest.TestCase):
     def test_gated_repo_needs_token(self):
         path = "/org/gated/resolve/main/secret.txt"
         self.assertHubError(self.api(path), 401, "GatedRepo")
-        self.assertHubError(self.api(path, headers={"Authorization": "Bearer wrong"}), 403, "GatedRepo")
+        refused = self.api(path, headers={"Authorization": "Bearer " + TOKEN_NO_ACCESS})
+        self.assertHubError(refused, 403, "GatedRepo")
+        self.assertIn(self.hub.url + "/org/gated", refused.headers["X-Error-Message"])  # the repo page
         r = self.api(path, headers={"Authorization": "Bearer " + TOKEN})
         self.assertEqual((r.status, r.body), (200, b"s3cret"))
+
+    def test_gated_repo_lists_and_shows_its_card_to_anyone(self):
+        info = self.api("/api/models/org/gated/revision/main")
+        self.assertEqual(info.status, 200, info.body)
+        self.assertEqual(info.json()["gated"], "manual")
+        entries, _ = self.list_all("/api/models/org/gated/tree/main")
+        self.assertEqual(sorted(e["path"] for e in entries), ["README.md", "secret.txt"])
+        card = self.api("/org/gated/resolve/main/README.md")
+        self.assertEqual((card.status, card.body), (200, b"# gated\n"))
+
+    def test_invalid_token_is_refused_everywhere(self):
+        for path in ("/api/models/org/plain", "/api/models/org/plain/tree/main", "/org/plain/resolve/main/README.md",
+                     "/api/models/org/gated/tree/main", "/api/models/org/missing"):
+            r = self.api(path, headers={"Authorization": "Bearer hf_revoked"})
+            self.assertEqual(r.status, 401, path)
+            self.assertEqual(r.headers["X-Error-Message"], "Invalid credentials in Authorization header")
+            self.assertIsNone(r.headers.get("X-Error-Code"))
+        self.assertEqual(self.api("/api/models/org/plain", headers={"Authorization": "Bearer " + TOKEN_NO_ACCESS})
+                         .status, 200)
 
     # --- stats ------------------------------------------------------------------------------
 
@@ -667,6 +694,126 @@ class LatencyAndBandwidthTest(unittest.TestCase):
         self.assertEqual(server.proc.wait(5), 0)
         server.proc.stdout.close()
         server.proc.stderr.close()
+
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from hub_server.quotas import QuotaTable, parse_quota_spec  # noqa: E402  (the module under test)
+
+
+class QuotaTableTest(unittest.TestCase):
+    """The fixed-window arithmetic, on an injected clock (no waiting)."""
+
+    def test_fixed_windows_per_bucket_and_caller(self):
+        now = [1000.0]
+        q = QuotaTable({"api": 2, "resolvers": 1}, 10, clock=lambda: now[0])
+        self.assertEqual(q.charge("api", None),
+                         (True, {"RateLimit": '"api";r=1;t=10', "RateLimit-Policy": '"fixed window";"api";q=2;w=10'}))
+        now[0] = 1003.5
+        self.assertEqual(q.charge("api", None)[1]["RateLimit"], '"api";r=0;t=7')  # t counts down to the reset
+        allowed, headers = q.charge("api", None)
+        self.assertFalse(allowed)
+        self.assertEqual(headers["RateLimit"], '"api";r=0;t=7')
+        self.assertTrue(q.charge("api", "hf_tok")[0])       # another caller has its own count
+        self.assertTrue(q.charge("resolvers", None)[0])     # another bucket too
+        self.assertFalse(q.charge("resolvers", None)[0])
+        now[0] = 1010.0                                      # the window resets: full quota again
+        self.assertEqual(q.charge("api", None), (True, {"RateLimit": '"api";r=1;t=10',
+                                                        "RateLimit-Policy": '"fixed window";"api";q=2;w=10'}))
+        self.assertEqual(q.rejected, 2)
+        self.assertEqual(q.charge("pages", None), (True, {}))  # no quota: not limited, nothing announced
+
+    def test_quota_spec(self):
+        self.assertEqual(parse_quota_spec("api=30, resolvers=200"), {"api": 30, "resolvers": 200})
+        for bad in ("api", "web=3", "api=-1", "api=x"):
+            with self.assertRaises(ValueError):
+                parse_quota_spec(bad)
+
+
+class RealHubBehaviourTest(unittest.TestCase):
+    """Quotas over HTTP, signed-URL spellings, two-hop redirects, spurious 416s."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.root = tempfile.mkdtemp(prefix="hub-server-real-")
+        build_root(cls.root)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.root, ignore_errors=True)
+
+    def start(self, *args):
+        server = Server(self.root, "--token", TOKEN, *args)
+        self.addCleanup(server.stop)
+        return server
+
+    def test_quota_headers_and_429(self):
+        hub = self.start("--quota", "api=3,resolvers=2", "--quota-window", "3600")
+        for i in range(3):
+            r = request(hub.url + "/api/models/org/plain")
+            self.assertEqual(r.status, 200)
+            m = re.fullmatch(r'"api";r=(\d+);t=(\d+)', r.headers["RateLimit"])
+            self.assertEqual(int(m.group(1)), 2 - i)
+            self.assertTrue(1 <= int(m.group(2)) <= 3600)
+            self.assertEqual(r.headers["RateLimit-Policy"], '"fixed window";"api";q=3;w=3600')
+        over = request(hub.url + "/api/models/org/plain/tree/main")
+        self.assertEqual(over.status, 429)
+        self.assertRegex(over.headers["RateLimit"], r'^"api";r=0;t=\d+$')
+        # Resolves are their own bucket, and a token its own caller.
+        r = request(hub.url + "/org/plain/resolve/main/README.md")
+        self.assertEqual((r.status, r.headers["RateLimit"][:16]), (200, '"resolvers";r=1;'))
+        self.assertEqual(request(hub.url + "/api/models/org/plain",
+                                 headers={"Authorization": "Bearer " + TOKEN}).status, 200)
+        # The CDN and control requests are not counted.
+        location = request(hub.url + "/org/plain/resolve/main/big.dat").headers["Location"]
+        self.assertEqual(request(hub.url + "/org/plain/resolve/main/big.dat").status, 429)
+        self.assertIsNone(request(location, headers={"Range": "bytes=0-9"}).headers.get("RateLimit"))
+        snap = request(hub.url + "/_hubfs/quotas").json()
+        self.assertEqual(snap["rejected"], 2)
+        self.assertEqual(snap["used"]["api/anonymous"], 3)
+        self.assertEqual(request(hub.url + "/_hubfs/stats").json()["rate_limited"], 2)
+
+    def test_signed_url_styles(self):
+        for style, keys in (("s3", {"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
+                                    "X-Amz-SignedHeaders", "X-Amz-Signature"}),
+                            ("cloudfront", {"Expires", "Signature", "Key-Pair-Id"})):
+            hub = self.start("--url-style", style, "--url-ttl", "600")
+            location = request(hub.url + "/org/plain/resolve/main/big.dat").headers["Location"]
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(location).query)
+            self.assertTrue(keys <= set(query), (style, location))
+            if style == "s3":
+                self.assertEqual(query["X-Amz-Expires"], ["601"])
+            r = request(location, headers={"Range": "bytes=10-19"})
+            self.assertEqual((r.status, r.body), (206, BIG[10:20]), style)
+            sig = "X-Amz-Signature" if style == "s3" else "Signature"
+            tampered = location.replace(query[sig][0], "0" * len(query[sig][0]))
+            self.assertEqual(request(tampered).status, 403, style)
+            request(hub.url + "/_hubfs/expire", "POST")
+            self.assertEqual(request(location).status, 403, style)
+
+    def test_redirect_chain_of_two_hops(self):
+        hub = self.start("--redirect-chain")
+        first = request(hub.url + "/org/plain/resolve/main/big.dat", method="HEAD")
+        self.assertEqual(first.status, 307)
+        self.assertTrue(first.headers["Location"].startswith("/api/resolve-chain/models/org/plain/"))
+        second = request(hub.url + first.headers["Location"], method="HEAD")
+        self.assertEqual(second.status, 302)
+        self.assertTrue(second.headers["Location"].startswith(hub.cdn + "/blobs/"))
+        self.assertEqual(request(second.headers["Location"]).body, BIG)
+        stats = request(hub.url + "/_hubfs/stats").json()
+        self.assertEqual((stats["resolve_requests"], stats["api_requests"]), (2, 0))
+        # Small files are still served at the first hop.
+        self.assertEqual(request(hub.url + "/org/plain/resolve/main/README.md").body, b"# hello\n")
+
+    def test_spurious_416(self):
+        hub = self.start()
+        location = request(hub.url + "/org/plain/resolve/main/big.dat").headers["Location"]
+        request(hub.url + "/_hubfs/faults", "POST", body=json.dumps({"mode": "spurious_416", "count": 2}).encode())
+        for _ in range(2):
+            r = request(location, headers={"Range": "bytes=0-99"})
+            self.assertEqual(r.status, 416)
+            self.assertEqual(r.headers["Content-Range"], "bytes */%d" % len(BIG))
+        r = request(location, headers={"Range": "bytes=0-99"})
+        self.assertEqual((r.status, r.body), (206, BIG[:100]))
 
 
 if __name__ == "__main__":

@@ -170,6 +170,7 @@ std::unique_ptr<LocalHub> LocalHub::start(const LocalHubOptions& options) {
     args.push_back("--token");
     args.push_back(t);
   }
+  args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
   if (!options.tls_cert.empty()) {
     args.insert(args.end(), {"--tls-cert", options.tls_cert, "--tls-key", options.tls_key});
   }

@@ -26,6 +26,9 @@ struct LocalHubOptions {
   // calls below speak plain http and do not work then: read /_hubfs/stats with curl -k instead.
   std::string tls_cert = {};
   std::string tls_key = {};
+  // More server flags as given, e.g. {"--quota", "api=30,resolvers=200", "--quota-window", "10"},
+  // {"--token-no-access", T}, {"--url-style", "s3"}, {"--redirect-chain"} (see the script's --help).
+  std::vector<std::string> extra_args = {};
 };
 
 class LocalHub {

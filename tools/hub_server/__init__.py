@@ -30,33 +30,46 @@ API origin:
   GET  /api/{t}/{org}/{name}/tree/{rev}[/{path}]?recursive=&limit=&cursor=  one page, Link next
   POST /api/{t}/{org}/{name}/paths-info/{rev}   form paths=a&paths=b (or JSON {"paths": []})
   GET|HEAD /[datasets/|spaces/]{org}/{name}/resolve/{rev}/{path}   200/206/416, or 302 to CDN
+       (with --redirect-chain: first a relative 307 to /api/resolve-chain/{t}/{org}/{name}/{sha}/{path},
+       which answers the 302: two hops)
   GET|HEAD /_plain/{models|datasets|spaces}/{org}/{name}/{rev}/[{path}]   the plain HTTP view:
        a directory (trailing slash) is an HTML index of links, a file is its bytes with Range
        (206/416), Last-Modified the commit date, no redirect. For peers that only speak plain
        HTTP (rclone's http backend); delayed and bandwidth-limited like every data request.
   GET  /_hubfs/stats   GET /_hubfs/trace   POST /_hubfs/reset   POST /_hubfs/expire
+  GET  /_hubfs/quotas  (the current window's use per bucket and caller, and 429s answered)
   GET  /_hubfs/health
   GET|POST|DELETE /_hubfs/faults   (POST a fault object or a list of them; see Faults)
 CDN origin:
-  GET|HEAD /blobs/{sha256}?expires=&sig=   200/206/416; 403 expired or bad signature
+  GET|HEAD /blobs/{sha256}?<signature>   200/206/416; 403 expired or bad signature. The
+       signature is spelled as --url-style says: expires=&sig=, S3's X-Amz-*, or CloudFront's
+       Expires=&Signature=&Key-Pair-Id= (signing.py)
 Control requests are neither counted nor delayed by --latency-ms.
+
+As the real Hub: a token that is neither --token nor --token-no-access gets 401 "Invalid
+credentials in Authorization header" on every request; a gated repo's info, listings and
+README.md/.gitattributes are open to anyone, its other files answer 401 (no token) or 403 (a
+token without access) with X-Error-Code: GatedRepo; with --quota, API calls and resolves are
+counted per caller in fixed windows (quotas.py), every counted answer carries RateLimit and
+RateLimit-Policy, and a spent quota answers 429 until its window resets.
 
 Faults (faults.Fault has every key): each applies to the next "count" matching requests of
 either origin and is exactly one of "status": N (a Hub-style error answer) or "mode": reset,
-stall, ignore_range, bad_content_range, truncate or flip_byte; filters path_contains, origin,
+stall, ignore_range, bad_content_range, spurious_416, truncate or flip_byte; filters path_contains, origin,
 method; "max_consecutive": k lets the same request through after k faulted in a row.
 
 Stats (GET /_hubfs/stats, zeroed by POST /_hubfs/reset): requests, api_requests,
 resolve_requests, cdn_requests, plain_requests, bytes_sent, peak_concurrency,
 cdn_authorization_headers, range_requests, head_requests, faults_injected, tls_handshakes,
-tls_handshake_failures, in_flight, in_flight_seconds, by_path, by_status. Trace (GET
+tls_handshake_failures, rate_limited, in_flight, in_flight_seconds, by_path, by_status. Trace (GET
 /_hubfs/trace, emptied by the same reset): one object per counted request, oldest first, at most
 20000: begin and end (seconds since the reset), kind, method, range (the Range header) and status.
 
 Modules, one job each:
   common.py          HubError, log, ISO dates, the plain view's prefix
   store.py           repos on disk: revisions, listing, git/LFS identities, served blobs
-  signing.py         signed expiring CDN URLs and key rotation
+  signing.py         signed expiring CDN URLs (three spellings) and key rotation
+  quotas.py          fixed-window quotas per bucket and caller, the RateLimit headers
   stats.py           the /_hubfs/stats counters
   faults.py          fault specs, the queue, max_consecutive streaks
   shaping.py         latency and per-connection bandwidth

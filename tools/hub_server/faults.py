@@ -9,7 +9,7 @@ import threading
 # wild; longer than that so a client's per-read timeout is what ends it), and at most.
 DEFAULT_STALL_MS = 10000
 MAX_STALL_MS = 120000
-FAULT_MODES = ("ignore_range", "bad_content_range", "reset", "stall", "truncate", "flip_byte")
+FAULT_MODES = ("ignore_range", "bad_content_range", "spurious_416", "reset", "stall", "truncate", "flip_byte")
 # max_consecutive remembers, per request key, how many requests in a row were faulted; past this
 # many keys (a long stress run touching many distinct ranges) the memory is simply started over.
 MAX_TRACKED_STREAKS = 100000
@@ -27,6 +27,8 @@ class Fault:
       "mode": "stall"   hold the request "stall_ms" (default 10000) and then answer normally
       "mode": "ignore_range"       answer a ranged file request 200 with the whole file
       "mode": "bad_content_range"  answer 206 with the right bytes but Content-Range one off
+      "mode": "spurious_416"  answer a valid range 416 with Content-Range: bytes */<size>, as
+                        the Hub's CDN did (datasets#7685); huggingface_hub retries it
       "mode": "truncate" send the headers (Content-Length: the full body) and "after_bytes"
                         body bytes (default: half of them), then close the connection cleanly
                         (FIN, not RST): a body cut short that only its length gives away
@@ -95,7 +97,7 @@ class Fault:
             raise ValueError("max_consecutive must be a positive integer")
         # Faults that shape a body (or cut one short) wait for a request that serves a body;
         # the others strike as soon as a matching request arrives.
-        if self.mode in ("ignore_range", "bad_content_range"):
+        if self.mode in ("ignore_range", "bad_content_range", "spurious_416"):
             self.phase = "range_body"
         elif (self.mode == "reset" and self.after_bytes is not None) or self.mode in ("truncate", "flip_byte"):
             self.phase = "body"

@@ -115,8 +115,11 @@ class Handler(BodyCopy, http.server.BaseHTTPRequestHandler):
         # path and range do not); see max_consecutive.
         self.fault_key = (self.origin, method, path, self.headers.get("Range"))
         self.faulted = False
+        self.quota_headers = {}
         try:
             state.shaping.delay()
+            if not self._charge_quota(kind):
+                return
             fault = self.take_fault("request")
             if fault is not None and self._apply_request_fault(fault):
                 return
@@ -124,6 +127,23 @@ class Handler(BodyCopy, http.server.BaseHTTPRequestHandler):
         finally:
             state.faults.settle(self.fault_key, self.faulted)
             self.mark_done()
+
+    def _charge_quota(self, kind):
+        """Counts the request against its bucket's quota (quotas.py); every answer to it then
+        carries the RateLimit headers. Over quota: answers 429 and returns False."""
+        bucket = {"api": "api", "resolve": "resolvers"}.get(kind)
+        quotas = self.server.state.quotas
+        if bucket is None or not quotas.enabled(bucket):
+            return True
+        auth = self.headers.get("Authorization") or ""
+        caller = auth[len("Bearer "):].strip() if auth.startswith("Bearer ") else None
+        allowed, self.quota_headers = quotas.charge(bucket, caller)
+        if allowed:
+            return True
+        self.server.state.stats.add("rate_limited", 1)
+        self.send_hub_error(HubError(429, None, "You have exceeded our %r rate limit quota for this %d-second "
+                                     "window; log in (a token) for a larger quota" % (bucket, quotas.window_s)))
+        return False
 
     def take_fault(self, phase):
         """The fault for this request at this phase, counted, or None."""
@@ -137,6 +157,8 @@ class Handler(BodyCopy, http.server.BaseHTTPRequestHandler):
     def _kind(self):
         if self.origin == "cdn":
             return "cdn"
+        if self.raw_path.startswith("/api/resolve-chain/"):
+            return "resolve"
         if self.raw_path.startswith("/api/"):
             return "api"
         if self.raw_path.startswith(PLAIN_PREFIX):
@@ -183,6 +205,8 @@ class Handler(BodyCopy, http.server.BaseHTTPRequestHandler):
     def start_response(self, status, headers, last_write=False):
         self.status_sent = status
         self.send_response(status)
+        for k, v in getattr(self, "quota_headers", {}).items():
+            self.send_header(k, str(v))
         for k, v in headers.items():
             self.send_header(k, str(v))
         if last_write:
@@ -259,6 +283,11 @@ class Handler(BodyCopy, http.server.BaseHTTPRequestHandler):
             if fault is not None:
                 if fault.mode == "ignore_range":
                     rng = None
+                elif fault.mode == "spurious_416":
+                    # A CDN edge refusing a range that is inside the file (a caching rule did
+                    # this on the Hub's CDN): the 416 names the file's real size.
+                    headers["Content-Range"] = "bytes */%d" % size
+                    raise HubError(416, None, "range not satisfiable (injected: the range was valid)", headers)
                 else:  # bad_content_range: the right bytes, labelled one byte off
                     headers["Content-Range"] = "bytes %d-%d/%d" % (rng[0] + 1, rng[1] + 1, size)
         if rng is None:

@@ -20,6 +20,8 @@ class ApiRoutes:
             return self.handle_plain(segs[1:])
         if segs and segs[-1] == "" and len(segs) > 1:
             segs = segs[:-1]  # tolerate one trailing slash
+        if len(segs) >= 7 and segs[:2] == ["api", "resolve-chain"] and segs[2] in REPO_TYPES:
+            return self.handle_resolve(segs[2], segs[3], segs[4], segs[5:], from_chain=True)
         if len(segs) >= 4 and segs[0] == "api" and segs[1] in REPO_TYPES:
             return self.handle_repo_api(segs[1], segs[2], segs[3], segs[4:])
         if len(segs) >= 5 and segs[0] in ("datasets", "spaces") and segs[3] == "resolve":
@@ -28,28 +30,52 @@ class ApiRoutes:
             return self.handle_resolve("models", segs[0], segs[1], segs[3:])
         raise HubError(404, None, "no such endpoint: %s %s" % (self.method, self.raw_path))
 
-    def open_repo(self, rtype, org, name):
-        """The repo, once the caller's token is good enough for it; else the Hub's error."""
+    # Files of a gated repo anyone may read (the Hub shows them on the repo page before access
+    # is granted): the model card and the git attributes.
+    GATED_PUBLIC_FILES = ("README.md", ".gitattributes")
+
+    def caller_token(self):
+        """The bearer token sent, or None. A token the Hub does not know is refused with 401
+        "Invalid credentials in Authorization header" on every request, public repos included,
+        as the real Hub does (--token and --token-no-access name the known ones)."""
         state = self.server.state
+        auth = self.headers.get("Authorization")
+        if not auth or not auth.startswith("Bearer "):
+            return None
+        token = auth[len("Bearer "):].strip()
+        if token not in state.tokens and token not in state.tokens_no_access:
+            raise HubError(401, None, "Invalid credentials in Authorization header")
+        return token
+
+    def open_repo(self, rtype, org, name):
+        """The repo, once the caller may see it; else the Hub's error. A gated repo is visible
+        to anyone (info, listing, paths-info): its files are checked by check_gated_file."""
+        state = self.server.state
+        token = self.caller_token()
         repo = state.store.find(rtype, org, name)
         if repo is not None and repo.moved_to:
             raise HubError(307, None, "%s was renamed to %s" % (repo.id, repo.moved_to),
                            {"Location": self._moved_location(org, name, repo.moved_to)})
-        token = None
-        auth = self.headers.get("Authorization")
-        if auth and auth.startswith("Bearer "):
-            token = auth[len("Bearer "):].strip()
         allowed = token is not None and token in state.tokens
         if repo is None or (repo.private and not allowed):
             # A private repo the caller may not see looks missing, as on the Hub; only asking
             # without any token gets 401 (the hint to log in).
             status = 401 if repo is not None and token is None else 404
             raise HubError(status, "RepoNotFound", "Repository Not Found for url: %s" % self.path)
-        if repo.gated and not allowed:
-            status = 401 if token is None else 403
-            raise HubError(status, "GatedRepo", "Access to %s %s is restricted: it is gated"
-                           % (rtype[:-1], repo.id))
+        repo.caller_allowed = allowed
         return repo
+
+    def check_gated_file(self, repo, rtype, rel):
+        """A gated repo's file other than its card: 401 without a token, 403 with a token that
+        was not granted access, both X-Error-Code: GatedRepo, the message naming the repo page."""
+        if not repo.gated or repo.caller_allowed or rel in self.GATED_PUBLIC_FILES:
+            return
+        page = "%s/%s%s" % (self.server.state.api_url, "" if rtype == "models" else rtype + "/", repo.id)
+        if self.headers.get("Authorization") is None:
+            raise HubError(401, "GatedRepo", "Access to %s %s is restricted. You must have access to it and be "
+                           "authenticated to access it. Please log in." % (rtype[:-1], repo.id))
+        raise HubError(403, "GatedRepo", "Access to %s %s is restricted and you are not in the authorized list. "
+                       "Visit %s to ask for access." % (rtype[:-1], repo.id, page))
 
     def _moved_location(self, org, name, new_id):
         """This request's path with the old repo id swapped for the new one: a relative
@@ -150,7 +176,7 @@ class ApiRoutes:
                 out.append(store.entry(commit, p, found[1], found[2]))
         self.send_json(200, out, {"X-Repo-Commit": commit.sha})
 
-    def handle_resolve(self, rtype, org, name, rest):
+    def handle_resolve(self, rtype, org, name, rest, from_chain=False):
         if self.method not in ("GET", "HEAD"):
             raise HubError(405, None, "resolve is GET/HEAD only")
         state = self.server.state
@@ -163,6 +189,7 @@ class ApiRoutes:
         if found is None or found[1]:
             raise HubError(404, "EntryNotFound", "%s does not exist at revision %s" % (rel, commit.sha),
                            {"X-Repo-Commit": commit.sha})
+        self.check_gated_file(repo, rtype, rel)
         path, _, st = found
         oid, lfs = state.store.file_identity(path, rel, st)
         if lfs is None:
@@ -170,10 +197,15 @@ class ApiRoutes:
                 self.send_file(f, os.fstat(f.fileno()).st_size,
                                {"ETag": '"%s"' % oid, "X-Repo-Commit": commit.sha})
             return
+        if state.redirect_chain and not from_chain:
+            # The first of two hops: a relative redirect on the Hub itself (as for a renamed
+            # repo), which then redirects to the CDN.
+            hop = "/api/resolve-chain/%s/%s/%s/%s/%s" % (rtype, urllib.parse.quote(org), urllib.parse.quote(name),
+                                                      commit.sha, urllib.parse.quote(rel))
+            return self.send_bytes(307, b"", {"Location": hop, "X-Repo-Commit": commit.sha})
         sha256 = lfs["oid"]
         state.blobs.register(sha256, path, st)
-        expires, sig = state.signer.sign(sha256)
-        location = "%s/blobs/%s?expires=%d&sig=%s" % (state.cdn_url, sha256, expires, sig)
+        location = "%s/blobs/%s?%s" % (state.cdn_url, sha256, state.signer.signed_query(sha256))
         self.send_bytes(302, b"", {
             "Location": location,
             "X-Repo-Commit": commit.sha,

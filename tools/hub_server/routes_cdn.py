@@ -1,5 +1,5 @@
-"""The CDN origin: GET|HEAD /blobs/{sha256}?expires=&sig=, serving a blob resolve registered,
-once its signature and expiry check out."""
+"""The CDN origin: GET|HEAD /blobs/{sha256}?<signature>, serving a blob resolve registered,
+once its signature and expiry check out (any of the --url-style spellings, signing.py)."""
 
 import os
 
@@ -16,7 +16,7 @@ class CdnRoutes:
             raise HubError(404, None, "the CDN serves only GET/HEAD /blobs/<sha256>")
         sha256 = parts[2]
         q = self.query
-        why = state.signer.check(sha256, q.get("expires", [None])[0], q.get("sig", [None])[0])
+        why = state.signer.check_query(sha256, q)
         if why is not None:
             raise HubError(403, "AccessDenied", why)
         blob = state.blobs.get(sha256)

@@ -17,6 +17,8 @@ class ControlRoutes:
             return self.send_json(200, state.stats.snapshot())
         if route == ("GET", "/_hubfs/trace"):
             return self.send_json(200, state.stats.trace())
+        if route == ("GET", "/_hubfs/quotas"):
+            return self.send_json(200, state.quotas.snapshot())
         if route == ("GET", "/_hubfs/health"):
             return self.send_json(200, {"ok": True})
         if route == ("POST", "/_hubfs/reset"):

@@ -38,6 +38,7 @@ class PlainRoutes:
         if not is_dir:
             if wants_dir:
                 raise HubError(404, "EntryNotFound", "%s is a file, not a directory" % rel)
+            self.check_gated_file(repo, segs[0], rel)
             with open(path, "rb") as f:
                 return self.send_file(f, os.fstat(f.fileno()).st_size,
                                       {"Last-Modified": last_modified, "X-Repo-Commit": commit.sha})

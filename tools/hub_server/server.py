@@ -13,12 +13,13 @@ import threading
 
 from .faults import FaultTable
 from .handler import Handler
+from .quotas import QuotaTable, parse_quota_spec
 from .routes_api import ApiRoutes
 from .routes_cdn import CdnRoutes
 from .routes_control import ControlRoutes
 from .routes_plain import PlainRoutes
 from .shaping import Shaping
-from .signing import UrlSigner
+from .signing import URL_STYLES, UrlSigner
 from .stats import Stats
 from .store import BlobRegistry, DigestCache, RepoStore
 
@@ -64,12 +65,15 @@ class ServerState:
     def __init__(self, args):
         self.store = RepoStore(os.path.abspath(args.root), args.lfs_threshold, DigestCache())
         self.blobs = BlobRegistry()
-        self.signer = UrlSigner(args.url_ttl)
+        self.signer = UrlSigner(args.url_ttl, args.url_style)
+        self.quotas = QuotaTable(args.quota, args.quota_window)
+        self.redirect_chain = args.redirect_chain
         self.stats = Stats()
         self.faults = FaultTable()
         self.shaping = Shaping(args.latency_ms, args.bandwidth_mbps)
         self.page_size = args.page_size
         self.tokens = set(args.token or [])
+        self.tokens_no_access = set(args.token_no_access or [])
         self.verbose = args.verbose
         self.api_url = None
         self.cdn_url = None
@@ -88,6 +92,20 @@ def parse_args(argv):
     p.add_argument("--page-size", type=int, default=1000, help="most tree entries per page")
     p.add_argument("--token", action="extend", nargs="+",
                    help="tokens accepted for private/gated repos (--token A B or --token A --token B)")
+    p.add_argument("--token-no-access", action="extend", nargs="+",
+                   help="valid tokens that open no private or gated repo (any other token is "
+                        "refused: 401 Invalid credentials in Authorization header)")
+    p.add_argument("--quota", type=parse_quota_spec, default={},
+                   help="requests per window and caller, e.g. api=30,resolvers=200 (buckets: api, "
+                        "resolvers); every counted answer carries RateLimit and RateLimit-Policy; "
+                        "over quota: 429 until the window resets. Default: no quotas")
+    p.add_argument("--quota-window", type=int, default=300, help="seconds per fixed quota window (Hub: 300)")
+    p.add_argument("--url-style", choices=URL_STYLES, default="local",
+                   help="how signed CDN URLs are spelled: local (expires=&sig=), s3 (X-Amz-*), "
+                        "cloudfront (Expires=&Signature=&Key-Pair-Id=)")
+    p.add_argument("--redirect-chain", action="store_true",
+                   help="resolve of an LFS file answers a relative 307 on the Hub first, which then "
+                        "redirects to the CDN: two hops")
     p.add_argument("--lfs-threshold", type=int, default=10240, help="files this big or bigger are LFS")
     p.add_argument("--exit-on-stdin-eof", action="store_true",
                    help="exit when stdin closes (the launcher holds the other end, so the server "
@@ -96,6 +114,8 @@ def parse_args(argv):
     p.add_argument("--tls-cert", help="PEM certificate (chain) to serve both origins over https")
     p.add_argument("--tls-key", help="PEM private key of --tls-cert")
     args = p.parse_args(argv)
+    if args.quota_window < 1:
+        p.error("--quota-window must be >= 1")
     if args.page_size < 1:
         p.error("--page-size must be >= 1")
     if bool(args.tls_cert) != bool(args.tls_key):

@@ -119,6 +119,8 @@ class Repo:
         self.gated = cfg.get("gated", False) or False
         # "moved_to": "org/new-name" makes every request for this repo a 307 to the new id.
         self.moved_to = cfg.get("moved_to")
+        # Set by the API routes once they know the caller: whether its token opens this repo.
+        self.caller_allowed = False
 
     def commit_sha(self, commit_name):
         return hashlib.sha1(("%s:%s" % (self.id, commit_name)).encode()).hexdigest()
