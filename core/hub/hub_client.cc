@@ -154,6 +154,7 @@ Result<HubClient::Answer> HubClient::fetch_api(HttpRequest request, const hub_er
 }
 
 Result<RepoInfo> HubClient::repo_info(const RepoRef& repo) {
+  if (Status s = check_revision(repo.revision); !s.ok()) return s;
   hub_errors::Context ctx{shown_endpoint_, &repo, std::nullopt, false, &config_.token};
   HttpRequest req;
   req.url = config_.endpoint + "/api/" + std::string(api_segment(repo.type)) + "/" + repo.id + "/revision/" +
@@ -166,6 +167,7 @@ Result<RepoInfo> HubClient::repo_info(const RepoRef& repo) {
 }
 
 Result<std::vector<TreeEntry>> HubClient::list_dir(const RepoRef& repo, std::string_view dir_in) {
+  if (Status s = check_revision(repo.revision); !s.ok()) return s;
   auto dir = normalize_repo_path(dir_in, /*allow_root=*/true);
   if (!dir.ok()) return dir.status();
   hub_errors::Context ctx{shown_endpoint_, &repo, *dir, true, &config_.token};
@@ -219,6 +221,7 @@ Result<std::vector<TreeEntry>> HubClient::list_dir(const RepoRef& repo, std::str
 }
 
 Result<std::vector<TreeEntry>> HubClient::paths_info(const RepoRef& repo, const std::vector<std::string>& paths) {
+  if (Status s = check_revision(repo.revision); !s.ok()) return s;
   std::vector<std::string> wanted;
   wanted.reserve(paths.size());
   for (const auto& p : paths) {
@@ -256,6 +259,7 @@ Result<std::vector<TreeEntry>> HubClient::paths_info(const RepoRef& repo, const 
 }
 
 Result<Location> HubClient::locate(const RepoRef& repo, std::string_view path_in, bool refresh) {
+  if (Status s = check_revision(repo.revision); !s.ok()) return s;
   auto path = normalize_repo_path(path_in, /*allow_root=*/false);
   if (!path.ok()) return path.status();
   const std::string key = location_key(repo, *path);
