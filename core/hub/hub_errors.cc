@@ -77,8 +77,16 @@ Status classify(const HttpResponse& r, const Context& c) {
                             ": its files cannot be read; use another repository");
   }
   if (code == "RepoNotFound" || s == 401) {
+    // The Hub answers a private repo asked without a token exactly as one that does not exist
+    // (401 RepoNotFound): both are missing to us, as to huggingface_hub, so ENOENT under --hub.
+    // A 401 about the token itself (no RepoNotFound, or "Invalid credentials") is a refusal.
+    const std::string said = r.header("x-error-message").value_or(hub_json::error_field(r.body).value_or(""));
+    if (s == 401 && said.find("Invalid credentials") != std::string::npos) {
+      return PermissionDenied("the token sent to " + c.endpoint + " was refused as invalid: check HF_TOKEN or "
+                              "~/.cache/huggingface/token (huggingface-cli login writes a fresh one)");
+    }
     std::string m = not_found_or_private(c);
-    return s == 401 ? PermissionDenied(m) : NotFound(m);
+    return s == 401 && code != "RepoNotFound" ? PermissionDenied(m) : NotFound(m);
   }
   if (s == 404) {
     if (!c.path) return NotFound(not_found_or_private(c));
