@@ -81,9 +81,6 @@ Listing list_blocks(const std::string& cache_dir) {
       out.temps.push_back(std::move(e));
       continue;
     }
-    // Not a block (a file someone dropped here): not counted, pruned or judged, as in the
-    // mount's own budget scan.
-    if (!block_file::is_block_file(name, e.size)) continue;
     BlockFile b;
     if (!split_block_name(name, b.stem, b.index)) b.stem.clear();
     b.entry = std::move(e);

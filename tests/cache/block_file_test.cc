@@ -47,7 +47,7 @@ TEST(BlockFileName, DistinctIdsNeverShareAName) {
 
 TEST(BlockFileName, OnlyNamesAndSizesABlockCanHaveAreBlocks) {
   const uint64_t ok_size = kHeaderSize + 1000;
-  for (const std::string id : {"sha256:" + std::string(64, 'a'), std::string("oid:0123_x"), std::string(300, 'z'),
+  for (const std::string& id : {"sha256:" + std::string(64, 'a'), std::string("oid:0123_x"), std::string(300, 'z'),
                                std::string("a b/c")}) {
     const auto d = digest_content_id(id);
     for (uint64_t index : {0ull, 7ull, 18446744073709551615ull}) {

@@ -192,8 +192,9 @@ TEST(WithoutUrlCredentials, RemovesUserAndPasswordFromEveryUrlInAnArgument) {
   for (const char* plain : {"", "datasets/org/name", "http://host", "://", "a://@", "/mnt/x@y", "org/name@v1"}) {
     const std::string cleaned = without_url_credentials(plain);
     EXPECT_LE(cleaned.size(), std::string(plain).size()) << plain;
-    if (std::string(plain).find("@") == std::string::npos || std::string(plain).find("://") == std::string::npos)
+    if (std::string(plain).find("@") == std::string::npos || std::string(plain).find("://") == std::string::npos) {
       EXPECT_EQ(cleaned, plain);
+    }
   }
   EXPECT_EQ(without_url_credentials("a://@"), "a://");
 }
