@@ -469,6 +469,12 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   if (!m.session) {
     return InvalidArgument("FUSE rejected the mount options '" + opts + "' (see the message above)");
   }
+  // libfuse installs its handlers only over the default action, so a daemon started with SIGINT
+  // ignored (a script's background job: the shell ignores SIGINT for it) would ignore it for
+  // good. A stop signal sent to the daemon is meant for it: SIGINT and SIGTERM go back to the
+  // default first. SIGHUP is left as inherited (nohup means it).
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
   if (fuse_set_signal_handlers(m.session) != 0) return Internal("cannot install signal handlers");
   m.signals = true;
   if (fuse_session_mount(m.session, mountpoint.c_str()) != 0) {

@@ -10,8 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <fstream>
 #include <sstream>
 
@@ -193,15 +199,64 @@ Result<std::string> check_mountpoint(const std::string& mountpoint, bool allow_n
   return path;
 }
 
+namespace {
+
+// How long `hubfs unmount` waits for a mount to answer before giving up: a daemon that is
+// stopped (SIGSTOP, a debugger) never answers, and the command must not hang with it. As long
+// as `hubfs status` waits (a live daemon answers in milliseconds).
+constexpr auto kAnswerTimeout = std::chrono::seconds(3);
+
+// What run_unmount learns about the mountpoint; every step may ask the daemon (resolving the
+// path stats the mount's root, is_dead_fuse_mount asks statfs).
+struct MountState {
+  std::string path;
+  bool mounted = false;
+  bool dead = false;
+};
+
+// MountState of `mountpoint`, found on a thread of its own; nothing if that takes longer than
+// kAnswerTimeout. A thread still blocked then is left behind: it ends with the process (the
+// kernel lets a process that exits abandon a FUSE request its daemon has not read).
+std::optional<MountState> mount_state_within_timeout(const std::string& mountpoint) {
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<MountState> state;
+  };
+  auto shared = std::make_shared<Shared>();
+  std::thread([shared, mountpoint] {
+    MountState s;
+    s.path = absolute_mountpoint(mountpoint);
+    s.mounted = is_mount_point(s.path);
+    s.dead = s.mounted && is_dead_fuse_mount(s.path);
+    std::lock_guard<std::mutex> lock(shared->mu);
+    shared->state = std::move(s);
+    shared->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(shared->mu);
+  shared->cv.wait_for(lock, kAnswerTimeout, [&] { return shared->state.has_value(); });
+  return shared->state;
+}
+
+}  // namespace
+
 int run_unmount(const std::string& mountpoint) {
-  const std::string path = absolute_mountpoint(mountpoint);
-  if (!is_mount_point(path)) {
+  const auto state = mount_state_within_timeout(mountpoint);
+  if (!state) {
+    std::cerr << "hubfs: " << mountpoint << " does not answer within " << kAnswerTimeout.count()
+              << " s: its daemon is stopped (SIGSTOP, a debugger) or stuck; resume it (kill -CONT PID; "
+                 "hubfs status lists it as not responding) and unmount again, or detach the mount without "
+                 "it: umount -l " << mountpoint << " (as a user: fusermount3 -uz " << mountpoint << ")\n";
+    return 1;
+  }
+  const std::string& path = state->path;
+  if (!state->mounted) {
     std::cerr << "hubfs: " << mountpoint << " is not mounted\n";
     return 1;
   }
   // A mount whose daemon died (SIGKILL, OOM) cannot answer an orderly unmount's requests:
   // detach it.
-  if (is_dead_fuse_mount(path)) {
+  if (state->dead) {
     if (Status s = detach_mount(path); !s.ok()) {
       std::cerr << "hubfs: " << s.message() << "\n";
       return 1;

@@ -12,6 +12,7 @@
 
 #include "cache/cache_admin.h"
 #include "common/log.h"
+#include "hub/environment.h"
 #include "hub/hub_client.h"
 #include "mount.h"
 #include "mountpoint.h"
@@ -213,9 +214,31 @@ std::optional<std::string> canonical_repo(const std::string& spec, std::string& 
   return std::string(hubfs::api_segment(ref->type)) + "/" + ref->id;
 }
 
+// Our arguments with credentials in them, for the parsers; the process's own arguments, which any
+// user of the machine can read for the daemon's whole life (ps, /proc/PID/cmdline), lose the
+// endpoint's "user:password@" in place at once (the rest moves up, the tail is zeroed).
+struct ScrubbedArgs {
+  std::vector<std::string> kept;
+  std::vector<char*> argv;
+  ScrubbedArgs(int argc, char** real) : kept(real, real + argc) {
+    for (std::string& a : kept) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (int i = 0; i < argc; ++i) {
+      const std::string clean = hubfs::without_url_credentials(real[i]);
+      const size_t old_size = std::strlen(real[i]);
+      if (clean.size() == old_size) continue;
+      std::memcpy(real[i], clean.data(), clean.size());
+      std::memset(real[i] + clean.size(), 0, old_size - clean.size());
+    }
+  }
+};
+
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int real_argc, char** real_argv) {
+  ScrubbedArgs args(real_argc, real_argv);
+  int argc = real_argc;
+  char** argv = args.argv.data();
   // Blocks and response bodies are 1-8 MiB buffers allocated and freed all the time. glibc would
   // mmap each one and unmap it on free, so every block paid fresh page faults (~0.5 GB/s on these
   // VMs, measured: half the daemon's CPU on a cold read). Keep such buffers on the heap, and keep

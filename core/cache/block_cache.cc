@@ -297,6 +297,8 @@ class DiskBlockCache final : public BlockCache {
           scan.total += e.size;  // a write in flight: it will land, so it counts
           continue;
         }
+        // Not a block (a file someone dropped here, whatever its size): not ours to count or evict.
+        if (!block_file::is_block_file(base_name(e.path), e.size)) continue;
         scan.total += e.size;
         if (heap.size() == keep) {
           if (!newer(e, heap.front())) continue;

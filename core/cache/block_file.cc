@@ -89,6 +89,32 @@ std::string file_name(std::string_view content_id, const Digest& digest, uint64_
 
 bool is_temp_name(std::string_view file_name) { return file_name.starts_with(kTempPrefix); }
 
+bool is_block_file(std::string_view name, uint64_t file_size) {
+  if (file_size < kHeaderSize || file_size > kHeaderSize + kMaxDataBytes) return false;
+  const size_t dot = name.rfind('.');
+  // The index: decimal, as std::to_string writes a uint64_t.
+  constexpr size_t kMaxIndexDigits = 20;
+  if (dot == std::string_view::npos || dot == 0 || dot + 1 == name.size() || name.size() - dot - 1 > kMaxIndexDigits)
+    return false;
+  for (char c : name.substr(dot + 1))
+    if (c < '0' || c > '9') return false;
+  const std::string_view stem = name.substr(0, dot);
+  if (stem.front() == '.') return false;
+  if (stem.size() == 2 + 64 && stem.starts_with("_h")) {
+    for (char c : stem.substr(2))
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+    return true;
+  }
+  if (stem.size() > kMaxEscapedName + 2) return false;
+  for (size_t i = 0; i < stem.size(); ++i) {
+    if (is_plain(stem[i])) continue;
+    // '_' only as the escapes "__" and "_c".
+    if (stem[i] != '_' || i + 1 == stem.size() || (stem[i + 1] != '_' && stem[i + 1] != 'c')) return false;
+    ++i;
+  }
+  return true;
+}
+
 std::string encode(const Digest& digest, uint64_t index, std::string_view data) {
   std::string out(kHeaderSize + data.size(), '\0');
   char* h = out.data();

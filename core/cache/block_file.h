@@ -40,6 +40,13 @@ std::string shard_name(const Digest& digest);
 // mistaken for a temp file.
 std::string file_name(std::string_view content_id, const Digest& digest, uint64_t index);
 
+// Whether a file found in the blocks directory can be a block: a name file_name() produces
+// ("<escaped id>.<index>" or "_h<64 hex>.<index>") and a size a block file can have (a header
+// and at most kMaxDataBytes). Anything else is not the cache's: the mount's budget scan neither
+// counts nor evicts it (a 10 GiB file dropped there must not push good blocks out); `hubfs cache
+// verify` is what deletes such files.
+bool is_block_file(std::string_view file_name, uint64_t file_size);
+
 // Temp files are dot files in the target's directory: ".tmp.<pid>.<tid>.<counter>".
 constexpr std::string_view kTempPrefix = ".tmp.";
 bool is_temp_name(std::string_view file_name);

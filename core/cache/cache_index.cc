@@ -15,6 +15,8 @@ namespace {
 
 // Entries are a few hundred bytes; anything much larger is not one of ours.
 constexpr uint64_t kMaxEntryBytes = 64 * 1024;
+// A record claiming a larger file is damaged: the bound listings have (hub_json::kMaxListedSize).
+constexpr uint64_t kMaxRecordedSize = 1ull << 53;
 constexpr char kKeySeparator = '~';  // never produced by block_file's escaping
 constexpr const char* kBudgetFile = "budget";
 
@@ -95,12 +97,19 @@ std::vector<IndexEntry> read_all(const std::string& cache_dir) {
     entry.file = e.path;
     entry.mtime_ns = e.mtime_ns;
     IndexRecord& r = entry.record;
-    r.repo = j.value("repo", "");
-    r.revision = j.value("revision", "");
-    r.commit = j.value("commit", "");
-    r.path = j.value("path", "");
-    r.content_id = j.value("content_id", "");
-    r.size = j.value("size", uint64_t{0});
+    // Fields of the wrong type make the record damaged (json::value would throw on them).
+    auto text_field = [&](const char* key) {
+      auto it = j.find(key);
+      return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    r.repo = text_field("repo");
+    r.revision = text_field("revision");
+    r.commit = text_field("commit");
+    r.path = text_field("path");
+    r.content_id = text_field("content_id");
+    auto size = j.find("size");
+    if (size == j.end() || !size->is_number_unsigned() || size->get<uint64_t>() > kMaxRecordedSize) continue;
+    r.size = size->get<uint64_t>();
     if (r.repo.empty() || r.content_id.empty()) continue;
     entry.stem = content_stem(r.content_id);
     out.push_back(std::move(entry));

@@ -41,7 +41,7 @@ std::optional<std::string> decode_revision(const std::string& s) {
     if (c < 0x20 || c == 0x7f) return std::nullopt;
     out += static_cast<char>(c);
   }
-  if (out.empty() || out.size() > 255) return std::nullopt;
+  if (out.size() > 255 || revision_problem(out)) return std::nullopt;  // "%2e%2e" is ".."
   return out;
 }
 

@@ -14,6 +14,25 @@ std::string find_endpoint(const TokenSources& sources) {
   return endpoint;
 }
 
+std::string without_url_credentials(std::string_view text) {
+  std::string out;
+  size_t pos = 0;
+  while (true) {
+    const size_t scheme_end = text.find("://", pos);
+    if (scheme_end == std::string_view::npos) break;
+    const size_t authority = scheme_end + 3;
+    // The authority ends where the path, query or fragment starts, or at a ',' (between -o
+    // options) or a space; the credentials end at its last '@' (a password may hold a raw '@').
+    size_t end = text.find_first_of("/?#, \t", authority);
+    if (end == std::string_view::npos) end = text.size();
+    const size_t at = text.substr(authority, end - authority).rfind('@');
+    out.append(text.substr(pos, authority - pos));
+    pos = at == std::string_view::npos ? authority : authority + at + 1;
+  }
+  out.append(text.substr(pos));
+  return out;
+}
+
 bool offline_requested(const TokenSources& sources) {
   const char* v = sources.getenv ? sources.getenv("HF_HUB_OFFLINE") : nullptr;
   if (v == nullptr) return false;

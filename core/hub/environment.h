@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace hubfs {
 
@@ -62,6 +63,12 @@ class TokenWatcher {
 };
 // HF_ENDPOINT with trailing slashes dropped, else https://huggingface.co (read via sources.getenv).
 std::string find_endpoint(const TokenSources& sources = {});
+// `text` with the "user:password@" of every URL in it removed: "--endpoint=http://u:p@h/x" ->
+// "--endpoint=http://h/x", "endpoint=http://u:p@h,cache_dir=D" -> "endpoint=http://h,cache_dir=D".
+// What may stay in a process's arguments, which any user of the machine can read (ps,
+// /proc/PID/cmdline). Never longer than `text`; unchanged when it holds no credentials.
+std::string without_url_credentials(std::string_view text);
+
 // HF_HUB_OFFLINE is 1/true/yes/on (any case): the user asked for no network requests at all.
 // HubClient does not check it; whoever builds the client decides what offline means.
 bool offline_requested(const TokenSources& sources = {});

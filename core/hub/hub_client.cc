@@ -180,6 +180,7 @@ Result<HubClient::Answer> HubClient::fetch_api(HttpRequest request, const hub_er
 }
 
 Result<RepoInfo> HubClient::repo_info(const RepoRef& repo) {
+  if (Status s = check_revision(repo.revision); !s.ok()) return s;
   const std::optional<std::string> token = current_token();
   hub_errors::Context ctx{shown_endpoint_, &repo, std::nullopt, false, &token};
   HttpRequest req;
@@ -193,6 +194,7 @@ Result<RepoInfo> HubClient::repo_info(const RepoRef& repo) {
 }
 
 Result<std::vector<TreeEntry>> HubClient::list_dir(const RepoRef& repo, std::string_view dir_in) {
+  if (Status s = check_revision(repo.revision); !s.ok()) return s;
   auto dir = normalize_repo_path(dir_in, /*allow_root=*/true);
   if (!dir.ok()) return dir.status();
   auto listed = fetch_tree(repo, *dir, /*recursive=*/false, config_.max_dir_pages, /*budget_is_soft=*/false);
@@ -202,6 +204,7 @@ Result<std::vector<TreeEntry>> HubClient::list_dir(const RepoRef& repo, std::str
 
 Result<std::optional<std::vector<TreeEntry>>> HubClient::list_subtree(const RepoRef& repo, std::string_view dir_in,
                                                                       size_t page_budget) {
+  if (Status s = check_revision(repo.revision); !s.ok()) return s;
   auto dir = normalize_repo_path(dir_in, /*allow_root=*/true);
   if (!dir.ok()) return dir.status();
   return fetch_tree(repo, *dir, /*recursive=*/true, std::min(page_budget, config_.max_dir_pages),
@@ -272,6 +275,7 @@ Result<std::optional<std::vector<TreeEntry>>> HubClient::fetch_tree(const RepoRe
 }
 
 Result<std::vector<TreeEntry>> HubClient::paths_info(const RepoRef& repo, const std::vector<std::string>& paths) {
+  if (Status s = check_revision(repo.revision); !s.ok()) return s;
   std::vector<std::string> wanted;
   wanted.reserve(paths.size());
   for (const auto& p : paths) {
@@ -310,6 +314,7 @@ Result<std::vector<TreeEntry>> HubClient::paths_info(const RepoRef& repo, const 
 }
 
 Result<Location> HubClient::locate(const RepoRef& repo, std::string_view path_in, bool refresh) {
+  if (Status s = check_revision(repo.revision); !s.ok()) return s;
   auto path = normalize_repo_path(path_in, /*allow_root=*/false);
   if (!path.ok()) return path.status();
   const std::string key = location_key(repo, *path);

@@ -88,8 +88,11 @@ Status classify(const HttpResponse& r, const Context& c) {
                             "HF_HUB_DISABLE_IMPLICIT_TOKEN=1");
   }
   if (code == "RepoNotFound" || s == 401) {
+    // The Hub answers a private repo asked without a token exactly as one that does not exist
+    // (401 RepoNotFound): both are missing to us, as to huggingface_hub, so ENOENT under --hub.
+    // Any other 401 (no RepoNotFound) is a refusal; an invalid token was told apart above.
     std::string m = not_found_or_private(c);
-    return s == 401 ? PermissionDenied(m) : NotFound(m);
+    return s == 401 && code != "RepoNotFound" ? PermissionDenied(m) : NotFound(m);
   }
   if (s == 404) {
     if (!c.path) return NotFound(not_found_or_private(c));

@@ -41,10 +41,25 @@ int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
   return era * 146097 + static_cast<int64_t>(doe) - 719468;
 }
 
+// A byte count: a JSON integer from 0 to kMaxListedSize. Strings ("12"), fractions (1.5),
+// negatives and anything larger (2^63-1; 2^64, which the parser can only hold as a double) are not.
 std::optional<uint64_t> as_size(const json& j) {
-  if (j.is_number_unsigned()) return j.get<uint64_t>();
-  if (j.is_number_integer() && j.get<int64_t>() >= 0) return static_cast<uint64_t>(j.get<int64_t>());
-  return std::nullopt;
+  uint64_t v = 0;
+  if (j.is_number_unsigned()) {
+    v = j.get<uint64_t>();
+  } else if (j.is_number_integer() && j.get<int64_t>() >= 0) {
+    v = static_cast<uint64_t>(j.get<int64_t>());
+  } else {
+    return std::nullopt;
+  }
+  if (v > kMaxListedSize) return std::nullopt;
+  return v;
+}
+
+// The size as the listing wrote it, for a message: bounded, so a huge string stays readable.
+std::string shown(const json& j) {
+  std::string text = j.dump();
+  return text.size() > 40 ? text.substr(0, 40) + "..." : text;
 }
 
 std::string string_or_empty(const json& obj, const char* key) {
@@ -96,6 +111,8 @@ Result<RepoInfo> parse_repo_info(std::string_view body, std::string_view source)
   RepoInfo info;
   info.sha = string_or_empty(*j, "sha");
   if (info.sha.empty()) return malformed(source, "no commit 'sha' in the repository info");
+  // The mount puts the commit into every later URL as its revision.
+  if (revision_problem(info.sha)) return malformed(source, "the commit 'sha' in the repository info is not a revision");
   if (auto when = parse_iso8601(string_or_empty(*j, "lastModified"))) info.last_modified = *when;
   if (auto it = j->find("private"); it != j->end() && it->is_boolean()) info.is_private = it->get<bool>();
   // "gated" is false, or the gating mode as a string ("auto", "manual").
@@ -121,11 +138,26 @@ Result<std::vector<TreeEntry>> parse_tree_entries(std::string_view body, std::st
     if (e.path.empty() || (type != "file" && type != "directory")) continue;
     e.is_dir = type == "directory";
     e.oid = string_or_empty(item, "oid");
-    if (auto it = item.find("size"); it != item.end()) e.size = as_size(*it).value_or(0);
+    // A size is what the reader sizes its work by: one it cannot believe fails the whole listing
+    // (never shown as 0, never a file of 2^63 bytes). A file always has one; a directory's is
+    // ignored.
+    auto bad_size = [&](const json* value) {
+      return malformed(source, "'" + e.path + "' is listed with size " + (value ? shown(*value) : "(none)") +
+                                   ", not a byte count from 0 to 2^53");
+    };
+    if (auto it = item.find("size"); it != item.end()) {
+      auto size = as_size(*it);
+      if (!size && !e.is_dir) return bad_size(&*it);
+      e.size = size.value_or(0);
+    } else if (!e.is_dir) {
+      return bad_size(nullptr);
+    }
     if (auto lfs = item.find("lfs"); !e.is_dir && lfs != item.end() && lfs->is_object()) {
       // The git blob is only the pointer: the real size and content hash are the LFS ones.
       if (auto it = lfs->find("size"); it != lfs->end()) {
-        if (auto size = as_size(*it)) e.size = *size;
+        auto size = as_size(*it);
+        if (!size) return bad_size(&*it);
+        e.size = *size;
       }
       std::string sha = string_or_empty(*lfs, "oid");
       if (!sha.empty()) e.lfs_sha256 = sha;

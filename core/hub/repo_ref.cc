@@ -50,19 +50,35 @@ std::optional<std::string> name_problem(std::string_view name) {
   return std::nullopt;
 }
 
-// Returns why the revision cannot be used, or nothing. It travels as one encoded path segment,
-// so only what would still be misread after encoding is refused: "." and ".." (URL
-// normalisation would climb out of the path) and control characters.
+}  // namespace
+
 std::optional<std::string> revision_problem(std::string_view rev) {
   if (rev.empty()) return "it is empty";
-  if (rev == "." || rev == "..") return "it is '.' or '..'";
+  // "." and ".." survive encoding (they are unreserved) and URL normalisation, by curl or by any
+  // server or proxy on the way, would climb out of the revision's segment: /tree/.. lists the
+  // repo at its default branch. A part of "a/../b" is refused too: the server decodes %2F
+  // before it reads the ref, and git allows no such ref name anyway.
+  size_t start = 0;
+  while (true) {
+    const size_t slash = rev.find('/', start);
+    const std::string_view part = rev.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (part == "." || part == "..") return "it is (or has a part that is) '.' or '..'";
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
   for (unsigned char c : rev) {
     if (c < 0x20 || c == 0x7f) return "it contains a control character";
   }
   return std::nullopt;
 }
 
-}  // namespace
+Status check_revision(std::string_view rev) {
+  if (auto problem = revision_problem(rev)) {
+    return InvalidArgument("revision '" + std::string(rev) + "' cannot be used: " + *problem +
+                           "; give a branch, tag, commit sha or refs/pr/N");
+  }
+  return Status::Ok();
+}
 
 std::string_view api_segment(RepoType type) {
   switch (type) {
@@ -160,10 +176,7 @@ Result<RepoRef> parse_repo_ref(std::string_view spec, std::optional<std::string>
   } else if (spec_revision) {
     ref.revision = *spec_revision;
   }
-  if (auto problem = revision_problem(ref.revision)) {
-    return InvalidArgument("revision '" + ref.revision + "' cannot be used: " + *problem +
-                           "; give a branch, tag, commit sha or refs/pr/N");
-  }
+  if (Status s = check_revision(ref.revision); !s.ok()) return s;
   return ref;
 }
 

@@ -40,6 +40,14 @@ Result<RepoSpec> parse_repo_spec(std::string_view spec, std::optional<std::strin
                                  std::optional<std::string> revision_override = {},
                                  std::optional<std::string> subfolder_override = {});
 
+// Why a revision cannot be put into a URL, or nothing: empty, "." or ".." (or a '/'-separated
+// part that is: a/../b), or a control character. Checked by parse_repo_ref and again by every
+// HubClient call that puts a revision into a URL, so no path (--hub's NAME@REV, a stored
+// record) gets one through.
+std::optional<std::string> revision_problem(std::string_view revision);
+// The same as a kInvalidArgument Status naming the revision and what to give instead.
+Status check_revision(std::string_view revision);
+
 // "models", "datasets", "spaces" (API path) and "", "datasets/", "spaces/" (resolve prefix).
 std::string_view api_segment(RepoType type);
 std::string_view resolve_prefix(RepoType type);

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
+#include <unordered_set>
 
 #include "common/log.h"
 
@@ -41,19 +43,24 @@ struct BlockReader::Verification {
   Status verdict;  // the outcome once the hash is finished (verifier reset)
 
   // Which blocks have arrived since the hash began (or sat in memory then): the arrival that
-  // leaves none missing is the one whose waiters get the verdict.
+  // leaves none missing is the one whose waiters get the verdict. Kept sparse, as a prefix and
+  // the arrivals past it, so memory follows the blocks that came (out of order), never the size
+  // a listing claims (a bitmap of a file listed at 2^63 bytes was an abort).
   std::mutex arrival_mu;
-  std::vector<bool> arrived;
-  uint64_t missing = 0;
+  uint64_t nblocks = 0;
+  uint64_t arrived_below = 0;                  // every block below this one has arrived
+  std::unordered_set<uint64_t> arrived_above;  // arrivals past arrived_below
 
+  void record_locked(uint64_t index) {
+    if (index < arrived_below || index >= nblocks) return;
+    arrived_above.insert(index);
+    while (arrived_above.erase(arrived_below) != 0) ++arrived_below;
+  }
   // Records block `index`; true when no block is missing any more (this one may finish the hash).
   bool mark_arrived(uint64_t index) {
     std::lock_guard<std::mutex> lock(arrival_mu);
-    if (index < arrived.size() && !arrived[index]) {
-      arrived[index] = true;
-      --missing;
-    }
-    return missing == 0;
+    record_locked(index);
+    return arrived_below == nblocks;
   }
 };
 
@@ -184,10 +191,16 @@ std::shared_ptr<BlockReader::Verification> BlockReader::verification_for(const R
     std::lock_guard<std::mutex> mem(mu_);
     if (!peek(memory_key(id, 0))) return nullptr;  // starts only with the first block
     // Blocks that came before the first one count as arrived while they are still in memory
-    // (one pass over the file's blocks, once per hash).
-    v->arrived.assign(nblocks, false);
-    for (uint64_t b = 0; b < nblocks; ++b) v->arrived[b] = peek(memory_key(id, b)).has_value();
-    v->missing = static_cast<uint64_t>(std::count(v->arrived.begin(), v->arrived.end(), false));
+    // (one pass over the memory cache, bounded by its budget, once per hash).
+    v->nblocks = nblocks;
+    const std::string prefix = id + "#";
+    for (const auto& cached : lru_) {
+      const std::string& key = cached.first;
+      uint64_t b = 0;
+      if (!key.starts_with(prefix)) continue;
+      auto [end, ec] = std::from_chars(key.data() + prefix.size(), key.data() + key.size(), b);
+      if (ec == std::errc() && end == key.data() + key.size()) v->record_locked(b);
+    }
   }
   v->verifier = ContentVerifier::for_content(file.content_id, file.size);
   if (!v->verifier) return nullptr;

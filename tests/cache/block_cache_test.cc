@@ -231,6 +231,31 @@ TEST(BlockCache, EvictsLeastRecentlyUsedFirst) {
   EXPECT_FALSE(cache->get(kB, 0).has_value());
 }
 
+// Files that are not blocks (a 10 GiB file dropped into a shard, one named like a block but
+// larger than any block can be) are not the cache's: the budget scan neither counts nor evicts
+// them, so no good block goes for their sake. (Sparse files: no disk is spent.)
+TEST(BlockCache, FilesThatAreNotBlocksNeitherCountNorEvictGoodBlocks) {
+  TempDir tmp;
+  const uint64_t file_size = block_file::kHeaderSize + 1000;
+  auto cache = open_cache({.dir = tmp.str(), .budget_bytes = 8 * file_size, .low_water = 1.0});
+  ASSERT_TRUE(cache);
+  for (const std::string& id : {kA, kB, kC, kD}) cache->put(id, 0, pattern(id, 0, 1000));
+  const fs::path shard = fs::path(block_path(tmp.path(), kA, 0)).parent_path();
+  const uint64_t ten_gib = 10ull << 30;
+  for (const fs::path& junk : {shard / "junk.img", shard / "sha256_cjunk.0", tmp.path() / "blocks" / "stray"}) {
+    { std::ofstream(junk.string()) << "x"; }
+    fs::resize_file(junk, ten_gib);
+  }
+  cache->enforce_budget();
+  for (const std::string& id : {kA, kB, kC, kD}) {
+    EXPECT_TRUE(fs::exists(block_path(tmp.path(), id, 0))) << id;
+    EXPECT_EQ(cache->get(id, 0), pattern(id, 0, 1000)) << id;
+  }
+  EXPECT_EQ(cache->stats().evictions, 0u);
+  EXPECT_EQ(cache->stats().bytes_used, 4 * file_size) << "only blocks are counted";
+  EXPECT_TRUE(fs::exists(shard / "junk.img")) << "and what is not ours is left alone";
+}
+
 TEST(BlockCache, SmallEvictionBatchesStillEvictOldestFirstDownToLowWater) {
   TempDir tmp;
   auto disk = std::make_shared<FaultDisk>();

@@ -45,6 +45,27 @@ TEST(BlockFileName, DistinctIdsNeverShareAName) {
   }
 }
 
+TEST(BlockFileName, OnlyNamesAndSizesABlockCanHaveAreBlocks) {
+  const uint64_t ok_size = kHeaderSize + 1000;
+  for (const std::string& id : {"sha256:" + std::string(64, 'a'), std::string("oid:0123_x"), std::string(300, 'z'),
+                               std::string("a b/c")}) {
+    const auto d = digest_content_id(id);
+    for (uint64_t index : {0ull, 7ull, 18446744073709551615ull}) {
+      const std::string name = file_name(id, d, index);
+      EXPECT_TRUE(is_block_file(name, ok_size)) << name;
+      EXPECT_TRUE(is_block_file(name, kHeaderSize)) << "an empty block: " << name;
+      EXPECT_TRUE(is_block_file(name, kHeaderSize + kMaxDataBytes)) << name;
+      EXPECT_FALSE(is_block_file(name, kHeaderSize - 1)) << name;
+      EXPECT_FALSE(is_block_file(name, kHeaderSize + kMaxDataBytes + 1)) << name;
+      EXPECT_FALSE(is_block_file(name, 10ull << 30)) << name;
+    }
+  }
+  for (const char* junk : {"junk.img", "junk", ".tmp.1.2.3", ".hidden.0", "a b.0", "x.", ".0", "_x.0", "a_.0",
+                           "_habc.0", "sha256_cabc.-1", "sha256_cabc.123456789012345678901"}) {
+    EXPECT_FALSE(is_block_file(junk, ok_size)) << junk;
+  }
+}
+
 TEST(BlockFileName, ShardIsTwoHexDigits) {
   std::string shard = shard_name(digest_content_id(kSha));
   ASSERT_EQ(shard.size(), 2u);

@@ -119,6 +119,35 @@ TEST_F(CacheAdminTest, RecordNeverRewritesAnExistingEntry) {
   EXPECT_EQ(entries[0].record.revision, "main");
 }
 
+// An index record edited to a size no file has, or a field of the wrong type, is damaged:
+// skipped, never a crash of `hubfs cache info` (json::value throws on a type mismatch).
+TEST_F(CacheAdminTest, IndexRecordsWithHostileFieldsAreSkipped) {
+  ASSERT_TRUE(cache_index::record(dir_.str(), {"datasets/org/x", "main", "c", "a.bin", kA, 4000}).ok());
+  std::string file;
+  for (auto& e : fs::recursive_directory_iterator(cache_index::index_dir(dir_.str())))
+    if (e.path().filename().string().find('~') != std::string::npos) file = e.path().string();  // a record
+  ASSERT_FALSE(file.empty());
+  std::ifstream in(file);
+  const auto whole = nlohmann::json::parse(in);
+  for (const char* edit : {R"({"size": -1})", R"({"size": "12"})", R"({"size": 1.5})", R"({"size": 18446744073709551615})",
+                           R"({"size": 9223372036854775807})", R"({"size": null})", R"({"repo": 5})", R"({"path": []})"}) {
+    nlohmann::json j = whole;
+    j.merge_patch(nlohmann::json::parse(edit));
+    std::ofstream(file, std::ios::trunc) << j.dump();
+    std::vector<IndexEntry> entries;
+    ASSERT_NO_THROW(entries = cache_index::read_all(dir_.str())) << edit;
+    if (std::string(edit).find("path") != std::string::npos) {
+      ASSERT_EQ(entries.size(), 1u) << edit;  // a path is not required, only its type is checked
+      EXPECT_EQ(entries[0].record.path, "") << edit;
+    } else {
+      EXPECT_TRUE(entries.empty()) << edit;
+    }
+    ASSERT_TRUE(cache_admin::info(dir_.str()).ok()) << edit;
+  }
+  std::ofstream(file, std::ios::trunc) << whole.dump();
+  ASSERT_EQ(cache_index::read_all(dir_.str()).size(), 1u);
+}
+
 TEST_F(CacheAdminTest, ConcurrentRecordersLeaveWholeEntries) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t)

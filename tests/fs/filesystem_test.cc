@@ -45,16 +45,35 @@ std::string subtree_url(const std::string& dir) {
 }
 
 // A Hub with: data/ (a directory), data/big.bin (LFS), readme.md (a small file).
+// The byte at `offset` of huge.bin (an entry tests may add to the root listing).
+char huge_byte(uint64_t offset) { return static_cast<char>((offset * 13 + 5) % 251); }
+
 struct FakeHub {
   std::atomic<bool> listing_fails{false};
   std::atomic<int> listings{0};
+  // Appended to the root listing when set (set before the listing is asked for): ",{...}".
+  std::string extra_root_entries;
+  uint64_t huge_size = 0;  // the size the CDN gives huge.bin in Content-Range
 
   Result<HttpResponse> answer(const HttpRequest& req) {
     if (req.url == tree_url("")) {
       ++listings;
       if (listing_fails) return respond(503);
       return respond(200, R"([{"type":"directory","oid":"t1","size":0,"path":"data"},
-                             {"type":"file","oid":"ce013625030ba8dba906f756967f9e9ca394464a","size":6,"path":"readme.md"}])");
+                             {"type":"file","oid":"ce013625030ba8dba906f756967f9e9ca394464a","size":6,"path":"readme.md"})" +
+                              extra_root_entries + "]");
+    }
+    if (req.url.find("/resolve/") != std::string::npos && req.url.find("huge.bin") != std::string::npos)
+      return respond(302, "", {{"location", "https://cdn.test/huge"}});
+    if (req.url == "https://cdn.test/huge") {
+      auto range = find_header(req.headers, "Range");
+      uint64_t a = 0, b = 0;
+      if (!range || sscanf(range->c_str(), "bytes=%lu-%lu", &a, &b) != 2 || b < a || b - a > (64u << 20))
+        return respond(400);
+      std::string body(b - a + 1, '\0');
+      for (uint64_t i = 0; i < body.size(); ++i) body[i] = huge_byte(a + i);
+      return respond(206, body, {{"content-range", "bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" +
+                                                       std::to_string(huge_size)}});
     }
     // A directory below the root is listed with its subtree (recursive=true): here the same.
     if (req.url == tree_url("data") || req.url == subtree_url("data")) {
@@ -172,6 +191,42 @@ TEST_F(FileSystemTest, AListingFailureIsEioWithTheReasonAndIsRetried) {
   EXPECT_NE(r.error().reason.find("listing /"), std::string::npos) << r.error().reason;
   hub_.listing_fails = false;
   EXPECT_NE(lookup_ok(kRootIno, "data"), 0u);  // not remembered: the next access lists again
+}
+
+// A listed size no file can have fails the directory's listing (EIO naming the entry), never
+// the daemon; the listing is not remembered, so once the Hub answers sanely it is listed.
+TEST_F(FileSystemTest, AHostileSizeInTheHubsListingIsEioNamingTheEntry) {
+  for (const char* size : {"9223372036854775807", "18446744073709551616", "-1", "\"12\"", "1.5"}) {
+    hub_.extra_root_entries = std::string(R"(,{"type":"file","oid":"h","size":134,"path":"huge.bin","lfs":{"oid":")") +
+                              std::string(64, 'f') + R"(","size":)" + size + "}}";
+    remount(FsOptions{});
+    auto r = fs_->lookup(kRootIno, "readme.md");
+    ASSERT_FALSE(r.ok()) << size;
+    EXPECT_EQ(r.error().code, EIO) << size;
+    EXPECT_NE(r.error().reason.find("'huge.bin'"), std::string::npos) << r.error().reason;
+  }
+  hub_.extra_root_entries.clear();
+  EXPECT_NE(lookup_ok(kRootIno, "readme.md"), 0u);
+}
+
+// The largest size a listing may claim (2^53 bytes): reads at its start and its end are exact,
+// and nothing in the reader (the whole-file hash's bookkeeping) sizes itself by the claim.
+TEST_F(FileSystemTest, AFileListedAtTwoToThe53BytesReadsWithoutAllocatingForIt) {
+  hub_.huge_size = 1ull << 53;
+  hub_.extra_root_entries = std::string(R"(,{"type":"file","oid":"h","size":134,"path":"huge.bin","lfs":{"oid":")") +
+                            std::string(64, 'f') + R"(","size":9007199254740992}})";
+  remount(FsOptions{});
+  Ino huge = lookup_ok(kRootIno, "huge.bin");
+  ASSERT_NE(huge, 0u);
+  EXPECT_EQ(static_cast<uint64_t>(fs_->getattr(huge).value().st_size), hub_.huge_size);
+  auto expected = [](uint64_t offset, size_t size) {
+    std::string s(size, '\0');
+    for (size_t i = 0; i < size; ++i) s[i] = huge_byte(offset + i);
+    return s;
+  };
+  EXPECT_TRUE(read_all(huge, 0, 4096) == expected(0, 4096));
+  EXPECT_TRUE(read_all(huge, 100, 5000) == expected(100, 5000));
+  EXPECT_TRUE(read_all(huge, hub_.huge_size - 4096, 8192) == expected(hub_.huge_size - 4096, 4096));
 }
 
 TEST_F(FileSystemTest, ReaddirPagesFromAnyOffset) {
@@ -421,6 +476,45 @@ TEST_F(ListingCacheTest, ADamagedDocumentReadsAsAbsentAndIsListedAgain) {
   EXPECT_NE(lookup_ok(kRootIno, "data"), 0u);  // listed again, never crashed
   EXPECT_EQ(hub_.listings.load(), 2);
   EXPECT_TRUE(listings()->load_dir(kCommit, "").has_value());  // and stored again, whole
+}
+
+// A stored listing whose sizes were edited (by hand, by a hostile user of a shared cache
+// directory) is damaged: never shown as 0, never believed, listed again from the Hub and stored
+// again whole.
+TEST_F(ListingCacheTest, AStoredListingWithAHostileSizeIsListedAgain) {
+  remount(with(listings(), false));
+  Ino data = lookup_ok(kRootIno, "data");
+  ASSERT_NE(lookup_ok(data, "big.bin"), 0u);
+  ASSERT_EQ(hub_.listings.load(), 2);
+  std::filesystem::path doc;
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir_.path() / "cache" / "listings")) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path());
+    if (std::string((std::istreambuf_iterator<char>(in)), {}).find("big.bin") != std::string::npos) doc = e.path();
+  }
+  ASSERT_FALSE(doc.empty()) << "data/'s stored listing";
+  std::ifstream in(doc, std::ios::binary);
+  const std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int expected_listings = 2;
+  for (const char* size : {"-1", "\"12\"", "1.5", "18446744073709551616", "9223372036854775807", "null"}) {
+    for (const char* field : {"size", "lfs"}) {
+      auto j = nlohmann::json::parse(whole);
+      auto& entry = j["entries"][0];
+      auto& target = std::string(field) == "size" ? entry["size"] : entry["lfs"]["size"];
+      target = nlohmann::json::parse(size);
+      {
+        std::ofstream(doc, std::ios::trunc | std::ios::binary) << j.dump();
+      }
+      EXPECT_FALSE(listings()->load_dir(kCommit, "data").has_value()) << field << " " << size;
+      remount(with(listings(), false));
+      data = lookup_ok(kRootIno, "data");
+      Ino big = lookup_ok(data, "big.bin");
+      ASSERT_NE(big, 0u) << field << " " << size;
+      EXPECT_EQ(static_cast<uint64_t>(fs_->getattr(big).value().st_size), kBody.size()) << field << " " << size;
+      EXPECT_EQ(hub_.listings.load(), ++expected_listings) << "listed again from the Hub: " << field << " " << size;
+      EXPECT_TRUE(listings()->load_dir(kCommit, "data").has_value()) << "stored again, whole";
+    }
+  }
 }
 
 TEST_F(ListingCacheTest, OfflineServesCachedListingsAndBlocksAndFailsTheRestAtOnce) {

@@ -135,6 +135,21 @@ class HubNamespaceTest : public ::testing::Test {
   std::unique_ptr<HubNamespace> ns_;
 };
 
+// NAME@%2e%2e decodes to "..": were it sent, /tree/.. would be normalised to the repo's main.
+// Such names (and "." or a ".." part, however spelt) are ENOENT without a request.
+TEST_F(HubNamespaceTest, DotRevisionsAreEnoentWithoutARequest) {
+  Ino org = lookup_ok(lookup_ok(kRootIno, "datasets"), "org");
+  for (const char* name : {"x@..", "x@.", "x@%2e%2e", "x@%2E%2E", "x@%2e", "x@.%2e", "x@refs%2F..%2Fmain",
+                           "x@a%2F.%2Fb"}) {
+    auto r = ns_->lookup(org, name);
+    ASSERT_TRUE(r.ok()) << name << ": " << r.error().reason;
+    EXPECT_EQ(r.value().ino, 0u) << name;
+  }
+  EXPECT_EQ(pins_.load(), 0);
+  EXPECT_EQ(transport_.request_count(), 0u);
+  EXPECT_NE(lookup_ok(org, "x@main"), 0u);  // a real revision still resolves
+}
+
 TEST_F(HubNamespaceTest, TopLevelsAreFixedAndReposResolveOnFirstTouch) {
   EXPECT_EQ(names(kRootIno), (std::vector<std::string>{"datasets", "models", "spaces"}));
   EXPECT_EQ(ns_->lookup(kRootIno, "other").value().ino, 0u);

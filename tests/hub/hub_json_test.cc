@@ -84,6 +84,43 @@ TEST(TreeJson, FilesDirsAndLfs) {
   EXPECT_EQ((*r)[2].oid, "7ree");
 }
 
+// Every size a hostile or broken listing may claim, as the JSON text of "size" (and of
+// "lfs.size"): the listing is refused, naming the entry, never shown as 0 or believed.
+TEST(TreeJson, SizesThatAreNotByteCountsFailTheListing) {
+  for (const char* size : {"-1", "\"12\"", "1.5", "12.0", "18446744073709551616", "18446744073709551615",
+                           "9223372036854775807", "9007199254740993", "null", "true", "[1]", "{}"}) {
+    const std::string plain = std::string(R"([{"type":"file","oid":"b","size":)") + size + R"(,"path":"w.bin"}])";
+    auto r = hub_json::parse_tree_entries(plain, "https://hub.test");
+    ASSERT_FALSE(r.ok()) << plain;
+    EXPECT_EQ(r.status().code(), Code::kCorrupt) << plain;
+    EXPECT_NE(r.status().message().find("'w.bin'"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("2^53"), std::string::npos) << r.status().message();
+
+    const std::string lfs = std::string(R"([{"type":"file","oid":"b","size":134,"path":"w.bin","lfs":{"oid":"aa","size":)") +
+                            size + "}}]";
+    auto l = hub_json::parse_tree_entries(lfs, "https://hub.test");
+    ASSERT_FALSE(l.ok()) << lfs;
+    EXPECT_EQ(l.status().code(), Code::kCorrupt) << lfs;
+  }
+  auto missing = hub_json::parse_tree_entries(R"([{"type":"file","oid":"b","path":"w.bin"}])", "https://hub.test");
+  EXPECT_EQ(missing.status().code(), Code::kCorrupt) << "a file without a size";
+}
+
+TEST(TreeJson, SizesUpToTwoToThe53AreBelieved) {
+  auto r = hub_json::parse_tree_entries(
+      R"([{"type":"file","oid":"a","size":0,"path":"empty"},
+          {"type":"file","oid":"b","size":9007199254740992,"path":"huge"},
+          {"type":"directory","oid":"d","path":"dir"},
+          {"type":"directory","oid":"e","size":-1,"path":"odd-dir"}])",
+      "https://hub.test");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->size(), 4u);
+  EXPECT_EQ((*r)[0].size, 0u);
+  EXPECT_EQ((*r)[1].size, hub_json::kMaxListedSize);
+  EXPECT_EQ((*r)[2].size, 0u) << "a directory needs no size";
+  EXPECT_EQ((*r)[3].size, 0u) << "a directory's size is not used";
+}
+
 TEST(TreeJson, NotAnArrayIsCorrupt) {
   auto r = hub_json::parse_tree_entries(R"({"error":"x"})", "https://hub.test");
   ASSERT_FALSE(r.ok());

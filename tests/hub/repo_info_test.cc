@@ -32,6 +32,29 @@ TEST(RepoInfo, RequestsTheRevisionWithTokenAndParses) {
   EXPECT_EQ(header_or_empty(reqs[0], "User-Agent"), "hubfs/0.1.0");
 }
 
+// However a RepoRef was built (--hub's NAME@%2e%2e, a caller's bug), no request carries '.' or
+// '..' as its revision: URL normalisation would turn /tree/.. into the repo's default branch.
+TEST(RepoInfo, EveryCallRefusesDotRevisionsWithoutARequest) {
+  FakeTransport t([](const HttpRequest&) { return respond(200, R"({"sha":"s"})"); });
+  HubClient c(testing::test_config(), t);
+  for (const char* rev : {".", "..", "a/../b", "", "x\ny"}) {
+    const RepoRef r = repo(RepoType::kDataset, rev);
+    EXPECT_EQ(c.repo_info(r).status().code(), Code::kInvalidArgument) << rev;
+    EXPECT_EQ(c.list_dir(r, "").status().code(), Code::kInvalidArgument) << rev;
+    EXPECT_EQ(c.paths_info(r, {"a"}).status().code(), Code::kInvalidArgument) << rev;
+    EXPECT_EQ(c.locate(r, "a.bin", false).status().code(), Code::kInvalidArgument) << rev;
+  }
+  EXPECT_EQ(t.requests().size(), 0u);
+}
+
+TEST(RepoInfo, ACommitThatIsNoRevisionIsCorrupt) {
+  for (const char* sha : {"..", ".", "a/../b"}) {
+    FakeTransport t([&](const HttpRequest&) { return respond(200, std::string(R"({"sha":")") + sha + R"("})"); });
+    HubClient c(testing::test_config(), t);
+    EXPECT_EQ(c.repo_info(repo()).status().code(), Code::kCorrupt) << sha;
+  }
+}
+
 TEST(RepoInfo, NoTokenNoAuthorization) {
   FakeTransport t([](const HttpRequest&) { return respond(200, R"({"sha":"s"})"); });
   HubClient c(testing::test_config(/*with_token=*/false), t);
@@ -90,7 +113,7 @@ TEST_P(RepoInfoErrors, MapToCauseAndFix) {
 INSTANTIATE_TEST_SUITE_P(
     Table, RepoInfoErrors,
     ::testing::Values(
-        ErrorCase{"RepoNotFound401NoToken", 401, "RepoNotFound", false, Code::kPermissionDenied,
+        ErrorCase{"RepoNotFound401NoToken", 401, "RepoNotFound", false, Code::kNotFound,
                   {"repository 'org/x' (model) not found at https://hub.test", "no valid token was sent",
                    "set HF_TOKEN", "~/.cache/huggingface/token"}},
         ErrorCase{"RepoNotFound404WithToken", 404, "RepoNotFound", true, Code::kNotFound,
@@ -129,6 +152,7 @@ TEST(RepoInfo, ServerMessageIsQuotedWithoutTheToken) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("Invalid credentials"), std::string::npos) << r.status().message();
   EXPECT_EQ(r.status().message().find(kToken), std::string::npos) << r.status().message();
+  EXPECT_EQ(r.status().code(), Code::kPermissionDenied) << "a refused token is not a missing repo";
 }
 
 TEST(RepoInfo, JsonErrorBodyIsQuoted) {

@@ -50,7 +50,8 @@ TEST_P(ParseRepoRefBad, IsInvalidArgumentNamingTheSpec) {
 INSTANTIATE_TEST_SUITE_P(Specs, ParseRepoRefBad,
                          ::testing::Values("", "name", "a/b/c", "x/a/b/c", "org/na me", "org/", "/name",
                                            "org/name@", "org/-x", "org/x.", "org/a..b", "org/a--b",
-                                           "bad/org/name", "org/n%61me", "org/name@..", "org/name@a\nb",
+                                           "bad/org/name", "org/n%61me", "org/name@..", "org/name@.", "org/name@refs/../main",
+                                           "org/name@a/./b", "org/name@a\nb",
                                            "org/ab\xc3\xa9"));
 
 TEST(ParseRepoRef, RejectsNamesLongerThanTheHubAllows) {
@@ -113,6 +114,19 @@ TEST(ParseRepoRef, RevisionConflictNamesBoth) {
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
   EXPECT_NE(r.status().message().find("'v1'"), std::string::npos);
   EXPECT_NE(r.status().message().find("'v2'"), std::string::npos);
+}
+
+TEST(ParseRepoRef, DotRevisionsAreRefusedFromTheOptionToo) {
+  for (const char* rev : {".", "..", "../main", "refs/pr/..", "a/./b"}) {
+    auto r = parse_repo_ref("org/name", std::nullopt, std::string(rev));
+    ASSERT_FALSE(r.ok()) << rev;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << rev;
+    EXPECT_NE(r.status().message().find("'.' or '..'"), std::string::npos) << r.status().message();
+  }
+  // Dots inside a name are fine: v1.0, release..candidate is git's business, not a URL's.
+  EXPECT_TRUE(parse_repo_ref("org/name@v1.0").ok());
+  EXPECT_TRUE(parse_repo_ref("org/name@.hidden").ok());
+  EXPECT_TRUE(parse_repo_ref("org/name", std::nullopt, std::string("refs/pr/1")).ok());
 }
 
 TEST(ParseRepoRef, EmptyRevisionOverrideIsRefused) {

@@ -177,3 +177,27 @@ TEST(OfflineRequested, TrueSpellings) {
 
 }  // namespace
 }  // namespace hubfs
+
+namespace hubfs {
+namespace {
+
+TEST(WithoutUrlCredentials, RemovesUserAndPasswordFromEveryUrlInAnArgument) {
+  EXPECT_EQ(without_url_credentials("http://alice:Pa55w0rd@127.0.0.1:8080"), "http://127.0.0.1:8080");
+  EXPECT_EQ(without_url_credentials("--endpoint=https://alice:Pa55w0rd@hub.test/api?x=1"), "--endpoint=https://hub.test/api?x=1");
+  EXPECT_EQ(without_url_credentials("endpoint=http://u:p@h,cache_dir=/c,shared_cache=memcached://m:1"),
+            "endpoint=http://h,cache_dir=/c,shared_cache=memcached://m:1");
+  EXPECT_EQ(without_url_credentials("http://alice:p@ss@host/x"), "http://host/x") << "a raw '@' in the password";
+  EXPECT_EQ(without_url_credentials("http://token@h http://v:w@k"), "http://h http://k");
+  EXPECT_EQ(without_url_credentials("http://h/path@not-userinfo"), "http://h/path@not-userinfo");
+  for (const char* plain : {"", "datasets/org/name", "http://host", "://", "a://@", "/mnt/x@y", "org/name@v1"}) {
+    const std::string cleaned = without_url_credentials(plain);
+    EXPECT_LE(cleaned.size(), std::string(plain).size()) << plain;
+    if (std::string(plain).find("@") == std::string::npos || std::string(plain).find("://") == std::string::npos) {
+      EXPECT_EQ(cleaned, plain);
+    }
+  }
+  EXPECT_EQ(without_url_credentials("a://@"), "a://");
+}
+
+}  // namespace
+}  // namespace hubfs

@@ -6,6 +6,7 @@
 #include <sys/xattr.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -120,8 +121,12 @@ TEST(HubMount, WithoutTheTokenAPrivateRepoIsNotThere) {
   auto m = HubfsMount::start(hub.server->url(), "", cache.str(), {"--hub"});
   unsetenv("HF_TOKEN_PATH");
   struct stat st {};
+  // The Hub answers 401 RepoNotFound, as for a repo that does not exist: ENOENT, as the README
+  // says (docs/hub-http-contract.md, section 10).
   EXPECT_NE(stat((*m / "models/lab/secret/weights.bin").c_str(), &st), 0);
-  EXPECT_TRUE(errno == ENOENT || errno == EACCES) << errno;
+  EXPECT_EQ(errno, ENOENT) << strerror(errno);
+  EXPECT_NE(stat((*m / "models/lab/secret").c_str(), &st), 0);
+  EXPECT_EQ(errno, ENOENT) << strerror(errno);
   EXPECT_EQ(read_all(*m / "datasets/lab/pub/sub/dir/note.txt"), "deep note\n");
 }
 

@@ -245,6 +245,29 @@ class HubServerTest(unittest.TestCase):
         self.assertGreater(big["pointerSize"], 100)
         self.assertIn("lfs", by_path["weights.bin"])  # LFS by extension despite 3 bytes
 
+    def test_listed_sizes_put_hostile_sizes_in_listings(self):
+        repo = os.path.join(self.root, "models", "org", "hostile")
+        write(os.path.join(repo, "snapshots", "c1", "w.bin"), "twelve bytes")
+        write(os.path.join(repo, "snapshots", "c1", "a.txt"), "a")
+        write(os.path.join(repo, "hub.json"), json.dumps({
+            "refs": {"main": "c1"}, "commits": {"c1": {"date": "2024-01-01T00:00:00Z"}},
+            "listed_sizes": {"w.bin": 2 ** 63 - 1, "a.txt": "12"}}))
+        tree = self.api("/api/models/org/hostile/tree/main")
+        self.assertEqual(tree.status, 200, tree.body)
+        self.assertIn(b"9223372036854775807", tree.body)  # an exact integer, as a hostile Hub sends it
+        by_path = {e["path"]: e for e in tree.json()}
+        self.assertEqual(by_path["w.bin"]["size"], 2 ** 63 - 1)
+        self.assertEqual(by_path["w.bin"]["lfs"]["size"], 2 ** 63 - 1)
+        self.assertEqual(by_path["a.txt"]["size"], "12")
+        info = self.api("/api/models/org/hostile/paths-info/main", method="POST", body=b"paths=w.bin",
+                        headers={"Content-Type": "application/x-www-form-urlencoded"}).json()
+        self.assertEqual(info[0]["lfs"]["size"], 2 ** 63 - 1)
+        # The bytes are the file's own.
+        self.assertEqual(self.api("/org/hostile/resolve/main/a.txt").body, b"a")
+        # Other repos' listings are untouched.
+        plain, _ = self.list_all("/api/models/org/plain/tree/main")
+        self.assertTrue(all(isinstance(e["size"], int) and e["size"] >= 0 for e in plain))
+
     def test_tree_subdir_recursive_and_limit(self):
         entries, _ = self.list_all("/api/models/org/plain/tree/main/sub")
         self.assertEqual({e["path"] for e in entries}, {"sub/deep", "sub/y.txt"})

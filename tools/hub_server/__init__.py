@@ -18,6 +18,8 @@ files (one commit on branch "main"), or a hub.json plus snapshots/<commit>/ dire
   {"refs": {"main": "c2", "v1": "c1", "refs/pr/1": "c1"},
    "commits": {"c1": {"date": "2024-01-01T00:00:00Z"}, "c2": {"date": "..."}},
    "private": false, "gated": false}
+A hub.json may also carry "listed_sizes": {"<path>": <any JSON value>}: listings and paths-info
+then give that file that size (hostile listings: -1, "12", 1.5, 2**63-1; see listed_sizes.py).
 A repo that was renamed is a directory with just a hub.json {"moved_to": "org/new-name"}:
 every request for it answers 307 with a relative Location naming the new id.
 Revisions: refs names (one percent-encoded segment, e.g. refs%2Fpr%2F1) or a commit's sha,
@@ -75,6 +77,7 @@ Modules, one job each:
   shaping.py         latency and per-connection bandwidth
   handler.py         the shared request handler: dispatch, responses, faults, file bodies
   routes_api.py      API origin: repo info, tree, paths-info, resolve
+  listed_sizes.py    hostile listings: sizes a hub.json puts in place of the real ones
   routes_plain.py    the plain HTTP view
   routes_cdn.py      CDN origin: signed blobs
   routes_control.py  /_hubfs/ test control

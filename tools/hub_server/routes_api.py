@@ -7,6 +7,7 @@ import json
 import os
 import urllib.parse
 
+from . import listed_sizes
 from .common import PLAIN_PREFIX, HubError
 from .store import REPO_TYPES, walk_entries
 
@@ -105,13 +106,13 @@ class ApiRoutes:
                 raise HubError(405, None, "tree listing is GET only")
             repo = self.open_repo(rtype, org, name)
             commit = self.open_revision(repo, rest[1])
-            return self.list_tree(commit, "/".join(rest[2:]))
+            return self.list_tree(commit, "/".join(rest[2:]), repo)
         if rest[0] == "paths-info" and len(rest) == 2:
             if self.method != "POST":
                 raise HubError(405, None, "paths-info is POST only")
             repo = self.open_repo(rtype, org, name)
             commit = self.open_revision(repo, rest[1])
-            return self.paths_info(commit)
+            return self.paths_info(commit, repo)
         raise HubError(404, None, "no such endpoint: %s %s" % (self.method, self.raw_path))
 
     def repo_info(self, repo, commit):
@@ -128,7 +129,7 @@ class ApiRoutes:
             info["modelId"] = repo.id
         return info
 
-    def list_tree(self, commit, rel):
+    def list_tree(self, commit, rel, repo):
         state = self.server.state
         found = state.store.stat_path(commit, rel)
         commit_header = {"X-Repo-Commit": commit.sha}
@@ -146,7 +147,7 @@ class ApiRoutes:
         # Listing names and stats is cheap; digests are computed only for the page we return.
         all_entries = list(walk_entries(found[0], prefix, recursive))
         page = all_entries[offset:offset + page_size]
-        body = [state.store.entry(commit, r, d, st) for r, d, st in page]
+        body = listed_sizes.apply(repo, [state.store.entry(commit, r, d, st) for r, d, st in page])
         headers = dict(commit_header)
         if offset + page_size < len(all_entries):
             query = {k: v[0] for k, v in self.query.items() if k != "cursor"}
@@ -155,7 +156,7 @@ class ApiRoutes:
                                                           urllib.parse.urlencode(query))
         self.send_json(200, body, headers)
 
-    def paths_info(self, commit):
+    def paths_info(self, commit, repo):
         store = self.server.state.store
         ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         try:
@@ -174,7 +175,7 @@ class ApiRoutes:
             found = store.stat_path(commit, p)
             if found is not None:
                 out.append(store.entry(commit, p, found[1], found[2]))
-        self.send_json(200, out, {"X-Repo-Commit": commit.sha})
+        self.send_json(200, listed_sizes.apply(repo, out), {"X-Repo-Commit": commit.sha})
 
     def handle_resolve(self, rtype, org, name, rest, from_chain=False):
         if self.method not in ("GET", "HEAD"):
