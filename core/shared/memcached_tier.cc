@@ -91,9 +91,17 @@ bool wait_for(int fd, short events, std::chrono::milliseconds timeout) {
   }
 }
 
-// Each wait for the socket is bounded by `timeout` (as libmemcached's poll timeout: a node that
-// keeps sending, however slowly, is not cut off).
-bool send_all(int fd, const char* data, size_t n, std::chrono::milliseconds timeout) {
+// How long a lookup may wait: each wait for the socket at most `each` (a node that stops answering
+// is given up soon), and all of them together until `by` (a node that keeps sending, however
+// slowly, is cut off too: a trickle of 64 bytes every 150 ms once held reads for minutes).
+struct Budget {
+  std::chrono::milliseconds each;
+  Deadline by;
+  // The next wait's bound; 0 once the deadline passed.
+  std::chrono::milliseconds next() const { return std::min(each, by.remaining()); }
+};
+
+bool send_all(int fd, const char* data, size_t n, const Budget& budget) {
   while (n > 0) {
     const ssize_t sent = ::send(fd, data, n, MSG_NOSIGNAL);
     if (sent > 0) {
@@ -102,7 +110,7 @@ bool send_all(int fd, const char* data, size_t n, std::chrono::milliseconds time
     } else if (sent < 0 && errno == EINTR) {
       continue;
     } else if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_for(fd, POLLOUT, timeout)) return false;
+      if (budget.by.expired() || !wait_for(fd, POLLOUT, budget.next())) return false;
     } else {
       return false;
     }
@@ -110,9 +118,10 @@ bool send_all(int fd, const char* data, size_t n, std::chrono::milliseconds time
   return true;
 }
 
-bool recv_all(int fd, void* out, size_t n, std::chrono::milliseconds timeout) {
+bool recv_all(int fd, void* out, size_t n, const Budget& budget) {
   char* p = static_cast<char*>(out);
   while (n > 0) {
+    if (budget.by.expired()) return false;  // even while bytes keep arriving
     const ssize_t got = ::recv(fd, p, n, 0);
     if (got > 0) {
       p += got;
@@ -120,7 +129,7 @@ bool recv_all(int fd, void* out, size_t n, std::chrono::milliseconds timeout) {
     } else if (got < 0 && errno == EINTR) {
       continue;
     } else if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_for(fd, POLLIN, timeout)) return false;
+      if (!wait_for(fd, POLLIN, budget.next())) return false;
     } else {
       return false;  // closed by the node, or reset
     }
@@ -380,9 +389,12 @@ std::vector<std::pair<std::string, size_t>> MemcachedTier::pieces(const std::str
   return out;
 }
 
-std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<SharedGet>& items) {
+std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<SharedGet>& items,
+                                                          const Deadline& caller_deadline) {
   std::vector<std::optional<std::string>> out(items.size());
   if (items.empty()) return out;
+  // The lookup's own budget inside the read's: past it the blocks come from the Hub.
+  const Deadline deadline = caller_deadline.within(options_.lookup_budget);
   // Group by node: one multi-get per node for all the pieces it holds, the nodes asked in
   // parallel (a read-ahead of 8 blocks spans every node; one at a time would add their times).
   std::unordered_map<Node*, std::vector<size_t>> by_node;
@@ -392,9 +404,9 @@ std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<Sha
   for (auto other = std::next(it); other != by_node.end(); ++other) {
     Node* node = other->first;
     const std::vector<size_t>* which = &other->second;
-    helpers.emplace_back([this, node, which, &items, &out] { get_from(*node, *which, items, out); });
+    helpers.emplace_back([this, node, which, &items, &out, &deadline] { get_from(*node, *which, items, out, deadline); });
   }
-  if (it != by_node.end()) get_from(*it->first, it->second, items, out);  // one node on this thread
+  if (it != by_node.end()) get_from(*it->first, it->second, items, out, deadline);  // one node on this thread
   for (auto& t : helpers) t.join();
   return out;
 }
@@ -412,13 +424,16 @@ void MemcachedTier::populate(std::string& value) {
 
 // Fills out[i] for each i in `which` (all owned by `node`; other threads fill other slots).
 void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
-                             std::vector<std::optional<std::string>>& out) {
-  if (!node.breaker.allow()) {
+                             std::vector<std::optional<std::string>>& out, const Deadline& deadline) {
+  // Not asked once the deadline passed (the caller's, not the node's fault: its breaker is not
+  // told), nor while its breaker is open.
+  if (deadline.expired() || !node.breaker.allow()) {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.skipped += which.size();
     return;
   }
-  const int fd = node.take_socket(options_.timeout);
+  const Budget budget{options_.timeout, deadline};
+  const int fd = node.take_socket(budget.next());
   if (fd < 0) {
     node.breaker.failure();
     std::lock_guard<std::mutex> lock(mu_);
@@ -430,6 +445,7 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
   std::unordered_map<std::string, std::vector<Piece>> slot;  // a key asked twice answers both
   std::unordered_map<size_t, std::string> values;
   std::unordered_map<size_t, size_t> missing;  // pieces not yet arrived, per item
+  std::unordered_map<size_t, bool> malformed;  // a piece came with the wrong length, per item
   for (size_t i : which) {
     values[i].reserve(items[i].value_size);
     populate(values[i]);
@@ -443,7 +459,7 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
       ++missing[i];
     }
   }
-  const bool healthy = multi_get(fd, keys, slot, values, missing);
+  const bool healthy = multi_get(fd, keys, slot, values, missing, malformed, deadline);
   node.give_back_socket(fd, healthy);
   if (!healthy) {
     node.breaker.failure();
@@ -452,8 +468,13 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
     return;
   }
   node.breaker.success();
-  for (size_t i : which)
-    if (missing[i] == 0) out[i] = std::move(values[i]);
+  for (size_t i : which) {
+    if (malformed[i]) {
+      out[i] = std::string();  // something else under its key: the caller counts it corrupt
+    } else if (missing[i] == 0) {
+      out[i] = std::move(values[i]);
+    }
+  }
 }
 
 // One lookup on a lookup connection, in memcached's binary protocol: a quiet get (GETKQ: hits
@@ -464,8 +485,9 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
 bool MemcachedTier::multi_get(int fd, const std::vector<std::string>& keys,
                               std::unordered_map<std::string, std::vector<Piece>>& slot,
                               std::unordered_map<size_t, std::string>& values,
-                              std::unordered_map<size_t, size_t>& missing) {
-  const auto timeout = options_.timeout;
+                              std::unordered_map<size_t, size_t>& missing,
+                              std::unordered_map<size_t, bool>& malformed, const Deadline& deadline) {
+  const Budget timeout{options_.timeout, deadline};
   std::string request;
   for (size_t k = 0; k < keys.size(); ++k) request += binary_request(kOpGetKQ, keys[k], static_cast<uint32_t>(k));
   request += binary_request(kOpNoop, "", kNoopOpaque);
@@ -487,8 +509,9 @@ bool MemcachedTier::multi_get(int fd, const std::vector<std::string>& keys,
     size_t value_length = body - head.size();
     if (opcode == kOpNoop && opaque == kNoopOpaque) return value_length == 0;  // every hit is in
     // A hit for a key we asked (echoed key and opaque) whose length is a piece's: straight to the
-    // first user's place, copied to any other. Anything else (an error for one key, a piece of
-    // another layout) is read past: that piece is a miss.
+    // first user's place, copied to any other. A hit of another length (truncated, or another
+    // layout) makes its item malformed; anything else (an error for one key) is read past: that
+    // piece is a miss.
     std::vector<Piece>* users = nullptr;
     const Piece* first = nullptr;
     if (opcode == kOpGetKQ && status == 0 && opaque < keys.size() &&
@@ -496,8 +519,10 @@ bool MemcachedTier::multi_get(int fd, const std::vector<std::string>& keys,
       auto it = slot.find(keys[opaque]);
       if (it != slot.end()) {
         users = &it->second;
-        for (const Piece& p : *users)
+        for (const Piece& p : *users) {
           if (p.length == value_length && !first) first = &p;
+          if (p.length != value_length) malformed[p.item] = true;
+        }
       }
     }
     if (!first) {

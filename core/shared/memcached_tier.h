@@ -44,6 +44,11 @@ struct MemcachedTierOptions {
   // on this 2-core machine at load average 4-18 (a multi-MiB multi-get waiting on a busy
   // memcached), each then a Hub fetch; at 200 ms none did (bench/shared_tier_bench.py).
   std::chrono::milliseconds timeout{200};
+  // A lookup's whole budget (inside the caller's deadline): past it, whatever has not arrived is
+  // a miss and the blocks come from the Hub. A node that sends a valid answer's header and then
+  // a trickle of bytes keeps every per-wait timeout happy; this ends it. One second is ~100
+  // times what an 8-block lookup takes on a LAN, and a small part of any read's --read-timeout.
+  std::chrono::milliseconds lookup_budget{1000};
   // The same for stores and deletes, which run on the writers, never on a reader's path: longer,
   // so a loaded machine does not turn slow stores into lost blocks and a tripped breaker
   // (at 50 ms, ~1% of stores failed at load average 15 on 2 cores).
@@ -71,7 +76,8 @@ class MemcachedTier : public SharedTier {
   // Finishes the queued stores for up to kDrainTime, then stops the writer.
   ~MemcachedTier() override;
 
-  std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items) override;
+  std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items,
+                                              const Deadline& deadline) override;
   void put(std::string key, std::string value) override;
   void remove(std::string key, size_t value_size) override;
   SharedTierStats stats() const override;
@@ -91,7 +97,7 @@ class MemcachedTier : public SharedTier {
   explicit MemcachedTier(MemcachedTierOptions options);
   Node& node_for(const std::string& key);
   void get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
-                std::vector<std::optional<std::string>>& out);
+                std::vector<std::optional<std::string>>& out, const Deadline& deadline);
   // Where one piece of a value goes: the value (items[item]), the offset, the piece's length.
   struct Piece {
     size_t item, offset, length;
@@ -99,7 +105,8 @@ class MemcachedTier : public SharedTier {
   // One lookup on a pooled socket (see the definition); false: the socket must not be reused.
   bool multi_get(int fd, const std::vector<std::string>& keys,
                  std::unordered_map<std::string, std::vector<Piece>>& slot,
-                 std::unordered_map<size_t, std::string>& values, std::unordered_map<size_t, size_t>& missing);
+                 std::unordered_map<size_t, std::string>& values, std::unordered_map<size_t, size_t>& missing,
+                 std::unordered_map<size_t, bool>& malformed, const Deadline& deadline);
   // Maps in the pages of a value reserved for assembly (see the definition).
   static void populate(std::string& value);
   // The item keys and lengths of a value of `size` bytes stored under `key`.
