@@ -2,22 +2,21 @@
 //
 // Why memcached (and not Redis Cluster): clusters run it already, it is one package and one
 // process per node with nothing to configure, its LRU evicts on its own, and its binary protocol
-// (libmemcached's, and a few lines of our own for lookups) has per-call timeouts. A server list is all a client needs: each block
-// goes to one node chosen by rendezvous hashing over the list (consistent: removing a node moves
-// only that node's blocks, and every mount that lists the same servers agrees). Redis Cluster
-// would be another SharedTier behind the same seam.
+// is a few lines to speak (our own, on plain sockets, with a bound on every wait and on every
+// whole call). A server list is all a client needs: each block goes to one node chosen by
+// rendezvous hashing over the list (consistent: removing a node moves only that node's blocks,
+// and every mount that lists the same servers agrees). Redis Cluster would be another SharedTier
+// behind the same seam.
 //
 // memcached stores at most 1 MiB per item by default (-I), header and key included, and a hubfs
 // block is 1 MiB before its envelope: a value larger than `piece_bytes` is stored as equal
 // pieces on the same node under "<key>#<i>/<n>", so stock memcached works and -I needs no
-// change. A get needs every piece (any missing one is a miss, and the envelope's CRC covers the
+// change. A get needs every piece (any missing one is a miss, and the envelope's MAC covers the
 // reassembled value).
 //
-// Each node has its own circuit breaker and its own pools of connections: plain sockets for
-// lookups, which speak the binary protocol themselves so that a value is received straight into
-// place (see Node::take_socket), and libmemcached handles for stores and deletes (a memcached_st
-// is not thread-safe: a caller takes one from the pool and gives it back; one that failed is
-// closed, not reused, and so are the node's idle ones of both kinds). Stores and deletes run on a
+// Each node has its own circuit breaker and its own pool of connections, for lookups (which
+// receive each value straight into place, see Node::take_socket), stores and deletes alike; one
+// that failed is closed, not reused, and so are the node's idle ones. Stores and deletes run on a
 // few writer threads from one bounded queue that drops rather than blocks; a key always goes to
 // the same writer, so a delete never overtakes a store of the same key.
 #pragma once
@@ -53,6 +52,9 @@ struct MemcachedTierOptions {
   // so a loaded machine does not turn slow stores into lost blocks and a tripped breaker
   // (at 50 ms, ~1% of stores failed at load average 15 on 2 cores).
   std::chrono::milliseconds store_timeout{500};
+  // A store's or delete's whole budget (all its pieces): a node answering a trickle at a time is
+  // cut off, so a writer, and the unmount that waits for it, is never held for long.
+  std::chrono::milliseconds store_budget{2000};
   // Largest piece stored as one item: memcached's default item limit (1 MiB) covers the item
   // header (~50 bytes), the key and its suffix too, so 1000 KiB leaves ample room.
   size_t piece_bytes = 1000 * 1024;

@@ -65,6 +65,21 @@ TEST(HostileNode, ATricklingNodeIsCutOffAtTheLookupBudgetAndThenSkipped) {
   EXPECT_EQ(node.hits_served(), 3) << "a node whose breaker is open is not asked";
 }
 
+// The same node answering a store a byte at a time cannot hold a writer (nor the unmount that
+// joins it): the store ends at its budget as an error.
+TEST(HostileNode, ATricklingNodeCannotHoldAStore) {
+  FakeMemcachedNode node(64, std::chrono::milliseconds(150));
+  MemcachedTierOptions o;
+  o.servers = {node.address()};
+  o.store_budget = std::chrono::milliseconds(300);
+  auto tier = MemcachedTier::create(o);
+  ASSERT_TRUE(tier.ok());
+  (*tier)->put("k", std::string(1000, 'v'));
+  (*tier)->wait_idle();
+  EXPECT_EQ((*tier)->stats().put_errors, 1u);
+  EXPECT_EQ((*tier)->stats().puts, 0u);
+}
+
 // The caller's deadline bounds a lookup too, when it comes before the tier's own budget.
 TEST(HostileNode, TheCallersDeadlineEndsALookupBeforeTheBudget) {
   FakeMemcachedNode node(64, std::chrono::milliseconds(150));

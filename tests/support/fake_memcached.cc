@@ -113,6 +113,17 @@ void FakeMemcachedNode::serve(int fd) {
       if (!send_exact(fd, r.data(), r.size())) return;
       continue;
     }
+    if (h[1] == 0x01 && trickle_ > 0) {
+      // A store, answered by the hostile node: a header announcing a 1000-byte message, then one
+      // byte of it every `every`: every wait is short, the whole never ends in a test's time.
+      const std::string r = header(0x01, 0, 0, 1000, opaque);
+      if (!send_exact(fd, r.data(), r.size())) return;
+      for (int i = 0; i < 1000 && !stop_; ++i) {
+        if (!send_exact(fd, "m", 1)) return;
+        std::this_thread::sleep_for(every_);
+      }
+      continue;
+    }
     if (h[1] != 0x0d || body.size() < extras + key_length) return;
     const std::string key = body.substr(extras, key_length);
     std::string value;

@@ -17,7 +17,9 @@ namespace hubfs::testing {
 class FakeMemcachedNode {
  public:
   // trickle > 0: a hit is answered with a valid header announcing the whole value, then
-  // `trickle` bytes every `every`, for ever (the node of the issue: 64 bytes every 150 ms).
+  // `trickle` bytes every `every`, for ever (the node of the issue: 64 bytes every 150 ms); a
+  // store with a header and then a byte every `every`. Stores are refused (the connection closed)
+  // otherwise.
   explicit FakeMemcachedNode(size_t trickle = 0, std::chrono::milliseconds every = std::chrono::milliseconds(150));
   ~FakeMemcachedNode();
   FakeMemcachedNode(const FakeMemcachedNode&) = delete;
