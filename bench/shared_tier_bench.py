@@ -95,13 +95,15 @@ def data_requests(hub):
 
 
 class Mount:
+    key_file = None  # the cluster's key (--shared-cache-key-file), made once per run
+
     def __init__(self, hub, mnt, cache, log_file, shared=None):
         self.mnt = mnt
         os.makedirs(mnt, exist_ok=True)
         args = [os.path.join(BIN, "hubfs"), "mount", REPO, mnt, "--endpoint", hub.url, "--cache-dir", cache,
                 "--log-file", log_file]
         if shared:
-            args += ["--shared-cache", shared]
+            args += ["--shared-cache", shared, "--shared-cache-key-file", Mount.key_file]
         r = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=MOUNT_TIMEOUT_S)
         if r.returncode != 0:
             raise RuntimeError("hubfs mount failed: %s" % (r.stderr or r.stdout).strip())
@@ -166,6 +168,10 @@ def main():
                 f.write(os.urandom(1 << 20))
     expected = read_file(data)
     work = tempfile.mkdtemp(prefix="run.", dir=args.dir)
+    # As an operator makes it: head -c 32 /dev/urandom > key; chmod 600 key.
+    Mount.key_file = os.path.join(work, "tier.key")
+    with open(os.open(Mount.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+        f.write(os.urandom(32))
     started = []
     results = {"hub": [], "shared": []}
     try:

@@ -57,6 +57,7 @@ struct Mount {
   std::unique_ptr<HubClient> hub;
   std::unique_ptr<BlockCache> cache;
   std::unique_ptr<RangeFetcher> fetcher;
+  std::optional<SharedTierKey> shared_key;       // --shared-cache-key-file, read before anything else
   std::unique_ptr<MemcachedTier> shared_tier;    // null: no --shared-cache, or a private repo
   std::unique_ptr<SharedBlocks> shared_blocks;   // the reader's view of shared_tier
   std::unique_ptr<BlockReader> reader;
@@ -77,6 +78,7 @@ struct Mount {
     // still exists; members are destroyed in reverse order after this body.
     if (transport) transport->shutdown();
     if (curl) curl->shutdown();
+    if (fetcher) fetcher->shutdown();  // fetches waiting to re-ask a refusing CDN end now
     if (reader) reader->shutdown();
   }
 };
@@ -225,7 +227,7 @@ Status open_shared_tier(const MountConfig& config, const PinnedRevision& info, c
   auto tier = MemcachedTier::create(options);
   if (!tier.ok()) return tier.status();
   m.shared_tier = std::move(tier).value();
-  m.shared_blocks = std::make_unique<SharedBlocks>(*m.shared_tier, block_size);
+  m.shared_blocks = std::make_unique<SharedBlocks>(*m.shared_tier, block_size, *m.shared_key);
   log_info("shared cache: " + m.shared_tier->describe());
   return Status::Ok();
 }
@@ -233,6 +235,18 @@ Status open_shared_tier(const MountConfig& config, const PinnedRevision& info, c
 
 // Transport, Hub client, block cache, fetcher and reader: what every mount kind shares.
 Status build_stack(const MountConfig& config, Mount& m) {
+  if (!config.shared_cache.empty()) {
+    // First, before any request: a tier nobody can trust is refused, not used.
+    if (config.shared_cache_key_file.empty())
+      return InvalidArgument(
+          "--shared-cache needs --shared-cache-key-file F (-o shared_cache_key_file=F): a key every machine "
+          "of the cluster shares, which authenticates the blocks in the tier (memcached lets anyone who "
+          "reaches it write, and a forged block would be served); make one with `head -c 32 /dev/urandom > F; "
+          "chmod 600 F` and copy it to every machine");
+    auto key = SharedTierKey::from_file(config.shared_cache_key_file);
+    if (!key.ok()) return key.status();
+    m.shared_key = std::move(key).value();
+  }
   CurlOptions curl_options;
   curl_options.max_in_flight = config.max_requests;
   if (auto ca = choose_ca_bundle(config.ca_bundle); ca.ok()) {

@@ -41,6 +41,9 @@ struct MountConfig {
   // --shared-cache-private: share blocks of private and gated repos too (anyone who can reach
   // the servers can read them).
   bool shared_cache_private = false;
+  // --shared-cache-key-file: the key the cluster's machines share, authenticating every block in
+  // the tier (required with --shared-cache: memcached lets anyone who reaches it write).
+  std::string shared_cache_key_file;
 };
 
 // Runs the mount; returns the process exit code. Without foreground it returns once the mount

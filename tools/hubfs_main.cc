@@ -107,6 +107,9 @@ std::string apply_option(const std::string& opt, hubfs::MountConfig& config, std
     auto servers = hubfs::parse_shared_cache_servers(value);
     if (!servers.ok()) return "-o shared_cache=" + value + ": " + servers.status().message();
     config.shared_cache = *servers;
+  } else if (key == "shared_cache_key_file") {
+    if (!has_value) return needs_value();
+    config.shared_cache_key_file = value;
   } else if (key == "shared_cache_private" && !has_value) {
     config.shared_cache_private = true;
   } else if (key == "foreground" && !has_value) {
@@ -309,6 +312,9 @@ int main(int real_argc, char** real_argv) {
                     "memcached servers of a shared block tier, HOST[:PORT][,HOST[:PORT]...] (or "
                     "memcached://...; '+' also separates): on a local miss blocks come from there before "
                     "the Hub, and blocks fetched from the Hub are stored there for other machines");
+  mount->add_option("--shared-cache-key-file", config.shared_cache_key_file,
+                    "Key file the machines sharing --shared-cache hold (required with it): authenticates "
+                    "every block in the tier; make one with `head -c 32 /dev/urandom > F; chmod 600 F`");
   mount->add_flag("--shared-cache-private", config.shared_cache_private,
                   "Also share blocks of private and gated repos (anyone who can reach the servers can "
                   "read what they hold; off by default)");
@@ -398,7 +404,7 @@ int main(int real_argc, char** real_argv) {
       "As a mount helper (what `mount -t fuse.hubfs REPO MOUNTPOINT -o ...` and fstab lines of type "
       "fuse.hubfs run):\n  hubfs REPO MOUNTPOINT -o KEY=VALUE,...\nwhere the keys are the mount "
       "options without dashes (endpoint, cache_dir, cache_size, revision, repo_type, subfolder, max_requests, "
-      "read_timeout, rate_limit_wait, log_file, ca_bundle, shared_cache with '+' between servers; foreground, debug, "
+      "read_timeout, rate_limit_wait, log_file, ca_bundle, shared_cache with '+' between servers, shared_cache_key_file; foreground, debug, "
       "offline, hub and shared_cache_private take no value; with hub, REPO is only a label); options for mount(8) "
       "and systemd (_netdev, nofail, noauto, auto, user, users, nouser, owner, group, defaults, "
       "comment=, x-*) and rw are dropped (the mount is always read-only); anything else goes to "

@@ -1,23 +1,110 @@
 #include "cache/shared_tier.h"
 
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
-#include "cache/crc32c.h"
-
 namespace hubfs {
+namespace {
+
+constexpr size_t kMacBytes = 32;  // HMAC-SHA-256
+
+std::string how_to_make_one(const std::string& path) {
+  return "make one with `head -c 32 /dev/urandom > " + path + "; chmod 600 " + path +
+         "` and copy it to every machine that mounts with this shared cache";
+}
+
+}  // namespace
+
+Result<SharedTierKey> SharedTierKey::from_bytes(std::string secret) {
+  if (secret.size() < kMinBytes || secret.size() > kMaxBytes)
+    return InvalidArgument("a shared cache key must hold " + std::to_string(kMinBytes) + " to " +
+                           std::to_string(kMaxBytes) + " bytes, not " + std::to_string(secret.size()));
+  SharedTierKey k;
+  k.secret_ = std::move(secret);
+  static const char kLabel[] = "hubfs shared tier key id";
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), k.secret_.data(), static_cast<int>(k.secret_.size()),
+       reinterpret_cast<const unsigned char*>(kLabel), sizeof(kLabel) - 1, mac, &n);
+  static const char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 4; ++i) {
+    k.id_ += kHex[mac[i] >> 4];
+    k.id_ += kHex[mac[i] & 15];
+  }
+  return k;
+}
+
+Result<SharedTierKey> SharedTierKey::from_file(const std::string& path) {
+  const std::string what = "--shared-cache-key-file " + path;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    const int e = errno;
+    return Status(e == EACCES ? Code::kPermissionDenied : Code::kNotFound,
+                  what + ": cannot open it (" + std::strerror(e) + "); " + how_to_make_one(path));
+  }
+  struct stat st{};
+  std::string secret;
+  Status bad;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    bad = InvalidArgument(what + ": not a regular file; " + how_to_make_one(path));
+  } else if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
+    // Whoever can read the key can plant blocks every machine of the cluster accepts.
+    bad = PermissionDenied(what + ": other users can read or write it; `chmod 600 " + path +
+                           "` (whoever holds the key can plant blocks every mount accepts)");
+  } else if (st.st_size > static_cast<off_t>(kMaxBytes)) {
+    bad = InvalidArgument(what + ": " + std::to_string(st.st_size) + " bytes is not a key (at most " +
+                          std::to_string(kMaxBytes) + "); " + how_to_make_one(path));
+  } else {
+    secret.resize(kMaxBytes + 1);
+    size_t got = 0;
+    for (;;) {
+      const ssize_t n = ::read(fd, secret.data() + got, secret.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (n < 0) bad = IoError(what + ": " + std::strerror(errno));
+        break;
+      }
+      got += static_cast<size_t>(n);
+      if (got == secret.size()) break;
+    }
+    secret.resize(got);
+  }
+  ::close(fd);
+  if (!bad.ok()) return bad;
+  if (secret.size() < kMinBytes || secret.size() > kMaxBytes)
+    return InvalidArgument(what + ": " + std::to_string(secret.size()) + " bytes is too " +
+                           (secret.size() < kMinBytes ? "short" : "long") + " for a key (" +
+                           std::to_string(kMinBytes) + " to " + std::to_string(kMaxBytes) + "); " +
+                           how_to_make_one(path));
+  return from_bytes(std::move(secret));
+}
 
 std::string SharedBlockKey::str() const {
-  // "v1" names the envelope format: a future format gets new keys rather than misreading old
-  // values.
-  return "hubfs:v1:" + content_id + ":" + std::to_string(block_size) + ":" + std::to_string(index);
+  // "v2" names the envelope format (v1 had a CRC where v2 has a MAC): a new format gets new keys
+  // rather than misreading old values. The key id keeps clusters with different keys apart.
+  return "hubfs:v2:" + key_id + ":" + content_id + ":" + std::to_string(block_size) + ":" + std::to_string(index);
 }
 
 namespace shared_envelope {
 namespace {
 
-constexpr char kMagic[8] = {'H', 'U', 'B', 'F', 'S', 'S', 'B', 1};
-constexpr size_t kFixed = 8 + 8 + 4 + 4 + 2;
+constexpr char kMagic[8] = {'H', 'U', 'B', 'F', 'S', 'S', 'B', 2};
+constexpr size_t kFixed = 8 + 8 + 2;
+
+// HMAC-SHA-256 of `data` under the key's secret.
+void mac_of(const SharedTierKey& secret, std::string_view data, unsigned char out[kMacBytes]) {
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), secret.secret().data(), static_cast<int>(secret.secret().size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &n);
+}
 
 template <typename T>
 void put_le(std::string& out, T v) {
@@ -33,33 +120,37 @@ T get_le(const char* p) {
 
 }  // namespace
 
-size_t size(const std::string& key, size_t block_length) { return kFixed + key.size() + block_length; }
+size_t size(const std::string& key, size_t block_length) {
+  return kFixed + key.size() + block_length + kMacBytes;
+}
 
-std::string wrap(const std::string& key, std::string_view block) {
+std::string wrap(const SharedTierKey& secret, const std::string& key, std::string_view block) {
   std::string out;
   out.reserve(size(key, block.size()));
   out.append(kMagic, sizeof(kMagic));
   put_le<uint64_t>(out, block.size());
-  put_le<uint32_t>(out, crc32c::value(block));
-  put_le<uint32_t>(out, crc32c::value(key));
   put_le<uint16_t>(out, static_cast<uint16_t>(key.size()));
   out.append(key);
   out.append(block);
+  unsigned char mac[kMacBytes];
+  mac_of(secret, out, mac);
+  out.append(reinterpret_cast<const char*>(mac), kMacBytes);
   return out;
 }
 
-std::optional<std::string_view> unwrap(const std::string& key, size_t block_length, std::string_view value) {
+std::optional<std::string_view> unwrap(const SharedTierKey& secret, const std::string& key, size_t block_length,
+                                       std::string_view value) {
   if (key.size() > UINT16_MAX || value.size() != size(key, block_length)) return std::nullopt;
   const char* p = value.data();
   if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) return std::nullopt;
   if (get_le<uint64_t>(p + 8) != block_length) return std::nullopt;
-  const uint32_t block_crc = get_le<uint32_t>(p + 16);
-  if (get_le<uint32_t>(p + 20) != crc32c::value(key)) return std::nullopt;
-  if (get_le<uint16_t>(p + 24) != key.size()) return std::nullopt;
+  if (get_le<uint16_t>(p + 16) != key.size()) return std::nullopt;
   if (value.substr(kFixed, key.size()) != key) return std::nullopt;
-  std::string_view block = value.substr(kFixed + key.size());
-  if (crc32c::value(block) != block_crc) return std::nullopt;
-  return block;
+  const std::string_view covered = value.substr(0, value.size() - kMacBytes);
+  unsigned char mac[kMacBytes];
+  mac_of(secret, covered, mac);
+  if (CRYPTO_memcmp(mac, value.data() + covered.size(), kMacBytes) != 0) return std::nullopt;
+  return value.substr(kFixed + key.size(), block_length);
 }
 
 }  // namespace shared_envelope

@@ -4,12 +4,13 @@
 // Hub once between them.
 //
 // Three pieces live here, free of any engine and of FUSE:
-//  - SharedTier, the seam an engine implements (raw values under string keys; gets bounded by a
-//    short timeout, puts asynchronous and droppable). Redis Cluster would be a second
+//  - SharedTier, the seam an engine implements (raw values under string keys; gets bounded by the
+//    caller's deadline, puts asynchronous and droppable). Redis Cluster would be a second
 //    implementation of the same four calls.
-//  - the envelope every value is wrapped in: the block's key echoed, its length and CRC-32C,
-//    checked on every get, so a value that is torn, stale, mis-keyed or flipped is a miss,
-//    never served;
+//  - the envelope every value is wrapped in: the block's key echoed, its length, and an
+//    HMAC-SHA-256 under a key the cluster's machines share (SharedTierKey), checked on every get,
+//    so a value that is torn, truncated, mis-keyed, flipped or forged (memcached has no access
+//    control: anyone who reaches it can write) is counted corrupt and never served;
 //  - CircuitBreaker, which stops asking a failing node for a while and probes it again later,
 //    with an injectable clock so it is tested without sleeping.
 //
@@ -25,17 +26,44 @@
 #include <string_view>
 #include <vector>
 
+#include "common/deadline.h"
+#include "common/status.h"
+
 namespace hubfs {
+
+// The secret that authenticates the tier's values: the bytes of a key file every machine of the
+// cluster holds (`--shared-cache-key-file`; make one with `head -c 32 /dev/urandom > F`). Only
+// machines holding it can write values the others accept.
+class SharedTierKey {
+ public:
+  // At least kMinBytes (a guessable key would authenticate nothing), at most kMaxBytes (a big
+  // file is not a key). Errors name the file and say how to make a key.
+  static Result<SharedTierKey> from_file(const std::string& path);
+  static Result<SharedTierKey> from_bytes(std::string secret);  // tests
+  static constexpr size_t kMinBytes = 16;
+  static constexpr size_t kMaxBytes = 4096;
+
+  const std::string& secret() const { return secret_; }
+  // 8 hex digits derived from the secret (HMAC of a constant: says nothing about it), part of
+  // every engine key, so clusters (or mounts) with different keys never read each other's values
+  // as corrupt nor overwrite them.
+  const std::string& id() const { return id_; }
+
+ private:
+  std::string secret_;
+  std::string id_;
+};
 
 // What identifies a block across machines: the file's content id (already carrying a
 // non-default block size, see BlockReader::cache_id), the block size in bytes and the index.
 struct SharedBlockKey {
+  std::string key_id;  // SharedTierKey::id()
   std::string content_id;
   uint32_t block_size = 0;
   uint64_t index = 0;
 
   // The engine key: printable ASCII without spaces, well under memcached's 250-byte limit
-  // ("hubfs:v1:sha256:<64 hex>:1048576:123" is ~90 bytes).
+  // ("hubfs:v2:<8 hex>:sha256:<64 hex>:1048576:123" is ~100 bytes).
   std::string str() const;
 };
 
@@ -48,7 +76,7 @@ struct SharedGet {
 
 // Counters an engine keeps (all since the tier was created).
 struct SharedTierStats {
-  uint64_t get_errors = 0;     // lookups that failed (timeout, connection, protocol)
+  uint64_t get_errors = 0;     // lookups that failed (deadline, timeout, connection, protocol)
   uint64_t put_errors = 0;     // stores that failed
   uint64_t skipped = 0;        // lookups or stores not tried: the node's breaker was open
   uint64_t puts = 0;           // values stored
@@ -62,10 +90,13 @@ struct SharedTierStats {
 class SharedTier {
  public:
   virtual ~SharedTier() = default;
-  // One answer per request, in order: the value if the engine has it with exactly
-  // value_size bytes, else nullopt (absent, wrong size, timed out, node down). Bounded by the
-  // engine's short timeout; thread-safe.
-  virtual std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items) = 0;
+  // One answer per request, in order: the value if the engine has it whole (exactly value_size
+  // bytes); a value of any other size if the engine holds something else under the key (a
+  // truncated value, or pieces of another length: the caller counts it corrupt); nullopt when
+  // absent, or not known by the deadline (timed out, node down). Returns by `deadline` (plus a
+  // scheduling delay), however slowly a node answers; thread-safe.
+  virtual std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items,
+                                                      const Deadline& deadline) = 0;
   // Queues a store and returns at once; dropped (and counted) when the queue is full.
   virtual void put(std::string key, std::string value) = 0;
   // Queues a delete of the value of value_size bytes under key (after the puts queued before
@@ -76,19 +107,22 @@ class SharedTier {
   virtual std::string describe() const = 0;
 };
 
-// The envelope: a fixed header, the key echoed, then the block.
-//   "HUBFSSB" + version byte (1) | u64 block length | u32 CRC-32C of the block |
-//   u32 CRC-32C of the key | u16 key length | key | block          (little endian)
-// The echoed key catches a value stored under the wrong key (an engine bug, a hash collision
-// in a proxy); the CRC-32C catches torn and flipped values. Deterministic, so two nodes that
-// store the same block store the same bytes (an engine splitting values may mix their pieces).
+// The envelope: a fixed header, the key echoed, the block, then a MAC of all of it.
+//   "HUBFSSB" + version byte (2) | u64 block length | u16 key length | key | block |
+//   HMAC-SHA-256(secret, everything before it)                          (little endian)
+// The MAC catches torn, truncated and flipped values and, unlike a CRC, forged ones: a writer
+// without the secret cannot make a value the readers accept. It covers the echoed key, so a valid
+// value copied under another key (a replay, an engine bug) is refused too. Deterministic, so two
+// machines that store the same block store the same bytes (an engine splitting values may mix
+// their pieces).
 namespace shared_envelope {
 
 size_t size(const std::string& key, size_t block_length);
-std::string wrap(const std::string& key, std::string_view block);
+std::string wrap(const SharedTierKey& secret, const std::string& key, std::string_view block);
 // The block inside `value` if it is a well-formed envelope for `key` holding exactly
-// `block_length` bytes whose CRC-32C matches; else nullopt.
-std::optional<std::string_view> unwrap(const std::string& key, size_t block_length, std::string_view value);
+// `block_length` bytes whose MAC under `secret` matches; else nullopt.
+std::optional<std::string_view> unwrap(const SharedTierKey& secret, const std::string& key, size_t block_length,
+                                       std::string_view value);
 
 }  // namespace shared_envelope
 

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/deadline.h"
 #include "common/status.h"
 
 namespace hubfs {
@@ -45,6 +46,10 @@ struct HttpRequest {
   // bandwidth (a CDN edge gives one stream ~400 Mbit/s), N ranges in flight bring N times that
   // only over N connections; over one they would share one connection's rate.
   bool own_connection = false;
+  // When the read this request serves gives up: a retrying transport retries transient failures
+  // until then (rather than a fixed number of times), and the transport abandons a transfer
+  // still running then. Never by default (API requests are bounded by their attempts).
+  Deadline deadline;
   // Redirects are never followed by the transport: the Hub client handles them itself, because
   // the Authorization header must not travel to another host.
 };

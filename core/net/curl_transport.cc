@@ -549,6 +549,14 @@ struct CurlTransport::Impl {
     std::vector<std::pair<CURL*, Status>> expired;
     for (auto& [h, t] : running) {
       Clock::time_point deadline = t->got_first_byte ? t->last_byte + stall : t->started + first_byte;
+      // The read this transfer serves gives up at its own deadline: nothing waits for it after.
+      if (const Deadline& read = t->request.deadline; !read.is_never()) {
+        if (read.expired()) {
+          expired.emplace_back(h, Timeout(t->what() + ": the read it serves reached its deadline (--read-timeout)"));
+          continue;
+        }
+        deadline = std::min(deadline, now + read.remaining());
+      }
       if (deadline <= now) {
         expired.emplace_back(
             h, t->got_first_byte

@@ -6,10 +6,13 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 #include <unordered_map>
 
+#include "common/log.h"
 #include "common/task_queue.h"
+#include "common/timer.h"
 #include "common/url.h"
 
 namespace hubfs {
@@ -57,14 +60,18 @@ struct Fetch {
   uint64_t file_size = 0;
   ByteRange range;
   RangeFetcher::Callback done;
-  // 403 handling: a 403 asks for a fresh location (one another range may already have got from
-  // the shared table). A location can itself be refused once: the CDN may rotate its signing key
-  // between signing and use, and a flaky edge may refuse a valid signature. So a fetch asks for
-  // up to kMaxFreshLocations fresh ones (a stale table entry does not count); after that a 403
-  // means denied. The bound keeps a truly denied object from looping.
+  // 403 handling (and 416, see the header): a refusal asks for a fresh location (one another
+  // range may already have got from the shared table). A location can itself be refused: the CDN
+  // may rotate its signing key between signing and use, and a flaky edge may refuse a valid
+  // signature. So a fetch asks for up to kMaxFreshLocations fresh ones at once (a stale table
+  // entry does not count); after that a fetch with a deadline keeps asking with backoff until
+  // its deadline, and one without takes the refusal as the answer (the bound keeps a truly
+  // denied object from looping).
   static constexpr int kMaxFreshLocations = 2;
   int fresh_locations = 0;
+  int waited_refusals = 0;   // refusals answered after a backoff (past kMaxFreshLocations)
   std::string replaced_url;  // set when the last location came from the shared table
+  Deadline deadline;         // of the read this range serves
 
   bool may_refresh() const { return fresh_locations < kMaxFreshLocations; }
 
@@ -122,7 +129,8 @@ struct Fetch {
       case 416:
         return Status(Code::kOutOfRange, host + " answered 416 for " + what + " of a " +
                                              std::to_string(file_size) +
-                                             "-byte file; the file on the server is shorter than expected");
+                                             "-byte file, the size the Hub lists, even after fresh locations; the "
+                                             "file on the server may be shorter than listed");
       default:
         return IoError(host + " answered HTTP " + std::to_string(resp.status) + " for " + what);
     }
@@ -167,8 +175,19 @@ class Replacements {
 };
 
 struct RangeFetcher::Shared : std::enable_shared_from_this<RangeFetcher::Shared> {
-  explicit Shared(HttpTransport& t) : transport(t), refresher(1), locator(kLocatorThreads) {}
+  Shared(HttpTransport& t, RangeFetcherOptions o)
+      : transport(t), options(std::move(o)), refresher(1), locator(kLocatorThreads) {
+    if (!options.scheduler) {
+      timer = std::make_shared<Timer>();
+      options.scheduler = [t = timer](std::chrono::milliseconds delay, std::function<void()> fn) {
+        if (!t->schedule(delay, fn)) fn();
+      };
+    }
+  }
   HttpTransport& transport;
+  RangeFetcherOptions options;
+  std::shared_ptr<Timer> timer;  // only without an injected scheduler
+  std::atomic<bool> stopping{false};
   Replacements replacements;
   // Refreshes after a 403 run one at a time, so all the ranges on one expired URL share one;
   // first locations and relocations after a protocol violation run on several threads.
@@ -176,10 +195,59 @@ struct RangeFetcher::Shared : std::enable_shared_from_this<RangeFetcher::Shared>
   RefreshWorker locator;
 
   void start(std::shared_ptr<const Locator> locate, const Result<Location>& location, uint64_t file_size,
-             ByteRange range, Callback done);
+             ByteRange range, Callback done, Deadline deadline = Deadline::never());
   void send(std::shared_ptr<Fetch> fetch, Location location);
   void refresh_and_resend(std::shared_ptr<Fetch> fetch, std::string expired_url);
+  // A 403 or 416 from `url`: true when a fresh location and another try are under way.
+  bool retry_refusal(const std::shared_ptr<Fetch>& fetch, const std::string& host, const std::string& url,
+                     long status);
+  std::chrono::milliseconds backoff(int waited) const;
 };
+
+std::chrono::milliseconds RangeFetcher::Shared::backoff(int waited) const {
+  // Full jitter, uniform in [0, cap], the cap doubling from base_delay to max_delay.
+  std::chrono::milliseconds cap = options.base_delay;
+  for (int i = 0; i < waited && cap < options.max_delay; ++i) cap *= 2;
+  cap = std::min(cap, options.max_delay);
+  double unit = 0;
+  if (options.jitter) {
+    unit = std::clamp(options.jitter(), 0.0, 1.0);
+  } else {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    unit = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(unit * static_cast<double>(cap.count())));
+}
+
+bool RangeFetcher::Shared::retry_refusal(const std::shared_ptr<Fetch>& fetch, const std::string& host,
+                                         const std::string& url, long status) {
+  const std::string what = host + " answered " + std::to_string(status) + " for bytes " + range_text(fetch->range);
+  if (stopping.load()) return false;
+  if (fetch->may_refresh()) {
+    log_warning("range fetch: " + what + "; asking for a fresh location and trying again");
+    refresh_and_resend(fetch, url);
+    return true;
+  }
+  if (fetch->deadline.is_never()) return false;  // bounded: this refusal is the answer
+  const std::chrono::milliseconds delay = backoff(fetch->waited_refusals);
+  const std::chrono::milliseconds left = fetch->deadline.remaining();
+  if (left <= delay) return false;
+  ++fetch->waited_refusals;
+  log_warning("range fetch: " + what + " (refused " + std::to_string(fetch->fresh_locations + 1) +
+              " times); a fresh location and another try in " + std::to_string(delay.count()) + " ms, " +
+              std::to_string(left.count()) + " ms left before the read's deadline");
+  std::weak_ptr<Shared> weak = weak_from_this();
+  options.scheduler(delay, [weak, fetch, url] {
+    auto self = weak.lock();
+    if (!self || self->stopping.load()) {
+      fetch->fail(Unavailable("fetching bytes " + range_text(fetch->range) +
+                              ": the range fetcher shut down while waiting to refresh a refused location"));
+      return;
+    }
+    self->refresh_and_resend(fetch, url);
+  });
+  return true;
+}
 
 void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location) {
   HttpRequest request;
@@ -188,6 +256,7 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
   request.headers = std::move(location.headers);
   request.headers.emplace_back("Range", "bytes=" + range_text(fetch->range));
   request.own_connection = true;  // N ranges in flight: N connections' bandwidth
+  request.deadline = fetch->deadline;
   // Room for a whole small file (a 200 we can still slice), else exactly the range.
   request.max_body = std::max(fetch->range.length, fetch->file_size <= kWholeFileLimit ? fetch->file_size : 0);
   std::string host = url::url_host(request.url);
@@ -219,11 +288,15 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
     }
   };
   transport.submit(std::move(request), [self = shared_from_this(), fetch, host, url](Result<HttpResponse> r) {
-    if (r.ok() && r->status == 403 && fetch->may_refresh()) {
-      self->refresh_and_resend(fetch, url);
-      return;
+    if (r.ok() && (r->status == 403 || r->status == 416) && self->retry_refusal(fetch, host, url, r->status)) return;
+    Result<std::string> checked = fetch->check(host, std::move(r));
+    if (!checked.ok() && !fetch->deadline.is_never() && fetch->waited_refusals > 0 &&
+        (checked.status().code() == Code::kPermissionDenied || checked.status().code() == Code::kOutOfRange)) {
+      // Refused until the read's deadline: the read timed out, with the refusal as its cause.
+      checked = Timeout(checked.status().message() + " (asked " + std::to_string(fetch->fresh_locations) +
+                        " fresh locations until the read's deadline)");
     }
-    fetch->done(fetch->check(host, std::move(r)));
+    fetch->done(std::move(checked));
   });
 }
 
@@ -280,15 +353,23 @@ Status validate(uint64_t file_size, ByteRange range) {
 
 }  // namespace
 
-RangeFetcher::RangeFetcher(HttpTransport& transport) : shared_(std::make_shared<Shared>(transport)) {}
+RangeFetcher::RangeFetcher(HttpTransport& transport, RangeFetcherOptions options)
+    : shared_(std::make_shared<Shared>(transport, std::move(options))) {}
 
 RangeFetcher::~RangeFetcher() {
+  shutdown();
   shared_->locator.shutdown();
   shared_->refresher.shutdown();
 }
 
+void RangeFetcher::shutdown() {
+  shared_->stopping.store(true);
+  // Runs what waits for a backoff now: each sees `stopping` and fails its fetch.
+  if (shared_->timer) shared_->timer->shutdown();
+}
+
 void RangeFetcher::Shared::start(std::shared_ptr<const Locator> locate, const Result<Location>& location,
-                                 uint64_t file_size, ByteRange range, Callback done) {
+                                 uint64_t file_size, ByteRange range, Callback done, Deadline deadline) {
   if (Status s = validate(file_size, range); !s.ok()) {
     done(std::move(s));
     return;
@@ -306,10 +387,12 @@ void RangeFetcher::Shared::start(std::shared_ptr<const Locator> locate, const Re
   fetch->file_size = file_size;
   fetch->range = range;
   fetch->done = std::move(done);
+  fetch->deadline = deadline;
   send(std::move(fetch), location.value());
 }
 
-void RangeFetcher::fetch_async(const Locator& locate, uint64_t file_size, ByteRange range, Callback done) {
+void RangeFetcher::fetch_async(const Locator& locate, uint64_t file_size, ByteRange range, Callback done,
+                               Deadline deadline) {
   if (Status s = validate(file_size, range); !s.ok() || range.length == 0) {
     if (s.ok()) {
       done(std::string());
@@ -323,13 +406,13 @@ void RangeFetcher::fetch_async(const Locator& locate, uint64_t file_size, ByteRa
   auto shared_locate = std::make_shared<const Locator>(locate);
   auto callback = std::make_shared<Callback>(std::move(done));
   std::weak_ptr<Shared> weak = shared_;
-  shared_->locator.post([weak, shared_locate, file_size, range, callback](bool cancelled) {
+  shared_->locator.post([weak, shared_locate, file_size, range, callback, deadline](bool cancelled) {
     auto self = weak.lock();
     if (cancelled || !self) {
       (*callback)(Unavailable("fetching bytes " + range_text(range) + ": the range fetcher shut down"));
       return;
     }
-    self->start(shared_locate, (*shared_locate)(false), file_size, range, std::move(*callback));
+    self->start(shared_locate, (*shared_locate)(false), file_size, range, std::move(*callback), deadline);
   });
 }
 

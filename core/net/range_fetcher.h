@@ -3,9 +3,14 @@
 // Every range that comes back holds exactly the bytes asked for or is an error: a 206 must carry
 // a Content-Range equal to the request and a body of exactly that length; a 200 (a server that
 // ignored Range) is sliced only when it is provably the whole file, never taken as the range.
-// A 403 from a signed URL asks the Locator for a fresh location once, then tries again; all
-// the ranges that hit the same expired URL share one refresh.
-// Transient failures are retried by the transport (see RetryingTransport), not here.
+// A 403 from a signed URL asks the Locator for a fresh location, then tries again; all the ranges
+// that hit the same expired URL share one refresh. A 416 for a range inside the file's known size
+// (every range asked is: see fetch_async) is a CDN quirk, not a short file: it is handled like a
+// 403. The first two such refusals get a fresh location at once; a fetch with a deadline keeps
+// asking, with backoff, until its deadline (a CDN edge may refuse valid signatures or ranges for
+// a while), one without fails on the third. Each retry is logged.
+// Transient failures (5xx, resets, stalls) are retried by the transport (see RetryingTransport),
+// not here; the fetch's deadline travels with each request (HttpRequest::deadline).
 //
 // Threads: fetch_async returns at once; its locate(false) and every locate(true) run on the
 // fetcher's own locator threads, never on the caller's (a read must be able to give up at its
@@ -13,6 +18,7 @@
 // network (through the same transport). fetch() calls locate(false) on the calling thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,14 +39,30 @@ struct ByteRange {
 // Where one file can be read from; refresh=true means the last location answered 403 (expired).
 using Locator = std::function<Result<Location>(bool refresh)>;
 
+struct RangeFetcherOptions {
+  // Runs fn after delay, exactly once; tests inject one that moves a manual clock. Empty: a timer
+  // thread of the fetcher's own.
+  using Scheduler = std::function<void(std::chrono::milliseconds delay, std::function<void()> fn)>;
+  Scheduler scheduler;
+  // Backoff before a fresh location once the immediate ones are spent (full jitter, doubling from
+  // base to max): a CDN that refuses for a while is asked a few times a second at first, then
+  // every few seconds, like the transport's own retries.
+  std::chrono::milliseconds base_delay{200};
+  std::chrono::milliseconds max_delay{4000};
+  std::function<double()> jitter;  // uniform in [0, 1); empty: a thread-local PRNG
+};
+
 class RangeFetcher {
  public:
   using Callback = std::function<void(Result<std::string>)>;
 
   // `transport` must outlive this fetcher and every fetch it started.
-  explicit RangeFetcher(HttpTransport& transport);
+  explicit RangeFetcher(HttpTransport& transport, RangeFetcherOptions options = {});
   // Fetches still waiting for a locator refresh fail with kUnavailable; others finish normally.
   ~RangeFetcher();
+  // Fetches waiting out a backoff before a fresh location fail now (kUnavailable), and later ones
+  // do not wait: for unmount, so the reader's drain is prompt. Idempotent; the destructor calls it.
+  void shutdown();
   RangeFetcher(const RangeFetcher&) = delete;
   RangeFetcher& operator=(const RangeFetcher&) = delete;
 
@@ -48,8 +70,10 @@ class RangeFetcher {
   // range.length bytes or an error. Thread-safe; returns at once.
   // Errors: kInvalidArgument (range past EOF: a caller bug), kCorrupt (Content-Range or
   // length mismatch, server ignored Range), kPermissionDenied (403 even after a refresh),
-  // kNotFound (404), kOutOfRange (416), kIo (any other status), or the transport's error.
-  void fetch_async(const Locator& locate, uint64_t file_size, ByteRange range, Callback done);
+  // kNotFound (404), kOutOfRange (416), kIo (any other status), or the transport's error;
+  // kTimeout once `deadline` passed (retries of transient failures and refusals run until it).
+  void fetch_async(const Locator& locate, uint64_t file_size, ByteRange range, Callback done,
+                   Deadline deadline = Deadline::never());
 
   // Fetches all ranges concurrently and waits. results[i] answers ranges[i].
   std::vector<Result<std::string>> fetch(const Locator& locate, uint64_t file_size,

@@ -146,6 +146,8 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
     const auto until = std::chrono::steady_clock::now() + wait;
     policy.quota->wait_started(bucket, until);
     call->quota_waited += wait;
+    // The wait is the quota's, not the network's: the read keeps the time it had left.
+    call->request.deadline = call->request.deadline.later_by(wait);
     scheduler(wait, [self = shared_from_this(), call, bucket, until] {
       self->policy.quota->wait_ended(bucket, until);
       if (self->is_stopping()) {
@@ -196,6 +198,13 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
     return r;
   }
 
+  // A request serving a read that must end by now + `delay`: its last answer, as a timeout.
+  static Status past_deadline(const Status& fault, int attempts, milliseconds delay) {
+    return Timeout("gave up after " + std::to_string(attempts) + " attempt" + (attempts == 1 ? "" : "s") +
+                   ": the read's deadline (--read-timeout) comes before the next one (due in " +
+                   std::to_string(delay.count()) + " ms); last failure: " + fault.message());
+  }
+
   void on_result(const std::shared_ptr<Call>& call, Result<HttpResponse> r) {
     if (policy.quota && r.ok()) {
       auto wait = policy.quota->after_answer(call->request.url, *r, call->quota_waited);
@@ -217,14 +226,32 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
       call->done(std::move(r));
       return;
     }
-    if (call->attempt >= policy.max_attempts || is_stopping()) {
+    if (is_stopping()) {
       call->done(final_answer(std::move(r), fault, call->attempt));
       return;
     }
     milliseconds delay = delay_before_retry(r, call->attempt);
-    log_warning("retrying " + call->request.method + " " + url::url_for_log(call->request.url) + " (attempt " +
-                std::to_string(call->attempt + 1) + " of " + std::to_string(policy.max_attempts) + ", in " +
-                std::to_string(delay.count()) + " ms): " + fault.message());
+    const Deadline& deadline = call->request.deadline;
+    std::string which;
+    if (deadline.is_never()) {
+      if (call->attempt >= policy.max_attempts) {
+        call->done(final_answer(std::move(r), fault, call->attempt));
+        return;
+      }
+      which = "attempt " + std::to_string(call->attempt + 1) + " of " + std::to_string(policy.max_attempts);
+    } else {
+      // A request serving a read is retried for as long as the read may wait, not a fixed number
+      // of times: a burst of 503s longer than five backoffs must not fail a read with time left.
+      const milliseconds left = deadline.remaining();
+      if (left <= delay) {
+        call->done(past_deadline(fault, call->attempt, delay));
+        return;
+      }
+      which = "attempt " + std::to_string(call->attempt + 1) + ", " + std::to_string(left.count()) +
+              " ms left before the read's deadline";
+    }
+    log_warning("retrying " + call->request.method + " " + url::url_for_log(call->request.url) + " (" + which +
+                ", in " + std::to_string(delay.count()) + " ms): " + fault.message());
     ++call->attempt;
     retries.fetch_add(1, std::memory_order_relaxed);
     auto last = std::make_shared<Result<HttpResponse>>(std::move(r));

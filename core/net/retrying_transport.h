@@ -1,8 +1,11 @@
 // Retries transient failures of an inner transport: transport errors (resets, timeouts) and
 // HTTP 408, 429, 500, 502, 503, 504. Backoff is exponential with full jitter (base doubling to
 // a cap), honouring Retry-After (seconds) and, on a 429 only, RateLimit ("...;r=0;t=N": wait
-// N+1 s). Total attempts are bounded so every request ends (quota waits, RetryPolicy::quota, are
-// bounded by their own max_wait). Anything else (2xx, 3xx, 4xx) is returned as is.
+// N+1 s). Every request ends: one with a deadline (HttpRequest::deadline: it serves a read) is
+// retried until the next attempt would start past it, then answered with kTimeout naming the
+// last failure; one without makes at most RetryPolicy::max_attempts. Quota waits
+// (RetryPolicy::quota) are bounded by their own max_wait (--rate-limit-wait), not by the read's
+// deadline. Each retry is logged with its cause. Anything else (2xx, 3xx, 4xx) is returned as is.
 #pragma once
 
 #include <chrono>
@@ -16,7 +19,7 @@
 namespace hubfs {
 
 struct RetryPolicy {
-  int max_attempts = 5;  // first try included
+  int max_attempts = 5;  // first try included; requests without a deadline only
   std::chrono::milliseconds base_delay{1000};
   std::chrono::milliseconds max_delay{8000};
   std::chrono::milliseconds max_retry_after{60000};  // a server asking for more is capped

@@ -21,6 +21,13 @@ constexpr int kDeferredWriteNice = 10;
 // the read (memcached, the reading application) are not ranked below it. Reads count, not only
 // lookups: a stream's read-ahead has claimed its last blocks while the reader still consumes.
 constexpr std::chrono::milliseconds kDeferredWriteQuiet{50};
+// After a read of a block timed out, reads of it fail at once for this long. The kernel answers a
+// failed read-ahead by reading the page again at once, which would otherwise wait a second
+// read_timeout ("a read fails after twice --read-timeout"); a few seconds cover that retry, and
+// a read that comes later tries the network afresh.
+constexpr std::chrono::seconds kTimedOutMemory{5};
+// Blocks remembered as timed out; past this the table is cleared (a bound, not an LRU: rare).
+constexpr size_t kMaxTimedOut = 4096;
 
 // A block someone is loading. Readers that need it wait on `cv` (under the reader's mutex);
 // the loader fills in status/data and sets done.
@@ -416,7 +423,7 @@ void BlockReader::complete_batch(const RemoteFile& file, const std::vector<std::
 }
 
 bool BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed,
-                               bool prefetch, size_t max_run) {
+                               bool prefetch, size_t max_run, const Deadline& deadline) {
   std::vector<uint64_t> misses;
   std::string id = cache_id(file.content_id);
   for (uint64_t index : claimed) {
@@ -436,19 +443,22 @@ bool BlockReader::load_claimed(const RemoteFile& file, std::vector<uint64_t> cla
     }
     misses.push_back(index);
   }
-  if (!misses.empty() && shared_) misses = load_from_shared(file, std::move(misses));
+  if (!misses.empty() && shared_) misses = load_from_shared(file, std::move(misses), deadline);
   if (misses.empty()) return true;
-  fetch_runs(file, misses, prefetch, max_run);
+  fetch_runs(file, misses, prefetch, max_run, deadline);
   return false;
 }
 
 // --- The shared block tier (reader/shared_blocks.h) --------------------------------------------
 
-std::vector<uint64_t> BlockReader::load_from_shared(const RemoteFile& file, std::vector<uint64_t> misses) {
+std::vector<uint64_t> BlockReader::load_from_shared(const RemoteFile& file, std::vector<uint64_t> misses,
+                                                    const Deadline& deadline) {
   std::vector<std::pair<uint64_t, size_t>> wanted;
   for (uint64_t index : misses) wanted.emplace_back(index, block_length(file, index));
   note_activity();
-  auto found = shared_->lookup(cache_id(file.content_id), wanted);
+  // Within the read's deadline (the tier also keeps to a short budget of its own): a slow node
+  // costs a Hub fetch, never the read.
+  auto found = shared_->lookup(cache_id(file.content_id), wanted, deadline);
   std::vector<uint64_t> rest;
   std::vector<std::pair<uint64_t, BlockBytes>> arrivals;
   for (size_t i = 0; i < misses.size(); ++i) {
@@ -516,7 +526,7 @@ void BlockReader::offer_to_shared(const RemoteFile& file, uint64_t index, const 
 }
 
 void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>& indices,
-                             bool prefetch, size_t max_run) {
+                             bool prefetch, size_t max_run, const Deadline& deadline) {
   // indices are ascending; neighbours go out together, up to max_run.
   size_t i = 0;
   while (i < indices.size()) {
@@ -572,7 +582,8 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
             }
           });
           fetches_.done();
-        });
+        },
+        deadline);
     i = j;
   }
 }
@@ -652,9 +663,13 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
   // corrupt bytes in it.
   if (Status st = check_epoch(file, state); !st.ok()) return st;
   if (offset >= file.size || length == 0) return slices;
+  // One deadline for the whole read: the shared tier's lookup, the Hub's requests and their
+  // retries, and the wait for blocks other reads are loading.
+  const Deadline deadline = Deadline::after(options_.read_timeout);
   uint64_t end = std::min<uint64_t>(file.size, offset + length);
   uint64_t first = offset / options_.block_size;
   uint64_t last = (end - 1) / options_.block_size;
+  if (Status st = recently_timed_out(file, first, last); !st.ok()) return st;
 
   std::vector<BlockPtr> blocks;
   std::vector<uint64_t> claimed;
@@ -664,7 +679,7 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     if (mine) claimed.push_back(b);
   }
   // The blocks this read needs go out before any read-ahead.
-  if (!claimed.empty()) load_claimed(file, claimed, /*prefetch=*/false, options_.max_blocks_per_request);
+  if (!claimed.empty()) load_claimed(file, claimed, /*prefetch=*/false, options_.max_blocks_per_request, deadline);
 
   if (state) {
     std::lock_guard<std::mutex> state_lock(state->mu);
@@ -694,17 +709,18 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     state->next_offset = end;
   }
 
+  // Past the read's deadline, a read held up by a quota wait gets that wait's end plus its own
+  // timeout, within quota_max_wait (ReaderOptions::quota_waiting_until): the request held for the
+  // quota has its deadline moved by the wait too (RetryingTransport).
   const auto read_started = std::chrono::steady_clock::now();
-  auto deadline = read_started + options_.read_timeout;
-  // Past the read timeout, a read held up by a quota wait gets that wait's end plus its own
-  // timeout, within quota_max_wait (ReaderOptions::quota_waiting_until).
+  auto wait_deadline = deadline.at();
   auto quota_deadline = [&]() -> std::optional<std::chrono::steady_clock::time_point> {
     if (!options_.quota_waiting_until) return std::nullopt;
     auto until = options_.quota_waiting_until();
     if (!until) return std::nullopt;
     auto extended = std::min(*until + options_.read_timeout,
                              read_started + options_.read_timeout + options_.quota_max_wait);
-    if (extended <= deadline) return std::nullopt;
+    if (extended <= wait_deadline) return std::nullopt;
     return extended;
   };
   for (uint64_t b = first; b <= last; ++b) {
@@ -713,17 +729,24 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     {
       std::unique_lock<std::mutex> lock(mu_);
       bool served = false;
-      while (!(served = block->cv.wait_until(lock, deadline, [&] { return block->done; }))) {
+      while (!(served = block->cv.wait_until(lock, wait_deadline, [&] { return block->done; }))) {
         auto extended = quota_deadline();
         if (!extended) break;
-        deadline = *extended;
+        wait_deadline = *extended;
       }
       if (!served) {
+        lock.unlock();
+        note_timed_out(file, b);
         return Timeout("reading " + file.path + ": block " + std::to_string(b) + " not served within " +
                        std::to_string(options_.read_timeout.count() / 1000) +
-                       " s; the Hub or its CDN is not answering");
+                       " s (--read-timeout); the Hub or its CDN is not answering");
       }
-      if (!block->status.ok()) return block->status;
+      if (!block->status.ok()) {
+        Status failed = block->status;
+        lock.unlock();
+        if (failed.code() == Code::kTimeout) note_timed_out(file, b);
+        return failed;
+      }
       data = block->data;
     }
     uint64_t block_start = b * options_.block_size;
@@ -814,7 +837,9 @@ void BlockReader::queue_load(const RemoteFile& file, std::vector<uint64_t> claim
       return;
     }
     // Only blocks served here (disk, shared tier) count: a fetch from the Hub has only started.
-    if (load_claimed(file, claimed, /*prefetch=*/true, group)) take_turn_at_hash(file, claimed.back());
+    // A read-ahead task has a deadline of its own, as a read does, from when it starts.
+    if (load_claimed(file, claimed, /*prefetch=*/true, group, Deadline::after(options_.read_timeout)))
+      take_turn_at_hash(file, claimed.back());
   });
 }
 
@@ -824,6 +849,34 @@ void BlockReader::take_turn_at_hash(const RemoteFile& file, uint64_t loaded_up_t
   // Waits for the thread hashing now, then hashes what is in memory itself (or finds the hash
   // stalled on a missing block, and goes on).
   (void)verify_in_order(file, /*wait=*/true);
+}
+
+Status BlockReader::recently_timed_out(const RemoteFile& file, uint64_t first, uint64_t last) {
+  const auto now = std::chrono::steady_clock::now();
+  const std::string id = cache_id(file.content_id);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (timed_out_.empty()) return Status::Ok();
+  for (uint64_t b = first; b <= last; ++b) {
+    const std::string mk = memory_key(id, b);
+    auto it = timed_out_.find(mk);
+    if (it == timed_out_.end()) continue;
+    // Served since (a late answer), or long enough ago: try again.
+    if (now - it->second >= kTimedOutMemory || peek(mk)) {
+      timed_out_.erase(it);
+      continue;
+    }
+    const auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second).count();
+    return Timeout("reading " + file.path + ": block " + std::to_string(b) + " was not served within " +
+                   std::to_string(options_.read_timeout.count() / 1000) + " s (--read-timeout) by a read " +
+                   std::to_string(ago) + " ms ago; failing at once instead of waiting again (try again later)");
+  }
+  return Status::Ok();
+}
+
+void BlockReader::note_timed_out(const RemoteFile& file, uint64_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (timed_out_.size() >= kMaxTimedOut) timed_out_.clear();
+  timed_out_[memory_key(cache_id(file.content_id), index)] = std::chrono::steady_clock::now();
 }
 
 uint64_t BlockReader::content_epoch(const RemoteFile& file) const {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cache/block_cache.h"
+#include "common/deadline.h"
 #include "common/status.h"
 #include "common/task_queue.h"
 #include "net/range_fetcher.h"
@@ -72,7 +73,10 @@ struct ReaderOptions {
   // lost its first responses to eviction before the reader got to them, and read them back from
   // the disk cache (perf on the daemon: ext4 reads and block CRCs during a cold read).
   uint64_t memory_cache_bytes = 256ull << 20;
-  // A read that cannot be served ends in an error after this, never a hang.
+  // A read that cannot be served ends in an error after this, never a hang: one deadline per read
+  // (and per read-ahead task), covering its shared-tier lookup, its Hub requests and their
+  // retries. A block whose read timed out fails at once for kTimedOutMemory after, so the
+  // kernel's immediate retry of a failed read does not wait a second read_timeout.
   std::chrono::milliseconds read_timeout{120'000};
   // The Hub's quota (net/quota_gate.h): when set and a request is waiting for a quota window
   // until T, a read still waiting at its read_timeout is given until T + read_timeout, but at
@@ -190,10 +194,17 @@ class BlockReader {
   BlockPtr claim_or_find(const RemoteFile& file, uint64_t index, bool* claimed);
   // max_run: most neighbouring blocks per request.
   // True when every block was served here (disk cache, shared tier), none left to a fetch.
-  bool load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed, bool prefetch, size_t max_run);
-  void fetch_runs(const RemoteFile& file, const std::vector<uint64_t>& indices, bool prefetch, size_t max_run);
+  // deadline: of the read (or read-ahead task) the blocks are loaded for.
+  bool load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed, bool prefetch, size_t max_run,
+                    const Deadline& deadline);
+  void fetch_runs(const RemoteFile& file, const std::vector<uint64_t>& indices, bool prefetch, size_t max_run,
+                  const Deadline& deadline);
   // The shared tier's part (see shared_blocks.h): serves what it holds, returns the rest.
-  std::vector<uint64_t> load_from_shared(const RemoteFile& file, std::vector<uint64_t> misses);
+  std::vector<uint64_t> load_from_shared(const RemoteFile& file, std::vector<uint64_t> misses,
+                                         const Deadline& deadline);
+  // A read of one of these blocks timed out moments ago: that error, else OK.
+  Status recently_timed_out(const RemoteFile& file, uint64_t first, uint64_t last);
+  void note_timed_out(const RemoteFile& file, uint64_t index);
   void offer_to_shared(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch);
   // Writes a block that came from the shared tier to the disk cache, later (see
   // ReaderOptions::max_deferred_write_bytes); skipped if the file failed its hash meanwhile.
@@ -260,6 +271,8 @@ class BlockReader {
   std::unordered_map<std::string, uint64_t> failed_epochs_;  // by cache id (guarded by mu_)
   // When each file was last hinted (guarded by mu_): no speculative read-ahead for it meanwhile.
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> hinted_at_;
+  // Blocks whose read timed out, and when (guarded by mu_; see ReaderOptions::read_timeout).
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> timed_out_;
   // Fetches whose callback has not yet been queued: shutdown waits for them before draining the
   // disk work (a callback posts to it).
   InFlight fetches_;

@@ -2,14 +2,15 @@
 
 namespace hubfs {
 
-SharedBlocks::SharedBlocks(SharedTier& tier, uint32_t block_size) : tier_(tier), block_size_(block_size) {}
+SharedBlocks::SharedBlocks(SharedTier& tier, uint32_t block_size, SharedTierKey key)
+    : tier_(tier), block_size_(block_size), key_(std::move(key)) {}
 
 std::string SharedBlocks::key(const std::string& cache_id, uint64_t index) const {
-  return SharedBlockKey{cache_id, block_size_, index}.str();
+  return SharedBlockKey{key_.id(), cache_id, block_size_, index}.str();
 }
 
 std::vector<std::optional<SharedHit>> SharedBlocks::lookup(
-    const std::string& cache_id, const std::vector<std::pair<uint64_t, size_t>>& blocks) {
+    const std::string& cache_id, const std::vector<std::pair<uint64_t, size_t>>& blocks, const Deadline& deadline) {
   std::vector<SharedGet> gets;
   gets.reserve(blocks.size());
   for (const auto& [index, length] : blocks) {
@@ -17,7 +18,7 @@ std::vector<std::optional<SharedHit>> SharedBlocks::lookup(
     const size_t size = shared_envelope::size(k, length);
     gets.push_back(SharedGet{std::move(k), size});
   }
-  auto values = tier_.get(gets);
+  auto values = tier_.get(gets, deadline);
   std::vector<std::optional<SharedHit>> out(blocks.size());
   uint64_t hits = 0, misses = 0, corrupt = 0, bytes = 0;
   for (size_t i = 0; i < blocks.size(); ++i) {
@@ -25,9 +26,11 @@ std::vector<std::optional<SharedHit>> SharedBlocks::lookup(
       ++misses;
       continue;
     }
-    auto block = shared_envelope::unwrap(gets[i].key, blocks[i].second, *values[i]);
+    // A value of the wrong size (truncated) fails here too.
+    auto block = shared_envelope::unwrap(key_, gets[i].key, blocks[i].second, *values[i]);
     if (!block) {
-      // Never served: the caller fetches it from the Hub and offers it, overwriting this value.
+      // Never served (nor written to disk): the caller fetches it from the Hub and offers it,
+      // overwriting this value.
       ++corrupt;
       ++misses;
       continue;
@@ -48,7 +51,7 @@ std::vector<std::optional<SharedHit>> SharedBlocks::lookup(
 
 void SharedBlocks::offer(const std::string& cache_id, uint64_t index, std::string_view block) {
   std::string k = key(cache_id, index);
-  std::string value = shared_envelope::wrap(k, block);
+  std::string value = shared_envelope::wrap(key_, k, block);
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.offered;

@@ -1,6 +1,7 @@
 // The reader's side of the shared block tier (cache/shared_tier.h): looks blocks up by content id
-// and index, checks every value's envelope (a bad one is a miss and counted, never served), and
-// offers blocks fetched from the Hub to the tier (asynchronously: the tier queues them).
+// and index, checks every value's envelope and MAC (a bad one, truncated or forged included, is
+// counted corrupt and is a miss, never served), and offers blocks fetched from the Hub to the
+// tier (asynchronously: the tier queues them).
 // BlockReader calls it where a block missed the local disk cache and would go to the Hub.
 #pragma once
 
@@ -19,7 +20,8 @@ namespace hubfs {
 struct SharedBlocksStats {
   uint64_t hits = 0;        // blocks served from the tier (each a Hub fetch saved)
   uint64_t misses = 0;      // blocks looked up and not there (or the node did not answer)
-  uint64_t corrupt = 0;     // values that failed their envelope check (ignored; overwritten later)
+  uint64_t corrupt = 0;     // values that failed their envelope or MAC check, or had the wrong size
+                            // (ignored; overwritten later)
   uint64_t bytes_read = 0;  // block bytes served from the tier
   uint64_t offered = 0;     // blocks fetched from the Hub and handed to the tier to store
   SharedTierStats tier;     // the engine's own counters
@@ -34,12 +36,14 @@ struct SharedHit {
 
 class SharedBlocks {
  public:
-  // tier must outlive this object.
-  SharedBlocks(SharedTier& tier, uint32_t block_size);
+  // tier must outlive this object. `key` authenticates every value written and read.
+  SharedBlocks(SharedTier& tier, uint32_t block_size, SharedTierKey key);
 
-  // For each (index, length) of content `cache_id`, the block if the tier holds a good one.
+  // For each (index, length) of content `cache_id`, the block if the tier holds a good one;
+  // returns by `deadline` (what has not arrived by then is a miss).
   std::vector<std::optional<SharedHit>> lookup(const std::string& cache_id,
-                                                 const std::vector<std::pair<uint64_t, size_t>>& blocks);
+                                                 const std::vector<std::pair<uint64_t, size_t>>& blocks,
+                                                 const Deadline& deadline);
   // Queues the block for storing; returns at once.
   void offer(const std::string& cache_id, uint64_t index, std::string_view block);
   // Queues deletes of these blocks (their file failed its hash: they may be the bad bytes).
@@ -53,6 +57,7 @@ class SharedBlocks {
 
   SharedTier& tier_;
   const uint32_t block_size_;
+  const SharedTierKey key_;
   mutable std::mutex mu_;
   SharedBlocksStats stats_;
 };

@@ -1,6 +1,5 @@
 #include "shared/memcached_tier.h"
 
-#include <libmemcached/memcached.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -57,7 +56,8 @@ uint64_t score(const std::string& node, const std::string& key) {
 
 // memcached's binary protocol, as much of it as a lookup needs.
 constexpr unsigned char kRequestMagic = 0x80, kResponseMagic = 0x81;
-constexpr uint8_t kOpGetKQ = 0x0d, kOpNoop = 0x0a;
+constexpr uint8_t kOpGetKQ = 0x0d, kOpNoop = 0x0a, kOpSet = 0x01, kOpDelete = 0x04;
+constexpr uint16_t kStatusNotFound = 0x0001, kStatusTooLarge = 0x0003;
 constexpr size_t kHeaderBytes = 24;
 constexpr uint32_t kNoopOpaque = 0xffffffffu;
 constexpr size_t kMaxKeyAndExtras = 1024;  // keys are at most 250 bytes; anything more is nonsense
@@ -68,17 +68,21 @@ uint64_t be(const unsigned char* p, size_t n) {
   return v;
 }
 
-std::string binary_request(uint8_t opcode, const std::string& key, uint32_t opaque) {
+// A request header, its extras and key (a SET's value follows it on the wire).
+std::string binary_request(uint8_t opcode, const std::string& key, uint32_t opaque, size_t extras = 0,
+                           size_t value_length = 0) {
   std::string r(kHeaderBytes, '\0');
   r[0] = static_cast<char>(kRequestMagic);
   r[1] = static_cast<char>(opcode);
   r[2] = static_cast<char>(key.size() >> 8);
   r[3] = static_cast<char>(key.size() & 0xff);
+  r[4] = static_cast<char>(extras);
+  const size_t body = extras + key.size() + value_length;
   for (int i = 0; i < 4; ++i) {
-    r[8 + i] = static_cast<char>((key.size() >> (8 * (3 - i))) & 0xff);  // body: the key alone
+    r[8 + i] = static_cast<char>((body >> (8 * (3 - i))) & 0xff);
     r[12 + i] = static_cast<char>((opaque >> (8 * (3 - i))) & 0xff);
   }
-  return r + key;
+  return r + std::string(extras, '\0') + key;  // SET's extras: flags 0, no expiry
 }
 
 // Waits until fd is ready for `events`, at most `timeout`; false on a timeout or an error.
@@ -91,9 +95,17 @@ bool wait_for(int fd, short events, std::chrono::milliseconds timeout) {
   }
 }
 
-// Each wait for the socket is bounded by `timeout` (as libmemcached's poll timeout: a node that
-// keeps sending, however slowly, is not cut off).
-bool send_all(int fd, const char* data, size_t n, std::chrono::milliseconds timeout) {
+// How long a lookup may wait: each wait for the socket at most `each` (a node that stops answering
+// is given up soon), and all of them together until `by` (a node that keeps sending, however
+// slowly, is cut off too: a trickle of 64 bytes every 150 ms once held reads for minutes).
+struct Budget {
+  std::chrono::milliseconds each;
+  Deadline by;
+  // The next wait's bound; 0 once the deadline passed.
+  std::chrono::milliseconds next() const { return std::min(each, by.remaining()); }
+};
+
+bool send_all(int fd, const char* data, size_t n, const Budget& budget) {
   while (n > 0) {
     const ssize_t sent = ::send(fd, data, n, MSG_NOSIGNAL);
     if (sent > 0) {
@@ -102,7 +114,7 @@ bool send_all(int fd, const char* data, size_t n, std::chrono::milliseconds time
     } else if (sent < 0 && errno == EINTR) {
       continue;
     } else if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_for(fd, POLLOUT, timeout)) return false;
+      if (budget.by.expired() || !wait_for(fd, POLLOUT, budget.next())) return false;
     } else {
       return false;
     }
@@ -110,9 +122,10 @@ bool send_all(int fd, const char* data, size_t n, std::chrono::milliseconds time
   return true;
 }
 
-bool recv_all(int fd, void* out, size_t n, std::chrono::milliseconds timeout) {
+bool recv_all(int fd, void* out, size_t n, const Budget& budget) {
   char* p = static_cast<char*>(out);
   while (n > 0) {
+    if (budget.by.expired()) return false;  // even while bytes keep arriving
     const ssize_t got = ::recv(fd, p, n, 0);
     if (got > 0) {
       p += got;
@@ -120,7 +133,7 @@ bool recv_all(int fd, void* out, size_t n, std::chrono::milliseconds timeout) {
     } else if (got < 0 && errno == EINTR) {
       continue;
     } else if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_for(fd, POLLIN, timeout)) return false;
+      if (!wait_for(fd, POLLIN, budget.next())) return false;
     } else {
       return false;  // closed by the node, or reset
     }
@@ -213,12 +226,6 @@ Result<std::vector<std::string>> parse_shared_cache_servers(const std::string& t
   return out;
 }
 
-// The wait for each answer on this connection, set before every call (lookups and stores
-// share a pool but not a timeout).
-static void set_poll_timeout(memcached_st* m, std::chrono::milliseconds t) {
-  memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, static_cast<uint64_t>(t.count()));
-}
-
 // One memcached server: its breaker and a pool of connections to it alone (so a dead node
 // never stalls a lookup on another).
 struct MemcachedTier::Node {
@@ -227,8 +234,7 @@ struct MemcachedTier::Node {
   int port = kDefaultPort;
   CircuitBreaker breaker;
   std::mutex mu;
-  std::vector<memcached_st*> idle;  // for stores and deletes
-  std::vector<int> idle_sockets;    // for lookups (see take_socket)
+  std::vector<int> idle_sockets;  // connections with no answer pending (see take_socket)
 
   Node(std::string n, CircuitBreaker::Options o, CircuitBreaker::Clock c) : name(std::move(n)), breaker(o, std::move(c)) {
     auto colon = name.rfind(':');
@@ -236,14 +242,15 @@ struct MemcachedTier::Node {
     port = std::stoi(name.substr(colon + 1));
   }
   ~Node() {
-    for (memcached_st* m : idle) memcached_free(m);
     for (int fd : idle_sockets) ::close(fd);
   }
 
-  // Lookups run on plain sockets (MemcachedTier::multi_get), not through libmemcached: it reads
-  // every answer through an 8 KiB buffer, so a 1 MiB block cost 128 recv calls (and as many
-  // window updates for the sender) and two copies (perf: about a fifth of the daemon's CPU in a
-  // cold read from the tier). A pooled socket has no answer pending: one that failed is closed.
+  // Lookups, stores and deletes speak the binary protocol on plain sockets (multi_get, store),
+  // not through libmemcached: it read every answer through an 8 KiB buffer, so a 1 MiB block cost
+  // 128 recv calls and two copies (perf: about a fifth of the daemon's CPU in a cold read from the
+  // tier), and it bounds each wait but not a whole call, so a node trickling its answer to a store
+  // held a writer, and the unmount that joins it, for ever. A pooled socket has no answer
+  // pending: one that failed is closed.
   int take_socket(std::chrono::milliseconds timeout) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -265,55 +272,15 @@ struct MemcachedTier::Node {
     idle_sockets.push_back(fd);
   }
 
-  memcached_st* take(std::chrono::milliseconds timeout) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!idle.empty()) {
-        memcached_st* m = idle.back();
-        idle.pop_back();
-        return m;
-      }
-    }
-    memcached_st* m = memcached_create(nullptr);
-    if (!m) return nullptr;
-    const uint64_t ms = static_cast<uint64_t>(timeout.count());
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, 1);
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NO_BLOCK, 1);
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, ms);
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, ms);
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_RCV_TIMEOUT, ms * 1000);
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_SND_TIMEOUT, ms * 1000);
-    // Our breaker decides when to ask again; a connection that failed is discarded, so
-    // libmemcached's own retry bookkeeping never holds a node back.
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT, 1);
-    if (memcached_server_add(m, host.c_str(), static_cast<in_port_t>(port)) != MEMCACHED_SUCCESS) {
-      memcached_free(m);
-      return nullptr;
-    }
-    return m;
-  }
-  void give_back(memcached_st* m, bool healthy) {
-    if (!healthy) {
-      memcached_free(m);
-      drop_idle();
-      return;
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    idle.push_back(m);
-  }
   // The node failed: its other idle connections, of both kinds, are most likely dead too (it was
   // killed or restarted). Dropping them all lets the breaker's next probe open a fresh one, and
   // the first store after a restart does not fail on a stale one.
   void drop_idle() {
-    std::vector<memcached_st*> stale;
     std::vector<int> stale_sockets;
     {
       std::lock_guard<std::mutex> lock(mu);
-      stale.swap(idle);
       stale_sockets.swap(idle_sockets);
     }
-    for (memcached_st* s : stale) memcached_free(s);
     for (int fd : stale_sockets) ::close(fd);
   }
 };
@@ -380,9 +347,12 @@ std::vector<std::pair<std::string, size_t>> MemcachedTier::pieces(const std::str
   return out;
 }
 
-std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<SharedGet>& items) {
+std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<SharedGet>& items,
+                                                          const Deadline& caller_deadline) {
   std::vector<std::optional<std::string>> out(items.size());
   if (items.empty()) return out;
+  // The lookup's own budget inside the read's: past it the blocks come from the Hub.
+  const Deadline deadline = caller_deadline.within(options_.lookup_budget);
   // Group by node: one multi-get per node for all the pieces it holds, the nodes asked in
   // parallel (a read-ahead of 8 blocks spans every node; one at a time would add their times).
   std::unordered_map<Node*, std::vector<size_t>> by_node;
@@ -392,9 +362,9 @@ std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<Sha
   for (auto other = std::next(it); other != by_node.end(); ++other) {
     Node* node = other->first;
     const std::vector<size_t>* which = &other->second;
-    helpers.emplace_back([this, node, which, &items, &out] { get_from(*node, *which, items, out); });
+    helpers.emplace_back([this, node, which, &items, &out, &deadline] { get_from(*node, *which, items, out, deadline); });
   }
-  if (it != by_node.end()) get_from(*it->first, it->second, items, out);  // one node on this thread
+  if (it != by_node.end()) get_from(*it->first, it->second, items, out, deadline);  // one node on this thread
   for (auto& t : helpers) t.join();
   return out;
 }
@@ -412,13 +382,16 @@ void MemcachedTier::populate(std::string& value) {
 
 // Fills out[i] for each i in `which` (all owned by `node`; other threads fill other slots).
 void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
-                             std::vector<std::optional<std::string>>& out) {
-  if (!node.breaker.allow()) {
+                             std::vector<std::optional<std::string>>& out, const Deadline& deadline) {
+  // Not asked once the deadline passed (the caller's, not the node's fault: its breaker is not
+  // told), nor while its breaker is open.
+  if (deadline.expired() || !node.breaker.allow()) {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.skipped += which.size();
     return;
   }
-  const int fd = node.take_socket(options_.timeout);
+  const Budget budget{options_.timeout, deadline};
+  const int fd = node.take_socket(budget.next());
   if (fd < 0) {
     node.breaker.failure();
     std::lock_guard<std::mutex> lock(mu_);
@@ -430,6 +403,7 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
   std::unordered_map<std::string, std::vector<Piece>> slot;  // a key asked twice answers both
   std::unordered_map<size_t, std::string> values;
   std::unordered_map<size_t, size_t> missing;  // pieces not yet arrived, per item
+  std::unordered_map<size_t, bool> malformed;  // a piece came with the wrong length, per item
   for (size_t i : which) {
     values[i].reserve(items[i].value_size);
     populate(values[i]);
@@ -443,7 +417,7 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
       ++missing[i];
     }
   }
-  const bool healthy = multi_get(fd, keys, slot, values, missing);
+  const bool healthy = multi_get(fd, keys, slot, values, missing, malformed, deadline);
   node.give_back_socket(fd, healthy);
   if (!healthy) {
     node.breaker.failure();
@@ -452,8 +426,13 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
     return;
   }
   node.breaker.success();
-  for (size_t i : which)
-    if (missing[i] == 0) out[i] = std::move(values[i]);
+  for (size_t i : which) {
+    if (malformed[i]) {
+      out[i] = std::string();  // something else under its key: the caller counts it corrupt
+    } else if (missing[i] == 0) {
+      out[i] = std::move(values[i]);
+    }
+  }
 }
 
 // One lookup on a lookup connection, in memcached's binary protocol: a quiet get (GETKQ: hits
@@ -464,8 +443,9 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
 bool MemcachedTier::multi_get(int fd, const std::vector<std::string>& keys,
                               std::unordered_map<std::string, std::vector<Piece>>& slot,
                               std::unordered_map<size_t, std::string>& values,
-                              std::unordered_map<size_t, size_t>& missing) {
-  const auto timeout = options_.timeout;
+                              std::unordered_map<size_t, size_t>& missing,
+                              std::unordered_map<size_t, bool>& malformed, const Deadline& deadline) {
+  const Budget timeout{options_.timeout, deadline};
   std::string request;
   for (size_t k = 0; k < keys.size(); ++k) request += binary_request(kOpGetKQ, keys[k], static_cast<uint32_t>(k));
   request += binary_request(kOpNoop, "", kNoopOpaque);
@@ -487,8 +467,9 @@ bool MemcachedTier::multi_get(int fd, const std::vector<std::string>& keys,
     size_t value_length = body - head.size();
     if (opcode == kOpNoop && opaque == kNoopOpaque) return value_length == 0;  // every hit is in
     // A hit for a key we asked (echoed key and opaque) whose length is a piece's: straight to the
-    // first user's place, copied to any other. Anything else (an error for one key, a piece of
-    // another layout) is read past: that piece is a miss.
+    // first user's place, copied to any other. A hit of another length (truncated, or another
+    // layout) makes its item malformed; anything else (an error for one key) is read past: that
+    // piece is a miss.
     std::vector<Piece>* users = nullptr;
     const Piece* first = nullptr;
     if (opcode == kOpGetKQ && status == 0 && opaque < keys.size() &&
@@ -496,8 +477,10 @@ bool MemcachedTier::multi_get(int fd, const std::vector<std::string>& keys,
       auto it = slot.find(keys[opaque]);
       if (it != slot.end()) {
         users = &it->second;
-        for (const Piece& p : *users)
+        for (const Piece& p : *users) {
           if (p.length == value_length && !first) first = &p;
+          if (p.length != value_length) malformed[p.item] = true;
+        }
       }
     }
     if (!first) {
@@ -572,6 +555,22 @@ void MemcachedTier::writer_loop(size_t shard) {
   }
 }
 
+// One store or delete request on a connection, answered: the node's status, or nullopt when the
+// connection failed or spoke nonsense (it must not be reused).
+static std::optional<uint16_t> one_request(int fd, const std::string& head, std::string_view value,
+                                           const Budget& budget) {
+  if (!send_all(fd, head.data(), head.size(), budget) || !send_all(fd, value.data(), value.size(), budget))
+    return std::nullopt;
+  unsigned char h[kHeaderBytes];
+  if (!recv_all(fd, h, sizeof(h), budget) || h[0] != kResponseMagic || h[1] != static_cast<unsigned char>(head[1]))
+    return std::nullopt;
+  const size_t body = be(h + 8, 4);
+  if (body > kMaxKeyAndExtras) return std::nullopt;  // an error message at most
+  std::string discard(body, '\0');
+  if (!recv_all(fd, discard.data(), body, budget)) return std::nullopt;
+  return static_cast<uint16_t>(be(h + 6, 2));
+}
+
 void MemcachedTier::run(const Op& op) {
   Node& node = node_for(op.key);
   auto count = [&](uint64_t SharedTierStats::*field, uint64_t n = 1) {
@@ -579,30 +578,34 @@ void MemcachedTier::run(const Op& op) {
     stats_.*field += n;
   };
   if (!node.breaker.allow()) return count(&SharedTierStats::skipped);
-  memcached_st* m = node.take(options_.timeout);
-  if (!m) {
+  // Each wait bounded by store_timeout, the whole op by store_budget: a node that answers a
+  // trickle at a time cannot hold a writer (nor the unmount that joins it).
+  const Budget budget{options_.store_timeout, Deadline::after(options_.store_budget)};
+  const int fd = node.take_socket(budget.next());
+  if (fd < 0) {
     node.breaker.failure();
     return count(&SharedTierStats::put_errors);
   }
-  set_poll_timeout(m, options_.store_timeout);
   const size_t size = op.is_delete ? op.value_size : op.value.size();
   size_t pos = 0;
-  memcached_return_t rc = MEMCACHED_SUCCESS;
+  std::optional<uint16_t> status = 0;
   for (const auto& [piece_key, length] : pieces(op.key, size)) {
     if (op.is_delete) {
-      rc = memcached_delete(m, piece_key.data(), piece_key.size(), 0);
-      if (rc == MEMCACHED_NOTFOUND) rc = MEMCACHED_SUCCESS;
+      status = one_request(fd, binary_request(kOpDelete, piece_key, 0), {}, budget);
+      if (status == kStatusNotFound) status = 0;
     } else {
       // No expiry: memcached's LRU decides what stays.
-      rc = memcached_set(m, piece_key.data(), piece_key.size(), op.value.data() + pos, length, 0, 0);
+      status = one_request(fd, binary_request(kOpSet, piece_key, 0, 8, length),
+                           std::string_view(op.value).substr(pos, length), budget);
     }
     pos += length;
-    if (!memcached_success(rc)) break;
+    if (status != 0) break;
   }
-  if (rc == MEMCACHED_E2BIG) {
+  node.give_back_socket(fd, status.has_value());
+  if (status == kStatusTooLarge) {
     // The node's item limit (-I) is below our piece size: the node is healthy, the value just
     // does not fit. Say so once; lookups simply miss.
-    node.give_back(m, true);
+    node.breaker.success();
     bool first = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -615,9 +618,7 @@ void MemcachedTier::run(const Op& op) {
                   " bytes (its item size limit, memcached -I, is smaller); start it with the default -I 1m or more");
     return;
   }
-  const bool ok = memcached_success(rc);
-  node.give_back(m, ok);
-  if (!ok) {
+  if (status != 0) {
     node.breaker.failure();
     return count(&SharedTierStats::put_errors);
   }

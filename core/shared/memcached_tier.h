@@ -2,22 +2,21 @@
 //
 // Why memcached (and not Redis Cluster): clusters run it already, it is one package and one
 // process per node with nothing to configure, its LRU evicts on its own, and its binary protocol
-// (libmemcached's, and a few lines of our own for lookups) has per-call timeouts. A server list is all a client needs: each block
-// goes to one node chosen by rendezvous hashing over the list (consistent: removing a node moves
-// only that node's blocks, and every mount that lists the same servers agrees). Redis Cluster
-// would be another SharedTier behind the same seam.
+// is a few lines to speak (our own, on plain sockets, with a bound on every wait and on every
+// whole call). A server list is all a client needs: each block goes to one node chosen by
+// rendezvous hashing over the list (consistent: removing a node moves only that node's blocks,
+// and every mount that lists the same servers agrees). Redis Cluster would be another SharedTier
+// behind the same seam.
 //
 // memcached stores at most 1 MiB per item by default (-I), header and key included, and a hubfs
 // block is 1 MiB before its envelope: a value larger than `piece_bytes` is stored as equal
 // pieces on the same node under "<key>#<i>/<n>", so stock memcached works and -I needs no
-// change. A get needs every piece (any missing one is a miss, and the envelope's CRC covers the
+// change. A get needs every piece (any missing one is a miss, and the envelope's MAC covers the
 // reassembled value).
 //
-// Each node has its own circuit breaker and its own pools of connections: plain sockets for
-// lookups, which speak the binary protocol themselves so that a value is received straight into
-// place (see Node::take_socket), and libmemcached handles for stores and deletes (a memcached_st
-// is not thread-safe: a caller takes one from the pool and gives it back; one that failed is
-// closed, not reused, and so are the node's idle ones of both kinds). Stores and deletes run on a
+// Each node has its own circuit breaker and its own pool of connections, for lookups (which
+// receive each value straight into place, see Node::take_socket), stores and deletes alike; one
+// that failed is closed, not reused, and so are the node's idle ones. Stores and deletes run on a
 // few writer threads from one bounded queue that drops rather than blocks; a key always goes to
 // the same writer, so a delete never overtakes a store of the same key.
 #pragma once
@@ -44,10 +43,18 @@ struct MemcachedTierOptions {
   // on this 2-core machine at load average 4-18 (a multi-MiB multi-get waiting on a busy
   // memcached), each then a Hub fetch; at 200 ms none did (bench/shared_tier_bench.py).
   std::chrono::milliseconds timeout{200};
+  // A lookup's whole budget (inside the caller's deadline): past it, whatever has not arrived is
+  // a miss and the blocks come from the Hub. A node that sends a valid answer's header and then
+  // a trickle of bytes keeps every per-wait timeout happy; this ends it. One second is ~100
+  // times what an 8-block lookup takes on a LAN, and a small part of any read's --read-timeout.
+  std::chrono::milliseconds lookup_budget{1000};
   // The same for stores and deletes, which run on the writers, never on a reader's path: longer,
   // so a loaded machine does not turn slow stores into lost blocks and a tripped breaker
   // (at 50 ms, ~1% of stores failed at load average 15 on 2 cores).
   std::chrono::milliseconds store_timeout{500};
+  // A store's or delete's whole budget (all its pieces): a node answering a trickle at a time is
+  // cut off, so a writer, and the unmount that waits for it, is never held for long.
+  std::chrono::milliseconds store_budget{2000};
   // Largest piece stored as one item: memcached's default item limit (1 MiB) covers the item
   // header (~50 bytes), the key and its suffix too, so 1000 KiB leaves ample room.
   size_t piece_bytes = 1000 * 1024;
@@ -71,7 +78,8 @@ class MemcachedTier : public SharedTier {
   // Finishes the queued stores for up to kDrainTime, then stops the writer.
   ~MemcachedTier() override;
 
-  std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items) override;
+  std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items,
+                                              const Deadline& deadline) override;
   void put(std::string key, std::string value) override;
   void remove(std::string key, size_t value_size) override;
   SharedTierStats stats() const override;
@@ -91,7 +99,7 @@ class MemcachedTier : public SharedTier {
   explicit MemcachedTier(MemcachedTierOptions options);
   Node& node_for(const std::string& key);
   void get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
-                std::vector<std::optional<std::string>>& out);
+                std::vector<std::optional<std::string>>& out, const Deadline& deadline);
   // Where one piece of a value goes: the value (items[item]), the offset, the piece's length.
   struct Piece {
     size_t item, offset, length;
@@ -99,7 +107,8 @@ class MemcachedTier : public SharedTier {
   // One lookup on a pooled socket (see the definition); false: the socket must not be reused.
   bool multi_get(int fd, const std::vector<std::string>& keys,
                  std::unordered_map<std::string, std::vector<Piece>>& slot,
-                 std::unordered_map<size_t, std::string>& values, std::unordered_map<size_t, size_t>& missing);
+                 std::unordered_map<size_t, std::string>& values, std::unordered_map<size_t, size_t>& missing,
+                 std::unordered_map<size_t, bool>& malformed, const Deadline& deadline);
   // Maps in the pages of a value reserved for assembly (see the definition).
   static void populate(std::string& value);
   // The item keys and lengths of a value of `size` bytes stored under `key`.

@@ -1,7 +1,8 @@
 // The shared block tier through real mounts: several memcached nodes on 127.0.0.1, two mounts
-// with separate cache directories ("two machines") of one local Hub server. Mount B reads what
-// mount A fetched without the Hub; a node killed mid-read costs Hub fetches, never an error; a
-// corrupted value is never served; private repos stay out unless --shared-cache-private.
+// with separate cache directories ("two machines") of one local Hub server and one key file.
+// Mount B reads what mount A fetched without the Hub; a node killed mid-read costs Hub fetches,
+// never an error; a forged value is never served nor cached; private repos stay out unless
+// --shared-cache-private; without a key file --shared-cache is refused.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -107,13 +108,27 @@ class SharedCache : public ::testing::Test {
     options.root = root_->str();
     options.tokens = {"hf_sharedtoken"};
     hub_ = LocalHub::start(options).release();
+    // The cluster's key, as an operator makes it (head -c 32 /dev/urandom > key; chmod 600 key).
+    key_file_ = (root_->path() / "tier.key").string();
+    write_file(key_file_, random_bytes(32, 63));
+    chmod(key_file_.c_str(), 0600);
   }
   static void TearDownTestSuite() {
     delete hub_;
     delete root_;
   }
+  // Every mount with a tier gets the key file (-o form when the servers come as -o).
   std::unique_ptr<HubfsMount> mount(const TempDir& cache, const std::string& repo, std::vector<std::string> args) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == "--shared-cache") args.insert(args.end(), {"--shared-cache-key-file", key_file_});
+      if (args[i] == "-o" && i + 1 < args.size() && args[i + 1].rfind("shared_cache=", 0) == 0)
+        args[i + 1] += ",shared_cache_key_file=" + key_file_;
+    }
     return HubfsMount::start(hub_->url(), repo, (cache.path() / "cache").string(), args);
+  }
+  static const hubfs::SharedTierKey& key() {
+    static const hubfs::SharedTierKey k = hubfs::SharedTierKey::from_file(key_file_).value();
+    return k;
   }
   static uint64_t hub_data_requests() {
     auto s = hub_->stats();
@@ -122,6 +137,7 @@ class SharedCache : public ::testing::Test {
 
   static inline TempDir* root_ = nullptr;
   static inline LocalHub* hub_ = nullptr;
+  static inline std::string key_file_;
   static inline const std::string small_ = random_bytes(6 * kBlock + 4321, 61);  // 7 blocks
   static inline const std::string big_ = random_bytes(32 * kBlock, 62);         // 32 blocks
 };
@@ -184,7 +200,11 @@ TEST_F(SharedCache, KillingANodeMidReadCostsOnlyHubFetches) {
   ASSERT_EQ(read_all(path), big_);
 }
 
-TEST_F(SharedCache, ACorruptedValueIsNeverServedAndIsRepaired) {
+// The attack: whoever reaches memcached writes a value with the right layout and key echo
+// and a freshly computed check (then a CRC; now a MAC, under a key the forger does not hold). A
+// partial read of that block (no whole-file hash to catch it) gets the Hub's bytes, and so does a
+// remount reading from its disk cache alone.
+TEST_F(SharedCache, AForgedValueIsNeverServedNorCachedAndIsRepaired) {
   Nodes nodes(2);
   TempDir cache_a, cache_b;
   std::string id;
@@ -195,34 +215,55 @@ TEST_F(SharedCache, ACorruptedValueIsNeverServedAndIsRepaired) {
     id = content_id(*a / "data.bin");
     ASSERT_FALSE(id.empty());
   }
-  // Overwrite block 3 with a value whose payload has one flipped bit (as a bad DIMM would).
   hubfs::MemcachedTierOptions o;
   o.servers = nodes.addresses();
   auto tier = hubfs::MemcachedTier::create(o);
   ASSERT_TRUE(tier.ok());
-  const std::string key = hubfs::SharedBlockKey{id, kBlock, 3}.str();
-  std::string bad = hubfs::shared_envelope::wrap(key, std::string_view(small_).substr(3 * kBlock, kBlock));
-  bad[bad.size() - 1000] ^= 0x04;
-  (*tier)->put(key, bad);
+  const std::string key = hubfs::SharedBlockKey{SharedCache::key().id(), id, kBlock, 3}.str();
+  std::string altered(small_.substr(3 * kBlock, kBlock));
+  for (size_t i = 0; i < 256; ++i) altered[1000 + i] ^= 0x5a;
+  const auto forger = hubfs::SharedTierKey::from_bytes(random_bytes(32, 64)).value();
+  const std::string forged = hubfs::shared_envelope::wrap(forger, key, altered);
+  (*tier)->put(key, forged);
   (*tier)->wait_idle();
-  ASSERT_EQ((*tier)->get({{key, bad.size()}}).at(0), std::optional<std::string>(bad));
+  ASSERT_EQ((*tier)->get({{key, forged.size()}}, hubfs::Deadline::never()).at(0), std::optional<std::string>(forged));
 
-  auto b = mount(cache_b, "datasets/lab/shared", {"--shared-cache", nodes.list()});
-  struct stat st {};
-  ASSERT_EQ(stat((*b / "data.bin").c_str(), &st), 0);
-  hub_->reset_stats();
-  ASSERT_EQ(read_all(*b / "data.bin"), small_);
-  auto sc = status_of(*b)["shared_cache"];
-  EXPECT_EQ(sc["corrupt"], 1) << sc.dump();
-  EXPECT_EQ(sc["hits"], 6);
-  EXPECT_GT(hub_data_requests(), 0u);
-  // B stored the good block over the bad value.
-  ASSERT_TRUE(wait_stored(*b, 1));
-  auto now = (*tier)->get({{key, bad.size()}}).at(0);
-  ASSERT_TRUE(now);
-  auto block = hubfs::shared_envelope::unwrap(key, kBlock, *now);
-  ASSERT_TRUE(block);
-  EXPECT_EQ(*block, std::string_view(small_).substr(3 * kBlock, kBlock));
+  {
+    auto b = mount(cache_b, "datasets/lab/shared", {"--shared-cache", nodes.list()});
+    const std::string path = *b / "data.bin";
+    struct stat st {};
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    hub_->reset_stats();
+    ASSERT_EQ(read_range(path, 3 * kBlock + 1000, 256, /*direct=*/false), small_.substr(3 * kBlock + 1000, 256));
+    auto sc = status_of(*b)["shared_cache"];
+    EXPECT_EQ(sc["corrupt"], 1) << sc.dump();
+    EXPECT_GT(hub_data_requests(), 0u);
+    // B stored the good block over the forged value.
+    ASSERT_TRUE(wait_stored(*b, 1));
+    auto now = (*tier)->get({{key, forged.size()}}, hubfs::Deadline::never()).at(0);
+    ASSERT_TRUE(now);
+    auto block = hubfs::shared_envelope::unwrap(SharedCache::key(), key, kBlock, *now);
+    ASSERT_TRUE(block);
+    EXPECT_EQ(*block, std::string_view(small_).substr(3 * kBlock, kBlock));
+  }
+  // What B's disk cache holds is the Hub's block: a remount without the tier serves it exactly.
+  (*tier)->put(key, forged);
+  (*tier)->wait_idle();
+  auto again = mount(cache_b, "datasets/lab/shared", {});
+  ASSERT_EQ(read_range(*again / "data.bin", 3 * kBlock, kBlock, /*direct=*/true), small_.substr(3 * kBlock, kBlock));
+}
+
+TEST_F(SharedCache, WithoutAKeyFileTheSharedCacheIsRefusedSayingHowToMakeOne) {
+  TempDir cache;
+  try {
+    HubfsMount::start(hub_->url(), "datasets/lab/shared", (cache.path() / "cache").string(),
+                      {"--shared-cache", "127.0.0.1:1"});
+    FAIL() << "mounted with --shared-cache and no key";
+  } catch (const std::runtime_error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("--shared-cache-key-file"), std::string::npos) << message;
+    EXPECT_NE(message.find("head -c 32 /dev/urandom"), std::string::npos) << message;
+  }
 }
 
 TEST_F(SharedCache, PrivateRepoBlocksStayOutUnlessAskedFor) {
@@ -243,14 +284,14 @@ TEST_F(SharedCache, PrivateRepoBlocksStayOutUnlessAskedFor) {
     auto human = run_command(shell_quote(bin_path("hubfs")) + " status " + shell_quote(a->path()));
     EXPECT_NE(human.output.find("not used (private"), std::string::npos) << human.output;
   }
-  const std::string key = hubfs::SharedBlockKey{id, kBlock, 0}.str();
+  const std::string key = hubfs::SharedBlockKey{SharedCache::key().id(), id, kBlock, 0}.str();
   const size_t size = hubfs::shared_envelope::size(key, kBlock);
-  EXPECT_FALSE((*tier)->get({{key, size}}).at(0)) << "a private repo's block is in the shared tier";
+  EXPECT_FALSE((*tier)->get({{key, size}}, hubfs::Deadline::never()).at(0)) << "a private repo's block is in the shared tier";
 
   auto b = mount(cache_b, "datasets/lab/secret", {"--shared-cache", nodes.list(), "--shared-cache-private"});
   ASSERT_EQ(read_all(*b / "model.bin"), small_);
   ASSERT_TRUE(wait_stored(*b, 7));
-  EXPECT_TRUE((*tier)->get({{key, size}}).at(0));
+  EXPECT_TRUE((*tier)->get({{key, size}}, hubfs::Deadline::never()).at(0));
   unsetenv("HF_TOKEN");
 }
 

@@ -296,6 +296,29 @@ TEST_F(BlockReaderTest, AReadThatIsNotAnsweredTimesOut) {
   cdn_.open_gate();  // the fetch then completes; the reader's destructor waits for it
 }
 
+// The kernel answers a failed read by reading the page again at once. That second read fails at
+// once too, rather than waiting a second --read-timeout (and sends nothing); once the late block
+// arrives, reads get it.
+TEST_F(BlockReaderTest, AReadRightAfterATimeoutFailsAtOnceAndTheLateBlockIsServed) {
+  ReaderOptions options;
+  options.read_timeout = std::chrono::milliseconds(200);
+  BlockReader reader(cache_.get(), fetcher_, options);
+  cdn_.close_gate();
+  std::string out(100, '\0');
+  auto first = reader.read(file_, 0, 100, out.data(), nullptr);
+  ASSERT_FALSE(first.ok());
+  EXPECT_EQ(first.status().code(), Code::kTimeout);
+  auto again = reader.read(file_, 50, 100, out.data(), nullptr);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), Code::kTimeout);
+  EXPECT_NE(again.status().message().find("failing at once"), std::string::npos) << again.status().message();
+  EXPECT_EQ(transport_.request_count(), 1u);
+  cdn_.open_gate();
+  while (reader.stats().memory_bytes == 0) std::this_thread::yield();  // the late answer lands
+  EXPECT_EQ(read(reader, 50, 100), cdn_.content.substr(50, 100));
+  EXPECT_EQ(transport_.request_count(), 1u);
+}
+
 TEST_F(BlockReaderTest, AFullCacheDiskIsNeverAReadError) {
   // The disk fills up after the cache opened: every later write fails, reads must not.
   auto disk = std::make_shared<testing::FaultDisk>();

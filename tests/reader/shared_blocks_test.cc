@@ -25,16 +25,17 @@ using testing::TempDir;
 constexpr uint32_t kBlock = 1u << 20;
 
 // An in-memory engine: puts land at once; `fail` makes every get an error (nothing returned).
+// Like memcached, it returns whatever it holds under a key, of whatever size.
 class FakeTier : public SharedTier {
  public:
-  std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items) override {
+  std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items, const Deadline&) override {
     std::lock_guard<std::mutex> lock(mu);
     ++gets;
     std::vector<std::optional<std::string>> out(items.size());
     if (fail) return out;
     for (size_t i = 0; i < items.size(); ++i) {
       auto it = values.find(items[i].key);
-      if (it != values.end() && it->second.size() == items[i].value_size) out[i] = it->second;
+      if (it != values.end()) out[i] = it->second;
     }
     return out;
   }
@@ -93,6 +94,11 @@ std::string sha256_hex(const std::string& data) {
   return hex;
 }
 
+const SharedTierKey& cluster_key() {
+  static const SharedTierKey k = SharedTierKey::from_bytes(std::string(32, '\x17')).value();
+  return k;
+}
+
 class SharedBlocksTest : public ::testing::Test {
  protected:
   SharedBlocksTest() {
@@ -117,7 +123,7 @@ class SharedBlocksTest : public ::testing::Test {
     auto c = BlockCache::open(o);
     EXPECT_TRUE(c.ok());
     m->cache = std::move(c).value();
-    if (with_tier) m->shared = std::make_unique<SharedBlocks>(tier_, kBlock);
+    if (with_tier) m->shared = std::make_unique<SharedBlocks>(tier_, kBlock, cluster_key());
     m->reader = std::make_unique<BlockReader>(m->cache.get(), fetcher_, options, m->shared.get());
     return m;
   }
@@ -128,7 +134,8 @@ class SharedBlocksTest : public ::testing::Test {
     out.resize(*n);
     return out;
   }
-  std::string key(uint64_t index) { return SharedBlockKey{file_.content_id, kBlock, index}.str(); }
+  std::string key(uint64_t index) { return SharedBlockKey{cluster_key().id(), file_.content_id, kBlock, index}.str(); }
+  std::string wrap(uint64_t index, std::string_view block) { return shared_envelope::wrap(cluster_key(), key(index), block); }
 
   Result<HttpResponse> answer(const HttpRequest& req) {
     HttpResponse r;
@@ -203,14 +210,14 @@ TEST_F(SharedBlocksTest, ACorruptValueIsNeverServedAndIsOverwrittenFromTheHub) {
   ASSERT_EQ(read_all(*b->reader).value(), content_);
   const SharedBlocksStats s = b->shared->stats();
   EXPECT_EQ(s.hits, 4u);
-  EXPECT_EQ(s.corrupt, 1u);  // the truncated one is simply absent (wrong size) to the engine
+  EXPECT_EQ(s.corrupt, 2u);  // the truncated one too: something is there, and it is wrong
   EXPECT_EQ(s.misses, 2u);
   EXPECT_EQ(transport_.request_count(), hub_after_a + 2) << "blocks 2 and 4 came from the Hub";
   ASSERT_TRUE(tier_.wait_puts(8));
   EXPECT_EQ(b->shared->stats().offered, 2u);
   // ...and were stored back, good now.
   for (uint64_t i : {2, 4}) {
-    auto v = shared_envelope::unwrap(key(i), kBlock, tier_.values[key(i)]);
+    auto v = shared_envelope::unwrap(cluster_key(), key(i), kBlock, tier_.values[key(i)]);
     ASSERT_TRUE(v) << "block " << i;
     EXPECT_EQ(*v, std::string_view(content_).substr(i * kBlock, kBlock));
   }
@@ -230,7 +237,7 @@ TEST_F(SharedBlocksTest, AWellWrappedWrongBlockFailsTheFileHashAndLeavesTheTier)
   // machine): the whole-file hash catches them, and the reader removes the file from the tier.
   std::string wrong = content_.substr(kBlock, kBlock);
   wrong[5] ^= 0x01;
-  tier_.put(key(1), shared_envelope::wrap(key(1), wrong));
+  tier_.put(key(1), wrap(1, wrong));
   auto b = machine();
   auto r = read_all(*b->reader);
   ASSERT_FALSE(r.ok());
@@ -250,7 +257,7 @@ TEST_F(SharedBlocksTest, HubBlocksAreOfferedBeforeTheirDiskWrites) {
   o.dir = (dir.path() / "cache").string();
   auto cache = BlockCache::open(o, disk);
   ASSERT_TRUE(cache.ok());
-  SharedBlocks shared(tier_, kBlock);
+  SharedBlocks shared(tier_, kBlock, cluster_key());
   disk->close_write_gate();
   const int attempts = disk->write_attempts();  // the cache's own files, written at open
   {
@@ -298,7 +305,7 @@ TEST_F(SharedBlocksTest, TierBlocksReachTheLocalDiskDeferredOrAtOnce) {
 TEST_F(SharedBlocksTest, AWrongTierBlockNeverReachesTheLocalDisk) {
   std::string wrong = content_.substr(kBlock, kBlock);
   wrong[9] ^= 0x02;
-  tier_.put(key(1), shared_envelope::wrap(key(1), wrong));
+  tier_.put(key(1), wrap(1, wrong));
   auto b = machine();
   ASSERT_EQ(read_all(*b->reader).status().code(), Code::kCorrupt);
   b->reader->shutdown();
@@ -306,6 +313,55 @@ TEST_F(SharedBlocksTest, AWrongTierBlockNeverReachesTheLocalDisk) {
   BlockReader again(b->cache.get(), fetcher_);
   ASSERT_EQ(read_all(again).value(), content_);
   EXPECT_EQ(again.stats().verify_failures, 0u);
+}
+
+// A forger who can write to memcached but holds no key: a value with the right layout, the key
+// echoed and a MAC computed under its own key (the CRC of the old envelope was as easy to
+// recompute). A partial read, which has no whole-file hash to catch wrong bytes, still gets the
+// Hub's bytes; only those reach the local disk, and the forged value is overwritten.
+TEST_F(SharedBlocksTest, AForgedValueIsNeverServedNorWrittenToDisk) {
+  const SharedTierKey forger = SharedTierKey::from_bytes("someone else's key, not the one!").value();
+  tier_.put(key(2), shared_envelope::wrap(forger, key(2), std::string(kBlock, 'F')));
+  auto b = machine();
+  std::string out(4096, '\0');
+  auto n = b->reader->read(file_, 2 * kBlock + 100, out.size(), out.data(), nullptr);
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(out, content_.substr(2 * kBlock + 100, out.size()));
+  EXPECT_EQ(b->shared->stats().corrupt, 1u);
+  EXPECT_EQ(b->shared->stats().hits, 0u);
+  b->reader->shutdown();  // the write-back has landed
+  auto on_disk = b->cache->get(file_.content_id, 2);
+  ASSERT_TRUE(on_disk);
+  EXPECT_EQ(*on_disk, content_.substr(2 * kBlock, kBlock));
+  ASSERT_TRUE(tier_.wait_puts(2));  // the forger's and the Hub block offered back
+  auto v = shared_envelope::unwrap(cluster_key(), key(2), kBlock, tier_.values[key(2)]);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(*v, std::string_view(content_).substr(2 * kBlock, kBlock));
+}
+
+// The tier is asked within the read's deadline (--read-timeout), never with an open-ended one.
+TEST_F(SharedBlocksTest, TheTierLookupCarriesTheReadsDeadline) {
+  struct DeadlineTier : FakeTier {
+    std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items, const Deadline& d) override {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        seen.push_back(d.remaining());
+      }
+      return FakeTier::get(items, d);
+    }
+    std::vector<std::chrono::milliseconds> seen;
+  } tier;
+  ReaderOptions options;
+  options.read_timeout = std::chrono::seconds(7);
+  SharedBlocks shared(tier, kBlock, cluster_key());
+  BlockReader reader(nullptr, fetcher_, options, &shared);
+  ASSERT_EQ(read_all(reader).value(), content_);
+  reader.shutdown();
+  ASSERT_FALSE(tier.seen.empty());
+  for (auto left : tier.seen) {
+    EXPECT_GT(left.count(), 0);
+    EXPECT_LE(left, std::chrono::milliseconds(7000));
+  }
 }
 
 }  // namespace
