@@ -327,15 +327,18 @@ class Dataset:
                 f"({self._type_text}); h5chunk reads fixed-size types only (read it with h5py)")
         plan = _selection.plan(selection, self.shape)
         dtype = self.dtype
+        # An array element type (h5py's ('>i2', (4,))) is no dtype a numpy array has: its arrays
+        # hold the base type, the element's shape appended to theirs, as h5py returns them.
+        # `base` and `shape` are the dtype itself and () for every other type.
         if out is not None:
-            _check_out(out, plan.shape, dtype)
+            _check_out(out, plan.shape + dtype.shape, dtype.base)
         stats = ReadStats()
         if plan.empty:
             result = out if out is not None else np.empty(plan.shape, dtype)
             return (result, stats) if return_stats else result
 
         native = self._native_dtype
-        into_out = out is not None and plan.direct and dtype == native
+        into_out = out is not None and plan.direct and dtype.base == native.base
         buf = out if into_out else np.empty(plan.read_shape, native)
         callback, close = _progress_callback(progress, self.name)
         try:
@@ -345,8 +348,10 @@ class Dataset:
                 close()
             self.file._warn_notes(stacklevel + 1)
         result = _selection.apply(plan, buf)
-        if dtype != native:
-            result = result.astype(dtype)  # h5py returns big-endian data in its stored order
+        if dtype.base != native.base:
+            # h5py returns big-endian data in its stored order. Cast to the base type: a cast to
+            # a subarray dtype would broadcast each element over the element shape once more.
+            result = result.astype(dtype.base)
         if out is not None:
             if result is not out:
                 np.copyto(out, result)
