@@ -207,9 +207,14 @@ class Dataset:
         self.fast_path: bool = not core.fast_path_blocker
         self._readable = core.readable
         self._type_text = core.type_text
+        self._refusal = core.refusal
+        # A null dataspace holds no elements at all: h5py's shape None, its reads h5py.Empty.
+        self._null_space = core.null_space
+        if self._null_space:
+            self.shape = None  # type: ignore[assignment]
         # Variable-length types and references: h5py reads them (object arrays), h5chunk cannot.
         self._h5py_only = core.unsupported_type
-        if core.readable:
+        if core.readable or (not self._h5py_only and core.numpy_stored_descr):
             # Elements arrive in native order; h5py's dtype keeps the stored byte order.
             self._native_dtype: Optional[np.dtype] = _numpy_dtype(core.numpy_descr)
             self.dtype: Optional[np.dtype] = _numpy_dtype(core.numpy_stored_descr)
@@ -224,10 +229,12 @@ class Dataset:
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        return len(self.shape) if self.shape is not None else 0
 
     @property
-    def size(self) -> int:
+    def size(self) -> Optional[int]:
+        if self.shape is None:
+            return None  # a null dataspace, as h5py says
         return int(np.prod(self.shape, dtype=np.int64))
 
     def __len__(self) -> int:
@@ -321,6 +328,16 @@ class Dataset:
         core = self._require_open()
         if not self._readable and self._h5py_only and out is None and _h5py_or_none() is not None:
             return self._read_with_h5py(selection, return_stats, stacklevel + 1)
+        if self._null_space:
+            h5py = _h5py_or_none()
+            if h5py is not None and selection in ((), Ellipsis) and out is None:
+                result = h5py.Empty(self.dtype)  # h5py's answer: there are no elements
+                return (result, ReadStats()) if return_stats else result
+            raise ValueError(f"'{self.name}' in '{self.file.filename}' has a null dataspace: it holds "
+                             "no elements, so there is nothing to select (h5py returns h5py.Empty for ds[()])")
+        if not self._readable and not self._h5py_only:
+            # Corrupt (the message names what is wrong): as OSError, like every corrupt read.
+            raise OSError(self._refusal or f"'{self.name}' in '{self.file.filename}' cannot be read")
         if not self._readable:
             raise TypeError(
                 f"'{self.name}' in '{self.file.filename}' has a dtype h5chunk cannot return "
