@@ -473,4 +473,28 @@ def read(dataset: Any, selection: Any = (), *, out: Optional[np.ndarray] = None,
     if getattr(h5file, "mode", "r") != "r":
         h5file.flush()  # a file open for writing: what h5py wrote must be on disk for us
     ds = _cached_file(filename, getattr(h5file, "id", None))[name]
-    return ds._read(selection, out, progress, route, return_stats, stacklevel=3)
+    got = ds._read(selection, out, progress, route, return_stats, stacklevel=3)
+    if out is not None:
+        return got
+    result, stats = got if return_stats else (got, None)
+    result = _in_field_order_of(result, getattr(dataset, "dtype", None))
+    return (result, stats) if return_stats else result
+
+
+def _in_field_order_of(result: Any, dtype: Any) -> Any:
+    """``result`` with the record fields in ``dtype``'s order, where only the order differs.
+
+    libhdf5 sorts a compound type's members by offset once a conversion has used it, and the
+    type is shared by every open of the dataset in the process: an h5py Dataset opened after
+    an H5Dread of it lists the fields in offset order, one opened before in the file's order
+    (PyTables' out_of_order_types.h5). Same fields at the same offsets: a view, no copy."""
+    if not isinstance(dtype, np.dtype) or dtype.names is None:
+        return result
+    have = getattr(result, "dtype", None)
+    if have is None or have == dtype or have.names is None or have.itemsize != dtype.itemsize:
+        return result
+    if dict(have.fields) != dict(dtype.fields):
+        return result
+    if isinstance(result, np.ndarray):
+        return result.view(dtype)
+    return np.asarray(result).view(dtype)[()]  # a record (numpy.void)
