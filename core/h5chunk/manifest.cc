@@ -219,7 +219,7 @@ Status ChunkManifest::read_index() {
     const uint64_t key = position(c.grid);
     ChunkLocation* slot = nullptr;
     if (dense) {
-      if (seen[key]) return hubfs::Corrupt("the chunk index lists a chunk twice; the file is corrupt");
+      if (seen[key]) return hubfs::Corrupt("the chunk index lists a chunk twice");
       seen[key] = true;
       slot = &table[key];
     } else {
@@ -228,7 +228,7 @@ Status ChunkManifest::read_index() {
                                   " chunks written over a grid too large to index in memory");
       }
       auto [it, inserted] = sparse.try_emplace(key);
-      if (!inserted) return hubfs::Corrupt("the chunk index lists a chunk twice; the file is corrupt");
+      if (!inserted) return hubfs::Corrupt("the chunk index lists a chunk twice");
       slot = &it->second.loc;
     }
     ChunkLocation& loc = *slot;
