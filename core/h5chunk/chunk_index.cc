@@ -450,6 +450,13 @@ class Btree1 {
         continue;
       }
       if (offsets_[g_.rank] != 0) return corrupt("its v1 B-tree key has a nonzero element offset");
+      // An unfiltered chunk is stored whole, edge chunks included. Another size means the
+      // pipeline message or the key is damaged (a pipeline patched to "no filters" over
+      // compressed chunks makes H5Dread return uninitialised memory): never a chunk to read.
+      if (!g_.filtered && nbytes != g_.chunk_bytes && nbytes != 0) {
+        return corrupt("its v1 B-tree stores a chunk of " + std::to_string(nbytes) + " bytes for a dataset without filters, whose chunks are " +
+                       std::to_string(g_.chunk_bytes) + " bytes");
+      }
       for (size_t d = 0; d < g_.rank; ++d) {
         if (offsets_[d] % chunk_[d] != 0) return corrupt("its v1 B-tree key holds an offset off the chunk grid");
         out_.coords()[d] = offsets_[d] / chunk_[d];

@@ -34,7 +34,7 @@ bool matches_le(const Bytes& file, size_t at, uint64_t v, size_t n) {
 // entries are (address, size in `size_bytes`, mask, ...); v1 B-tree keys are (size u32, mask,
 // offsets).
 void zero_entry_size(const std::string& path, const std::string& name, const std::vector<hsize_t>& origin,
-                     bool v1_key) {
+                     bool v1_key, uint64_t new_size = 0) {
   const StoredChunk chunk = stored_chunk(path, name, origin);
   Bytes file = read_file_bytes(path);
   size_t at = 0;
@@ -45,7 +45,7 @@ void zero_entry_size(const std::string& path, const std::string& name, const std
       bool same = true;
       for (size_t d = 0; d < origin.size() && same; ++d) same = matches_le(file, i + 8 + 8 * d, origin[d], 8);
       if (same && matches_le(file, i + 8 + 8 * origin.size(), 0, 8)) {
-        put_le(&file[i], 0, 4);
+        put_le(&file[i], new_size, 4);
         found = true;
       }
     }
@@ -145,6 +145,32 @@ INSTANTIATE_TEST_SUITE_P(EveryFilteredIndex, ZeroSizeEntry,
                            for (char& ch : n) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
                            return n;
                          });
+
+TEST(IndexDamage, UnfilteredChunkOfAnotherSizeIsRefusedBeforeH5Dread) {
+  // Mutation fuzz seeds 2338 and 3001: a pipeline message damaged to "no filters" over
+  // compressed chunks; H5Dread then returns uninitialised memory for small reads, which the
+  // automatic route passed on. An unfiltered chunk is stored whole, so the parser refuses a v1
+  // B-tree key of another size (here: a key patched, the same inconsistency).
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "sizes.h5").string();
+  DatasetSpec spec;
+  spec.shape = {12, 20};
+  spec.chunk = {4, 5};
+  spec.dtype = int16_t_();
+  write_dataset(path, spec, make_data(spec, 4));
+  zero_entry_size(path, "/data", {4, 10}, /*v1_key=*/true, /*new_size=*/17);
+  if (HasFatalFailure()) return;
+  auto f = File::open(path, quiet_options());
+  ASSERT_TRUE(f.ok());
+  auto ds = f->dataset("/data");
+  ASSERT_TRUE(ds.ok());
+  for (Route route : {Route::kAuto, Route::kFastPath, Route::kFastOnly}) {
+    auto got = ds->read("0", via(route));  // a chunk the damage did not touch: the index is refused
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().code(), hubfs::Code::kCorrupt);
+    EXPECT_THAT(got.status().message(), HasSubstr("chunk of 17 bytes for a dataset without filters"));
+  }
+}
 
 TEST(IndexDamage, V1BtreeRootPointingToItselfIsRefusedOnTheDefaultRoute) {
   // Enough chunks for a two-level v1 B-tree; its root's first child pointer is then set to the
