@@ -130,7 +130,7 @@ int cmd_read(const std::string& path, const std::string& name, const std::string
   auto opened = open_selection(path, name, selection, threads);
   if (!opened.ok()) return fail(opened.status().message());
   const auto& info = opened->dataset.info();
-  if (!info.readable) return fail(info.path + " " + info.fast_path_blocker);
+  if (!info.readable) return fail(info.refusal);
   const uint64_t bytes = opened->normalized.num_elements * info.element.size;
 
   std::unique_ptr<ProgressBar> bar;
@@ -242,7 +242,7 @@ int cmd_bench(const std::string& path, const std::string& name, const std::strin
   auto opened = open_selection(path, name, selection, threads);
   if (!opened.ok()) return fail(opened.status().message());
   const auto& info = opened->dataset.info();
-  if (!info.readable) return fail(info.path + " " + info.fast_path_blocker);
+  if (!info.readable) return fail(info.refusal);
   const uint64_t bytes = opened->normalized.num_elements * info.element.size;
   // One output buffer for both readers, touched before timing (first-touch page faults on
   // these machines cost more than decoding and would swamp the comparison).

@@ -346,7 +346,10 @@ class Emitter {
     for (size_t d = 0; d < g_.rank; ++d) {
       if (coords_[d] >= g_.grid[d]) return Status::Ok();
     }
-    if (addr == kUndefined || size == 0) return Status::Ok();
+    // An undefined address is an unallocated chunk. A defined one with a size of 0 is passed
+    // on: no writer stores an empty chunk, and the caller reports it as damage naming the chunk
+    // (read as unallocated, it would turn into fill values where H5Dread fails).
+    if (addr == kUndefined) return Status::Ok();
     IndexedChunk c;
     c.grid = coords_.data();
     c.address = addr;
@@ -447,6 +450,13 @@ class Btree1 {
         continue;
       }
       if (offsets_[g_.rank] != 0) return corrupt("its v1 B-tree key has a nonzero element offset");
+      // An unfiltered chunk is stored whole, edge chunks included. Another size means the
+      // pipeline message or the key is damaged (a pipeline patched to "no filters" over
+      // compressed chunks makes H5Dread return uninitialised memory): never a chunk to read.
+      if (!g_.filtered && nbytes != g_.chunk_bytes && nbytes != 0) {
+        return corrupt("its v1 B-tree stores a chunk of " + std::to_string(nbytes) + " bytes for a dataset without filters, whose chunks are " +
+                       std::to_string(g_.chunk_bytes) + " bytes");
+      }
       for (size_t d = 0; d < g_.rank; ++d) {
         if (offsets_[d] % chunk_[d] != 0) return corrupt("its v1 B-tree key holds an offset off the chunk grid");
         out_.coords()[d] = offsets_[d] / chunk_[d];
@@ -559,9 +569,10 @@ class ExtensibleArray {
       if (!next) return corrupt("its extensible array spans too many chunks");
       per_row = *next;
     }
-    auto needed = checked_mul(per_row, g_.grid[unlim_axis]);
-    if (!needed || *needed > kMaxIndexEntries) return Unsupported("the extensible array would hold too many entries");
-    needed_ = *needed;
+    // Entries past the current extent are never emitted. The walk reads only the blocks that
+    // exist (a sparse array's unwritten data blocks and pages have no address or no init bit),
+    // so its time follows the written chunks, not the extent; entries decoded are bounded.
+    needed_ = checked_mul(per_row, g_.grid[unlim_axis]).value_or(UINT64_MAX);
     swizzled_.resize(g_.rank);
 
     std::vector<uint8_t> buf;
@@ -615,9 +626,12 @@ class ExtensibleArray {
       s.start_idx = start_idx;
       s.start_dblk = start_dblk;
       sblk_.push_back(s);
-      start_idx += s.ndblks * s.dblk_nelmts;
+      // Past the current extent (or 2^64 entries) no later super block is read.
+      auto span = checked_mul(s.ndblks, s.dblk_nelmts);
+      auto next = span ? checked_add(start_idx, *span) : std::nullopt;
+      if (!next || *next >= needed_) break;
+      start_idx = *next;
       start_dblk += s.ndblks;
-      if (start_idx > kMaxIndexEntries * 4) break;  // beyond anything `needed_` can reach
     }
     const uint64_t iblock_sblks = 2ull * log2_floor(min_pointers_);
     const uint64_t ndblk_addrs = 2ull * (min_pointers_ - 1);
@@ -737,6 +751,9 @@ class ExtensibleArray {
   }
 
   Status emit(uint64_t idx, const Entry& e) {
+    if (++decoded_ > kMaxIndexEntries) {
+      return Unsupported("the extensible array holds more than " + std::to_string(kMaxIndexEntries) + " entries in its written blocks");
+    }
     if (idx >= needed_) return Status::Ok();
     unravel(idx, swizzled_dims_, swizzled_.data());
     uint64_t* coords = out_.coords();
@@ -757,6 +774,7 @@ class ExtensibleArray {
   std::vector<uint64_t> swizzled_dims_, swizzled_;
   size_t unlim_axis_ = 0;
   uint64_t needed_ = 0;
+  uint64_t decoded_ = 0;  // entries decoded so far (bounded by kMaxIndexEntries)
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ struct ChunkIndexSource {
 struct IndexedChunk {
   const uint64_t* grid = nullptr;  // chunk coordinates (origin / chunk shape), rank entries
   uint64_t address = 0;            // relative to the base address, as libhdf5 reports it
-  uint64_t size = 0;               // stored bytes
+  uint64_t size = 0;               // stored bytes; 0 only in a damaged index (no writer stores it)
   uint32_t filter_mask = 0;
 };
 

@@ -255,7 +255,15 @@ Status decode_chunk(const std::vector<FilterStep>& pipeline, uint32_t filter_mas
     cur_size = *produced;
   }
 
-  if (cur == out) return Status::Ok();
+  if (cur == out) {
+    // The last step wrote the chunk: it must have made all of it, or the rest of the output
+    // would be whatever it held before.
+    if (cur_size != out_size) {
+      return hubfs::Corrupt("stored chunk decodes to " + std::to_string(cur_size) + " bytes, expected " +
+                            std::to_string(out_size));
+    }
+    return Status::Ok();
+  }
   // Every filter skipped, or fletcher32 the last one undone: the bytes are the chunk itself.
   if (cur_size != out_size) {
     return hubfs::Corrupt("stored chunk holds " + std::to_string(cur_size) +

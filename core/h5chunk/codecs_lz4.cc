@@ -27,8 +27,12 @@ Result<size_t> lz4_hdf5_decode(const uint8_t* in, size_t in_size, Target out) {
   uint64_t total = load_be64(in);
   uint64_t block_size = load_be32(in + 8);
   if (Status st = check_announced_size("lz4", total, out); !st.ok()) return st;
-  // The writer caps the block at the chunk; 0 would loop forever, read it as "one block".
-  if (block_size == 0 || block_size > total) block_size = total;
+  // No writer stores a block size of 0 (the HDF5 plugin fails on it, and it would loop here):
+  // the header lies. One larger than the chunk is capped at it, as the plugin does.
+  if (block_size == 0 && total > 0) {
+    return hubfs::Corrupt("lz4: the header gives a block size of 0 for " + std::to_string(total) + " bytes");
+  }
+  if (block_size > total) block_size = total;
   // LZ4_decompress_safe counts in int.
   if (block_size > static_cast<uint64_t>(LZ4_MAX_INPUT_SIZE)) {
     return hubfs::Corrupt("lz4: block size " + std::to_string(block_size) + " exceeds what LZ4 can decode");

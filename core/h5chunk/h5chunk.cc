@@ -219,9 +219,17 @@ namespace {
 // HDF5 1.10 refuses to create chunks of 4 GiB or more ("chunk size must be < 4GB").
 constexpr uint64_t kMaxChunkBytes = (uint64_t{1} << 32) - 1;
 
-// Empty if the fast path can plan reads over this chunk shape; else what is wrong with it.
-// Every size the reader derives from the chunk shape (chunk bytes, the grid, chunk positions
-// in it) is bounded here, so the reader's own arithmetic cannot overflow.
+// Before H5Dread serves a read of a chunked dataset whose chunk index h5chunk has not read yet,
+// the index is read (once per dataset) when its grid has at most this many chunks, so that a
+// damaged index is refused rather than handed to libhdf5 (a v1 B-tree whose root points to
+// itself crashes H5Dread). Larger grids are not read for a small read: their index can be
+// megabytes, which on a hubfs mount would cost more than the read itself.
+constexpr uint64_t kMaxGridChunksParsedBeforeH5Dread = 1u << 16;
+
+// Empty if this chunk shape can be the dataset's; else what is wrong with it (only damage makes
+// one: HDF5 never writes it, and H5Dread crashes, hangs or returns stale memory on some).
+// Every size the reader derives from the chunk shape (chunk bytes, chunk positions in the grid)
+// is bounded here and in chunk_grid_problem, so the reader's own arithmetic cannot overflow.
 std::string chunk_shape_problem(const std::vector<uint64_t>& shape, const std::vector<uint64_t>& chunk,
                                 int chunk_rank, size_t elem_size) {
   if (shape.empty() || chunk_rank != static_cast<int>(shape.size())) {
@@ -235,6 +243,12 @@ std::string chunk_shape_problem(const std::vector<uint64_t>& shape, const std::v
   if (!chunk_bytes || *chunk_bytes > kMaxChunkBytes) {
     return "chunks of " + shape_text(chunk) + " elements, over HDF5's 4 GiB chunk limit";
   }
+  return "";
+}
+
+// Empty if the fast path can number the chunks of this (sound) chunk shape; a valid file can
+// have more than 2^64 chunks ((2^40, 2^40) in chunks of 1): H5Dread reads those.
+std::string chunk_grid_problem(const std::vector<uint64_t>& shape, const std::vector<uint64_t>& chunk) {
   std::vector<uint64_t> grid;
   for (size_t d = 0; d < shape.size(); ++d) grid.push_back(ceil_div(shape[d], chunk[d]));
   if (!checked_product(grid)) {
@@ -259,6 +273,7 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
   info->shape.assign(dims.begin(), dims.end());
   // A null dataspace holds no elements at all (not even the one a scalar has).
   const bool null_space = H5Sget_simple_extent_type(space.get()) == H5S_NULL;
+  info->null_space = null_space;
 
   // Element type: any fixed-size type (element_type.h says how each is returned).
   *element = describe_element(file_type);
@@ -314,6 +329,11 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
                    std::to_string(d) + " (" + std::to_string(maxdims[d]) + ")";
       }
     }
+    // A rank, zero dimension or size HDF5 never writes (a 32-d layout with its rank patched to
+    // 0 made H5Dread allocate 3.8 GB and hang): refused, never handed to H5Dread.
+    if (std::string why = chunk_shape_problem(info->shape, info->chunk, chunk_rank, size); !why.empty()) {
+      *corrupt = "its layout message gives " + why;
+    }
     info->filters = filter_pipeline(dcpl);
     unsigned opts = 0;
     H5Pget_chunk_opts(dcpl, &opts);
@@ -325,8 +345,8 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
       "Fix: re-save it chunked (e.g. one frame per chunk) with Blosc, zstd, lz4 or gzip "
       "compression to read it in parallel.";
   if (null_space) {
-    info->fast_path_blocker = "has a null dataspace (it holds no elements)";
-    info->fix = "There is nothing to read.";
+    info->fast_path_blocker = "has a null dataspace (it holds no elements, whatever its dtype)";
+    info->fix = "There is nothing to read (h5py returns h5py.Empty for it).";
   } else if (!fixed_size) {
     info->fast_path_blocker = "has a dtype h5chunk cannot return (" + info->type_text + ")";
     info->fix = "h5chunk reads fixed-size types only; read it with h5py.";
@@ -344,13 +364,12 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
   } else if (std::string why = unsupported_filter(info->filters); !why.empty()) {
     info->fast_path_blocker = "is compressed with " + why + ", which h5chunk cannot decode";
     info->fix = resave;
-  } else if (std::string why = info->layout == "chunked"
-                                   ? chunk_shape_problem(info->shape, info->chunk, chunk_rank, size)
+  } else if (std::string why = info->layout == "chunked" && corrupt->empty()
+                                   ? chunk_grid_problem(info->shape, info->chunk)
                                    : std::string();
              !why.empty()) {
-    // Only a damaged file gets here: HDF5 itself never writes such a layout. H5Dread decides.
     info->fast_path_blocker = "has " + why;
-    info->fix = "The file's layout message is probably corrupt.";
+    info->fix = "Re-save it with larger chunks to read it in parallel.";
   } else if (!element->fast_path_blocker.empty()) {
     info->fast_path_blocker = "has " + element->fast_path_blocker;
     info->fix = "h5chunk returns what H5Dread returns; re-save it with standard types to read it in parallel.";
@@ -448,6 +467,7 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
     state->manifest = std::make_unique<ChunkManifest>(state->dataset.get(), state->info.shape,
                                                       state->info.chunk, base_address);
   }
+  state->info.refusal = state->refusal.message();
   std::lock_guard<std::mutex> lock(mu);
   auto [it, inserted] = datasets.emplace(name, state);
   return it->second;
@@ -602,8 +622,16 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
     cause = "small read (" + std::to_string(bytes) + " bytes, below " +
             std::to_string(file_->options.min_fast_path_bytes) + ")";
   }
-  // H5Dread serves the read; `why` becomes the read's fallback_cause.
+  // H5Dread serves the read; `why` becomes the read's fallback_cause. Except on the H5Dread
+  // route (libhdf5 itself, asked for by name), a chunk index h5chunk's parser found damaged is
+  // refused with that diagnosis first: libhdf5 crashes or hangs on some damaged indexes.
   auto read_with_h5dread = [&](std::string why) -> Result<ReadStats> {
+    if (options.route != Route::kH5Dread && state_->manifest) {
+      QuietHdf5Errors quiet;
+      if (Status s = state_->manifest->damage(kMaxGridChunksParsedBeforeH5Dread); !s.ok()) {
+        return s.with_context(source);
+      }
+    }
     Status s = h5dread_selection(state_->dataset.get(), state_->element.mem_type.get(), elem_size,
                                  *norm, out);
     if (!s.ok()) return s.with_context(source);
@@ -650,7 +678,11 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
     return read_chunks(req);
   }();
   if (!fast.ok() && fast.status().code() == hubfs::Code::kUnsupported) {
-    // Declined before reading anything (see read_chunks): H5Dread is faster for this one.
+    // Declined (see read_chunks): H5Dread is faster for this one, or libhdf5's own answers
+    // about a chunk disagree and H5Dread is the reference. It rewrites the whole output.
+    if (options.route == Route::kFastOnly) {
+      return Unsupported(source + ": the fast path cannot read it: " + fast.status().message());
+    }
     return read_with_h5dread(fast.status().message());
   }
   return fast;

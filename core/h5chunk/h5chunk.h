@@ -142,6 +142,8 @@ struct DatasetInfo {
   std::vector<uint64_t> shape;
   bool numeric = false;        // a plain numeric dtype that DType names
   bool readable = false;       // reads are possible: a fixed-size type, not a null dataspace, not corrupt
+  bool null_space = false;     // a null dataspace: no elements at all (h5py returns h5py.Empty)
+  std::string refusal;         // why every read is refused, with the fix; empty when readable
   DType dtype = DType::kUInt8; // valid when numeric
   ElementType element;         // every readable type (numpy empty when not readable)
   std::string unsupported_type;  // why the dtype cannot be returned ("variable-length string",

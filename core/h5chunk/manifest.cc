@@ -13,7 +13,9 @@ namespace h5chunk {
 constexpr haddr_t kSmallestSuperblockBytes = 48;
 
 // The parsed index is kept as a dense table of one ChunkLocation (32 bytes) per chunk of the
-// grid: 4M chunks is 128 MiB. Grids beyond that (sparse, huge) stay on per-chunk queries.
+// grid up to 4M chunks (128 MiB); a larger grid keeps only its allocated chunks, at most as many
+// (a huge sparse dataset: (2^40, 1) in chunks of 1024 with three regions written). Datasets with
+// more allocated chunks than that stay on per-chunk queries.
 constexpr uint64_t kMaxIndexedChunks = 1ull << 22;
 
 namespace {
@@ -24,32 +26,41 @@ std::string coords_text(const std::vector<hsize_t>& origin) {
   return coords;
 }
 
-// HDF5's lookup of a chunk's stored size agrees with what the index walk (libhdf5's or ours)
-// found, and the chunk does not sit on the superblock; else the index is damaged.
-Status cross_check(hid_t dataset, const std::vector<hsize_t>& origin, bool found, uint64_t addr,
-                   uint64_t size) {
+// A chunk the index walk (ours, or H5Dget_chunk_info_by_coord) found, checked against HDF5's
+// lookup of its stored size, and not on the superblock; else the index is damaged.
+//
+// Only found chunks are checked. H5Dget_chunk_storage_size consults the dataset's chunk cache
+// before the index, and libhdf5 1.10.8 keeps entries there for unallocated chunks an H5Dread
+// touched (h5py reading the same file in this process is enough): for those it answers the
+// unfiltered chunk size although no chunk exists. So "no chunk" is decided by the walk alone:
+// by our parser (whose structure checks passed; a sound index's lookup finds only what a full
+// walk lists), or on the per-chunk path by the walk's address (query()).
+Status check_found(hid_t dataset, const std::vector<hsize_t>& origin, uint64_t addr, uint64_t size) {
   // H5Dget_chunk_info_by_coord walks the index; H5Dread looks chunks up (a B-tree search, an
   // array index). On a sound index both find the same chunk. On a damaged one (a key or child
   // pointer overwritten) they can disagree, and reading what the walk found would return bytes
   // H5Dread never would (in one fuzz case, the superblock as chunk data). The lookup's view of
   // the chunk's size is cheap to ask for (no walk), so every located chunk is cross-checked.
-  // HDF5 1.10.8 answers a lookup of an unwritten chunk with an error ("chunk storage is not
-  // allocated", "chunk address isn't defined", depending on the index), so a failed lookup
-  // means "none found": damage only if the walk found one.
+  // A cache entry of an allocated chunk holds its true size (the file is read-only: never dirty).
+  if (size == 0) {
+    // No writer stores an empty chunk; H5Dread fails on it. Reading it as unwritten would
+    // return fill values for a chunk the file says exists.
+    return hubfs::Corrupt("the chunk index is damaged at (" + coords_text(origin) +
+                          "): it lists the chunk at address " + std::to_string(addr) +
+                          " with a stored size of 0 bytes; the file is corrupt");
+  }
   hsize_t looked_up = 0;
   const bool lookup_ok = H5Dget_chunk_storage_size(dataset, origin.data(), &looked_up) >= 0;
   if (!lookup_ok) looked_up = 0;
-  const uint64_t walked = found ? size : 0;
-  if (looked_up != walked) {
+  if (looked_up != size) {
     return hubfs::Corrupt(
-        "the chunk index is damaged at (" + coords_text(origin) + "): walking it finds " +
-        (walked ? "a chunk of " + std::to_string(walked) + " bytes" : std::string("no chunk")) +
-        ", looking the chunk up " +
+        "the chunk index is damaged at (" + coords_text(origin) + "): walking it finds a chunk of " +
+        std::to_string(size) + " bytes, looking the chunk up " +
         (looked_up ? "finds one of " + std::to_string(looked_up) + " bytes"
                    : "finds none" + (lookup_ok ? std::string() : " (" + hdf5_error_text() + ")")) +
         "; the file is corrupt");
   }
-  if (found && size > 0 && addr < kSmallestSuperblockBytes) {
+  if (addr < kSmallestSuperblockBytes) {
     // Both views agree, but on a pointer a damaged index holds (a zeroed page): the superblock
     // is at address 0, so no chunk can start there, whatever H5Dread would make of it.
     return hubfs::Corrupt("the chunk index is damaged at (" + coords_text(origin) +
@@ -107,6 +118,23 @@ void ChunkManifest::try_index() {
   }
 }
 
+Status ChunkManifest::damage(uint64_t max_grid_chunks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (index_state_ == IndexState::kUntried) {
+    auto total = checked_product(grid_shape_);
+    if (!total || *total > max_grid_chunks) return Status::Ok();
+    try_index();
+  }
+  if (index_state_ != IndexState::kDamaged) return Status::Ok();
+  return damaged_index_error();
+}
+
+Status ChunkManifest::damaged_index_error() const {
+  return hubfs::Corrupt(index_status_.message() +
+                        "; the file is corrupt (h5chunk does not hand it to H5Dread, which crashes or "
+                        "hangs on some such files; --route h5dread asks libhdf5 anyway)");
+}
+
 std::string ChunkManifest::index_type() const {
   std::lock_guard<std::mutex> lock(mu_);
   return index_type_;
@@ -117,11 +145,32 @@ Status ChunkManifest::index_status() const {
   return index_status_;
 }
 
+ChunkLocation ChunkManifest::parsed(uint64_t key) const {
+  if (dense_) return table_[key];
+  auto it = sparse_.find(key);
+  return it == sparse_.end() ? ChunkLocation{} : it->second.loc;
+}
+
+bool ChunkManifest::parsed_verified(uint64_t key) const {
+  if (dense_) return verified_[key];
+  auto it = sparse_.find(key);
+  return it == sparse_.end() || it->second.verified;  // unallocated: nothing to verify
+}
+
+void ChunkManifest::mark_verified(uint64_t key) {
+  if (dense_) {
+    verified_[key] = true;
+  } else if (auto it = sparse_.find(key); it != sparse_.end()) {
+    it->second.verified = true;
+  }
+}
+
 Status ChunkManifest::read_index() {
   auto total = checked_product(grid_shape_);
-  if (grid_shape_.empty() || !total || *total > kMaxIndexedChunks) {
+  if (grid_shape_.empty() || !total) {
     return hubfs::Unsupported("the chunk grid is too large to index in memory");
   }
+  const bool dense = *total <= kMaxIndexedChunks;
   QuietHdf5Errors quiet;
   ChunkIndexSource src;
   src.base_address = base_address_;
@@ -163,13 +212,26 @@ Status ChunkManifest::read_index() {
   if (nfilters < 0) return hubfs::Unsupported("HDF5 does not list the dataset's filters: " + hdf5_error_text());
   src.filtered = nfilters > 0;
 
-  std::vector<ChunkLocation> table(*total);
-  std::vector<bool> seen(*total);
+  std::vector<ChunkLocation> table(dense ? *total : 0);
+  std::vector<bool> seen(dense ? *total : 0);
+  std::unordered_map<uint64_t, SparseEntry> sparse;
   auto sink = [&](const IndexedChunk& c) -> Status {
     const uint64_t key = position(c.grid);
-    if (seen[key]) return hubfs::Corrupt("the chunk index lists a chunk twice; the file is corrupt");
-    seen[key] = true;
-    ChunkLocation& loc = table[key];
+    ChunkLocation* slot = nullptr;
+    if (dense) {
+      if (seen[key]) return hubfs::Corrupt("the chunk index lists a chunk twice");
+      seen[key] = true;
+      slot = &table[key];
+    } else {
+      if (sparse.size() >= kMaxIndexedChunks) {
+        return hubfs::Unsupported("the dataset has more than " + std::to_string(kMaxIndexedChunks) +
+                                  " chunks written over a grid too large to index in memory");
+      }
+      auto [it, inserted] = sparse.try_emplace(key);
+      if (!inserted) return hubfs::Corrupt("the chunk index lists a chunk twice");
+      slot = &it->second.loc;
+    }
+    ChunkLocation& loc = *slot;
     loc.allocated = true;
     auto offset = checked_add(c.address, base_address_);
     if (!offset) return hubfs::Corrupt("the chunk index places a chunk past 2^64");
@@ -180,23 +242,24 @@ Status ChunkManifest::read_index() {
   };
   auto type_name = read_chunk_index(src, sink);
   if (!type_name.ok()) return type_name.status();
+  dense_ = dense;
   table_ = std::move(table);
   verified_.assign(table_.size(), false);
+  sparse_ = std::move(sparse);
   index_type_ = *type_name;
   return Status::Ok();
 }
 
 Result<ChunkLocation> ChunkManifest::verify(const uint64_t* grid, uint64_t key) {
-  const ChunkLocation& loc = table_[key];
-  if (verified_[key]) return loc;
+  const ChunkLocation loc = parsed(key);
+  // Unallocated in the parsed index: nothing to cross-check (see check_found).
+  if (!loc.allocated || parsed_verified(key)) return loc;
   origin_.resize(chunk_.size());  // a member: a whole read verifies 100k chunks, allocation-free
   for (size_t d = 0; d < chunk_.size(); ++d) origin_[d] = grid[d] * chunk_[d];
   QuietHdf5Errors quiet;
   ++queries_;
-  if (Status s = cross_check(dataset_, origin_, loc.allocated, loc.offset - base_address_, loc.size); !s.ok()) {
-    return s;
-  }
-  verified_[key] = true;
+  if (Status s = check_found(dataset_, origin_, loc.offset - base_address_, loc.size); !s.ok()) return s;
+  mark_verified(key);
   return loc;
 }
 
@@ -204,9 +267,7 @@ Result<ChunkLocation> ChunkManifest::locate(const uint64_t* grid) {
   const uint64_t key = position(grid);
   std::lock_guard<std::mutex> lock(mu_);
   try_index();
-  if (index_state_ == IndexState::kDamaged) {
-    return hubfs::Corrupt(index_status_.message() + "; the file is corrupt (H5Dread may still read it its own way)");
-  }
+  if (index_state_ == IndexState::kDamaged) return damaged_index_error();
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   // A chunk found damaged stays damaged: asking again could give another answer once H5Dread
   // has filled HDF5's chunk caches, which the lookup below consults first.
@@ -233,12 +294,27 @@ Result<ChunkLocation> ChunkManifest::query(const uint64_t* grid) {
     return hubfs::Corrupt("HDF5 could not locate the chunk at (" + coords_text(origin) +
                           "): " + hdf5_error_text());
   }
-  const bool found = addr != HADDR_UNDEF;
-  if (Status s = cross_check(dataset_, origin, found, addr, size); !s.ok()) return s;
   ChunkLocation loc;
-  loc.allocated = addr != HADDR_UNDEF && size > 0;
-  loc.offset = loc.allocated ? addr + base_address_ : 0;
-  loc.size = loc.allocated ? size : 0;
+  if (addr == HADDR_UNDEF) {
+    // No chunk, by the walk's address. libhdf5 leaves the mask (and in other versions the size)
+    // unset for an unallocated chunk: neither is read. Its lookup may still report a size,
+    // from a chunk cache entry of this unallocated chunk (see check_found), from its walk's
+    // mislabelling of some extensible arrays (docs/hdf5-formats.md), or from damage; which one
+    // cannot be told from here, and only the last two would make fill values wrong bytes.
+    hsize_t looked_up = 0;
+    if (H5Dget_chunk_storage_size(dataset_, origin.data(), &looked_up) >= 0 && looked_up > 0) {
+      return hubfs::Unsupported("libhdf5's walk of the chunk index finds no chunk at (" + coords_text(origin) +
+                                ") but its lookup reports " + std::to_string(looked_up) +
+                                " bytes there (a cached unwritten chunk, or a damaged index); H5Dread decides");
+    }
+    return loc;
+  }
+  if (Status s = check_found(dataset_, origin, addr, size); !s.ok()) return s;
+  loc.allocated = true;
+  auto offset = checked_add(addr, base_address_);
+  if (!offset) return hubfs::Corrupt("the chunk index places the chunk at (" + coords_text(origin) + ") past 2^64");
+  loc.offset = *offset;
+  loc.size = size;
   loc.filter_mask = mask;
   return loc;
 }

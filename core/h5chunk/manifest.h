@@ -60,6 +60,11 @@ class ChunkManifest {
   std::string index_type() const;
   Status index_status() const;
 
+  // Ok, or the damage our parser found in the chunk index (kCorrupt, naming it). Reads the
+  // index first if not yet tried and the grid has at most `max_grid_chunks` chunks; a larger
+  // grid not yet read is not looked at (Ok).
+  Status damage(uint64_t max_grid_chunks);
+
   // The chunk's position in C order over the chunk grid (roughly its place in HDF5's index),
   // and whether locate() would answer it from memory.
   uint64_t position(const uint64_t* grid) const;
@@ -74,13 +79,28 @@ class ChunkManifest {
   // Fills table_ from the file's chunk index; called with mu_ held, once (try_index).
   Status read_index();
   void try_index();
+  // The refusal every read of a damaged index gets; called with mu_ held.
+  Status damaged_index_error() const;
   // The parsed entry for `key` checked against HDF5's lookup; called with mu_ held.
   Result<ChunkLocation> verify(const uint64_t* grid, uint64_t key);
 
+  // The parsed entry for `key`: a copy of the dense or sparse table's (unallocated if absent).
+  ChunkLocation parsed(uint64_t key) const;
+  bool parsed_verified(uint64_t key) const;
+  void mark_verified(uint64_t key);
+
   enum class IndexState { kUntried, kParsed, kFailed, kDamaged };
   IndexState index_state_ = IndexState::kUntried;
-  std::vector<ChunkLocation> table_;  // parsed index, C order over the grid
-  std::vector<bool> verified_;        // table_ entries cross-checked with HDF5
+  // The parsed index: a dense table over the grid when it has at most kMaxIndexedChunks chunks,
+  // else (a huge, sparse grid) the allocated chunks alone, by key.
+  bool dense_ = true;
+  std::vector<ChunkLocation> table_;  // dense: C order over the grid
+  std::vector<bool> verified_;        // dense: table_ entries cross-checked with HDF5
+  struct SparseEntry {
+    ChunkLocation loc;
+    bool verified = false;
+  };
+  std::unordered_map<uint64_t, SparseEntry> sparse_;  // sparse: allocated chunks only
   std::vector<hsize_t> origin_;       // verify()'s scratch
   std::string index_type_;
   Status index_status_;

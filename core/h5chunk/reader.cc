@@ -556,10 +556,8 @@ bool next_chunk(const std::vector<AxisPlan>& axes, std::vector<size_t>& at) {
 Status check_lookup_cost(const FastRead& req, const std::vector<AxisPlan>& axes) {
   // With the chunk index read from the file, every chunk is located in memory: no walk, no trap.
   if (req.manifest->indexed()) return Status::Ok();
-  if (Status s = req.manifest->index_status(); s.code() != hubfs::Code::kUnsupported) {
-    // Damaged: H5Dread reads the file its own way (what it returns is the reference).
-    return hubfs::Unsupported("the chunk index looks damaged (" + s.message() + ")");
-  }
+  // Damaged: refused, not handed to H5Dread (it crashes or hangs on some damaged indexes).
+  if (Status s = req.manifest->damage(0); !s.ok()) return s.with_context(req.source);
   const size_t rank = axes.size();
   const double budget_us =
       kH5DreadMicros + double(req.selection->num_elements * req.layout->elem_size) / kH5DreadBytesPerMicro;

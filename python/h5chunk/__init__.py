@@ -207,9 +207,14 @@ class Dataset:
         self.fast_path: bool = not core.fast_path_blocker
         self._readable = core.readable
         self._type_text = core.type_text
+        self._refusal = core.refusal
+        # A null dataspace holds no elements at all: h5py's shape None, its reads h5py.Empty.
+        self._null_space = core.null_space
+        if self._null_space:
+            self.shape = None  # type: ignore[assignment]
         # Variable-length types and references: h5py reads them (object arrays), h5chunk cannot.
         self._h5py_only = core.unsupported_type
-        if core.readable:
+        if core.readable or (not self._h5py_only and core.numpy_stored_descr):
             # Elements arrive in native order; h5py's dtype keeps the stored byte order.
             self._native_dtype: Optional[np.dtype] = _numpy_dtype(core.numpy_descr)
             self.dtype: Optional[np.dtype] = _numpy_dtype(core.numpy_stored_descr)
@@ -224,10 +229,12 @@ class Dataset:
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        return len(self.shape) if self.shape is not None else 0
 
     @property
-    def size(self) -> int:
+    def size(self) -> Optional[int]:
+        if self.shape is None:
+            return None  # a null dataspace, as h5py says
         return int(np.prod(self.shape, dtype=np.int64))
 
     def __len__(self) -> int:
@@ -321,21 +328,34 @@ class Dataset:
         core = self._require_open()
         if not self._readable and self._h5py_only and out is None and _h5py_or_none() is not None:
             return self._read_with_h5py(selection, return_stats, stacklevel + 1)
+        if self._null_space:
+            h5py = _h5py_or_none()
+            if h5py is not None and selection in ((), Ellipsis) and out is None:
+                result = h5py.Empty(self.dtype)  # h5py's answer: there are no elements
+                return (result, ReadStats()) if return_stats else result
+            raise ValueError(f"'{self.name}' in '{self.file.filename}' has a null dataspace: it holds "
+                             "no elements, so there is nothing to select (h5py returns h5py.Empty for ds[()])")
+        if not self._readable and not self._h5py_only:
+            # Corrupt (the message names what is wrong): as OSError, like every corrupt read.
+            raise OSError(self._refusal or f"'{self.name}' in '{self.file.filename}' cannot be read")
         if not self._readable:
             raise TypeError(
                 f"'{self.name}' in '{self.file.filename}' has a dtype h5chunk cannot return "
                 f"({self._type_text}); h5chunk reads fixed-size types only (read it with h5py)")
         plan = _selection.plan(selection, self.shape)
         dtype = self.dtype
+        # An array element type (h5py's ('>i2', (4,))) is no dtype a numpy array has: its arrays
+        # hold the base type, the element's shape appended to theirs, as h5py returns them.
+        # `base` and `shape` are the dtype itself and () for every other type.
         if out is not None:
-            _check_out(out, plan.shape, dtype)
+            _check_out(out, plan.shape + dtype.shape, dtype.base)
         stats = ReadStats()
         if plan.empty:
             result = out if out is not None else np.empty(plan.shape, dtype)
             return (result, stats) if return_stats else result
 
         native = self._native_dtype
-        into_out = out is not None and plan.direct and dtype == native
+        into_out = out is not None and plan.direct and dtype.base == native.base
         buf = out if into_out else np.empty(plan.read_shape, native)
         callback, close = _progress_callback(progress, self.name)
         try:
@@ -345,8 +365,10 @@ class Dataset:
                 close()
             self.file._warn_notes(stacklevel + 1)
         result = _selection.apply(plan, buf)
-        if dtype != native:
-            result = result.astype(dtype)  # h5py returns big-endian data in its stored order
+        if dtype.base != native.base:
+            # h5py returns big-endian data in its stored order. Cast to the base type: a cast to
+            # a subarray dtype would broadcast each element over the element shape once more.
+            result = result.astype(dtype.base)
         if out is not None:
             if result is not out:
                 np.copyto(out, result)
@@ -451,4 +473,28 @@ def read(dataset: Any, selection: Any = (), *, out: Optional[np.ndarray] = None,
     if getattr(h5file, "mode", "r") != "r":
         h5file.flush()  # a file open for writing: what h5py wrote must be on disk for us
     ds = _cached_file(filename, getattr(h5file, "id", None))[name]
-    return ds._read(selection, out, progress, route, return_stats, stacklevel=3)
+    got = ds._read(selection, out, progress, route, return_stats, stacklevel=3)
+    if out is not None:
+        return got
+    result, stats = got if return_stats else (got, None)
+    result = _in_field_order_of(result, getattr(dataset, "dtype", None))
+    return (result, stats) if return_stats else result
+
+
+def _in_field_order_of(result: Any, dtype: Any) -> Any:
+    """``result`` with the record fields in ``dtype``'s order, where only the order differs.
+
+    libhdf5 sorts a compound type's members by offset once a conversion has used it, and the
+    type is shared by every open of the dataset in the process: an h5py Dataset opened after
+    an H5Dread of it lists the fields in offset order, one opened before in the file's order
+    (PyTables' out_of_order_types.h5). Same fields at the same offsets: a view, no copy."""
+    if not isinstance(dtype, np.dtype) or dtype.names is None:
+        return result
+    have = getattr(result, "dtype", None)
+    if have is None or have == dtype or have.names is None or have.itemsize != dtype.itemsize:
+        return result
+    if dict(have.fields) != dict(dtype.fields):
+        return result
+    if isinstance(result, np.ndarray):
+        return result.view(dtype)
+    return np.asarray(result).view(dtype)[()]  # a record (numpy.void)

@@ -22,6 +22,8 @@ class Dataset:
     dtype_name: Optional[str]
     readable: bool
     unsupported_type: str
+    null_space: bool
+    refusal: str
     element_kind: str
     element_size: int
     numpy_descr: str

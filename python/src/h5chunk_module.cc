@@ -322,6 +322,8 @@ PYBIND11_MODULE(_core, m) {
       })
       .def_property_readonly("readable", [](const PyDataset& d) { return d.info().readable; })
       .def_property_readonly("unsupported_type", [](const PyDataset& d) { return d.info().unsupported_type; })
+      .def_property_readonly("null_space", [](const PyDataset& d) { return d.info().null_space; })
+      .def_property_readonly("refusal", [](const PyDataset& d) { return d.info().refusal; })
       .def_property_readonly("element_kind", [](const PyDataset& d) { return d.info().element.kind; })
       .def_property_readonly("element_size", [](const PyDataset& d) { return d.info().element.size; })
       // numpy dtypes as Python literals (ElementType): the returned elements, and h5py's dtype.

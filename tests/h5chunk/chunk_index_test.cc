@@ -201,8 +201,10 @@ void expect_index_matches(const std::string& path, const std::vector<IndexCase>&
         EXPECT_EQ(file_bytes(fd, loc->offset, loc->size), direct.bytes) << "chunk " << i;
       }
     }
-    // Every chunk located was cross-checked with libhdf5's lookup once, and only once.
-    EXPECT_EQ(manifest.queries(), compared);
+    // Every written chunk located was cross-checked with libhdf5's lookup once, and only once;
+    // unwritten ones are the parsed index's word (the lookup's size for them can come from
+    // libhdf5's chunk cache, see check_found in manifest.cc).
+    EXPECT_EQ(manifest.queries(), allocated);
     EXPECT_GT(compared, 0u);
     if (stride == 1 && (c.written < 1.0 || !c.write_last)) {
       EXPECT_LT(allocated, total) << "the case meant to leave chunks unwritten";

@@ -384,6 +384,15 @@ TEST(Codecs, Lz4LyingHeadersAreCorrupt) {
   EXPECT_EQ(with(7, stored[7] ^ 1).code(), hubfs::Code::kCorrupt);    // total size
   EXPECT_EQ(with(12, 0x7f).code(), hubfs::Code::kCorrupt);            // first block size huge
   EXPECT_EQ(with(11, stored[11] ^ 2).code(), hubfs::Code::kCorrupt);  // block size changes
+  // A block size of 0 (the plugin fails on it): an error naming it, not a guess at the layout.
+  Bytes zero_block = stored;
+  std::fill(zero_block.begin() + 8, zero_block.begin() + 12, 0);
+  Status zero = decode_status({step(kLz4)}, zero_block, data.size(), 4);
+  EXPECT_EQ(zero.code(), hubfs::Code::kCorrupt);
+  EXPECT_NE(zero.message().find("block size of 0"), std::string::npos) << zero.message();
+  Bytes one_block = lz4_hdf5_encode(data, 0);  // stored as one block: still refused with size 0
+  std::fill(one_block.begin() + 8, one_block.begin() + 12, 0);
+  EXPECT_EQ(decode_status({step(kLz4)}, one_block, data.size(), 4).code(), hubfs::Code::kCorrupt);
   Bytes cut(stored.begin(), stored.end() - 5);
   Status st = decode_status({step(kLz4)}, cut, data.size(), 4);
   EXPECT_EQ(st.code(), hubfs::Code::kCorrupt);

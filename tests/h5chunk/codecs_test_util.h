@@ -100,7 +100,7 @@ inline Bytes lz4_hdf5_encode(const Bytes& data, uint32_t block_size) {
   size_t block = block_size == 0 || block_size > data.size() ? data.size() : block_size;
   Bytes out(12);
   put_be64(out.data(), data.size());
-  put_be32(out.data() + 8, block_size == 0 ? 0 : uint32_t(block));
+  put_be32(out.data() + 8, uint32_t(block));  // the plugin stores the block size capped at the chunk
   for (size_t pos = 0; pos < data.size(); pos += block) {
     size_t plain = std::min(block, data.size() - pos);
     std::vector<char> tmp(static_cast<size_t>(LZ4_compressBound(static_cast<int>(plain))));

@@ -3,7 +3,8 @@
 // and H5Dread in forked children.
 //
 // The normal suite runs a fixed, brief seed set. For a longer run:
-//   H5CHUNK_FUZZ_ITERATIONS=5000 H5CHUNK_FUZZ_SEED=1000 build/bin/test_h5chunk --gtest_filter='MutationFuzz.*'
+//   H5CHUNK_FUZZ_ITERATIONS=5000 H5CHUNK_FUZZ_SEED=1000 build/bin/test_h5chunk --gtest_filter='MutationFuzz.Hostile*'
+// MutationFuzz.SlowThreeThousandMutations is that run for 3,200 fixed seeds (slow label).
 // A failure prints its seed; H5CHUNK_FUZZ_SEED=<seed> H5CHUNK_FUZZ_ITERATIONS=1 replays it, and
 // H5CHUNK_FUZZ_KEEP=DIR keeps every failing file there.
 #include <gtest/gtest.h>
@@ -99,9 +100,8 @@ TEST(MutationFuzz, ChildrenThatCrashHangOrRunAwayAreCaught) {
   EXPECT_TRUE(ends[3].how == ChildEnd::kRunaway || ends[3].failed()) << ends[3].describe();
 }
 
-TEST(MutationFuzz, HostileFilesGiveErrorsOrH5DreadBytes) {
-  const uint64_t iterations = env_u64("H5CHUNK_FUZZ_ITERATIONS", kDefaultIterations);
-  const uint64_t first_seed = env_u64("H5CHUNK_FUZZ_SEED", 1);
+// Seeds first_seed .. first_seed + iterations - 1, each a mutated fixture read both ways.
+void fuzz(uint64_t first_seed, uint64_t iterations) {
   Limits limits;
   limits.deadline_seconds = double(env_u64("H5CHUNK_FUZZ_TIMEOUT", 30));
   const char* keep = std::getenv("H5CHUNK_FUZZ_KEEP");
@@ -170,6 +170,13 @@ TEST(MutationFuzz, HostileFilesGiveErrorsOrH5DreadBytes) {
     EXPECT_GT(error_reads, 0);
   }
 }
+
+TEST(MutationFuzz, HostileFilesGiveErrorsOrH5DreadBytes) {
+  fuzz(env_u64("H5CHUNK_FUZZ_SEED", 1), env_u64("H5CHUNK_FUZZ_ITERATIONS", kDefaultIterations));
+}
+
+// The long run (Release only, in the slow label): 3,200 seeds no other test uses.
+TEST(MutationFuzz, SlowThreeThousandMutations) { fuzz(10000, 3200); }
 
 }  // namespace
 }  // namespace h5chunk::testing::mutation
