@@ -246,7 +246,7 @@ int main(int real_argc, char** real_argv) {
   // mmap each one and unmap it on free, so every block paid fresh page faults (~0.5 GB/s on these
   // VMs, measured: half the daemon's CPU on a cold read). Keep such buffers on the heap, and keep
   // the heap, so they are reused warm. Bounded all the same: beyond 128 MiB free at the top the
-  // heap is returned to the system (the read-ahead budget is 256 MiB, the memory cache 128 MiB),
+  // heap is returned to the system (the read-ahead budget is 256 MiB, the memory cache 256 MiB),
   // and at most 4 arenas (not 8 per core across 32 FUSE threads) hold freed buffers, so an idle
   // daemon's RSS falls back towards its caches.
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
