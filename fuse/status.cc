@@ -142,7 +142,10 @@ void print_hub_quotas(const nlohmann::json& m) {
   };
   std::cout << text_or_dash(m["mountpoint"]) << ": " << num(m, "api_calls") << " API calls, " << num(m, "resolves")
             << " resolves";
-  for (const auto& [name, q] : m.value("quotas", nlohmann::json::object()).items()) {
+  // A named copy: items() of a temporary would dangle in the loop (the range-for keeps only the
+  // outermost temporary alive).
+  const nlohmann::json quotas = m.value("quotas", nlohmann::json::object());
+  for (const auto& [name, q] : quotas.items()) {
     std::cout << "; " << name << " quota " << num(q, "remaining") << "/" << num(q, "quota") << " left, resets in "
               << num(q, "resets_in_s") << " s, " << num(q, "rate_limited") << " refused (429)";
     if (q.value("waiting", 0) > 0)
