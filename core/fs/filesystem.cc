@@ -116,8 +116,10 @@ Result<std::vector<TreeEntry>> FileSystem::listed_entries(const std::string& pat
   if (!is_root || options_.list_whole_repo) {
     const size_t budget = is_root ? kWholeRepoMaxFiles / 1000 + 1 : kSubtreePageBudget;
     auto all = hub_.list_subtree(repo_, path, budget);
-    if (!all.ok()) return all.status();
-    if (*all) {
+    // A damaged entry anywhere below (a size no file can have) fails the whole subtree's listing:
+    // then this directory is listed alone, so the damage stays with the directory that holds it.
+    if (!all.ok() && all.status().code() != Code::kCorrupt) return all.status();
+    if (all.ok() && *all) {
       // Grouped by parent, every directory of the subtree present (an empty one too), so each
       // is stored as if listed alone: a remount reads any of them without a request.
       Subtree& by_dir = *subtree;

@@ -79,9 +79,11 @@ Status classify(const HttpResponse& r, const Context& c) {
     return PermissionDenied(repo_words(c) + " has been disabled at " + c.endpoint +
                             ": its files cannot be read; use another repository");
   }
+  // The Hub's message starts with these words (a proxy or an older Hub may add more after them,
+  // and may send them with RepoNotFound): a refused token, never a missing repo.
   if (s == 401 && token_sent(c) &&
-      (r.header("x-error-message").value_or("") == kInvalidCredentials ||
-       hub_json::error_field(r.body).value_or("") == kInvalidCredentials)) {
+      (r.header("x-error-message").value_or("").find(kInvalidCredentials) != std::string::npos ||
+       hub_json::error_field(r.body).value_or("").find(kInvalidCredentials) != std::string::npos)) {
     return PermissionDenied("the token sent to " + c.endpoint + " is invalid (revoked, expired or mistyped): log "
                             "in again (huggingface-cli login) or set a valid HF_TOKEN; to read public repos "
                             "without a token, unset HF_TOKEN (and remove ~/.cache/huggingface/token) or set "

@@ -115,17 +115,24 @@ class Handler(BodyCopy, http.server.BaseHTTPRequestHandler):
         # path and range do not); see max_consecutive.
         self.fault_key = (self.origin, method, path, self.headers.get("Range"))
         self.faulted = False
+        self.settled = False
         self.quota_headers = {}
         try:
             state.shaping.delay()
             if not self._charge_quota(kind):
                 return
             fault = self.take_fault("request")
-            if fault is not None and self._apply_request_fault(fault):
-                return
+            if fault is not None:
+                # Settled before the answer goes out: the client's retry can arrive before this
+                # handler's `finally` runs, and must count this fault in its streak.
+                state.faults.settle(self.fault_key, True)
+                self.settled = True
+                if self._apply_request_fault(fault):
+                    return
             self._guard(self.handle_cdn if self.origin == "cdn" else self.handle_api)
         finally:
-            state.faults.settle(self.fault_key, self.faulted)
+            if not self.settled:
+                state.faults.settle(self.fault_key, self.faulted)
             self.mark_done()
 
     def _charge_quota(self, kind):
