@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -247,7 +248,11 @@ int run_unmount(const std::string& mountpoint) {
               << " s: its daemon is stopped (SIGSTOP, a debugger) or stuck; resume it (kill -CONT PID; "
                  "hubfs status lists it as not responding) and unmount again, or detach the mount without "
                  "it: umount -l " << mountpoint << " (as a user: fusermount3 -uz " << mountpoint << ")\n";
-    return 1;
+    // The thread still blocked on the mount cannot be joined: leave without exit-time handlers
+    // (LeakSanitizer's, under ASan, stops every thread first and would wait for that one for ever).
+    std::cout.flush();
+    std::cerr.flush();
+    std::_Exit(1);
   }
   const std::string& path = state->path;
   if (!state->mounted) {
