@@ -241,6 +241,12 @@ Status build_stack(const MountConfig& config, Mount& m) {
     return ca.status();
   }
   curl_options.hedge = true;  // a CDN stalling on a cold object costs a duplicate, not the stall
+  // HF_HUB_DOWNLOAD_TIMEOUT: huggingface_hub's read timeout of a download, i.e. how long a
+  // transfer may go without a byte; the first byte keeps its own allowance unless that is shorter.
+  if (config.stall_timeout_s) {
+    curl_options.stall_timeout_ms = *config.stall_timeout_s * 1000L;
+    curl_options.first_byte_timeout_ms = std::max(curl_options.first_byte_timeout_ms, curl_options.stall_timeout_ms);
+  }
   m.curl = std::make_unique<CurlTransport>(curl_options);
   // A reader is waiting on every request: retry soon (200 ms doubling to 4 s, full jitter: ~3 s
   // at most over 5 attempts) rather than the library's 1 s to 8 s. A server that asks for more
@@ -257,6 +263,7 @@ Status build_stack(const MountConfig& config, Mount& m) {
   m.transport = std::make_unique<RetryingTransport>(*m.curl, retry_policy);
   HubConfig hub_config;
   hub_config.endpoint = config.endpoint;
+  if (config.metadata_timeout_s) hub_config.metadata_timeout = std::chrono::seconds(*config.metadata_timeout_s);
   // Followed while mounted: a token file rewritten (a refreshed or new login) is used from the
   // next request on.
   m.tokens = std::make_shared<TokenWatcher>();

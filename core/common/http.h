@@ -45,6 +45,10 @@ struct HttpRequest {
   // bandwidth (a CDN edge gives one stream ~400 Mbit/s), N ranges in flight bring N times that
   // only over N connections; over one they would share one connection's rate.
   bool own_connection = false;
+  // No response, or no byte, for this long aborts this request with kTimeout: replaces the
+  // transport's first-byte and stall timeouts for it (a metadata request's HF_HUB_ETAG_TIMEOUT).
+  // Unset: the transport's own.
+  std::optional<std::chrono::milliseconds> timeout;
   // Redirects are never followed by the transport: the Hub client handles them itself, because
   // the Authorization header must not travel to another host.
 };

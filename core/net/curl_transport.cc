@@ -543,19 +543,19 @@ struct CurlTransport::Impl {
   // nothing to service. Returns the nearest remaining deadline.
   Clock::time_point enforce_deadlines() {
     const auto now = Clock::now();
-    const auto first_byte = std::chrono::milliseconds(options.first_byte_timeout_ms);
-    const auto stall = std::chrono::milliseconds(options.stall_timeout_ms);
     Clock::time_point nearest = now + kMaxPollWait;
     std::vector<std::pair<CURL*, Status>> expired;
     for (auto& [h, t] : running) {
+      // A request's own timeout (a metadata request's) replaces both of the transport's.
+      const auto first_byte = t->request.timeout.value_or(std::chrono::milliseconds(options.first_byte_timeout_ms));
+      const auto stall = t->request.timeout.value_or(std::chrono::milliseconds(options.stall_timeout_ms));
       Clock::time_point deadline = t->got_first_byte ? t->last_byte + stall : t->started + first_byte;
       if (deadline <= now) {
         expired.emplace_back(
             h, t->got_first_byte
-                   ? Timeout(t->what() + ": no data for " + std::to_string(options.stall_timeout_ms) +
-                             " ms (stalled transfer); retry, or raise the stall timeout")
-                   : Timeout(t->what() + ": no response within " +
-                             std::to_string(options.first_byte_timeout_ms) +
+                   ? Timeout(t->what() + ": no data for " + std::to_string(stall.count()) +
+                             " ms (stalled transfer); retry, or raise the stall timeout (HF_HUB_DOWNLOAD_TIMEOUT)")
+                   : Timeout(t->what() + ": no response within " + std::to_string(first_byte.count()) +
                              " ms; the server is slow or unreachable, retry later"));
       } else {
         nearest = std::min(nearest, deadline);
