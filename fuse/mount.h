@@ -35,7 +35,7 @@ struct MountConfig {
   std::optional<int> metadata_timeout_s;
   std::optional<int> stall_timeout_s;
   std::string log_file;                   // background mode: where logs go ("" = nowhere)
-  std::string ca_bundle;                  // --ca-bundle; "" = $REQUESTS_CA_BUNDLE, ... (find_ca_bundle)
+  std::string ca_bundle;                  // --ca-bundle; "" = $REQUESTS_CA_BUNDLE, ... (find_ca_bundles)
   bool debug = false;
   // --offline (or HF_HUB_OFFLINE): mount from the stored listings and blocks alone, asking the Hub
   // nothing; a revision resolves to the commit it pointed at when last mounted online.

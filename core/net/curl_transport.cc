@@ -200,6 +200,17 @@ std::optional<CaBundle> find_ca_bundle() {
   return std::nullopt;
 }
 
+std::vector<CaBundle> find_ca_bundles() {
+  std::vector<CaBundle> out;
+  for (const char* name : {"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) continue;
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const CaBundle& b) { return b.path == v; });
+    if (!seen) out.push_back(CaBundle{v, name});
+  }
+  return out;
+}
+
 struct CurlTransport::Impl {
   CurlOptions options;
   CURLM* multi = nullptr;
@@ -349,7 +360,13 @@ struct CurlTransport::Impl {
     curl_easy_setopt(h, CURLOPT_USERAGENT, options.user_agent.c_str());
     curl_easy_setopt(h, CURLOPT_BUFFERSIZE, kReceiveBufferBytes);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    if (!options.ca_bundle.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, options.ca_bundle.c_str());
+    if (!options.ca_pem.empty()) {
+      // NOCOPY: options (and so ca_pem) live as long as the transport and its handles.
+      curl_blob blob{const_cast<char*>(options.ca_pem.data()), options.ca_pem.size(), CURL_BLOB_NOCOPY};
+      curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+    } else if (!options.ca_bundle.empty()) {
+      curl_easy_setopt(h, CURLOPT_CAINFO, options.ca_bundle.c_str());
+    }
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);

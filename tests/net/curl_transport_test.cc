@@ -189,6 +189,29 @@ TEST(CurlTransport, RequestTimeoutReplacesTheStallTimeout) {
   EXPECT_THAT(r.status().message(), HasSubstr("stalled"));
 }
 
+TEST(FindCaBundles, EveryNamedBundleOnceInOrderEmptyMeansUnset) {
+  const char* names[] = {"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"};
+  std::vector<std::optional<std::string>> saved;
+  for (const char* n : names) saved.push_back(getenv(n) ? std::optional<std::string>(getenv(n)) : std::nullopt);
+  setenv("REQUESTS_CA_BUNDLE", "/sys.pem", 1);
+  setenv("CURL_CA_BUNDLE", "", 1);
+  setenv("SSL_CERT_FILE", "/corp.pem", 1);
+  auto all = find_ca_bundles();
+  setenv("CURL_CA_BUNDLE", "/sys.pem", 1);  // the same file twice is trusted once
+  auto deduped = find_ca_bundles();
+  for (size_t i = 0; i < 3; ++i) {
+    if (saved[i]) setenv(names[i], saved[i]->c_str(), 1);
+    else unsetenv(names[i]);
+  }
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].path, "/sys.pem");
+  EXPECT_EQ(all[0].source, "REQUESTS_CA_BUNDLE");
+  EXPECT_EQ(all[1].path, "/corp.pem");
+  EXPECT_EQ(all[1].source, "SSL_CERT_FILE");
+  ASSERT_EQ(deduped.size(), 2u);
+  EXPECT_EQ(deduped[1].source, "SSL_CERT_FILE");
+}
+
 TEST(CurlTransport, LateFirstByteWithinTimeoutSucceeds) {
   ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
