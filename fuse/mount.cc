@@ -83,24 +83,39 @@ struct Mount {
   }
 };
 
-// The CA bundle TLS connections trust: --ca-bundle, else the environment as huggingface_hub
-// and curl read it (find_ca_bundle), else libcurl's built-in store. A named bundle that cannot
-// be read fails the mount here, naming where it came from, rather than as a TLS error later.
-Result<std::string> choose_ca_bundle(const std::string& flag) {
-  std::string source = "--ca-bundle";
-  std::string path = flag;
-  if (path.empty()) {
-    auto found = find_ca_bundle();
-    if (!found) return std::string();
-    source = found->source;
-    path = found->path;
+// The CA certificates TLS connections trust: --ca-bundle alone, else every bundle the
+// environment names (find_ca_bundles: REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, SSL_CERT_FILE; one is
+// passed as a file, several as the union of their PEM text), else libcurl's built-in store. A
+// named bundle that cannot be read fails the mount here, naming where it came from, rather than
+// as a TLS error later.
+Status choose_ca_bundle(const std::string& flag, CurlOptions& options) {
+  std::vector<CaBundle> bundles;
+  if (!flag.empty()) {
+    bundles.push_back(CaBundle{flag, "--ca-bundle"});
+  } else {
+    bundles = find_ca_bundles();
   }
-  if (access(path.c_str(), R_OK) != 0) {
-    return InvalidArgument("the CA bundle " + path + " (from " + source + ") cannot be read (" +
-                           strerror(errno) + "); point " + source + " at a PEM file of trusted CA "
-                           "certificates, or unset it to use the system's");
+  std::string pem;
+  for (const CaBundle& b : bundles) {
+    std::ifstream in;
+    if (access(b.path.c_str(), R_OK) == 0) in.open(b.path, std::ios::binary);
+    if (!in.is_open()) {
+      return InvalidArgument("the CA bundle " + b.path + " (from " + b.source + ") cannot be read (" +
+                             strerror(errno) + "); point " + b.source + " at a PEM file of trusted CA "
+                             "certificates, or unset it to use the system's");
+    }
+    pem.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (!pem.empty() && pem.back() != '\n') pem += '\n';
   }
-  return path;
+  if (bundles.size() == 1) {
+    options.ca_bundle = bundles[0].path;
+  } else if (bundles.size() > 1) {
+    options.ca_pem = std::move(pem);
+    std::string names;
+    for (const CaBundle& b : bundles) names += (names.empty() ? "" : ", ") + b.source;
+    log_info("trusting the CA certificates of " + names + " together");
+  }
+  return Status::Ok();
 }
 
 // `hubfs status`: the daemon's identity and live counters as one JSON object (fuse/status.h),
@@ -249,12 +264,14 @@ Status build_stack(const MountConfig& config, Mount& m) {
   }
   CurlOptions curl_options;
   curl_options.max_in_flight = config.max_requests;
-  if (auto ca = choose_ca_bundle(config.ca_bundle); ca.ok()) {
-    curl_options.ca_bundle = *ca;
-  } else {
-    return ca.status();
-  }
+  if (Status ca = choose_ca_bundle(config.ca_bundle, curl_options); !ca.ok()) return ca;
   curl_options.hedge = true;  // a CDN stalling on a cold object costs a duplicate, not the stall
+  // HF_HUB_DOWNLOAD_TIMEOUT: huggingface_hub's read timeout of a download, i.e. how long a
+  // transfer may go without a byte; the first byte keeps its own allowance unless that is shorter.
+  if (config.stall_timeout_s) {
+    curl_options.stall_timeout_ms = *config.stall_timeout_s * 1000L;
+    curl_options.first_byte_timeout_ms = std::max(curl_options.first_byte_timeout_ms, curl_options.stall_timeout_ms);
+  }
   m.curl = std::make_unique<CurlTransport>(curl_options);
   // A reader is waiting on every request: retry soon (200 ms doubling to 4 s, full jitter: ~3 s
   // at most over 5 attempts) rather than the library's 1 s to 8 s. A server that asks for more
@@ -271,6 +288,7 @@ Status build_stack(const MountConfig& config, Mount& m) {
   m.transport = std::make_unique<RetryingTransport>(*m.curl, retry_policy);
   HubConfig hub_config;
   hub_config.endpoint = config.endpoint;
+  if (config.metadata_timeout_s) hub_config.metadata_timeout = std::chrono::seconds(*config.metadata_timeout_s);
   // Followed while mounted: a token file rewritten (a refreshed or new login) is used from the
   // next request on.
   m.tokens = std::make_shared<TokenWatcher>();

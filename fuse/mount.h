@@ -28,8 +28,14 @@ struct MountConfig {
   // Hub's windows are 5 minutes: longer than that, so a spent quota is always waited out).
   int rate_limit_wait_s = 330;
   int max_requests = 16;                  // HTTP requests in flight
+  // No byte for this long aborts a request (kTimeout, then retried): metadata requests (API
+  // calls, resolves) and data requests (ranges of files). Unset: the transport's defaults (30 s
+  // to the first byte, 20 s between bytes). Filled from HF_HUB_ETAG_TIMEOUT and
+  // HF_HUB_DOWNLOAD_TIMEOUT (environment_timeouts) when no flag set them.
+  std::optional<int> metadata_timeout_s;
+  std::optional<int> stall_timeout_s;
   std::string log_file;                   // background mode: where logs go ("" = nowhere)
-  std::string ca_bundle;                  // --ca-bundle; "" = $REQUESTS_CA_BUNDLE, ... (find_ca_bundle)
+  std::string ca_bundle;                  // --ca-bundle; "" = $REQUESTS_CA_BUNDLE, ... (find_ca_bundles)
   bool debug = false;
   // --offline (or HF_HUB_OFFLINE): mount from the stored listings and blocks alone, asking the Hub
   // nothing; a revision resolves to the commit it pointed at when last mounted online.
@@ -53,6 +59,10 @@ int run_mount(const MountConfig& config);
 
 // "10G", "512M", "1.5T", "4096" -> bytes (K/M/G/T are powers of 1024).
 Result<uint64_t> parse_size(const std::string& text);
+
+// Fills the timeouts no flag set from huggingface_hub's HF_HUB_ETAG_TIMEOUT (metadata) and
+// HF_HUB_DOWNLOAD_TIMEOUT (data stall); a bad value is an error naming the variable.
+Status apply_environment_timeouts(MountConfig& config);
 
 // Defaults as documented in --help.
 std::string default_endpoint();

@@ -19,6 +19,14 @@ std::string env_or(const char* name, const std::string& fallback) {
 
 std::string default_endpoint() { return find_endpoint(); }
 
+Status apply_environment_timeouts(MountConfig& config) {
+  auto env = env_timeouts();
+  if (!env.ok()) return env.status();
+  if (!config.metadata_timeout_s && env->etag) config.metadata_timeout_s = static_cast<int>(env->etag->count());
+  if (!config.stall_timeout_s && env->download) config.stall_timeout_s = static_cast<int>(env->download->count());
+  return Status::Ok();
+}
+
 std::string default_cache_dir() {
   if (const char* d = getenv("HUBFS_CACHE_DIR"); d && *d) return d;
   if (const char* x = getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/hubfs";

@@ -163,6 +163,10 @@ int finish_and_mount(hubfs::MountConfig& config, const std::string& cache_size) 
     return 2;
   }
   config.cache_size = *size;
+  if (auto env = hubfs::apply_environment_timeouts(config); !env.ok()) {
+    std::cerr << "hubfs: " << env.message() << "\n";
+    return 2;
+  }
   return hubfs::run_mount(config);
 }
 

@@ -50,6 +50,10 @@ struct HttpRequest {
   // until then (rather than a fixed number of times), and the transport abandons a transfer
   // still running then. Never by default (API requests are bounded by their attempts).
   Deadline deadline;
+  // No response, or no byte, for this long aborts this request with kTimeout: replaces the
+  // transport's first-byte and stall timeouts for it (a metadata request's HF_HUB_ETAG_TIMEOUT).
+  // Unset: the transport's own.
+  std::optional<std::chrono::milliseconds> timeout;
   // Redirects are never followed by the transport: the Hub client handles them itself, because
   // the Authorization header must not travel to another host.
 };

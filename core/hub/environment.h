@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/status.h"
+
 namespace hubfs {
 
 struct TokenSources {
@@ -72,5 +74,17 @@ std::string without_url_credentials(std::string_view text);
 // HF_HUB_OFFLINE is 1/true/yes/on (any case): the user asked for no network requests at all.
 // HubClient does not check it; whoever builds the client decides what offline means.
 bool offline_requested(const TokenSources& sources = {});
+
+// huggingface_hub's request timeouts (constants.py), in whole seconds as it reads them:
+// HF_HUB_ETAG_TIMEOUT for metadata requests (file metadata, repo info; its default 10) and
+// HF_HUB_DOWNLOAD_TIMEOUT for file downloads (no byte for this long; its default 10). Each is
+// nothing when unset or empty (hubfs keeps its own defaults), else 1..86400; any other value is
+// an error naming the variable and what it holds (huggingface_hub fails at import on a value
+// int() refuses; a silently ignored timeout would surprise more than a refused mount).
+struct EnvTimeouts {
+  std::optional<std::chrono::seconds> etag;      // HF_HUB_ETAG_TIMEOUT
+  std::optional<std::chrono::seconds> download;  // HF_HUB_DOWNLOAD_TIMEOUT
+};
+Result<EnvTimeouts> env_timeouts(const TokenSources& sources = {});
 
 }  // namespace hubfs

@@ -159,6 +159,7 @@ Result<HubClient::Answer> HubClient::fetch_api(HttpRequest request, const hub_er
   // request.headers holds only what this call needs beyond Authorization and User-Agent.
   for (int hop = 0;; ++hop) {
     HttpRequest sent = request;
+    sent.timeout = config_.metadata_timeout;
     api_requests_.fetch_add(1, std::memory_order_relaxed);
     sent.headers = request_headers_for(request.url);
     sent.headers.insert(sent.headers.end(), request.headers.begin(), request.headers.end());
@@ -375,6 +376,7 @@ Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_vi
     // A compressed answer would misstate the length the Hub reports for the file.
     req.headers.emplace_back("Accept-Encoding", "identity");
     req.max_body = kMaxHeadBody;
+    req.timeout = config_.metadata_timeout;
     resolve_requests_.fetch_add(1, std::memory_order_relaxed);
     auto resp = transport_.perform(std::move(req));
     if (!resp.ok()) return hub_errors::from_transport(resp.status(), url::host_for_messages(current), ctx);

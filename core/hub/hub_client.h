@@ -67,6 +67,10 @@ struct HubConfig {
   // Pages are ~1000 entries; 1000 pages covers max_dir_entries even with short pages, and
   // guarantees a server that always offers a fresh "next" cannot keep us listing forever.
   size_t max_dir_pages = 1000;
+  // The timeout of every request this client sends (API calls and resolves: metadata, as
+  // huggingface_hub's HF_HUB_ETAG_TIMEOUT), replacing the transport's first-byte and stall
+  // timeouts (HttpRequest::timeout). Unset: the transport's.
+  std::optional<std::chrono::milliseconds> metadata_timeout;
 };
 
 namespace hub_errors {

@@ -128,9 +128,12 @@ Result<RepoRef> parse_repo_ref(std::string_view spec, std::optional<std::string>
     }
   }
 
-  // A type prefix only when three parts remain: "datasets/foo" alone is the org "datasets".
+  // A type prefix when three parts remain, or two whose first is models/datasets/spaces: the Hub
+  // reserves those words (they are its own URL paths), so "datasets/squad" is the legacy dataset
+  // "squad", as huggingface_hub's repo_type_and_id_from_hf_id reads it, not an org "datasets".
   std::optional<RepoType> spec_type;
-  if (std::count(id.begin(), id.end(), '/') == 2) {
+  const auto slashes = std::count(id.begin(), id.end(), '/');
+  if (slashes == 2 || (slashes == 1 && type_from_prefix(id.substr(0, id.find('/'))))) {
     size_t slash = id.find('/');
     spec_type = type_from_prefix(id.substr(0, slash));
     if (!spec_type) {
@@ -140,16 +143,27 @@ Result<RepoRef> parse_repo_ref(std::string_view spec, std::optional<std::string>
     id = id.substr(slash + 1);
   }
 
-  size_t slash = id.find('/');
-  if (slash == std::string_view::npos || id.find('/', slash + 1) != std::string_view::npos) {
+  // "ORG/NAME", or a legacy id without a namespace ("gpt2", "squad"): repos created before the
+  // Hub had organisations keep such ids, and its URLs take them as they are (/api/models/gpt2,
+  // /gpt2/resolve/..., /datasets/squad/resolve/...).
+  std::vector<std::string_view> parts;
+  if (size_t slash = id.find('/'); slash == std::string_view::npos) {
+    if (type_from_prefix(id)) {
+      return InvalidArgument("repo " + quoted + " names no repo: '" + std::string(id) +
+                             "' is a type prefix; write " + std::string(id) + "/[ORG/]NAME");
+    }
+    parts = {id};
+  } else if (id.find('/', slash + 1) == std::string_view::npos) {
+    parts = {id.substr(0, slash), id.substr(slash + 1)};
+  } else {
     return InvalidArgument("repo " + quoted +
-                           " is not of the form [models/|datasets/|spaces/]ORG/NAME[@REVISION], e.g. "
-                           "openai-community/gpt2 or datasets/org/name@main");
+                           " is not of the form [models/|datasets/|spaces/][ORG/]NAME[@REVISION], e.g. "
+                           "openai-community/gpt2, gpt2 or datasets/org/name@main");
   }
-  for (std::string_view part : {id.substr(0, slash), id.substr(slash + 1)}) {
+  for (std::string_view part : parts) {
     if (auto problem = name_problem(part)) {
       return InvalidArgument("repo id '" + std::string(id) + "' in " + quoted + " has " + *problem +
-                             ": ids are ORG/NAME made of letters, digits, '.', '_' and '-'");
+                             ": ids are [ORG/]NAME made of letters, digits, '.', '_' and '-'");
     }
   }
   ref.id = std::string(id);
@@ -238,6 +252,9 @@ Result<RepoSpec> parse_repo_spec(std::string_view spec, std::optional<std::strin
     }
   }
   std::vector<std::string_view> parts = split_slashes(before);
+  // Fewer parts than that are a legacy id ("gpt2", "datasets/squad"); "datasets/squad/train" stays
+  // the dataset squad/train, so a legacy id's subfolder comes after its revision
+  // ("datasets/squad@main/train") or from --subfolder.
   size_t id_parts = 2;
   if (parts.size() >= 3 && type_from_prefix(parts[0])) {
     id_parts = 3;

@@ -14,11 +14,14 @@ enum class RepoType { kModel, kDataset, kSpace };
 
 struct RepoRef {
   RepoType type = RepoType::kModel;
-  std::string id;                 // "org/name"
+  std::string id;                 // "org/name", or "name" for a legacy id without a namespace
   std::string revision = "main";  // branch, tag, 40-hex sha, or refs/pr/N
 };
 
-// Parses "[models/|datasets/|spaces/]ORG/NAME[@REVISION]". An explicit type or revision (from
+// Parses "[models/|datasets/|spaces/][ORG/]NAME[@REVISION]". Without ORG it is a legacy id
+// ("gpt2", "datasets/squad", "squad@v1" with --repo-type dataset): two parts whose first is
+// models/datasets/spaces are a type and a legacy name, never an org (the Hub reserves those
+// words). An explicit type or revision (from
 // --repo-type model|dataset|space / --revision) wins over the spec; a conflict between them is
 // an error naming both.
 Result<RepoRef> parse_repo_ref(std::string_view spec, std::optional<std::string> type_override = {},
@@ -30,8 +33,9 @@ struct RepoSpec {
   std::string subfolder;  // "" (the whole repo) or "sub/dir": no leading/trailing '/', no "." or ".."
 };
 
-// Parses "[models/|datasets/|spaces/]ORG/NAME[@REVISION][/SUB/DIR]": what follows ORG/NAME (or
-// the revision) is the subfolder. The revision ends at the next '/', except refs/pr/N and
+// Parses "[models/|datasets/|spaces/][ORG/]NAME[@REVISION][/SUB/DIR]": what follows ORG/NAME (or
+// the revision) is the subfolder; a legacy id without ORG takes a subfolder only after its
+// revision ("gpt2@main/sub") or from --subfolder, since "gpt2/sub" is the repo ORG gpt2, NAME sub. The revision ends at the next '/', except refs/pr/N and
 // refs/convert/X, which keep theirs (a branch whose name has a '/' needs --revision). With a
 // type prefix (plural), three or more parts; without one, ORG/NAME/SUB... is a model's subfolder.
 // subfolder_override (--subfolder) conflicting with the spec's subfolder is an error; overrides

@@ -200,6 +200,17 @@ std::optional<CaBundle> find_ca_bundle() {
   return std::nullopt;
 }
 
+std::vector<CaBundle> find_ca_bundles() {
+  std::vector<CaBundle> out;
+  for (const char* name : {"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) continue;
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const CaBundle& b) { return b.path == v; });
+    if (!seen) out.push_back(CaBundle{v, name});
+  }
+  return out;
+}
+
 struct CurlTransport::Impl {
   CurlOptions options;
   CURLM* multi = nullptr;
@@ -349,7 +360,13 @@ struct CurlTransport::Impl {
     curl_easy_setopt(h, CURLOPT_USERAGENT, options.user_agent.c_str());
     curl_easy_setopt(h, CURLOPT_BUFFERSIZE, kReceiveBufferBytes);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    if (!options.ca_bundle.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, options.ca_bundle.c_str());
+    if (!options.ca_pem.empty()) {
+      // NOCOPY: options (and so ca_pem) live as long as the transport and its handles.
+      curl_blob blob{const_cast<char*>(options.ca_pem.data()), options.ca_pem.size(), CURL_BLOB_NOCOPY};
+      curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+    } else if (!options.ca_bundle.empty()) {
+      curl_easy_setopt(h, CURLOPT_CAINFO, options.ca_bundle.c_str());
+    }
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -543,11 +560,12 @@ struct CurlTransport::Impl {
   // nothing to service. Returns the nearest remaining deadline.
   Clock::time_point enforce_deadlines() {
     const auto now = Clock::now();
-    const auto first_byte = std::chrono::milliseconds(options.first_byte_timeout_ms);
-    const auto stall = std::chrono::milliseconds(options.stall_timeout_ms);
     Clock::time_point nearest = now + kMaxPollWait;
     std::vector<std::pair<CURL*, Status>> expired;
     for (auto& [h, t] : running) {
+      // A request's own timeout (a metadata request's) replaces both of the transport's.
+      const auto first_byte = t->request.timeout.value_or(std::chrono::milliseconds(options.first_byte_timeout_ms));
+      const auto stall = t->request.timeout.value_or(std::chrono::milliseconds(options.stall_timeout_ms));
       Clock::time_point deadline = t->got_first_byte ? t->last_byte + stall : t->started + first_byte;
       // The read this transfer serves gives up at its own deadline: nothing waits for it after.
       if (const Deadline& read = t->request.deadline; !read.is_never()) {
@@ -560,10 +578,9 @@ struct CurlTransport::Impl {
       if (deadline <= now) {
         expired.emplace_back(
             h, t->got_first_byte
-                   ? Timeout(t->what() + ": no data for " + std::to_string(options.stall_timeout_ms) +
-                             " ms (stalled transfer); retry, or raise the stall timeout")
-                   : Timeout(t->what() + ": no response within " +
-                             std::to_string(options.first_byte_timeout_ms) +
+                   ? Timeout(t->what() + ": no data for " + std::to_string(stall.count()) +
+                             " ms (stalled transfer); retry, or raise the stall timeout (HF_HUB_DOWNLOAD_TIMEOUT)")
+                   : Timeout(t->what() + ": no response within " + std::to_string(first_byte.count()) +
                              " ms; the server is slow or unreachable, retry later"));
       } else {
         nearest = std::min(nearest, deadline);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/http.h"
 
@@ -27,17 +28,25 @@ struct CurlOptions {
   // PEM file of the CA certificates TLS peers are checked against (CURLOPT_CAINFO); "" keeps
   // libcurl's built-in store. The mount fills it from --ca-bundle or find_ca_bundle().
   std::string ca_bundle;
+  // PEM text of CA certificates trusted instead of ca_bundle (CURLOPT_CAINFO_BLOB): the union of
+  // several bundles the environment names (find_ca_bundles). Non-empty wins over ca_bundle.
+  std::string ca_pem;
   // Proxies are not options: libcurl reads https_proxy/HTTPS_PROXY, http_proxy (lowercase
   // only), ALL_PROXY and NO_PROXY from the environment itself, as the curl command does.
 };
 
-// The CA bundle the environment names, in huggingface_hub's order and then OpenSSL's:
-// $REQUESTS_CA_BUNDLE, $CURL_CA_BUNDLE, $SSL_CERT_FILE (the first one set and non-empty).
+// The first CA bundle the environment names: $REQUESTS_CA_BUNDLE, $CURL_CA_BUNDLE,
+// $SSL_CERT_FILE (set and non-empty). A mount trusts all of them (find_ca_bundles).
 struct CaBundle {
   std::string path;
   std::string source;  // the variable's name, for messages
 };
 std::optional<CaBundle> find_ca_bundle();
+// Every bundle the environment names, in that order, each path once. Containers and CI images
+// often set REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE to the system bundle; a user who then points
+// SSL_CERT_FILE at a private CA means that CA too, so a mount trusts them all (the union), not
+// the first alone (which left SSL_CERT_FILE ignored whenever another variable was set).
+std::vector<CaBundle> find_ca_bundles();
 
 struct CurlStats {
   uint64_t requests = 0;    // transfers started (hedges not included)

@@ -49,6 +49,26 @@ TEST_F(LocateTest, RedirectToCdnGivesSignedUrlWithoutToken) {
   EXPECT_EQ(header_or_empty(reqs[0], "Accept-Encoding"), "identity");
 }
 
+TEST_F(LocateTest, MetadataTimeoutTravelsWithResolvesAndApiCalls) {
+  FakeTransport t([](const HttpRequest& r) {
+    if (r.method == "HEAD") return redirect(302, kCdn);
+    return respond(200, R"({"sha":"0123456789abcdef0123456789abcdef01234567"})");
+  });
+  HubConfig cfg = config();
+  cfg.metadata_timeout = std::chrono::seconds(25);
+  HubClient c(cfg, t);
+  ASSERT_TRUE(c.locate(kRepo, "w 1.bin").ok());
+  (void)c.repo_info(kRepo);  // only the request it sends matters here
+  auto reqs = t.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  for (const HttpRequest& r : reqs) EXPECT_EQ(r.timeout, std::chrono::milliseconds(25000)) << r.url;
+
+  FakeTransport plain([](const HttpRequest&) { return redirect(302, kCdn); });
+  HubClient unset(config(), plain);
+  ASSERT_TRUE(unset.locate(kRepo, "w 1.bin").ok());
+  EXPECT_FALSE(plain.requests().at(0).timeout);  // the transport's own timeouts apply
+}
+
 TEST_F(LocateTest, SecondLocateReusesTheUrl) {
   FakeTransport t([](const HttpRequest&) { return redirect(302, kCdn); });
   HubClient c(config(), t);

@@ -33,8 +33,15 @@ INSTANTIATE_TEST_SUITE_P(
                       GoodCase{"datasets/HuggingFaceH4/ultrachat_200k@0123456789abcdef0123456789abcdef01234567",
                                RepoType::kDataset, "HuggingFaceH4/ultrachat_200k",
                                "0123456789abcdef0123456789abcdef01234567"},
-                      // Two parts only: "datasets" is an org here, not a type prefix.
-                      GoodCase{"datasets/name", RepoType::kModel, "datasets/name", "main"},
+                      // Legacy ids without a namespace; "datasets" is a reserved word on the
+                      // Hub, so "datasets/name" is the legacy dataset "name", not an org.
+                      GoodCase{"datasets/name", RepoType::kDataset, "name", "main"},
+                      GoodCase{"gpt2", RepoType::kModel, "gpt2", "main"},
+                      GoodCase{"models/gpt2", RepoType::kModel, "gpt2", "main"},
+                      GoodCase{"datasets/squad", RepoType::kDataset, "squad", "main"},
+                      GoodCase{"spaces/x_y", RepoType::kSpace, "x_y", "main"},
+                      GoodCase{"squad@v1", RepoType::kModel, "squad", "v1"},
+                      GoodCase{"bert-base-uncased@refs/pr/3", RepoType::kModel, "bert-base-uncased", "refs/pr/3"},
                       GoodCase{"openai-community/gpt2", RepoType::kModel, "openai-community/gpt2", "main"},
                       GoodCase{"a.b/c_d-e", RepoType::kModel, "a.b/c_d-e", "main"}));
 
@@ -48,7 +55,7 @@ TEST_P(ParseRepoRefBad, IsInvalidArgumentNamingTheSpec) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Specs, ParseRepoRefBad,
-                         ::testing::Values("", "name", "a/b/c", "x/a/b/c", "org/na me", "org/", "/name",
+                         ::testing::Values("", "datasets/", "datasets", "-gpt2", "gp t2", "a..b", "a/b/c", "x/a/b/c", "org/na me", "org/", "/name",
                                            "org/name@", "org/-x", "org/x.", "org/a..b", "org/a--b",
                                            "bad/org/name", "org/n%61me", "org/name@..", "org/name@.", "org/name@refs/../main",
                                            "org/name@a/./b", "org/name@a\nb",
@@ -60,10 +67,29 @@ TEST(ParseRepoRef, RejectsNamesLongerThanTheHubAllows) {
 }
 
 TEST(ParseRepoRef, BadIdMessageShowsTheExpectedForm) {
-  auto r = parse_repo_ref("just-a-name");
+  auto r = parse_repo_ref("org/name/extra/part");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("'just-a-name'"), std::string::npos);
-  EXPECT_NE(r.status().message().find("ORG/NAME"), std::string::npos);
+  EXPECT_NE(r.status().message().find("'org/name/extra/part'"), std::string::npos);
+  EXPECT_NE(r.status().message().find("ORG/]NAME"), std::string::npos);
+}
+
+TEST(ParseRepoRef, LegacyIdTakesTheTypeOption) {
+  auto r = parse_repo_ref("squad@v1", std::string("dataset"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->type, RepoType::kDataset);
+  EXPECT_EQ(r->id, "squad");
+  EXPECT_EQ(r->revision, "v1");
+  auto conflict = parse_repo_ref("datasets/squad", std::string("model"));
+  ASSERT_FALSE(conflict.ok());
+  EXPECT_NE(conflict.status().message().find("--repo-type"), std::string::npos) << conflict.status().message();
+}
+
+TEST(ParseRepoRef, LegacyIdsGiveTheHubsUrls) {
+  auto model = parse_repo_ref("gpt2");
+  auto dataset = parse_repo_ref("datasets/squad@v1");
+  ASSERT_TRUE(model.ok() && dataset.ok());
+  EXPECT_EQ(resolve_url("https://h", *model, "config.json"), "https://h/gpt2/resolve/main/config.json");
+  EXPECT_EQ(resolve_url("https://h", *dataset, "a/b.json"), "https://h/datasets/squad/resolve/v1/a/b.json");
 }
 
 TEST(ParseRepoRef, TypeOverrideApplies) {
@@ -168,7 +194,13 @@ INSTANTIATE_TEST_SUITE_P(
     Specs, ParseRepoSpecGood,
     ::testing::Values(SpecCase{"org/name", RepoType::kModel, "org/name", "main", ""},
                       SpecCase{"datasets/org/name", RepoType::kDataset, "org/name", "main", ""},
-                      SpecCase{"datasets/name", RepoType::kModel, "datasets/name", "main", ""},
+                      SpecCase{"datasets/name", RepoType::kDataset, "name", "main", ""},
+                      SpecCase{"gpt2", RepoType::kModel, "gpt2", "main", ""},
+                      SpecCase{"gpt2@main/onnx", RepoType::kModel, "gpt2", "main", "onnx"},
+                      SpecCase{"datasets/squad@v1/plain_text", RepoType::kDataset, "squad", "v1", "plain_text"},
+                      // Three parts without '@' stay ORG/NAME/SUB (or TYPE/ORG/NAME): never a legacy id.
+                      SpecCase{"gpt2/onnx", RepoType::kModel, "gpt2/onnx", "main", ""},
+                      SpecCase{"datasets/squad/train", RepoType::kDataset, "squad/train", "main", ""},
                       SpecCase{"datasets/org/name/sub/dir", RepoType::kDataset, "org/name", "main", "sub/dir"},
                       SpecCase{"datasets/org/name/sub/dir/", RepoType::kDataset, "org/name", "main", "sub/dir"},
                       SpecCase{"org/name/onnx", RepoType::kModel, "org/name", "main", "onnx"},
@@ -191,7 +223,7 @@ TEST(ParseRepoSpec, SubfolderOptionAppliesAndAgreesOrConflicts) {
 
 TEST(ParseRepoSpec, RefusesDotPartsSingularPrefixesAndPathsOnBothSides) {
   for (const char* bad : {"datasets/org/name/../x", "datasets/org/name/./x", "dataset/org/name/x",
-                          "datasets/org/name/a@main/b", "datasets/org/name@", "name"}) {
+                          "datasets/org/name/a@main/b", "datasets/org/name@", "", "-name", "gpt2@"}) {
     auto r = parse_repo_spec(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << bad;

@@ -175,6 +175,36 @@ TEST(OfflineRequested, TrueSpellings) {
   EXPECT_FALSE(offline_requested(env_only({})));
 }
 
+TEST(EnvTimeouts, UnsetOrEmptyKeepsTheDefaults) {
+  auto t = env_timeouts(env_only({{"HF_HUB_ETAG_TIMEOUT", ""}}));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_FALSE(t->etag);
+  EXPECT_FALSE(t->download);
+}
+
+TEST(EnvTimeouts, WholeSecondsAreRead) {
+  auto t = env_timeouts(env_only({{"HF_HUB_ETAG_TIMEOUT", "25"}, {"HF_HUB_DOWNLOAD_TIMEOUT", " 60 "}}));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->etag, std::chrono::seconds(25));
+  EXPECT_EQ(t->download, std::chrono::seconds(60));
+  auto only_download = env_timeouts(env_only({{"HF_HUB_DOWNLOAD_TIMEOUT", "86400"}}));
+  ASSERT_TRUE(only_download.ok());
+  EXPECT_FALSE(only_download->etag);
+  EXPECT_EQ(only_download->download, std::chrono::seconds(86400));
+}
+
+TEST(EnvTimeouts, BadValueIsAnErrorNamingTheVariable) {
+  for (const char* name : {"HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT"}) {
+    for (const char* bad : {"0", "-5", "10s", "1.5", "ten", "86401", "99999999999999999999", " "}) {
+      auto t = env_timeouts(env_only({{name, bad}}));
+      ASSERT_FALSE(t.ok()) << name << "=" << bad;
+      EXPECT_EQ(t.status().code(), Code::kInvalidArgument);
+      EXPECT_NE(t.status().message().find(name), std::string::npos) << t.status().message();
+      EXPECT_NE(t.status().message().find("seconds"), std::string::npos) << t.status().message();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hubfs
 

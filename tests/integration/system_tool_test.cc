@@ -280,6 +280,20 @@ TEST_F(TlsTest, TrustedThroughRequestsCaBundle) {
   expect_reads_exact_bytes({});
 }
 
+// The reported failure: an image sets REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE to the system
+// bundle, the user points SSL_CERT_FILE at the CA that signed the endpoint. All three are trusted.
+TEST_F(TlsTest, TrustedThroughSslCertFileBesideSystemBundlesInOtherVariables) {
+  setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt", 1);
+  setenv("CURL_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt", 1);
+  setenv("SSL_CERT_FILE", ca().c_str(), 1);
+  expect_reads_exact_bytes({});
+}
+
+TEST_F(TlsTest, TrustedThroughSslCertFileAlone) {
+  setenv("SSL_CERT_FILE", ca().c_str(), 1);
+  expect_reads_exact_bytes({});
+}
+
 TEST_F(TlsTest, TrustedThroughCaBundleOptionWhichWinsOverTheEnvironment) {
   // The environment names a bundle without the test CA; --ca-bundle overrides it.
   setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt", 1);

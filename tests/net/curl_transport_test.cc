@@ -150,6 +150,68 @@ TEST(CurlTransport, NoFirstByteTimesOut) {
   EXPECT_THAT(r.status().message(), Not(HasSubstr("secret")));
 }
 
+// A request's own timeout replaces the transport's (far longer) first-byte and stall timeouts.
+// The wait bound only stops a transport that ignored it from hanging the test for 10 minutes.
+TEST(CurlTransport, RequestTimeoutReplacesTheFirstByteTimeout) {
+  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection&) {});
+  CurlOptions options;
+  options.first_byte_timeout_ms = 600'000;
+  CurlTransport transport(options);
+  HttpRequest req = get(server.url("/silent"));
+  req.timeout = std::chrono::milliseconds(kShortTimeoutMs);
+  Pending p;
+  transport.submit(std::move(req), p.callback());
+  ASSERT_EQ(p.future.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto r = p.future.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kTimeout);
+  EXPECT_THAT(r.status().message(), HasSubstr(std::to_string(kShortTimeoutMs) + " ms"));
+}
+
+TEST(CurlTransport, RequestTimeoutReplacesTheStallTimeout) {
+  std::atomic<ScriptedHttpServer*> srv{nullptr};
+  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) {
+    c.send("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + std::string(100, 'x'));
+    srv.load()->wait_for_stop();
+  });
+  srv = &server;
+  CurlOptions options;
+  options.stall_timeout_ms = 600'000;
+  CurlTransport transport(options);
+  HttpRequest req = get(server.url("/stall"));
+  req.timeout = std::chrono::milliseconds(kShortTimeoutMs);
+  Pending p;
+  transport.submit(std::move(req), p.callback());
+  ASSERT_EQ(p.future.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto r = p.future.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kTimeout);
+  EXPECT_THAT(r.status().message(), HasSubstr("stalled"));
+}
+
+TEST(FindCaBundles, EveryNamedBundleOnceInOrderEmptyMeansUnset) {
+  const char* names[] = {"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"};
+  std::vector<std::optional<std::string>> saved;
+  for (const char* n : names) saved.push_back(getenv(n) ? std::optional<std::string>(getenv(n)) : std::nullopt);
+  setenv("REQUESTS_CA_BUNDLE", "/sys.pem", 1);
+  setenv("CURL_CA_BUNDLE", "", 1);
+  setenv("SSL_CERT_FILE", "/corp.pem", 1);
+  auto all = find_ca_bundles();
+  setenv("CURL_CA_BUNDLE", "/sys.pem", 1);  // the same file twice is trusted once
+  auto deduped = find_ca_bundles();
+  for (size_t i = 0; i < 3; ++i) {
+    if (saved[i]) setenv(names[i], saved[i]->c_str(), 1);
+    else unsetenv(names[i]);
+  }
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].path, "/sys.pem");
+  EXPECT_EQ(all[0].source, "REQUESTS_CA_BUNDLE");
+  EXPECT_EQ(all[1].path, "/corp.pem");
+  EXPECT_EQ(all[1].source, "SSL_CERT_FILE");
+  ASSERT_EQ(deduped.size(), 2u);
+  EXPECT_EQ(deduped[1].source, "SSL_CERT_FILE");
+}
+
 TEST(CurlTransport, LateFirstByteWithinTimeoutSucceeds) {
   ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
