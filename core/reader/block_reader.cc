@@ -72,7 +72,13 @@ struct BlockReader::Verification {
 };
 
 BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options, SharedBlocks* shared)
-    : cache_(cache), fetcher_(fetcher), shared_(shared), options_(options), deferred_writes_(1),
+    : cache_(cache),
+      fetcher_(fetcher),
+      shared_(shared),
+      options_(options),
+      read_ahead_policy_(ReadAheadConfig{options.block_size, options.min_readahead_blocks,
+                                         options.max_readahead_blocks, options.max_blocks_per_request}),
+      deferred_writes_(1),
       disk_work_(std::max(1, options.disk_threads)) {
   // The deferred writer's one thread runs at a lower CPU priority for good (a thread's nice
   // value is its own on Linux): between the daemon's own threads, readers come first.
@@ -149,12 +155,6 @@ std::optional<BlockBytes> BlockReader::recall(const std::string& k) {
 // remembered.
 constexpr std::chrono::seconds kHintQuietTime{30};
 constexpr size_t kMaxHintedFiles = 4096;
-// A sequential run's read-ahead window may reach this many times the bytes it has read. At 1x,
-// the window (and so the requests in flight) grew only as fast as the reader consumed: a 300 MB
-// stream at 50 ms / 400 Mbit/s per connection spent its first ~120 MB below full concurrency.
-// At 4x it reaches the 128-block cap after 32 MiB, and a stream that stops wastes at most 4x
-// what it read (never more than the 128-block window).
-constexpr uint64_t kReadAheadPerRunByte = 4;
 // A read-ahead task that loaded blocks this far past the file's hash takes a turn at the hash
 // before its worker loads more. The read that brings the last block waits for the whole hash, and
 // loading competes with hashing for the CPU: from the shared tier (~1 ms of CPU per block to
@@ -588,34 +588,20 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
   }
 }
 
-void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint64_t last_block,
+bool BlockReader::recently_hinted(const RemoteFile& file) {
+  // A file whose reader hints its ranges gets no speculative read-ahead: it said what it needs
+  // (its chunks are contiguous, so its reads look sequential, and guessing past the last one
+  // fetched up to 50% more than the read).
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = hinted_at_.find(cache_id(file.content_id));
+  return it != hinted_at_.end() && std::chrono::steady_clock::now() - it->second < kHintQuietTime;
+}
+
+void BlockReader::read_ahead(const RemoteFile& file, BlockRange range, uint64_t last_read_block,
                              ReadState* state) {
-  {
-    // A file whose reader hints its ranges gets no speculative read-ahead: it said what it needs
-    // (its chunks are contiguous, so its reads look sequential, and guessing past the last one
-    // fetched up to 50% more than the read).
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = hinted_at_.find(cache_id(file.content_id));
-    if (it != hinted_at_.end() && std::chrono::steady_clock::now() - it->second < kHintQuietTime) return;
-  }
-  uint64_t nblocks = (file.size + options_.block_size - 1) / options_.block_size;
-  // Refill once there is room for a full-size request (or half a small window): topping the
-  // window up on every read would slide it one block at a time and send one-block requests,
-  // while waiting for half of a large window to drain left request slots idle (with a bandwidth
-  // cap per connection, an idle slot is throughput lost).
-  uint64_t ahead = state->prefetched_to > last_block + 1 ? state->prefetched_to - last_block - 1 : 0;
-  const uint64_t room = state->window_blocks > ahead ? state->window_blocks - ahead : 0;
-  if (room < std::min<uint64_t>(state->window_blocks / 2, options_.max_blocks_per_request)) return;
-  uint64_t from = std::max(last_block + 1, state->prefetched_to);
-  uint64_t to = std::min<uint64_t>(last_block + state->window_blocks, nblocks ? nblocks - 1 : 0);
-  // Whole requests only (but at the end of the file): the rest of the room waits for the next
-  // read. A 2-block request pays the same round trip as an 8-block one for a quarter of the
-  // bytes, and refills of "whatever room there is" sent many of them.
-  const uint64_t per_request = std::max<uint64_t>(1, options_.max_blocks_per_request);
-  if (to >= from && to + 1 < nblocks && to - from + 1 > per_request) to -= (to - from + 1) % per_request;
   std::vector<uint64_t> claimed;
   uint64_t claimed_bytes = 0;
-  for (uint64_t b = from; b <= to && from < nblocks; ++b) {
+  for (uint64_t b = range.first; b <= range.last; ++b) {
     // Bounded memory: past the global budget, read-ahead waits for the next read to try again.
     if (prefetch_bytes_.load() + claimed_bytes + block_length(file, b) > options_.max_prefetch_bytes) {
       break;
@@ -626,12 +612,12 @@ void BlockReader::read_ahead(const RemoteFile& file, uint64_t first_block, uint6
       claimed.push_back(b);
       claimed_bytes += block_length(file, b);
     }
-    state->prefetched_to = b + 1;
+    state->ahead.prefetched_to = b + 1;
   }
   if (log_enabled(LogLevel::kDebug)) {
-    log_debug("read-ahead " + file.path + ": reader at block " + std::to_string(last_block) + ", window " +
-              std::to_string(state->window_blocks) + ", " + std::to_string(ahead) + " ahead; claimed " +
-              std::to_string(claimed.size()) + " of blocks " + std::to_string(from) + "-" + std::to_string(to) +
+    log_debug("read-ahead " + file.path + ": reader at block " + std::to_string(last_read_block) + ", window " +
+              std::to_string(state->ahead.window_blocks) + "; claimed " + std::to_string(claimed.size()) +
+              " of blocks " + std::to_string(range.first) + "-" + std::to_string(range.last) +
               " (read-ahead in flight " + std::to_string(prefetch_bytes_.load() >> 20) + " MiB)");
   }
   if (claimed.empty()) return;
@@ -682,31 +668,11 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
   if (!claimed.empty()) load_claimed(file, claimed, /*prefetch=*/false, options_.max_blocks_per_request, deadline);
 
   if (state) {
+    const bool hinted = recently_hinted(file);  // before state->mu: never mu_ inside it
     std::lock_guard<std::mutex> state_lock(state->mu);
-    // Sequential: this read starts where the last ended, give or take the window (the kernel
-    // sends a stream's pieces from several threads, a little out of order).
-    uint64_t slack = uint64_t(std::max(state->window_blocks, options_.min_readahead_blocks)) *
-                     options_.block_size;
-    bool sequential = state->next_offset != UINT64_MAX && offset + slack >= state->next_offset &&
-                      offset <= state->next_offset + slack;
-    if (sequential) {
-      // The window doubles, but never past kReadAheadPerRunByte times what the run has read so
-      // far: a stream that ends (the last chunk of an HDF5 read) wastes at most that multiple of
-      // what it used.
-      state->run_bytes += end - offset;
-      uint64_t run_blocks = state->run_bytes / options_.block_size;
-      uint32_t doubled = state->window_blocks == 0
-                             ? options_.min_readahead_blocks
-                             : std::min(state->window_blocks * 2, options_.max_readahead_blocks);
-      state->window_blocks = static_cast<uint32_t>(std::max<uint64_t>(
-          options_.min_readahead_blocks, std::min<uint64_t>(doubled, kReadAheadPerRunByte * run_blocks)));
-      read_ahead(file, first, last, state);
-    } else {
-      state->window_blocks = 0;
-      state->prefetched_to = 0;
-      state->run_bytes = 0;
+    if (auto ahead = read_ahead_policy_.on_read(state->ahead, offset, end, file.size, hinted)) {
+      read_ahead(file, *ahead, last, state);
     }
-    state->next_offset = end;
   }
 
   // Past the read's deadline, a read held up by a quota wait gets that wait's end plus its own

@@ -28,6 +28,7 @@
 #include "common/task_queue.h"
 #include "net/range_fetcher.h"
 #include "cache/content_verifier.h"
+#include "reader/read_ahead.h"
 #include "reader/shared_blocks.h"
 
 namespace hubfs {
@@ -126,11 +127,10 @@ struct ReaderStats {
 
 // Per open handle: what the handle read last, to tell sequential streams from random access.
 struct ReadState {
-  std::mutex mu;                      // the kernel may read one handle from several threads
-  uint64_t next_offset = UINT64_MAX;  // where a sequential read would start
-  uint32_t window_blocks = 0;         // current read-ahead window (0: not sequential)
-  uint64_t prefetched_to = 0;         // blocks below this were already requested ahead
-  uint64_t run_bytes = 0;             // bytes read sequentially in the current run
+  // The kernel may read one handle from several threads. Taken with no BlockReader lock held;
+  // BlockReader::mu_ may be taken under it (read-ahead claims blocks), never the other way.
+  std::mutex mu;
+  ReadAheadState ahead;               // the read-ahead policy's memory of this handle
   uint64_t epoch = UINT64_MAX;        // the file's content epoch at this handle's first read
 };
 
@@ -228,7 +228,11 @@ class BlockReader {
   Published publish(const RemoteFile& file, uint64_t index, Result<BlockBytes> data);
   // Writes a served block to the disk cache, taking it back out if the file failed its hash since.
   void write_back(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch);
-  void read_ahead(const RemoteFile& file, uint64_t first_block, uint64_t last_block, ReadState* state);
+  // Whether the file's reader sent a range hint lately (then it gets no read-ahead). Takes mu_.
+  bool recently_hinted(const RemoteFile& file);
+  // Claims and queues the blocks of `range` the policy chose, within the read-ahead memory
+  // budget, recording how far it got in state->ahead. Caller holds state->mu.
+  void read_ahead(const RemoteFile& file, BlockRange range, uint64_t last_read_block, ReadState* state);
   uint64_t block_length(const RemoteFile& file, uint64_t index) const;
   std::string cache_id(const std::string& content_id) const;
   void remember(const std::string& key, const BlockBytes& data);
@@ -251,6 +255,7 @@ class BlockReader {
   RangeFetcher& fetcher_;
   SharedBlocks* shared_;
   const ReaderOptions options_;
+  const ReadAheadPolicy read_ahead_policy_;
 
   mutable std::mutex mu_;
   std::unordered_map<std::string, BlockPtr> in_flight_;

@@ -224,7 +224,7 @@ TEST_F(BlockReaderTest, SequentialReadsFetchAheadRandomReadsDoNot) {
     ASSERT_EQ(read(reader, off, 4096, &random), cdn_.content.substr(off, 4096));
   }
   EXPECT_EQ(transport_.request_count(), 3u);  // exactly the three blocks, nothing more
-  EXPECT_EQ(random.window_blocks, 0u);
+  EXPECT_EQ(random.ahead.window_blocks, 0u);
 
   // A new file id so nothing is cached; read it sequentially in kernel-sized pieces.
   file_.content_id = "sha256:" + std::string(64, 'b');
@@ -233,7 +233,7 @@ TEST_F(BlockReaderTest, SequentialReadsFetchAheadRandomReadsDoNot) {
   for (uint64_t off = 0; off < 2 * kBlock; off += 128 * 1024) {
     ASSERT_EQ(read(reader, off, 128 * 1024, &sequential), cdn_.content.substr(off, 128 * 1024));
   }
-  EXPECT_GT(sequential.window_blocks, 0u);
+  EXPECT_GT(sequential.ahead.window_blocks, 0u);
   // Wait for read-ahead to land, then the blocks it covered cost no further request.
   for (int i = 0; i < 500 && reader.stats().blocks_fetched < 6; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
