@@ -4,7 +4,9 @@
 //
 // The normal suite runs a fixed, brief seed set. For a longer run:
 //   H5CHUNK_FUZZ_ITERATIONS=5000 H5CHUNK_FUZZ_SEED=1000 build/bin/test_h5chunk --gtest_filter='MutationFuzz.Hostile*'
-// MutationFuzz.SlowThreeThousandMutations is that run for 3,200 fixed seeds (slow label).
+// MutationFuzz.SlowThousandMutations is that run for 1,000 fixed seeds (slow label: once, in the
+// Release pass; 3,200 took 225 s there, the longest test of the suite). Longer runs, reported
+// in the closing notes, use the variables above.
 // A failure prints its seed; H5CHUNK_FUZZ_SEED=<seed> H5CHUNK_FUZZ_ITERATIONS=1 replays it, and
 // H5CHUNK_FUZZ_KEEP=DIR keeps every failing file there.
 #include <gtest/gtest.h>
@@ -175,8 +177,8 @@ TEST(MutationFuzz, HostileFilesGiveErrorsOrH5DreadBytes) {
   fuzz(env_u64("H5CHUNK_FUZZ_SEED", 1), env_u64("H5CHUNK_FUZZ_ITERATIONS", kDefaultIterations));
 }
 
-// The long run (Release only, in the slow label): 3,200 seeds no other test uses.
-TEST(MutationFuzz, SlowThreeThousandMutations) { fuzz(10000, 3200); }
+// The long run (Release only, in the slow label): 1,000 seeds no other test uses.
+TEST(MutationFuzz, SlowThousandMutations) { fuzz(10000, 1000); }
 
 }  // namespace
 }  // namespace h5chunk::testing::mutation
