@@ -224,9 +224,11 @@ Status append_chunk(CompressionScheme scheme, const void* data, size_t len, std:
 
 Result<DecodedChunks> decode_chunks(const uint8_t* data, size_t len, uint64_t first_chunk,
                                     std::optional<size_t> expected_chunks, size_t max_output) {
-  // Offsets are kept as u32 (a xorb is at most 64 MiB, its content at most a few GiB is never
-  // asked for at once).
+  // Offsets are kept as u32: a xorb is at most 64 MiB, and no caller asks for 4 GiB at once.
   max_output = std::min<size_t>(max_output, std::numeric_limits<uint32_t>::max());
+  if (len > std::numeric_limits<uint32_t>::max()) {
+    return InvalidArgument("a xorb range of " + std::to_string(len) + " bytes: xorbs are at most 64 MiB");
+  }
   DecodedChunks out;
   if (expected_chunks) {
     // Every chunk has at least its header: a count the bytes cannot hold is refused before any
@@ -361,7 +363,7 @@ Result<XorbFooter> parse_footer(const uint8_t* tail, size_t len, size_t* footer_
   if (hashes_off != uint64_t(end - hashes_start) || boundaries_off != uint64_t(end - boundaries_start)) {
     return bad("section offsets do not point at the sections");
   }
-  uint32_t prev_packed = 0;
+  uint64_t prev_packed = 0;  // 64-bit: a hostile end near 2^32 must not wrap the check
   uint32_t prev_unpacked = 0;
   for (uint32_t i = 0; i < n; ++i) {
     if (f.chunk_ends[i] < prev_packed + kChunkHeaderSize) return bad("chunk " + std::to_string(i) + " ends before it begins");

@@ -241,6 +241,10 @@ TEST(XorbTest, HostileFootersAreRefused) {
   const size_t ends_at = count_at + 4 + 3 * 32 + 12;
   set_u32(&s, ends_at + 4, 3);  // chunk 1 ends before chunk 0
   cases.push_back({s, "decreasing chunk ends"});
+  s = b.xorb;
+  set_u32(&s, ends_at, 0xfffffffc);  // + a header's 8 bytes wraps a 32-bit sum to 4
+  set_u32(&s, ends_at + 4, 4);
+  cases.push_back({s, "chunk ends wrapping around 2^32"});
   cases.push_back({b.xorb.substr(0, 3), "3 bytes"});
   cases.push_back({b.xorb.substr(b.xorb.size() - 50), "a tail shorter than the footer"});
   for (const auto& [bytes, why] : cases) {
