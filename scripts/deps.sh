@@ -18,6 +18,7 @@ PACKAGES=(
   pybind11-dev python3-dev python3-pytest python3-tqdm
   python-tables-data
   rclone
+  b3sum  # the BLAKE3 reference tool: tests/xet checks core/xet/blake3 against it
 )
 
 missing=()

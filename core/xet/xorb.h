@@ -1,0 +1,122 @@
+// Xorbs, Xet's storage objects (docs/xet.md; xet-core xet_core_structures/src/xorb_object/):
+// a run of chunks, each an 8-byte header and its (maybe compressed) bytes, then, in a whole
+// xorb, a footer listing every chunk's hash and boundaries.
+//
+//   chunk header  version u8 (0) | compressed size u24 LE | scheme u8 | uncompressed size u24 LE
+//   schemes       0 none, 1 LZ4 frame, 2 byte grouping by 4 then LZ4 frame
+//   footer        "XETBLOB" v1, xorb hash, "XBLBHSH" chunk hashes, "XBLBBND" packed and unpacked
+//                 chunk end offsets, fixed tail, then the footer's length as a trailing u32 LE
+//
+// The reconstruction API hands out byte ranges holding whole chunks; decode_chunks() decodes
+// such a range. Input is hostile until checked: every length is bounds-checked before it is
+// used, an allocation never exceeds what the caller allows, and an error names the chunk.
+// Pure functions: safe from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "xet/chunker.h"
+#include "xet/hash.h"
+
+namespace hubfs::xet {
+
+enum class CompressionScheme : uint8_t { kNone = 0, kLz4 = 1, kByteGrouping4Lz4 = 2 };
+
+inline constexpr size_t kChunkHeaderSize = 8;
+inline constexpr uint8_t kChunkHeaderVersion = 0;
+// xet-core's header check (XorbChunkHeader::validate): a stored chunk is never more than twice
+// the largest chunk, whatever the scheme.
+inline constexpr size_t kMaxStoredChunkSize = 2 * kMaxChunkSize;
+
+struct ChunkHeader {
+  uint8_t version = kChunkHeaderVersion;
+  uint32_t compressed_size = 0;
+  CompressionScheme scheme = CompressionScheme::kNone;
+  uint32_t uncompressed_size = 0;
+};
+
+// Parses and checks the 8 header bytes at p (len bytes available from p). chunk_index names the
+// chunk in errors. Refuses a newer version, an unknown scheme, sizes past the limits above, a
+// "none" chunk whose two sizes differ, and the footer's "XETBLOB" (the chunks have ended).
+Result<ChunkHeader> parse_chunk_header(const uint8_t* p, size_t len, uint64_t chunk_index);
+void write_chunk_header(const ChunkHeader& h, uint8_t out[kChunkHeaderSize]);
+
+// Decodes one chunk's stored bytes (exactly h.compressed_size of them) into exactly
+// h.uncompressed_size bytes appended to *out; anything else is kCorrupt.
+Status decode_chunk_payload(const ChunkHeader& h, const uint8_t* payload, uint64_t chunk_index, std::string* out);
+
+// Byte grouping by 4 (bg4.rs): byte i goes to group i % 4; groups are concatenated, the first
+// len % 4 groups one byte longer. bg4_regroup inverts bg4_split.
+std::string bg4_split(const uint8_t* data, size_t len);
+std::string bg4_regroup(const uint8_t* data, size_t len);
+
+// Stores one chunk: header then bytes compressed with `scheme`, or stored as-is when that is not
+// smaller (as xet-core does). len must be at most kMaxChunkSize.
+Status append_chunk(CompressionScheme scheme, const void* data, size_t len, std::string* xorb);
+
+// The chunks decoded from a byte range of a xorb.
+struct DecodedChunks {
+  std::string data;                 // their content, concatenated
+  std::vector<uint32_t> ends;       // end offset in `data` of each chunk
+  std::vector<uint32_t> packed_ends;  // end offset in the input of each chunk (headers included)
+  size_t count() const { return ends.size(); }
+};
+
+// Decodes a byte range that starts at a chunk header: exactly `expected_chunks` chunks filling
+// the range when given (as the reconstruction API promises for a fetch range), else every chunk
+// up to the end of the range or the start of a footer. first_chunk is the index of the first
+// chunk (for errors only). max_output bounds the decoded size (the reconstruction term's length
+// is the natural bound); exceeding it is an error before anything is allocated for it.
+Result<DecodedChunks> decode_chunks(const uint8_t* data, size_t len, uint64_t first_chunk,
+                                    std::optional<size_t> expected_chunks, size_t max_output);
+
+// A xorb's footer (XorbObjectInfoV1 in xorb_object_format.rs).
+struct XorbFooter {
+  MerkleHash xorb_hash;
+  std::vector<MerkleHash> chunk_hashes;
+  // End offset of each chunk from the start of the xorb, headers included.
+  std::vector<uint32_t> chunk_ends;
+  // End offset of each chunk in the concatenated decoded content.
+  std::vector<uint32_t> unpacked_ends;
+};
+
+// The footer as xet-core writes it, followed by its length (u32 LE): append to the chunks.
+std::string serialize_footer(const XorbFooter& f);
+
+// Parses the footer at the end of `tail`, which must end where the xorb ends (a whole xorb, or
+// a suffix read of it). *footer_bytes gets the footer's size including the trailing length, so
+// the chunks of a whole xorb of n bytes end at n - *footer_bytes. Checks the three copies of the
+// chunk count, the section offsets, and that both offset lists increase.
+Result<XorbFooter> parse_footer(const uint8_t* tail, size_t len, size_t* footer_bytes = nullptr);
+
+// Checks decoded chunks [first_chunk, first_chunk + n) against the footer's hashes and
+// boundaries; kCorrupt names the first chunk that differs.
+Status verify_chunks(const DecodedChunks& chunks, uint64_t first_chunk, const XorbFooter& footer);
+
+// Builds a whole xorb: chunks appended in order, then the footer with their hashes.
+class XorbBuilder {
+ public:
+  explicit XorbBuilder(CompressionScheme scheme) : scheme_(scheme) {}
+  // Appends a chunk (at most kMaxChunkSize bytes); returns its index.
+  Result<uint32_t> add_chunk(const void* data, size_t len);
+  size_t chunk_count() const { return chunks_.size(); }
+  const std::vector<HashAndSize>& chunks() const { return chunks_; }
+  // The xorb's hash (of the chunks so far).
+  MerkleHash hash() const { return xorb_hash(chunks_); }
+  // The serialized chunks and, when with_footer, the footer.
+  std::string finish(bool with_footer = true) const;
+
+ private:
+  CompressionScheme scheme_;
+  std::string bytes_;
+  std::vector<HashAndSize> chunks_;
+  std::vector<uint32_t> chunk_ends_;
+  std::vector<uint32_t> unpacked_ends_;
+};
+
+}  // namespace hubfs::xet
