@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <thread>
 
 #include "common/log.h"
 
@@ -20,6 +21,8 @@ namespace {
 std::atomic<bool> g_stop{false};
 extern "C" void on_stop_signal(int) { g_stop.store(true); }
 
+// How often the copy looks for a stop signal while a read may be blocked on the network.
+constexpr auto kStopPoll = std::chrono::milliseconds(50);
 // Redraws at most this often: a terminal gets ~10 updates a second, not one per MiB.
 constexpr auto kProgressInterval = std::chrono::milliseconds(100);
 
@@ -102,7 +105,23 @@ int run_copy(const CopyCommand& c) {
                  human(total).c_str(), human(seconds > 0 ? done / seconds : 0).c_str());
     std::fflush(stderr);
   };
+  // A stop signal fails what is on the wire at once (a read may wait on a stalled request for
+  // its whole timeout otherwise); the copy then ends, and its blocks fetched so far stay cached.
+  std::atomic<bool> copying{true};
+  std::thread watcher([&copying, stack = &session->stack] {
+    while (copying.load()) {
+      if (g_stop.load()) {
+        stack->transport->shutdown();
+        stack->curl->shutdown();
+        stack->fetcher->shutdown();
+        return;
+      }
+      std::this_thread::sleep_for(kStopPoll);
+    }
+  });
   Status st = copy_file(**file, options);
+  copying.store(false);
+  watcher.join();
   if (bar) std::fprintf(stderr, "\n");
   if (st.ok() && !temp.empty() && ::fsync(fd) != 0) st = IoError("flushing " + temp + ": " + strerror(errno));
   if (!temp.empty()) {
@@ -113,7 +132,10 @@ int run_copy(const CopyCommand& c) {
     if (!st.ok()) ::unlink(temp.c_str());
   }
   if (!st.ok()) {
-    std::cerr << "hubfs: " << (dest.empty() ? "cat " : "cp ") << c.url << ": " << st.message() << "\n";
+    const std::string why = g_stop.load()
+                                ? std::string("interrupted; the blocks fetched so far stay cached: run it again to resume")
+                                : st.message();
+    std::cerr << "hubfs: " << (dest.empty() ? "cat " : "cp ") << c.url << ": " << why << "\n";
     return g_stop.load() ? 130 : 1;
   }
   return 0;

@@ -270,10 +270,10 @@ def test_ctrl_c_interrupts_a_stalled_read(hub, tmp_path):
         f.close()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a mount namespace (CI runs as root)")
 def test_reads_as_nobody_without_dev_fuse(hub):
     """A container without /dev/fuse: a mount namespace whose /dev is a tmpfs holding only null,
-    zero and urandom, and a non-root user."""
+    zero and urandom, and a non-root user. Making the namespace needs root (as the mount tests)."""
+    assert os.geteuid() == 0, "run as root: the test makes a mount namespace, then drops to nobody"
     work = tempfile.mkdtemp(prefix="hubfs-nofuse-")
     os.chmod(work, 0o777)
     script = (
@@ -295,3 +295,56 @@ def test_reads_as_nobody_without_dev_fuse(hub):
     assert r.returncode == 0, r.stderr
     import hashlib
     assert r.stdout.strip() == hashlib.sha256(hub["big"]).hexdigest()
+
+
+def _hubfs_bin():
+    return os.path.join(os.path.dirname(PYTHON_DIR), "bin", "hubfs")
+
+
+def test_cli_cat_and_cp(hub, tmp_path):
+    endpoint, big = hub["endpoint"], hub["big"]
+    common = ["--endpoint", endpoint, "--cache-dir", str(tmp_path / "cache")]
+    env = {**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
+    r = subprocess.run([_hubfs_bin(), "cat", f"{URL}/data/deep/note.txt", *common], capture_output=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"deep\n"
+    # Into a directory, then onto a file name; stderr is no tty: no progress bar.
+    out = tmp_path / "out"
+    out.mkdir()
+    r = subprocess.run([_hubfs_bin(), "cp", f"{URL}/data/big.bin", str(out), *common], capture_output=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert (out / "big.bin").read_bytes() == big and b"\r" not in r.stderr
+    # A second copy comes from the cache: no data request.
+    reset(endpoint)
+    r = subprocess.run([_hubfs_bin(), "cp", f"{URL}/data/big.bin", str(out / "again.bin"), *common],
+                       capture_output=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert (out / "again.bin").read_bytes() == big
+    s = stats(endpoint)
+    assert s["cdn_requests"] == 0 and s["resolve_requests"] == 0, s
+    # A failure leaves no DEST and no temp file, and says why.
+    r = subprocess.run([_hubfs_bin(), "cp", f"{URL}/data/nope.bin", str(out / "nope.bin"), *common],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 1 and "nope.bin" in r.stderr
+    assert sorted(os.listdir(out)) == ["again.bin", "big.bin"]
+
+
+def test_cli_cp_interrupted_leaves_nothing_and_exits_130(hub, tmp_path):
+    endpoint = hub["endpoint"]
+    out = tmp_path / "out"
+    out.mkdir()
+    _control(endpoint, "POST", "/_hubfs/faults", {"mode": "stall", "path_contains": "/blobs/", "count": 1000})
+    try:
+        p = subprocess.Popen([_hubfs_bin(), "cp", f"{URL}/data/big.bin", str(out / "big.bin"), "--endpoint", endpoint,
+                              "--cache-dir", str(tmp_path / "cache")], stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"})
+        # Interrupted once the copy has begun (its temp file exists), while its reads stall.
+        while not os.listdir(out) and p.poll() is None:
+            threading.Event().wait(0.05)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+    finally:
+        _control(endpoint, "DELETE", "/_hubfs/faults")
+    assert p.returncode == 130, err
+    assert "interrupted" in err
+    assert os.listdir(out) == []
