@@ -12,6 +12,7 @@
 
 #include "cache/cache_admin.h"
 #include "common/log.h"
+#include "copy.h"
 #include "hub/environment.h"
 #include "hub/hub_client.h"
 #include "mount.h"
@@ -28,7 +29,7 @@ constexpr const char* kProgram = "hubfs";
 // the mount helper form, `hubfs SOURCE MOUNTPOINT -o OPTIONS`.
 bool is_subcommand(const std::string& word) {
   return word == "mount" || word == "unmount" || word == "umount" || word == "cache" || word == "status" ||
-         word == "prefetch";
+         word == "prefetch" || word == "cat" || word == "cp";
 }
 
 bool parse_int_in(const std::string& text, int lo, int hi, int& out) {
@@ -341,6 +342,34 @@ int main(int real_argc, char** real_argv) {
       "to the CDN, and never printed.\nStop with: hubfs unmount MOUNTPOINT (or SIGINT/SIGTERM to the "
       "daemon).");
 
+  // hubfs cat|cp: whole files without a mount (tools/copy.h), with the mount's cache options.
+  hubfs::CopyCommand copy;
+  std::string copy_cache_size = "10G";
+  auto add_copy_options = [&](CLI::App* cmd) {
+    cmd->add_option("--revision", copy.revision, "Branch, tag, commit sha or refs/pr/N (or @REVISION in the URL)");
+    cmd->add_option("--endpoint", copy.session.endpoint, "Hub URL (default $HF_ENDPOINT, else https://huggingface.co)");
+    cmd->add_option("--cache-dir", copy.session.cache_dir,
+                    "Block cache directory, the mounts' (default $HUBFS_CACHE_DIR, else $XDG_CACHE_HOME/hubfs, "
+                    "else ~/.cache/hubfs)");
+    cmd->add_option("--cache-size", copy_cache_size, "Byte budget of the block cache (default 10G; 0: none)");
+    cmd->add_option("--max-requests", copy.session.max_requests, "HTTP requests in flight at once (default 16)")
+        ->check(CLI::Range(1, 256));
+    cmd->add_option("--read-timeout", copy.session.read_timeout_s, "Seconds before a stuck read fails (default 120)")
+        ->check(CLI::Range(1, 86400));
+    cmd->add_flag("--offline", copy.session.offline, "From the cache alone (as HF_HUB_OFFLINE)");
+    cmd->add_option("--ca-bundle", copy.session.ca_bundle, "PEM file of trusted CA certificates");
+    cmd->add_flag("--quiet,-q", copy.quiet, "No progress bar");
+  };
+  auto* cat = app.add_subcommand("cat", "Print a repo file to stdout, without a mount (hf://...).");
+  cat->add_option("url", copy.url, "hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH")->required();
+  add_copy_options(cat);
+  auto* cp = app.add_subcommand(
+      "cp", "Download a repo file without a mount: verified against its content hash, written to a temp file "
+            "renamed into place (never a partial DEST), resumed from the cache when run again.");
+  cp->add_option("url", copy.url, "hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH")->required();
+  cp->add_option("dest", copy.dest, "A file, or an existing directory to copy into")->required();
+  add_copy_options(cp);
+
   std::string unmount_point;
   auto* unmount = app.add_subcommand("unmount", "Unmount a hubfs mount.");
   unmount->alias("umount");
@@ -417,6 +446,22 @@ int main(int real_argc, char** real_argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (*prefetch) return hubfs::run_prefetch(prefetch_config);
+  if (*cat || *cp) {
+    if (copy.session.endpoint.empty()) copy.session.endpoint = hubfs::default_endpoint();
+    while (!copy.session.endpoint.empty() && copy.session.endpoint.back() == '/') copy.session.endpoint.pop_back();
+    if (copy.session.cache_dir.empty()) copy.session.cache_dir = hubfs::default_cache_dir();
+    auto size = hubfs::parse_size(copy_cache_size);
+    if (!size.ok()) {
+      std::cerr << "hubfs: cache size: " << size.status().message() << "\n";
+      return 2;
+    }
+    copy.session.cache_size = *size;
+    if (auto env = hubfs::apply_environment_timeouts(copy.session); !env.ok()) {
+      std::cerr << "hubfs: " << env.message() << "\n";
+      return 2;
+    }
+    return hubfs::run_copy(copy);
+  }
 
   if (*mount) {
     if (!shared_cache.empty()) {

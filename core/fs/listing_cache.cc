@@ -135,6 +135,13 @@ Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const L
                     ": mount it once without --offline while the Hub can be reached (offline, a revision "
                     "resolves to the commit it pointed at then)");
   }
+  // A commit sha never moves: a record stored for it (by an earlier pin of it, or of a branch
+  // that pointed at it) answers without a request, so reopening a pinned commit costs none.
+  if (listings && is_hex(repo.revision, 40)) {
+    if (auto stored = listings->load_ref(repo.revision); stored && stored->commit == repo.revision) {
+      return std::move(*stored);
+    }
+  }
   auto info = hub.repo_info(repo);
   if (!info.ok()) {
     const Code code = info.status().code();
@@ -155,7 +162,10 @@ Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const L
                         static_cast<int64_t>(time(nullptr))};
   pinned.file_count = info->file_count;
   // Best effort: without it only a later --offline mount of this revision is impossible.
-  if (listings) (void)listings->save_ref(repo.revision, pinned);
+  if (listings) {
+    (void)listings->save_ref(repo.revision, pinned);
+    if (repo.revision != pinned.commit) (void)listings->save_ref(pinned.commit, pinned);
+  }
   return pinned;
 }
 

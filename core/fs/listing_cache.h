@@ -58,7 +58,8 @@ class ListingCache {
 };
 
 // The commit `repo.revision` points at. Online: asked of the Hub, and remembered in `listings`
-// (when given) for later offline mounts; when the Hub cannot be reached and `listings` remembers
+// (when given, under the revision and under the commit) for later offline mounts; a commit sha
+// remembered is answered from there, online too (a commit never moves); when the Hub cannot be reached and `listings` remembers
 // the revision, the error says that --offline would mount it. Offline: what `listings`
 // remembers (a 40-hex revision is its own commit), never a request; nothing remembered is
 // kNotFound saying to mount once online. `listings` null and offline: kInvalidArgument.

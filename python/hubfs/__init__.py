@@ -1,6 +1,14 @@
-"""hubfs: mount Hugging Face Hub repos as read-only directories, from Python.
+"""hubfs: Hugging Face Hub repos as read-only files, from Python: mounted, or without a mount.
 
-A thin driver of the ``hubfs`` program (it must be able to mount: root or FUSE access)::
+Without a mount (no FUSE needed; the mount's reader, cache and verification in-process)::
+
+    import h5py, hubfs
+    with hubfs.open("hf://datasets/ORG/NAME/recordings/scan.hdf5") as f, h5py.File(f) as h5:
+        frames = h5["data/raw_data"][0:5]
+    hubfs.ls("hf://datasets/ORG/NAME/recordings"); hubfs.glob("hf://datasets/ORG/NAME/**/*.hdf5")
+
+(see hubfs._remote for the URL form and options; ``fsspec.open("hubfs://datasets/ORG/NAME/f")``
+works too). Mounted, a thin driver of the ``hubfs`` program (it must be able to mount: root or FUSE access)::
 
     import hubfs, h5chunk
     with hubfs.mount("datasets/ORG/NAME", "/mnt/hub", revision="v1") as mnt:
@@ -26,7 +34,16 @@ import sys
 import time
 from typing import Any, Iterable, List, Optional, Union
 
-__all__ = ["mount", "unmount", "Mount", "MountError", "find_program"]
+from ._remote import HubFile, exists, glob, info, ls, open, walk  # noqa: A004 (hubfs.open is the API)
+
+__all__ = ["mount", "unmount", "Mount", "MountError", "find_program",
+           "open", "ls", "info", "glob", "walk", "exists", "HubFile"]
+
+try:  # fsspec's "hubfs" protocol, where fsspec is installed (Debian: python3-fsspec)
+    from . import _fsspec
+    _fsspec.register()
+except ImportError:
+    pass
 
 # How long unmount() keeps retrying a busy mount: a process that has just closed its last file
 # on the mount may hold it for a moment more.

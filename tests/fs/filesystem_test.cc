@@ -594,6 +594,16 @@ TEST_F(ListingCacheTest, PinRevisionRemembersTheCommitForOfflineAndHintsAtItWhen
   EXPECT_TRUE(offline->is_private);
   EXPECT_EQ(hub_transport.request_count(), before);
   EXPECT_EQ(pin_revision(client, repo, nullptr, true).status().code(), Code::kInvalidArgument);
+
+  // A commit never moves: the online pin of a branch stored its record under the commit too,
+  // and pinning that commit online answers from it, with no request.
+  unreachable = false;
+  const size_t before_sha = hub_transport.request_count();
+  auto by_sha = pin_revision(client, RepoRef{RepoType::kDataset, "org/x", kCommit}, l.get(), false);
+  ASSERT_TRUE(by_sha.ok()) << by_sha.status().message();
+  EXPECT_EQ(by_sha->commit, kCommit);
+  EXPECT_TRUE(by_sha->is_private);
+  EXPECT_EQ(hub_transport.request_count(), before_sha);
 }
 
 }  // namespace

@@ -1,0 +1,574 @@
+#include "fs/session.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "cache/cache_index.h"
+#include "cache/content_verifier.h"
+#include "common/log.h"
+#include "common/url.h"
+
+namespace hubfs {
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+// The CA certificates TLS connections trust: the ca_bundle option alone, else every bundle the
+// environment names (find_ca_bundles: REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, SSL_CERT_FILE; one is
+// passed as a file, several as the union of their PEM text), else libcurl's built-in store. A
+// named bundle that cannot be read fails here, naming where it came from, rather than as a TLS
+// error later.
+Status choose_ca_bundle(const std::string& flag, CurlOptions& options) {
+  std::vector<CaBundle> bundles;
+  if (!flag.empty()) {
+    bundles.push_back(CaBundle{flag, "--ca-bundle"});
+  } else {
+    bundles = find_ca_bundles();
+  }
+  std::string pem;
+  for (const CaBundle& b : bundles) {
+    std::ifstream in;
+    if (access(b.path.c_str(), R_OK) == 0) in.open(b.path, std::ios::binary);
+    if (!in.is_open()) {
+      return InvalidArgument("the CA bundle " + b.path + " (from " + b.source + ") cannot be read (" +
+                             strerror(errno) + "); point " + b.source + " at a PEM file of trusted CA "
+                             "certificates, or unset it to use the system's");
+    }
+    pem.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (!pem.empty() && pem.back() != '\n') pem += '\n';
+  }
+  if (bundles.size() == 1) {
+    options.ca_bundle = bundles[0].path;
+  } else if (bundles.size() > 1) {
+    options.ca_pem = std::move(pem);
+    std::string names;
+    for (const CaBundle& b : bundles) names += (names.empty() ? "" : ", ") + b.source;
+    log_info("trusting the CA certificates of " + names + " together");
+  }
+  return Status::Ok();
+}
+
+// The shared block tier, unless the repo is private or gated and shared_cache_private was not
+// given (whoever reaches the servers could read its blocks). Contacts no server: a tier that is
+// down costs Hub fetches, never the session.
+Status open_shared_tier(const SessionConfig& config, const PinnedRevision& info, const std::string& repo_label,
+                        uint32_t block_size, Stack& s) {
+  if (config.shared_cache.empty()) return Status::Ok();
+  if ((info.is_private || info.gated) && !config.shared_cache_private) {
+    log_info("shared cache: not used for " + repo_label + ", which is " + (info.is_private ? "private" : "gated") +
+             " (anyone who can reach the cache servers could read its blocks); --shared-cache-private "
+             "shares it anyway");
+    return Status::Ok();
+  }
+  MemcachedTierOptions options;
+  options.servers = config.shared_cache;
+  auto tier = MemcachedTier::create(options);
+  if (!tier.ok()) return tier.status();
+  s.shared_tier = std::move(tier).value();
+  s.shared_blocks = std::make_unique<SharedBlocks>(*s.shared_tier, block_size, *s.shared_key);
+  log_info("shared cache: " + s.shared_tier->describe());
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string default_endpoint() { return find_endpoint(); }
+
+std::string default_cache_dir() {
+  if (const char* d = getenv("HUBFS_CACHE_DIR"); d && *d) return d;
+  if (const char* x = getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/hubfs";
+  return env_or("HOME", "/root") + "/.cache/hubfs";
+}
+
+Status apply_environment_timeouts(SessionConfig& config) {
+  auto env = env_timeouts();
+  if (!env.ok()) return env.status();
+  if (!config.metadata_timeout_s && env->etag) config.metadata_timeout_s = static_cast<int>(env->etag->count());
+  if (!config.stall_timeout_s && env->download) config.stall_timeout_s = static_cast<int>(env->download->count());
+  return Status::Ok();
+}
+
+Result<uint64_t> parse_size(const std::string& text) {
+  if (text.empty()) return InvalidArgument("empty size");
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (...) {
+    return InvalidArgument("'" + text + "' is not a size (examples: 4096, 512M, 10G)");
+  }
+  std::string suffix = text.substr(pos);
+  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
+  if (!suffix.empty() && (suffix.back() == 'i')) suffix.pop_back();
+  double scale = 1;
+  if (suffix.size() > 1) return InvalidArgument("'" + text + "' has an unknown suffix (use K, M, G or T)");
+  if (!suffix.empty()) {
+    switch (toupper(suffix[0])) {
+      case 'K': scale = 1024.0; break;
+      case 'M': scale = 1024.0 * 1024; break;
+      case 'G': scale = 1024.0 * 1024 * 1024; break;
+      case 'T': scale = 1024.0 * 1024 * 1024 * 1024; break;
+      default: return InvalidArgument("'" + text + "' has an unknown suffix (use K, M, G or T)");
+    }
+  }
+  if (!(value >= 0) || value * scale > 1.8e19) return InvalidArgument("'" + text + "' is out of range");
+  return static_cast<uint64_t>(std::llround(value * scale));
+}
+
+void Stack::shutdown() {
+  // Retries waiting out a long Retry-After would hold up the reader's shutdown (it waits for
+  // fetches in flight): answer them now, and fail what is still on the wire. Then the reader
+  // drains while everything its tasks reach (fetcher, cache, hub) still exists.
+  if (transport) transport->shutdown();
+  if (curl) curl->shutdown();
+  if (fetcher) fetcher->shutdown();  // fetches waiting to re-ask a refusing CDN end now
+  if (reader) reader->shutdown();
+}
+
+Status build_stack(const SessionConfig& config, Stack& s) {
+  if (!config.shared_cache.empty()) {
+    // First, before any request: a tier nobody can trust is refused, not used.
+    if (config.shared_cache_key_file.empty())
+      return InvalidArgument(
+          "--shared-cache needs --shared-cache-key-file F (-o shared_cache_key_file=F): a key every machine "
+          "of the cluster shares, which authenticates the blocks in the tier (memcached lets anyone who "
+          "reaches it write, and a forged block would be served); make one with `head -c 32 /dev/urandom > F; "
+          "chmod 600 F` and copy it to every machine");
+    auto key = SharedTierKey::from_file(config.shared_cache_key_file);
+    if (!key.ok()) return key.status();
+    s.shared_key = std::move(key).value();
+  }
+  CurlOptions curl_options;
+  curl_options.max_in_flight = config.max_requests;
+  if (Status ca = choose_ca_bundle(config.ca_bundle, curl_options); !ca.ok()) return ca;
+  curl_options.hedge = true;  // a CDN stalling on a cold object costs a duplicate, not the stall
+  // HF_HUB_DOWNLOAD_TIMEOUT: huggingface_hub's read timeout of a download, i.e. how long a
+  // transfer may go without a byte; the first byte keeps its own allowance unless that is shorter.
+  if (config.stall_timeout_s) {
+    curl_options.stall_timeout_ms = *config.stall_timeout_s * 1000L;
+    curl_options.first_byte_timeout_ms = std::max(curl_options.first_byte_timeout_ms, curl_options.stall_timeout_ms);
+  }
+  s.curl = std::make_unique<CurlTransport>(curl_options);
+  // A reader is waiting on every request: retry soon (200 ms doubling to 4 s, full jitter: ~3 s
+  // at most over 5 attempts) rather than the library's 1 s to 8 s. A server that asks for more
+  // (Retry-After, RateLimit) still gets what it asks.
+  RetryPolicy retry_policy;
+  retry_policy.base_delay = std::chrono::milliseconds(200);
+  retry_policy.max_delay = std::chrono::milliseconds(4000);
+  // The Hub's quotas: waited out (up to rate_limit_wait_s per request), approached slowly.
+  QuotaGateOptions quota_options;
+  quota_options.endpoint = config.endpoint;
+  quota_options.max_wait = std::chrono::seconds(config.rate_limit_wait_s);
+  s.quota = std::make_unique<QuotaGate>(quota_options);
+  retry_policy.quota = s.quota.get();
+  s.transport = std::make_unique<RetryingTransport>(*s.curl, retry_policy);
+  HubConfig hub_config;
+  hub_config.endpoint = config.endpoint;
+  if (config.metadata_timeout_s) hub_config.metadata_timeout = std::chrono::seconds(*config.metadata_timeout_s);
+  // Followed while the session lives: a token file rewritten (a refreshed or new login) is used
+  // from the next request on. A token the caller gave wins over the environment's.
+  s.tokens = std::make_shared<TokenWatcher>();
+  if (config.token) {
+    hub_config.token_source = [token = *config.token]() -> std::optional<std::string> {
+      if (token.empty()) return std::nullopt;
+      return token;
+    };
+  } else {
+    hub_config.token_source = [tokens = s.tokens] { return tokens->current(); };
+    if (implicit_token_disabled()) {
+      log_info("HF_HUB_DISABLE_IMPLICIT_TOKEN is set: no token is sent (private and gated repos cannot be read)");
+    }
+  }
+  s.hub = std::make_unique<HubClient>(hub_config, *s.transport);
+  return Status::Ok();
+}
+
+Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision* repo, const std::string& repo_label) {
+  if (config.cache_size == 0) {
+    // cache_size 0: no disk cache at all (nothing is written to the cache directory); blocks
+    // live only in the reader's memory cache.
+    log_info("--cache-size 0: no disk cache; every block not in memory is fetched again");
+  } else {
+    CacheOptions cache_options;
+    cache_options.dir = config.cache_dir;
+    cache_options.budget_bytes = config.cache_size;
+    auto cache = BlockCache::open(cache_options);
+    if (!cache.ok()) return cache.status();
+    s.cache = std::move(cache).value();
+    // The budget tells `hubfs cache info` what this cache is held to (best effort).
+    (void)cache_index::write_budget(config.cache_dir, config.cache_size);
+  }
+  s.fetcher = std::make_unique<RangeFetcher>(*s.transport);
+  ReaderOptions reader_options;
+  reader_options.read_timeout = std::chrono::seconds(config.read_timeout_s);
+  reader_options.quota_waiting_until = [quota = s.quota.get()] { return quota->waiting_until(); };
+  reader_options.quota_max_wait = std::chrono::seconds(config.rate_limit_wait_s);
+  reader_options.parallel_requests = static_cast<uint32_t>(config.max_requests);
+  if (!config.shared_cache.empty()) {
+    if (repo) {
+      if (Status st = open_shared_tier(config, *repo, repo_label, reader_options.block_size, s); !st.ok()) return st;
+    } else if (!config.shared_cache_private) {
+      // A whole-Hub mount pins repos as they are touched, public and private alike, behind one
+      // reader: without a per-repo decision, sharing must be asked for explicitly.
+      return InvalidArgument("--shared-cache with --hub needs --shared-cache-private: a whole-Hub mount "
+                             "cannot keep private and gated repos out of the shared tier (anyone who can "
+                             "reach the cache servers could read their blocks)");
+    } else {
+      PinnedRevision any;
+      if (Status st = open_shared_tier(config, any, "the whole Hub", reader_options.block_size, s); !st.ok())
+        return st;
+    }
+  }
+  s.reader = std::make_unique<BlockReader>(s.cache.get(), *s.fetcher, reader_options, s.shared_blocks.get());
+  return Status::Ok();
+}
+
+std::function<void(const RemoteFile&)> index_recorder(const std::string& cache_dir, const std::string& repo_label,
+                                                      const std::string& revision, const std::string& commit) {
+  auto warned = std::make_shared<std::atomic<bool>>(false);
+  return [cache_dir, repo_label, revision, commit, warned](const RemoteFile& f) {
+    IndexRecord r{repo_label, revision, commit, f.path, f.content_id, f.size};
+    if (Status st = cache_index::record(cache_dir, r); !st.ok() && !warned->exchange(true))
+      log_warning("cache: cannot record " + f.path + " in the cache index (" + st.message() +
+                  "); `hubfs cache info` will not attribute its blocks to " + repo_label);
+  };
+}
+
+Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, RepoSession& s,
+                         const std::function<void(RepoSession&, FsOptions&)>& customize) {
+  // HF_HUB_OFFLINE asks huggingface_hub for no network at all: the same as the offline option.
+  const bool offline = config.offline || offline_requested();
+  if (offline && config.cache_size == 0) {
+    return InvalidArgument("offline reads come from the disk cache, and a cache size of 0 keeps none: "
+                           "drop --cache-size 0 (cache_size=0)");
+  }
+  s.repo = spec.repo;
+  s.subfolder = spec.subfolder;
+  s.offline = offline;
+  s.label = std::string(api_segment(spec.repo.type)) + "/" + spec.repo.id;
+  if (Status st = build_stack(config, s.stack); !st.ok()) return st;
+
+  // Listings live with the blocks; cache_size 0 writes nothing to the cache directory.
+  std::shared_ptr<const ListingCache> listings;
+  if (config.cache_size != 0) listings = std::make_shared<ListingCache>(config.cache_dir, config.endpoint, s.repo);
+  auto info = pin_revision(*s.stack.hub, s.repo, listings.get(), offline);
+  if (!info.ok()) return info.status();
+  s.info = *info;
+  RepoRef pinned = s.repo;
+  pinned.revision = info->commit;  // every later request names the commit: the view never moves
+  const std::string& subfolder = s.subfolder;
+  if (offline && !listings->load_dir(info->commit, subfolder)) {
+    return NotFound("offline: the cache " + config.cache_dir + " holds " + s.label + " at revision " +
+                    s.repo.revision + " (commit " + info->commit + ") but not the listing of " +
+                    (subfolder.empty() ? "its root" : "'" + subfolder + "'") +
+                    ": read it once without --offline (HF_HUB_OFFLINE) while the Hub can be reached");
+  }
+  if (!subfolder.empty()) {
+    // The subfolder must be a directory at this commit. The stored listing of its parent answers
+    // that without a request (offline, its own listing was found above).
+    const size_t slash = subfolder.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : subfolder.substr(0, slash);
+    std::optional<std::vector<TreeEntry>> found;
+    if (listings) found = listings->load_dir(info->commit, parent);
+    if (!found && offline) found = std::vector<TreeEntry>{TreeEntry{subfolder, true, 0, "", std::nullopt}};
+    if (!found) {
+      auto asked = s.stack.hub->paths_info(pinned, {subfolder});
+      if (!asked.ok()) return asked.status();
+      found = std::move(*asked);
+    }
+    const TreeEntry* entry = nullptr;
+    for (const auto& e : *found)
+      if (e.path == subfolder) entry = &e;
+    if (!entry) {
+      return NotFound("subfolder '" + subfolder + "' does not exist in " + s.label + " at revision " +
+                      s.repo.revision + " (commit " + info->commit + "); check its spelling and case with the "
+                      "repo's file browser, or mount the whole repo");
+    }
+    if (!entry->is_dir) {
+      return InvalidArgument("'" + subfolder + "' in " + s.label + " is a file, not a directory: a "
+                             "subfolder mount shows a directory (mount its parent instead)");
+    }
+  }
+  if (Status st = build_reader(config, s.stack, &s.info, s.label); !st.ok()) return st;
+  FsOptions fs_options;
+  fs_options.mtime = static_cast<time_t>(info->last_modified);
+  fs_options.root_path = subfolder;
+  fs_options.listings = listings;
+  fs_options.offline = offline;
+  fs_options.list_whole_repo = info->file_count && *info->file_count <= kWholeRepoMaxFiles;
+  if (s.stack.cache) fs_options.on_open = index_recorder(config.cache_dir, s.label, s.repo.revision, info->commit);
+  if (customize) customize(s, fs_options);
+  s.fs = std::make_unique<FileSystem>(*s.stack.hub, pinned, *s.stack.reader, fs_options);
+  // Paid by the first access anyway (a lookup lists its whole directory); here it is off the
+  // first read's path. A second session on the same commit finds it in the listing cache.
+  if (Status st = s.fs->list_root(); !st.ok()) log_warning("listing the root ahead of the first access: " + st.message());
+  return Status::Ok();
+}
+
+// ---- A file without a mount --------------------------------------------------------------
+
+Result<HfUrl> parse_hf_url(std::string_view url, std::optional<std::string> revision_override) {
+  constexpr std::string_view kScheme = "hf://";
+  std::string_view rest = url;
+  if (rest.substr(0, kScheme.size()) == kScheme) rest.remove_prefix(kScheme.size());
+  while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  auto spec = parse_repo_spec(rest, std::nullopt, std::nullopt, std::nullopt);
+  if (!spec.ok()) {
+    return InvalidArgument("'" + std::string(url) + "' is not an hf:// URL of the form "
+                           "hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH (" + spec.status().message() + ")");
+  }
+  HfUrl out;
+  out.repo = spec->repo;
+  out.path = spec->subfolder;
+  // HfFileSystem percent-encodes a revision holding '/' (refs%2Fpr%2F1): one path segment.
+  if (out.repo.revision.find('%') != std::string::npos) out.repo.revision = url::percent_decode(out.repo.revision);
+  if (revision_override) {
+    const bool named = rest.find('@') != std::string_view::npos;
+    if (named && out.repo.revision != *revision_override) {
+      return InvalidArgument("'" + std::string(url) + "' names revision '" + out.repo.revision +
+                             "' and the revision option says '" + *revision_override + "': give one of them");
+    }
+    out.repo.revision = *revision_override;
+  }
+  if (Status st = check_revision(out.repo.revision); !st.ok()) return st;
+  return out;
+}
+
+int errno_of(const Status& s) {
+  switch (s.code()) {
+    case Code::kOk: return 0;
+    case Code::kNotFound: return ENOENT;
+    case Code::kPermissionDenied: return EACCES;
+    case Code::kInvalidArgument: return EINVAL;
+    case Code::kTimeout: return ETIMEDOUT;
+    case Code::kUnavailable: return EHOSTUNREACH;
+    default: return EIO;
+  }
+}
+
+Status status_of(const FsError& e, const std::string& what) {
+  std::string message = what + ": " + (e.reason.empty() ? std::string(strerror(e.code)) : e.reason);
+  switch (e.code) {
+    case ENOENT: return NotFound(std::move(message));
+    case EACCES:
+    case EPERM: return PermissionDenied(std::move(message));
+    case ETIMEDOUT: return Timeout(std::move(message));
+    case EISDIR:
+    case ENOTDIR:
+    case EINVAL:
+    case EROFS: return InvalidArgument(std::move(message));
+    default: return IoError(std::move(message));
+  }
+}
+
+namespace {
+
+// Splits "a/b/c" into its components; "" and "/" are the root. "." and ".." are refused (a repo
+// path never holds them, and they would otherwise walk out of a subfolder).
+Result<std::vector<std::string>> components(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) slash = path.size();
+    std::string part = path.substr(start, slash - start);
+    if (part == "." || part == "..") return InvalidArgument("'" + path + "': repo paths hold no '.' or '..'");
+    if (!part.empty()) parts.push_back(std::move(part));
+    start = slash + 1;
+  }
+  return parts;
+}
+
+struct Found {
+  Ino ino = 0;
+  struct stat attr {};
+};
+
+Result<Found> walk(RepoSession& s, const std::string& path) {
+  auto parts = components(path);
+  if (!parts.ok()) return parts.status();
+  Found at{kRootIno, {}};
+  auto root = s.fs->getattr(kRootIno);
+  if (!root.ok()) return status_of(root.error(), s.label);
+  at.attr = root.value();
+  std::string walked;
+  for (const std::string& part : *parts) {
+    walked += (walked.empty() ? "" : "/") + part;
+    if (!S_ISDIR(at.attr.st_mode)) {
+      return NotFound("'" + walked + "' in " + s.label + ": '" + walked.substr(0, walked.size() - part.size() - 1) +
+                      "' is a file, not a directory");
+    }
+    auto e = s.fs->lookup(at.ino, part);
+    if (!e.ok()) return status_of(e.error(), "listing '" + walked + "' in " + s.label);
+    if (e.value().ino == 0) {
+      return NotFound("'" + walked + "' does not exist in " + s.label + " at revision " + s.repo.revision +
+                      " (commit " + s.info.commit + "); check its spelling and case");
+    }
+    at.ino = e.value().ino;
+    at.attr = e.value().attr;
+  }
+  return at;
+}
+
+std::string joined(const std::string& dir, const std::string& name) {
+  std::string d = dir;
+  while (!d.empty() && d.back() == '/') d.pop_back();
+  while (!d.empty() && d.front() == '/') d.erase(0, 1);
+  return d.empty() ? name : d + "/" + name;
+}
+
+}  // namespace
+
+Result<PathInfo> stat_path(RepoSession& s, const std::string& path) {
+  auto found = walk(s, path);
+  if (!found.ok()) return found.status();
+  auto parts = components(path);
+  std::string clean;
+  for (const auto& p : *parts) clean += (clean.empty() ? "" : "/") + p;
+  return PathInfo{clean, S_ISDIR(found->attr.st_mode), S_ISDIR(found->attr.st_mode)
+                                                            ? 0
+                                                            : static_cast<uint64_t>(found->attr.st_size)};
+}
+
+Result<std::vector<PathInfo>> list_dir(RepoSession& s, const std::string& path) {
+  auto found = walk(s, path);
+  if (!found.ok()) return found.status();
+  if (!S_ISDIR(found->attr.st_mode)) return InvalidArgument("'" + path + "' in " + s.label + " is a file, not a directory");
+  auto handle = s.fs->opendir(found->ino);
+  if (!handle.ok()) return status_of(handle.error(), "listing '" + path + "' in " + s.label);
+  std::vector<PathInfo> out;
+  uint64_t offset = 0;
+  Status failed = Status::Ok();
+  for (;;) {
+    std::vector<DirEntry> page = s.fs->readdir(handle.value(), offset);
+    if (page.empty()) break;
+    for (const DirEntry& e : page) {
+      offset = e.next_offset;
+      if (e.name == "." || e.name == "..") continue;
+      PathInfo info{joined(path, e.name), e.is_dir, 0};
+      if (!e.is_dir) {
+        auto attr = s.fs->getattr(e.ino);
+        if (!attr.ok()) {
+          failed = status_of(attr.error(), "'" + info.path + "' in " + s.label);
+          break;
+        }
+        info.size = static_cast<uint64_t>(attr.value().st_size);
+      }
+      out.push_back(std::move(info));
+    }
+    if (!failed.ok()) break;
+  }
+  s.fs->releasedir(handle.value());
+  if (!failed.ok()) return failed;
+  std::sort(out.begin(), out.end(), [](const PathInfo& a, const PathInfo& b) { return a.path < b.path; });
+  return out;
+}
+
+Result<std::unique_ptr<HubFile>> HubFile::open(std::shared_ptr<RepoSession> session, const std::string& path) {
+  auto found = walk(*session, path);
+  if (!found.ok()) return found.status();
+  if (S_ISDIR(found->attr.st_mode)) {
+    return InvalidArgument("'" + path + "' in " + session->label + " is a directory, not a file (list it instead)");
+  }
+  auto opened = session->fs->open(found->ino, O_RDONLY);
+  if (!opened.ok()) return status_of(opened.error(), "opening '" + path + "' in " + session->label);
+  const uint64_t size = static_cast<uint64_t>(found->attr.st_size);
+  // The listing's hash of the file, as the mount shows it in its extended attributes.
+  std::string content_id;
+  if (auto sha = session->fs->getxattr(found->ino, "user.hubfs.sha256"); sha.ok()) {
+    content_id = "sha256:" + sha.value();
+  } else if (auto oid = session->fs->getxattr(found->ino, "user.hubfs.oid"); oid.ok()) {
+    content_id = "oid:" + oid.value();
+  }
+  return std::unique_ptr<HubFile>(
+      new HubFile(std::move(session), path, opened.value().handle, size, std::move(content_id)));
+}
+
+HubFile::~HubFile() { session_->fs->release(handle_); }
+
+Result<std::vector<BlockBytes>> HubFile::read(uint64_t offset, size_t len) {
+  if (offset >= size_ || len == 0) return std::vector<BlockBytes>{};
+  auto r = session_->fs->read(handle_, offset, len);
+  if (!r.ok()) return status_of(r.error(), "reading '" + path_ + "' in " + session_->label);
+  return std::move(r.value());
+}
+
+Result<size_t> HubFile::pread(void* dst, uint64_t offset, size_t len) {
+  // One FileSystem read serves at most 16 MiB (what the kernel could ask): loop to len or EOF.
+  size_t copied = 0;
+  while (copied < len) {
+    auto slices = read(offset + copied, len - copied);
+    if (!slices.ok()) return slices.status();
+    if (slices->empty()) break;
+    for (const BlockBytes& b : *slices) {
+      std::memcpy(static_cast<char*>(dst) + copied, b.data(), b.size());
+      copied += b.size();
+    }
+  }
+  return copied;
+}
+
+Result<uint64_t> HubFile::hint(const std::vector<ByteRange>& ranges) {
+  auto r = session_->fs->hint(handle_, ranges);
+  if (!r.ok()) return status_of(r.error(), "hinting ranges of '" + path_ + "' in " + session_->label);
+  return r.value();
+}
+
+// A copy's piece: the reader's block size, so each read is one block from the cache or one
+// range on the wire; the hint keeps kCopyWindow of them in flight ahead of the sink.
+constexpr size_t kCopyPiece = 1u << 20;
+constexpr uint64_t kCopyWindow = 32ull << 20;  // 32 pieces: twice the default 16 requests in flight
+
+Status copy_file(HubFile& file, const CopyOptions& options) {
+  auto verifier = ContentVerifier::for_content(file.content_id(), file.size());
+  if (!verifier) {
+    return Unsupported("'" + file.path() + "' has no content hash hubfs can check (content id '" +
+                       file.content_id() + "'): not copied unverified");
+  }
+  const uint64_t size = file.size();
+  uint64_t done = 0;
+  uint64_t hinted_to = 0;
+  while (done < size) {
+    if (options.stop && options.stop()) return Unavailable("interrupted: what was fetched stays cached, run it again to resume");
+    if (hinted_to < std::min(size, done + kCopyWindow / 2)) {
+      const uint64_t end = std::min(size, done + kCopyWindow);
+      if (end > hinted_to) {
+        (void)file.hint({{hinted_to, end - hinted_to}});  // best effort: the reads below fetch anyway
+        hinted_to = end;
+      }
+    }
+    auto slices = file.read(done, static_cast<size_t>(std::min<uint64_t>(kCopyPiece, size - done)));
+    if (!slices.ok()) return slices.status();
+    if (slices->empty()) return Corrupt("'" + file.path() + "' ended at byte " + std::to_string(done) +
+                                        " of the " + std::to_string(size) + " its listing gives");
+    for (const BlockBytes& b : *slices) {
+      verifier->update(std::string_view(b.data(), b.size()));
+      if (options.sink) {
+        if (Status st = options.sink(b.data(), b.size()); !st.ok()) return st;
+      }
+      done += b.size();
+    }
+    if (options.progress) options.progress(done, size);
+  }
+  const ContentVerifier::Verdict verdict = verifier->finish();
+  if (!verdict.match) {
+    return Corrupt("'" + file.path() + "' does not match its content hash (" + file.content_id() + ", computed " +
+                   verdict.computed + "): nothing was kept; `hubfs cache verify` removes bad blocks, then run it again");
+  }
+  return Status::Ok();
+}
+
+}  // namespace hubfs

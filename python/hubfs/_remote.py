@@ -1,0 +1,295 @@
+"""hf:// files without a mount: the mount's reader, block cache and verification in-process.
+
+For machines where FUSE is not allowed (containers without /dev/fuse, unprivileged pods, HPC
+nodes, hosted notebooks)::
+
+    import h5py, hubfs
+    with hubfs.open("hf://datasets/ORG/NAME/recordings/scan.hdf5") as f, h5py.File(f) as h5:
+        frames = h5["data/raw_data"][0:5]
+
+URLs are huggingface_hub's HfFileSystem's: ``hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH``
+(a revision holding ``/`` percent-encoded: ``@refs%2Fpr%2F1``). Blocks go to the same cache
+directory, under the same keys, as a mount's: a file read through a mount is warm here, and the
+other way round.
+
+Options are the mount's: ``endpoint`` ($HF_ENDPOINT), ``cache_dir`` ($HUBFS_CACHE_DIR, else
+$XDG_CACHE_HOME/hubfs, else ~/.cache/hubfs), ``cache_size`` ("10G"; 0 keeps no disk cache),
+``revision``, ``token`` (default: HF_TOKEN or the token file, as huggingface_hub finds it;
+``False`` sends none), ``max_requests`` (16), ``read_timeout`` (120 s), ``shared_cache`` (a list
+of memcached "host:port", with ``shared_cache_key_file``; ``shared_cache_private``),
+``offline`` ($HF_HUB_OFFLINE: the cache alone), ``ca_bundle``.
+
+The repo is pinned to a commit when first opened, and the pinned session (cache, connections,
+listings) is shared by every later open with the same repo, revision and options in the
+process: reopening costs no request.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fnmatch
+import io
+import os
+import posixpath
+import threading
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from urllib.parse import quote
+
+__all__ = ["open", "ls", "info", "glob", "walk", "exists", "HubFile"]
+
+_DEFAULT_CACHE_SIZE = "10G"  # as `hubfs mount`
+_DEFAULT_MAX_REQUESTS = 16
+_DEFAULT_READ_TIMEOUT = 120
+_OPTIONS = {"endpoint", "cache_dir", "cache_size", "revision", "token", "max_requests", "read_timeout",
+            "shared_cache", "shared_cache_key_file", "shared_cache_private", "offline", "ca_bundle"}
+
+_core_module = None
+_core_lock = threading.Lock()
+
+
+def _core():
+    global _core_module
+    with _core_lock:
+        if _core_module is None:
+            from . import _core as core  # the extension: built with the package
+            _core_module = core
+            # Queued cache writes finish, and connections close, before the interpreter goes.
+            atexit.register(core.close_sessions)
+    return _core_module
+
+
+def _truthy(value: Optional[str]) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _session(url: str, options: Dict[str, Any]):
+    """(session, repo-relative path, URL prefix of the repo) for an hf:// URL."""
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise TypeError(f"unknown option(s) {sorted(unknown)}; hubfs.open takes {sorted(_OPTIONS)}")
+    core = _core()
+    if not isinstance(url, str):
+        url = os.fspath(url)
+    rtype, rid, revision, path = core.parse_url(url, options.get("revision"))
+    cache_size = options.get("cache_size", _DEFAULT_CACHE_SIZE)
+    if isinstance(cache_size, str):
+        cache_size = core.parse_size(cache_size)
+    token = options.get("token")
+    if token is False:
+        token = ""  # send none, whatever the environment holds
+    shared = options.get("shared_cache") or []
+    if isinstance(shared, str):
+        shared = [s for s in shared.split(",") if s]
+    offline = options.get("offline")
+    if offline is None:
+        offline = _truthy(os.environ.get("HF_HUB_OFFLINE"))
+    session = core.get_session(
+        rtype, rid, revision,
+        endpoint=options.get("endpoint") or core.default_endpoint(),
+        cache_dir=os.fspath(options.get("cache_dir") or core.default_cache_dir()),
+        cache_size=int(cache_size),
+        token=token,
+        max_requests=int(options.get("max_requests") or _DEFAULT_MAX_REQUESTS),
+        read_timeout=int(options.get("read_timeout") or _DEFAULT_READ_TIMEOUT),
+        shared_cache=list(shared),
+        shared_cache_key_file=os.fspath(options.get("shared_cache_key_file") or ""),
+        shared_cache_private=bool(options.get("shared_cache_private", False)),
+        offline=bool(offline),
+        ca_bundle=os.fspath(options.get("ca_bundle") or ""))
+    prefix = "hf://" + ("" if rtype == "model" else rtype + "s/") + rid
+    if "@" in url or options.get("revision"):
+        prefix += "@" + quote(revision, safe="")
+    return session, path, prefix
+
+
+class HubFile(io.RawIOBase):
+    """A read-only binary file of a Hub repo (io.RawIOBase): readinto (the GIL released), seek,
+    tell, a context manager, and hint() for readers that know what they will need."""
+
+    def __init__(self, core_file, name: str, session):
+        super().__init__()
+        self._f = core_file
+        self._pos = 0
+        self._size = core_file.size
+        self.name = name
+        self.mode = "rb"
+        self.commit = session.commit
+
+    # io.RawIOBase
+    def readable(self) -> bool:
+        self._check_open()
+        return True
+
+    def seekable(self) -> bool:
+        self._check_open()
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def readinto(self, buffer) -> int:
+        self._check_open()
+        if self._pos >= self._size:
+            return 0
+        n = self._f.readinto(buffer, self._pos)
+        self._pos += n
+        return n
+
+    def readall(self) -> bytes:
+        # One read of what is left (io's default reads 8 KiB at a time).
+        self._check_open()
+        left = max(0, self._size - self._pos)
+        buf = bytearray(left)
+        view = memoryview(buf)
+        got = 0
+        while got < left:
+            n = self.readinto(view[got:])
+            if not n:
+                break
+            got += n
+        del view
+        return bytes(buf[:got]) if got < left else bytes(buf)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._check_open()
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = self._size + offset
+        else:
+            raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
+        if pos < 0:
+            raise OSError(22, f"negative seek position {pos}")
+        self._pos = pos
+        return pos
+
+    def tell(self) -> int:
+        self._check_open()
+        return self._pos
+
+    def close(self) -> None:
+        if not self.closed:
+            self._f.close()
+        super().close()
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("a hubfs.open file has no file descriptor (it is not a mounted file)")
+
+    # hubfs
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def hint(self, ranges: Iterable[Tuple[int, int]]) -> int:
+        """Fetches these (offset, length) ranges into the cache concurrently, ahead of the reads
+        that will need them; returns the bytes newly scheduled."""
+        self._check_open()
+        return self._f.hint([(int(o), int(n)) for o, n in ranges])
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+
+    def __repr__(self) -> str:
+        return f"<hubfs.HubFile {self.name!r} size={self._size}{' closed' if self.closed else ''}>"
+
+
+def open(url: Union[str, "os.PathLike[str]"], mode: str = "rb", **options: Any) -> HubFile:  # noqa: A001
+    """Opens hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH for reading, without a mount.
+
+    Raises FileNotFoundError (no such repo, revision or path; as on the Hub, also a private repo
+    without its token), PermissionError (a gated repo's files without access), ValueError (a
+    malformed URL or option), OSError (anything else: the message says why and what to do)."""
+    if mode not in ("rb", "r"):
+        raise ValueError(f"hubfs.open is read-only and binary: mode must be 'rb', not {mode!r}")
+    session, path, prefix = _session(url, options)
+    if not path:
+        raise IsADirectoryError(21, f"{url} names a repo, not a file in it")
+    return HubFile(session.open(path), f"{prefix}/{path}", session)
+
+
+def _entry(prefix: str, item) -> Dict[str, Any]:
+    path, is_dir, size = item
+    return {"name": f"{prefix}/{path}" if path else prefix, "size": size,
+            "type": "directory" if is_dir else "file"}
+
+
+def info(url: str, **options: Any) -> Dict[str, Any]:
+    """{"name", "size", "type": "file"|"directory"} of an hf:// URL."""
+    session, path, prefix = _session(url, options)
+    return _entry(prefix, session.stat(path))
+
+
+def exists(url: str, **options: Any) -> bool:
+    try:
+        info(url, **options)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def ls(url: str, detail: bool = False, **options: Any) -> List[Any]:
+    """The entries of a directory (URLs, or info dicts with detail=True), sorted; a file lists
+    itself."""
+    session, path, prefix = _session(url, options)
+    if not session.stat(path)[1]:
+        entries = [_entry(prefix, session.stat(path))]
+    else:
+        entries = [_entry(prefix, e) for e in session.listdir(path)]
+    return entries if detail else [e["name"] for e in entries]
+
+
+def walk(url: str, **options: Any) -> Iterator[Tuple[str, List[str], List[str]]]:
+    """(directory URL, subdirectory names, file names) for a directory and everything below it,
+    top-down, as os.walk."""
+    session, path, prefix = _session(url, options)
+    todo = [path]
+    while todo:
+        d = todo.pop(0)
+        entries = session.listdir(d)
+        dirs = [posixpath.basename(p) for p, is_dir, _ in entries if is_dir]
+        files = [posixpath.basename(p) for p, is_dir, _ in entries if not is_dir]
+        yield (f"{prefix}/{d}" if d else prefix), dirs, files
+        todo[0:0] = [posixpath.join(d, name) if d else name for name in dirs]
+
+
+def glob(pattern: str, **options: Any) -> List[str]:
+    """The URLs matching a pattern's path part (fnmatch per component; ``**`` matches any number
+    of directories), sorted. The repo part takes no wildcards."""
+    session, path, prefix = _session(pattern, options)
+    parts = [p for p in path.split("/") if p]
+    found = set()
+
+    def match(base: str, rest: Sequence[str]) -> None:
+        if not rest:
+            found.add(base)
+            return
+        head, tail = rest[0], rest[1:]
+        if head == "**":
+            match(base, tail)  # zero directories
+            for p, is_dir, _ in session.listdir(base):
+                if is_dir:
+                    match(p, rest)
+            return
+        if not any(c in head for c in "*?["):
+            candidate = posixpath.join(base, head) if base else head
+            try:
+                is_dir = session.stat(candidate)[1]
+            except FileNotFoundError:
+                return
+            if tail and not is_dir:
+                return
+            match(candidate, tail)
+            return
+        try:
+            entries = session.listdir(base)
+        except (FileNotFoundError, ValueError):
+            return
+        for p, is_dir, _ in entries:
+            if fnmatch.fnmatchcase(posixpath.basename(p), head) and (is_dir or not tail):
+                match(p, tail)
+
+    match("", parts)
+    return sorted(f"{prefix}/{p}" if p else prefix for p in found)

@@ -1,0 +1,294 @@
+// hubfs._core: hf:// files without a mount, for Python (python/hubfs/_remote.py builds the file
+// object and the listing helpers on it).
+//
+// A Session is fs/session.h's RepoSession: one repo pinned to a commit, read through the same
+// transport, block cache (same directory and keys as a mount), shared tier and verification as
+// a mount. Sessions are kept per (repo, revision, options) for the process's life, so a thousand
+// opens of files of one repo build one cache and one connection pool; close_sessions() ends
+// them (hubfs registers it with atexit, so queued cache writes finish before the process goes).
+//
+// A read releases the GIL. On the main thread (the only one a Ctrl-C reaches) it runs on a
+// helper thread while the caller wakes every kPollInterval to run Python's signal handlers: a
+// KeyboardInterrupt propagates at once, and the helper finishes into its own slices (never the
+// caller's buffer), holding the file and session alive until then.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <Python.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "fs/session.h"
+
+namespace py = pybind11;
+
+namespace {
+
+using hubfs::Code;
+using hubfs::Status;
+
+// How often a waiting main thread wakes to check for Ctrl-C: short enough that an interrupt
+// feels immediate, long enough that the wake-ups cost nothing next to a read.
+constexpr auto kPollInterval = std::chrono::milliseconds(25);
+
+// The Python exception for a Status, with the errno as OSError's first argument: a missing
+// repo, revision or path is FileNotFoundError; a private or gated repo without access is
+// PermissionError; a malformed URL or option is ValueError; anything else OSError. The message
+// is the library's: it carries the cause and the fix.
+[[noreturn]] void raise_status(const Status& s) {
+  if (s.code() == Code::kInvalidArgument) throw py::value_error(s.message());
+  PyObject* type = PyExc_OSError;
+  if (s.code() == Code::kNotFound) type = PyExc_FileNotFoundError;
+  if (s.code() == Code::kPermissionDenied) type = PyExc_PermissionError;
+  if (s.code() == Code::kTimeout) type = PyExc_TimeoutError;
+  py::object args = py::make_tuple(hubfs::errno_of(s), s.message());
+  PyErr_SetObject(type, args.ptr());
+  throw py::error_already_set();
+}
+
+// Runs fn (which must not touch Python) with the GIL released. On the main thread it runs on a
+// helper thread so a Ctrl-C interrupts the wait; fn's captures must own what it uses.
+template <typename T>
+T run_interruptibly(std::function<T()> fn) {
+  bool main = false;
+  {
+    // threading.main_thread() answers only with the GIL held: ask before releasing it.
+    py::object threading = py::module_::import("threading");
+    main = threading.attr("main_thread")().attr("ident").cast<unsigned long>() ==
+           threading.attr("get_ident")().cast<unsigned long>();
+  }
+  if (!main) {
+    py::gil_scoped_release nogil;
+    return fn();
+  }
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::optional<T> result;
+  };
+  auto state = std::make_shared<State>();
+  std::thread([state, fn = std::move(fn)] {
+    T r = fn();
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->result.emplace(std::move(r));
+    state->done = true;
+    state->cv.notify_all();
+  }).detach();
+  py::gil_scoped_release nogil;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(state->mu);
+      if (state->cv.wait_for(lock, kPollInterval, [&] { return state->done; })) return std::move(*state->result);
+    }
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // the helper finishes on its own
+  }
+}
+
+struct Session {
+  std::shared_ptr<hubfs::RepoSession> s;
+};
+
+struct File {
+  std::shared_ptr<hubfs::HubFile> f;
+  hubfs::HubFile& get() {
+    if (!f) throw py::value_error("I/O operation on closed file");
+    return *f;
+  }
+};
+
+// Sessions by everything that decides what they read and how. Never destroyed with the module
+// (a static destructor would run after the interpreter is gone): close_sessions() empties it.
+std::mutex registry_mu;  // a leaf lock: held only to find or insert, never across a session's build
+std::map<std::string, std::shared_ptr<hubfs::RepoSession>>& registry() {
+  static auto* r = new std::map<std::string, std::shared_ptr<hubfs::RepoSession>>();
+  return *r;
+}
+
+std::string key_of(const hubfs::RepoRef& repo, const hubfs::SessionConfig& c) {
+  std::string k = std::string(hubfs::api_segment(repo.type)) + "/" + repo.id + "@" + repo.revision;
+  auto add = [&k](const std::string& v) { k += '\x1f' + v; };
+  add(c.endpoint);
+  add(c.cache_dir);
+  add(std::to_string(c.cache_size));
+  add(std::to_string(c.read_timeout_s));
+  add(std::to_string(c.max_requests));
+  add(c.token ? "t" + *c.token : "env");
+  add(c.offline ? "offline" : "online");
+  for (const auto& s : c.shared_cache) add("shared=" + s);
+  add(c.shared_cache_key_file);
+  add(c.shared_cache_private ? "private" : "");
+  add(c.ca_bundle);
+  return k;
+}
+
+Session get_session(const std::string& type, const std::string& id, const std::string& revision,
+                    const std::string& endpoint, const std::string& cache_dir, uint64_t cache_size,
+                    std::optional<std::string> token, int max_requests, int read_timeout,
+                    std::vector<std::string> shared_cache, std::string shared_cache_key_file,
+                    bool shared_cache_private, bool offline, std::string ca_bundle) {
+  auto ref = hubfs::parse_repo_ref(type + "s/" + id, std::nullopt, revision);
+  if (!ref.ok()) raise_status(ref.status());
+  hubfs::SessionConfig c;
+  c.endpoint = endpoint;
+  while (!c.endpoint.empty() && c.endpoint.back() == '/') c.endpoint.pop_back();
+  c.cache_dir = cache_dir;
+  c.cache_size = cache_size;
+  c.token = std::move(token);
+  if (max_requests < 1) throw py::value_error("max_requests must be at least 1");
+  if (read_timeout < 1) throw py::value_error("read_timeout must be at least 1 (seconds)");
+  c.max_requests = max_requests;
+  c.read_timeout_s = read_timeout;
+  c.shared_cache = std::move(shared_cache);
+  c.shared_cache_key_file = std::move(shared_cache_key_file);
+  c.shared_cache_private = shared_cache_private;
+  c.offline = offline;
+  c.ca_bundle = std::move(ca_bundle);
+  if (Status st = hubfs::apply_environment_timeouts(c); !st.ok()) raise_status(st);
+  const std::string key = key_of(*ref, c);
+  {
+    std::lock_guard<std::mutex> lock(registry_mu);
+    auto it = registry().find(key);
+    if (it != registry().end()) return Session{it->second};
+  }
+  // Built outside the lock (it may wait on the Hub); two threads racing build two, one is kept.
+  auto built = run_interruptibly<std::pair<Status, std::shared_ptr<hubfs::RepoSession>>>([ref = *ref, c] {
+    auto s = std::make_shared<hubfs::RepoSession>();
+    Status st = hubfs::open_repo_session(c, hubfs::RepoSpec{ref, ""}, *s);
+    return std::make_pair(st, st.ok() ? s : nullptr);
+  });
+  if (!built.first.ok()) raise_status(built.first);
+  std::lock_guard<std::mutex> lock(registry_mu);
+  auto [it, inserted] = registry().emplace(key, built.second);
+  return Session{it->second};
+}
+
+py::tuple path_info(const hubfs::PathInfo& p) { return py::make_tuple(p.path, p.is_dir, p.size); }
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "hf:// files without a mount: the mount's reader, cache and verification in-process";
+
+  m.def("parse_url", [](const std::string& url, std::optional<std::string> revision) {
+        auto u = hubfs::parse_hf_url(url, std::move(revision));
+        if (!u.ok()) raise_status(u.status());
+        return py::make_tuple(std::string(hubfs::type_name(u->repo.type)), u->repo.id, u->repo.revision, u->path);
+      },
+      py::arg("url"), py::arg("revision") = py::none(),
+      "(type, id, revision, path) of hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH");
+  m.def("default_endpoint", &hubfs::default_endpoint);
+  m.def("default_cache_dir", &hubfs::default_cache_dir);
+  m.def("parse_size", [](const std::string& text) {
+    auto r = hubfs::parse_size(text);
+    if (!r.ok()) raise_status(r.status());
+    return *r;
+  });
+  m.def("get_session", &get_session, py::arg("type"), py::arg("id"), py::arg("revision"), py::arg("endpoint"),
+        py::arg("cache_dir"), py::arg("cache_size"), py::arg("token"), py::arg("max_requests"),
+        py::arg("read_timeout"), py::arg("shared_cache"), py::arg("shared_cache_key_file"),
+        py::arg("shared_cache_private"), py::arg("offline"), py::arg("ca_bundle"));
+  m.def("close_sessions", [] {
+    std::map<std::string, std::shared_ptr<hubfs::RepoSession>> gone;
+    {
+      std::lock_guard<std::mutex> lock(registry_mu);
+      gone.swap(registry());
+    }
+    py::gil_scoped_release nogil;
+    gone.clear();  // shuts each stack down unless an open file still holds it
+  }, "Ends every session no open file holds (the cache's queued writes finish first).");
+  m.def("session_count", [] {
+    std::lock_guard<std::mutex> lock(registry_mu);
+    return registry().size();
+  });
+
+  py::class_<Session>(m, "Session")
+      .def_property_readonly("commit", [](const Session& s) { return s.s->info.commit; })
+      .def_property_readonly("label", [](const Session& s) { return s.s->label; })
+      .def_property_readonly("private", [](const Session& s) { return s.s->info.is_private; })
+      .def_property_readonly("gated", [](const Session& s) { return s.s->info.gated; })
+      .def("open", [](const Session& s, const std::string& path) {
+        auto f = run_interruptibly<hubfs::Result<std::shared_ptr<hubfs::HubFile>>>(
+            [session = s.s, path]() -> hubfs::Result<std::shared_ptr<hubfs::HubFile>> {
+              auto r = hubfs::HubFile::open(session, path);
+              if (!r.ok()) return r.status();
+              return std::shared_ptr<hubfs::HubFile>(std::move(r).value());
+            });
+        if (!f.ok()) raise_status(f.status());
+        return File{*f};
+      })
+      .def("stat", [](const Session& s, const std::string& path) {
+        auto r = run_interruptibly<hubfs::Result<hubfs::PathInfo>>(
+            [session = s.s, path] { return hubfs::stat_path(*session, path); });
+        if (!r.ok()) raise_status(r.status());
+        return path_info(*r);
+      })
+      .def("listdir", [](const Session& s, const std::string& path) {
+        auto r = run_interruptibly<hubfs::Result<std::vector<hubfs::PathInfo>>>(
+            [session = s.s, path] { return hubfs::list_dir(*session, path); });
+        if (!r.ok()) raise_status(r.status());
+        py::list out;
+        for (const auto& p : *r) out.append(path_info(p));
+        return out;
+      });
+
+  py::class_<File>(m, "File")
+      .def_property_readonly("size", [](File& f) { return f.get().size(); })
+      .def_property_readonly("path", [](File& f) { return f.get().path(); })
+      .def_property_readonly("closed", [](const File& f) { return !f.f; })
+      .def("readinto", [](File& f, py::object buffer, uint64_t offset) {
+        std::shared_ptr<hubfs::HubFile> file = f.f;
+        if (!file) throw py::value_error("I/O operation on closed file");
+        Py_buffer view;
+        if (PyObject_GetBuffer(buffer.ptr(), &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0)
+          throw py::error_already_set();
+        std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> held(&view, PyBuffer_Release);
+        const size_t len = static_cast<size_t>(view.len);
+        // Filled to the end of the buffer or of the file: the reader serves at most 16 MiB per
+        // call, and h5py's file-object driver takes a short read for the end of the file.
+        auto slices = run_interruptibly<hubfs::Result<std::vector<hubfs::BlockBytes>>>(
+            [file, offset, len]() -> hubfs::Result<std::vector<hubfs::BlockBytes>> {
+              std::vector<hubfs::BlockBytes> all;
+              size_t got = 0;
+              while (got < len) {
+                auto r = file->read(offset + got, len - got);
+                if (!r.ok()) return r.status();
+                if (r->empty()) break;
+                for (auto& b : *r) {
+                  got += b.size();
+                  all.push_back(std::move(b));
+                }
+              }
+              return all;
+            });
+        if (!slices.ok()) raise_status(slices.status());
+        size_t copied = 0;
+        for (const auto& b : *slices) {
+          std::memcpy(static_cast<char*>(view.buf) + copied, b.data(), b.size());
+          copied += b.size();
+        }
+        return copied;
+      }, py::arg("buffer"), py::arg("offset"), "Reads into buffer at offset; returns the bytes read (0 at end).")
+      .def("hint", [](File& f, const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+        std::vector<hubfs::ByteRange> r;
+        for (const auto& [o, l] : ranges) r.push_back({o, l});
+        auto n = f.get().hint(r);
+        if (!n.ok()) raise_status(n.status());
+        return *n;
+      })
+      .def("close", [](File& f) {
+        py::gil_scoped_release nogil;
+        f.f.reset();
+      });
+}

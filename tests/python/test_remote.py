@@ -1,0 +1,350 @@
+"""hubfs.open and friends: hf:// files without a mount, read from the bundled local Hub server
+(127.0.0.1, started here) through the mount's reader and cache, in this process."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import urllib.request
+import zipfile
+
+import h5py
+import numpy as np
+import pytest
+
+import hubfs
+from conftest import PYTHON_DIR, REPO_ROOT
+
+SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
+TOKEN = "hf_remotetoken"
+BIG_SIZE = 2_500_000  # LFS (served by the CDN origin): three 1 MiB blocks
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hub")
+    repo = root / "datasets" / "lab" / "remote"
+    (repo / "data" / "deep").mkdir(parents=True)
+    (repo / "README.md").write_text("# remote\n")
+    big = np.random.default_rng(5).integers(0, 256, BIG_SIZE, dtype=np.uint8).tobytes()
+    (repo / "data" / "big.bin").write_bytes(big)
+    (repo / "data" / "deep" / "note.txt").write_text("deep\n")
+    frames = (np.random.default_rng(3).normal(size=(6, 4, 64, 32)) * 50).astype("float32")
+    with h5py.File(repo / "scan.hdf5", "w") as f:
+        f.create_dataset("data/raw_data", data=frames, chunks=(1, 4, 64, 32), compression="gzip")
+    array = np.arange(1000, dtype="int32").reshape(10, 100)
+    np.save(repo / "array.npy", array)
+    with zipfile.ZipFile(repo / "files.zip", "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("a.txt", "alpha\n" * 100)
+        z.writestr("dir/b.txt", "beta\n")
+    with tarfile.open(repo / "files.tar", "w") as t:
+        payload = b"gamma\n" * 1000
+        ti = tarfile.TarInfo("c.txt")
+        ti.size = len(payload)
+        t.addfile(ti, io.BytesIO(payload))
+    secret = root / "datasets" / "lab" / "secret"
+    (secret / "snapshots" / "c1").mkdir(parents=True)
+    (secret / "hub.json").write_text(json.dumps({"refs": {"main": "c1"},
+                                                 "commits": {"c1": {"date": "2024-01-01T00:00:00Z"}},
+                                                 "private": True}))
+    (secret / "snapshots" / "c1" / "x.txt").write_text("secret\n")
+    gated = root / "datasets" / "lab" / "gated"
+    (gated / "snapshots" / "c1").mkdir(parents=True)
+    (gated / "hub.json").write_text(json.dumps({"refs": {"main": "c1"},
+                                                "commits": {"c1": {"date": "2024-01-01T00:00:00Z"}},
+                                                "gated": True}))
+    (gated / "snapshots" / "c1" / "x.txt").write_text("gated\n")
+    # stdin stays a pipe we hold: the server exits when this process does, even on a crash.
+    proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", str(root), "--host", "127.0.0.1",
+                             "--token", TOKEN, "--exit-on-stdin-eof"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().split()
+    if len(line) != 4 or line[0] != "listening":
+        proc.kill()
+        raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
+    yield {"endpoint": line[1], "big": big, "frames": frames, "array": array}
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _control(endpoint, method, path, body=None):
+    req = urllib.request.Request(endpoint + path, method=method,
+                                 data=None if body is None else json.dumps(body).encode())
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read() or b"null")
+
+
+def stats(endpoint):
+    return _control(endpoint, "GET", "/_hubfs/stats")
+
+
+def reset(endpoint):
+    _control(endpoint, "POST", "/_hubfs/reset", {})
+
+
+@pytest.fixture
+def opts(hub, tmp_path):
+    # token=False: the environment's token (if any) is not this test's business.
+    return {"endpoint": hub["endpoint"], "cache_dir": str(tmp_path / "cache"), "token": False}
+
+
+URL = "hf://datasets/lab/remote"
+
+
+def test_reads_exact_bytes_with_seek_tell_and_readinto(hub, opts):
+    big = hub["big"]
+    with hubfs.open(f"{URL}/data/big.bin", **opts) as f:
+        assert isinstance(f, io.RawIOBase) and f.readable() and f.seekable() and not f.writable()
+        assert f.size == BIG_SIZE and f.name == f"{URL}/data/big.bin"
+        assert f.read(10) == big[:10] and f.tell() == 10
+        assert f.seek(1_048_570) == 1_048_570
+        buf = bytearray(100_000)
+        assert f.readinto(buf) == 100_000 and bytes(buf) == big[1_048_570:1_148_570]
+        f.seek(-5, io.SEEK_END)
+        assert f.read() == big[-5:] and f.read(1) == b""
+        f.seek(0)
+        assert f.read() == big
+        assert f.hint([(0, 100), (2_000_000, 300_000)]) >= 0
+    assert f.closed
+    with pytest.raises(ValueError):
+        f.read(1)
+    with pytest.raises(ValueError, match="read-only"):
+        hubfs.open(f"{URL}/data/big.bin", "w", **opts)
+
+
+def test_concurrent_reads_from_threads(hub, opts):
+    big = hub["big"]
+    bad = []
+
+    def worker(i):
+        with hubfs.open(f"{URL}/data/big.bin", **opts) as f:
+            for k in range(5):
+                off = (i * 300_007 + k * 170_003) % BIG_SIZE
+                f.seek(off)
+                if f.read(60_000) != big[off:off + 60_000]:
+                    bad.append(off)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert bad == []
+
+
+def test_h5py_numpy_zipfile_tarfile_read_it(hub, opts):
+    with hubfs.open(f"{URL}/scan.hdf5", **opts) as f, h5py.File(f, "r") as h5:
+        np.testing.assert_array_equal(h5["data/raw_data"][1:4], hub["frames"][1:4])
+    with hubfs.open(f"{URL}/array.npy", **opts) as f:
+        np.testing.assert_array_equal(np.load(f), hub["array"])
+    with hubfs.open(f"{URL}/files.zip", **opts) as f, zipfile.ZipFile(f) as z:
+        assert sorted(z.namelist()) == ["a.txt", "dir/b.txt"]
+        assert z.read("a.txt") == b"alpha\n" * 100 and z.read("dir/b.txt") == b"beta\n"
+    with hubfs.open(f"{URL}/files.tar", **opts) as f, tarfile.open(fileobj=f) as t:
+        assert t.extractfile("c.txt").read() == b"gamma\n" * 1000
+
+
+def test_errors_are_python_exceptions_with_the_cause(hub, opts):
+    with pytest.raises(FileNotFoundError, match="data/nope.bin") as e:
+        hubfs.open(f"{URL}/data/nope.bin", **opts)
+    assert e.value.errno == 2
+    with pytest.raises(FileNotFoundError):
+        hubfs.open("hf://datasets/lab/missing/x.bin", **opts)
+    with pytest.raises(FileNotFoundError, match="revision"):
+        hubfs.open(f"{URL}@v9/data/big.bin", **opts)
+    # As the Hub: a private repo is not found without its token, a gated repo's files are refused.
+    with pytest.raises(FileNotFoundError, match="HF_TOKEN"):
+        hubfs.open("hf://datasets/lab/secret/x.txt", **opts)
+    with hubfs.open("hf://datasets/lab/gated/x.txt", **opts) as f:
+        with pytest.raises(PermissionError) as e:
+            f.read()
+    assert e.value.errno == 13
+    with hubfs.open("hf://datasets/lab/secret/x.txt", **{**opts, "token": TOKEN}) as f:
+        assert f.read() == b"secret\n"
+    with pytest.raises(ValueError):
+        hubfs.open("hf://datasets/lab/remote/a/../b", **opts)
+    with pytest.raises(ValueError, match="directory"):
+        hubfs.open(f"{URL}/data", **opts)
+    with pytest.raises(IsADirectoryError):
+        hubfs.open(URL, **opts)
+    with pytest.raises(TypeError, match="unknown option"):
+        hubfs.open(f"{URL}/README.md", cache_sise="1G", **opts)
+
+
+def test_listing_ls_info_glob_walk(hub, opts):
+    assert hubfs.ls(URL, **opts) == [f"{URL}/README.md", f"{URL}/array.npy", f"{URL}/data",
+                                     f"{URL}/files.tar", f"{URL}/files.zip", f"{URL}/scan.hdf5"]
+    detail = hubfs.ls(f"{URL}/data", detail=True, **opts)
+    assert detail == [{"name": f"{URL}/data/big.bin", "size": BIG_SIZE, "type": "file"},
+                      {"name": f"{URL}/data/deep", "size": 0, "type": "directory"}]
+    assert hubfs.info(f"{URL}/data/big.bin", **opts)["size"] == BIG_SIZE
+    assert hubfs.info(f"{URL}/data", **opts)["type"] == "directory"
+    assert hubfs.exists(f"{URL}/data/deep/note.txt", **opts)
+    assert not hubfs.exists(f"{URL}/data/deep/none.txt", **opts)
+    assert hubfs.glob(f"{URL}/*.hdf5", **opts) == [f"{URL}/scan.hdf5"]
+    assert hubfs.glob(f"{URL}/**/*.txt", **opts) == [f"{URL}/data/deep/note.txt"]
+    assert hubfs.glob(f"{URL}/data/*", **opts) == [f"{URL}/data/big.bin", f"{URL}/data/deep"]
+    walked = list(hubfs.walk(f"{URL}/data", **opts))
+    assert walked == [(f"{URL}/data", ["deep"], ["big.bin"]), (f"{URL}/data/deep", [], ["note.txt"])]
+
+
+def test_sessions_are_shared_and_reopening_costs_no_request(hub, opts):
+    endpoint = hub["endpoint"]
+    with hubfs.open(f"{URL}/README.md", **opts) as f:
+        assert f.read() == b"# remote\n"
+    before = hubfs._remote._core().session_count()
+    reset(endpoint)
+    for _ in range(200):
+        with hubfs.open(f"{URL}/README.md", **opts) as f:
+            assert f.read(2) == b"# "
+    assert hubfs._remote._core().session_count() == before
+    assert stats(endpoint)["requests"] == 0
+    with hubfs.open(f"{URL}@main/README.md", **{**opts, "max_requests": 4}):
+        pass
+    assert hubfs._remote._core().session_count() == before + 1
+
+
+def _read_through_mount(endpoint, cache_dir, mnt, path):
+    with hubfs.mount("datasets/lab/remote", mnt, endpoint=endpoint, cache_dir=cache_dir):
+        with open(os.path.join(mnt, path), "rb") as f:
+            return f.read()
+
+
+def test_mount_and_open_share_the_cache_both_ways(hub, tmp_path):
+    endpoint, big = hub["endpoint"], hub["big"]
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    # Mount first: hubfs.open on the same cache directory fetches no byte.
+    cache_a = str(tmp_path / "a")
+    assert _read_through_mount(endpoint, cache_a, mnt, "data/big.bin") == big
+    reset(endpoint)
+    with hubfs.open(f"{URL}/data/big.bin", endpoint=endpoint, cache_dir=cache_a, token=False) as f:
+        assert f.read() == big
+    s = stats(endpoint)
+    assert s["cdn_requests"] == 0 and s["resolve_requests"] == 0, s
+    # hubfs.open first: then the mount fetches no byte.
+    cache_b = str(tmp_path / "b")
+    with hubfs.open(f"{URL}/data/big.bin", endpoint=endpoint, cache_dir=cache_b, token=False) as f:
+        assert f.read() == big
+    hubfs._remote._core().close_sessions()  # as at exit: the cache's queued writes are done
+    reset(endpoint)
+    assert _read_through_mount(endpoint, cache_b, mnt, "data/big.bin") == big
+    s = stats(endpoint)
+    assert s["cdn_requests"] == 0 and s["resolve_requests"] == 0, s
+
+
+def test_fsspec_protocol(hub, opts):
+    import fsspec  # Debian's python3-fsspec (scripts/deps.sh installs it)
+    with fsspec.open("hubfs://datasets/lab/remote/data/big.bin", "rb", **opts) as f:
+        f.seek(1000)
+        assert f.read(5000) == hub["big"][1000:6000]
+    fs = fsspec.filesystem("hubfs", **opts)
+    assert fs.ls("datasets/lab/remote/data", detail=False) == ["datasets/lab/remote/data/big.bin",
+                                                               "datasets/lab/remote/data/deep"]
+    assert fs.size("hubfs://datasets/lab/remote/data/big.bin") == BIG_SIZE
+    assert fs.cat_file("datasets/lab/remote/README.md") == b"# remote\n"
+    assert fs.cat_file("datasets/lab/remote/data/big.bin", start=-3) == hub["big"][-3:]
+    with fs.open("datasets/lab/remote/data/deep/note.txt", "rb") as f:
+        assert f.read() == b"deep\n"
+
+
+def test_ctrl_c_interrupts_a_stalled_read(hub, tmp_path):
+    endpoint = hub["endpoint"]
+    opts = {"endpoint": endpoint, "cache_dir": str(tmp_path / "stall"), "token": False, "read_timeout": 60}
+    f = hubfs.open(f"{URL}/data/big.bin", **opts)
+    # Every data request stalls: the read waits until the signal arrives.
+    _control(endpoint, "POST", "/_hubfs/faults", {"mode": "stall", "path_contains": "/blobs/", "count": 1000})
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            f.read(1000)
+    finally:
+        timer.cancel()
+        _control(endpoint, "DELETE", "/_hubfs/faults")
+        f.close()
+
+
+def test_reads_as_nobody_without_dev_fuse(hub):
+    """A container without /dev/fuse: a mount namespace whose /dev is a tmpfs holding only null,
+    zero and urandom, and a non-root user. Making the namespace needs root (as the mount tests)."""
+    assert os.geteuid() == 0, "run as root: the test makes a mount namespace, then drops to nobody"
+    work = tempfile.mkdtemp(prefix="hubfs-nofuse-")
+    os.chmod(work, 0o777)
+    script = (
+        "import hashlib, os, sys; sys.path.insert(0, sys.argv[1]); import hubfs\n"
+        "assert not os.path.exists('/dev/fuse') and os.geteuid() != 0\n"
+        "with hubfs.open('hf://datasets/lab/remote/data/big.bin', endpoint=sys.argv[2],"
+        " cache_dir=sys.argv[3], token=False) as f:\n"
+        "    print(hashlib.sha256(f.read()).hexdigest())\n")
+    shell = ("set -e; mount -t tmpfs -o mode=755 none /dev; "
+             "mknod -m 666 /dev/null c 1 3; mknod -m 666 /dev/zero c 1 5; mknod -m 666 /dev/urandom c 1 9; "
+             'exec setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME="$4" '
+             '/usr/bin/python3 -c "$0" "$1" "$2" "$3"')
+    try:
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", shell, script,
+                            PYTHON_DIR, hub["endpoint"], os.path.join(work, "cache"), work],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        subprocess.run(["rm", "-rf", work])
+    assert r.returncode == 0, r.stderr
+    import hashlib
+    assert r.stdout.strip() == hashlib.sha256(hub["big"]).hexdigest()
+
+
+def _hubfs_bin():
+    return os.path.join(os.path.dirname(PYTHON_DIR), "bin", "hubfs")
+
+
+def test_cli_cat_and_cp(hub, tmp_path):
+    endpoint, big = hub["endpoint"], hub["big"]
+    common = ["--endpoint", endpoint, "--cache-dir", str(tmp_path / "cache")]
+    env = {**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
+    r = subprocess.run([_hubfs_bin(), "cat", f"{URL}/data/deep/note.txt", *common], capture_output=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"deep\n"
+    # Into a directory, then onto a file name; stderr is no tty: no progress bar.
+    out = tmp_path / "out"
+    out.mkdir()
+    r = subprocess.run([_hubfs_bin(), "cp", f"{URL}/data/big.bin", str(out), *common], capture_output=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert (out / "big.bin").read_bytes() == big and b"\r" not in r.stderr
+    # A second copy comes from the cache: no data request.
+    reset(endpoint)
+    r = subprocess.run([_hubfs_bin(), "cp", f"{URL}/data/big.bin", str(out / "again.bin"), *common],
+                       capture_output=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert (out / "again.bin").read_bytes() == big
+    s = stats(endpoint)
+    assert s["cdn_requests"] == 0 and s["resolve_requests"] == 0, s
+    # A failure leaves no DEST and no temp file, and says why.
+    r = subprocess.run([_hubfs_bin(), "cp", f"{URL}/data/nope.bin", str(out / "nope.bin"), *common],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 1 and "nope.bin" in r.stderr
+    assert sorted(os.listdir(out)) == ["again.bin", "big.bin"]
+
+
+def test_cli_cp_interrupted_leaves_nothing_and_exits_130(hub, tmp_path):
+    endpoint = hub["endpoint"]
+    out = tmp_path / "out"
+    out.mkdir()
+    _control(endpoint, "POST", "/_hubfs/faults", {"mode": "stall", "path_contains": "/blobs/", "count": 1000})
+    try:
+        p = subprocess.Popen([_hubfs_bin(), "cp", f"{URL}/data/big.bin", str(out / "big.bin"), "--endpoint", endpoint,
+                              "--cache-dir", str(tmp_path / "cache")], stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"})
+        # Interrupted once the copy has begun (its temp file exists), while its reads stall.
+        while not os.listdir(out) and p.poll() is None:
+            threading.Event().wait(0.05)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+    finally:
+        _control(endpoint, "DELETE", "/_hubfs/faults")
+    assert p.returncode == 130, err
+    assert "interrupted" in err
+    assert os.listdir(out) == []

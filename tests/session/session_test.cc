@@ -1,0 +1,332 @@
+// The doors into a repo without a mount (fs/session.h): hf:// URLs, a RepoSession over the
+// bundled local Hub server (127.0.0.1, started here), HubFile reads, listings, errors, and the
+// cache shared between sessions (what makes a mount's reads warm for hubfs.open).
+#include "fs/session.h"
+
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "support/local_hub.h"
+#include "support/pattern.h"
+#include "support/temp_dir.h"
+
+namespace hubfs {
+namespace {
+
+using testing::LocalHub;
+using testing::LocalHubOptions;
+using testing::TempDir;
+
+TEST(HfUrlTest, ParsesHfFileSystemSpellings) {
+  auto a = parse_hf_url("hf://datasets/lab/scans/recordings/scan.hdf5");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->repo.type, RepoType::kDataset);
+  EXPECT_EQ(a->repo.id, "lab/scans");
+  EXPECT_EQ(a->repo.revision, "main");
+  EXPECT_EQ(a->path, "recordings/scan.hdf5");
+
+  auto b = parse_hf_url("hf://lab/model@v1/weights/a.bin");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(b->repo.type, RepoType::kModel);
+  EXPECT_EQ(b->repo.id, "lab/model");
+  EXPECT_EQ(b->repo.revision, "v1");
+  EXPECT_EQ(b->path, "weights/a.bin");
+
+  // HfFileSystem percent-encodes a revision holding '/'.
+  auto c = parse_hf_url("hf://spaces/lab/demo@refs%2Fpr%2F3/app.py");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->repo.type, RepoType::kSpace);
+  EXPECT_EQ(c->repo.revision, "refs/pr/3");
+  EXPECT_EQ(c->path, "app.py");
+
+  // A legacy id takes a path only after its revision; the scheme is optional; the root is "".
+  auto d = parse_hf_url("gpt2@main/config.json");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->repo.id, "gpt2");
+  EXPECT_EQ(d->path, "config.json");
+  auto e = parse_hf_url("hf://datasets/lab/scans/");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->path, "");
+}
+
+TEST(HfUrlTest, RevisionOptionAndBadUrls) {
+  auto a = parse_hf_url("hf://datasets/lab/scans/x.bin", std::string("v2"));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->repo.revision, "v2");
+  auto same = parse_hf_url("hf://datasets/lab/scans@v2/x.bin", std::string("v2"));
+  EXPECT_TRUE(same.ok());
+  auto conflict = parse_hf_url("hf://datasets/lab/scans@v1/x.bin", std::string("v2"));
+  ASSERT_FALSE(conflict.ok());
+  EXPECT_NE(conflict.status().message().find("give one of them"), std::string::npos);
+  EXPECT_FALSE(parse_hf_url("hf://datasets/lab/scans/a/../b").ok());
+  EXPECT_FALSE(parse_hf_url("hf://datasets/lab/scans@%2E%2E/x").ok());  // ".." once decoded
+  EXPECT_FALSE(parse_hf_url("hf://").ok());
+}
+
+TEST(StatusOfTest, ErrnoRoundTrips) {
+  EXPECT_EQ(status_of(FsError{ENOENT, ""}, "x").code(), Code::kNotFound);
+  EXPECT_EQ(status_of(FsError{EACCES, "gated"}, "x").code(), Code::kPermissionDenied);
+  EXPECT_EQ(status_of(FsError{EIO, "boom"}, "reading").message(), "reading: boom");
+  EXPECT_EQ(errno_of(NotFound("x")), ENOENT);
+  EXPECT_EQ(errno_of(PermissionDenied("x")), EACCES);
+  EXPECT_EQ(errno_of(Corrupt("x")), EIO);
+}
+
+constexpr uint64_t kBigSize = 3'300'000;  // LFS (served by the CDN origin), 4 blocks of 1 MiB
+constexpr uint64_t kBigSeed = 11;
+
+class SessionTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new TempDir();
+    const auto repo = root_->path() / "datasets" / "lab" / "scans";
+    testing::write_pattern_file((repo / "data" / "big.bin").string(), kBigSeed, kBigSize);
+    std::ofstream(repo / "README.md") << "# scans\n";
+    const auto secret = root_->path() / "datasets" / "lab" / "secret";
+    std::filesystem::create_directories(secret / "snapshots" / "c1");
+    std::ofstream(secret / "hub.json")
+        << R"({"refs": {"main": "c1"}, "commits": {"c1": {"date": "2024-01-01T00:00:00Z"}}, "private": true})";
+    std::ofstream(secret / "snapshots" / "c1" / "x.txt") << "secret\n";
+    const auto gated = root_->path() / "datasets" / "lab" / "gated";
+    std::filesystem::create_directories(gated / "snapshots" / "c1");
+    std::ofstream(gated / "hub.json")
+        << R"({"refs": {"main": "c1"}, "commits": {"c1": {"date": "2024-01-01T00:00:00Z"}}, "gated": true})";
+    std::ofstream(gated / "snapshots" / "c1" / "x.txt") << "gated\n";
+    LocalHubOptions options;
+    options.root = root_->str();
+    options.tokens = {"hf_sessiontoken"};
+    hub_ = LocalHub::start(options).release();
+  }
+  static void TearDownTestSuite() {
+    delete hub_;
+    delete root_;
+  }
+
+  SessionConfig config() const {
+    SessionConfig c;
+    c.endpoint = hub_->url();
+    c.cache_dir = (cache_.path() / "cache").string();
+    c.cache_size = 1ull << 30;
+    c.read_timeout_s = 30;
+    c.token = "";  // the environment's token (if any) is not this test's business
+    return c;
+  }
+
+  std::shared_ptr<RepoSession> open(const std::string& url, SessionConfig c) {
+    auto parsed = parse_hf_url(url);
+    EXPECT_TRUE(parsed.ok()) << parsed.status().message();
+    auto s = std::make_shared<RepoSession>();
+    Status st = open_repo_session(c, RepoSpec{parsed->repo, ""}, *s);
+    if (!st.ok()) {
+      last_error_ = st;
+      return nullptr;
+    }
+    return s;
+  }
+
+  static TempDir* root_;
+  static LocalHub* hub_;
+  TempDir cache_;
+  Status last_error_ = Status::Ok();
+};
+TempDir* SessionTest::root_ = nullptr;
+LocalHub* SessionTest::hub_ = nullptr;
+
+TEST_F(SessionTest, ReadsExactBytesAtAnyOffsetAndEndOfFile) {
+  auto s = open("hf://datasets/lab/scans", config());
+  ASSERT_TRUE(s) << last_error_.message();
+  auto f = HubFile::open(s, "data/big.bin");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ((*f)->size(), kBigSize);
+  for (uint64_t offset : {uint64_t{0}, uint64_t{1048575}, uint64_t{2'000'001}, kBigSize - 10}) {
+    std::string buf(70'000, '\0');
+    auto n = (*f)->pread(buf.data(), offset, buf.size());
+    ASSERT_TRUE(n.ok()) << n.status().message();
+    EXPECT_EQ(*n, std::min<uint64_t>(buf.size(), kBigSize - offset));
+    EXPECT_EQ(testing::count_pattern_mismatches(kBigSeed, offset, buf.data(), *n), 0u) << offset;
+  }
+  char c;
+  auto eof = (*f)->pread(&c, kBigSize, 1);
+  ASSERT_TRUE(eof.ok());
+  EXPECT_EQ(*eof, 0u);
+  auto hinted = (*f)->hint({{0, 100}, {3'000'000, 200'000}});
+  EXPECT_TRUE(hinted.ok()) << hinted.status().message();
+}
+
+TEST_F(SessionTest, ConcurrentReadsOfOneFileAreExact) {
+  auto s = open("hf://datasets/lab/scans", config());
+  ASSERT_TRUE(s) << last_error_.message();
+  auto f = HubFile::open(s, "data/big.bin");
+  ASSERT_TRUE(f.ok());
+  HubFile& file = **f;
+  std::atomic<size_t> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 8; ++i) {
+        const uint64_t offset = (static_cast<uint64_t>(t) * 811'111 + static_cast<uint64_t>(i) * 97'003) % kBigSize;
+        std::string buf(50'000, '\0');
+        auto n = file.pread(buf.data(), offset, buf.size());
+        if (!n.ok() || testing::count_pattern_mismatches(kBigSeed, offset, buf.data(), *n) != 0) ++bad;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0u);
+}
+
+TEST_F(SessionTest, ListsAndStatsPathsAndNamesWhatIsMissing) {
+  auto s = open("hf://datasets/lab/scans", config());
+  ASSERT_TRUE(s) << last_error_.message();
+  auto root = list_dir(*s, "");
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  ASSERT_EQ(root->size(), 2u);
+  EXPECT_EQ((*root)[0].path, "README.md");
+  EXPECT_FALSE((*root)[0].is_dir);
+  EXPECT_EQ((*root)[0].size, 8u);
+  EXPECT_EQ((*root)[1].path, "data");
+  EXPECT_TRUE((*root)[1].is_dir);
+  auto data = list_dir(*s, "/data/");
+  ASSERT_TRUE(data.ok());
+  ASSERT_EQ(data->size(), 1u);
+  EXPECT_EQ((*data)[0].path, "data/big.bin");
+  EXPECT_EQ((*data)[0].size, kBigSize);
+  auto info = stat_path(*s, "data/big.bin");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->size, kBigSize);
+
+  auto missing = HubFile::open(s, "data/nope.bin");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("data/nope.bin"), std::string::npos);
+  auto under_file = stat_path(*s, "README.md/x");
+  EXPECT_EQ(under_file.status().code(), Code::kNotFound);
+  auto dir = HubFile::open(s, "data");
+  EXPECT_EQ(dir.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(list_dir(*s, "README.md").status().code(), Code::kInvalidArgument);
+}
+
+// As the Hub: a private repo is not found without its token (the message says to set one); a
+// gated repo lists, and its files are refused.
+TEST_F(SessionTest, PrivateRepoNeedsItsTokenAndGatedFilesAreRefused) {
+  auto refused = open("hf://datasets/lab/secret", config());
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(last_error_.code(), Code::kNotFound) << last_error_.message();
+  EXPECT_NE(last_error_.message().find("HF_TOKEN"), std::string::npos) << last_error_.message();
+  auto gated = open("hf://datasets/lab/gated", config());
+  ASSERT_TRUE(gated) << last_error_.message();
+  auto g = HubFile::open(gated, "x.txt");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  char byte;
+  auto denied = (*g)->pread(&byte, 0, 1);
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.status().code(), Code::kPermissionDenied) << denied.status().message();
+  SessionConfig c = config();
+  c.token = "hf_sessiontoken";
+  auto s = open("hf://datasets/lab/secret", c);
+  ASSERT_TRUE(s) << last_error_.message();
+  auto f = HubFile::open(s, "x.txt");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  std::string buf(16, '\0');
+  auto n = (*f)->pread(buf.data(), 0, buf.size());
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(buf.substr(0, *n), "secret\n");
+}
+
+TEST_F(SessionTest, MissingRepoIsNotFound) {
+  auto s = open("hf://datasets/lab/nothing", config());
+  ASSERT_FALSE(s);
+  EXPECT_EQ(last_error_.code(), Code::kNotFound) << last_error_.message();
+}
+
+// `hubfs cp`'s core: the whole file in order, hashed against its content id. A byte flipped on
+// the wire never makes a wrong copy; the next run, fault gone, copies exact bytes.
+TEST_F(SessionTest, CopyFileVerifiesAndStops) {
+  auto s = open("hf://datasets/lab/scans", config());
+  ASSERT_TRUE(s) << last_error_.message();
+  auto f = HubFile::open(s, "data/big.bin");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ((*f)->content_id().rfind("sha256:", 0), 0u) << (*f)->content_id();
+
+  hub_->add_fault({{"mode", "flip_byte"}, {"path_contains", "/blobs/"}, {"count", 1}});
+  std::string got;
+  CopyOptions options;
+  options.sink = [&got](const char* data, size_t n) {
+    got.append(data, n);
+    return Status::Ok();
+  };
+  hub_->reset_stats();
+  Status first = copy_file(**f, options);
+  EXPECT_GE(hub_->stats()["faults_injected"].get<int>(), 1);
+  hub_->clear_faults();
+  // Failed (the hash caught it), or retried into the right bytes: never a wrong copy.
+  if (first.ok()) {
+    EXPECT_EQ(testing::count_pattern_mismatches(kBigSeed, 0, got.data(), got.size()), 0u);
+  } else {
+    // The reader's own hash fails the read (EIO), or copy_file's (kCorrupt).
+    EXPECT_TRUE(first.code() == Code::kIo || first.code() == Code::kCorrupt) << first.message();
+  }
+
+  auto again = HubFile::open(s, "data/big.bin");
+  ASSERT_TRUE(again.ok());
+  got.clear();
+  uint64_t last_done = 0;
+  options.progress = [&last_done](uint64_t done, uint64_t total) {
+    EXPECT_EQ(total, kBigSize);
+    EXPECT_GT(done, last_done);
+    last_done = done;
+  };
+  Status ok = copy_file(**again, options);
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  EXPECT_EQ(got.size(), kBigSize);
+  EXPECT_EQ(testing::count_pattern_mismatches(kBigSeed, 0, got.data(), got.size()), 0u);
+  EXPECT_EQ(last_done, kBigSize);
+
+  CopyOptions stopping;
+  stopping.stop = [] { return true; };
+  Status stopped = copy_file(**again, stopping);
+  EXPECT_EQ(stopped.code(), Code::kUnavailable);
+  EXPECT_NE(stopped.message().find("interrupted"), std::string::npos);
+}
+
+// A second session on the same cache directory (a second process, or a mount after hubfs.open)
+// reads the whole file without one data request, and, pinned to the commit, without any request.
+TEST_F(SessionTest, SecondSessionOnTheSameCacheMakesNoDataRequest) {
+  std::string commit;
+  {
+    auto s = open("hf://datasets/lab/scans", config());
+    ASSERT_TRUE(s) << last_error_.message();
+    commit = s->info.commit;
+    auto f = HubFile::open(s, "data/big.bin");
+    ASSERT_TRUE(f.ok());
+    std::string buf(kBigSize, '\0');
+    auto n = (*f)->pread(buf.data(), 0, buf.size());
+    ASSERT_TRUE(n.ok());
+    ASSERT_EQ(*n, kBigSize);
+  }  // the session's cache writes are finished when it is gone
+  hub_->reset_stats();
+  auto read_all = [&](const std::string& url) {
+    auto s = open(url, config());
+    ASSERT_TRUE(s) << last_error_.message();
+    auto f = HubFile::open(s, "data/big.bin");
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    std::string buf(kBigSize, '\0');
+    auto n = (*f)->pread(buf.data(), 0, buf.size());
+    ASSERT_TRUE(n.ok()) << n.status().message();
+    EXPECT_EQ(testing::count_pattern_mismatches(kBigSeed, 0, buf.data(), *n), 0u);
+  };
+  read_all("hf://datasets/lab/scans");
+  nlohmann::json st = hub_->stats();
+  EXPECT_EQ(st["cdn_requests"].get<int>(), 0) << st.dump();
+  EXPECT_EQ(st["resolve_requests"].get<int>(), 0) << st.dump();
+  EXPECT_LE(st["requests"].get<int>(), 1) << st.dump();  // at most the branch's resolution
+  hub_->reset_stats();
+  read_all("hf://datasets/lab/scans@" + commit);
+  st = hub_->stats();
+  EXPECT_EQ(st["requests"].get<int>(), 0) << st.dump();
+}
+
+}  // namespace
+}  // namespace hubfs

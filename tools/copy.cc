@@ -1,0 +1,144 @@
+#include "copy.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <thread>
+
+#include "common/log.h"
+
+namespace hubfs {
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+// How often the copy looks for a stop signal while a read may be blocked on the network.
+constexpr auto kStopPoll = std::chrono::milliseconds(50);
+// Redraws at most this often: a terminal gets ~10 updates a second, not one per MiB.
+constexpr auto kProgressInterval = std::chrono::milliseconds(100);
+
+std::string human(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return buf;
+}
+
+Status write_all(int fd, const char* data, size_t n, const std::string& what) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, data, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return IoError("writing " + what + ": " + strerror(errno));
+    }
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int run_copy(const CopyCommand& c) {
+  auto fail = [](const Status& s) {
+    std::cerr << "hubfs: " << s.message() << "\n";
+    return 1;
+  };
+  auto url = parse_hf_url(c.url, c.revision);
+  if (!url.ok()) return fail(url.status());
+  if (url->path.empty()) return fail(InvalidArgument(c.url + " names a repo, not a file in it"));
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  auto session = std::make_shared<RepoSession>();
+  if (Status st = open_repo_session(c.session, RepoSpec{url->repo, ""}, *session); !st.ok()) return fail(st);
+  auto file = HubFile::open(session, url->path);
+  if (!file.ok()) return fail(file.status());
+
+  // cp: DEST, or DEST/NAME when DEST is a directory; written to a temp file beside it.
+  std::string dest = c.dest, temp;
+  int fd = STDOUT_FILENO;
+  if (!dest.empty()) {
+    struct stat st {};
+    if (::stat(dest.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      const size_t slash = url->path.rfind('/');
+      dest += "/" + (slash == std::string::npos ? url->path : url->path.substr(slash + 1));
+    }
+    temp = dest + ".hubfs-partial-" + std::to_string(getpid());
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return fail(IoError("cannot create " + temp + " (" + strerror(errno) + "); check that the directory of " +
+                          dest + " exists and is writable"));
+    }
+  }
+  const std::string where = dest.empty() ? std::string("stdout") : temp;
+  const bool bar = !c.quiet && isatty(STDERR_FILENO);
+  const auto started = std::chrono::steady_clock::now();
+  auto last_draw = started - kProgressInterval;
+  CopyOptions options;
+  options.sink = [fd, &where](const char* data, size_t n) { return write_all(fd, data, n, where); };
+  options.stop = [] { return g_stop.load(); };
+  options.progress = [&](uint64_t done, uint64_t total) {
+    if (!bar) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (done < total && now - last_draw < kProgressInterval) return;
+    last_draw = now;
+    const double seconds = std::chrono::duration<double>(now - started).count();
+    const int pct = total ? static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total)) : 100;
+    std::fprintf(stderr, "\r%s  %3d%%  %s / %s  %s/s   ", url->path.c_str(), pct, human(done).c_str(),
+                 human(total).c_str(), human(seconds > 0 ? done / seconds : 0).c_str());
+    std::fflush(stderr);
+  };
+  // A stop signal fails what is on the wire at once (a read may wait on a stalled request for
+  // its whole timeout otherwise); the copy then ends, and its blocks fetched so far stay cached.
+  std::atomic<bool> copying{true};
+  std::thread watcher([&copying, stack = &session->stack] {
+    while (copying.load()) {
+      if (g_stop.load()) {
+        stack->transport->shutdown();
+        stack->curl->shutdown();
+        stack->fetcher->shutdown();
+        return;
+      }
+      std::this_thread::sleep_for(kStopPoll);
+    }
+  });
+  Status st = copy_file(**file, options);
+  copying.store(false);
+  watcher.join();
+  if (bar) std::fprintf(stderr, "\n");
+  if (st.ok() && !temp.empty() && ::fsync(fd) != 0) st = IoError("flushing " + temp + ": " + strerror(errno));
+  if (!temp.empty()) {
+    if (::close(fd) != 0 && st.ok()) st = IoError("closing " + temp + ": " + strerror(errno));
+    if (st.ok() && ::rename(temp.c_str(), dest.c_str()) != 0) {
+      st = IoError("renaming " + temp + " to " + dest + ": " + strerror(errno));
+    }
+    if (!st.ok()) ::unlink(temp.c_str());
+  }
+  if (!st.ok()) {
+    const std::string why = g_stop.load()
+                                ? std::string("interrupted; the blocks fetched so far stay cached: run it again to resume")
+                                : st.message();
+    std::cerr << "hubfs: " << (dest.empty() ? "cat " : "cp ") << c.url << ": " << why << "\n";
+    return g_stop.load() ? 130 : 1;
+  }
+  return 0;
+}
+
+}  // namespace hubfs
