@@ -422,6 +422,16 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
   auto state = std::make_shared<DatasetState>();
   state->dataset = Hid(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT));
   if (!state->dataset.valid()) {
+    const std::string why = hdf5_error_text();
+    // A dataset libhdf5 cannot open (its object header says dataset; its layout, dataspace or
+    // type message is one libhdf5 refuses, e.g. a chunked layout of rank 0) is a damaged file,
+    // not a wrong name: kCorrupt (Python: OSError), naming libhdf5's reason.
+    H5O_info_t oinfo;
+    if (H5Oget_info_by_name2(file.get(), name.c_str(), &oinfo, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 &&
+        oinfo.type == H5O_TYPE_DATASET) {
+      return hubfs::Corrupt("file '" + path + "', dataset '" + name +
+                            "' is corrupt: libhdf5 cannot open it (" + why + ")");
+    }
     return InvalidArgument("'" + name + "' in " + where + " is not a dataset (" +
                            hdf5_error_text() + ")");
   }

@@ -69,7 +69,12 @@ TEST(HeaderDamage, LayoutRankPatchedToZeroIsRefusedOnEveryRouteButH5Dread) {
   auto f = File::open(path, quiet_options());
   ASSERT_TRUE(f.ok()) << f.status().message();
   auto ds = f->dataset("/data");
-  if (ds.ok()) {
+  if (!ds.ok()) {
+    // libhdf5 1.10.8 refuses to open it ("chunk size must be > 0"): a damaged dataset, not a
+    // missing one.
+    EXPECT_EQ(ds.status().code(), hubfs::Code::kCorrupt) << ds.status().message();
+    EXPECT_THAT(ds.status().message(), HasSubstr("is corrupt: libhdf5 cannot open it"));
+  } else {
     EXPECT_FALSE(ds->info().readable);
     for (Route route : {Route::kAuto, Route::kFastPath, Route::kFastOnly}) {
       auto got = ds->read("", via(route));
@@ -82,6 +87,8 @@ TEST(HeaderDamage, LayoutRankPatchedToZeroIsRefusedOnEveryRouteButH5Dread) {
     CliRun r = run_cli("read " + path + " /data --route " + route);
     EXPECT_EQ(r.code, 1) << route << ": " << r.out;
     EXPECT_THAT(r.out, HasSubstr("corrupt")) << route;
+    // The CLI skips libhdf5's exit teardown, which printed its internal state here.
+    EXPECT_THAT(r.out, ::testing::Not(HasSubstr("infinite loop closing library"))) << route;
   }
 }
 

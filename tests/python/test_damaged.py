@@ -49,13 +49,15 @@ def test_layout_rank_patched_to_zero_is_a_refusal_on_every_route(tmp_path):
                 with h5chunk.File({path!r}) as f:
                     f["data"].read(route=route)
             except OSError as e:
-                assert "corrupt" in str(e) and "layout message" in str(e), str(e)
+                assert "is corrupt" in str(e), str(e)
                 print("refused", route)
             else:
                 raise SystemExit("read succeeded on " + route)
         """)
     assert code == 0, out
     assert "refused auto" in out and "refused fast" in out
+    # h5chunk loaded libhdf5 first here: no exit-time teardown noise from libhdf5's leak.
+    assert "infinite loop closing library" not in out
 
 
 def test_compound_naming_a_member_twice_is_corrupt_not_a_numpy_error(tmp_path):
