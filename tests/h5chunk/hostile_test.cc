@@ -242,7 +242,8 @@ TEST(Hostile, ContiguousDatasetWhoseShapeOutgrowsItsStorageIsCorrupt) {
     auto hits = find_dims(file, {10, 10});
     ASSERT_FALSE(hits.empty());
     put_le64(&file[hits[0]], dim0);
-    if (hits.size() > 1 && hits[1] == hits[0] + 16) put_le64(&file[hits[1]], dim0);  // and its maximum
+    // And its maximum: dims (10, 10) then maximum (10, 10) match at +0, +8 and +16.
+    if (std::find(hits.begin(), hits.end(), hits[0] + 16) != hits.end()) put_le64(&file[hits[0] + 16], dim0);
     write_file_bytes(path, file);
     auto f = File::open(path, quiet_options());
     auto dset = f->dataset("/data");
