@@ -4,6 +4,7 @@
 //   h5chunk read FILE DATASET [SELECTION] [-o OUT] [--threads N] [--route auto|fast|h5dread]
 //   h5chunk info FILE [DATASET] [--json]
 //   h5chunk bench FILE DATASET [SELECTION] [--threads N] [--repeat R]
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -286,6 +287,12 @@ int cmd_bench(const std::string& path, const std::string& name, const std::strin
 }  // namespace
 
 int main(int argc, char** argv) {
+  // No libhdf5 teardown at exit. On some damaged files (a layout message of rank 0, a fixed
+  // array failing its checksum) libhdf5's own error path in H5Dopen keeps an internal reference
+  // to the file after every id h5chunk holds is closed (H5Fget_obj_count is 0), and its exit
+  // handler then prints "infinite loop closing library" with its internal state. h5chunk only
+  // reads: the process's exit closes the file, and there is nothing to flush.
+  H5dont_atexit();
   CLI::App app{"h5chunk: fast parallel reads of chunked HDF5 datasets"};
   app.require_subcommand(1);
   std::string file, dataset, selection, out, route = "auto";

@@ -1,5 +1,6 @@
 #include "h5chunk/element_type.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -100,6 +101,7 @@ struct Part {
   Hid mem;
   std::vector<ConversionOp> ops;
   std::string unsupported, blocker;
+  bool damaged = false;  // `unsupported` says what only a damaged datatype message describes
 };
 
 std::string order_char(bool big_endian, size_t size) { return size == 1 ? "|" : big_endian ? ">" : "<"; }
@@ -262,6 +264,22 @@ void describe_compound(hid_t type, Part& out) {
     }
     if (!m.unsupported.empty()) {
       out.unsupported = "a compound with member '" + names.back() + "' of " + m.unsupported;
+      out.damaged = m.damaged;
+      return;
+    }
+    // Only a damaged datatype message gives a member outside the record or a name twice; numpy
+    // cannot represent either (its dtype constructor raises), so neither can be returned.
+    const size_t member_size = H5Tget_size(member.get());
+    if (offsets.back() > size || member_size > size - offsets.back()) {
+      out.unsupported = "a compound whose member '" + names.back() + "' (" + std::to_string(member_size) +
+                        " bytes at offset " + std::to_string(offsets.back()) + ") lies outside its " +
+                        std::to_string(size) + "-byte record";
+      out.damaged = true;
+      return;
+    }
+    if (std::find(names.begin(), names.end() - 1, names.back()) != names.end() - 1) {
+      out.unsupported = "a compound naming member '" + names.back() + "' twice";
+      out.damaged = true;
       return;
     }
     if (out.blocker.empty() && !m.blocker.empty()) {
@@ -310,6 +328,7 @@ void describe_array(hid_t type, Part& out) {
   describe_part(base.get(), b);
   if (!b.unsupported.empty()) {
     out.unsupported = "an array of " + b.unsupported;
+    out.damaged = b.damaged;
     return;
   }
   out.kind = "array";
@@ -389,6 +408,7 @@ ElementDescription describe_element(hid_t file_type) {
   d.type.size = H5Tget_size(file_type);
   d.type.kind = p.kind;
   d.unsupported = p.unsupported;
+  d.damaged = p.damaged;
   if (d.unsupported.empty() && !p.mem.valid()) d.unsupported = "a type HDF5 cannot convert";
   if (!d.unsupported.empty()) return d;
   d.type.numpy = p.np_native;

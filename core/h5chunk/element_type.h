@@ -60,6 +60,9 @@ struct ElementDescription {
   Hid mem_type;                   // what H5Dread is asked for; the fill value is read as this
   Conversion conversion;          // stored -> returned bytes on the fast path
   std::string unsupported;        // non-empty: no read is possible (why, e.g. "variable-length string")
+  bool damaged = false;           // `unsupported` is what only a damaged datatype message says
+                                  // (a compound member outside its record, a name twice): numpy
+                                  // and h5py cannot represent it either, so the dataset is corrupt
   std::string fast_path_blocker;  // non-empty: H5Dread must convert (why)
 };
 

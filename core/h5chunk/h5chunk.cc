@@ -271,6 +271,17 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
     return hubfs::IoError("cannot read the dataset's shape: " + hdf5_error_text());
   }
   info->shape.assign(dims.begin(), dims.end());
+  // HDF5 never writes a current dimension over its maximum (H5Screate_simple and H5Dset_extent
+  // refuse one); only damage to the dataspace message makes it. libhdf5 does not check it on
+  // open, and H5Dread then loops over chunks the dataset cannot have (mutation fuzz seeds 1676
+  // and 12891: one bit of a dimension of an unfiltered chunked dataset, H5Dread never returned).
+  for (int d = 0; d < rank && corrupt->empty(); ++d) {
+    if (maxdims[d] != H5S_UNLIMITED && dims[d] > maxdims[d]) {
+      *corrupt = "its dataspace message gives axis " + std::to_string(d) + " " + std::to_string(dims[d]) +
+                 " elements, over its maximum of " + std::to_string(maxdims[d]) + " (shape " +
+                 shape_text(std::vector<uint64_t>(dims.begin(), dims.end())) + ")";
+    }
+  }
   // A null dataspace holds no elements at all (not even the one a scalar has).
   const bool null_space = H5Sget_simple_extent_type(space.get()) == H5S_NULL;
   info->null_space = null_space;
@@ -302,7 +313,9 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
     if (!element->unsupported.empty()) info->type_text += ": " + element->unsupported;
   }
   const bool fixed_size = element->unsupported.empty();
-  info->unsupported_type = element->unsupported;
+  // A damaged datatype is no type h5py reads either: corrupt, not "read it with h5py".
+  if (element->damaged) *corrupt = "its datatype message describes " + element->unsupported;
+  info->unsupported_type = element->damaged ? std::string() : element->unsupported;
   info->big_endian = H5Tget_order(file_type) == H5T_ORDER_BE;
   info->nbytes = checked_product(info->shape, size).value_or(UINT64_MAX);
 
@@ -409,6 +422,16 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
   auto state = std::make_shared<DatasetState>();
   state->dataset = Hid(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT));
   if (!state->dataset.valid()) {
+    const std::string why = hdf5_error_text();
+    // A dataset libhdf5 cannot open (its object header says dataset; its layout, dataspace or
+    // type message is one libhdf5 refuses, e.g. a chunked layout of rank 0) is a damaged file,
+    // not a wrong name: kCorrupt (Python: OSError), naming libhdf5's reason.
+    H5O_info_t oinfo;
+    if (H5Oget_info_by_name2(file.get(), name.c_str(), &oinfo, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 &&
+        oinfo.type == H5O_TYPE_DATASET) {
+      return hubfs::Corrupt("file '" + path + "', dataset '" + name +
+                            "' is corrupt: libhdf5 cannot open it (" + why + ")");
+    }
     return InvalidArgument("'" + name + "' in " + where + " is not a dataset (" +
                            hdf5_error_text() + ")");
   }
@@ -428,11 +451,11 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
     if (H5Zfilter_avail(static_cast<H5Z_filter_t>(f.id)) <= 0) state->h5dread_lacks_filter = true;
   }
   const std::string source = "file '" + path + "', dataset '" + name + "'";
-  if (!state->info.readable) {
-    state->refusal = Unsupported(source + " " + state->info.fast_path_blocker + "; " + state->info.fix);
-  } else if (!corrupt.empty()) {
+  if (!corrupt.empty()) {
     state->refusal = hubfs::Corrupt(source + " is corrupt: " + corrupt);
     state->info.readable = false;
+  } else if (!state->info.readable) {
+    state->refusal = Unsupported(source + " " + state->info.fast_path_blocker + "; " + state->info.fix);
   } else if (state->info.layout == "contiguous" || state->info.layout == "compact") {
     // These layouts store exactly the dataspace's bytes. A dataspace that disagrees with the
     // storage (dims patched on disk) sends H5Dread past it, and HDF5 1.10.8 then answers the

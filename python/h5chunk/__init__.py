@@ -151,9 +151,19 @@ class File:
             warnings.warn(line, FallbackWarning, stacklevel=stacklevel)
 
 
-def _numpy_dtype(descr: str) -> np.dtype:
-    """The numpy dtype the C++ library describes as a Python literal ("'<f4'", "{'names': ...}")."""
-    return np.dtype(ast.literal_eval(descr))
+def _numpy_dtype(descr: str, where: str = "") -> np.dtype:
+    """The numpy dtype the C++ library describes as a Python literal ("'<f4'", "{'names': ...}").
+
+    A damaged datatype message can describe a type numpy cannot represent (fields overlapping
+    or past the item size, a zero-sized member): that is an OSError naming the dataset and the
+    type, not numpy's TypeError/ValueError from deep inside the constructor.
+    """
+    try:
+        return np.dtype(ast.literal_eval(descr))
+    except (TypeError, ValueError, SyntaxError, MemoryError) as e:
+        raise OSError(
+            f"{where or 'the dataset'}: its datatype ({descr}) is not one numpy can represent "
+            f"({type(e).__name__}: {e}); the file's datatype message is probably damaged") from None
 
 
 def _progress_callback(progress: Any, desc: str):
@@ -216,8 +226,9 @@ class Dataset:
         self._h5py_only = core.unsupported_type
         if core.readable or (not self._h5py_only and core.numpy_stored_descr):
             # Elements arrive in native order; h5py's dtype keeps the stored byte order.
-            self._native_dtype: Optional[np.dtype] = _numpy_dtype(core.numpy_descr)
-            self.dtype: Optional[np.dtype] = _numpy_dtype(core.numpy_stored_descr)
+            where = f"file '{file.filename}', dataset '{core.path}'"
+            self._native_dtype: Optional[np.dtype] = _numpy_dtype(core.numpy_descr, where)
+            self.dtype: Optional[np.dtype] = _numpy_dtype(core.numpy_stored_descr, where)
         else:
             self._native_dtype = None
             self.dtype = None

@@ -12,6 +12,7 @@
 // Ctrl-C must reach). A KeyboardInterrupt sets ReadOptions::cancel; the read stops after the
 // chunks in flight, and the exception propagates once the read thread has finished with the
 // buffer.
+#include <hdf5.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -292,6 +293,11 @@ class PyFile {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "The h5chunk C++ library (use the h5chunk package, not this module, directly).";
+  // No libhdf5 teardown at exit when h5chunk is the first to load libhdf5 (with h5py first, its
+  // choice stands): on some damaged files libhdf5's H5Dopen error path keeps an internal
+  // reference to the file, and its exit handler then prints "infinite loop closing library".
+  // Nothing is written, so there is nothing to flush.
+  H5dont_atexit();
 
   py::class_<h5chunk::ReadStats>(m, "ReadStats", "What one read did.")
       .def(py::init<>())

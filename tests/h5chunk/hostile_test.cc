@@ -33,8 +33,11 @@ struct PatchedShape {
     std::vector<uint8_t> file = read_file_bytes(path);
     auto hits = find_dims(file, {20000, 64});
     if (hits.empty()) throw std::runtime_error("dataspace dims not found in " + path);
-    // The first hit is the current dimensions; a maximum-dimensions copy (if any) follows it.
+    // The first hit is the current dimensions; a maximum-dimensions copy (if any) follows it,
+    // and is patched too (a dimension over its maximum is refused as corrupt before any size
+    // is computed, and these tests are about the sizes).
     put_le64(&file[hits[0]], dim0);
+    if (hits.size() > 1 && hits[1] == hits[0] + 16) put_le64(&file[hits[1]], dim0);
     write_file_bytes(path, file);
   }
 };
@@ -153,6 +156,7 @@ TEST(Hostile, HugeChunkGridFallsBackInsteadOfWrappingChunkPositions) {
   auto hits = find_dims(file, {20000, 64});
   ASSERT_FALSE(hits.empty());
   put_le64(&file[hits[0]], uint64_t{1} << 60);  // grid: 2^60 x 64 = 2^66 chunks
+  if (hits.size() > 1 && hits[1] == hits[0] + 16) put_le64(&file[hits[1]], uint64_t{1} << 60);  // and its maximum
   write_file_bytes(path, file);
   auto f = File::open(path, quiet_options());
   auto dset = f->dataset("/data");
@@ -238,6 +242,8 @@ TEST(Hostile, ContiguousDatasetWhoseShapeOutgrowsItsStorageIsCorrupt) {
     auto hits = find_dims(file, {10, 10});
     ASSERT_FALSE(hits.empty());
     put_le64(&file[hits[0]], dim0);
+    // And its maximum: dims (10, 10) then maximum (10, 10) match at +0, +8 and +16.
+    if (std::find(hits.begin(), hits.end(), hits[0] + 16) != hits.end()) put_le64(&file[hits[0] + 16], dim0);
     write_file_bytes(path, file);
     auto f = File::open(path, quiet_options());
     auto dset = f->dataset("/data");

@@ -8,7 +8,8 @@
 // Release pass; 3,200 took 225 s there, the longest test of the suite). Longer runs, reported
 // in the closing notes, use the variables above.
 // A failure prints its seed; H5CHUNK_FUZZ_SEED=<seed> H5CHUNK_FUZZ_ITERATIONS=1 replays it, and
-// H5CHUNK_FUZZ_KEEP=DIR keeps every failing file there.
+// H5CHUNK_FUZZ_KEEP=DIR keeps every failing file there (and, as libhdf5-seed-N.h5, each file
+// H5Dread itself crashes or hangs on).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -140,6 +141,10 @@ void fuzz(uint64_t first_seed, uint64_t iterations) {
       case Verdict::kHdf5Crash:
         ++hdf5_crashes;
         std::cout << "[libhdf5 fails under H5Dread, not counted] " << label << ": " << r.detail << "\n";
+        if (keep) {
+          std::filesystem::create_directories(keep);
+          write_file_bytes(std::string(keep) + "/libhdf5-seed-" + std::to_string(seed) + ".h5", bytes);
+        }
         break;
       case Verdict::kHdf5QueryCrash:
         ++hdf5_query_crashes;

@@ -9,8 +9,9 @@
 //
 // A damaged file can make libhdf5 itself crash or hang. Each read therefore runs in a forked
 // child with a deadline and a memory ceiling, and blame is assigned by re-running: a crash or
-// hang of the H5Dread child is libhdf5's (counted, printed, not a failure); a crash or hang of
-// the h5chunk child is libhdf5's only if a third child making just the HDF5 calls h5chunk makes
+// hang of the H5Dread child alone is libhdf5's (counted, printed, not a failure); a crash or hang
+// of the h5chunk child (whatever H5Dread did: h5chunk must refuse where H5Dread would loop) is
+// libhdf5's only if a third child making just the HDF5 calls h5chunk makes
 // (open, describe, chunk queries) crashes or hangs too. Anything else is h5chunk's.
 #pragma once
 
@@ -603,8 +604,8 @@ enum class Verdict {
   kVerified,        // every h5chunk answer was an error or H5Dread's bytes
   kHdf5Garbage,     // H5Dread returned uninitialised bytes: what h5chunk's H5Dread route gives
                     // cannot be checked, and its own decoders' results cannot be compared
-  kHdf5Crash,       // libhdf5 crashed or hung under H5Dread (not h5chunk's doing)
-  kHdf5QueryCrash,  // libhdf5 crashed or hung under the calls h5chunk makes, H5Dread did not
+  kHdf5Crash,       // libhdf5 crashed or hung under H5Dread; h5chunk refused or answered
+  kHdf5QueryCrash,  // libhdf5 crashed or hung under the calls h5chunk makes (open, describe, chunk queries)
   kFailure,         // h5chunk crashed, hung, lied, or succeeded where the reference did not
 };
 
@@ -673,16 +674,20 @@ inline CaseResult run_case(const Fixture& fx, const std::string& file, const std
   const ChildEnd& ref = ends[0];
   const ChildEnd& ours = ends[1];
   CaseResult result;
-  if (ref.failed()) {
+  if (ref.failed() && !ours.failed()) {
     result.verdict = Verdict::kHdf5Crash;
     result.detail = "H5Dread child " + ref.describe() + "; h5chunk child " + ours.describe();
     return result;
   }
   if (ours.failed()) {
+    // Where H5Dread crashes or hangs, h5chunk must still refuse (its default route must not
+    // hand such a file to H5Dread): its child failing too is its failure, unless the calls it
+    // makes into libhdf5 fail on their own.
     // Blame libhdf5 only if the calls h5chunk makes into it fail on their own.
     auto probe = run_children({[&] { hdf5_calls_h5chunk_makes(file, fx.datasets); }}, dir, limits);
     result.verdict = probe[0].failed() ? Verdict::kHdf5QueryCrash : Verdict::kFailure;
     result.detail = "h5chunk child " + ours.describe() + "; HDF5 calls alone: " + probe[0].describe() +
+                    "; H5Dread child " + ref.describe() +
                     "\n--- h5chunk child stderr ---\n" + ours.stderr_text;
     return result;
   }
