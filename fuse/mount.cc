@@ -83,41 +83,6 @@ struct Mount {
   }
 };
 
-// The CA certificates TLS connections trust: --ca-bundle alone, else every bundle the
-// environment names (find_ca_bundles: REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, SSL_CERT_FILE; one is
-// passed as a file, several as the union of their PEM text), else libcurl's built-in store. A
-// named bundle that cannot be read fails the mount here, naming where it came from, rather than
-// as a TLS error later.
-Status choose_ca_bundle(const std::string& flag, CurlOptions& options) {
-  std::vector<CaBundle> bundles;
-  if (!flag.empty()) {
-    bundles.push_back(CaBundle{flag, "--ca-bundle"});
-  } else {
-    bundles = find_ca_bundles();
-  }
-  std::string pem;
-  for (const CaBundle& b : bundles) {
-    std::ifstream in;
-    if (access(b.path.c_str(), R_OK) == 0) in.open(b.path, std::ios::binary);
-    if (!in.is_open()) {
-      return InvalidArgument("the CA bundle " + b.path + " (from " + b.source + ") cannot be read (" +
-                             strerror(errno) + "); point " + b.source + " at a PEM file of trusted CA "
-                             "certificates, or unset it to use the system's");
-    }
-    pem.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (!pem.empty() && pem.back() != '\n') pem += '\n';
-  }
-  if (bundles.size() == 1) {
-    options.ca_bundle = bundles[0].path;
-  } else if (bundles.size() > 1) {
-    options.ca_pem = std::move(pem);
-    std::string names;
-    for (const CaBundle& b : bundles) names += (names.empty() ? "" : ", ") + b.source;
-    log_info("trusting the CA certificates of " + names + " together");
-  }
-  return Status::Ok();
-}
-
 // `hubfs status`: the daemon's identity and live counters as one JSON object (fuse/status.h),
 // read from the components' own stats. Called on FUSE threads while the session runs, so every
 // component it reads exists (the Mount destroys the session first).
@@ -548,6 +513,41 @@ int serve(Mount& m, const std::string& mountpoint) {
 }
 
 }  // namespace
+
+// The CA certificates TLS connections trust: --ca-bundle alone, else every bundle the
+// environment names (find_ca_bundles: REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, SSL_CERT_FILE; one is
+// passed as a file, several as the union of their PEM text), else libcurl's built-in store. A
+// named bundle that cannot be read fails the mount here, naming where it came from, rather than
+// as a TLS error later.
+Status choose_ca_bundle(const std::string& flag, CurlOptions& options) {
+  std::vector<CaBundle> bundles;
+  if (!flag.empty()) {
+    bundles.push_back(CaBundle{flag, "--ca-bundle"});
+  } else {
+    bundles = find_ca_bundles();
+  }
+  std::string pem;
+  for (const CaBundle& b : bundles) {
+    std::ifstream in;
+    if (access(b.path.c_str(), R_OK) == 0) in.open(b.path, std::ios::binary);
+    if (!in.is_open()) {
+      return InvalidArgument("the CA bundle " + b.path + " (from " + b.source + ") cannot be read (" +
+                             strerror(errno) + "); point " + b.source + " at a PEM file of trusted CA "
+                             "certificates, or unset it to use the system's");
+    }
+    pem.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (!pem.empty() && pem.back() != '\n') pem += '\n';
+  }
+  if (bundles.size() == 1) {
+    options.ca_bundle = bundles[0].path;
+  } else if (bundles.size() > 1) {
+    options.ca_pem = std::move(pem);
+    std::string names;
+    for (const CaBundle& b : bundles) names += (names.empty() ? "" : ", ") + b.source;
+    log_info("trusting the CA certificates of " + names + " together");
+  }
+  return Status::Ok();
+}
 
 int run_mount(const MountConfig& config) {
   if (Status s = url::check_endpoint(config.endpoint); !s.ok()) {

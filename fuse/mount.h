@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "net/curl_transport.h"
 
 namespace hubfs {
 
@@ -67,5 +68,11 @@ Status apply_environment_timeouts(MountConfig& config);
 // Defaults as documented in --help.
 std::string default_endpoint();
 std::string default_cache_dir();
+
+// The CA certificates TLS connections trust: `flag` (--ca-bundle) alone, else every bundle the
+// environment names (find_ca_bundles), else libcurl's store; fills options.ca_bundle or
+// options.ca_pem. A named bundle that cannot be read is an error naming where it came from.
+// The mount and `hubfs cache verify --complete` use it.
+Status choose_ca_bundle(const std::string& flag, CurlOptions& options);
 
 }  // namespace hubfs
