@@ -170,6 +170,7 @@ def run(name, work, data, window, extra):
             log("       first error: %s" % out["first_error"])
         if named:
             log("       the log says: %s" % named[0][:400])
+        out["quota_named"] = bool(named)
         return out
     finally:
         hub.stop()
@@ -189,8 +190,10 @@ def main():
         log("%d files, quotas api=30, resolvers=200 per %d s window, %d readers" % (a.files, a.window, READERS))
         wait = run("wait", work, data, a.window, ["--read-timeout", str(a.read_timeout)])
         short = run("short", work, data, a.window, ["--rate-limit-wait", str(a.rate_limit_wait)])
+        # The short run fails reads only when a 429 outlasts --rate-limit-wait (the gate's pacing
+        # avoids most): whatever failed must have been named in the log, and nothing may hang.
         ok = (wait["errors"] == 0 and wait["wrong"] == 0 and not wait["hung"] and short["wrong"] == 0 and
-              not short["hung"] and short["errors"] > 0)
+              not short["hung"] and (short["errors"] == 0 or short["quota_named"]))
         log("targets %s" % ("met" if ok else "NOT met"))
         return 0 if ok else 1
     finally:
