@@ -242,5 +242,26 @@ TEST_F(VerifyCompleteTest, UnmappableFilesAndAnUnreachableHubLeaveFilesUnverifie
   EXPECT_TRUE(cache_->get(sha256_id(c), 1).has_value());
 }
 
+// A repo the Hub refuses (private, no token) is asked once: its other files are not tried, and
+// the cause with its fix is reported once; nothing is deleted.
+TEST_F(VerifyCompleteTest, ARefusedRepoIsAskedOnceAndItsFilesStayUnverified) {
+  const std::string a = content(2 * kMiB, 7), b = content(2 * kMiB, 8);
+  cache_blocks("a.bin", sha256_id(a), a, {0});
+  cache_blocks("b.bin", sha256_id(b), b, {1});
+  FakeHub hub;
+  hub.fail = Status(Code::kNotFound, "repository datasets/o/r not found, or private: set HF_TOKEN");
+  ContentVerifyOptions options;
+  options.hub = hub.source();
+  auto v = cache_admin::verify_content(dir_.str(), options);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(hub.ranges.size(), 1u);
+  EXPECT_EQ(v->files_incomplete, 2u);
+  EXPECT_EQ(v->files_bad, 0u);
+  ASSERT_EQ(v->fetch_errors.size(), 1u);
+  EXPECT_NE(v->fetch_errors[0].find("set HF_TOKEN"), std::string::npos) << v->fetch_errors[0];
+  EXPECT_TRUE(cache_->get(sha256_id(a), 0).has_value());
+  EXPECT_TRUE(cache_->get(sha256_id(b), 1).has_value());
+}
+
 }  // namespace
 }  // namespace hubfs
