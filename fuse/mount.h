@@ -34,6 +34,8 @@ struct MountConfig : SessionConfig {
 int run_mount(const MountConfig& config);
 
 
-// parse_size, apply_environment_timeouts, default_endpoint and default_cache_dir: fs/session.h.
+// parse_size, apply_environment_timeouts, default_endpoint, default_cache_dir and
+// choose_ca_bundle: fs/session.h.
+
 
 }  // namespace hubfs

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cache/cache_admin.h"
+#include "cache_verify.h"
 #include "common/log.h"
 #include "copy.h"
 #include "hub/environment.h"
@@ -427,10 +428,29 @@ int main(int real_argc, char** real_argv) {
       "clear", "Remove every block, or with REPO only that repo's (blocks another repo's file also "
                "uses are kept).");
   clear->add_option("repo", clear_repo, "[models/|datasets/|spaces/]ORG/NAME (models is the default type)");
+  hubfs::CacheVerifyConfig verify_config;
+  std::string verify_shared_cache;
   auto* verify = cache->add_subcommand(
       "verify",
       "Re-check every block's checksum, then re-hash every completely cached file against its content id "
-      "(sha256 / git blob id); delete what is bad; exits 1 if anything was.");
+      "(sha256 / git blob id) and delete what is bad; partly cached files are reported unverifiable unless "
+      "--complete. Exit 0: all verified; 1: bad blocks or files found and deleted; 2: could not run; 3: "
+      "nothing bad, but partly cached files remain unverified.");
+  verify->add_flag("--complete", verify_config.complete,
+                   "Fetch from the Hub what partly cached files lack and verify them whole (a progress bar on "
+                   "a terminal); a bad file is deleted and fetched again");
+  verify->add_option("--endpoint", verify_config.endpoint,
+                     "With --complete: the Hub the files were read from (default $HF_ENDPOINT, else "
+                     "https://huggingface.co); the token is found as a mount finds it");
+  verify->add_option("--ca-bundle", verify_config.ca_bundle, "With --complete: as for hubfs mount");
+  verify->add_option("--read-timeout", verify_config.read_timeout_s,
+                     "With --complete: seconds each range may take, retries included (default 120)")
+      ->check(CLI::Range(1, 3600));
+  verify->add_option("--shared-cache", verify_shared_cache,
+                     "memcached servers of a shared block tier the mounts use: bad files' blocks are deleted "
+                     "there too (needs --shared-cache-key-file)");
+  verify->add_option("--shared-cache-key-file", verify_config.shared_cache_key_file,
+                     "The key file the mounts sharing --shared-cache use");
 
   // Set last: subcommands copy their parent's footer when they are added.
   app.footer(
@@ -531,23 +551,16 @@ int main(int real_argc, char** real_argv) {
     return 0;
   }
   if (!*verify) return 2;  // unreachable: the cache command requires one of its actions
-  auto verified = admin::verify(cache_dir);
-  if (!verified.ok()) return fail(verified.status());
-  for (const std::string& bad : verified->bad_files) std::cerr << "hubfs: bad block deleted: " << bad << "\n";
-  std::cout << "checked " << verified->checked << " blocks: " << verified->bad << " bad (deleted)";
-  if (verified->vanished > 0) std::cout << ", " << verified->vanished << " evicted while checking";
-  std::cout << "\n";
-  // Then whole files: a block can carry a good checksum over bytes that were corrupt when they
-  // arrived; a complete file's hash catches that.
-  auto content = admin::verify_content(cache_dir);
-  if (!content.ok()) return fail(content.status());
-  for (const std::string& bad : content->bad_files) std::cerr << "hubfs: content mismatch: " << bad << "\n";
-  for (const std::string& partial : content->unverifiable_files)
-    std::cout << "unverifiable (partly cached, no whole-file hash to check): " << partial << "\n";
-  std::cout << "re-hashed " << content->files_checked << " complete files: " << content->files_bad
-            << " bad (deleted); " << content->files_incomplete << " partly cached files ("
-            << admin::human_bytes(content->unverifiable_bytes)
-            << ") are UNVERIFIED: their blocks passed only the checksum of what was written, not a hash of "
-               "the Hub's content; read such a file whole through a mount to verify it\n";
-  return verified->bad > 0 || content->files_bad > 0 ? 1 : 0;
+  verify_config.cache_dir = cache_dir;
+  if (verify_config.endpoint.empty()) verify_config.endpoint = hubfs::default_endpoint();
+  while (!verify_config.endpoint.empty() && verify_config.endpoint.back() == '/') verify_config.endpoint.pop_back();
+  if (!verify_shared_cache.empty()) {
+    auto servers = hubfs::parse_shared_cache_servers(verify_shared_cache);
+    if (!servers.ok()) {
+      std::cerr << "hubfs: " << servers.status().message() << "\n";
+      return 2;
+    }
+    verify_config.shared_cache = *servers;
+  }
+  return hubfs::run_cache_verify(verify_config);
 }

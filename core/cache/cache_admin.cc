@@ -373,51 +373,248 @@ Result<Verified> verify(const std::string& cache_dir) {
   return v;
 }
 
-Result<ContentVerified> verify_content(const std::string& cache_dir) {
-  if (Status s = check_cache_dir(cache_dir); !s.ok()) return s;
-  CacheOptions options;
-  options.dir = cache_dir;
-  options.budget_bytes = UINT64_MAX;  // look, never evict
-  auto cache = BlockCache::open(options);
-  if (!cache.ok()) return cache.status();
-  constexpr uint64_t kBlock = 1u << 20;  // the mount's block size (content ids carry no suffix)
-  ContentVerified v;
-  std::set<std::string> seen;
-  for (const IndexEntry& e : cache_index::read_all(cache_dir)) {
-    const IndexRecord& r = e.record;
-    if (!seen.insert(r.content_id).second) continue;
+namespace {
+
+// The mount's default block size: content ids in the index carry no block-size suffix, so their
+// blocks are 1 MiB (BlockReader::cache_id).
+constexpr uint64_t kBlock = 1u << 20;
+// Missing blocks fetched in one request by --complete: 8 MiB, the mount's read-ahead request
+// size; few requests for a big file, and a bounded buffer.
+constexpr uint64_t kFetchBlocks = 8;
+
+std::string describe(const IndexRecord& r) { return r.repo + "/" + r.path + " (" + r.content_id + ")"; }
+
+// One pass of `cache verify` over the content ids the index names (see verify_content).
+class ContentPass {
+ public:
+  ContentPass(BlockCache& cache, const ContentVerifyOptions& options) : cache_(cache), options_(options) {}
+
+  void run(const std::vector<std::vector<IndexRecord>>& files) {
+    for (const auto& records : files) total_ += records.front().size;
+    for (const auto& records : files) {
+      check(records);
+      done_ += records.front().size;
+      report(0);
+    }
+  }
+  ContentVerified result() && { return std::move(v_); }
+
+ private:
+  uint64_t blocks_of(const IndexRecord& r) const { return (r.size + kBlock - 1) / kBlock; }
+  uint64_t block_length(const IndexRecord& r, uint64_t i) const { return std::min(kBlock, r.size - i * kBlock); }
+
+  // Never backwards: a file is gone through twice when it is completed or fetched again.
+  void report(uint64_t within_file) {
+    const uint64_t now = std::min(total_, done_ + within_file);
+    if (!options_.progress || now < shown_) return;
+    shown_ = now;
+    options_.progress(now, total_);
+  }
+
+  // The block if it is cached whole (a block failing its checksum is deleted by get: a miss).
+  std::optional<std::string> cached(const IndexRecord& r, uint64_t i) {
+    auto block = cache_.get(r.content_id, i);
+    if (!block || block->size() != block_length(r, i)) return std::nullopt;
+    return block;
+  }
+
+  void check(const std::vector<IndexRecord>& records) {
+    const IndexRecord& r = records.front();
     auto verifier = ContentVerifier::for_content(r.content_id, r.size);
-    if (!verifier) continue;
-    const uint64_t blocks = (r.size + kBlock - 1) / kBlock;
+    if (!verifier) return;  // not a hash we can compute: nothing to judge it by
     bool complete = true;
     uint64_t cached_bytes = 0;
-    for (uint64_t i = 0; i < blocks; ++i) {
-      auto block = (*cache)->get(r.content_id, i);
-      if (!block || block->size() != std::min(kBlock, r.size - i * kBlock)) {
+    for (uint64_t i = 0; i < blocks_of(r); ++i) {
+      auto block = cached(r, i);
+      if (!block) {
         complete = false;
         continue;  // keep counting what is cached, for the report
       }
       cached_bytes += block->size();
       if (complete) verifier->update(*block);
+      report(cached_bytes);
     }
     if (!complete) {
-      if (cached_bytes == 0) continue;  // nothing cached: nothing to vouch for
-      v.files_incomplete += 1;
-      v.unverifiable_bytes += cached_bytes;
-      v.unverifiable_files.push_back(r.repo + "/" + r.path + " (" + r.content_id + "): " +
-                                     std::to_string(cached_bytes) + " of " + std::to_string(r.size) +
-                                     " bytes cached");
-      continue;
+      if (cached_bytes > 0) complete_partial(records, cached_bytes);
+      return;
     }
-    v.files_checked += 1;
-    ContentVerifier::Verdict verdict = verifier->finish();
-    if (verdict.match) continue;
-    for (uint64_t i = 0; i < blocks; ++i) (*cache)->remove(r.content_id, i);
-    v.files_bad += 1;
-    v.bad_files.push_back(r.repo + "/" + r.path + " (" + r.content_id + "): its blocks hash to " +
-                          verdict.computed + "; all its blocks were deleted");
+    v_.files_checked += 1;
+    const ContentVerifier::Verdict verdict = verifier->finish();
+    if (!verdict.match) bad(records, "its blocks hash to " + verdict.computed);
   }
-  return v;
+
+  // A partly cached file: completed from the Hub and judged whole (--complete), else reported.
+  void complete_partial(const std::vector<IndexRecord>& records, uint64_t cached_bytes) {
+    const IndexRecord& r = records.front();
+    std::string why_not;
+    if (options_.hub) {
+      const IndexRecord* source = nullptr;
+      Status unmappable = pick_source(records, source);
+      if (!source) {
+        why_not = "no Hub URL for it: " + unmappable.message();
+        v_.files_unmappable += 1;
+      } else {
+        auto verdict = hash_filling(*source);
+        if (verdict.ok()) {
+          v_.files_checked += 1;
+          if (verdict->match) {
+            v_.files_completed += 1;
+          } else {
+            bad(records, "completed from the Hub, it hashes to " + verdict->computed);
+          }
+          return;
+        }
+        why_not = verdict.status().message();
+      }
+    }
+    v_.files_incomplete += 1;
+    v_.unverifiable_bytes += cached_bytes;
+    v_.unverifiable_files.push_back(describe(r) + ": " + std::to_string(cached_bytes) + " of " +
+                                    std::to_string(r.size) + " bytes cached" +
+                                    (why_not.empty() ? "" : "; not completed: " + why_not));
+  }
+
+  // The first record the Hub source can fetch (identical content under several names: any will
+  // do), or null and why the first one cannot be.
+  Status pick_source(const std::vector<IndexRecord>& records, const IndexRecord*& source) {
+    Status first;
+    for (const IndexRecord& r : records) {
+      Status s = options_.hub->mappable(r);
+      if (s.ok()) {
+        source = &r;
+        return s;
+      }
+      if (first.ok()) first = s;
+    }
+    return first;
+  }
+
+  // Hashes the file from its cached blocks, fetching the missing ones (and caching them) as it
+  // goes. A fetched block is cached before the verdict: if the file turns out bad, every block
+  // is purged anyway, and a mount reading it meanwhile gets what a read of its own would have.
+  Result<ContentVerifier::Verdict> hash_filling(const IndexRecord& r) {
+    auto verifier = ContentVerifier::for_content(r.content_id, r.size);
+    const uint64_t blocks = blocks_of(r);
+    uint64_t i = 0, fed = 0;
+    auto feed = [&](std::string_view bytes) {
+      verifier->update(bytes);
+      fed += bytes.size();
+      report(fed);
+    };
+    while (i < blocks) {
+      if (auto block = cached(r, i)) {
+        feed(*block);
+        ++i;
+        continue;
+      }
+      // A run of missing blocks, up to kFetchBlocks, fetched in one request.
+      uint64_t end = i + 1;
+      std::optional<std::string> after;
+      while (end < blocks && end - i < kFetchBlocks && !(after = cached(r, end))) ++end;
+      const uint64_t offset = i * kBlock, length = std::min(end * kBlock, r.size) - offset;
+      auto bytes = fetch(r, offset, length);
+      if (!bytes.ok()) return bytes.status();
+      v_.bytes_fetched += length;
+      for (uint64_t j = i; j < end; ++j)
+        cache_.put(r.content_id, j, std::string_view(*bytes).substr((j - i) * kBlock, block_length(r, j)));
+      feed(*bytes);
+      i = end;
+      if (after) {
+        feed(*after);
+        ++i;
+      }
+    }
+    return verifier->finish();
+  }
+
+  // One range from the Hub, unless an earlier answer says it cannot come (the Hub is down, the
+  // repo refused us): then the same reason, without asking again.
+  Result<std::string> fetch(const IndexRecord& r, uint64_t offset, uint64_t length) {
+    if (!hub_down_.empty()) return Status(Code::kUnavailable, "not tried: " + hub_down_);
+    if (auto it = refused_.find(r.repo); it != refused_.end())
+      return Status(Code::kPermissionDenied, "not tried: " + it->second);
+    auto bytes = options_.hub->fetch(r, offset, length);
+    if (bytes.ok() && bytes->size() != length) {
+      bytes = Corrupt("the Hub sent " + std::to_string(bytes->size()) + " bytes for a range of " +
+                      std::to_string(length));
+    }
+    if (bytes.ok()) return bytes;
+    const Status& s = bytes.status();
+    v_.fetch_errors.push_back(r.repo + "/" + r.path + ": " + s.message());
+    if (s.code() == Code::kUnavailable || s.code() == Code::kTimeout) hub_down_ = s.message();
+    if (s.code() == Code::kPermissionDenied || s.code() == Code::kNotFound) refused_[r.repo] = s.message();
+    return s;
+  }
+
+  // Deletes every block of the file, here and in the shared tier.
+  void purge(const IndexRecord& r) {
+    for (uint64_t i = 0; i < blocks_of(r); ++i) {
+      cache_.remove(r.content_id, i);
+      if (options_.shared && options_.shared_key) {
+        std::string key = SharedBlockKey{options_.shared_key->id(), r.content_id, static_cast<uint32_t>(kBlock), i}.str();
+        const size_t size = shared_envelope::size(key, block_length(r, i));
+        options_.shared->remove(std::move(key), size);
+        v_.shared_blocks_deleted += 1;
+      }
+    }
+  }
+
+  // A file whose whole hash differs from its content id: purged, then (--complete) fetched
+  // again whole and verified; what still fails is purged again.
+  void bad(const std::vector<IndexRecord>& records, const std::string& why) {
+    const IndexRecord& r = records.front();
+    purge(r);
+    v_.files_bad += 1;
+    std::string line = describe(r) + ": " + why + "; all its blocks were deleted";
+    if (options_.shared && options_.shared_key) line += " (here and in the shared tier)";
+    if (options_.hub) {
+      const IndexRecord* source = nullptr;
+      Status unmappable = pick_source(records, source);
+      if (!source) {
+        line += "; not fetched again: no Hub URL for it: " + unmappable.message();
+      } else if (auto again = hash_filling(*source); !again.ok()) {
+        line += "; not fetched again: " + again.status().message();
+      } else if (again->match) {
+        v_.files_refetched += 1;
+        line += "; fetched again from the Hub: exact";
+      } else {
+        purge(r);
+        line += "; fetched again, it still hashes to " + again->computed +
+                " (the Hub, or something between it and us, serves other bytes than its content id): deleted "
+                "again";
+      }
+    }
+    v_.bad_files.push_back(std::move(line));
+  }
+
+  BlockCache& cache_;
+  const ContentVerifyOptions& options_;
+  ContentVerified v_;
+  uint64_t total_ = 0, done_ = 0, shown_ = 0;
+  std::string hub_down_;                     // why the Hub cannot be reached, once it could not
+  std::map<std::string, std::string> refused_;  // repo -> why the Hub refused its files
+};
+
+}  // namespace
+
+Result<ContentVerified> verify_content(const std::string& cache_dir, const ContentVerifyOptions& options) {
+  if (Status s = check_cache_dir(cache_dir); !s.ok()) return s;
+  CacheOptions cache_options;
+  cache_options.dir = cache_dir;
+  cache_options.budget_bytes = UINT64_MAX;  // look, never evict
+  auto cache = BlockCache::open(cache_options);
+  if (!cache.ok()) return cache.status();
+  // Each content id once, with every record naming it, in index order.
+  std::vector<std::vector<IndexRecord>> files;
+  std::unordered_map<std::string, size_t> slot;
+  for (IndexEntry& e : cache_index::read_all(cache_dir)) {
+    auto [it, fresh] = slot.emplace(e.record.content_id, files.size());
+    if (fresh) files.emplace_back();
+    files[it->second].push_back(std::move(e.record));
+  }
+  ContentPass pass(**cache, options);
+  pass.run(files);
+  return std::move(pass).result();
 }
 
 }  // namespace hubfs::cache_admin

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/cache_index.h"
+#include "cache/shared_tier.h"
 #include "common/status.h"
 
 namespace hubfs::cache_admin {
@@ -78,19 +80,57 @@ Result<Verified> verify(const std::string& cache_dir);
 
 struct ContentVerified {
   uint64_t files_checked = 0;     // content ids whose every block was cached: re-hashed
-  uint64_t files_incomplete = 0;  // some block missing: cannot be judged
-  // Each partly cached file: "repo/path (content id): N of M bytes cached". A partial read has no
+  uint64_t files_incomplete = 0;  // partly cached and left so (not judged): see unverifiable_files
+  // Each partly cached file left unverified: "repo/path (content id): N of M bytes cached", then,
+  // with --complete, why it could not be completed ("; not fetched: ..."). A partial read has no
   // whole-file hash to check against, so these blocks are NOT verified (beyond their CRC-32C,
   // which only proves they are what was written, not what the Hub holds).
   std::vector<std::string> unverifiable_files;
   uint64_t unverifiable_bytes = 0;
   uint64_t files_bad = 0;         // hash differs from the content id: all blocks deleted
   std::vector<std::string> bad_files;  // "repo/path (content id): why"
+  // With --complete (ContentVerifyOptions::hub):
+  uint64_t files_completed = 0;   // partly cached files filled from the Hub and verified whole
+  uint64_t files_refetched = 0;   // bad files (of files_bad) fetched again whole and verified exact
+  uint64_t files_unmappable = 0;  // of files_incomplete: no Hub URL known for them (see the reason)
+  uint64_t bytes_fetched = 0;
+  std::vector<std::string> fetch_errors;  // "repo/path: why" (each cause and its fix, once per repo)
+  uint64_t shared_blocks_deleted = 0;     // deletes queued in the shared tier for bad files' blocks
 };
+
+// Where `cache verify --complete` gets the bytes a partly cached file lacks: the Hub, seen
+// through a file's index record (repo, commit, path). Injectable, so the logic is tested
+// without a server (tools/cache_verify.cc wires the real Hub).
+struct HubSource {
+  // OK when `fetch` can serve this file; otherwise why not, in words for the report (no commit
+  // recorded, read through another endpoint, ...): the file is reported unverifiable, not fetched.
+  std::function<Status(const IndexRecord&)> mappable;
+  // Exactly `length` bytes at `offset` of the file at its recorded commit, or why not. An error
+  // coded kUnavailable or kTimeout means the Hub cannot be reached: no further file is tried.
+  // kPermissionDenied or kNotFound is taken to hold for the whole repo: its other files are
+  // not tried either (the first error, with its fix, is reported once).
+  std::function<Result<std::string>(const IndexRecord&, uint64_t offset, uint64_t length)> fetch;
+};
+
+struct ContentVerifyOptions {
+  // --complete: fetch what partly cached files lack, verify them whole; refetch a bad file after
+  // purging it. Unset: partly cached files are only reported.
+  std::optional<HubSource> hub;
+  // A shared tier (cache/shared_tier.h) a bad file's blocks are deleted from as well, under the
+  // key the machines sharing it hold. Both or neither.
+  SharedTier* shared = nullptr;
+  std::optional<SharedTierKey> shared_key;
+  // Called as the work advances: bytes of files gone through so far, of `total` (every indexed
+  // file's size, each content once). On the calling thread.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
 // Re-hashes every complete file the index names (sha256 for LFS files, the git blob id for
 // small ones) from its cached blocks and deletes every block of a file whose hash differs from
-// its content id. Blocks are 1 MiB (the mount's default block size).
-Result<ContentVerified> verify_content(const std::string& cache_dir);
+// its content id (from the shared tier too when one is given). Blocks are 1 MiB (the mount's
+// default block size). With options.hub, partly cached files are completed from the Hub and
+// verified whole, and bad files fetched again (see ContentVerifyOptions).
+Result<ContentVerified> verify_content(const std::string& cache_dir, const ContentVerifyOptions& options = {});
 
 // "1.5 GiB", "812 KiB", "17 B".
 std::string human_bytes(uint64_t bytes);

@@ -26,6 +26,31 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v && *v ? std::string(v) : fallback;
 }
 
+
+// The shared block tier, unless the repo is private or gated and shared_cache_private was not
+// given (whoever reaches the servers could read its blocks). Contacts no server: a tier that is
+// down costs Hub fetches, never the session.
+Status open_shared_tier(const SessionConfig& config, const PinnedRevision& info, const std::string& repo_label,
+                        uint32_t block_size, Stack& s) {
+  if (config.shared_cache.empty()) return Status::Ok();
+  if ((info.is_private || info.gated) && !config.shared_cache_private) {
+    log_info("shared cache: not used for " + repo_label + ", which is " + (info.is_private ? "private" : "gated") +
+             " (anyone who can reach the cache servers could read its blocks); --shared-cache-private "
+             "shares it anyway");
+    return Status::Ok();
+  }
+  MemcachedTierOptions options;
+  options.servers = config.shared_cache;
+  auto tier = MemcachedTier::create(options);
+  if (!tier.ok()) return tier.status();
+  s.shared_tier = std::move(tier).value();
+  s.shared_blocks = std::make_unique<SharedBlocks>(*s.shared_tier, block_size, *s.shared_key);
+  log_info("shared cache: " + s.shared_tier->describe());
+  return Status::Ok();
+}
+
+}  // namespace
+
 // The CA certificates TLS connections trust: the ca_bundle option alone, else every bundle the
 // environment names (find_ca_bundles: REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, SSL_CERT_FILE; one is
 // passed as a file, several as the union of their PEM text), else libcurl's built-in store. A
@@ -60,30 +85,6 @@ Status choose_ca_bundle(const std::string& flag, CurlOptions& options) {
   }
   return Status::Ok();
 }
-
-// The shared block tier, unless the repo is private or gated and shared_cache_private was not
-// given (whoever reaches the servers could read its blocks). Contacts no server: a tier that is
-// down costs Hub fetches, never the session.
-Status open_shared_tier(const SessionConfig& config, const PinnedRevision& info, const std::string& repo_label,
-                        uint32_t block_size, Stack& s) {
-  if (config.shared_cache.empty()) return Status::Ok();
-  if ((info.is_private || info.gated) && !config.shared_cache_private) {
-    log_info("shared cache: not used for " + repo_label + ", which is " + (info.is_private ? "private" : "gated") +
-             " (anyone who can reach the cache servers could read its blocks); --shared-cache-private "
-             "shares it anyway");
-    return Status::Ok();
-  }
-  MemcachedTierOptions options;
-  options.servers = config.shared_cache;
-  auto tier = MemcachedTier::create(options);
-  if (!tier.ok()) return tier.status();
-  s.shared_tier = std::move(tier).value();
-  s.shared_blocks = std::make_unique<SharedBlocks>(*s.shared_tier, block_size, *s.shared_key);
-  log_info("shared cache: " + s.shared_tier->describe());
-  return Status::Ok();
-}
-
-}  // namespace
 
 std::string default_endpoint() { return find_endpoint(); }
 

@@ -68,6 +68,11 @@ std::string default_cache_dir();
 // Fills the timeouts no option set from huggingface_hub's HF_HUB_ETAG_TIMEOUT (metadata) and
 // HF_HUB_DOWNLOAD_TIMEOUT (data stall); a bad value is an error naming the variable.
 Status apply_environment_timeouts(SessionConfig& config);
+// The CA certificates TLS connections trust: `flag` (--ca-bundle) alone, else every bundle the
+// environment names (find_ca_bundles), else libcurl's store; fills options.ca_bundle or
+// options.ca_pem. A named bundle that cannot be read is an error naming where it came from.
+// Every door and `hubfs cache verify --complete` use it.
+Status choose_ca_bundle(const std::string& flag, CurlOptions& options);
 // "10G", "512M", "1.5T", "4096" -> bytes (K/M/G/T are powers of 1024).
 Result<uint64_t> parse_size(const std::string& text);
 

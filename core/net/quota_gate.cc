@@ -1,7 +1,6 @@
 #include "net/quota_gate.h"
 
 #include <algorithm>
-#include <charconv>
 
 #include "common/url.h"
 
@@ -18,59 +17,7 @@ constexpr int64_t kMinSlowDown = 2;
 // t may still land in the old window.
 constexpr seconds kResetMargin{1};
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-std::optional<int64_t> parse_int(std::string_view s) {
-  s = trim(s);
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v < 0) return std::nullopt;
-  return v;
-}
-
-// The parameters of a structured header item: `"api";r=0;t=55` -> name "api", {r:0, t:55}.
-// Quoted strings are names; key=value pairs are parameters.
-struct Items {
-  std::vector<std::string> names;
-  std::map<std::string, int64_t> params;
-};
-Items split_items(std::string_view value) {
-  Items out;
-  while (!value.empty()) {
-    size_t semi = value.find(';');
-    std::string_view part = trim(value.substr(0, semi));
-    if (part.size() >= 2 && part.front() == '"' && part.back() == '"') {
-      out.names.emplace_back(part.substr(1, part.size() - 2));
-    } else if (size_t eq = part.find('='); eq != std::string_view::npos) {
-      if (auto v = parse_int(part.substr(eq + 1))) out.params[std::string(trim(part.substr(0, eq)))] = *v;
-    }
-    if (semi == std::string_view::npos) break;
-    value.remove_prefix(semi + 1);
-  }
-  return out;
-}
-
 }  // namespace
-
-std::optional<RateLimitHeader> parse_ratelimit(std::string_view value) {
-  Items items = split_items(value);
-  auto r = items.params.find("r");
-  auto t = items.params.find("t");
-  if (items.names.empty() || r == items.params.end() || t == items.params.end()) return std::nullopt;
-  return RateLimitHeader{items.names.back(), r->second, t->second};
-}
-
-std::optional<std::pair<int64_t, int64_t>> parse_ratelimit_policy(std::string_view value) {
-  Items items = split_items(value);
-  auto q = items.params.find("q");
-  auto w = items.params.find("w");
-  if (q == items.params.end() || w == items.params.end() || w->second <= 0) return std::nullopt;
-  return std::make_pair(q->second, w->second);
-}
 
 QuotaGate::QuotaGate(QuotaGateOptions options) : options_(std::move(options)) {
   if (auto o = url::origin_of(options_.endpoint)) origin_ = o->scheme + "://" + o->host + ":" + std::to_string(o->port);

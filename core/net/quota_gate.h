@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/http.h"
+#include "net/rate_limit_headers.h"  // parse_ratelimit, parse_ratelimit_policy (also for its users)
 
 namespace hubfs {
 
@@ -108,15 +109,5 @@ class QuotaGate {
   mutable std::mutex mu_;
   std::map<std::string, Bucket> buckets_;
 };
-
-// `RateLimit: "api";r=0;t=55` -> {"api", 0, 55}; nullopt when malformed.
-struct RateLimitHeader {
-  std::string bucket;
-  int64_t remaining = 0;
-  int64_t reset_s = 0;
-};
-std::optional<RateLimitHeader> parse_ratelimit(std::string_view value);
-// `RateLimit-Policy: "fixed window";"api";q=500;w=300` -> {q, w}; nullopt when malformed.
-std::optional<std::pair<int64_t, int64_t>> parse_ratelimit_policy(std::string_view value);
 
 }  // namespace hubfs

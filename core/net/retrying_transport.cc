@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -13,25 +12,12 @@
 #include "common/log.h"
 #include "common/timer.h"
 #include "common/url.h"
+#include "net/rate_limit_headers.h"
 
 namespace hubfs {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-std::optional<int64_t> parse_int(std::string_view s) {
-  s = trim(s);
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v < 0) return std::nullopt;
-  return v;
-}
 
 bool retryable_status(long status) {
   switch (status) {
@@ -51,34 +37,6 @@ Status transient_fault(const HttpRequest& request, const Result<HttpResponse>& r
   if (retryable_status(r->status)) return IoError("HTTP " + std::to_string(r->status));
   if (request.validate && r->status >= 200 && r->status < 300) return request.validate(*r);
   return Status::Ok();
-}
-
-// Retry-After: delta-seconds, or an HTTP-date (RFC 9110 IMF-fixdate).
-std::optional<milliseconds> parse_retry_after(std::string_view value) {
-  if (auto seconds = parse_int(value)) return milliseconds(*seconds * 1000);
-  std::string text(trim(value));
-  struct tm tm = {};
-  const char* end = strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  if (!end || *end != '\0') return std::nullopt;
-  auto when = std::chrono::system_clock::from_time_t(timegm(&tm));
-  auto wait = std::chrono::duration_cast<milliseconds>(when - std::chrono::system_clock::now());
-  return std::max(wait, milliseconds(0));
-}
-
-// IETF RateLimit header, as the Hub sends it: `"api";r=0;t=55` means no requests remain in
-// this window, which resets in 55 s. Returns t when the quota is exhausted (r=0, or r absent).
-std::optional<int64_t> parse_ratelimit_reset(std::string_view value) {
-  std::optional<int64_t> remaining, reset;
-  while (!value.empty()) {
-    size_t semi = value.find(';');
-    std::string_view part = trim(value.substr(0, semi));
-    if (part.starts_with("r=")) remaining = parse_int(part.substr(2));
-    if (part.starts_with("t=")) reset = parse_int(part.substr(2));
-    if (semi == std::string_view::npos) break;
-    value.remove_prefix(semi + 1);
-  }
-  if (!reset || (remaining && *remaining > 0)) return std::nullopt;
-  return reset;
 }
 
 double default_jitter() {
