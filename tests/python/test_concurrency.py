@@ -39,15 +39,6 @@ def slow_file(tmp_path_factory):
     return p
 
 
-@pytest.fixture
-def ctrl_c_raises():
-    # A shell starts a background job (`./scripts/test.sh &`, a CI runner's step) with SIGINT
-    # ignored, and Python then leaves it ignored: a test of what Ctrl-C does must make it raise
-    # KeyboardInterrupt, as it does in a terminal, and put back what it found.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
 
 def test_four_threads_read_different_frames(frames_file):
     path, data = frames_file
@@ -112,7 +103,7 @@ def test_gil_is_released_during_a_read(slow_file):
     assert after > before, "the spinning thread never ran during the read: the GIL was held"
 
 
-def test_keyboard_interrupt_stops_a_long_read(slow_file, ctrl_c_raises):
+def test_keyboard_interrupt_stops_a_long_read(slow_file):
     main = threading.main_thread().ident
     assert threading.get_ident() == main  # signals are handled on the main thread
     read_bytes = []
@@ -137,7 +128,7 @@ def test_keyboard_interrupt_stops_a_long_read(slow_file, ctrl_c_raises):
         np.testing.assert_array_equal(ds.read(np.s_[0:50], route="fast"), np.arange(50))
 
 
-def test_keyboard_interrupt_without_progress_callback(frames_file, slow_file, ctrl_c_raises):
+def test_keyboard_interrupt_without_progress_callback(frames_file, slow_file):
     # No callback: the wait loop itself runs the signal handlers. A watcher interrupts once the
     # output is partly written (the read is under way); the assertion is only on the outcome.
     main = threading.main_thread().ident
