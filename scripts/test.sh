@@ -14,7 +14,8 @@
 # Extra arguments after the mode go to ctest (e.g. -R BlockReader).
 #
 # Where the full suite's time goes (2 cores): compiling dominates, and the test passes leave
-# much of the CPU idle (integration tests wait on mounts, paced servers and child processes).
+# part of the CPU idle (integration tests wait on mounts, paced servers and child processes;
+# measured: the ASan build got through a third of its steps during the Release pass).
 # So both sanitizer builds start in the background as soon as the first build is done, at low
 # CPU priority (ASan's above TSan's, since its pass comes first), while the passes before theirs
 # test: the tests keep the CPU they need and the builds take what they leave. A build's output
