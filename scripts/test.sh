@@ -104,8 +104,12 @@ fi
 if [ "$run_asan" = 1 ]; then
   finish_background_build asan
   step "unit and integration tests under ASan + UBSan"
+  # The mutation fuzz runs in the Release pass only: under ASan a damaged size makes libhdf5's
+  # and h5chunk's children ask for over 1 TiB, which ASan aborts rather than refuses.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j"$SANITIZER_JOBS" --timeout 900 -LE "slow|server" "${CTEST_ARGS[@]}"
+  LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
+    ctest --test-dir build-asan --output-on-failure -j"$SANITIZER_JOBS" --timeout 900 -LE "slow|server" \
+      -E "^MutationFuzz\." "${CTEST_ARGS[@]}"
 fi
 
 if [ "$run_tsan" = 1 ]; then

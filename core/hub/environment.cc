@@ -59,6 +59,7 @@ Result<std::optional<std::chrono::seconds>> timeout_from(const TokenSources& sou
   int64_t seconds = 0;
   bool ok = !digits.empty() && digits.size() <= 6;
   for (char c : digits) {
+    if (!ok) break;  // a 7-digit or longer value is refused before it can overflow
     if (c < '0' || c > '9') ok = false;
     else seconds = seconds * 10 + (c - '0');
   }
