@@ -148,6 +148,21 @@ TEST(QuotaGate, ReportsWhatWaitsAndUntilWhen) {
   EXPECT_FALSE(gate.waiting_until());
 }
 
+// The reader's wait stretches for quota waits that ended too (a read's resolve held 5 s of its
+// 10 s read timeout gives its range request 5 s more than the read had: the read waits as long).
+TEST(QuotaGate, TheLastWaitEndOutlivesTheWait) {
+  FakeClock clock;
+  QuotaGate gate = make_gate(clock);
+  EXPECT_FALSE(gate.last_wait_end());
+  gate.wait_started("resolvers", clock.t + seconds(45));
+  gate.wait_started("api", clock.t + seconds(30));  // an earlier end does not hide the later one
+  EXPECT_EQ(*gate.last_wait_end(), clock.t + seconds(45));
+  gate.wait_ended("resolvers", clock.t + seconds(45));
+  gate.wait_ended("api", clock.t + seconds(30));
+  EXPECT_FALSE(gate.waiting_until());
+  EXPECT_EQ(*gate.last_wait_end(), clock.t + seconds(45));
+}
+
 // Records each delay asked for and runs at once.
 struct RecordingScheduler {
   std::mutex mu;
