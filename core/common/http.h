@@ -62,6 +62,10 @@ struct HttpResponse {
   long status = 0;
   Headers headers;  // header names lower-cased
   std::string body;
+  // How long the request was held for the Hub's quota windows before this answer, over all its
+  // attempts (set by RetryingTransport; zero from a plain transport). Time the request's read
+  // lost to quota, not to the network: whoever waits on the answer may add it to its deadline.
+  std::chrono::milliseconds quota_waited{0};
 
   std::optional<std::string> header(std::string_view name) const { return find_header(headers, name); }
 };
@@ -72,6 +76,10 @@ struct Location {
   std::string url;
   Headers headers;
   std::chrono::steady_clock::time_point expires = std::chrono::steady_clock::time_point::max();
+  // How long the caller waited, for this answer, on the Hub's quota (resolves held by the
+  // QuotaGate, HttpResponse::quota_waited): the range request it leads to keeps that much more
+  // time than its read's deadline left (RangeFetcher). Zero for a location served from memory.
+  std::chrono::milliseconds quota_waited{0};
 };
 
 class HttpTransport {

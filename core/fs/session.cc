@@ -215,7 +215,7 @@ Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision*
   s.fetcher = std::make_unique<RangeFetcher>(*s.transport);
   ReaderOptions reader_options;
   reader_options.read_timeout = std::chrono::seconds(config.read_timeout_s);
-  reader_options.quota_waiting_until = [quota = s.quota.get()] { return quota->waiting_until(); };
+  reader_options.quota_wait_end = [quota = s.quota.get()] { return quota->last_wait_end(); };
   reader_options.quota_max_wait = std::chrono::seconds(config.rate_limit_wait_s);
   reader_options.parallel_requests = static_cast<uint32_t>(config.max_requests);
   if (!config.shared_cache.empty()) {

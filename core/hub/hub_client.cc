@@ -331,7 +331,15 @@ Result<Location> HubClient::locate(const RepoRef& repo, std::string_view path_in
     if (auto it = resolving_.find(key); it != resolving_.end()) {
       std::shared_future<Result<Location>> pending = it->second;
       lock.unlock();
-      return pending.get();
+      const auto joined = config_.clock.steady();
+      Result<Location> shared = pending.get();
+      // This caller waited for the quota as long as the resolve was held, but only from when it
+      // joined: at most the time it spent here.
+      if (shared.ok()) {
+        const auto here = std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock.steady() - joined);
+        shared->quota_waited = std::clamp(here, std::chrono::milliseconds(0), shared->quota_waited);
+      }
+      return shared;
     }
     resolving_.emplace(key, promise.get_future().share());
   }
@@ -340,7 +348,9 @@ Result<Location> HubClient::locate(const RepoRef& repo, std::string_view path_in
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (result.ok()) {
-      remember_location(key, *result);
+      Location remembered = *result;
+      remembered.quota_waited = std::chrono::milliseconds(0);  // a later caller waits for nothing
+      remember_location(key, remembered);
     } else {
       locations_.erase(key);  // a failed refresh must not leave the stale URL in use
     }
@@ -368,6 +378,8 @@ Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_vi
   const std::optional<std::string> token = current_token();
   hub_errors::Context ctx{shown_endpoint_, &repo, std::string(path), false, &token};
   std::string current = resolve_url(config_.endpoint, repo, path);
+  // Held for the Hub's quota, over every hop: the time the caller's read lost to the quota.
+  std::chrono::milliseconds quota_waited{0};
   for (int hop = 0; hop <= kMaxRedirects; ++hop) {
     HttpRequest req;
     req.method = "HEAD";
@@ -380,9 +392,10 @@ Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_vi
     resolve_requests_.fetch_add(1, std::memory_order_relaxed);
     auto resp = transport_.perform(std::move(req));
     if (!resp.ok()) return hub_errors::from_transport(resp.status(), url::host_for_messages(current), ctx);
+    quota_waited += resp->quota_waited;
     if (resp->status >= 200 && resp->status < 300) {
       // Served directly: the URL stays valid, and it is on the endpoint, so it carries the token.
-      return Location{current, auth_headers_for(current), steady_clock::time_point::max()};
+      return Location{current, auth_headers_for(current), steady_clock::time_point::max(), quota_waited};
     }
     if (!is_redirect(resp->status)) return hub_errors::from_response(*resp, ctx);
 
@@ -403,7 +416,7 @@ Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_vi
       continue;
     }
     // Another host (the CDN): the URL is signed, so it travels without the token.
-    return Location{*target, {}, expiry_of(*target)};
+    return Location{*target, {}, expiry_of(*target), quota_waited};
   }
   return Unavailable("resolving file '" + std::string(path) + "' of repository '" + repo.id + "' at " +
                      shown_endpoint_ + " took more than " + std::to_string(kMaxRedirects) +

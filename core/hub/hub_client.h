@@ -117,6 +117,9 @@ class HubClient {
   // Remembered per (repo, revision, path) until it expires or refresh=true (after a 403).
   // `expires` already includes a safety margin: past it, call locate again. Concurrent calls
   // for one path share a single resolve.
+  // `quota_waited`: how long this call waited for the resolve to be held for the Hub's quota
+  // (every hop's HttpResponse::quota_waited); a caller sharing another's resolve gets that but
+  // at most the time it waited for it; a location remembered from earlier has none.
   Result<Location> locate(const RepoRef& repo, std::string_view path, bool refresh = false);
 
   const HubConfig& config() const { return config_; }

@@ -103,6 +103,7 @@ std::optional<milliseconds> QuotaGate::after_answer(std::string_view u, const Ht
 void QuotaGate::wait_started(const std::string& bucket, Clock::time_point until) {
   std::lock_guard<std::mutex> lock(mu_);
   ++buckets_[bucket].waits[until];
+  last_wait_end_ = std::max(last_wait_end_.value_or(until), until);
 }
 
 void QuotaGate::wait_ended(const std::string& bucket, Clock::time_point until) {
@@ -119,6 +120,11 @@ std::optional<QuotaGate::Clock::time_point> QuotaGate::waiting_until() const {
     if (!b.waits.empty()) latest = std::max(latest.value_or(Clock::time_point::min()), b.waits.rbegin()->first);
   }
   return latest;
+}
+
+std::optional<QuotaGate::Clock::time_point> QuotaGate::last_wait_end() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_wait_end_;
 }
 
 std::map<std::string, QuotaBucketState> QuotaGate::snapshot() const {

@@ -83,9 +83,15 @@ class QuotaGate {
   void wait_started(const std::string& bucket, Clock::time_point until);
   void wait_ended(const std::string& bucket, Clock::time_point until);
 
-  // The latest time any request is waiting for quota until, if one is: a read held up by a
-  // quota wait is given that long beyond its own --read-timeout (up to max_wait).
+  // The latest time any request is waiting for quota until, if one is.
   std::optional<Clock::time_point> waiting_until() const;
+  // The latest time any quota wait ends, whether it is still running or already over (nullopt:
+  // nothing ever waited). A read that started before it may have been held by it, directly or
+  // behind the locator threads it kept busy: BlockReader gives such a read until then plus its
+  // own --read-timeout (up to max_wait), which is never earlier than the deadline its range
+  // request got (its read's deadline moved by its resolve's hold, RangeFetcher), even when the
+  // hold ended before the read's own timeout.
+  std::optional<Clock::time_point> last_wait_end() const;
 
   std::chrono::milliseconds max_wait() const { return options_.max_wait; }
   std::map<std::string, QuotaBucketState> snapshot() const;
@@ -108,6 +114,7 @@ class QuotaGate {
   std::string origin_;  // scheme://host:port of the endpoint
   mutable std::mutex mu_;
   std::map<std::string, Bucket> buckets_;
+  std::optional<Clock::time_point> last_wait_end_;  // the latest `until` of any wait_started
 };
 
 }  // namespace hubfs

@@ -29,6 +29,35 @@ std::string range_text(ByteRange r) {
   return std::to_string(r.offset) + "-" + std::to_string(r.offset + r.length - 1);
 }
 
+// How long the last locate on this locator thread was held for the Hub's quota. A fetch that
+// queued for a locator thread while every one was busy waited for the one that picks it up,
+// whose last locate was held this long: that much of its wait was the quota's.
+thread_local std::chrono::milliseconds last_locate_held{0};
+
+Result<Location> locate_on_locator_thread(const Locator& locate, bool refresh) {
+  Result<Location> location = locate(refresh);
+  last_locate_held = location.ok() ? location->quota_waited : std::chrono::milliseconds(0);
+  return location;
+}
+
+// The part of a wait for a locator thread, from `queued_at` until now, that the quota caused:
+// at most the wait, at most the hold of the locate this thread ran before (it ran while the
+// fetch queued: an idle thread would have taken the fetch at once).
+std::chrono::milliseconds queued_behind_quota(const MonotonicClock& clock, MonotonicClock::time_point queued_at) {
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(clock.now() - queued_at);
+  return std::clamp(waited, std::chrono::milliseconds(0), last_locate_held);
+}
+
+// The read's deadline after its Locator held it for the Hub's quota (Location::quota_waited):
+// moved by exactly that wait. Never by the time the locate took in all, which would let a
+// network fault in the resolve stretch the read past --read-timeout.
+Deadline after_quota_wait(const Deadline& deadline, const Location& location, ByteRange range) {
+  if (location.quota_waited.count() <= 0 || deadline.is_never()) return deadline;
+  log_debug("range fetch: bytes " + range_text(range) + " keep " + std::to_string(location.quota_waited.count()) +
+            " ms more than the read's deadline left: its location waited that long for the Hub's quota");
+  return deadline.later_by(location.quota_waited);
+}
+
 // Runs locator refreshes off the transport's threads (a Locator may block on the network, and
 // the transport's callback thread must not), on the shared TaskQueue primitive.
 class RefreshWorker {
@@ -270,6 +299,8 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
       Headers headers = fetch->relocated->headers;
       headers.emplace_back("Range", "bytes=" + range_text(fetch->range));
       req.headers = std::move(headers);
+      // Its quota wait (if any) moves no deadline: the retries on the old location went on
+      // meanwhile, so the read was not waiting for it.
       return;
     }
     // 5xx, resets, timeouts: the same edge may answer next time. A violation: ask for another.
@@ -280,7 +311,7 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
     if (auto self = weak.lock()) {
       self->locator.post([fetch](bool cancelled) {
         if (cancelled) return;
-        Result<Location> fresh = (*fetch->locate)(true);
+        Result<Location> fresh = locate_on_locator_thread(*fetch->locate, true);
         if (!fresh.ok()) return;  // keep the old location: its retries may still succeed
         std::lock_guard<std::mutex> lock(fetch->relocate_mu);
         fetch->relocated = std::move(fresh).value();
@@ -334,6 +365,8 @@ void RangeFetcher::Shared::refresh_and_resend(std::shared_ptr<Fetch> fetch, std:
       fetch->fail(location.status().with_context("refreshing the location after a 403"));
       return;
     }
+    fetch->deadline = after_quota_wait(fetch->deadline, *location, fetch->range);
+    location->quota_waited = std::chrono::milliseconds(0);  // spent here, not by the ranges sharing it
     // A Locator may hand back the very URL that was refused: that is no replacement to share.
     if (location->url != expired_url) self->replacements.remember(expired_url, location.value());
     self->send(fetch, std::move(location).value());
@@ -387,7 +420,9 @@ void RangeFetcher::Shared::start(std::shared_ptr<const Locator> locate, const Re
   fetch->file_size = file_size;
   fetch->range = range;
   fetch->done = std::move(done);
-  fetch->deadline = deadline;
+  // The read's deadline, plus what locating it waited for the Hub's quota (a location fetch()
+  // shares among its ranges carries none of it: its deadline is never).
+  fetch->deadline = after_quota_wait(deadline, *location, range);
   send(std::move(fetch), location.value());
 }
 
@@ -406,13 +441,17 @@ void RangeFetcher::fetch_async(const Locator& locate, uint64_t file_size, ByteRa
   auto shared_locate = std::make_shared<const Locator>(locate);
   auto callback = std::make_shared<Callback>(std::move(done));
   std::weak_ptr<Shared> weak = shared_;
-  shared_->locator.post([weak, shared_locate, file_size, range, callback, deadline](bool cancelled) {
+  const MonotonicClock::time_point queued_at = shared_->options.clock->now();
+  shared_->locator.post([weak, shared_locate, file_size, range, callback, deadline, queued_at](bool cancelled) {
     auto self = weak.lock();
     if (cancelled || !self) {
       (*callback)(Unavailable("fetching bytes " + range_text(range) + ": the range fetcher shut down"));
       return;
     }
-    self->start(shared_locate, (*shared_locate)(false), file_size, range, std::move(*callback), deadline);
+    const std::chrono::milliseconds behind = queued_behind_quota(*self->options.clock, queued_at);
+    Result<Location> location = locate_on_locator_thread(*shared_locate, false);
+    if (location.ok()) location->quota_waited += behind;
+    self->start(shared_locate, location, file_size, range, std::move(*callback), deadline);
   });
 }
 

@@ -10,7 +10,9 @@
 // asking, with backoff, until its deadline (a CDN edge may refuse valid signatures or ranges for
 // a while), one without fails on the third. Each retry is logged.
 // Transient failures (5xx, resets, stalls) are retried by the transport (see RetryingTransport),
-// not here; the fetch's deadline travels with each request (HttpRequest::deadline).
+// not here; the fetch's deadline travels with each request (HttpRequest::deadline), moved later
+// by exactly the time each location it uses was held for the Hub's quota (Location::quota_waited),
+// so a read that waited for a quota window still has its --read-timeout for the network.
 //
 // Threads: fetch_async returns at once; its locate(false) and every locate(true) run on the
 // fetcher's own locator threads, never on the caller's (a read must be able to give up at its
@@ -50,6 +52,9 @@ struct RangeFetcherOptions {
   std::chrono::milliseconds base_delay{200};
   std::chrono::milliseconds max_delay{4000};
   std::function<double()> jitter;  // uniform in [0, 1); empty: a thread-local PRNG
+  // Measures how long a fetch waited for a locator thread (see fetch_async); tests pass a manual
+  // one. Must outlive the fetcher.
+  const MonotonicClock* clock = &MonotonicClock::real();
 };
 
 class RangeFetcher {
@@ -71,7 +76,10 @@ class RangeFetcher {
   // Errors: kInvalidArgument (range past EOF: a caller bug), kCorrupt (Content-Range or
   // length mismatch, server ignored Range), kPermissionDenied (403 even after a refresh),
   // kNotFound (404), kOutOfRange (416), kIo (any other status), or the transport's error;
-  // kTimeout once `deadline` passed (retries of transient failures and refusals run until it).
+  // kTimeout once `deadline` passed (retries of transient failures and refusals run until it;
+  // `deadline` plus the quota waits of the locations it got, see above). A fetch that waited for
+  // a locator thread kept busy by a locate held for the quota lost that time to the quota too:
+  // it keeps up to that hold (at most its own wait) on top as well.
   void fetch_async(const Locator& locate, uint64_t file_size, ByteRange range, Callback done,
                    Deadline deadline = Deadline::never());
 

@@ -50,6 +50,12 @@ struct Call {
   HttpTransport::Callback done;
   int attempt = 1;
   milliseconds quota_waited{0};  // held for the Hub's quota so far (RetryPolicy::quota)
+
+  // Delivers the answer, telling its caller how long the quota held it (HttpResponse::quota_waited).
+  void answer(Result<HttpResponse> r) {
+    if (r.ok()) r->quota_waited = quota_waited;
+    done(std::move(r));
+  }
 };
 
 }  // namespace
@@ -109,7 +115,7 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
     scheduler(wait, [self = shared_from_this(), call, bucket, until] {
       self->policy.quota->wait_ended(bucket, until);
       if (self->is_stopping()) {
-        call->done(Unavailable(call->request.method + " " + url::url_for_log(call->request.url) +
+        call->answer(Unavailable(call->request.method + " " + url::url_for_log(call->request.url) +
                                ": shut down while waiting for the Hub's quota window"));
         return;
       }
@@ -175,17 +181,17 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
       }
       if (r->status == 429 && call->quota_waited > milliseconds(0) &&
           call->quota_waited >= policy.quota->max_wait()) {
-        call->done(std::move(r));  // waited as long as allowed: this 429 is the answer
+        call->answer(std::move(r));  // waited as long as allowed: this 429 is the answer
         return;
       }
     }
     Status fault = transient_fault(call->request, r);
     if (fault.ok()) {
-      call->done(std::move(r));
+      call->answer(std::move(r));
       return;
     }
     if (is_stopping()) {
-      call->done(final_answer(std::move(r), fault, call->attempt));
+      call->answer(final_answer(std::move(r), fault, call->attempt));
       return;
     }
     milliseconds delay = delay_before_retry(r, call->attempt);
@@ -193,7 +199,7 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
     std::string which;
     if (deadline.is_never()) {
       if (call->attempt >= policy.max_attempts) {
-        call->done(final_answer(std::move(r), fault, call->attempt));
+        call->answer(final_answer(std::move(r), fault, call->attempt));
         return;
       }
       which = "attempt " + std::to_string(call->attempt + 1) + " of " + std::to_string(policy.max_attempts);
@@ -202,7 +208,7 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
       // of times: a burst of 503s longer than five backoffs must not fail a read with time left.
       const milliseconds left = deadline.remaining();
       if (left <= delay) {
-        call->done(past_deadline(fault, call->attempt, delay));
+        call->answer(past_deadline(fault, call->attempt, delay));
         return;
       }
       which = "attempt " + std::to_string(call->attempt + 1) + ", " + std::to_string(left.count()) +
@@ -216,7 +222,7 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
     scheduler(delay, [self = shared_from_this(), call, last, fault] {
       if (self->is_stopping()) {
         // Shutting down: the last answer is the answer.
-        call->done(final_answer(std::move(*last), fault, call->attempt - 1));
+        call->answer(final_answer(std::move(*last), fault, call->attempt - 1));
         return;
       }
       if (call->request.before_retry) call->request.before_retry(call->request, fault);

@@ -5,7 +5,9 @@
 // retried until the next attempt would start past it, then answered with kTimeout naming the
 // last failure; one without makes at most RetryPolicy::max_attempts. Quota waits
 // (RetryPolicy::quota) are bounded by their own max_wait (--rate-limit-wait), not by the read's
-// deadline. Each retry is logged with its cause. Anything else (2xx, 3xx, 4xx) is returned as is.
+// deadline: a held request's deadline moves by the hold, and its answer says how long it was held
+// (HttpResponse::quota_waited), so the requests that follow for the same read can keep that time
+// too. Each retry is logged with its cause. Anything else (2xx, 3xx, 4xx) is returned as is.
 #pragma once
 
 #include <chrono>

@@ -675,14 +675,15 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     }
   }
 
-  // Past the read's deadline, a read held up by a quota wait gets that wait's end plus its own
-  // timeout, within quota_max_wait (ReaderOptions::quota_waiting_until): the request held for the
-  // quota has its deadline moved by the wait too (RetryingTransport).
+  // Past the read's deadline, a read that may have been held up by a quota wait (one running,
+  // or one that ended after the read started) gets that wait's end plus its own timeout, within
+  // quota_max_wait (ReaderOptions::quota_wait_end): never less than the range request serving
+  // it, whose deadline moved by its resolve's hold (RangeFetcher), may run.
   const auto read_started = std::chrono::steady_clock::now();
   auto wait_deadline = deadline.at();
   auto quota_deadline = [&]() -> std::optional<std::chrono::steady_clock::time_point> {
-    if (!options_.quota_waiting_until) return std::nullopt;
-    auto until = options_.quota_waiting_until();
+    if (!options_.quota_wait_end) return std::nullopt;
+    auto until = options_.quota_wait_end();
     if (!until) return std::nullopt;
     auto extended = std::min(*until + options_.read_timeout,
                              read_started + options_.read_timeout + options_.quota_max_wait);

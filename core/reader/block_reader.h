@@ -79,12 +79,14 @@ struct ReaderOptions {
   // retries. A block whose read timed out fails at once for kTimedOutMemory after, so the
   // kernel's immediate retry of a failed read does not wait a second read_timeout.
   std::chrono::milliseconds read_timeout{120'000};
-  // The Hub's quota (net/quota_gate.h): when set and a request is waiting for a quota window
-  // until T, a read still waiting at its read_timeout is given until T + read_timeout, but at
-  // most quota_max_wait more in all: --read-timeout bounds network faults, --rate-limit-wait
-  // bounds quota waits. Called with the reader's lock held: must not block or take the
-  // reader's locks (QuotaGate::waiting_until takes only its own leaf lock).
-  std::function<std::optional<std::chrono::steady_clock::time_point>()> quota_waiting_until;
+  // The Hub's quota (net/quota_gate.h): when set and it says a quota wait ends or ended at T
+  // (QuotaGate::last_wait_end), a read still waiting at its read_timeout is given until
+  // T + read_timeout, but at most quota_max_wait more in all: --read-timeout bounds network
+  // faults, --rate-limit-wait bounds quota waits. A range request whose resolve was held N gets
+  // its read's deadline + N (RangeFetcher); the hold ended at T >= the read's start + N, so the
+  // read waits at least as long as that request may run. Called with the reader's lock held: must
+  // not block or take the reader's locks (QuotaGate takes only its own leaf lock).
+  std::function<std::optional<std::chrono::steady_clock::time_point>()> quota_wait_end;
   std::chrono::milliseconds quota_max_wait{0};
   // Threads that check the disk cache for read-ahead blocks and write fetched blocks to it, so
   // neither the network thread nor a reader waits on the disk for someone else. Four: a finished

@@ -148,6 +148,21 @@ TEST(QuotaGate, ReportsWhatWaitsAndUntilWhen) {
   EXPECT_FALSE(gate.waiting_until());
 }
 
+// The reader's wait stretches for quota waits that ended too (a read's resolve held 5 s of its
+// 10 s read timeout gives its range request 5 s more than the read had: the read waits as long).
+TEST(QuotaGate, TheLastWaitEndOutlivesTheWait) {
+  FakeClock clock;
+  QuotaGate gate = make_gate(clock);
+  EXPECT_FALSE(gate.last_wait_end());
+  gate.wait_started("resolvers", clock.t + seconds(45));
+  gate.wait_started("api", clock.t + seconds(30));  // an earlier end does not hide the later one
+  EXPECT_EQ(*gate.last_wait_end(), clock.t + seconds(45));
+  gate.wait_ended("resolvers", clock.t + seconds(45));
+  gate.wait_ended("api", clock.t + seconds(30));
+  EXPECT_FALSE(gate.waiting_until());
+  EXPECT_EQ(*gate.last_wait_end(), clock.t + seconds(45));
+}
+
 // Records each delay asked for and runs at once.
 struct RecordingScheduler {
   std::mutex mu;
@@ -185,6 +200,7 @@ TEST(RetryingTransportQuota, Waits429sOutBeyondTheAttemptLimit) {
   // Each wait is the window's reset + 1 s; none counted as a retry attempt.
   EXPECT_EQ(sched.delays.size(), 6u);
   for (milliseconds d : sched.delays) EXPECT_EQ(d, milliseconds(60000));
+  EXPECT_EQ(r->quota_waited, milliseconds(6 * 60000)) << "the answer says how long the quota held it";
 }
 
 TEST(RetryingTransportQuota, GivesUpWithThe429AfterMaxWait) {
@@ -225,11 +241,39 @@ TEST(RetryingTransportQuota, HoldsRequestsWhenTheQuotaIsSpent) {
   EXPECT_EQ(r->status, 200);
   EXPECT_THAT(sched.delays, ElementsAre(milliseconds(21000)));  // held until the reset, then sent once
   EXPECT_EQ(inner.request_count(), 1u);
+  EXPECT_EQ(r->quota_waited, milliseconds(21000));
   // A CDN request is never held.
   HttpRequest cdn;
   cdn.url = "https://cdn.test/blob";
-  ASSERT_TRUE(t.perform(cdn).ok());
+  auto c = t.perform(cdn);
+  ASSERT_TRUE(c.ok());
   EXPECT_EQ(sched.delays.size(), 1u);
+  EXPECT_EQ(c->quota_waited, milliseconds(0));
+}
+
+// The time an answer reports is the quota's only: the backoff of a 503 after the hold is the
+// network's, and is not in it.
+TEST(RetryingTransportQuota, QuotaWaitedCountsHoldsNotBackoff) {
+  FakeClock clock;
+  QuotaGate gate = make_gate(clock);
+  gate.after_answer(kResolveUrl, answer(200, "resolvers", 0, 4), milliseconds(0));
+  std::atomic<int> calls{0};
+  FakeTransport inner([&](const HttpRequest&) -> Result<HttpResponse> {
+    return answer(++calls == 1 ? 503 : 302, "resolvers", 100, 250, 200);
+  });
+  RecordingScheduler sched;
+  RetryPolicy policy;
+  policy.quota = &gate;
+  policy.jitter = [] { return 0.5; };
+  RetryingTransport t(inner, policy, sched.fn());
+  HttpRequest req;
+  req.method = "HEAD";
+  req.url = kResolveUrl;
+  auto r = t.perform(req);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 302);
+  EXPECT_THAT(sched.delays, ElementsAre(milliseconds(5000), milliseconds(500)));  // the hold, the backoff
+  EXPECT_EQ(r->quota_waited, milliseconds(5000));
 }
 
 TEST(RetryingTransportQuota, A503WithTheHeaderIsOrdinaryBackoff) {
