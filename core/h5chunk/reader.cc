@@ -570,6 +570,21 @@ bool next_chunk(const std::vector<AxisPlan>& axes, std::vector<size_t>& at) {
   return false;
 }
 
+// Whether every chunk the read touches was verified before: then a verify_only read has nothing
+// to do, and skips the worker, fstat and pool setup (a loop of one-element reads of a verified
+// chunk took 11.5 us per read with them, 5.9 us through H5Dread alone).
+bool all_verified(const FastRead& req, const std::vector<AxisPlan>& axes) {
+  const size_t rank = axes.size();
+  if (std::any_of(axes.begin(), axes.end(), [](const AxisPlan& a) { return a.pieces.empty(); })) return true;
+  std::vector<size_t> at(rank, 0);
+  std::vector<uint64_t> grid(rank);
+  do {
+    for (size_t d = 0; d < rank; ++d) grid[d] = axes[d].pieces[at[d]].grid;
+    if (!req.verified->contains(req.manifest->position(grid.data()))) return false;
+  } while (next_chunk(axes, at));
+  return true;
+}
+
 Status check_lookup_cost(const FastRead& req, const std::vector<AxisPlan>& axes) {
   // With the chunk index read from the file, every chunk is located in memory: no walk, no trap.
   if (req.manifest->indexed()) return Status::Ok();
@@ -606,6 +621,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
   const ChunkedLayout& layout = *req.layout;
   const size_t rank = layout.shape.size();
   const std::vector<AxisPlan> axes = plan_axes(layout, *req.selection);
+  if (req.verify_only && all_verified(req, axes)) return ReadStats{};
   ChunkPool pool(req, axes);
   const uint64_t queries_before = req.manifest->queries();
   const uint32_t all_filters = layout.pipeline.empty()
