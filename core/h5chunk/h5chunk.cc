@@ -177,6 +177,14 @@ class DatasetState {
   // A filter with no HDF5 plugin here (zstd, bitshuffle on Debian): H5Dread cannot read the
   // dataset at all, so even small reads take the fast path.
   bool h5dread_lacks_filter = false;
+  // A chunked dataset with a third-party filter (Blosc, LZ4, Zstd, LZF, bitshuffle: plugins
+  // HDF5 loads from outside) whose whole pipeline h5chunk decodes. Those plugins do not all
+  // check their input as HDF5's built-in filters do: Debian's LZ4 plugin returned heap bytes
+  // for a chunk whose stored size a damaged index understated (mutation fuzz seed 21077). So,
+  // except on Route::kH5Dread, H5Dread is handed such a dataset's chunks only after h5chunk's
+  // own decoders accepted each of them (once per chunk: `verified`).
+  bool verify_before_h5dread = false;
+  VerifiedChunks verified;
   // Why every read is refused (variable-length type, null dataspace, corrupt); Ok when reads may proceed.
   Status refusal;
 };
@@ -447,9 +455,19 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
       !s.ok()) {
     return s.with_context("describing '" + name + "' in " + where);
   }
+  bool third_party_filter = false;
   for (const FilterStep& f : state->info.filters) {
     if (H5Zfilter_avail(static_cast<H5Z_filter_t>(f.id)) <= 0) state->h5dread_lacks_filter = true;
+    // HDF5 numbers its own filters below H5Z_FILTER_RESERVED (256); the rest are plugins.
+    if (f.id >= H5Z_FILTER_RESERVED) third_party_filter = true;
   }
+  // Chunks can be planned and decoded here: the layout is sound (corrupt is empty), every filter
+  // is one h5chunk decodes, and the grid can be numbered (the fast path's own preconditions;
+  // other blockers, e.g. an element type H5Dread converts, leave the chunks decodable).
+  state->verify_before_h5dread =
+      third_party_filter && corrupt.empty() && state->info.readable && state->info.layout == "chunked" &&
+      unsupported_filter(state->info.filters).empty() &&
+      chunk_grid_problem(state->info.shape, state->info.chunk).empty();
   const std::string source = "file '" + path + "', dataset '" + name + "'";
   if (!corrupt.empty()) {
     state->refusal = hubfs::Corrupt(source + " is corrupt: " + corrupt);
@@ -645,6 +663,21 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
     cause = "small read (" + std::to_string(bytes) + " bytes, below " +
             std::to_string(file_->options.min_fast_path_bytes) + ")";
   }
+  auto fast_read_request = [&](const ReadOptions& options, const NormalizedSelection& selection, void* out) {
+    FastRead req;
+    req.layout = &state_->layout;
+    req.manifest = state_->manifest.get();
+    req.workers = &file_->workers;
+    req.selection = &selection;
+    req.out = static_cast<uint8_t*>(out);
+    req.threads = file_->threads;
+    req.threads_chosen = file_->options.threads != 0;
+    req.max_bytes_in_flight = file_->options.max_bytes_in_flight;
+    req.progress = options.progress;
+    req.cancel = options.cancel;
+    req.source = source;
+    return req;
+  };
   // H5Dread serves the read; `why` becomes the read's fallback_cause. Except on the H5Dread
   // route (libhdf5 itself, asked for by name), a chunk index h5chunk's parser found damaged is
   // refused with that diagnosis first: libhdf5 crashes or hangs on some damaged indexes.
@@ -653,6 +686,14 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
       QuietHdf5Errors quiet;
       if (Status s = state_->manifest->damage(kMaxGridChunksParsedBeforeH5Dread); !s.ok()) {
         return s.with_context(source);
+      }
+      if (state_->verify_before_h5dread) {
+        FastRead check = fast_read_request(options, *norm, out);
+        check.verify_only = true;
+        check.verified = &state_->verified;
+        check.progress = nullptr;  // progress counts the bytes a fast-path read returns
+        auto verified = read_chunks(check);
+        if (!verified.ok()) return verified.status();  // names the source and the chunk
       }
     }
     Status s = h5dread_selection(state_->dataset.get(), state_->element.mem_type.get(), elem_size,
@@ -682,20 +723,12 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
     return fast;
   }
 
-  FastRead req;
-  req.layout = &state_->layout;
-  req.manifest = state_->manifest.get();
-  req.workers = &file_->workers;
-  req.selection = &*norm;
-  req.out = static_cast<uint8_t*>(out);
-  req.threads = file_->threads;
-  req.threads_chosen = file_->options.threads != 0;
-  req.max_bytes_in_flight = file_->options.max_bytes_in_flight;
-  req.progress = options.progress;
-  req.cancel = options.cancel;
-  req.source = source;
-  // Route::kFastPath forces the fast path; H5Dread cannot stand in without its plugins.
-  req.may_decline = options.route == Route::kAuto && !state_->h5dread_lacks_filter;
+  FastRead req = fast_read_request(options, *norm, out);
+  // Route::kFastPath forces the fast path; H5Dread cannot stand in without its plugins. Nor,
+  // for a dataset whose chunks are verified before H5Dread, would declining save anything: the
+  // decline avoids locating the chunks, which the verification must do.
+  req.may_decline = options.route == Route::kAuto && !state_->h5dread_lacks_filter &&
+                    !state_->verify_before_h5dread;
   auto fast = [&] {
     QuietHdf5Errors quiet;  // one scope for the whole read: the per-chunk lookups nest in it
     return read_chunks(req);

@@ -265,6 +265,7 @@ struct Task {
   bool direct = false;     // the chunk is exactly one contiguous region of the output
   bool raw = false;        // stored unfiltered
   uint64_t out_offset = 0; // where that region starts (direct only)
+  uint64_t position = 0;   // in the chunk grid (FastRead::verify_only)
 };
 
 // Whether a chunk covered whole is also one contiguous stretch of the output: every axis after
@@ -478,6 +479,21 @@ Status ChunkPool::process(const Task& task, WorkerState& worker) {
     return Status::Ok();
   }
   auto need_scratch = [&] { return worker.chunk.reserve(chunk_bytes_); };
+  if (req_.verify_only) {
+    // What H5Dread's filters will be handed, checked by ours; the decoded bytes are discarded.
+    if (task.raw) {
+      if (task.loc.size == chunk_bytes_) return Status::Ok();
+      return Corrupt("stored unfiltered but holds " + std::to_string(task.loc.size) +
+                     " bytes instead of the chunk's " + std::to_string(chunk_bytes_));
+    }
+    uint8_t* in = worker.compressed.reserve(task.loc.size);
+    if (!in) return out_of_memory("a stored chunk", task.loc.size);
+    if (Status s = pread_exact(fd, in, task.loc.size, task.loc.offset); !s.ok()) return s;
+    uint8_t* target = need_scratch();
+    if (!target) return out_of_memory("a decoded chunk", chunk_bytes_);
+    return decode_chunk(layout_.pipeline, task.loc.filter_mask, layout_.elem_size, in, task.loc.size,
+                        target, chunk_bytes_, worker.decode);
+  }
   if (task.raw) {
     // Stored unfiltered (every filter skipped, or a partial edge chunk under
     // DONT_FILTER_PARTIAL_CHUNKS): the stored bytes are the chunk itself.
@@ -515,6 +531,7 @@ bool ChunkPool::run(const Task& task, WorkerState& worker) {
     fail(s.with_context(req_.source + ", " + chunk_name(task.pieces, layout_.chunk)));
     return false;
   }
+  if (req_.verify_only) req_.verified->insert(task.position);
   chunks.fetch_add(1, std::memory_order_relaxed);
   compressed_bytes.fetch_add(bytes, std::memory_order_relaxed);
   if (req_.progress && bytes) req_.progress(bytes);
@@ -553,6 +570,21 @@ bool next_chunk(const std::vector<AxisPlan>& axes, std::vector<size_t>& at) {
   return false;
 }
 
+// Whether every chunk the read touches was verified before: then a verify_only read has nothing
+// to do, and skips the worker, fstat and pool setup (a loop of one-element reads of a verified
+// chunk took 11.5 us per read with them, 5.9 us through H5Dread alone).
+bool all_verified(const FastRead& req, const std::vector<AxisPlan>& axes) {
+  const size_t rank = axes.size();
+  if (std::any_of(axes.begin(), axes.end(), [](const AxisPlan& a) { return a.pieces.empty(); })) return true;
+  std::vector<size_t> at(rank, 0);
+  std::vector<uint64_t> grid(rank);
+  do {
+    for (size_t d = 0; d < rank; ++d) grid[d] = axes[d].pieces[at[d]].grid;
+    if (!req.verified->contains(req.manifest->position(grid.data()))) return false;
+  } while (next_chunk(axes, at));
+  return true;
+}
+
 Status check_lookup_cost(const FastRead& req, const std::vector<AxisPlan>& axes) {
   // With the chunk index read from the file, every chunk is located in memory: no walk, no trap.
   if (req.manifest->indexed()) return Status::Ok();
@@ -589,6 +621,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
   const ChunkedLayout& layout = *req.layout;
   const size_t rank = layout.shape.size();
   const std::vector<AxisPlan> axes = plan_axes(layout, *req.selection);
+  if (req.verify_only && all_verified(req, axes)) return ReadStats{};
   ChunkPool pool(req, axes);
   const uint64_t queries_before = req.manifest->queries();
   const uint32_t all_filters = layout.pipeline.empty()
@@ -674,13 +707,31 @@ Result<ReadStats> read_chunks(const FastRead& req) {
       partial |= (grid[d] + 1) * layout.chunk[d] > layout.shape[d];
     }
     if (pool.cancelled()) break;
+    if (req.verify_only) {
+      task.position = req.manifest->position(grid.data());
+      if (req.verified->contains(task.position)) {
+        more = next_chunk(axes, at);
+        continue;
+      }
+    }
     auto loc = req.manifest->locate(grid.data());
+    if (req.verify_only && !loc.ok() && loc.status().code() == hubfs::Code::kUnsupported) {
+      // libhdf5's walk and lookup disagree about this chunk: H5Dread is the reference there,
+      // and there is no location of ours to check.
+      more = next_chunk(axes, at);
+      continue;
+    }
     if (!loc.ok()) {
       status = loc.status().with_context(req.source);
       pool.fail(status);
       break;
     }
     task.loc = *loc;
+    if (req.verify_only && !task.loc.allocated) {
+      // Never written: H5Dread returns the fill value, no filter sees anything.
+      more = next_chunk(axes, at);
+      continue;
+    }
     if (task.loc.allocated) {
       auto end = checked_add(task.loc.offset, task.loc.size);
       if (!end || *end > file_size) {
@@ -702,7 +753,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
       ::posix_fadvise((*own)->fd, static_cast<off_t>(task.loc.offset), static_cast<off_t>(task.loc.size),
                       POSIX_FADV_WILLNEED);
     }
-    task.direct = is_direct(axes, task.pieces, layout.chunk);
+    task.direct = !req.verify_only && is_direct(axes, task.pieces, layout.chunk);
     if (task.direct) {
       for (size_t d = 0; d < rank; ++d) task.out_offset += task.pieces[d]->dst_start() * axes[d].out_stride;
     }

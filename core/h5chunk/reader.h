@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "common/status.h"
@@ -84,6 +85,25 @@ struct ChunkedLayout {
   Conversion conversion;             // stored -> returned element bytes (empty: none needed)
 };
 
+// Chunks of one dataset that the fast path's decoders have accepted (by their position in the
+// chunk grid), so that H5Dread is handed each chunk only after it was checked, and checked once.
+// Thread-safe.
+class VerifiedChunks {
+ public:
+  bool contains(uint64_t position) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return positions_.count(position) > 0;
+  }
+  void insert(uint64_t position) {
+    std::lock_guard<std::mutex> lock(mu_);
+    positions_.insert(position);
+  }
+
+ private:
+  mutable std::mutex mu_;  // leaf lock: nothing is called while it is held
+  std::unordered_set<uint64_t> positions_;
+};
+
 struct FastRead {
   const ChunkedLayout* layout = nullptr;
   ChunkManifest* manifest = nullptr;
@@ -97,6 +117,13 @@ struct FastRead {
   const std::atomic<bool>* cancel = nullptr;  // ReadOptions::cancel
   std::string source;  // "file 'x.h5', dataset '/d'": prefixes every error
   bool may_decline = false;  // decline (kUnsupported) when chunk lookups would cost too much
+  // Verify instead of read: every touched chunk not yet in `verified` is read and decoded into
+  // scratch (nothing is written to `out`, which may be null), and added to `verified` once its
+  // decode succeeded. A chunk whose location libhdf5 disputes (locate() says kUnsupported) is
+  // skipped, not verified. Used before H5Dread serves a read of a dataset filtered by
+  // third-party plugins, which do not all check their input (see verify_before_h5dread).
+  bool verify_only = false;
+  VerifiedChunks* verified = nullptr;  // required with verify_only
 };
 
 // HDF5 1.10 locates a chunk in time growing with its place in the chunk index: measured here
@@ -117,6 +144,8 @@ inline constexpr uint64_t kMinChunkBytesToShare = 16 << 10;
 // Reads the selection with the worker pool. Errors name the source and the chunk.
 // With may_decline: kUnsupported (nothing read) when locating the chunks not yet remembered
 // would cost more than H5Dread reading the whole selection; the caller then uses H5Dread.
+// With verify_only: Ok when every touched chunk decodes (stats.chunks counts those decoded now),
+// else the decoder's error naming the chunk.
 Result<ReadStats> read_chunks(const FastRead& request);
 
 }  // namespace h5chunk
