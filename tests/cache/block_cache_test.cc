@@ -15,7 +15,7 @@
 #include "support/temp_dir.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 namespace fs = std::filesystem;
 using testing::FaultDisk;

@@ -5,7 +5,7 @@
 #include <set>
 
 namespace hubfs::block_file {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 const std::string kSha = "sha256:" + std::string(64, 'a');
 const std::string kOid = "oid:" + std::string(40, 'b');

@@ -19,7 +19,7 @@
 #include "support/temp_dir.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 namespace fs = std::filesystem;
 using testing::TempDir;
@@ -262,7 +262,7 @@ TEST_F(CacheAdminTest, VerifyAcceptsEveryNamingForm) {
 }  // namespace hubfs
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 std::string sha256_id(const std::string& data) {
   auto v = ContentVerifier::for_content("sha256:" + std::string(64, '0'), data.size());

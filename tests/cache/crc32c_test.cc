@@ -8,7 +8,7 @@
 #include <string>
 
 namespace hubfs::crc32c {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 std::string random_bytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 const SharedTierKey& secret() {
   static const SharedTierKey k = SharedTierKey::from_bytes("0123456789abcdef0123456789abcdef").value();

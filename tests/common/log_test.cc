@@ -7,7 +7,7 @@
 #include <string>
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // Restores the process-wide log state the other tests expect.
 struct LogStateGuard {

@@ -7,7 +7,7 @@
 #include <thread>
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 TEST(TaskQueue, RunsEveryTaskBeforeDrainReturns) {
   std::atomic<int> ran{0};
@@ -81,7 +81,7 @@ TEST(InFlight, WaitZeroReturnsOnceEveryAddIsDone) {
 #include "common/timer.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 TEST(Timer, RunsInDeadlineOrder) {
   Timer timer;

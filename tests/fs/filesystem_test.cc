@@ -22,7 +22,7 @@
 #include "support/temp_dir.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using testing::FakeTransport;
 using testing::respond;
@@ -279,7 +279,7 @@ TEST_F(FileSystemTest, StatfsCountsKnownInodes) {
 }  // namespace hubfs
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // A mount torn down under open files never gets their releases: the handles go with the
 // FileSystem (the sanitizer pass would report them as leaks otherwise).
@@ -295,7 +295,7 @@ TEST_F(FileSystemTest, HandlesLeftOpenAreFreedWithTheFileSystem) {
 }  // namespace hubfs
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // big.bin's listed sha256 ('e' x 64) is not its content's: a whole read fails its hash. The
 // handle that read it gets an error, and the next open tells the kernel to drop its cached
@@ -367,7 +367,7 @@ TEST_F(FileSystemTest, RootPathShowsThatDirectoryWithFullRepoPathsInside) {
 }  // namespace hubfs
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // --- Listings kept with the cache (fs/listing_cache.h) and --offline -------------------------
 

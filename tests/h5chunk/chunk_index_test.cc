@@ -24,7 +24,7 @@
 #include "support/temp_dir.h"
 
 namespace h5chunk::testing {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // How one test dataset is made.
 struct IndexCase {

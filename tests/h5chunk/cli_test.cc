@@ -14,7 +14,7 @@
 #include "support/temp_dir.h"
 
 namespace h5chunk::testing {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 const std::string kBinary = std::string(HUBFS_BIN_DIR) + "/h5chunk";
 

@@ -15,7 +15,7 @@
 #include "support/temp_dir.h"
 
 namespace h5chunk {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using Bytes = std::vector<uint8_t>;
 using namespace codec_test;

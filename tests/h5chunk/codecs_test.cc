@@ -17,7 +17,7 @@
 #include "codecs_test_util.h"
 
 namespace h5chunk {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using Bytes = std::vector<uint8_t>;
 using namespace codec_test;

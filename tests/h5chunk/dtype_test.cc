@@ -11,7 +11,7 @@
 #include "support/temp_dir.h"
 
 namespace h5chunk::testing {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 enum class Layout { kChunkedDeflate, kChunkedBlosc, kChunkedRaw, kContiguous, kCompact };
 

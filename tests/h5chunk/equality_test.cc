@@ -7,7 +7,7 @@
 #include "support/temp_dir.h"
 
 namespace h5chunk::testing {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 enum class Layout { kChunkPerFrame, kChunkPerTransmit, kContiguous, kPartialEdges };
 

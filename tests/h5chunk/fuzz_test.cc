@@ -11,7 +11,7 @@
 #include "support/temp_dir.h"
 
 namespace h5chunk::testing {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 Selection random_selection(std::mt19937& rng, const std::vector<uint64_t>& shape) {
   auto pick = [&](int n) { return int(rng() % unsigned(n)); };

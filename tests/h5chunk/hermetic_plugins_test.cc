@@ -27,7 +27,7 @@
 #include "support/temp_dir.h"
 
 namespace h5chunk::testing {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // The filters the tests write or read through HDF5 plugins: blosc, lz4 and bzip2 (the
 // fallback-note test's "no decoder here" case).

@@ -9,7 +9,7 @@
 #include "support/temp_dir.h"
 
 namespace h5chunk::testing {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // Reads `selection` through the fast path, and expects the bytes numpy indexing of `full` gives.
 void expect_fast_read(const Dataset& dset, const Bytes& full, size_t elem, const std::string& text) {

@@ -20,7 +20,7 @@
 #include "support/temp_dir.h"
 
 namespace h5chunk::testing::mutation {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // Brief enough for every run of the suite (a few seconds), long enough to hit each mutation
 // kind on both fixtures many times.

@@ -4,7 +4,7 @@
 #include "h5chunk/selection.h"
 
 namespace h5chunk {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 NormalizedSelection norm(const std::string& text, std::vector<uint64_t> shape) {
   auto sel = parse_selection(text);

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using hub_json::parse_iso8601;
 

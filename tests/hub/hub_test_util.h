@@ -29,7 +29,7 @@ inline bool has_header(const HttpRequest& req, std::string_view name) {
 }
 
 // Time stands still until the test moves it.
-struct ManualClock {
+struct ManualHubClock {  // not support/manual_clock.h's ManualClock: this one drives a HubClock
   std::atomic<int64_t> steady_s{1000};
   std::atomic<int64_t> wall_s{1700000000};
 

@@ -7,7 +7,7 @@
 #include "support/fake_transport.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using testing::FakeTransport;
 using testing::has_header;
@@ -245,7 +245,7 @@ TEST(PathsInfo, ManyPathsAreBatched) {
 }  // namespace hubfs
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 TEST(PathsInfo, TemporaryRedirectRepeatsThePost) {
   testing::FakeTransport t([](const HttpRequest& req) {

@@ -15,7 +15,7 @@
 #include "support/temp_dir.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using ::testing::HasSubstr;
 using ::testing::Not;

@@ -5,7 +5,7 @@
 #include "support/fake_transport.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using testing::FakeTransport;
 using testing::header_or_empty;
@@ -202,7 +202,7 @@ TEST(RepoInfo, NonJsonAnswerIsCorrupt) {
 }  // namespace hubfs
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using testing::FakeTransport;
 using testing::has_header;

@@ -3,7 +3,7 @@
 #include "hub/hub_client.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 struct GoodCase {
   const char* spec;

@@ -7,7 +7,7 @@
 #include "support/temp_dir.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // An environment and a file system the test writes, and a record of which files were read.
 struct FakeWorld {
@@ -148,7 +148,7 @@ TEST(FindToken, MissingRealFileMeansNone) {
 }  // namespace hubfs
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 TokenSources env_only(std::map<std::string, std::string> env) {
   TokenSources s;
@@ -209,7 +209,7 @@ TEST(EnvTimeouts, BadValueIsAnErrorNamingTheVariable) {
 }  // namespace hubfs
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 TEST(WithoutUrlCredentials, RemovesUserAndPasswordFromEveryUrlInAnArgument) {
   EXPECT_EQ(without_url_credentials("http://alice:Pa55w0rd@127.0.0.1:8080"), "http://127.0.0.1:8080");

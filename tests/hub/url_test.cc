@@ -5,7 +5,7 @@
 #include "hub/hub_client.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 TEST(EncodeSegment, RevisionIsOneSegment) {
   EXPECT_EQ(encode_segment("refs/pr/1"), "refs%2Fpr%2F1");

@@ -19,7 +19,7 @@
 
 using namespace hubfs::testing;
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 constexpr size_t kMiB = 1u << 20;
 

@@ -16,7 +16,7 @@
 
 using namespace hubfs::testing;
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 TEST(CdnQuirks, SlowSpurious416sABurstOf503sAndCdn403sCostNoEIO) {
   TempDir root;

@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 using namespace hubfs::testing;
 using namespace std::chrono_literals;
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 constexpr uint64_t kSeed = 77;
 constexpr uint64_t kSize = (100ull << 20) + 321;
@@ -136,7 +136,7 @@ TEST_F(HintTest, OnAnotherFilesystemTheHintIsAHarmlessError) {
 
 }  // namespace
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // An HDF5 file written by h5py (`make`: Python statements on the open file `f`) in repo
 // datasets/h/<name>, served at 100 ms per request and mounted; unmounted when done.
@@ -212,7 +212,7 @@ TEST(H5chunkHints, AContiguousReadOnAMountGoesOutInParallelPieces) {
 
 }  // namespace
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // `hubfs prefetch` warms the cache through hints: the first run fetches the file, the second
 // makes no upstream request; not on a terminal it prints one JSON summary.
@@ -245,7 +245,7 @@ TEST_F(HintTest, PrefetchFetchesOnceAndASecondRunMakesNoRequest) {
 
 }  // namespace
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // Ctrl-C stops a prefetch cleanly (exit 130, the summary says so); what it fetched stays
 // cached and a later run completes.

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 using namespace hubfs::testing;
 using namespace std::chrono_literals;
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // A daemon told to stop must be gone within this, however loaded the machine (ASan included).
 constexpr auto kExitBound = 30s;

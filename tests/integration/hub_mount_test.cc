@@ -21,7 +21,7 @@
 namespace fs = std::filesystem;
 using namespace hubfs::testing;
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 constexpr char kToken[] = "hf_hubmounttoken";
 
@@ -148,7 +148,7 @@ TEST(HubMount, TheMountHelperFormTakesOHubAndASourceLabel) {
 
 }  // namespace
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 TEST(HubMount, OfflineServesReposTouchedOnlineFromTheCache) {
   auto hub = std::make_unique<Hub>();

@@ -40,7 +40,7 @@ using namespace hubfs::testing;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // A daemon told to stop (unmount, SIGTERM) must be gone within this, however busy.
 constexpr auto kExitBound = 30s;

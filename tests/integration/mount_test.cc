@@ -21,7 +21,7 @@
 namespace fs = std::filesystem;
 using namespace hubfs::testing;
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // A zea-like HDF5 file: /data/raw_data float32 (frames, transmits, samples, elements, channels),
 // one frame per chunk, Blosc lz4 + byte shuffle through the installed HDF5 plugin.

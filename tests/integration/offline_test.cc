@@ -22,7 +22,7 @@
 namespace fs = std::filesystem;
 using namespace hubfs::testing;
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // A repo whose main moved: v1 -> c1, main -> c2, so "main" offline must mean c2's tree.
 struct Repo {

@@ -26,7 +26,7 @@
 namespace fs = std::filesystem;
 using namespace hubfs::testing;
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 constexpr char kToken[] = "hf_realhub_granted";
 constexpr char kNoAccessToken[] = "hf_realhub_not_granted";

@@ -25,7 +25,7 @@
 
 using namespace hubfs::testing;
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 constexpr uint32_t kBlock = 1u << 20;
 

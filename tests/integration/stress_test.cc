@@ -46,7 +46,7 @@ using namespace hubfs::testing;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kSanitized = true;

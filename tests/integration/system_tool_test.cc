@@ -19,7 +19,7 @@
 namespace fs = std::filesystem;
 using namespace hubfs::testing;
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 std::string hubfs_cmd() { return shell_quote(bin_path("hubfs")); }
 

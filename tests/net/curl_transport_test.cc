@@ -11,7 +11,7 @@
 #include "net/scripted_http_server.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -493,7 +493,7 @@ TEST(CurlTransport, ReservesBodyFromContentLengthAndReadsMegabytes) {
 }  // namespace hubfs
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // Throughput of 8 MiB range reads over loopback HTTP/1.1, 8 in flight. A measurement, not an
 // assertion: run with --gtest_also_run_disabled_tests --gtest_filter=*Throughput*.
@@ -527,7 +527,7 @@ TEST(CurlTransport, DISABLED_ThroughputOf8MiBRanges) {
 }  // namespace hubfs
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // The status decides, not the body's length: a 503 page longer than the range asked for is a
 // 503 (retryable), with its body cut, never a "server sent more than asked".

@@ -12,7 +12,7 @@
 #include "support/fake_transport.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;

@@ -13,7 +13,7 @@
 #include "support/manual_clock.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;

@@ -16,7 +16,7 @@
 #include "support/fake_transport.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;

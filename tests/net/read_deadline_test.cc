@@ -16,7 +16,7 @@
 #include "support/manual_clock.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using std::chrono::milliseconds;
 using testing::FakeTransport;

@@ -13,7 +13,7 @@
 #include "support/fake_transport.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using std::chrono::milliseconds;
 using ::testing::ElementsAre;

@@ -24,7 +24,7 @@
 #include "h5chunk/hdf5_handle.h"
 #include "support/temp_dir.h"
 
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using ::testing::HasSubstr;
 using h5chunk::Hid;

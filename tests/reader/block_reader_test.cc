@@ -15,7 +15,7 @@
 #include "support/temp_dir.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using testing::FakeTransport;
 using testing::TempDir;
@@ -335,7 +335,7 @@ TEST_F(BlockReaderTest, AFullCacheDiskIsNeverAReadError) {
 }  // namespace hubfs
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // Reads the whole file in kernel-sized pieces, as cat or sha256sum would; the first error ends it.
 Status read_whole(BlockReader& reader, const RemoteFile& file, std::string* out) {
@@ -456,7 +456,7 @@ TEST(ContentVerifier, GitBlobIdsAndSha256) {
 }  // namespace hubfs
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // The memory cache counts the buffers its blocks pin: one block kept from an 8-block response
 // keeps the whole response alive, and is accounted as such, so the bound holds for real memory.
@@ -479,7 +479,7 @@ TEST_F(BlockReaderTest, MemoryCacheIsAccountedByPinnedBuffers) {
 }  // namespace hubfs
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 TEST_F(BlockReaderTest, HintedRangesAreFetchedAtOnceAndReadsShareThem) {
   BlockReader reader(cache_.get(), fetcher_);

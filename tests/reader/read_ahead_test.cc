@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 constexpr uint64_t kMiB = 1 << 20;
 

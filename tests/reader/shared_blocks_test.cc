@@ -17,7 +17,7 @@
 #include "support/temp_dir.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using testing::FakeTransport;
 using testing::TempDir;

@@ -13,7 +13,7 @@
 #include "support/temp_dir.h"
 
 namespace hubfs::testing {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 TEST(LocalHub, StartsWithTwoOriginsAndZeroStats) {
   TempDir root;

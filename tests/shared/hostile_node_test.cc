@@ -17,7 +17,7 @@
 #include "support/fake_transport.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using testing::FakeMemcachedNode;
 using testing::FakeTransport;

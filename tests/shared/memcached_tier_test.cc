@@ -20,7 +20,7 @@
 #include "support/memcached_server.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using testing::MemcachedServer;
 

@@ -15,7 +15,7 @@
 #include "blake3_vectors.h"
 
 namespace hubfs::xet {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 std::string to_hex(const uint8_t* p, size_t n) {
   static const char* kDigits = "0123456789abcdef";

@@ -10,7 +10,7 @@
 #include "xet/hash.h"
 
 namespace hubfs::xet {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 // xet-core chunking.rs create_random_data: SplitMix64 words, little-endian, cut to n bytes.
 std::vector<uint8_t> splitmix_data(size_t n, uint64_t seed) {

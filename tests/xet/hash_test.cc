@@ -6,7 +6,7 @@
 #include "merkle_vectors.h"
 
 namespace hubfs::xet {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 MerkleHash H(const char* hex) {
   auto h = MerkleHash::from_hex(hex);

@@ -13,7 +13,7 @@
 #include "xet/xorb.h"
 
 namespace hubfs::xet {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using nlohmann::json;
 

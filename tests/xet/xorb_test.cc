@@ -8,7 +8,7 @@
 #include <random>
 
 namespace hubfs::xet {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 std::string random_bytes(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
