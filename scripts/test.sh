@@ -31,7 +31,16 @@ if [ "${1:-}" = "--quick" ]; then
 fi
 CTEST_ARGS=("$@")
 
-step() { echo "== $1 ($(date +%T), ${SECONDS}s)"; }
+# Each step prints the wall time so far and the CPU time of the steps finished so far (user +
+# system of every child waited for; a background build counts once it is waited for): on a
+# shared machine the CPU seconds say where the time goes when the wall clock cannot.
+times_file=$(mktemp)
+step() {
+  times >"$times_file"  # in this shell, not a subshell: its last line is the children's "XmY.YYYs XmY.YYYs"
+  local cpu
+  cpu=$(tail -n 1 "$times_file" | awk '{n = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] } printf "%d", n}')
+  echo "== $1 ($(date +%T), ${SECONDS}s, CPU ${cpu}s)"
+}
 
 ./scripts/deps.sh
 
@@ -71,7 +80,7 @@ finish_background_build() {  # kind
 kill_tree() { local child; for child in $(pgrep -P "$1"); do kill_tree "$child"; done; kill "$1" 2>/dev/null || true; }
 # A failing pass ends the script; a build still running in the background ends with it.
 declare -A background_build=()
-trap 'for pid in "${background_build[@]}"; do kill_tree "$pid"; done' EXIT
+trap 'for pid in "${background_build[@]}"; do kill_tree "$pid"; done; rm -f "$times_file"' EXIT
 
 if [ "$quick" = 1 ]; then
   step "incremental build of the tests and the Python packages"

@@ -5,8 +5,8 @@
 // the targets are 0 wrong bytes, 0 hangs, 0 EIO, and a daemon whose memory and open files stay
 // bounded and which exits cleanly (no sanitizer report) when unmounted.
 //
-// Brief mode (default) runs ~60-90 s inside the normal suite. Long mode: HUBFS_STRESS_SECONDS=N
-// (e.g. 180) runs the rounds for N seconds in all over a larger repo.
+// Brief mode (default) runs ~60-90 s, once, in the suite's Release pass (a slow test). Long
+// mode: HUBFS_STRESS_SECONDS=N (e.g. 180) runs the rounds for N seconds in all over a larger repo.
 //
 // The flipped-byte round is its own test (FlippedByteIsNeverServedAfterVerification): a byte
 // corrupted in transit cannot be detected in a partial range (there is no per-range hash), only
@@ -376,7 +376,8 @@ class StressTest : public ::testing::Test {
   std::string mnt_;
 };
 
-TEST_F(StressTest, ManyReadersUnderEveryFaultKindGetExactBytes) {
+// Slow (run once, in the Release pass): 64 readers for the whole stress window.
+TEST_F(StressTest, SlowManyReadersUnderEveryFaultKindGetExactBytes) {
   const auto rounds = make_rounds();
   const int groups = static_cast<int>(rounds.size());
   const int small_group = 6;  // the round of long error bodies on small files
