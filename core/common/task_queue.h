@@ -23,22 +23,24 @@
 #include <thread>
 #include <vector>
 
+#include "common/env.h"
+
 namespace hubfs {
 
-class TaskQueue {
+class TaskQueue : public Executor {
  public:
   // `threads` workers (at least one), started at once.
   explicit TaskQueue(int threads);
-  ~TaskQueue();
+  ~TaskQueue() override;
   TaskQueue(const TaskQueue&) = delete;
   TaskQueue& operator=(const TaskQueue&) = delete;
 
   // Queues the task; false (and the task is not run) once a drain found the queue idle.
-  bool post(std::function<void()> task);
+  bool post(std::function<void()> task) override;
   // Runs what is queued (and what it queues) to completion, then stops the workers. Idempotent.
-  void drain();
+  void drain() override;
   // Tasks queued or running.
-  size_t pending() const;
+  size_t pending() const override;
 
  private:
   void worker();

@@ -1,0 +1,110 @@
+#include "common/env.h"
+
+#include <condition_variable>
+#include <new>
+#include <utility>
+
+#include "common/task_queue.h"
+#include "common/timer.h"
+
+namespace hubfs {
+
+namespace {
+
+class RealEnv : public Env {
+ public:
+  const MonotonicClock& clock() const override { return MonotonicClock::real(); }
+  std::chrono::system_clock::time_point system_now() const override { return std::chrono::system_clock::now(); }
+
+  bool schedule_after(std::chrono::milliseconds delay, std::function<void()> fn) override {
+    std::call_once(timer_once_, [this] { timer_ = new Timer(); });
+    return timer_->schedule(delay, std::move(fn));
+  }
+
+  std::unique_ptr<Executor> new_executor(int threads) override { return std::make_unique<TaskQueue>(threads); }
+
+ private:
+  std::once_flag timer_once_;
+  Timer* timer_ = nullptr;  // never destroyed, as the Env (see Env::real)
+};
+
+}  // namespace
+
+Env& Env::real() {
+  // Placement into static storage: no destructor runs at exit, so a thread still using the
+  // Env (a detached library user's) never sees it destroyed.
+  alignas(RealEnv) static unsigned char storage[sizeof(RealEnv)];
+  static RealEnv* env = new (storage) RealEnv();
+  return *env;
+}
+
+// ---- ScheduledGroup ---------------------------------------------------------------------------
+
+struct ScheduledGroup::State {
+  mutable std::mutex mu;  // a leaf: never held while a function runs
+  std::condition_variable idle_cv;  // shutdown() waits here for functions the timer is running
+  bool stopped = false;
+  uint64_t next_id = 0;
+  int running = 0;  // functions the Env's timer took and is running now
+  std::map<uint64_t, std::function<void()>> waiting;
+
+  // From the Env's timer: runs the function scheduled as `id` unless shutdown() ran it already
+  // (each runs exactly once: here or in shutdown()).
+  void fire(uint64_t id) {
+    std::function<void()> fn;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = waiting.find(id);
+      if (it == waiting.end()) return;
+      fn = std::move(it->second);
+      waiting.erase(it);
+      ++running;
+    }
+    fn();
+    fn = nullptr;  // its captures go before shutdown() may return
+    std::lock_guard<std::mutex> lock(mu);
+    if (--running == 0) idle_cv.notify_all();
+  }
+};
+
+ScheduledGroup::ScheduledGroup(Env& env) : env_(env), state_(std::make_shared<State>()) {}
+
+ScheduledGroup::~ScheduledGroup() { shutdown(); }
+
+bool ScheduledGroup::schedule_after(std::chrono::milliseconds delay, std::function<void()> fn) {
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->stopped) return false;
+    id = state_->next_id++;
+    state_->waiting.emplace(id, std::move(fn));
+  }
+  const bool scheduled = env_.schedule_after(delay, [state = state_, id] { state->fire(id); });
+  if (!scheduled) {
+    // The Env stopped first: nothing will call it; the caller runs it.
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->waiting.erase(id);
+    return false;
+  }
+  return true;
+}
+
+void ScheduledGroup::shutdown() {
+  std::map<uint64_t, std::function<void()>> left;
+  {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    if (state_->stopped) return;
+    state_->stopped = true;
+    left.swap(state_->waiting);
+    // One the timer took just before is finishing: nothing of ours runs after we return.
+    state_->idle_cv.wait(lock, [&] { return state_->running == 0; });
+  }
+  for (auto& [id, fn] : left) fn();  // in the order they were scheduled
+}
+
+size_t ScheduledGroup::waiting() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->waiting.size();
+}
+
+}  // namespace hubfs
