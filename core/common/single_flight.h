@@ -105,6 +105,7 @@ class SingleFlight {
   }
 
  private:
+  // A leaf, except that a join's probe runs under it (then this one first, the store's after).
   mutable std::mutex mu_;
   std::unordered_map<K, FlightPtr, Hash> flights_;
 };

@@ -26,6 +26,7 @@
 // hash's removals run under a Verification::mu).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -164,8 +165,9 @@ struct ReaderStats {
 
 // Per open handle: what the handle read last, to tell sequential streams from random access.
 struct ReadState {
-  // The kernel may read one handle from several threads. Taken with no BlockReader lock held;
-  // BlockReader::mu_ may be taken under it (read-ahead claims blocks), never the other way.
+  // The kernel may read one handle from several threads. Taken with no reader lock held; the
+  // in-flight SingleFlight's mutex (and under it the memory tier's) may be taken under it
+  // (read-ahead claims blocks), never the other way.
   std::mutex mu;
   ReadAheadState ahead;               // the read-ahead policy's memory of this handle
   uint64_t epoch = UINT64_MAX;        // the file's content epoch at this handle's first read

@@ -23,6 +23,8 @@ constexpr uint64_t kMaxHashLagBlocks = 32;
 // time (holding mu); a block arriving meanwhile raises `pending` instead of waiting, and the
 // hashing thread looks again before it stops.
 struct FileVerifier::Verification {
+  // Held by the thread hashing the file; taken before FileVerifier::mu_ and the memory tier's
+  // mutex (and the tiers' removals a failure makes), never while holding either.
   std::mutex mu;
   std::atomic<bool> pending{false};
   std::unique_ptr<ContentVerifier> verifier;
