@@ -44,8 +44,10 @@ class FileVerifierTest : public ::testing::Test {
   }
   FileVerifier make(FileVerifierOptions o = {.block_size = kBlock}) {
     return FileVerifier(memory_, o, [this](const VerifiedFile& f) {
+      // As BlockTiers::forget_file does: the file's blocks leave memory.
       ++corrupt_calls_;
       dropped_ = std::string(f.cache_id);
+      for (uint64_t b = 0; b * kBlock < f.size; ++b) memory_.remove(BlockId{f.cache_id, b, 0});
     });
   }
 
@@ -152,7 +154,8 @@ TEST_F(FileVerifierTest, OnlyTheNewestHashesAreKept) {
   arrive(v, 0, content_);
   const std::string other_id = "sha256:other";
   memory_.put(BlockId{other_id, 0, 1}, BlockBytes{std::make_shared<const std::string>("x"), 0, 1});
-  VerifiedFile other{"o", "sha256:" + std::string(64, '0'), other_id, 1};
+  const std::string other_content_id = "sha256:" + std::string(64, '0');
+  VerifiedFile other{"o", other_content_id, other_id, 1};
   (void)v.on_arrival(other, 0);  // starts a second hash: the first one's record goes
   for (uint64_t b = 1; b < 5; ++b) arrive(v, b, content_);
   // The first file's record went; its next arrival started a new one from the blocks in memory,
