@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   ReaderOptions options;
   options.verify_whole_files = false;
   BlockReader reader(nullptr, fetcher, options);
-  std::vector<char> out(kPiece);
+  std::vector<char> out(8 * kPiece);
   // Warm: every block in memory.
   for (uint64_t off = 0; off < file.size; off += 8 * kPiece) {
     if (!reader.read(file, off, 8 * kPiece, out.data(), nullptr).ok()) return 1;
