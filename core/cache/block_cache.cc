@@ -108,7 +108,7 @@ class DiskBlockCache final : public BlockCache {
       write_failures_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    if (Clock::now().time_since_epoch().count() < backoff_until_.load(std::memory_order_relaxed)) {
+    if (options_.clock().time_since_epoch().count() < backoff_until_.load(std::memory_order_relaxed)) {
       writes_skipped_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -204,7 +204,7 @@ class DiskBlockCache final : public BlockCache {
         log_warning("cache: writes to " + options_.dir + " fail (" + cause.message() +
                     "); reads are served from the network without caching until the disk accepts "
                     "writes again (free space or fix permissions)");
-      auto until = Clock::now() + options_.write_backoff;
+      auto until = options_.clock() + options_.write_backoff;
       backoff_until_.store(until.time_since_epoch().count(), std::memory_order_relaxed);
     }
   }
@@ -217,9 +217,9 @@ class DiskBlockCache final : public BlockCache {
   // Entries are never removed on eviction: a stale one only skips a touch of a block that was
   // re-written (so fresh) meanwhile, and the size bound keeps the table small.
   void maybe_touch(const Location& loc) {
-    const auto now = Clock::now();
+    const auto now = options_.clock();
     {
-      std::lock_guard<std::mutex> lock(touch_mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       auto it = last_touch_.find(loc.touch_key);
       if (it != last_touch_.end() && now - it->second < options_.touch_interval) return;
       remember_touch_locked(loc.touch_key, now);
@@ -228,8 +228,8 @@ class DiskBlockCache final : public BlockCache {
   }
 
   void note_fresh(const Location& loc) {
-    std::lock_guard<std::mutex> lock(touch_mu_);
-    remember_touch_locked(loc.touch_key, Clock::now());
+    std::lock_guard<std::mutex> lock(mu_);
+    remember_touch_locked(loc.touch_key, options_.clock());
   }
 
   void remember_touch_locked(uint64_t key, Clock::time_point now) {
@@ -361,11 +361,11 @@ class DiskBlockCache final : public BlockCache {
 
   std::array<std::atomic<bool>, kShards> shard_ready_;  // shard directory known to exist
 
-  std::mutex touch_mu_;
-  std::unordered_map<uint64_t, Clock::time_point> last_touch_;  // by Location::touch_key
-
+  // Two mutexes, in this order: evict_mu_ (held for a whole eviction pass, which takes no other
+  // lock) and mu_ (a leaf, held briefly: never across disk I/O).
   std::mutex evict_mu_;  // one eviction pass at a time (background or enforce_budget)
-  std::mutex mu_;        // guards eviction_requested_ and the condition variable
+  std::mutex mu_;        // guards last_touch_, eviction_requested_ and the condition variable
+  std::unordered_map<uint64_t, Clock::time_point> last_touch_;  // by Location::touch_key
   std::condition_variable cv_;
   bool eviction_requested_ = false;
   std::atomic<bool> stopping_{false};

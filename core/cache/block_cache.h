@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +40,8 @@ struct CacheOptions {
   // A cache of millions of small blocks is then evicted over several scans instead of holding
   // an entry per block in memory.
   size_t eviction_batch = 1 << 16;
+  // The time the touch throttle and the write backoff go by; tests pass a manual one.
+  std::function<std::chrono::steady_clock::time_point()> clock = std::chrono::steady_clock::now;
 };
 
 struct CacheStats {

@@ -1,12 +1,32 @@
-// Serves byte ranges of remote, immutable files block by block: from a small memory cache, then
-// the on-disk BlockCache, then the network, fetching each missing block exactly once however many
-// readers wait for it (single-flight), coalescing neighbouring missing blocks into one request,
-// and reading ahead for handles that read sequentially.
+// Serves byte ranges of remote, immutable files block by block, and orchestrates the pieces that
+// do the work:
+// - BlockTiers (block_tiers.h): memory, then the on-disk BlockCache, then the shared tier; what
+//   moves between them (promotion, write-back, deferred writes);
+// - SingleFlight (common/single_flight.h): each missing block is loaded once however many
+//   readers wait for it;
+// - FileVerifier (file_verifier.h): whole-file hashes and the content epochs they move;
+// - ReadAheadPolicy (read_ahead.h): which blocks a sequential handle gets ahead of its reads;
+// - fetch_blocks (here): neighbouring missing blocks coalesced into one range request to the Hub.
 //
 // This is the whole read path of the mount, kept free of FUSE so it can be tested with a fake
 // transport and a temporary cache directory.
+//
+// Threads it owns: 4 disk workers (a TaskQueue: disk-cache checks for read-ahead and hints,
+// splitting responses into blocks, hashing, write-back) and BlockTiers' deferred writer (one
+// thread, low priority). Stopping order: shutdown() below.
+//
+// Lock order, outermost first (no lock is held across a wait on another component):
+//   ReadState::mu (a handle's read-ahead state; taken with no reader lock held: read-ahead claims
+//     its blocks under it) -> the in-flight SingleFlight's mutex (a join looks in memory under
+//     it) -> MemoryTier's mutex;
+//   a FileVerifier Verification::mu (held by the thread hashing a file; its failure drops the
+//     file from every tier under it) -> FileVerifier::mu_ (records, epochs) -> MemoryTier's mutex.
+// The two chains never nest in each other. Leaves: MemoryTier's, Verification::arrival_mu,
+// RecentKeys', DeferredWrites', and below the tiers BlockCache's and SharedBlocks' (a failed
+// hash's removals run under a Verification::mu).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -23,12 +43,18 @@
 #include <vector>
 
 #include "cache/block_cache.h"
+#include "cache/content_verifier.h"
 #include "common/deadline.h"
+#include "common/single_flight.h"
 #include "common/status.h"
 #include "common/task_queue.h"
 #include "net/range_fetcher.h"
-#include "cache/content_verifier.h"
+#include "reader/block_tier.h"
+#include "reader/block_tiers.h"
+#include "reader/file_verifier.h"
 #include "reader/read_ahead.h"
+#include "reader/recent_keys.h"
+#include "reader/timed_out_blocks.h"
 #include "reader/shared_blocks.h"
 
 namespace hubfs {
@@ -84,10 +110,19 @@ struct ReaderOptions {
   // T + read_timeout, but at most quota_max_wait more in all: --read-timeout bounds network
   // faults, --rate-limit-wait bounds quota waits. A range request whose resolve was held N gets
   // its read's deadline + N (RangeFetcher); the hold ended at T >= the read's start + N, so the
-  // read waits at least as long as that request may run. Called with the reader's lock held: must
-  // not block or take the reader's locks (QuotaGate takes only its own leaf lock).
+  // read waits at least as long as that request may run. Called with no reader lock held; must
+  // not block (QuotaGate takes only its own leaf lock).
   std::function<std::optional<std::chrono::steady_clock::time_point>()> quota_wait_end;
   std::chrono::milliseconds quota_max_wait{0};
+  // The rule above: the later wait deadline for a read that started at `started` and whose wait
+  // reached `deadline`, or nullopt (no quota wait, or none that moves it).
+  std::optional<std::chrono::steady_clock::time_point> quota_extended(
+      std::chrono::steady_clock::time_point started, std::chrono::steady_clock::time_point deadline) const {
+    auto until = quota_wait_end ? quota_wait_end() : std::nullopt;
+    if (!until) return std::nullopt;
+    auto extended = std::min(*until + read_timeout, started + read_timeout + quota_max_wait);
+    return extended > deadline ? std::optional(extended) : std::nullopt;
+  }
   // Threads that check the disk cache for read-ahead blocks and write fetched blocks to it, so
   // neither the network thread nor a reader waits on the disk for someone else. Four: a finished
   // 8 MiB response is 8 block files to write, and read-ahead tasks queue behind those writes
@@ -113,6 +148,7 @@ struct ReaderOptions {
 
 struct ReaderStats {
   uint64_t memory_hits = 0;
+  uint64_t joined_flights = 0;      // blocks a read (or read-ahead) found already being loaded
   uint64_t disk_hits = 0;
   uint64_t blocks_fetched = 0;
   uint64_t requests = 0;
@@ -129,22 +165,22 @@ struct ReaderStats {
 
 // Per open handle: what the handle read last, to tell sequential streams from random access.
 struct ReadState {
-  // The kernel may read one handle from several threads. Taken with no BlockReader lock held;
-  // BlockReader::mu_ may be taken under it (read-ahead claims blocks), never the other way.
+  // The kernel may read one handle from several threads. Taken with no reader lock held; the
+  // in-flight SingleFlight's mutex (and under it the memory tier's) may be taken under it
+  // (read-ahead claims blocks), never the other way.
   std::mutex mu;
   ReadAheadState ahead;               // the read-ahead policy's memory of this handle
   uint64_t epoch = UINT64_MAX;        // the file's content epoch at this handle's first read
+
+  // Records the epoch at the handle's first read; false once the file's epoch moved since.
+  // Caller holds mu.
+  bool same_epoch(uint64_t now) {
+    if (epoch == UINT64_MAX) epoch = now;
+    return epoch == now;
+  }
 };
 
-// A block's bytes: a slice of a shared buffer (a whole coalesced response, or one block file), so
-// cutting a response into blocks copies nothing.
-struct BlockBytes {
-  std::shared_ptr<const std::string> buffer;
-  size_t offset = 0;
-  size_t length = 0;
-  const char* data() const { return buffer->data() + offset; }
-  size_t size() const { return length; }
-};
+// BlockBytes (a block's bytes, a slice of a shared buffer) is in reader/block_tier.h.
 
 class BlockReader {
  public:
@@ -157,10 +193,13 @@ class BlockReader {
               SharedBlocks* shared = nullptr);
   // Calls shutdown().
   ~BlockReader();
-  // Waits for every fetch in flight to call back (the transport bounds each; shut the transport
-  // down first for a prompt return), runs the queued disk work, and stops the worker threads.
-  // Afterwards nothing calls back into this reader, a RemoteFile's locate or the cache. Reads
-  // must have stopped before (the FUSE session is gone). Idempotent.
+  // Stops, in this order: (1) queued read-ahead is cancelled, not sent; (2) waits for every fetch
+  // in flight to call back (the transport bounds each; shut the transport down first for a prompt
+  // return); (3) drains the disk workers (their queued work runs) and joins them; (4) waits for
+  // any fetch a draining task started (its callback, finding the queue closed, runs inline);
+  // (5) BlockTiers::shutdown(): the deferred writes still waiting run at once, and the writer
+  // thread is joined. Afterwards nothing calls back into this reader, a RemoteFile's locate or
+  // the cache. Reads must have stopped before (the FUSE session is gone). Idempotent.
   void shutdown();
   BlockReader(const BlockReader&) = delete;
   BlockReader& operator=(const BlockReader&) = delete;
@@ -189,107 +228,71 @@ class BlockReader {
   uint64_t content_epoch(const RemoteFile& file) const;
 
  private:
-  struct Block;
-  struct Verification;
-  using BlockPtr = std::shared_ptr<Block>;
+  using Flights = SingleFlight<std::string, Result<BlockBytes>>;
 
-  BlockPtr claim_or_find(const RemoteFile& file, uint64_t index, bool* claimed);
-  // max_run: most neighbouring blocks per request.
-  // True when every block was served here (disk cache, shared tier), none left to a fetch.
-  // deadline: of the read (or read-ahead task) the blocks are loaded for.
-  bool load_claimed(const RemoteFile& file, std::vector<uint64_t> claimed, bool prefetch, size_t max_run,
+  // Joins the block's flight, or starts one (leader: the caller loads it); a block in memory comes
+  // back as a finished flight.
+  Flights::Ticket claim(const RemoteFile& file, uint64_t index);
+  // Claims the blocks for read-ahead or a hint, within the read-ahead memory budget; stops at
+  // the first that does not fit. Returns the indices this call must load; `bytes` their size.
+  std::vector<uint64_t> claim_ahead(const RemoteFile& file, const std::vector<uint64_t>& wanted, uint64_t* bytes,
+                                    uint64_t* stopped_at);
+  // Loads claimed blocks: the tiers below memory, then the Hub (max_run blocks per request).
+  // True when every block was served by a tier, none left to a fetch.
+  bool load_claimed(const RemoteFile& file, const std::vector<uint64_t>& claimed, bool prefetch, size_t max_run,
                     const Deadline& deadline);
-  void fetch_runs(const RemoteFile& file, const std::vector<uint64_t>& indices, bool prefetch, size_t max_run,
-                  const Deadline& deadline);
-  // The shared tier's part (see shared_blocks.h): serves what it holds, returns the rest.
-  std::vector<uint64_t> load_from_shared(const RemoteFile& file, std::vector<uint64_t> misses,
-                                         const Deadline& deadline);
-  // A read of one of these blocks timed out moments ago: that error, else OK.
-  Status recently_timed_out(const RemoteFile& file, uint64_t first, uint64_t last);
-  void note_timed_out(const RemoteFile& file, uint64_t index);
-  void offer_to_shared(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch);
-  // Writes a block that came from the shared tier to the disk cache, later (see
-  // ReaderOptions::max_deferred_write_bytes); skipped if the file failed its hash meanwhile.
-  void store_shared_block(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch);
-  // Returns once nothing was read nor looked up for kDeferredWriteQuiet (or at shutdown).
-  void wait_for_quiet();
-  void note_activity();
-  // Serves a loaded block (or its error) to its waiters; store: write it to the disk cache too.
-  void complete(const RemoteFile& file, uint64_t index, Result<BlockBytes> data, bool store);
-  // complete() for blocks that arrived together (see the definition for the order of the work);
-  // offer: hand them to the shared tier too (they came from the Hub).
+  // The one place blocks are asked of the network: coalesces neighbouring indices (ascending)
+  // into range requests of up to max_run blocks.
+  void fetch_blocks(const RemoteFile& file, const std::vector<uint64_t>& indices, bool prefetch, size_t max_run,
+                    const Deadline& deadline);
+  // A response (or its error) for blocks [first, first + count): split and served, on a worker.
+  void on_fetched(const RemoteFile& file, uint64_t first, uint64_t count, Result<std::string>& body);
+  // Serves blocks that arrived together: every one into memory and its waiters released before
+  // any is stored or hashed. from_hub: offer them to the shared tier and write them to disk.
   void complete_batch(const RemoteFile& file, const std::vector<std::pair<uint64_t, BlockBytes>>& arrivals,
-                      bool store, bool offer);
-  // complete()'s first half: into memory, the file's hash if this block finishes it, waiters
-  // released.
-  struct Published {
-    bool served = false;          // the block was served (not an error, not a failed file hash)
-    bool completed_file = false;  // its arrival finished the file's hash (already done)
-    uint64_t epoch = 0;           // the file's content epoch when it went into memory
-  };
-  Published publish(const RemoteFile& file, uint64_t index, Result<BlockBytes> data);
-  // Writes a served block to the disk cache, taking it back out if the file failed its hash since.
-  void write_back(const RemoteFile& file, uint64_t index, const BlockBytes& bytes, uint64_t epoch);
-  // Whether the file's reader sent a range hint lately (then it gets no read-ahead). Takes mu_.
-  bool recently_hinted(const RemoteFile& file);
-  // Claims and queues the blocks of `range` the policy chose, within the read-ahead memory
-  // budget, recording how far it got in state->ahead. Caller holds state->mu.
-  void read_ahead(const RemoteFile& file, BlockRange range, uint64_t last_read_block, ReadState* state);
-  uint64_t block_length(const RemoteFile& file, uint64_t index) const;
-  std::string cache_id(const std::string& content_id) const;
-  void remember(const std::string& key, const BlockBytes& data);
-  void lru_erase(std::unordered_map<std::string, std::list<std::pair<std::string, BlockBytes>>::iterator>::iterator it);
-  std::optional<BlockBytes> recall(const std::string& key);
-  std::optional<BlockBytes> peek(const std::string& key) const;
-  Status verify_in_order(const RemoteFile& file, bool wait);
-  // The file's hash in progress (begun if its first block is in memory), or null.
-  std::shared_ptr<Verification> verification_for(const RemoteFile& file);
-  Status check_epoch(const RemoteFile& file, ReadState* state) const;
-  void forget_file(const RemoteFile& file);
-  void post(std::function<void()> task);
-  // Hashes the file in the calling thread (after the one hashing now) when loaded_up_to is far
-  // past its hash: see kMaxHashLagBlocks.
-  void take_turn_at_hash(const RemoteFile& file, uint64_t loaded_up_to);
+                      bool from_hub);
+  // Fails the blocks' flights with `error`.
+  void fail(const RemoteFile& file, const std::vector<uint64_t>& indices, const Status& error);
   // `group`: blocks per task and so at most per request (capped at max_group).
   void queue_load(const RemoteFile& file, std::vector<uint64_t> claimed, size_t group, size_t max_group);
+  // Waits for one block a read needs, past the read's deadline while a quota wait may hold it.
+  Result<BlockBytes> wait_for(const RemoteFile& file, uint64_t index, const Flights::FlightPtr& flight,
+                              std::chrono::steady_clock::time_point started,
+                              std::chrono::steady_clock::time_point* deadline);
+  Status check_epoch(const RemoteFile& file, ReadState* state) const;
+  void post(std::function<void()> task);
+  uint64_t block_length(const RemoteFile& file, uint64_t index) const;
+  std::string cache_id(const std::string& content_id) const;
+  VerifiedFile verified(const RemoteFile& file, const std::string& id) const;
 
-  BlockCache* cache_;
   RangeFetcher& fetcher_;
-  SharedBlocks* shared_;
   const ReaderOptions options_;
   const ReadAheadPolicy read_ahead_policy_;
-
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, BlockPtr> in_flight_;
-  // Memory LRU: most recent at the front. Accounted by the buffers its blocks pin (a response
-  // buffer lives while any of its blocks does), each counted once.
-  using LruList = std::list<std::pair<std::string, BlockBytes>>;
-  LruList lru_;
-  std::unordered_map<std::string, LruList::iterator> lru_index_;
-  std::unordered_map<const std::string*, size_t> buffer_refs_;  // blocks in lru_ per buffer
-  uint64_t lru_bytes_ = 0;
-  ReaderStats stats_;
+  BlockTiers tiers_;
+  FileVerifier verifier_;
+  Flights in_flight_;  // by "<cache id>#<index>"
+  // Files whose reader sent a range hint lately: no speculative read-ahead for them for
+  // kHintQuietTime; at most kMaxHintedFiles remembered.
+  static constexpr std::chrono::seconds kHintQuietTime{30};
+  static constexpr size_t kMaxHintedFiles = 4096;
+  RecentKeys hinted_;
+  TimedOutBlocks timed_out_;
   std::atomic<uint64_t> prefetch_bytes_{0};
   std::atomic<bool> stopping_{false};
-
-  std::mutex verify_mu_;  // guards verifying_ and verify_order_; taken before a Verification's
-  std::unordered_map<std::string, std::shared_ptr<Verification>> verifying_;  // by cache id
-  std::list<std::string> verify_order_;  // oldest first, to bound verifying_
-  std::unordered_map<std::string, uint64_t> failed_epochs_;  // by cache id (guarded by mu_)
-  // When each file was last hinted (guarded by mu_): no speculative read-ahead for it meanwhile.
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> hinted_at_;
-  // Blocks whose read timed out, and when (guarded by mu_; see ReaderOptions::read_timeout).
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> timed_out_;
+  // The counters kept here (the tiers and the verifier keep theirs).
+  struct Counters {
+    std::atomic<uint64_t> memory_hits{0}, joined_flights{0}, blocks_fetched{0}, requests{0}, bytes_fetched{0},
+        fetch_errors{0}, hints{0}, hinted_bytes{0}, read_ahead_bytes{0};
+    void add(std::atomic<uint64_t>& counter, uint64_t n = 1) { counter.fetch_add(n, std::memory_order_relaxed); }
+    void copy_to(ReaderStats& s) const {
+      s.memory_hits = memory_hits, s.joined_flights = joined_flights, s.blocks_fetched = blocks_fetched;
+      s.requests = requests, s.bytes_fetched = bytes_fetched, s.fetch_errors = fetch_errors;
+      s.hints = hints, s.hinted_bytes = hinted_bytes, s.read_ahead_bytes = read_ahead_bytes;
+    }
+  } counters_;
   // Fetches whose callback has not yet been queued: shutdown waits for them before draining the
   // disk work (a callback posts to it).
   InFlight fetches_;
-  std::atomic<uint64_t> deferred_write_bytes_{0};  // queued on deferred_writes_
-  // When a read or a shared tier lookup last happened (steady_clock ticks; only kept with a
-  // shared tier): the deferred writer waits for a pause.
-  std::atomic<std::chrono::steady_clock::rep> last_activity_{0};
-  // One low-priority thread for shared-tier blocks' disk writes; before disk_work_, whose tasks
-  // post to it (so it is destroyed after).
-  TaskQueue deferred_writes_;
   TaskQueue disk_work_;  // declared last: its threads start once everything above exists
 };
 

@@ -371,8 +371,11 @@ TEST(BlockCache, DiskFullIsSilentAndOtherBlocksStillServe) {
 TEST(BlockCache, AFailureStreakBacksOffThenProbesAgain) {
   TempDir tmp;
   auto disk = std::make_shared<FaultDisk>();
+  // The cache's clock, moved by the test: the backoff is measured on it, not waited out.
+  auto now = std::make_shared<std::atomic<int64_t>>(0);
   CacheOptions options{.dir = tmp.str()};
   options.write_backoff = std::chrono::milliseconds(20);
+  options.clock = [now] { return std::chrono::steady_clock::time_point(std::chrono::milliseconds(now->load())); };
   auto cache = open_cache(options, disk);
   ASSERT_TRUE(cache);
   const int attempts_before = disk->write_attempts();
@@ -382,10 +385,35 @@ TEST(BlockCache, AFailureStreakBacksOffThenProbesAgain) {
   EXPECT_EQ(cache->stats().write_failures, 3u);
   EXPECT_EQ(cache->stats().writes_skipped, 7u);
   disk->set_write_fault(FaultDisk::WriteFault::kNone);
-  // The sleep only guarantees the backoff has passed; nothing here depends on how long it took.
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  // Still within the backoff (the clock has not moved): skipped, though the disk would take it.
+  *now += 19;
+  cache->put(kA, 0, "early");
+  EXPECT_EQ(cache->stats().writes_skipped, 8u);
+  EXPECT_FALSE(cache->get(kA, 0).has_value());
+  // Past it: one put probes the disk again, and it works.
+  *now += 1;
   cache->put(kA, 0, "back");
   EXPECT_EQ(cache->get(kA, 0), "back");
+  EXPECT_EQ(cache->stats().writes_skipped, 8u);
+}
+
+// The touch throttle goes by the cache's clock: a hit a whole interval after the last touch
+// touches again.
+TEST(BlockCache, AHitAnIntervalAfterTheLastTouchTouchesAgain) {
+  TempDir tmp;
+  auto disk = std::make_shared<FaultDisk>();
+  auto now = std::make_shared<std::atomic<int64_t>>(0);
+  CacheOptions options{.dir = tmp.str()};
+  options.clock = [now] { return std::chrono::steady_clock::time_point(std::chrono::milliseconds(now->load())); };
+  auto cache = open_cache(options, disk);
+  ASSERT_TRUE(cache);
+  cache->put(kA, 0, "a");  // fresh: no touch needed for an interval
+  ASSERT_TRUE(cache->get(kA, 0).has_value());
+  EXPECT_EQ(disk->touches(), 0);
+  *now += options.touch_interval.count();
+  ASSERT_TRUE(cache->get(kA, 0).has_value());
+  ASSERT_TRUE(cache->get(kA, 0).has_value());
+  EXPECT_EQ(disk->touches(), 1);
 }
 
 TEST(BlockCache, ClearingTheDirectoryUnderALiveCacheLosesNoLaterBlock) {

@@ -34,7 +34,6 @@ std::string pattern(size_t n, unsigned seed) {
 struct FakeCdn {
   std::string content;
   std::atomic<bool> fail{false};
-  std::atomic<int> delay_ms{0};
   std::mutex gate_mu;
   std::condition_variable gate_cv;
   bool gate_open = true;
@@ -44,7 +43,6 @@ struct FakeCdn {
       std::unique_lock<std::mutex> lock(gate_mu);
       gate_cv.wait(lock, [&] { return gate_open; });
     }
-    if (delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
     HttpResponse r;
     if (fail) {
       r.status = 404;
@@ -85,6 +83,13 @@ std::vector<ByteRange> asked(const FakeTransport& t) {
     if (range && sscanf(range->c_str(), "bytes=%lu-%lu", &a, &b) == 2) out.push_back({a, b - a + 1});
   }
   return out;
+}
+
+// Waits (without sleeping) until another thread of this process brought `done` about; the test's
+// own timeout bounds it.
+template <typename Pred>
+void wait_for_state(Pred done) {
+  while (!done()) std::this_thread::yield();
 }
 
 std::string sha256_hex(const std::string& data) {
@@ -166,13 +171,14 @@ TEST_F(BlockReaderTest, OneFetchPerBlockHoweverManyReadersWait) {
       if (n.ok() && out == cdn_.content.substr(2 * kBlock + i * 1000, 1000)) ++correct;
     });
   }
-  // Let every reader reach the wait before the one fetch answers.
-  while (transport_.request_count() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Every reader but the one that sends the fetch joins its flight before the fetch answers.
+  wait_for_state([&] { return reader.stats().joined_flights == 7; });
+  EXPECT_EQ(transport_.request_count(), 1u);
   cdn_.open_gate();
   for (auto& t : readers) t.join();
   EXPECT_EQ(correct.load(), 8);
   EXPECT_EQ(transport_.request_count(), 1u);
+  EXPECT_EQ(reader.stats().memory_hits, 0u);  // all eight waited on the one flight
 }
 
 TEST_F(BlockReaderTest, SecondReadIsServedFromMemoryThenFromDiskAfterRestart) {
@@ -235,9 +241,7 @@ TEST_F(BlockReaderTest, SequentialReadsFetchAheadRandomReadsDoNot) {
   }
   EXPECT_GT(sequential.ahead.window_blocks, 0u);
   // Wait for read-ahead to land, then the blocks it covered cost no further request.
-  for (int i = 0; i < 500 && reader.stats().blocks_fetched < 6; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  wait_for_state([&] { return reader.stats().blocks_fetched >= 6; });
   size_t after_ahead = transport_.request_count();
   EXPECT_GT(after_ahead - before, 1u);
   ASSERT_EQ(read(reader, 2 * kBlock, 3 * kBlock), cdn_.content.substr(2 * kBlock, 3 * kBlock));
@@ -490,7 +494,13 @@ TEST_F(BlockReaderTest, HintedRangesAreFetchedAtOnceAndReadsShareThem) {
   auto started = reader.prefetch(file_, {{0, 100}, {5 * kBlock + 7, 10}, {9 * kBlock, kBlock}});
   ASSERT_TRUE(started.ok()) << started.status().message();
   EXPECT_EQ(*started, 3u * kBlock);
-  for (int i = 0; i < 500 && transport_.request_count() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // Every hinted block is claimed before prefetch() returns and asked for once: when the requests
+  // cover all three, no further one can come.
+  wait_for_state([&] {
+    uint64_t covered = 0;
+    for (const ByteRange& r : asked(transport_)) covered += r.length;
+    return covered == 3 * kBlock;
+  });
   EXPECT_EQ(transport_.request_count(), 3u);  // three separate blocks: three requests, together
   {
     std::lock_guard<std::mutex> lock(cdn_.gate_mu);
@@ -521,9 +531,12 @@ TEST_F(BlockReaderTest, HintsGoOutInOneWaveOfEqualRequests) {
     cdn_.close_gate();  // everything hinted must be asked for at once
     ASSERT_TRUE(reader.prefetch(file_, {{0, file_.size}}).ok());
     const size_t want = slots;  // 11 blocks over 1, 2, 4 slots: 11, 6+5, 3+3+3+2
-    for (int i = 0; i < 500 && transport.request_count() < want; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Each hinted block is asked for once: once the requests cover the file, none can follow.
+    wait_for_state([&] {
+      uint64_t covered = 0;
+      for (const ByteRange& r : asked(transport)) covered += r.length;
+      return covered == file_.size;
+    });
     std::vector<ByteRange> ranges = asked(transport);
     cdn_.open_gate();
     ASSERT_EQ(ranges.size(), want);
@@ -559,8 +572,14 @@ TEST_F(BlockReaderTest, MalformedHintsChangeNothing) {
   EXPECT_FALSE(reader.prefetch(file_, {{file_.size, 1}}).ok());
   EXPECT_FALSE(reader.prefetch(file_, {{5, 0}}).ok());
   EXPECT_FALSE(reader.prefetch(file_, {{UINT64_MAX - 1, 5}}).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_EQ(transport_.request_count(), 0u);
+  // A hint claims its blocks before prefetch() returns: none were, nor was the hint counted (it
+  // would have turned the file's read-ahead off).
+  EXPECT_EQ(reader.stats().hints, 0u);
+  EXPECT_EQ(reader.stats().hinted_bytes, 0u);
+  ReadState sequential;
+  for (uint64_t off = 0; off < 2 * kBlock; off += 128 * 1024) read(reader, off, 128 * 1024, &sequential);
+  EXPECT_GT(sequential.ahead.window_blocks, 0u);
+  EXPECT_GT(reader.stats().read_ahead_bytes, 0u);
 }
 
 TEST_F(BlockReaderTest, HintsStayWithinTheReadAheadBudget) {

@@ -1,0 +1,113 @@
+// Single-flight: however many callers ask for one key at once, one of them (the leader) produces
+// the value and every other caller waits for that one result instead of producing it again.
+//
+// Contract:
+// - join(key) makes the first caller for a key its leader (Ticket::leader) and every later caller
+//   a waiter on the same Flight, until the leader calls complete(key, value); after that, the
+//   next join for the key starts a new flight (results are not cached here: that is the owner's
+//   store, which join() can consult atomically, see below).
+// - A join may first look in the owner's store (`probe`), under this object's lock: a value the
+//   probe finds is returned as an already finished flight. Because complete() takes the same
+//   lock, an owner that puts the value in its store before complete() never starts a second
+//   flight for a value that was just produced (the store's lock is taken inside this one: the
+//   probe must take no lock that is held around a call into this object).
+// - wait_until() blocks until the flight is done or the deadline passes (then nullopt: the
+//   flight goes on, and a later wait may still get it). Waiters are woken by complete() only.
+// - complete() must be called exactly once per flight by its leader, also on failure (put the
+//   error in V, e.g. Result<T>): otherwise its waiters wait until their deadlines.
+// Thread-safe. One mutex, a leaf unless the probe takes its owner's store lock (then this one
+// first).
+//
+// Used by BlockReader for blocks in flight; written so that other "many askers, one request"
+// sites (the Hub client's resolves, the namespace's per-repo pins, directory listings) can adopt
+// it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+
+namespace hubfs {
+
+template <typename K, typename V, typename Hash = std::hash<K>>
+class SingleFlight {
+ public:
+  // One value being produced. Opaque to callers: they hold it to wait on it.
+  class Flight {
+   public:
+   private:
+    friend class SingleFlight;
+    std::condition_variable cv_;
+    std::optional<V> value_;  // guarded by the SingleFlight's mutex
+  };
+  using FlightPtr = std::shared_ptr<Flight>;
+
+  struct Ticket {
+    FlightPtr flight;
+    bool leader = false;  // this caller must produce the value and complete() it
+    bool stored = false;  // the probe found the value: the flight is finished already
+  };
+
+  // Joins the key's flight, or starts one (then the caller is the leader).
+  Ticket join(const K& key) {
+    return join(key, [] { return std::optional<V>(); });
+  }
+  // The same, but first looks in the owner's store: `probe()` (returning std::optional<V>) runs
+  // under this object's lock when no flight of the key is in progress, and a value it finds
+  // comes back as a finished flight (stored true, leader false); no flight starts then.
+  template <typename Probe>
+  Ticket join(const K& key, Probe&& probe) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = flights_.find(key); it != flights_.end()) return Ticket{it->second, false, false};
+    if (std::optional<V> found = probe()) {
+      auto finished = std::make_shared<Flight>();
+      finished->value_ = std::move(found);
+      return Ticket{std::move(finished), false, true};
+    }
+    auto flight = std::make_shared<Flight>();
+    flights_.emplace(key, flight);
+    return Ticket{std::move(flight), true, false};
+  }
+
+  // The leader's result: wakes every waiter and ends the flight. False when no flight of the key
+  // is in progress (nothing happens then).
+  bool complete(const K& key, V value) {
+    FlightPtr flight;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = flights_.find(key);
+      if (it == flights_.end()) return false;
+      flight = std::move(it->second);
+      flights_.erase(it);
+      flight->value_ = std::move(value);
+    }
+    flight->cv_.notify_all();
+    return true;
+  }
+
+  // The flight's value, or nullopt when `deadline` passed first. `deadline` is on the real
+  // steady clock (a condition variable waits on it).
+  std::optional<V> wait_until(const FlightPtr& flight, std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!flight->cv_.wait_until(lock, deadline, [&] { return flight->value_.has_value(); })) return std::nullopt;
+    return flight->value_;
+  }
+
+  // Flights in progress (for tests and stats).
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return flights_.size();
+  }
+
+ private:
+  // A leaf, except that a join's probe runs under it (then this one first, the store's after).
+  mutable std::mutex mu_;
+  std::unordered_map<K, FlightPtr, Hash> flights_;
+};
+
+}  // namespace hubfs

@@ -1,0 +1,108 @@
+// The block tiers stacked: memory, then the local disk cache, then the shared tier, then (outside,
+// BlockReader's fetch) the Hub. This is the one place that decides what moves between tiers:
+// - promotion: a block found below memory goes up into memory when it is served (the caller's
+//   `serve`), and a block from the shared tier also into the disk cache, later (deferred: see
+//   DeferredWrites; past max_deferred_write_bytes waiting, at once on the disk workers);
+// - write-back: a block the Hub sent is offered to the shared tier first (the sooner other
+//   machines find it), then written to the disk cache, on the calling (disk worker) thread;
+// - a block of a file that failed its hash since it arrived goes to no tier, and one written as
+//   the failure's cleanup ran is taken back out (the epoch check after the write).
+// The memory tier is always there; disk and shared may be absent.
+//
+// Threads: one deferred writer (a TaskQueue of one thread at nice kDeferredWriteNice) for the
+// deferred disk writes; everything else runs on the caller's thread. shutdown() runs the writes
+// still waiting and joins that thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/task_queue.h"
+#include "reader/block_tier.h"
+#include "reader/deferred_writes.h"
+#include "reader/memory_tier.h"
+
+namespace hubfs {
+
+struct BlockTiersOptions {
+  uint64_t memory_bytes = 256ull << 20;              // ReaderOptions::memory_cache_bytes
+  uint64_t max_deferred_write_bytes = 256ull << 20;  // ReaderOptions::max_deferred_write_bytes
+  // The deferred writer waits until nothing was read (nor asked of the shared tier) for this long.
+  // Its nice value alone did not keep it off the reader's CPU: it ran whenever the loaders waited
+  // on memcached (16% of the daemon's CPU during a cold 200 MiB read), and the other processes of
+  // the read (memcached, the reading application) are not ranked below it. Reads count, not only
+  // lookups: a stream's read-ahead has claimed its last blocks while the reader still consumes.
+  std::chrono::milliseconds deferred_write_quiet{50};
+  DeferredWrites::Clock clock = std::chrono::steady_clock::now;
+};
+
+class BlockTiers {
+ public:
+  using Executor = DeferredWrites::Executor;
+  // The file's content epoch (FileVerifier::epoch): a block is stored only while it is unchanged.
+  using EpochOf = std::function<uint64_t(std::string_view cache_id)>;
+  // Blocks (index, bytes) of one file found below memory, to be served: into memory, the file's
+  // hash, their waiters released (BlockReader::complete_batch).
+  using Serve = std::function<void(const std::vector<std::pair<uint64_t, BlockBytes>>&)>;
+
+  // disk and shared may be null. disk_work runs fallback writes (the reader's disk workers);
+  // epoch_of must be callable until shutdown() returns. writer: where the deferred writes' pump
+  // runs; null: a thread of its own, at low priority (tests pass one that keeps the task and
+  // drive deferred().run_due() themselves).
+  BlockTiers(std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared, BlockTiersOptions options,
+             Executor disk_work, EpochOf epoch_of, Executor writer = nullptr);
+  ~BlockTiers();  // shutdown()
+  BlockTiers(const BlockTiers&) = delete;
+  BlockTiers& operator=(const BlockTiers&) = delete;
+
+  MemoryTier& memory() { return memory_; }
+  const MemoryTier& memory() const { return memory_; }
+  bool has_disk() const { return disk_ != nullptr; }
+  bool has_shared() const { return shared_ != nullptr; }
+
+  // Looks for the blocks (ascending, of one file) below memory: the disk cache first (each hit
+  // served as it is read), then the shared tier in one lookup by `deadline` (the hits served
+  // together, then queued for the disk cache). Returns the indices neither holds.
+  std::vector<uint64_t> fill_from_lower(const std::vector<BlockId>& ids, const Deadline& deadline, const Serve& serve);
+  // Blocks the Hub sent, served at `epochs[i]` (skipped where !served[i]): offered to the shared
+  // tier, then written to the disk cache, on this thread.
+  void store_fetched(std::string_view cache_id, const std::vector<std::pair<uint64_t, BlockBytes>>& blocks,
+                     const std::vector<uint64_t>& epochs, const std::vector<bool>& served);
+  // Drops the blocks from every tier (their file failed its hash).
+  void forget(const std::vector<BlockId>& ids);
+  // Drops every block of the file (`size` bytes in blocks of `block_size`) from every tier.
+  void forget_file(std::string_view cache_id, uint64_t size, uint32_t block_size);
+  // A read happened (the deferred writer waits for a pause). Cheap; a no-op without a shared tier.
+  void note_activity() {
+    if (shared_) deferred_.note_activity();
+  }
+  // Runs the deferred writes still waiting, then joins the writer. Idempotent. Call once nothing
+  // else (the reader's disk workers) can hand it blocks.
+  void shutdown();
+
+  uint64_t disk_hits() const { return disk_hits_.load(); }
+  uint64_t deferred_writes() const { return deferred_.deferred(); }
+  DeferredWrites& deferred() { return deferred_; }
+
+ private:
+  // Writes a served block to the disk cache, taking it back out if the file failed its hash since.
+  void write_back(const BlockId& id, const BlockBytes& bytes, uint64_t epoch);
+  // A block from the shared tier, to the disk cache later (skipped if its file failed its hash).
+  void promote_to_disk(const BlockId& id, const BlockBytes& bytes, uint64_t epoch);
+
+  MemoryTier memory_;
+  const std::unique_ptr<BlockTier> disk_;
+  const std::unique_ptr<BlockTier> shared_;
+  const Executor disk_work_;
+  const EpochOf epoch_of_;
+  std::atomic<uint64_t> disk_hits_{0};
+  std::unique_ptr<TaskQueue> writer_;  // the deferred writer's one thread (unless one was given)
+  DeferredWrites deferred_;            // after writer_: its pump runs there
+};
+
+}  // namespace hubfs

@@ -1,0 +1,171 @@
+#include "reader/file_verifier.h"
+
+#include <algorithm>
+#include <optional>
+#include <unordered_set>
+
+#include "cache/content_verifier.h"
+#include "common/log.h"
+
+namespace hubfs {
+
+// A loader that brought blocks this far past the file's hash takes a turn at the hash before its
+// worker loads more. The read that brings the last block waits for the whole hash, and loading
+// competes with hashing for the CPU: from the shared tier (~1 ms of CPU per block to load, ~0.7
+// to hash, on 2 busy cores) the hash fell 60-130 blocks behind, and the last block's arrival spent
+// 80-190 ms hashing them alone. 32 MiB: a few tens of ms left to hash at the end; from the Hub,
+// where the network paces loading, the hash stays within it. After its load, not before: a task
+// that waited on the hash first delivered its blocks late, and the hash then waited for them
+// (64 MiB from the tier: medians 0.105 s before, 0.098 s after; 16 and 8 no better).
+constexpr uint64_t kMaxHashLagBlocks = 32;
+
+// One file being hashed in order: blocks below next_block are in the hash. One thread hashes at a
+// time (holding mu); a block arriving meanwhile raises `pending` instead of waiting, and the
+// hashing thread looks again before it stops.
+struct FileVerifier::Verification {
+  // Held by the thread hashing the file; taken before FileVerifier::mu_ and the memory tier's
+  // mutex (and the tiers' removals a failure makes), never while holding either.
+  std::mutex mu;
+  std::atomic<bool> pending{false};
+  std::unique_ptr<ContentVerifier> verifier;
+  uint64_t next_block = 0;
+  std::atomic<uint64_t> hashed{0};  // next_block, for a look without the lock
+  Status verdict;                   // the outcome once the hash is finished (verifier reset)
+
+  // Which blocks have arrived since the hash began (or sat in memory then): the arrival that
+  // leaves none missing is the one whose waiters get the verdict. Kept sparse, as a prefix and
+  // the arrivals past it, so memory follows the blocks that came (out of order), never the size
+  // a listing claims (a bitmap of a file listed at 2^63 bytes was an abort).
+  std::mutex arrival_mu;  // a leaf
+  uint64_t nblocks = 0;
+  uint64_t arrived_below = 0;                  // every block below this one has arrived
+  std::unordered_set<uint64_t> arrived_above;  // arrivals past arrived_below
+
+  void record_locked(uint64_t index) {
+    if (index < arrived_below || index >= nblocks) return;
+    arrived_above.insert(index);
+    while (arrived_above.erase(arrived_below) != 0) ++arrived_below;
+  }
+  // Records block `index`; true when no block is missing any more (this one may finish the hash).
+  bool mark_arrived(uint64_t index) {
+    std::lock_guard<std::mutex> lock(arrival_mu);
+    record_locked(index);
+    return arrived_below == nblocks;
+  }
+};
+
+FileVerifier::FileVerifier(const MemoryTier& memory, FileVerifierOptions options, OnCorrupt on_corrupt)
+    : memory_(memory), options_(options), on_corrupt_(std::move(on_corrupt)) {}
+
+uint64_t FileVerifier::blocks_of(const VerifiedFile& file) const {
+  return (file.size + options_.block_size - 1) / options_.block_size;
+}
+
+uint64_t FileVerifier::epoch(std::string_view cache_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_epochs_.empty()) return 0;
+  auto it = failed_epochs_.find(std::string(cache_id));
+  return it == failed_epochs_.end() ? 0 : it->second;
+}
+
+std::shared_ptr<FileVerifier::Verification> FileVerifier::verification_for(const VerifiedFile& file) {
+  if (!options_.enabled) return nullptr;
+  const std::string id(file.cache_id);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = verifying_.find(id); it != verifying_.end()) return it->second;
+  // Starts only with the first block.
+  if (!memory_.peek(BlockId{file.cache_id, 0, 0})) return nullptr;
+  auto v = std::make_shared<Verification>();
+  v->nblocks = blocks_of(file);
+  // Blocks that came before the first one count as arrived while they are still in memory (one
+  // pass over the memory tier, bounded by its budget, once per hash).
+  for (uint64_t b : memory_.indices_of(file.cache_id)) v->record_locked(b);
+  v->verifier = ContentVerifier::for_content(std::string(file.content_id), file.size);
+  if (!v->verifier) return nullptr;
+  verifying_.emplace(id, v);
+  order_.push_back(id);
+  while (verifying_.size() > std::max<size_t>(1, options_.max_files)) {
+    verifying_.erase(order_.front());
+    order_.pop_front();
+  }
+  return v;
+}
+
+FileVerifier::Arrival FileVerifier::on_arrival(const VerifiedFile& file, uint64_t index) {
+  Arrival arrival;
+  std::shared_ptr<Verification> v = verification_for(file);
+  if (v && v->mark_arrived(index)) {
+    arrival.completed_file = true;
+    arrival.verdict = advance(file, /*wait=*/true);
+  }
+  return arrival;
+}
+
+Status FileVerifier::advance(const VerifiedFile& file, bool wait) {
+  std::shared_ptr<Verification> v = verification_for(file);
+  if (!v) return Status::Ok();
+  const uint64_t nblocks = blocks_of(file);
+  v->pending.store(true);
+  std::unique_lock<std::mutex> lock(v->mu, std::defer_lock);
+  if (wait) {
+    lock.lock();
+  } else if (!lock.try_lock()) {
+    return Status::Ok();  // the thread holding it sees `pending` and hashes this block too
+  }
+  for (;;) {
+    if (!v->verifier) return v->verdict;  // another caller already finished it
+    // exchange, not store: reading the arriving thread's `true` orders its block's insertion
+    // into memory before the peeks below.
+    while (v->next_block < nblocks && v->pending.exchange(false)) {
+      while (v->next_block < nblocks) {
+        std::optional<BlockBytes> next = memory_.peek(BlockId{file.cache_id, v->next_block, 0});
+        if (!next) break;
+        v->verifier->update(next->view());
+        v->hashed.store(++v->next_block, std::memory_order_relaxed);
+      }
+    }
+    if (v->next_block == nblocks) break;
+    lock.unlock();
+    // A block is missing. One that arrived between the last look and the unlock found the lock
+    // taken and left itself to us: look again if so (or leave it to whoever holds the lock now).
+    if (!v->pending.load() || !lock.try_lock()) return Status::Ok();
+  }
+  ContentVerifier::Verdict verdict = v->verifier->finish();
+  v->verifier.reset();
+  if (verdict.match) {
+    // Stays on record (until newer files push it out) so that later calls of this pass, the last
+    // block's read among them, do not hash the file again.
+    ++verified_;
+    return Status::Ok();
+  }
+  {
+    // The next bytes fetched get a fresh hash. The epoch moves before the cleanup: a write-back
+    // racing the cleanup checks the epoch after its write, so either it or the cleanup removes
+    // its block (BlockTiers::write_back).
+    std::lock_guard<std::mutex> order(mu_);
+    auto it = verifying_.find(std::string(file.cache_id));
+    if (it != verifying_.end() && it->second == v) {
+      verifying_.erase(it);
+      order_.remove(std::string(file.cache_id));
+    }
+    ++failed_epochs_[std::string(file.cache_id)];
+  }
+  ++failures_;
+  on_corrupt_(file);
+  std::string message = "reading " + std::string(file.path) + ": the " + std::to_string(file.size) +
+                        " bytes received hash to " + verdict.computed + " but the Hub lists " + verdict.expected +
+                        " (corrupted in transit?); its cached blocks were dropped and the next read fetches them again";
+  log_error(message);
+  v->verdict = Corrupt(message);
+  return v->verdict;
+}
+
+void FileVerifier::catch_up(const VerifiedFile& file, uint64_t loaded_up_to) {
+  std::shared_ptr<Verification> v = verification_for(file);
+  if (!v || loaded_up_to < v->hashed.load(std::memory_order_relaxed) + kMaxHashLagBlocks) return;
+  // Waits for the thread hashing now, then hashes what is in memory itself (or finds the hash
+  // stalled on a missing block, and goes on).
+  (void)advance(file, /*wait=*/true);
+}
+
+}  // namespace hubfs

@@ -1,0 +1,98 @@
+// SingleFlight: one leader per key, every other asker shares its result; a store probe under the
+// same lock closes the gap between "not in the store" and "no flight".
+#include "common/single_flight.h"
+
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace hubfs {
+namespace {
+
+using Flights = SingleFlight<std::string, int>;
+constexpr auto kNever = std::chrono::steady_clock::time_point::max();
+
+TEST(SingleFlight, TheFirstAskerLeadsAndLaterOnesShareItsFlight) {
+  Flights flights;
+  Flights::Ticket a = flights.join("k");
+  Flights::Ticket b = flights.join("k");
+  Flights::Ticket other = flights.join("other");
+  EXPECT_TRUE(a.leader);
+  EXPECT_FALSE(b.leader);
+  EXPECT_TRUE(other.leader);
+  EXPECT_EQ(a.flight, b.flight);
+  EXPECT_EQ(flights.size(), 2u);
+  EXPECT_TRUE(flights.complete("k", 7));
+  EXPECT_EQ(flights.wait_until(b.flight, kNever), 7);
+  EXPECT_EQ(flights.wait_until(a.flight, kNever), 7);
+  EXPECT_EQ(flights.size(), 1u);
+}
+
+TEST(SingleFlight, AfterCompletionTheNextAskerStartsAFreshFlight) {
+  Flights flights;
+  Flights::Ticket first = flights.join("k");
+  flights.complete("k", 1);
+  Flights::Ticket second = flights.join("k");
+  EXPECT_TRUE(second.leader);
+  EXPECT_NE(first.flight, second.flight);
+  EXPECT_FALSE(flights.complete("absent", 3));  // no flight: nothing happens
+}
+
+TEST(SingleFlight, AProbeHitIsAFinishedFlightAndStartsNone) {
+  Flights flights;
+  int probes = 0;
+  Flights::Ticket t = flights.join("k", [&] {
+    ++probes;
+    return std::optional<int>(42);
+  });
+  EXPECT_FALSE(t.leader);
+  EXPECT_TRUE(t.stored);
+  EXPECT_EQ(flights.size(), 0u);
+  EXPECT_EQ(flights.wait_until(t.flight, kNever), 42);
+  // A flight in progress is joined without asking the store.
+  Flights::Ticket lead = flights.join("j");
+  Flights::Ticket join = flights.join("j", [&] {
+    ++probes;
+    return std::optional<int>(1);
+  });
+  EXPECT_EQ(probes, 1);
+  EXPECT_FALSE(join.stored);
+  EXPECT_EQ(join.flight, lead.flight);
+}
+
+TEST(SingleFlight, AWaitEndsAtItsDeadlineAndTheFlightGoesOn) {
+  Flights flights;
+  Flights::Ticket lead = flights.join("k");
+  Flights::Ticket wait = flights.join("k");
+  // A deadline already past: no value, at once.
+  EXPECT_EQ(flights.wait_until(wait.flight, std::chrono::steady_clock::now() - std::chrono::seconds(1)), std::nullopt);
+  flights.complete("k", 5);
+  EXPECT_EQ(flights.wait_until(wait.flight, std::chrono::steady_clock::now() - std::chrono::seconds(1)), 5);
+}
+
+// Many threads, one key: exactly one leader, everybody gets its value.
+TEST(SingleFlight, ConcurrentAskersGetOneLeaderAndOneValue) {
+  Flights flights;
+  std::atomic<int> leaders{0}, right{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      Flights::Ticket t = flights.join("k");
+      if (t.leader) {
+        ++leaders;
+        flights.complete("k", 99);
+      }
+      if (flights.wait_until(t.flight, kNever) == 99) ++right;
+    });
+  }
+  for (auto& t : threads) t.join();
+  // Some threads may join after the first flight completed and lead a second one; every flight
+  // had exactly one leader and every asker got the value.
+  EXPECT_GE(leaders.load(), 1);
+  EXPECT_EQ(right.load(), 8);
+  EXPECT_EQ(flights.size(), 0u);
+}
+
+}  // namespace
+}  // namespace hubfs

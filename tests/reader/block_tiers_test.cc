@@ -1,0 +1,272 @@
+// The tiers stacked (BlockTiers) over fake disk and shared tiers, and the deferred writes, on a
+// manual clock and executors the test runs itself: no threads, no sleeps, no network.
+#include "reader/block_tiers.h"
+
+#include <map>
+
+#include <gtest/gtest.h>
+
+namespace hubfs {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+struct TestClock {
+  Clock::time_point now = Clock::time_point(1000h);
+  DeferredWrites::Clock fn() {
+    return [this] { return now; };
+  }
+};
+
+// Tasks handed to an executor, run when the test says so.
+struct ManualExecutor {
+  std::vector<std::function<void()>> tasks;
+  bool refuse = false;
+  DeferredWrites::Executor fn() {
+    return [this](std::function<void()> t) {
+      if (refuse) return false;
+      tasks.push_back(std::move(t));
+      return true;
+    };
+  }
+  void run_all() {
+    auto now = std::move(tasks);
+    tasks.clear();
+    for (auto& t : now) t();
+  }
+};
+
+// A tier in a map, counting its calls.
+class FakeTier : public BlockTier {
+ public:
+  std::optional<BlockBytes> get(const BlockId& id) override {
+    ++gets;
+    auto it = blocks.find(key(id));
+    if (it == blocks.end() || it->second.size() != id.length) return std::nullopt;
+    return BlockBytes{std::make_shared<const std::string>(it->second), 0, it->second.size()};
+  }
+  std::vector<std::optional<BlockBytes>> get_many(const std::vector<BlockId>& ids, const Deadline& d) override {
+    ++lookups;
+    return BlockTier::get_many(ids, d);
+  }
+  void put(const BlockId& id, const BlockBytes& bytes) override {
+    log.push_back("put " + std::to_string(id.index));
+    blocks[key(id)] = std::string(bytes.view());
+  }
+  void remove(const BlockId& id) override {
+    log.push_back("remove " + std::to_string(id.index));
+    blocks.erase(key(id));
+  }
+  static std::string key(const BlockId& id) { return std::string(id.cache_id) + "#" + std::to_string(id.index); }
+
+  std::map<std::string, std::string> blocks;
+  std::vector<std::string> log;
+  int gets = 0, lookups = 0;
+};
+
+BlockBytes bytes(const std::string& s) { return BlockBytes{std::make_shared<const std::string>(s), 0, s.size()}; }
+
+class BlockTiersTest : public ::testing::Test {
+ protected:
+  void make(BlockTiersOptions options = {}, bool with_disk = true, bool with_shared = true) {
+    options.clock = clock_.fn();
+    auto disk = std::make_unique<FakeTier>();
+    auto shared = std::make_unique<FakeTier>();
+    disk_ = with_disk ? disk.get() : nullptr;
+    shared_ = with_shared ? shared.get() : nullptr;
+    tiers_ = std::make_unique<BlockTiers>(with_disk ? std::move(disk) : nullptr, with_shared ? std::move(shared) : nullptr,
+                                          options, disk_work_.fn(), [this](std::string_view) { return epoch_; },
+                                          writer_.fn());
+  }
+  std::vector<BlockId> ids(std::initializer_list<uint64_t> indices) {
+    std::vector<BlockId> out;
+    for (uint64_t i : indices) out.push_back(BlockId{id_, i, 4});
+    return out;
+  }
+  // What `serve` got, batch by batch.
+  BlockTiers::Serve record() {
+    return [this](const std::vector<std::pair<uint64_t, BlockBytes>>& batch) {
+      std::vector<uint64_t> got;
+      for (const auto& [index, b] : batch) got.push_back(index);
+      served_.push_back(got);
+    };
+  }
+
+  const std::string id_ = "sha256:f";
+  TestClock clock_;
+  ManualExecutor disk_work_, writer_;
+  uint64_t epoch_ = 0;
+  FakeTier* disk_ = nullptr;
+  FakeTier* shared_ = nullptr;
+  std::unique_ptr<BlockTiers> tiers_;
+  std::vector<std::vector<uint64_t>> served_;
+};
+
+TEST_F(BlockTiersTest, DiskFirstThenOneSharedLookupThenTheRestAreMisses) {
+  make();
+  disk_->blocks[id_ + "#1"] = "d001";
+  shared_->blocks[id_ + "#2"] = "s002";
+  shared_->blocks[id_ + "#3"] = "s003";
+  disk_->blocks[id_ + "#4"] = "short";  // the wrong length: not this block
+  std::vector<uint64_t> misses = tiers_->fill_from_lower(ids({0, 1, 2, 3, 4}), Deadline::never(), record());
+  EXPECT_EQ(misses, (std::vector<uint64_t>{0, 4}));
+  // The disk hit served alone, as it was read; the shared hits together.
+  EXPECT_EQ(served_, (std::vector<std::vector<uint64_t>>{{1}, {2, 3}}));
+  EXPECT_EQ(shared_->lookups, 1);
+  EXPECT_EQ(tiers_->disk_hits(), 1u);
+}
+
+TEST_F(BlockTiersTest, NoSharedLookupWhenTheDiskHadEverything) {
+  make();
+  disk_->blocks[id_ + "#0"] = "d000";
+  EXPECT_TRUE(tiers_->fill_from_lower(ids({0}), Deadline::never(), record()).empty());
+  EXPECT_EQ(shared_->lookups, 0);
+}
+
+// Blocks from the shared tier reach the disk once reading pauses, not while it goes on.
+TEST_F(BlockTiersTest, SharedHitsArePromotedToDiskOnceReadingPauses) {
+  BlockTiersOptions o;
+  o.deferred_write_quiet = 50ms;
+  make(o);
+  shared_->blocks[id_ + "#0"] = "s000";
+  tiers_->note_activity();
+  tiers_->fill_from_lower(ids({0}), Deadline::never(), record());
+  EXPECT_EQ(tiers_->deferred_writes(), 1u);
+  EXPECT_FALSE(tiers_->deferred().run_due() == std::nullopt);
+  EXPECT_TRUE(disk_->log.empty()) << "written while reading went on";
+  clock_.now += 40ms;
+  tiers_->note_activity();  // another read: the pause starts again
+  clock_.now += 40ms;
+  auto next = tiers_->deferred().run_due();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(*next, clock_.now + 10ms);
+  EXPECT_TRUE(disk_->log.empty());
+  clock_.now += 10ms;
+  EXPECT_EQ(tiers_->deferred().run_due(), std::nullopt);
+  EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 0"}));
+  EXPECT_EQ(disk_->blocks[id_ + "#0"], "s000");
+  EXPECT_EQ(tiers_->deferred().queued_bytes(), 0u);
+}
+
+TEST_F(BlockTiersTest, APromotionIsSkippedWhenTheFileFailedItsHashMeanwhile) {
+  make();
+  shared_->blocks[id_ + "#0"] = "s000";
+  tiers_->fill_from_lower(ids({0}), Deadline::never(), record());
+  epoch_ = 1;  // the file failed its hash: the block may be one of the bad bytes
+  clock_.now += 1h;
+  tiers_->deferred().run_due();
+  EXPECT_TRUE(disk_->log.empty());
+}
+
+// Past the deferred budget (or with none), a promotion goes to the disk workers at once.
+TEST_F(BlockTiersTest, PastTheDeferredBudgetWritesGoToTheDiskWorkers) {
+  BlockTiersOptions o;
+  o.max_deferred_write_bytes = 4;  // one block's buffer
+  make(o);
+  shared_->blocks[id_ + "#0"] = "s000";
+  shared_->blocks[id_ + "#1"] = "s001";
+  tiers_->fill_from_lower(ids({0, 1}), Deadline::never(), record());
+  EXPECT_EQ(tiers_->deferred_writes(), 1u);
+  ASSERT_EQ(disk_work_.tasks.size(), 1u);
+  disk_work_.run_all();
+  EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 1"}));
+  // Without disk workers left (shut down), on the calling thread.
+  disk_work_.refuse = true;
+  shared_->blocks[id_ + "#2"] = "s002";
+  tiers_->fill_from_lower(ids({2}), Deadline::never(), record());
+  EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 1", "put 2"}));
+}
+
+TEST_F(BlockTiersTest, ShutdownRunsTheWaitingWritesAtOnce) {
+  make();
+  shared_->blocks[id_ + "#0"] = "s000";
+  tiers_->note_activity();
+  tiers_->fill_from_lower(ids({0}), Deadline::never(), record());
+  tiers_->shutdown();  // no time passed: due because stopping
+  EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 0"}));
+  // Later promotions are written at once (by the disk workers, or here).
+  shared_->blocks[id_ + "#1"] = "s001";
+  tiers_->fill_from_lower(ids({1}), Deadline::never(), record());
+  disk_work_.run_all();
+  EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 0", "put 1"}));
+}
+
+// Hub blocks: offered to the shared tier before any disk write; nothing of a file whose hash
+// failed since the block was served is offered, and a disk write that raced the failure is
+// taken back out.
+TEST_F(BlockTiersTest, HubBlocksAreOfferedThenWrittenAndNeverStoredAfterAFailure) {
+  make();
+  std::vector<std::pair<uint64_t, BlockBytes>> blocks{{0, bytes("h000")}, {1, bytes("h001")}, {2, bytes("h002")}};
+  tiers_->store_fetched(id_, blocks, {0, 0, 0}, {true, false, true});  // block 1 was not served
+  EXPECT_EQ(shared_->log, (std::vector<std::string>{"put 0", "put 2"}));
+  EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 0", "put 2"}));
+  epoch_ = 1;
+  tiers_->store_fetched(id_, {{3, bytes("h003")}}, {0}, {true});
+  EXPECT_EQ(shared_->blocks.count(id_ + "#3"), 0u);
+  EXPECT_EQ(disk_->blocks.count(id_ + "#3"), 0u);
+  EXPECT_EQ(disk_->log.back(), "remove 3");
+}
+
+TEST_F(BlockTiersTest, ForgettingAFileDropsItsBlocksFromEveryTier) {
+  make();
+  tiers_->memory().put(BlockId{id_, 0, 4}, bytes("m000"));
+  disk_->blocks[id_ + "#1"] = "d001";
+  shared_->blocks[id_ + "#2"] = "s002";
+  tiers_->forget_file(id_, 10, 4);  // 3 blocks: 4 + 4 + 2 bytes
+  EXPECT_FALSE(tiers_->memory().peek(BlockId{id_, 0, 4}));
+  EXPECT_TRUE(disk_->blocks.empty());
+  EXPECT_TRUE(shared_->blocks.empty());
+  EXPECT_EQ(disk_->log, (std::vector<std::string>{"remove 0", "remove 1", "remove 2"}));
+}
+
+TEST_F(BlockTiersTest, WithoutLowerTiersEveryBlockIsAMiss) {
+  make({}, /*with_disk=*/false, /*with_shared=*/false);
+  EXPECT_EQ(tiers_->fill_from_lower(ids({0, 1}), Deadline::never(), record()), (std::vector<uint64_t>{0, 1}));
+  tiers_->store_fetched(id_, {{0, bytes("h000")}}, {0}, {true});  // nowhere to store: fine
+  EXPECT_TRUE(served_.empty());
+}
+
+// The pump on a real thread: a write waiting for a pause that is an hour away is run as soon as
+// shutdown() asks (the pump waits on a condition variable, not in a sleep).
+TEST(DeferredWrites, ShutdownWakesAPumpWaitingForAPause) {
+  TaskQueue writer(1);
+  DeferredWrites deferred(1 << 20, std::chrono::hours(1),
+                          [&](std::function<void()> t) { return writer.post(std::move(t)); });
+  std::atomic<int> ran{0};
+  deferred.note_activity();
+  ASSERT_TRUE(deferred.add(10, [&] { ++ran; }));
+  deferred.shutdown();
+  writer.drain();  // returns once the pump ran the write
+  EXPECT_EQ(ran.load(), 1);
+  EXPECT_FALSE(deferred.add(10, [&] { ++ran; }));  // refused after shutdown: the caller writes
+}
+
+// On a real thread with no activity, a write runs without anyone asking (and the pump ends).
+TEST(DeferredWrites, AWriteRunsByItselfWhenNothingIsRead) {
+  TaskQueue writer(1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ran = false;
+  DeferredWrites deferred(1 << 20, std::chrono::milliseconds(1),
+                          [&](std::function<void()> t) { return writer.post(std::move(t)); });
+  ASSERT_TRUE(deferred.add(10, [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    ran = true;
+    cv.notify_all();
+  }));
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return ran; });
+  EXPECT_TRUE(ran);
+}
+
+TEST(DeferredWrites, AnExecutorThatRefusesRunsTheWriteAtOnce) {
+  int ran = 0;
+  DeferredWrites deferred(1 << 20, std::chrono::hours(1), [](std::function<void()>) { return false; });
+  deferred.note_activity();
+  EXPECT_TRUE(deferred.add(10, [&] { ++ran; }));
+  EXPECT_EQ(ran, 1);
+}
+
+}  // namespace
+}  // namespace hubfs

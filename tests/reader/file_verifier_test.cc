@@ -1,0 +1,170 @@
+// Whole-file verification alone: blocks put in a memory tier by hand, arrivals reported by the
+// test, on one thread (the try_lock hand-off between threads is exercised by block_reader_test).
+#include "reader/file_verifier.h"
+
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include <openssl/evp.h>
+
+namespace hubfs {
+namespace {
+
+constexpr uint32_t kBlock = 1024;
+
+std::string sha256_hex(const std::string& data) {
+  unsigned char digest[32];
+  unsigned int n = 0;
+  EVP_Digest(data.data(), data.size(), digest, &n, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned i = 0; i < n; ++i) {
+    static const char kHex[] = "0123456789abcdef";
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 15];
+  }
+  return hex;
+}
+
+class FileVerifierTest : public ::testing::Test {
+ protected:
+  FileVerifierTest() {
+    std::mt19937 rng(5);
+    content_.resize(4 * kBlock + 100);  // 5 blocks, the last one short
+    for (char& c : content_) c = static_cast<char>(rng());
+    content_id_ = "sha256:" + sha256_hex(content_);
+  }
+  VerifiedFile file() const { return VerifiedFile{"data/f.bin", content_id_, cache_id_, content_.size()}; }
+  // Block b into memory (from `source`, the bytes "received"), then reported as arrived.
+  FileVerifier::Arrival arrive(FileVerifier& v, uint64_t b, const std::string& source) {
+    const size_t len = std::min<size_t>(kBlock, source.size() - b * kBlock);
+    memory_.put(BlockId{cache_id_, b, len},
+                BlockBytes{std::make_shared<const std::string>(source.substr(b * kBlock, len)), 0, len});
+    return v.on_arrival(file(), b);
+  }
+  FileVerifier make(FileVerifierOptions o = {.block_size = kBlock}) {
+    return FileVerifier(memory_, o, [this](const VerifiedFile& f) {
+      // As BlockTiers::forget_file does: the file's blocks leave memory.
+      ++corrupt_calls_;
+      dropped_ = std::string(f.cache_id);
+      for (uint64_t b = 0; b * kBlock < f.size; ++b) memory_.remove(BlockId{f.cache_id, b, 0});
+    });
+  }
+
+  std::string content_, content_id_, cache_id_ = "sha256:the-file";
+  MemoryTier memory_{1 << 20};
+  int corrupt_calls_ = 0;
+  std::string dropped_;
+};
+
+TEST_F(FileVerifierTest, BlocksInOrderVerifyAndTheLastArrivalGetsTheVerdict) {
+  FileVerifier v = make();
+  for (uint64_t b = 0; b < 4; ++b) {
+    FileVerifier::Arrival a = arrive(v, b, content_);
+    EXPECT_FALSE(a.completed_file) << b;
+    EXPECT_TRUE(v.advance(file(), /*wait=*/false).ok());
+  }
+  FileVerifier::Arrival last = arrive(v, 4, content_);
+  EXPECT_TRUE(last.completed_file);
+  EXPECT_TRUE(last.verdict.ok());
+  EXPECT_EQ(v.files_verified(), 1u);
+  EXPECT_EQ(v.epoch(cache_id_), 0u);
+  // A later read of the last block asks again: the verdict stands, nothing is hashed twice.
+  EXPECT_TRUE(v.advance(file(), /*wait=*/true).ok());
+  EXPECT_EQ(v.files_verified(), 1u);
+}
+
+// Blocks that came before the first one count as arrived while they are in memory; the hash
+// then runs through them in order.
+TEST_F(FileVerifierTest, BlocksOutOfOrderAreHashedInOrder) {
+  FileVerifier v = make();
+  for (uint64_t b : {3, 1, 4, 2}) EXPECT_FALSE(arrive(v, b, content_).completed_file) << b;  // no hash without block 0
+  FileVerifier::Arrival first = arrive(v, 0, content_);
+  EXPECT_TRUE(first.completed_file);
+  EXPECT_TRUE(first.verdict.ok());
+  EXPECT_EQ(v.files_verified(), 1u);
+}
+
+// One flipped bit: the epoch moves, the file's blocks are dropped (on_corrupt), the arrival that
+// finished the hash gets kCorrupt naming the file; the next pass hashes afresh.
+TEST_F(FileVerifierTest, AMismatchMovesTheEpochDropsTheFileAndFailsTheArrival) {
+  FileVerifier v = make();
+  std::string bad = content_;
+  bad[2 * kBlock + 7] ^= 0x20;
+  for (uint64_t b = 0; b < 4; ++b) arrive(v, b, bad);
+  FileVerifier::Arrival last = arrive(v, 4, bad);
+  ASSERT_TRUE(last.completed_file);
+  EXPECT_EQ(last.verdict.code(), Code::kCorrupt);
+  EXPECT_NE(last.verdict.message().find("data/f.bin"), std::string::npos) << last.verdict.message();
+  EXPECT_EQ(v.epoch(cache_id_), 1u);
+  EXPECT_EQ(v.failures(), 1u);
+  EXPECT_EQ(corrupt_calls_, 1);
+  EXPECT_EQ(dropped_, cache_id_);
+  EXPECT_EQ(v.epoch("sha256:another"), 0u);
+  // Good bytes fetched again verify.
+  for (uint64_t b = 0; b < 5; ++b) arrive(v, b, content_);
+  EXPECT_EQ(v.files_verified(), 1u);
+  EXPECT_EQ(v.epoch(cache_id_), 1u);  // an epoch never moves back
+}
+
+// A block evicted before its turn stalls the hash: the file goes unverified, never fails.
+TEST_F(FileVerifierTest, ABlockEvictedBeforeItsTurnLeavesTheFileUnverified) {
+  FileVerifier v = make();
+  arrive(v, 0, content_);
+  arrive(v, 2, content_);
+  memory_.remove(BlockId{cache_id_, 2, 0});
+  arrive(v, 1, content_);
+  arrive(v, 3, content_);
+  FileVerifier::Arrival last = arrive(v, 4, content_);
+  EXPECT_TRUE(last.completed_file);
+  EXPECT_TRUE(last.verdict.ok());
+  EXPECT_EQ(v.files_verified(), 0u);
+  EXPECT_EQ(v.failures(), 0u);
+}
+
+// A loader far ahead of the hash takes its turn; one close behind it does not.
+TEST_F(FileVerifierTest, ALoaderFarAheadOfTheHashCatchesItUp) {
+  FileVerifier v = make();
+  arrive(v, 0, content_);
+  arrive(v, 1, content_);
+  v.catch_up(file(), 2);  // within the lag: nothing hashed
+  arrive(v, 2, content_);
+  arrive(v, 3, content_);
+  v.catch_up(file(), 1000);  // far past: hashes what is in memory
+  EXPECT_EQ(v.files_verified(), 0u);
+  // Blocks 0-3 are in the hash now: evicting them no longer stalls it.
+  for (uint64_t b = 0; b < 4; ++b) memory_.remove(BlockId{cache_id_, b, 0});
+  FileVerifier::Arrival last = arrive(v, 4, content_);
+  EXPECT_TRUE(last.verdict.ok());
+  EXPECT_EQ(v.files_verified(), 1u);
+}
+
+TEST_F(FileVerifierTest, DisabledHashesNothing) {
+  FileVerifier v = make({.block_size = kBlock, .enabled = false});
+  std::string bad = content_;
+  bad[0] ^= 1;
+  for (uint64_t b = 0; b < 5; ++b) EXPECT_FALSE(arrive(v, b, bad).completed_file);
+  EXPECT_TRUE(v.advance(file(), true).ok());
+  EXPECT_EQ(v.epoch(cache_id_), 0u);
+}
+
+// At most max_files hashes are kept: the oldest goes, and its file is simply not verified.
+TEST_F(FileVerifierTest, OnlyTheNewestHashesAreKept) {
+  FileVerifier v = make({.block_size = kBlock, .max_files = 1});
+  arrive(v, 0, content_);
+  const std::string other_id = "sha256:other";
+  memory_.put(BlockId{other_id, 0, 1}, BlockBytes{std::make_shared<const std::string>("x"), 0, 1});
+  const std::string other_content_id = "sha256:" + std::string(64, '0');
+  VerifiedFile other{"o", other_content_id, other_id, 1};
+  (void)v.on_arrival(other, 0);  // starts a second hash: the first one's record goes
+  for (uint64_t b = 1; b < 5; ++b) arrive(v, b, content_);
+  // The first file's record went; its next arrival started a new one from the blocks in memory,
+  // so it still verifies, and the other file's one byte (which does not hash to zeros) failed.
+  EXPECT_EQ(v.files_verified(), 1u);
+  EXPECT_EQ(v.failures(), 1u);  // the other file's one byte does not hash to zeros
+  EXPECT_EQ(corrupt_calls_, 1);
+  EXPECT_EQ(dropped_, other_id);
+}
+
+}  // namespace
+}  // namespace hubfs
