@@ -14,7 +14,7 @@
 #include "support/manual_env.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using std::chrono::hours;
 using std::chrono::milliseconds;

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using Flights = SingleFlight<std::string, int>;
 constexpr auto kNever = std::chrono::steady_clock::time_point::max();

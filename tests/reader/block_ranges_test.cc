@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 TEST(BlockRanges, HintsNameEveryBlockTheyTouchOnceInOrder) {
   auto blocks = blocks_of_ranges({{5000, 10}, {0, 100}, {1023, 2}, {4096, 1}}, 10'000, 1024, "f");

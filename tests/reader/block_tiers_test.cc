@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;

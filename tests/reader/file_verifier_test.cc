@@ -9,7 +9,7 @@
 #include <openssl/evp.h>
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 constexpr uint32_t kBlock = 1024;
 

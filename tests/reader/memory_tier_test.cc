@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 BlockBytes bytes_of(std::shared_ptr<const std::string> buffer, size_t offset, size_t length) {
   return BlockBytes{std::move(buffer), offset, length};
