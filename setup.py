@@ -19,7 +19,7 @@ import subprocess
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
-from setuptools.command.build_scripts import build_scripts
+from distutils.command.build_scripts import build_scripts  # setuptools 66 (Debian 12) has no own
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # What `import h5chunk, hubfs` and the two programs need; nothing else (no tests, no benches).
