@@ -89,7 +89,7 @@ class File:
             self.filename = path.name
             target: Any = path._byte_source()
         else:
-            self.filename = os.fspath(path)
+            self.filename = os.fsdecode(path)
             if self.filename.startswith("hf://"):
                 import hubfs  # built and installed with h5chunk
                 self._hub_file = hubfs.open(self.filename, **hub_options)
