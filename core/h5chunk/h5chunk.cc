@@ -684,6 +684,7 @@ Result<Array> Dataset::read(const Selection& selection, const ReadOptions& optio
 
 Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size_t out_bytes,
                                      const ReadOptions& options) const {
+  ScopedReadCancel cancellable(options.cancel);  // libhdf5's and the index's reads through a source
   file_->clear_source_error();
   auto r = read_into_unmapped(selection, out, out_bytes, options);
   if (!r.ok() && r.status().code() != hubfs::Code::kInvalidArgument) {

@@ -18,6 +18,23 @@
 
 namespace h5chunk {
 
+// The cancel flag (ReadOptions::cancel) of the read running on this thread, for the reads made
+// on its behalf without one: libhdf5's through the driver and the chunk index's, which run on the
+// reading thread. Dataset::read_into sets it for its length, so Ctrl-C also ends a read waiting
+// on a network source for metadata.
+class ScopedReadCancel {
+ public:
+  explicit ScopedReadCancel(const std::atomic<bool>* cancel) : previous_(current_) { current_ = cancel; }
+  ~ScopedReadCancel() { current_ = previous_; }
+  ScopedReadCancel(const ScopedReadCancel&) = delete;
+  ScopedReadCancel& operator=(const ScopedReadCancel&) = delete;
+  static const std::atomic<bool>* current() { return current_; }
+
+ private:
+  const std::atomic<bool>* previous_;
+  static inline thread_local const std::atomic<bool>* current_ = nullptr;
+};
+
 // What the driver, h5chunk's own readers and the File share for one file: the source, wrapped
 // so that every read through it that fails is remembered. libhdf5 reports only "read failed";
 // this keeps the source's own cause (a timeout, a revoked token) for the message the caller
@@ -30,7 +47,7 @@ class SourceLink : public ByteSource {
   uint64_t size() const override { return source_->size(); }
   hubfs::Result<size_t> pread(void* dst, uint64_t offset, size_t len,
                               const std::atomic<bool>* cancel = nullptr) override {
-    auto r = source_->pread(dst, offset, len, cancel);
+    auto r = source_->pread(dst, offset, len, cancel ? cancel : ScopedReadCancel::current());
     if (!r.ok()) record(r.status());
     return r;
   }

@@ -123,14 +123,13 @@ def test_ctrl_c_interrupts_a_stalled_read(hub, tmp_path):
     endpoint = hub["endpoint"]
     opts = {"endpoint": endpoint, "cache_dir": str(tmp_path / "stall"), "token": False, "read_timeout": 60}
     f = h5chunk.File(f"{URL}/scan.hdf5", **opts)
-    ds = f["data/raw_data"]
-    ds[0]  # the chunk index is read now: what stalls below is chunk data
+    ds = f["data/raw_data"]  # the metadata (chunk index included: it precedes the chunks) is read
     _control(endpoint, "POST", "/_hubfs/faults", {"mode": "stall", "path_contains": "/blobs/", "count": 1000})
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
     try:
         timer.start()
         with pytest.raises(KeyboardInterrupt):
-            ds[16:24]  # far past what read-ahead fetched: waits on the stalled Hub until Ctrl-C
+            ds[16:24]  # no chunk read yet: it waits on the stalled Hub until Ctrl-C
     finally:
         timer.cancel()
         _control(endpoint, "DELETE", "/_hubfs/faults")
