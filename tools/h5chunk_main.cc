@@ -4,6 +4,9 @@
 //   h5chunk read FILE DATASET [SELECTION] [-o OUT] [--threads N] [--route auto|fast|h5dread]
 //   h5chunk info FILE [DATASET] [--json]
 //   h5chunk bench FILE DATASET [SELECTION] [--threads N] [--repeat R]
+//
+// FILE may be hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH: read without a mount, through
+// hubfs's reader and block cache in-process (h5hub/hub_byte_source.h), as `hubfs cat` reads.
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -17,11 +20,13 @@
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "h5chunk/h5chunk.h"
+#include "h5hub/hub_byte_source.h"
 
 namespace {
 
@@ -96,6 +101,28 @@ class ProgressBar {
   std::chrono::steady_clock::time_point start_, last_{};
 };
 
+// Where hf:// files come from (the same options and defaults as `hubfs cat`).
+struct HubOptions {
+  std::optional<std::string> revision;
+  std::string endpoint, cache_dir;
+};
+HubOptions g_hub;
+
+bool is_hf_url(const std::string& path) { return path.rfind("hf://", 0) == 0; }
+
+// A local path (or one on a mount), or an hf:// URL read in-process.
+hubfs::Result<File> open_file(const std::string& path, h5chunk::Options options = {}) {
+  if (!is_hf_url(path)) return File::open(path, std::move(options));
+  hubfs::SessionConfig config;
+  config.endpoint = g_hub.endpoint.empty() ? hubfs::default_endpoint() : g_hub.endpoint;
+  while (!config.endpoint.empty() && config.endpoint.back() == '/') config.endpoint.pop_back();
+  config.cache_dir = g_hub.cache_dir.empty() ? hubfs::default_cache_dir() : g_hub.cache_dir;
+  if (hubfs::Status st = hubfs::apply_environment_timeouts(config); !st.ok()) return st;
+  auto source = hubfs::open_hf_source(path, config, g_hub.revision);
+  if (!source.ok()) return source.status();
+  return File::open(std::move(*source), std::move(options));
+}
+
 struct Opened {
   File file;
   Dataset dataset;
@@ -107,7 +134,7 @@ hubfs::Result<Opened> open_selection(const std::string& path, const std::string&
                                      const std::string& selection, unsigned threads) {
   h5chunk::Options options;
   options.threads = threads;
-  auto file = File::open(path, options);
+  auto file = open_file(path, options);
   if (!file.ok()) return file.status();
   auto dset = file->dataset(name);
   if (!dset.ok()) return dset.status();
@@ -195,7 +222,7 @@ std::string shape_text(const json& shape) {
 }
 
 int cmd_info(const std::string& path, const std::string& name, bool as_json) {
-  auto file = File::open(path);
+  auto file = open_file(path);
   if (!file.ok()) return fail(file.status().message());
   std::vector<std::string> names;
   if (!name.empty()) {
@@ -301,7 +328,7 @@ int main(int argc, char** argv) {
   bool as_json = false;
 
   auto* read = app.add_subcommand("read", "Read a selection; print one JSON line about it");
-  read->add_option("FILE", file, "HDF5 file (local or on a mount)")->required();
+  read->add_option("FILE", file, "HDF5 file: local, on a mount, or hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH")->required();
   read->add_option("DATASET", dataset, "dataset path, e.g. /data/raw_data")->required();
   read->add_option("SELECTION", selection,
                    "numpy syntax, orthogonal per axis as in h5py: '0:4' '3' '-1' '...,5:9' '::-2' "
@@ -324,6 +351,14 @@ int main(int argc, char** argv) {
   bench->add_option("SELECTION", selection);
   bench->add_option("--threads", threads)->check(CLI::Range(1u, 256u));
   bench->add_option("--repeat", repeat, "best of R runs each")->check(CLI::Range(1, 1000));
+
+  for (CLI::App* cmd : {read, info, bench}) {
+    cmd->add_option("--revision", g_hub.revision, "hf:// only: branch, tag, commit sha or refs/pr/N (or @REVISION in the URL)");
+    cmd->add_option("--endpoint", g_hub.endpoint, "hf:// only: Hub URL (default $HF_ENDPOINT, else https://huggingface.co)");
+    cmd->add_option("--cache-dir", g_hub.cache_dir,
+                    "hf:// only: block cache directory, the hubfs mounts' (default $HUBFS_CACHE_DIR, else "
+                    "$XDG_CACHE_HOME/hubfs, else ~/.cache/hubfs)");
+  }
 
   // Selections like '-1' look like options to a parser; everything after the dataset is
   // positional for read and bench.

@@ -57,6 +57,10 @@ class File {
   explicit File(const ChunkIndexSource& src) : src_(src) {}
 
   Status init() {
+    if (src_.source) {
+      file_size_ = src_.source->size();
+      return Status::Ok();
+    }
     const off_t end = ::lseek(src_.fd, 0, SEEK_END);
     if (end < 0) return IoError(std::string("cannot size the file: ") + std::strerror(errno));
     file_size_ = static_cast<uint64_t>(end);
@@ -75,6 +79,12 @@ class File {
     }
     out.resize(n);
     size_t done = 0;
+    while (done < n && src_.source) {
+      auto r = src_.source->pread(out.data() + done, *at + done, n - done);
+      if (!r.ok()) return r.status().with_context("cannot read the chunk index");
+      if (*r == 0) return IoError("cannot read the chunk index: end of file");
+      done += *r;
+    }
     while (done < n) {
       ssize_t r = ::pread(src_.fd, out.data() + done, n - done, static_cast<off_t>(*at + done));
       if (r < 0 && errno == EINTR) continue;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "h5chunk/byte_source.h"
 
 namespace h5chunk {
 
@@ -31,7 +32,8 @@ using hubfs::Status;
 // Where the index lives and what the caller knows about the dataset from libhdf5 (the parse
 // cross-checks the layout message against it).
 struct ChunkIndexSource {
-  int fd = -1;                    // the file, read with pread only
+  int fd = -1;                    // the file, read with pread only...
+  ByteSource* source = nullptr;   // ...or through this, when set
   uint64_t base_address = 0;      // user block size: every address in the file is relative to it
   uint64_t header_address = 0;    // the dataset's object header (H5Oget_info's addr)
   unsigned sizeof_addr = 8;       // H5Pget_sizes of the file creation property list

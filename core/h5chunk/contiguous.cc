@@ -132,23 +132,6 @@ std::vector<Piece> plan_pieces(std::vector<Run>& runs, size_t elem) {
   return pieces;
 }
 
-Status pread_all(int fd, uint8_t* buf, uint64_t size, uint64_t offset) {
-  uint64_t done = 0;
-  while (done < size) {
-    ssize_t n = ::pread(fd, buf + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return hubfs::IoError(std::string("read failed: ") + std::strerror(errno));
-    }
-    if (n == 0) {
-      return hubfs::Corrupt("file truncated: " + std::to_string(size) + " bytes at offset " +
-                            std::to_string(offset) + " end after " + std::to_string(done));
-    }
-    done += static_cast<uint64_t>(n);
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Result<ReadStats> read_contiguous(const ContiguousRead& req) {
@@ -161,12 +144,11 @@ Result<ReadStats> read_contiguous(const ContiguousRead& req) {
 
   auto own = req.workers->acquire();
   if (!own.ok()) return own.status().with_context(req.source);
-  struct stat st;
-  if (::fstat((*own)->fd, &st) == 0 && pieces.size() > 1) {
-    // On a hubfs mount every piece is requested at once; elsewhere this does nothing.
+  if (auto size = file_size(**own); size.ok() && pieces.size() > 1) {
+    // On a hubfs mount or a source every piece is requested at once; elsewhere this does nothing.
     std::vector<std::pair<uint64_t, uint64_t>> ranges;
     for (const Piece& p : pieces) ranges.emplace_back(req.data_offset + p.file, p.span);
-    send_range_hints((*own)->fd, static_cast<uint64_t>(st.st_size), ranges);
+    hint_ranges(**own, *size, ranges);
   }
 
   std::atomic<size_t> next{0};
@@ -190,7 +172,7 @@ Result<ReadStats> read_contiguous(const ContiguousRead& req) {
       const uint64_t at = req.data_offset + p.file;
       if (p.count == 1) {  // straight into the output
         uint8_t* dst = req.out + first.out;
-        if (Status s = pread_all(worker.fd, dst, first.len, at); !s.ok()) return fail(s.with_context(req.source));
+        if (Status s = read_exact(worker, dst, first.len, at, req.cancel); !s.ok()) return fail(s.with_context(req.source));
         if (!layout.conversion.empty()) layout.conversion.apply(dst, first.len);
       } else {
         uint8_t* buf = worker.compressed.reserve(p.span);
@@ -198,7 +180,7 @@ Result<ReadStats> read_contiguous(const ContiguousRead& req) {
           return fail(hubfs::Unavailable("out of memory: cannot allocate " + std::to_string(p.span) +
                                          " bytes for a piece of contiguous storage"));
         }
-        if (Status s = pread_all(worker.fd, buf, p.span, at); !s.ok()) return fail(s.with_context(req.source));
+        if (Status s = read_exact(worker, buf, p.span, at, req.cancel); !s.ok()) return fail(s.with_context(req.source));
         for (size_t r = p.first; r < p.first + p.count; ++r) {
           uint8_t* dst = req.out + runs[r].out;
           std::memcpy(dst, buf + (runs[r].file - p.file), runs[r].len);

@@ -24,6 +24,7 @@
 #include "h5chunk/hdf5_handle.h"
 #include "h5chunk/manifest.h"
 #include "h5chunk/reader.h"
+#include "h5chunk/source_driver.h"
 
 namespace h5chunk {
 
@@ -192,12 +193,37 @@ class DatasetState {
 class FileState {
  public:
   explicit FileState(std::string p) : path(p), workers(std::move(p)) {}
+  // A file with no local path, read through link's source (source_driver.h).
+  explicit FileState(std::shared_ptr<SourceLink> l)
+      : path(l->name()), link(std::move(l)), workers(link.get()) {}
   std::string path;
+  std::shared_ptr<SourceLink> link;  // null for a local file; outlives `file` and `workers`
   Options options;
   unsigned threads = 1;
   uint64_t base_address = 0;
   Hid file;
   WorkerStatePool workers;  // after `file`: destroyed first
+
+  // The file's size (nullopt when it cannot be had).
+  std::optional<uint64_t> size() const {
+    if (link) return link->size();
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+    return static_cast<uint64_t>(st.st_size);
+  }
+  // Forgets errors the source met before the operation about to start.
+  void clear_source_error() const {
+    if (link) link->take_error();
+  }
+  // `s` (a failed libhdf5 call), or the source's own error behind it when a read through the
+  // source failed: its code and message say why (a timeout, a lost token) where libhdf5 only
+  // says that a read failed.
+  Status source_error_or(Status s, const std::string& context) const {
+    if (link) {
+      if (Status e = link->take_error(); !e.ok()) return e.with_context(context);
+    }
+    return s;
+  }
 
   std::mutex mu;  // guards datasets and noted
   std::map<std::string, std::shared_ptr<DatasetState>> datasets;
@@ -428,8 +454,10 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
                     " (run 'h5chunk info FILE' to list its datasets)");
   }
   auto state = std::make_shared<DatasetState>();
+  clear_source_error();
   state->dataset = Hid(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT));
   if (!state->dataset.valid()) {
+    if (Status e = source_error_or(Status::Ok(), "opening '" + name + "' in " + where); !e.ok()) return e;
     const std::string why = hdf5_error_text();
     // A dataset libhdf5 cannot open (its object header says dataset; its layout, dataspace or
     // type message is one libhdf5 refuses, e.g. a chunked layout of rank 0) is a damaged file,
@@ -480,15 +508,15 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
     // same read with an error once and stale bytes the next time.
     const hsize_t stored = H5Dget_storage_size(state->dataset.get());
     const haddr_t at = state->info.layout == "contiguous" ? H5Dget_offset(state->dataset.get()) : HADDR_UNDEF;
-    struct stat st;
+    const std::optional<uint64_t> file_size = size();
     // H5Dget_offset is already absolute (it includes any user block), unlike chunk addresses.
     const auto end = at == HADDR_UNDEF ? std::optional<uint64_t>(0) : checked_add(at, stored);
-    if (::stat(path.c_str(), &st) == 0 && (!end || *end > static_cast<uint64_t>(st.st_size))) {
+    if (file_size && (!end || *end > *file_size)) {
       // Likewise for storage placed past the end of the file (a damaged address): HDF5 fails
       // the first read and serves stale bytes to the next.
       state->refusal = hubfs::Corrupt(source + " is corrupt: its contiguous storage (" + std::to_string(stored) +
                                       " bytes at " + std::to_string(at) + ") lies past the end of the file (" +
-                                      std::to_string(st.st_size) + " bytes)");
+                                      std::to_string(*file_size) + " bytes)");
       state->info.readable = false;
     } else if (stored > 0 && stored != state->info.nbytes) {
       state->refusal = hubfs::Corrupt(
@@ -506,7 +534,8 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
   }
   if (state->info.layout == "chunked") {
     state->manifest = std::make_unique<ChunkManifest>(state->dataset.get(), state->info.shape,
-                                                      state->info.chunk, base_address);
+                                                      state->info.chunk, base_address,
+                                                      link.get());
   }
   state->info.refusal = state->refusal.message();
   std::lock_guard<std::mutex> lock(mu);
@@ -517,6 +546,24 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
 // ---------------------------------------------------------------------------------------------
 // File
 
+namespace {
+
+unsigned default_threads(const Options& options) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return options.threads ? options.threads : std::min(kMaxDefaultThreads, cores);
+}
+
+// What every open does once libhdf5 has the file: the user block (chunk addresses are relative
+// to the base address, which sits after it).
+void read_base_address(FileState& state) {
+  Hid fcpl(H5Fget_create_plist(state.file.get()));
+  hsize_t userblock = 0;
+  if (fcpl.valid()) H5Pget_userblock(fcpl.get(), &userblock);
+  state.base_address = userblock;
+}
+
+}  // namespace
+
 Result<File> File::open(const std::string& path, Options options) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
@@ -524,9 +571,7 @@ Result<File> File::open(const std::string& path, Options options) {
   }
   auto state = std::make_shared<FileState>(path);
   state->options = std::move(options);
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  state->threads = state->options.threads ? state->options.threads
-                                          : std::min(kMaxDefaultThreads, cores);
+  state->threads = default_threads(state->options);
   QuietHdf5Errors quiet;
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     return InvalidArgument("'" + path + "' is not an HDF5 file (or is truncated): " +
@@ -545,11 +590,29 @@ Result<File> File::open(const std::string& path, Options options) {
       H5Fget_vfd_handle(state->file.get(), H5P_DEFAULT, &handle) >= 0 && handle) {
     ::posix_fadvise(*static_cast<int*>(handle), 0, 0, POSIX_FADV_RANDOM);
   }
-  // Chunk addresses are relative to the base address, which sits after any user block.
-  Hid fcpl(H5Fget_create_plist(state->file.get()));
-  hsize_t userblock = 0;
-  if (fcpl.valid()) H5Pget_userblock(fcpl.get(), &userblock);
-  state->base_address = userblock;
+  read_base_address(*state);
+  File f;
+  f.state_ = std::move(state);
+  return f;
+}
+
+Result<File> File::open(std::shared_ptr<ByteSource> source, Options options) {
+  if (!source) return InvalidArgument("File::open: no source");
+  auto state = std::make_shared<FileState>(std::make_shared<SourceLink>(std::move(source)));
+  state->options = std::move(options);
+  state->threads = default_threads(state->options);
+  const std::string& name = state->path;
+  auto fapl_id = source_fapl(state->link);
+  if (!fapl_id.ok()) return fapl_id.status();
+  Hid fapl(*fapl_id);
+  QuietHdf5Errors quiet;
+  state->file = Hid(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get()));
+  if (!state->file.valid()) {
+    // A read that failed says why (a timeout, a lost token); otherwise the bytes are not HDF5.
+    if (Status e = state->source_error_or(Status::Ok(), "opening '" + name + "'"); !e.ok()) return e;
+    return InvalidArgument("'" + name + "' is not an HDF5 file (or is truncated): " + hdf5_error_text());
+  }
+  read_base_address(*state);
   File f;
   f.state_ = std::move(state);
   return f;
@@ -621,6 +684,18 @@ Result<Array> Dataset::read(const Selection& selection, const ReadOptions& optio
 
 Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size_t out_bytes,
                                      const ReadOptions& options) const {
+  ScopedReadCancel cancellable(options.cancel);  // libhdf5's and the index's reads through a source
+  file_->clear_source_error();
+  auto r = read_into_unmapped(selection, out, out_bytes, options);
+  if (!r.ok() && r.status().code() != hubfs::Code::kInvalidArgument) {
+    // A read through a source that failed there fails with the source's cause.
+    return file_->source_error_or(r.status(), "file '" + file_->path + "', dataset '" + state_->info.path + "'");
+  }
+  return r;
+}
+
+Result<ReadStats> Dataset::read_into_unmapped(const Selection& selection, void* out, size_t out_bytes,
+                                              const ReadOptions& options) const {
   const DatasetInfo& info = state_->info;
   const std::string source = "file '" + file_->path + "', dataset '" + info.path + "'";
   if (!state_->refusal.ok()) return state_->refusal;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "h5chunk/byte_source.h"
 #include "h5chunk/filters.h"
 #include "h5chunk/selection.h"
 
@@ -180,6 +181,8 @@ class Dataset {
   uint64_t manifest_queries() const;
 
  private:
+  Result<ReadStats> read_into_unmapped(const Selection& selection, void* out, size_t out_bytes,
+                                       const ReadOptions& options) const;
   friend class File;
   std::shared_ptr<FileState> file_;
   std::shared_ptr<DatasetState> state_;
@@ -189,6 +192,12 @@ class File {
  public:
   // Opens a local file (or one on a mount) read-only.
   static Result<File> open(const std::string& path, Options options = {});
+  // Opens a file that has no local path (an hf:// file read in-process: core/h5hub) read-only.
+  // libhdf5 reads its metadata through `source` (source_driver.h), the fast path reads its
+  // chunks through it, and every read's chunk list goes to source->hint() at once. path() is
+  // source->name(). A read through the source that fails fails the call with the source's
+  // own error (its code and message: a timeout, a token the Hub refused).
+  static Result<File> open(std::shared_ptr<ByteSource> source, Options options = {});
 
   const std::string& path() const;
   // The dataset at `path` ("/data/raw_data" or "data/raw_data"). Handles to the same dataset

@@ -73,9 +73,9 @@ Status check_found(hid_t dataset, const std::vector<hsize_t>& origin, uint64_t a
 }  // namespace
 
 ChunkManifest::ChunkManifest(hid_t dataset, std::vector<uint64_t> shape,
-                             std::vector<uint64_t> chunk, uint64_t base_address)
+                             std::vector<uint64_t> chunk, uint64_t base_address, SourceLink* source)
     : dataset_(dataset), shape_(std::move(shape)), chunk_(std::move(chunk)),
-      base_address_(base_address) {
+      base_address_(base_address), source_(source) {
   for (size_t d = 0; d < shape_.size(); ++d) {
     // ceil_div: shape + chunk - 1 wraps near 2^64, and a corrupt layout can declare a zero
     // chunk dimension (the dataset then never takes the fast path; see chunk_shape_problem).
@@ -97,13 +97,16 @@ bool ChunkManifest::known(const uint64_t* grid) const {
 
 bool ChunkManifest::indexed() {
   std::lock_guard<std::mutex> lock(mu_);
-  try_index();
+  (void)try_index();  // a source's failure: not indexed now; damage() or locate() report it
   return index_state_ == IndexState::kParsed;
 }
 
-void ChunkManifest::try_index() {
-  if (index_state_ != IndexState::kUntried) return;
-  index_status_ = read_index();
+Status ChunkManifest::try_index() {
+  if (index_state_ != IndexState::kUntried) return Status::Ok();
+  const uint64_t source_errors = source_ ? source_->error_count() : 0;
+  Status status = read_index();
+  if (!status.ok() && source_ && source_->error_count() != source_errors) return status;
+  index_status_ = std::move(status);
   // Unsupported: a format corner, driver or size we do not index; libhdf5's per-chunk queries
   // stand in. Anything else (a checksum, a broken structure, an I/O error) means the index is
   // damaged, and the per-chunk queries cannot be trusted on it either: their cross-check
@@ -116,6 +119,7 @@ void ChunkManifest::try_index() {
   } else {
     index_state_ = IndexState::kDamaged;
   }
+  return Status::Ok();
 }
 
 Status ChunkManifest::damage(uint64_t max_grid_chunks) {
@@ -123,7 +127,7 @@ Status ChunkManifest::damage(uint64_t max_grid_chunks) {
   if (index_state_ == IndexState::kUntried) {
     auto total = checked_product(grid_shape_);
     if (!total || *total > max_grid_chunks) return Status::Ok();
-    try_index();
+    if (Status s = try_index(); !s.ok()) return s;
   }
   if (index_state_ != IndexState::kDamaged) return Status::Ok();
   return damaged_index_error();
@@ -178,14 +182,19 @@ Status ChunkManifest::read_index() {
   src.chunk = chunk_;
   // The file descriptor libhdf5 reads through (the default sec2 driver's handle): the same file,
   // whatever path or working directory it was opened by. pread leaves its offset alone.
+  // A file opened from a ByteSource is read through it (source_driver.h), the same bytes.
   Hid file(H5Iget_file_id(dataset_));
-  Hid fapl(file.valid() ? H5Fget_access_plist(file.get()) : H5I_INVALID_HID);
-  void* handle = nullptr;
-  if (!fapl.valid() || H5Pget_driver(fapl.get()) != H5FD_SEC2 ||
-      H5Fget_vfd_handle(file.get(), H5P_DEFAULT, &handle) < 0 || !handle) {
-    return hubfs::Unsupported("the file is not read through HDF5's default (sec2) driver");
+  if (source_) {
+    src.source = source_;
+  } else {
+    Hid fapl(file.valid() ? H5Fget_access_plist(file.get()) : H5I_INVALID_HID);
+    void* handle = nullptr;
+    if (!fapl.valid() || H5Pget_driver(fapl.get()) != H5FD_SEC2 ||
+        H5Fget_vfd_handle(file.get(), H5P_DEFAULT, &handle) < 0 || !handle) {
+      return hubfs::Unsupported("the file is not read through HDF5's default (sec2) driver");
+    }
+    src.fd = *static_cast<int*>(handle);
   }
-  src.fd = *static_cast<int*>(handle);
   Hid fcpl(H5Fget_create_plist(file.get()));
   size_t sizeof_addr = 0, sizeof_size = 0;
   if (!fcpl.valid() || H5Pget_sizes(fcpl.get(), &sizeof_addr, &sizeof_size) < 0) {
@@ -266,17 +275,18 @@ Result<ChunkLocation> ChunkManifest::verify(const uint64_t* grid, uint64_t key) 
 Result<ChunkLocation> ChunkManifest::locate(const uint64_t* grid) {
   const uint64_t key = position(grid);
   std::lock_guard<std::mutex> lock(mu_);
-  try_index();
+  if (Status s = try_index(); !s.ok()) return s;
   if (index_state_ == IndexState::kDamaged) return damaged_index_error();
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   // A chunk found damaged stays damaged: asking again could give another answer once H5Dread
   // has filled HDF5's chunk caches, which the lookup below consults first.
   if (auto it = damaged_.find(key); it != damaged_.end()) return it->second;
+  const uint64_t source_errors = source_ ? source_->error_count() : 0;
   auto result = index_state_ == IndexState::kParsed ? verify(grid, key) : query(grid);
   if (result.ok()) {
     if (index_state_ != IndexState::kParsed) memo_.emplace(key, *result);  // table_ holds it
-  } else {
-    damaged_.emplace(key, result.status());
+  } else if (!source_ || source_->error_count() == source_errors) {
+    damaged_.emplace(key, result.status());  // the file's answer, not a failed read's
   }
   return result;
 }

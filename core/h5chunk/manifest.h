@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "h5chunk/source_driver.h"
 
 namespace h5chunk {
 
@@ -40,8 +41,12 @@ class ChunkManifest {
  public:
   // `dataset` must outlive this object. `base_address` is the file's user block size: HDF5
   // reports chunk addresses relative to it.
+  // `source`: the file's source when it was opened from one (the index is read through it; it
+  // must outlive this object), else null (read through the sec2 driver's descriptor). A lookup
+  // that failed because a read through the source failed is not remembered: the next one asks
+  // again (a network hiccup is not damage).
   ChunkManifest(hid_t dataset, std::vector<uint64_t> shape, std::vector<uint64_t> chunk,
-                uint64_t base_address);
+                uint64_t base_address, SourceLink* source = nullptr);
 
   // The chunk whose grid coordinates (origin / chunk shape per axis) are `grid`. Calls HDF5 on
   // a miss, so call it from one thread at a time per process region that may call HDF5 (the
@@ -74,11 +79,13 @@ class ChunkManifest {
   hid_t dataset_;
   std::vector<uint64_t> shape_, chunk_, grid_shape_;
   uint64_t base_address_;
+  SourceLink* source_ = nullptr;
   // One HDF5 query for the chunk at `grid`, cross-checked; called with mu_ held.
   Result<ChunkLocation> query(const uint64_t* grid);
   // Fills table_ from the file's chunk index; called with mu_ held, once (try_index).
   Status read_index();
-  void try_index();
+  // Returns a failure of the source's (the index stays untried, to be read again), else Ok.
+  Status try_index();
   // The refusal every read of a damaged index gets; called with mu_ held.
   Status damaged_index_error() const;
   // The parsed entry for `key` checked against HDF5's lookup; called with mu_ held.

@@ -46,6 +46,10 @@ Result<std::unique_ptr<WorkerState>> WorkerStatePool::acquire() {
     }
   }
   auto state = std::make_unique<WorkerState>();
+  if (source_) {
+    state->source = source_;
+    return state;
+  }
   state->fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (state->fd < 0) return IoError("cannot open '" + path_ + "': " + std::strerror(errno));
   // Reads are whole chunks at known offsets (announced ahead with WILLNEED or a range hint):
@@ -59,6 +63,50 @@ void WorkerStatePool::release(std::unique_ptr<WorkerState> state) {
   if (state->chunk.capacity() > kRetainedBufferBytes) state->chunk.release();
   std::lock_guard<std::mutex> lock(mu_);
   idle_.push_back(std::move(state));
+}
+
+Status read_exact(WorkerState& worker, uint8_t* buf, uint64_t size, uint64_t offset,
+                  const std::atomic<bool>* cancel) {
+  uint64_t done = 0;
+  while (done < size) {
+    uint64_t n = 0;
+    if (worker.source) {
+      auto r = worker.source->pread(buf + done, offset + done, size - done, cancel);
+      if (!r.ok()) return r.status();
+      n = *r;
+    } else {
+      ssize_t got = ::pread(worker.fd, buf + done, size - done, static_cast<off_t>(offset + done));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        return IoError(std::string("read failed: ") + std::strerror(errno));
+      }
+      n = static_cast<uint64_t>(got);
+    }
+    if (n == 0) {
+      return Corrupt("file truncated: " + std::to_string(size) + " bytes at offset " + std::to_string(offset) +
+                     " end after " + std::to_string(done));
+    }
+    done += n;
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> file_size(const WorkerState& worker) {
+  if (worker.source) return worker.source->size();
+  struct stat st;
+  if (::fstat(worker.fd, &st) != 0) return IoError(std::string("cannot stat the file: ") + std::strerror(errno));
+  return static_cast<uint64_t>(st.st_size);
+}
+
+bool hint_ranges(const WorkerState& worker, uint64_t file_size,
+                 const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+  if (!worker.source) return send_range_hints(worker.fd, file_size, ranges);
+  std::vector<std::pair<uint64_t, uint64_t>> inside;
+  for (auto [offset, length] : ranges) {
+    if (length > 0 && offset < file_size && length <= file_size - offset) inside.emplace_back(offset, length);
+  }
+  if (!inside.empty()) worker.source->hint(inside);
+  return true;
 }
 
 namespace {
@@ -292,23 +340,6 @@ std::string chunk_name(const std::vector<const Piece*>& pieces, const std::vecto
   return "chunk [" + grid + "] (elements from (" + origin + "))";
 }
 
-Status pread_exact(int fd, uint8_t* buf, uint64_t size, uint64_t offset) {
-  uint64_t done = 0;
-  while (done < size) {
-    ssize_t n = ::pread(fd, buf + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return IoError(std::string("read failed: ") + std::strerror(errno));
-    }
-    if (n == 0) {
-      return Corrupt("file truncated: the chunk's " + std::to_string(size) + " bytes at offset " +
-                     std::to_string(offset) + " end after " + std::to_string(done));
-    }
-    done += static_cast<uint64_t>(n);
-  }
-  return Status::Ok();
-}
-
 // Everything the workers share for one read.
 class ChunkPool {
  public:
@@ -447,13 +478,12 @@ class ChunkPool {
 };
 
 Status ChunkPool::process(const Task& task, WorkerState& worker) {
-  if (uncached_reads_.load(std::memory_order_relaxed) && !worker.uncached) {
+  if (uncached_reads_.load(std::memory_order_relaxed) && !worker.uncached && worker.fd >= 0) {
     // Linux lets O_DIRECT be switched on for an open descriptor; if it cannot be, the reads
     // stay buffered, which is slower but as correct.
     const int flags = ::fcntl(worker.fd, F_GETFL);
     worker.uncached = flags >= 0 && ::fcntl(worker.fd, F_SETFL, flags | O_DIRECT) == 0;
   }
-  const int fd = worker.fd;
   uint8_t* const direct_out = req_.out + task.out_offset;
   auto place = [&](const uint8_t* chunk) {
     RegionCopier(axes_, task.pieces, layout_.chunk, layout_.elem_size).copy(chunk, req_.out);
@@ -488,7 +518,7 @@ Status ChunkPool::process(const Task& task, WorkerState& worker) {
     }
     uint8_t* in = worker.compressed.reserve(task.loc.size);
     if (!in) return out_of_memory("a stored chunk", task.loc.size);
-    if (Status s = pread_exact(fd, in, task.loc.size, task.loc.offset); !s.ok()) return s;
+    if (Status s = read_exact(worker, in, task.loc.size, task.loc.offset, req_.cancel); !s.ok()) return s;
     uint8_t* target = need_scratch();
     if (!target) return out_of_memory("a decoded chunk", chunk_bytes_);
     return decode_chunk(layout_.pipeline, task.loc.filter_mask, layout_.elem_size, in, task.loc.size,
@@ -503,14 +533,14 @@ Status ChunkPool::process(const Task& task, WorkerState& worker) {
     }
     uint8_t* buf = task.direct ? direct_out : need_scratch();
     if (!buf) return out_of_memory("a decoded chunk", chunk_bytes_);
-    if (Status s = pread_exact(fd, buf, chunk_bytes_, task.loc.offset); !s.ok()) return s;
+    if (Status s = read_exact(worker, buf, chunk_bytes_, task.loc.offset, req_.cancel); !s.ok()) return s;
     convert(buf);
     if (!task.direct) place(buf);
     return Status::Ok();
   }
   uint8_t* in = worker.compressed.reserve(task.loc.size);
   if (!in) return out_of_memory("a stored chunk", task.loc.size);
-  if (Status s = pread_exact(fd, in, task.loc.size, task.loc.offset); !s.ok()) return s;
+  if (Status s = read_exact(worker, in, task.loc.size, task.loc.offset, req_.cancel); !s.ok()) return s;
   uint8_t* target = task.direct ? direct_out : need_scratch();
   if (!target) return out_of_memory("a decoded chunk", chunk_bytes_);
   Status s = decode_chunk(layout_.pipeline, task.loc.filter_mask, layout_.elem_size, in,
@@ -648,13 +678,12 @@ Result<ReadStats> read_chunks(const FastRead& req) {
   if (!own.ok()) return own.status().with_context(req.source);
   // Every chunk must lie inside the file: the index's offsets and sizes are the file's word,
   // and a stored size read from a damaged index would otherwise size a buffer first.
-  struct stat st;
-  if (::fstat((*own)->fd, &st) != 0) {
-    Status s = IoError(std::string("cannot stat the file: ") + std::strerror(errno));
+  auto size = h5chunk::file_size(**own);
+  if (!size.ok()) {
     req.workers->release(std::move(*own));
-    return s.with_context(req.source);
+    return size.status().with_context(req.source);
   }
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  const uint64_t file_size = *size;
   std::vector<std::thread> helpers;
   for (unsigned i = 1; i < threads; ++i) helpers.emplace_back([&pool] { pool.work(); });
 
@@ -679,15 +708,19 @@ Result<ReadStats> read_chunks(const FastRead& req) {
         // (the mount splits each hint over all its slots).
         if (!probed) {
           probed = true;
-          if (!send_range_hints((*own)->fd, file_size, {{loc->offset, 1}})) break;
-          hinted = true;
-          pool.use_uncached_reads();
+          if ((*own)->source) {
+            hinted = true;  // a source always takes the hint: no probe, and no descriptor flags
+          } else {
+            if (!send_range_hints((*own)->fd, file_size, {{loc->offset, 1}})) break;
+            hinted = true;
+            pool.use_uncached_reads();
+          }
         }
         ranges.emplace_back(loc->offset, loc->size);
       }
       more = next_chunk(axes, at);
     }
-    if (hinted && !ranges.empty()) send_range_hints((*own)->fd, file_size, ranges);
+    if (hinted && !ranges.empty()) hint_ranges(**own, file_size, ranges);
   }
 
   // Walk every touched chunk in C order (an odometer over the per-axis pieces), locating each

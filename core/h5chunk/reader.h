@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "h5chunk/byte_source.h"
 #include "h5chunk/codecs.h"
 #include "h5chunk/element_type.h"
 #include "h5chunk/h5chunk.h"
@@ -45,27 +46,43 @@ class Buffer {
 };
 
 // What one worker keeps from read to read: its own read-only descriptor of the file (workers
-// share no file state; on a network mount opening is not free), its buffers (already
-// page-faulted in: first touch of fresh memory costs more than decoding on these machines), and
-// its codec contexts.
+// share no file state; on a network mount opening is not free) or the file's ByteSource, its
+// buffers (already page-faulted in: first touch of fresh memory costs more than decoding on
+// these machines), and its codec contexts.
 struct WorkerState {
   ~WorkerState();
   int fd = -1;
+  ByteSource* source = nullptr;  // set instead of fd for a file opened from a source
   bool uncached = false;  // fd reads with O_DIRECT (set on a hubfs mount, once hinted)
   Buffer compressed;  // the chunk's stored bytes
   Buffer chunk;       // a decoded chunk that is not a contiguous region of the output
   DecodeScratch decode;
 };
 
+// Exactly `size` bytes at `offset`, through the worker's descriptor or source; kCorrupt
+// ("file truncated") when the file ends first. `cancel` reaches a source (ByteSource::pread).
+Status read_exact(WorkerState& worker, uint8_t* buf, uint64_t size, uint64_t offset,
+                  const std::atomic<bool>* cancel = nullptr);
+// The file's size, through the worker's descriptor or source.
+Result<uint64_t> file_size(const WorkerState& worker);
+// Announces ranges a read will need. A source is told all of them at once (it fetches them in
+// parallel); on a descriptor they go out as a hubfs mount's range hint ioctl. True when the
+// file takes hints (a source, or a hubfs mount): then the ranges are already on their way.
+bool hint_ranges(const WorkerState& worker, uint64_t file_size,
+                 const std::vector<std::pair<uint64_t, uint64_t>>& ranges);
+
 // Idle worker states of one file.
 class WorkerStatePool {
  public:
   explicit WorkerStatePool(std::string path) : path_(std::move(path)) {}
+  // A file with no local path: workers read through `source` (which outlives the pool).
+  explicit WorkerStatePool(ByteSource* source) : source_(source) {}
   Result<std::unique_ptr<WorkerState>> acquire();
   void release(std::unique_ptr<WorkerState> state);
 
  private:
   std::string path_;
+  ByteSource* source_ = nullptr;
   std::mutex mu_;
   std::vector<std::unique_ptr<WorkerState>> idle_;
 };

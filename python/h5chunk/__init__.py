@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import ast
 import collections
+import contextlib
 import os
 import threading
 import warnings
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 import numpy as np
 
@@ -66,20 +67,60 @@ class File:
     at most 16, and only the calling thread for chunks under 16 KiB). Use as a context manager, or call ``close()``. Index it with a dataset path
     (``f["data/raw_data"]``) to get a :class:`Dataset`.
 
-    Raises FileNotFoundError when ``path`` does not exist and OSError when it is not HDF5.
+    ``path`` may also be ``hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH`` (or a file
+    ``hubfs.open`` returned): the file is read without a mount, through hubfs's reader and block
+    cache in this process. libhdf5 reads the metadata through it, and each read's chunks go out
+    as one range hint, all in flight at once. Keyword options other than the ones above are
+    ``hubfs.open``'s (``endpoint``, ``cache_dir``, ``revision``, ``token``, ...).
+
+    Raises FileNotFoundError when ``path`` does not exist (for hf://: the repo, revision or
+    path), PermissionError for a gated or private repo without access, and OSError when it is
+    not HDF5 or cannot be read (the message says why and what to do).
     """
 
-    def __init__(self, path: Union[str, os.PathLike], mode: str = "r", *, threads: int = 0,
+    def __init__(self, path: Any, mode: str = "r", *, threads: int = 0,
                  min_fast_path_bytes: Optional[int] = None,
-                 max_bytes_in_flight: Optional[int] = None) -> None:
+                 max_bytes_in_flight: Optional[int] = None, **hub_options: Any) -> None:
         if mode != "r":
             raise ValueError(f"h5chunk opens files read-only (mode 'r'), not {mode!r}")
-        self.filename = os.fspath(path)
+        self._hub_file: Any = None  # the hubfs.HubFile read, for hf:// files
+        self._hub_options = hub_options
+        if hasattr(path, "_byte_source"):  # a hubfs.open file
+            self.filename = path.name
+            target: Any = path._byte_source()
+        else:
+            self.filename = os.fsdecode(path)
+            if self.filename.startswith("hf://"):
+                import hubfs  # built and installed with h5chunk
+                self._hub_file = hubfs.open(self.filename, **hub_options)
+                target = self._hub_file._byte_source()
+            else:
+                if hub_options:
+                    raise TypeError(f"unexpected keyword argument(s) {sorted(hub_options)} "
+                                    "(hubfs.open's options apply to hf:// files only)")
+                target = self.filename
         self._h5py_warned: set = set()  # (dataset, cause) read with h5py, warned once
-        self._core: Optional[_core.File] = _core.File(
-            self.filename, threads, min_fast_path_bytes, max_bytes_in_flight)
+        try:
+            self._core: Optional[_core.File] = _core.File(
+                target, threads, min_fast_path_bytes, max_bytes_in_flight)
+        except BaseException:
+            if self._hub_file is not None:
+                self._hub_file.close()
+            raise
         self._datasets: dict = {}
         self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def _h5py_file(self) -> Iterator[Any]:
+        """This file opened with h5py (read-only), for what only h5py reads."""
+        import h5py
+        if not self.filename.startswith("hf://"):
+            with h5py.File(self.filename, "r") as hf:
+                yield hf
+            return
+        import hubfs
+        with hubfs.open(self.filename, **self._hub_options) as raw, h5py.File(raw, "r") as hf:
+            yield hf
 
     @property
     def threads(self) -> int:
@@ -128,6 +169,9 @@ class File:
                 ds._core = None
             self._datasets.clear()
             self._core = None
+            if self._hub_file is not None:
+                self._hub_file.close()
+                self._hub_file = None
 
     @property
     def closed(self) -> bool:
@@ -235,7 +279,7 @@ class Dataset:
             if self._h5py_only:
                 h5py = _h5py_or_none()
                 if h5py is not None:
-                    with h5py.File(file.filename, "r") as hf:
+                    with file._h5py_file() as hf:
                         self.dtype = hf[self.name].dtype
 
     @property
@@ -295,7 +339,7 @@ class Dataset:
                 f"{self._h5py_only} dtype, which h5chunk cannot return - read with h5py (H5Dread). "
                 "Fix: store fixed-size types (e.g. fixed-length strings) to read them in parallel.",
                 FallbackWarning, stacklevel=stacklevel + 1)
-        with h5py.File(self.file.filename, "r") as hf:
+        with self.file._h5py_file() as hf:
             result = hf[self.name][selection]
         stats = ReadStats()
         return (result, stats) if return_stats else result

@@ -44,7 +44,8 @@ class Dataset:
 class File:
     path: str
     threads: int
-    def __init__(self, path: str, threads: int = ..., min_fast_path_bytes: Optional[int] = ...,
+    # path: a file path, or a byte source capsule (hubfs.HubFile._byte_source()).
+    def __init__(self, path: Any, threads: int = ..., min_fast_path_bytes: Optional[int] = ...,
                  max_bytes_in_flight: Optional[int] = ...) -> None: ...
     def dataset(self, name: str) -> Dataset: ...
     def dataset_paths(self) -> list[str]: ...

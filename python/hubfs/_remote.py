@@ -188,6 +188,12 @@ class HubFile(io.RawIOBase):
         self._check_open()
         return self._f.hint([(int(o), int(n)) for o, n in ranges])
 
+    def _byte_source(self):
+        """This file as the byte source h5chunk.File reads (a capsule for h5chunk's extension);
+        it keeps the file open for h5chunk whatever happens to this object."""
+        self._check_open()
+        return self._f.byte_source(self.name)
+
     def _check_open(self) -> None:
         if self.closed:
             raise ValueError("I/O operation on closed file")

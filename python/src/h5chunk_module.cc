@@ -237,11 +237,31 @@ class PyDataset {
   h5chunk::Dataset dataset_;
 };
 
+// The capsule hubfs's extension wraps an h5chunk::ByteSource in (hubfs.HubFile's byte_source):
+// a heap std::shared_ptr<h5chunk::ByteSource>, built from the same h5chunk/byte_source.h.
+constexpr const char* kByteSourceCapsule = "h5chunk.ByteSource.v1";
+
+std::shared_ptr<h5chunk::ByteSource> source_from_capsule(const py::object& capsule) {
+  if (!PyCapsule_IsValid(capsule.ptr(), kByteSourceCapsule)) {
+    throw py::type_error(std::string("not a ") + kByteSourceCapsule +
+                         " capsule (from hubfs.open(...).byte_source()); is hubfs from the same build as h5chunk?");
+  }
+  return *static_cast<std::shared_ptr<h5chunk::ByteSource>*>(PyCapsule_GetPointer(capsule.ptr(), kByteSourceCapsule));
+}
+
 class PyFile {
  public:
-  PyFile(const std::string& path, unsigned threads, std::optional<uint64_t> min_fast_path_bytes,
+  // `target`: a path (str), or a byte source capsule (a file without a path: hf:// in-process).
+  PyFile(const py::object& target, unsigned threads, std::optional<uint64_t> min_fast_path_bytes,
          std::optional<uint64_t> max_bytes_in_flight)
       : notes_(std::make_shared<Notes>()) {
+    std::shared_ptr<h5chunk::ByteSource> source;
+    std::string path;
+    if (py::isinstance<py::str>(target)) {
+      path = target.cast<std::string>();
+    } else {
+      source = source_from_capsule(target);
+    }
     h5chunk::Options options;
     options.threads = threads;
     if (min_fast_path_bytes) options.min_fast_path_bytes = *min_fast_path_bytes;
@@ -253,7 +273,8 @@ class PyFile {
     std::optional<hubfs::Result<h5chunk::File>> r;
     {
       py::gil_scoped_release release;
-      r.emplace(h5chunk::File::open(path, std::move(options)));
+      r.emplace(source ? h5chunk::File::open(std::move(source), std::move(options))
+                       : h5chunk::File::open(path, std::move(options)));
     }
     if (!r->ok()) raise_status(r->status(), Context::kOpenFile);
     file_.emplace(std::move(**r));
@@ -364,7 +385,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("manifest_queries", &PyDataset::manifest_queries);
 
   py::class_<PyFile>(m, "File")
-      .def(py::init<const std::string&, unsigned, std::optional<uint64_t>, std::optional<uint64_t>>(),
+      .def(py::init<const py::object&, unsigned, std::optional<uint64_t>, std::optional<uint64_t>>(),
            py::arg("path"), py::arg("threads") = 0, py::arg("min_fast_path_bytes") = py::none(),
            py::arg("max_bytes_in_flight") = py::none())
       .def_property_readonly("path", &PyFile::path)

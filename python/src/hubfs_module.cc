@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "fs/session.h"
+#include "h5hub/hub_byte_source.h"
 
 namespace py = pybind11;
 
@@ -40,6 +41,11 @@ using hubfs::Status;
 // How often a waiting main thread wakes to check for Ctrl-C: short enough that an interrupt
 // feels immediate, long enough that the wake-ups cost nothing next to a read.
 constexpr auto kPollInterval = std::chrono::milliseconds(25);
+
+// The capsule name under which File.byte_source() hands an h5chunk::ByteSource to h5chunk's
+// extension (python/src/h5chunk_module.cc checks it). Both extensions are built from the same
+// h5chunk/byte_source.h in one build; the version suffix changes with that interface.
+constexpr const char* kByteSourceCapsule = "h5chunk.ByteSource.v1";
 
 // The Python exception for a Status, with the errno as OSError's first argument: a missing
 // repo, revision or path is FileNotFoundError; a private or gated repo without access is
@@ -287,6 +293,16 @@ PYBIND11_MODULE(_core, m) {
         if (!n.ok()) raise_status(n.status());
         return *n;
       })
+      .def("byte_source", [](File& f, const std::string& name) {
+        // A heap shared_ptr the capsule owns: h5chunk copies it, so the file stays open for as
+        // long as an h5chunk.File reads it, whatever happens to this object.
+        std::shared_ptr<hubfs::HubFile> file = f.f;
+        if (!file) throw py::value_error("I/O operation on closed file");
+        auto* held = new std::shared_ptr<h5chunk::ByteSource>(std::make_shared<hubfs::HubByteSource>(file, name));
+        return py::capsule(held, kByteSourceCapsule, [](PyObject* capsule) {
+          delete static_cast<std::shared_ptr<h5chunk::ByteSource>*>(PyCapsule_GetPointer(capsule, kByteSourceCapsule));
+        });
+      }, py::arg("name"), "The file as an h5chunk byte source (a capsule for h5chunk.File).")
       .def("close", [](File& f) {
         py::gil_scoped_release nogil;
         f.f.reset();

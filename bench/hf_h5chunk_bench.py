@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""h5chunk on hf:// without a mount, against the seed's remote path and against a hubfs mount,
+on the bundled local Hub server with a per-request latency and a per-connection bandwidth (the
+issue's conditions: 50 ms, 400 Mbit/s). Prints one JSON object; ratios are from this run.
+
+    ./scripts/build.sh && /usr/bin/python3 bench/hf_h5chunk_bench.py [--latency-ms 50]
+        [--bandwidth-mbps 400] [--repeat 3] [--no-mount]
+
+The file: the zea-like workload of bench_mount, float32 (16, 24, 2048, 64, 1), one 12.6 MB frame
+per chunk, Blosc lz4 clevel 5 byte shuffle (201 MB raw). Every contender reads all 16 frames
+cold (a new cache directory for hubfs; fsspec caches nothing across opens), timed from open to
+the decoded array:
+
+- h5chunk_cli: `h5chunk read hf://... /data/raw_data 0:16 -o /dev/null` (a process of its own);
+- h5chunk_python: h5chunk.File("hf://...")["data/raw_data"][0:16] in this process;
+- seed: the seed's remote path (zea's chunk_reader): h5py reads the metadata through an fsspec
+  HTTP file, the chunks are fetched with fsspec's async _cat_file gathered at once, and decoded by
+  numcodecs' Blosc straight into the output from a thread pool. It verifies nothing;
+- mount_h5chunk: a hubfs mount (new cache directory), then `h5chunk read MOUNT/... 0:16`;
+  needs root and /dev/fuse (--no-mount skips it).
+
+And the issue's h5py case, frames 0:5 of the same file: h5py.File(hubfs.open(...)) against
+h5py over an fsspec HTTP file object."""
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(HERE)
+BUILD = os.environ.get("HUBFS_BUILD_DIR", os.path.join(REPO_ROOT, "build"))
+sys.path.insert(0, os.path.join(BUILD, "python"))
+import h5chunk  # noqa: E402
+import hubfs  # noqa: E402
+
+SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
+H5CHUNK = os.path.join(BUILD, "bin", "h5chunk")
+HUBFS = os.path.join(BUILD, "bin", "hubfs")
+SHAPE = (16, 24, 2048, 64, 1)
+BLOSC = 32001
+
+
+def write_zea_like(path):
+    """bench_mount's file: echo-like signal plus noise, so it compresses like real data (~2x)."""
+    rng = np.random.default_rng(3)
+    sample = np.arange(2048, dtype=np.float32)[:, None]
+    channel = np.arange(64, dtype=np.float32)[None, :]
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("data/raw_data", shape=SHAPE, dtype="float32", chunks=(1,) + SHAPE[1:],
+                             compression=BLOSC, compression_opts=(2, 2, 4, 0, 5, 1, 1))
+        for i in range(SHAPE[0]):
+            frame = np.exp(-3 * sample / 2048) * np.sin(sample * 0.35 + channel * 0.1 + i)
+            noise = rng.normal(0, 0.02, size=(SHAPE[1], 2048, 64)).astype(np.float32)
+            d[i] = (frame[None] + noise).astype(np.float32)[..., None]
+
+
+def seed_read(url, frames):
+    """The seed's remote path (zea.data.chunk_reader's HTTPFetcher and decode), for frames 0:N."""
+    import fsspec
+    from fsspec.asyn import sync
+    from numcodecs import blosc
+    with fsspec.open(url, "rb") as raw, h5py.File(raw, "r") as h5:
+        dset = h5["data/raw_data"]
+        plist = dset.id.get_create_plist()
+        assert [plist.get_filter(i)[0] for i in range(plist.get_nfilters())] == [BLOSC]
+        ranges = []
+        for i in range(frames):
+            info = dset.id.get_chunk_info_by_coord((i, 0, 0, 0, 0))
+            assert info.filter_mask == 0
+            ranges.append((info.byte_offset, info.size))
+        out = np.empty((frames,) + dset.shape[1:], dtype=dset.dtype)
+    fs = fsspec.filesystem("http")
+    fetched = [None] * len(ranges)
+
+    async def one(index, offset, size):
+        fetched[index] = await fs._cat_file(url, start=offset, end=offset + size)
+
+    async def gather():
+        await asyncio.gather(*(one(i, o, n) for i, (o, n) in enumerate(ranges)))
+
+    sync(fs.loop, gather)
+    flat = out.reshape(frames, -1)
+
+    def decode(i):
+        blosc.decompress(fetched[i], flat[i])  # straight into the output
+
+    with ThreadPoolExecutor(min(16, os.cpu_count() or 4)) as pool:
+        list(pool.map(decode, range(frames)))
+    return out
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - t0, value
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--latency-ms", type=int, default=50)
+    ap.add_argument("--bandwidth-mbps", type=int, default=400)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-mount", action="store_true")
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="hubfs-h5hf-bench-")
+    repo = os.path.join(work, "hub", "datasets", "lab", "zea")
+    os.makedirs(repo)
+    path = os.path.join(repo, "scan.hdf5")
+    write_zea_like(path)
+    with h5py.File(path) as h5:
+        want16 = h5["data/raw_data"][0:16]
+    proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", os.path.join(work, "hub"), "--host", "127.0.0.1",
+                             "--latency-ms", str(args.latency_ms), "--bandwidth-mbps", str(args.bandwidth_mbps),
+                             "--exit-on-stdin-eof"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    endpoint = proc.stdout.readline().split()[1]
+    url = "hf://datasets/lab/zea/scan.hdf5"
+    http = f"{endpoint}/datasets/lab/zea/resolve/main/scan.hdf5"
+    env = {**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
+    runs = {k: [] for k in ("h5chunk_cli", "h5chunk_python", "seed", "mount_h5chunk", "h5py_hubfs_open_5",
+                            "h5py_fsspec_5")}
+    out_bin = os.path.join(work, "out.bin")
+    try:
+        for i in range(args.repeat):
+            cache = lambda name: os.path.join(work, f"cache-{name}-{i}")  # noqa: E731
+            # h5chunk read hf:// (its own process: session, open, read, exit).
+            t, r = timed(lambda: subprocess.run(
+                [H5CHUNK, "read", url, "/data/raw_data", "0:16", "-o", out_bin, "--endpoint", endpoint,
+                 "--cache-dir", cache("cli")], capture_output=True, text=True, env=env))
+            assert r.returncode == 0, r.stderr
+            runs["h5chunk_cli"].append(t)
+            assert np.array_equal(np.fromfile(out_bin, dtype="float32").reshape(want16.shape), want16)
+
+            def python_read():
+                with h5chunk.File(url, endpoint=endpoint, cache_dir=cache("py"), token=False) as f:
+                    return f["data/raw_data"][0:16]
+            t, got = timed(python_read)
+            runs["h5chunk_python"].append(t)
+            assert np.array_equal(got, want16)
+
+            t, got = timed(lambda: seed_read(http, 16))
+            runs["seed"].append(t)
+            assert np.array_equal(got, want16)
+
+            if not args.no_mount:
+                mnt = os.path.join(work, f"mnt{i}")
+                os.makedirs(mnt)
+                with hubfs.mount("datasets/lab/zea", mnt, endpoint=endpoint, cache_dir=cache("mount")):
+                    t, r = timed(lambda: subprocess.run(
+                        [H5CHUNK, "read", os.path.join(mnt, "scan.hdf5"), "/data/raw_data", "0:16", "-o", out_bin],
+                        capture_output=True, text=True, env=env))
+                assert r.returncode == 0, r.stderr
+                runs["mount_h5chunk"].append(t)
+                assert np.array_equal(np.fromfile(out_bin, dtype="float32").reshape(want16.shape), want16)
+
+            def h5py_open():
+                with hubfs.open(url, endpoint=endpoint, cache_dir=cache("open"), token=False) as f, h5py.File(f) as h5:
+                    return h5["data/raw_data"][0:5]
+            t, got = timed(h5py_open)
+            runs["h5py_hubfs_open_5"].append(t)
+            assert np.array_equal(got, want16[0:5])
+
+            def h5py_fsspec():
+                import fsspec
+                with fsspec.open(http, "rb") as f, h5py.File(f) as h5:
+                    return h5["data/raw_data"][0:5]
+            t, got = timed(h5py_fsspec)
+            runs["h5py_fsspec_5"].append(t)
+            assert np.array_equal(got, want16[0:5])
+    finally:
+        proc.terminate()
+        proc.wait()
+        subprocess.run(["rm", "-rf", work])
+    med = {k: round(statistics.median(v), 3) for k, v in runs.items() if v}
+    out = {"latency_ms": args.latency_ms, "bandwidth_mbps": args.bandwidth_mbps, "repeat": args.repeat,
+           "median_s": med, "runs_s": {k: [round(x, 3) for x in v] for k, v in runs.items() if v},
+           "ratios": {
+               "seed / h5chunk_cli (target >= 1.5)": round(med["seed"] / med["h5chunk_cli"], 2),
+               "seed / h5chunk_python": round(med["seed"] / med["h5chunk_python"], 2),
+               "h5py_fsspec_5 / h5py_hubfs_open_5 (target >= 3)": round(med["h5py_fsspec_5"] / med["h5py_hubfs_open_5"], 2),
+           }}
+    if "mount_h5chunk" in med:
+        out["ratios"]["mount_h5chunk / h5chunk_cli (target >= 1)"] = round(med["mount_h5chunk"] / med["h5chunk_cli"], 2)
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

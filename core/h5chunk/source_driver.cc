@@ -1,0 +1,167 @@
+#include "h5chunk/source_driver.h"
+
+#include <sys/types.h>
+
+#include <cstring>
+#include <string>
+
+namespace h5chunk {
+namespace {
+
+// The largest address the driver accepts, as HDF5's sec2 driver defines it (off_t's range).
+constexpr haddr_t kMaxAddr = (haddr_t(1) << (8 * sizeof(off_t) - 1)) - 1;
+
+// What a file access property list carries: copied and freed by libhdf5 through the class's
+// fapl callbacks, so each copy holds the link.
+struct FaplInfo {
+  std::shared_ptr<SourceLink> link;
+};
+
+// One open file. `pub` first: libhdf5 sees an H5FD_t* (standard layout, so the cast is exact).
+struct SourceFile {
+  H5FD_t pub;
+  haddr_t eoa;
+  FaplInfo* info;  // owns the link for the file's life
+};
+
+SourceFile* self(H5FD_t* f) { return reinterpret_cast<SourceFile*>(f); }
+const SourceFile* self(const H5FD_t* f) { return reinterpret_cast<const SourceFile*>(f); }
+
+void push_error(H5E_major_t major, H5E_minor_t minor, const char* func, const std::string& message) {
+  H5Epush2(H5E_DEFAULT, __FILE__, func, __LINE__, H5E_ERR_CLS, major, minor, "%s", message.c_str());
+}
+
+void* fapl_get(H5FD_t* file) { return new FaplInfo(*self(file)->info); }
+void* fapl_copy(const void* info) { return new FaplInfo(*static_cast<const FaplInfo*>(info)); }
+herr_t fapl_free(void* info) {
+  delete static_cast<FaplInfo*>(info);
+  return 0;
+}
+
+H5FD_t* open(const char* name, unsigned flags, hid_t fapl, haddr_t maxaddr) {
+  if (flags & (H5F_ACC_RDWR | H5F_ACC_CREAT | H5F_ACC_TRUNC | H5F_ACC_EXCL)) {
+    push_error(H5E_ARGS, H5E_BADVALUE, __func__, "h5chunk's source driver is read-only");
+    return nullptr;
+  }
+  const auto* info = static_cast<const FaplInfo*>(H5Pget_driver_info(fapl));
+  if (!info || !info->link) {
+    push_error(H5E_PLIST, H5E_BADVALUE, __func__, "no byte source in the file access property list");
+    return nullptr;
+  }
+  (void)name;     // a label only: the source is the file
+  (void)maxaddr;  // the source's size bounds every read
+  auto* f = new SourceFile{};
+  f->info = new FaplInfo(*info);
+  f->eoa = 0;
+  return &f->pub;
+}
+
+herr_t close(H5FD_t* file) {
+  SourceFile* f = self(file);
+  delete f->info;
+  delete f;
+  return 0;
+}
+
+// Files are the same when they read the same source (libhdf5 then shares one open file).
+int cmp(const H5FD_t* a, const H5FD_t* b) {
+  const ByteSource* x = self(a)->info->link->inner();
+  const ByteSource* y = self(b)->info->link->inner();
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+// As sec2 minus what writing needs: libhdf5 gathers small metadata reads into its accumulator
+// and sieves small raw-data reads, so a source sees fewer, larger reads.
+herr_t query(const H5FD_t*, unsigned long* flags) {
+  *flags = H5FD_FEAT_ACCUMULATE_METADATA | H5FD_FEAT_DATA_SIEVE | H5FD_FEAT_AGGREGATE_METADATA |
+           H5FD_FEAT_AGGREGATE_SMALLDATA;
+  return 0;
+}
+
+haddr_t get_eoa(const H5FD_t* file, H5FD_mem_t) { return self(file)->eoa; }
+herr_t set_eoa(H5FD_t* file, H5FD_mem_t, haddr_t addr) {
+  self(file)->eoa = addr;
+  return 0;
+}
+haddr_t get_eof(const H5FD_t* file, H5FD_mem_t) { return self(file)->info->link->size(); }
+
+herr_t get_handle(H5FD_t* file, hid_t, void** handle) {
+  *handle = static_cast<ByteSource*>(self(file)->info->link.get());
+  return 0;
+}
+
+// Bytes past the end of the file read as zeros, as with sec2 (libhdf5 relies on it).
+herr_t read(H5FD_t* file, H5FD_mem_t, hid_t, haddr_t addr, size_t size, void* buf) {
+  SourceLink& link = *self(file)->info->link;
+  if (addr == HADDR_UNDEF || addr > kMaxAddr || size > kMaxAddr - addr) {
+    push_error(H5E_ARGS, H5E_OVERFLOW, __func__, "read of " + std::to_string(size) + " bytes at address " +
+                                                    std::to_string(addr) + " overflows");
+    return -1;
+  }
+  auto* out = static_cast<uint8_t*>(buf);
+  while (size > 0) {
+    auto n = link.pread(out, addr, size);  // a failure is recorded by the link
+    if (!n.ok()) {
+      push_error(H5E_IO, H5E_READERROR, __func__, n.status().message());
+      return -1;
+    }
+    if (*n == 0) {
+      std::memset(out, 0, size);
+      break;
+    }
+    out += *n;
+    addr += *n;
+    size -= *n;
+  }
+  return 0;
+}
+
+herr_t write(H5FD_t*, H5FD_mem_t, hid_t, haddr_t, size_t, const void*) {
+  push_error(H5E_IO, H5E_WRITEERROR, __func__, "h5chunk's source driver is read-only");
+  return -1;
+}
+
+H5FD_class_t make_class() {
+  H5FD_class_t c;
+  std::memset(&c, 0, sizeof c);
+  c.name = "h5chunk_source";
+  c.maxaddr = kMaxAddr;
+  c.fc_degree = H5F_CLOSE_WEAK;
+  c.fapl_size = sizeof(FaplInfo);
+  c.fapl_get = fapl_get;
+  c.fapl_copy = fapl_copy;
+  c.fapl_free = fapl_free;
+  c.open = open;
+  c.close = close;
+  c.cmp = cmp;
+  c.query = query;
+  c.get_eoa = get_eoa;
+  c.set_eoa = set_eoa;
+  c.get_eof = get_eof;
+  c.get_handle = get_handle;
+  c.read = read;
+  c.write = write;
+  const H5FD_mem_t dichotomy[H5FD_MEM_NTYPES] = H5FD_FLMAP_DICHOTOMY;
+  std::memcpy(c.fl_map, dichotomy, sizeof dichotomy);
+  return c;
+}
+
+}  // namespace
+
+hubfs::Result<hid_t> source_fapl(std::shared_ptr<SourceLink> link) {
+  static const H5FD_class_t kClass = make_class();
+  static std::once_flag once;
+  static hid_t driver = H5I_INVALID_HID;
+  std::call_once(once, [] { driver = H5FDregister(&kClass); });
+  if (driver < 0) return hubfs::Status(hubfs::Code::kInternal, "libhdf5 refused h5chunk's source driver");
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  if (fapl < 0) return hubfs::Status(hubfs::Code::kInternal, "libhdf5 cannot create a file access property list");
+  FaplInfo info{std::move(link)};
+  if (H5Pset_driver(fapl, driver, &info) < 0) {
+    H5Pclose(fapl);
+    return hubfs::Status(hubfs::Code::kInternal, "libhdf5 refused h5chunk's source driver for a file");
+  }
+  return fapl;
+}
+
+}  // namespace h5chunk

@@ -1,0 +1,91 @@
+#include "h5hub/hub_byte_source.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace hubfs {
+
+namespace {
+
+// How often a cancellable read looks at its cancel flag: an interrupt feels immediate, and the
+// wake-ups cost nothing next to a network read.
+constexpr auto kCancelPoll = std::chrono::milliseconds(25);
+
+// A read handed to a helper thread: the blocks it collects, and whether it is done.
+struct PendingRead {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  std::vector<BlockBytes> slices;
+};
+
+}  // namespace
+
+Result<size_t> HubByteSource::pread(void* dst, uint64_t offset, size_t len, const std::atomic<bool>* cancel) {
+  if (!cancel) {
+    auto r = file_->pread(dst, offset, len);
+    if (!r.ok()) return r.status().with_context("reading " + name_);
+    return r;
+  }
+  auto pending = std::make_shared<PendingRead>();
+  std::thread([pending, file = file_, offset, len] {
+    std::vector<BlockBytes> all;
+    Status status;
+    size_t got = 0;
+    while (got < len) {  // HubFile::read serves at most 16 MiB per call
+      auto r = file->read(offset + got, len - got);
+      if (!r.ok()) {
+        status = r.status();
+        break;
+      }
+      if (r->empty()) break;
+      for (auto& b : *r) {
+        got += b.size();
+        all.push_back(std::move(b));
+      }
+    }
+    std::lock_guard<std::mutex> lock(pending->mu);
+    pending->status = std::move(status);
+    pending->slices = std::move(all);
+    pending->done = true;
+    pending->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(pending->mu);
+  while (!pending->cv.wait_for(lock, kCancelPoll, [&] { return pending->done; })) {
+    if (cancel->load()) return Unavailable("reading " + name_ + ": read cancelled");
+  }
+  if (!pending->status.ok()) return pending->status.with_context("reading " + name_);
+  size_t copied = 0;
+  for (const BlockBytes& b : pending->slices) {
+    const size_t n = std::min(b.size(), len - copied);
+    std::memcpy(static_cast<char*>(dst) + copied, b.data(), n);
+    copied += n;
+  }
+  return copied;
+}
+
+void HubByteSource::hint(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+  std::vector<ByteRange> wanted;
+  wanted.reserve(ranges.size());
+  for (const auto& [offset, length] : ranges) wanted.push_back({offset, length});
+  (void)file_->hint(wanted);  // best effort: the reads fetch whatever the hint did not
+}
+
+Result<std::shared_ptr<HubByteSource>> open_hf_source(const std::string& url, const SessionConfig& config,
+                                                      std::optional<std::string> revision) {
+  auto parsed = parse_hf_url(url, std::move(revision));
+  if (!parsed.ok()) return parsed.status();
+  if (parsed->path.empty()) return InvalidArgument(url + " names a repo, not a file in it");
+  auto session = std::make_shared<RepoSession>();
+  if (Status st = open_repo_session(config, RepoSpec{parsed->repo, ""}, *session); !st.ok()) return st;
+  auto file = HubFile::open(session, parsed->path);
+  if (!file.ok()) return file.status();
+  return std::make_shared<HubByteSource>(std::shared_ptr<HubFile>(std::move(file).value()), url);
+}
+
+}  // namespace hubfs

@@ -1,0 +1,49 @@
+// h5chunk on hf:// files without a mount: an hf:// file (fs/session.h's HubFile) as the
+// ByteSource h5chunk reads through (h5chunk/byte_source.h). The HDF5 library's metadata reads,
+// h5chunk's chunk-index parse and its chunk reads all go through the session's block reader,
+// cache and verification, and a read's chunk list becomes one range hint, so every chunk is in
+// flight at once.
+//
+// This library is the seam between the two sides: h5chunk knows nothing of the Hub, hubfs's
+// core nothing of HDF5. The h5chunk command links it; in Python, hubfs's extension builds the
+// source and hands it to h5chunk's (python/src).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "fs/session.h"
+#include "h5chunk/byte_source.h"
+
+namespace hubfs {
+
+class HubByteSource : public h5chunk::ByteSource {
+ public:
+  // `name`: the file's URL, for messages.
+  HubByteSource(std::shared_ptr<HubFile> file, std::string name) : file_(std::move(file)), name_(std::move(name)) {}
+
+  const std::string& name() const override { return name_; }
+  uint64_t size() const override { return file_->size(); }
+  // Without `cancel`, HubFile::pread on the calling thread. With it, the read waits on a helper
+  // thread for the blocks (kept as cached slices, no copy) while the caller checks *cancel every
+  // kCancelPoll: a cancelled read returns at once and the helper finishes on its own (its read
+  // is bounded by the session's read timeout), never touching `dst`.
+  Result<size_t> pread(void* dst, uint64_t offset, size_t len, const std::atomic<bool>* cancel = nullptr) override;
+  void hint(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) override;
+
+  const std::shared_ptr<HubFile>& file() const { return file_; }
+
+ private:
+  std::shared_ptr<HubFile> file_;
+  std::string name_;
+};
+
+// Opens hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH with its own session (pinned repo,
+// stack) built from `config`, for the h5chunk command. Errors as `hubfs cat` gives them: the
+// repo, revision or path not found, private or gated, the endpoint unreachable.
+Result<std::shared_ptr<HubByteSource>> open_hf_source(const std::string& url, const SessionConfig& config,
+                                                      std::optional<std::string> revision = {});
+
+}  // namespace hubfs

@@ -1,0 +1,186 @@
+// h5chunk on hf:// without a mount (h5hub/hub_byte_source.h), over the bundled local Hub server
+// (127.0.0.1, started here): libhdf5's metadata reads and h5chunk's chunk reads go through the
+// session's reader and cache, a read's chunks reach the reader as one hint, the result equals the
+// local file's, and a second session on the same cache fetches no data.
+#include "h5hub/hub_byte_source.h"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "h5chunk/h5chunk.h"
+#include "support/local_hub.h"
+#include "support/temp_dir.h"
+
+namespace hubfs {
+namespace {
+
+using testing::LocalHub;
+using testing::LocalHubOptions;
+using testing::TempDir;
+
+// float32 (40, 64, 4096): one 1 MiB frame per chunk, deflate + shuffle; tens of the reader's
+// 1 MiB blocks, so the last frames are not fetched by the reads before them (read-ahead).
+constexpr hsize_t kDims[3] = {40, 64, 4096};
+constexpr hsize_t kChunk[3] = {1, 64, 4096};
+
+std::vector<float> write_frames(const std::string& path) {
+  std::vector<float> data(kDims[0] * kDims[1] * kDims[2]);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((i * 2654435761u) % 1000) * 0.5f;
+  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t space = H5Screate_simple(3, kDims, nullptr);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, 3, kChunk);
+  H5Pset_shuffle(dcpl);
+  H5Pset_deflate(dcpl, 1);
+  H5Gclose(H5Gcreate2(f, "data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  hid_t d = H5Dcreate2(f, "/data/raw_data", H5T_NATIVE_FLOAT, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data());
+  H5Dclose(d);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Fclose(f);
+  return data;
+}
+
+class H5HubTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new TempDir();
+    const auto repo = root_->path() / "datasets" / "lab" / "scans";
+    std::filesystem::create_directories(repo);
+    frames_ = new std::vector<float>(write_frames((repo / "scan.hdf5").string()));
+    std::ofstream(repo / "README.md") << "# scans\n";
+    LocalHubOptions options;
+    options.root = root_->str();
+    options.latency_ms = 20;  // requests overlap when they go out together
+    hub_ = LocalHub::start(options).release();
+  }
+  static void TearDownTestSuite() {
+    delete hub_;
+    delete frames_;
+    delete root_;
+  }
+
+  SessionConfig config() const {
+    SessionConfig c;
+    c.endpoint = hub_->url();
+    c.cache_dir = (cache_.path() / "cache").string();
+    c.cache_size = 1ull << 30;
+    c.read_timeout_s = 30;
+    c.token = "";
+    return c;
+  }
+
+  static TempDir* root_;
+  static LocalHub* hub_;
+  static std::vector<float>* frames_;
+  TempDir cache_;
+};
+TempDir* H5HubTest::root_ = nullptr;
+LocalHub* H5HubTest::hub_ = nullptr;
+std::vector<float>* H5HubTest::frames_ = nullptr;
+
+constexpr size_t kFrame = kDims[1] * kDims[2];
+
+TEST_F(H5HubTest, ReadsFramesEqualToTheWrittenOnesWithOneHint) {
+  auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config());
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  std::shared_ptr<RepoSession> session = (*source)->file()->session();
+  h5chunk::Options options;
+  options.threads = 2;
+  auto file = h5chunk::File::open(*source, options);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto d = file->dataset("/data/raw_data");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  const ReaderStats before = session->stack.reader->stats();
+  auto got = d->read("2:9");
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_TRUE(got->stats.fast_path) << got->stats.fallback_cause;
+  ASSERT_EQ(got->nbytes(), 7 * kFrame * sizeof(float));
+  EXPECT_EQ(std::memcmp(got->data(), frames_->data() + 2 * kFrame, got->nbytes()), 0);
+  const ReaderStats after = session->stack.reader->stats();
+  EXPECT_EQ(after.hints - before.hints, 1u);  // the 7 chunks went to the reader as one hint
+
+  // libhdf5's own reader through the source (metadata and chunks) agrees.
+  auto reference = d->read("0:6", [] {
+    h5chunk::ReadOptions o;
+    o.route = h5chunk::Route::kH5Dread;
+    return o;
+  }());
+  ASSERT_TRUE(reference.ok()) << reference.status().message();
+  EXPECT_EQ(std::memcmp(reference->data(), frames_->data(), reference->nbytes()), 0);
+}
+
+TEST_F(H5HubTest, ASecondSessionOnTheSameCacheFetchesNoData) {
+  {
+    auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config());
+    ASSERT_TRUE(source.ok()) << source.status().message();
+    auto file = h5chunk::File::open(*source);
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    auto got = file->dataset("data/raw_data")->read("0:5");
+    ASSERT_TRUE(got.ok()) << got.status().message();
+  }
+  hub_->reset_stats();
+  auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config());
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  auto file = h5chunk::File::open(*source);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto got = file->dataset("data/raw_data")->read("0:5");
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(std::memcmp(got->data(), frames_->data(), got->nbytes()), 0);
+  const auto stats = hub_->stats();
+  EXPECT_EQ(stats["cdn_requests"].get<uint64_t>(), 0u) << stats.dump();
+  EXPECT_EQ(stats["range_requests"].get<uint64_t>(), 0u) << stats.dump();
+}
+
+TEST_F(H5HubTest, ErrorsNameTheUrlAndTheCause) {
+  auto missing = open_hf_source("hf://datasets/lab/scans/nope.hdf5", config());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("nope.hdf5"), std::string::npos) << missing.status().message();
+  auto repo_only = open_hf_source("hf://datasets/lab/scans", config());
+  ASSERT_FALSE(repo_only.ok());
+  EXPECT_EQ(repo_only.status().code(), Code::kInvalidArgument);
+  auto readme = open_hf_source("hf://datasets/lab/scans/README.md", config());
+  ASSERT_TRUE(readme.ok()) << readme.status().message();
+  auto not_hdf5 = h5chunk::File::open(*readme);
+  ASSERT_FALSE(not_hdf5.ok());
+  EXPECT_NE(not_hdf5.status().message().find("hf://datasets/lab/scans/README.md' is not an HDF5 file"), std::string::npos)
+      << not_hdf5.status().message();
+}
+
+TEST_F(H5HubTest, ACancelledReadReturnsWhileTheHubStalls) {
+  auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config());
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  // Every data request stalls (the session's read timeout is 30 s): only the cancel flag can
+  // end this read early, with kUnavailable rather than a timeout. (End to end, through h5chunk
+  // and Ctrl-C: tests/python/test_h5chunk_hf.py.)
+  hub_->add_fault({{"mode", "stall"}, {"path_contains", "/blobs/"}, {"count", 1000}});
+  std::atomic<bool> cancel{false};
+  std::thread canceller([&cancel] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cancel.store(true);
+  });
+  ASSERT_GT((*source)->size(), 0u);
+  std::vector<char> buf((*source)->size(), 'x');  // the whole file: nothing of it is cached yet
+  auto got = (*source)->pread(buf.data(), 0, buf.size(), &cancel);
+  canceller.join();
+  hub_->clear_faults();
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kUnavailable) << got.status().message();
+  EXPECT_NE(got.status().message().find("cancelled"), std::string::npos) << got.status().message();
+  EXPECT_EQ(std::count(buf.begin(), buf.end(), 'x'), static_cast<long>(buf.size()));  // nothing written
+}
+
+}  // namespace
+}  // namespace hubfs
