@@ -549,8 +549,8 @@ void BlockReader::fetch_runs(const RemoteFile& file, const std::vector<uint64_t>
                 (prefetch ? " (ahead)" : " (demand)"));
     }
     fetches_.add();
-    fetcher_.fetch_async(
-        file.locate, file.size, range,
+    fetch_file_range(
+        fetcher_, file.source, file.locate, file.size, range,
         [this, file, first, count, range, prefetch](Result<std::string> body) {
           // Runs on the network thread: hand the splitting and the disk writes to a worker.
           auto shared = std::make_shared<Result<std::string>>(std::move(body));
