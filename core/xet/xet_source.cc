@@ -289,7 +289,7 @@ Result<std::shared_ptr<const XorbFooter>> XetReader::fetch_footer(const MerkleHa
     }
   }
   auto f = parse_footer(reinterpret_cast<const uint8_t*>(tail.data()), tail.size());
-  if (!f.ok()) return f.status().with_context("xorb " + xorb.hex());
+  if (!f.ok()) return Corrupt("xorb " + xorb.hex() + ": " + f.status().message());
   // The footer is only as good as its hashes: they must make up the xorb's name.
   std::vector<HashAndSize> chunks;
   for (size_t i = 0; i < f->chunk_hashes.size(); ++i) {
@@ -359,7 +359,9 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, hubfs::ByteRang
     auto decoded = decode_chunks(reinterpret_cast<const uint8_t*>(body->data()), body->size(), fetched.chunks.start,
                                  fetched.chunks.count(), size_t(fetched.chunks.count()) * kMaxChunkSize);
     if (!decoded.ok()) {
-      first_error = decoded.status().with_context("xorb " + term.xorb.hex());
+      // Whatever the decoder says (a header's version, a frame), these bytes are not the xorb's:
+      // wrong bytes, fetched again, never a reason to read elsewhere.
+      first_error = Corrupt("xorb " + term.xorb.hex() + ": " + decoded.status().message());
       continue;
     }
     if (foot) {
