@@ -38,7 +38,7 @@ bool ChunkCache::contains(const MerkleHash& xorb, uint32_t index) const {
   return ::stat(path_of(xorb, index).c_str(), &st) == 0 && st.st_size >= 32;
 }
 
-std::optional<std::string> ChunkCache::get(const MerkleHash& xorb, uint32_t index) {
+std::optional<std::string> ChunkCache::get(const MerkleHash& xorb, uint32_t index, MerkleHash* hash) {
   const std::string path = path_of(xorb, index);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -73,6 +73,7 @@ std::optional<std::string> ChunkCache::get(const MerkleHash& xorb, uint32_t inde
   }
   ++hits_;
   hit_bytes_ += bytes.size() - 32;
+  if (hash) *hash = stored;
   return bytes.substr(32);
 }
 

@@ -36,8 +36,8 @@ class ChunkCache {
   // dir is created on first put().
   explicit ChunkCache(std::string dir);
 
-  // The chunk's content if present and intact.
-  std::optional<std::string> get(const MerkleHash& xorb, uint32_t index);
+  // The chunk's content if present and intact; *hash (if given) gets its hash.
+  std::optional<std::string> get(const MerkleHash& xorb, uint32_t index, MerkleHash* hash = nullptr);
   // Whether a file for it exists (no read, no check): to decide if a term can skip the network.
   bool contains(const MerkleHash& xorb, uint32_t index) const;
   // Stores a chunk whose content hashes to `hash` (the caller checked it). Failures are ignored

@@ -67,6 +67,8 @@ XetReaderStats XetReader::stats() const {
   s.cache_bytes = cache_bytes_.load();
   s.refetches = refetches_.load();
   s.corrupt = corrupt_.load();
+  s.files_verified = files_verified_.load();
+  s.file_hash_mismatches = file_hash_mismatches_.load();
   return s;
 }
 
@@ -112,7 +114,7 @@ Result<std::string> XetReader::read_range(const MerkleHash& file, uint64_t file_
     return InvalidArgument("Xet read of bytes " + std::to_string(range.offset) + "+" + std::to_string(range.length) +
                            " past the end of a " + std::to_string(file_size) + "-byte file");
   }
-  auto first = read_once(file, range, deadline, /*fresh=*/false);
+  auto first = read_once(file, file_size, range, deadline, /*fresh=*/false);
   if (first.ok()) return first;
   const Code code = first.status().code();
   // Wrong bytes, or a signed URL refused (expired): once more with a fresh plan and footers.
@@ -121,14 +123,17 @@ Result<std::string> XetReader::read_range(const MerkleHash& file, uint64_t file_
   ++refetches_;
   log_warning("Xet read of " + file.hex().substr(0, 16) + "... bytes " + std::to_string(range.offset) + "+" +
            std::to_string(range.length) + ": " + first.status().message() + "; fetching it again");
-  auto second = read_once(file, range, deadline, /*fresh=*/true);
+  auto second = read_once(file, file_size, range, deadline, /*fresh=*/true);
   if (!second.ok() && second.status().code() == Code::kCorrupt) ++corrupt_;
   return second;
 }
 
-Result<XetToken> XetReader::token(bool refresh) {
+Result<XetToken> XetReader::token(const std::string* refused) {
   std::lock_guard<std::mutex> lock(token_mu_);
-  if (!refresh && token_ && options_.wall() + options_.token_margin < token_->expires) return *token_;
+  // After a 401, only the token that was refused is replaced: reads refused together share one
+  // fresh token.
+  const bool stale = refused && token_ && token_->access_token == *refused;
+  if (!stale && token_ && options_.wall() + options_.token_margin < token_->expires) return *token_;
   ++token_requests_;
   auto t = tokens_();
   if (!t.ok()) return t.status().with_context("getting a Xet read token");
@@ -155,7 +160,7 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
   }
   bool refreshed_token = false;
   for (;;) {
-    auto tok = token(false);
+    auto tok = token(nullptr);
     if (!tok.ok()) return tok.status();
     HttpRequest req;
     req.url = tok->cas_url + "/v" + std::to_string(version) + "/reconstructions/" + file.hex();
@@ -168,7 +173,7 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
     if (!resp.ok()) return resp.status().with_context("asking the Xet service for a reconstruction");
     if (resp->status == 401 && !refreshed_token) {
       refreshed_token = true;  // revoked or expired early: one fresh token
-      if (auto t = token(true); !t.ok()) return t.status();
+      if (auto t = token(&tok->access_token); !t.ok()) return t.status();
       continue;
     }
     if (version == 2 && (resp->status == 404 || resp->status == 501)) {
@@ -301,25 +306,69 @@ Result<std::shared_ptr<const XorbFooter>> XetReader::fetch_footer(const MerkleHa
   return std::make_shared<const XorbFooter>(std::move(f).value());
 }
 
-std::optional<std::string> XetReader::from_cache(const ReconstructionTerm& term, uint64_t skip, uint64_t take) {
+std::optional<std::string> XetReader::from_cache(const ReconstructionTerm& term, uint64_t skip, uint64_t take,
+                                                 std::vector<HashAndSize>* chunks) {
   ChunkCache* cache = options_.chunk_cache;
   if (!cache) return std::nullopt;
   for (uint32_t i = term.chunks.start; i < term.chunks.end; ++i) {
     if (!cache->contains(term.xorb, i)) return std::nullopt;
   }
   std::string all;
+  chunks->clear();
   for (uint32_t i = term.chunks.start; i < term.chunks.end; ++i) {
-    auto c = cache->get(term.xorb, i);
+    MerkleHash h;
+    auto c = cache->get(term.xorb, i, &h);
     if (!c) return std::nullopt;  // damaged: removed; the term is fetched
     all += *c;
+    chunks->push_back({h, c->size()});
   }
   if (all.size() != term.unpacked_length || skip + take > all.size()) return std::nullopt;
   cache_bytes_ += take;
   return all.substr(skip, take);
 }
 
-Result<std::string> XetReader::read_once(const MerkleHash& file, hubfs::ByteRange range, const Deadline& deadline,
-                                         bool fresh) {
+void XetReader::note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t file_offset,
+                            const std::vector<HashAndSize>& chunks) {
+  std::vector<HashAndSize> ordered;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = files_.find(file);
+    if (it == files_.end()) {
+      if (files_.size() >= options_.max_hashing_files) files_.erase(files_.begin());  // it just goes unchecked
+      it = files_.emplace(file, FileChunks{}).first;
+      it->second.size = file_size;
+    }
+    FileChunks& f = it->second;
+    if (f.checked) return;
+    uint64_t at = file_offset;
+    for (const HashAndSize& c : chunks) {
+      if (f.chunks.emplace(at, c).second) f.covered += c.size;
+      at += c.size;
+    }
+    if (f.covered < f.size) return;
+    // Every byte may be covered: the chunks must tile the file from 0 without a gap.
+    uint64_t next = 0;
+    for (const auto& [offset, c] : f.chunks) {
+      if (offset != next) return;
+      ordered.push_back(c);
+      next += c.size;
+    }
+    if (next != f.size) return;
+    f.checked = true;
+  }
+  // One pass over (hash, size) pairs, never the content: milliseconds for gigabytes.
+  if (file_hash(ordered) == file) {
+    ++files_verified_;
+    return;
+  }
+  ++file_hash_mismatches_;
+  log_error("Xet file " + file.hex() + ": its chunks as served hash to " + file_hash(ordered).hex() +
+            ", not to the file's Xet hash: the reconstruction did not describe this file. The reader's own "
+            "whole-file check drops its cached blocks; report this to the Hub if it repeats");
+}
+
+Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
+                                         const Deadline& deadline, bool fresh) {
   int version = 1;
   auto p = plan(file, range, deadline, fresh, &version);
   if (!p.ok()) return p.status();
@@ -330,10 +379,12 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, hubfs::ByteRang
   // Every term the cache cannot serve goes out at once; footers are asked for meanwhile.
   const size_t n = reads->size();
   std::vector<std::optional<std::string>> pieces(n);
+  // Each term's chunks (hash, size), for the file's own hash (see note_chunks).
+  std::vector<std::vector<HashAndSize>> term_chunks(n);
   std::vector<std::future<Result<std::string>>> bodies(n);
   for (size_t i = 0; i < n; ++i) {
     const TermRead& t = (*reads)[i];
-    pieces[i] = from_cache(plan.terms[t.term_index], t.skip, t.take);
+    pieces[i] = from_cache(plan.terms[t.term_index], t.skip, t.take, &term_chunks[i]);
     if (!pieces[i]) bodies[i] = get_xorb_range(t.source.fetch->url, t.source.range->bytes, deadline);
   }
   Status first_error = Status::Ok();
@@ -383,6 +434,14 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, hubfs::ByteRang
       continue;
     }
     if (!foot) unverified_bytes_ += t.take;
+    for (size_t k = lo; k < hi; ++k) {
+      const uint64_t a = k ? decoded->ends[k - 1] : 0;
+      const uint32_t index = fetched.chunks.start + static_cast<uint32_t>(k);
+      // Without a footer the hash is computed here, on this worker: the file's hash checks it.
+      term_chunks[i].push_back({foot ? foot->chunk_hashes[index] : chunk_hash(decoded->data.data() + a,
+                                                                               decoded->ends[k] - a),
+                                decoded->ends[k] - a});
+    }
     if (foot && options_.chunk_cache) {
       for (size_t k = lo; k < hi; ++k) {
         const uint64_t a = k ? decoded->ends[k - 1] : 0;
@@ -394,6 +453,7 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, hubfs::ByteRang
     pieces[i] = decoded->data.substr(begin + t.skip, t.take);
   }
   if (!first_error.ok()) return first_error;
+  for (size_t i = 0; i < n; ++i) note_chunks(file, file_size, (*reads)[i].file_offset, term_chunks[i]);
   std::string out;
   out.reserve(range.length);
   for (auto& piece : pieces) out += *piece;

@@ -32,6 +32,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/http.h"
 #include "common/status.h"
@@ -72,6 +73,9 @@ struct XetReaderOptions {
   // Footers are fetched with one suffix request of this many bytes (a 64 MiB xorb of 64 KiB
   // chunks has a 41 KiB footer); a longer one costs a second request.
   size_t footer_probe_bytes = 64 * 1024;
+  // Files whose chunk hashes are collected for the whole-file check at once (each holds 40
+  // bytes per chunk: 0.6 MB for a 1 GB file); past it the oldest goes unchecked.
+  size_t max_hashing_files = 64;
   std::function<std::chrono::system_clock::time_point()> wall = [] { return std::chrono::system_clock::now(); };
 };
 
@@ -86,6 +90,8 @@ struct XetReaderStats {
   uint64_t cache_bytes = 0;        // served from the chunk cache
   uint64_t refetches = 0;          // reads whose bytes failed a check and were fetched again
   uint64_t corrupt = 0;            // reads that failed their checks twice (errors, nothing served)
+  uint64_t files_verified = 0;     // files whose served chunks, all of them, hash to their Xet hash
+  uint64_t file_hash_mismatches = 0;
 };
 
 class XetReader {
@@ -118,8 +124,15 @@ class XetReader {
   Result<std::string> read_range(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
                                  const Deadline& deadline);
   // One attempt; fresh: ignore cached plans and footers.
-  Result<std::string> read_once(const MerkleHash& file, hubfs::ByteRange range, const Deadline& deadline, bool fresh);
-  Result<XetToken> token(bool refresh);
+  Result<std::string> read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
+                                const Deadline& deadline, bool fresh);
+  // Records the chunks (hash, size) a read served from file_offset on; once they tile the whole
+  // file, compares their Merkle root with the file's Xet hash (logged and counted if it differs).
+  void note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t file_offset,
+                   const std::vector<HashAndSize>& chunks);
+  // The current token, fetched when there is none, it is within token_margin of exp, or it is
+  // `refused` (a 401 answered it).
+  Result<XetToken> token(const std::string* refused);
   // *version_out: the API version (1, 2) that answered.
   Result<std::shared_ptr<const ReconstructionPlan>> plan(const MerkleHash& file, hubfs::ByteRange range,
                                                          const Deadline& deadline, bool fresh, int* version_out);
@@ -134,7 +147,9 @@ class XetReader {
   std::future<Result<std::string>> get_xorb_range(const std::string& url, const ByteRange& bytes,
                                                   const Deadline& deadline);
   // The term's bytes [skip, skip + take) from the chunk cache, when it holds all its chunks.
-  std::optional<std::string> from_cache(const ReconstructionTerm& term, uint64_t skip, uint64_t take);
+  // *chunks gets its chunks' hashes and sizes.
+  std::optional<std::string> from_cache(const ReconstructionTerm& term, uint64_t skip, uint64_t take,
+                                        std::vector<HashAndSize>* chunks);
 
   HttpTransport& transport_;
   TokenSource tokens_;
@@ -152,9 +167,18 @@ class XetReader {
   };
   std::map<std::string, CachedPlan> plans_;
   std::map<MerkleHash, std::shared_future<Result<std::shared_ptr<const XorbFooter>>>> footers_;
+  // Chunks served so far per file, by file offset, until they cover it and its hash is checked.
+  struct FileChunks {
+    uint64_t size = 0;
+    uint64_t covered = 0;
+    bool checked = false;
+    std::map<uint64_t, HashAndSize> chunks;
+  };
+  std::map<MerkleHash, FileChunks> files_;
 
   std::atomic<uint64_t> token_requests_{0}, reconstructions_{0}, xorb_requests_{0}, xorb_bytes_{0},
-      footer_requests_{0}, chunks_verified_{0}, unverified_bytes_{0}, cache_bytes_{0}, refetches_{0}, corrupt_{0};
+      footer_requests_{0}, chunks_verified_{0}, unverified_bytes_{0}, cache_bytes_{0}, refetches_{0}, corrupt_{0},
+      files_verified_{0}, file_hash_mismatches_{0};
 
   TaskQueue work_;  // declared last: its threads start once everything above exists
 };

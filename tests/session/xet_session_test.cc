@@ -138,6 +138,7 @@ TEST_F(XetSessionTest, ReadsAXetFileNativelyWithOneTokenAndNoResolve) {
   EXPECT_GT(x.chunks_verified, 0u);
   EXPECT_EQ(x.unverified_bytes, 0u);
   EXPECT_EQ(x.refetches, 0u);
+  EXPECT_EQ(x.files_verified, 1u);
   EXPECT_EQ(s->stack.xet_router->fallbacks(), 0u);
 }
 

@@ -189,6 +189,8 @@ TEST_F(XetSourceTest, ReadsAnyRangeExactlyAndVerifiesEveryChunk) {
   EXPECT_GT(s.chunks_verified, 0u);
   EXPECT_EQ(s.unverified_bytes, 0u);
   EXPECT_EQ(s.footer_requests, 2u) << "one footer per xorb";
+  EXPECT_EQ(s.files_verified, 1u) << "the whole-file read's chunks hash to the file's Xet hash";
+  EXPECT_EQ(s.file_hash_mismatches, 0u);
   EXPECT_EQ(cas_.xorb_authorization, 0);
   auto empty = r->fetch(cas_.file(), size, {5, 0});
   ASSERT_TRUE(empty.ok());
@@ -234,6 +236,12 @@ TEST_F(XetSourceTest, V2WithoutFootersServesExactBytesCountedUnverified) {
   EXPECT_TRUE(*got == want.substr(123, 400'000));
   EXPECT_EQ(r->stats().unverified_bytes, 400'000u);
   EXPECT_EQ(r->stats().chunks_verified, 0u);
+  EXPECT_EQ(r->stats().files_verified, 0u);
+  // The rest of the file: its chunks, hashed here as they were decoded, make up the file's hash.
+  ASSERT_TRUE(r->fetch(cas_.file(), want.size(), {0, 123}).ok());
+  ASSERT_TRUE(r->fetch(cas_.file(), want.size(), {400'123, want.size() - 400'123}).ok());
+  EXPECT_EQ(r->stats().files_verified, 1u);
+  EXPECT_EQ(r->stats().file_hash_mismatches, 0u);
 }
 
 TEST_F(XetSourceTest, ChunkCacheServesChunksWithoutTheNetwork) {
@@ -250,6 +258,18 @@ TEST_F(XetSourceTest, ChunkCacheServesChunksWithoutTheNetwork) {
   EXPECT_TRUE(*again == want.substr(5000, 500'000));
   EXPECT_EQ(cas_.data_gets, data_gets) << "every chunk came from the cache";
   EXPECT_EQ(r->stats().cache_bytes, 500'000u);
+}
+
+TEST_F(XetSourceTest, ChunksThatDoNotMakeUpTheFileAreReported) {
+  // The fake CAS answers any hash with its one file: asked for another file, every chunk checks
+  // out against its xorb, but together they are not that file.
+  auto r = reader();
+  MerkleHash other = cas_.file();
+  other.bytes[0] ^= 1;
+  const std::string& want = cas_.content();
+  ASSERT_TRUE(r->fetch(other, want.size(), {0, want.size()}).ok());
+  EXPECT_EQ(r->stats().files_verified, 0u);
+  EXPECT_EQ(r->stats().file_hash_mismatches, 1u);
 }
 
 }  // namespace
