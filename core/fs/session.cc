@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "cache/cache_admin.h"
 #include "cache/cache_index.h"
 #include "cache/content_verifier.h"
 #include "common/log.h"
