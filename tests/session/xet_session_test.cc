@@ -182,9 +182,14 @@ TEST_F(XetSessionTest, SecondRevisionFetchesOnlyItsChangedChunks) {
   EXPECT_EQ(o.wrong, 0u);
   auto stats = hub_->stats();
   const double fetched = stats["xorb_bytes"].get<double>();
-  // 30 KB changed in three places: a few chunks each side of every edit, not the file.
-  EXPECT_LT(fetched, 0.05 * kSize) << stats.dump();
-  EXPECT_GT(s2->stack.chunk_cache->stats().hit_bytes, kSize / 2);
+  // 30 KB changed in three places: the chunks holding each edit are new (~4 chunks of 64-128
+  // KiB, ~13% of this small file, plus the new xorb's footer), every other chunk comes from the
+  // chunk cache. Without dedup it would be the whole file. (bench/xet_revision.cc measures the
+  // issue's 300 MB case against its 5% target.)
+  EXPECT_LT(fetched, 0.25 * kSize) << stats.dump();
+  EXPECT_GT(fetched, 0) << stats.dump();
+  EXPECT_GT(s2->stack.chunk_cache->stats().hit_bytes, kSize * 3 / 4);
+  EXPECT_EQ(s2->stack.xet->stats().files_verified, 1u);
 }
 
 TEST_F(XetSessionTest, DisableXetReadsThroughTheBridge) {
