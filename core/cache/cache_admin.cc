@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -180,6 +181,15 @@ Result<Usage> info(const std::string& cache_dir) {
   const listing_store::Usage listings = listing_store::usage(cache_dir);
   usage.listing_files = listings.files;
   usage.listing_bytes = listings.bytes;
+  {
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(cache_dir + "/" + kXetChunkDir, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (!it->is_regular_file(ec)) continue;
+      usage.xet_chunks += 1;
+      usage.xet_chunk_bytes += it->file_size(ec);
+    }
+  }
 
   std::map<std::string, RepoUsage> repos;
   for (const IndexEntry& e : cache_index::read_all(cache_dir)) {
@@ -235,7 +245,9 @@ nlohmann::json to_json(const Usage& u) {
           {"unindexed_bytes", u.unindexed_bytes},
           {"unindexed_blocks", u.unindexed_blocks},
           {"listing_files", u.listing_files},
-          {"listing_bytes", u.listing_bytes}};
+          {"listing_bytes", u.listing_bytes},
+          {"xet_chunks", u.xet_chunks},
+          {"xet_chunk_bytes", u.xet_chunk_bytes}};
 }
 
 static std::string blocks_text(uint64_t n) { return std::to_string(n) + (n == 1 ? " block" : " blocks"); }
@@ -265,6 +277,10 @@ std::string to_text(const Usage& u) {
   if (u.listing_files > 0) {
     out << "\nlistings kept for remounts and --offline: " << human_bytes(u.listing_bytes) << " in "
         << u.listing_files << (u.listing_files == 1 ? " file" : " files") << "\n";
+  }
+  if (u.xet_chunks > 0) {
+    out << "\nXet chunks, shared by every file and revision that holds them: " << human_bytes(u.xet_chunk_bytes)
+        << " in " << u.xet_chunks << (u.xet_chunks == 1 ? " chunk" : " chunks") << "\n";
   }
   if (u.repos.size() > 1) out << "\n(blocks of a file several repos share count for each of them)\n";
   return out.str();
@@ -342,6 +358,11 @@ Result<Removed> clear(const std::string& cache_dir, const std::string& repo) {
   // The repo's stored listings go too: after a clear, a remount lists afresh and --offline has
   // nothing of it (its blocks are gone anyway).
   removed.listing_files = listing_store::remove(cache_dir, repo).files;
+  // Xet chunks belong to no one repo (any file may share them): only a whole clear takes them.
+  if (repo.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(cache_dir + "/" + kXetChunkDir, ec);
+  }
   return removed;
 }
 

@@ -44,7 +44,14 @@ struct Usage {
   uint64_t unindexed_blocks = 0;
   uint64_t listing_files = 0;  // stored listings and pinned revisions (cache/listing_store.h)
   uint64_t listing_bytes = 0;
+  // Decoded Xet chunks kept by xorb and index (core/xet/chunk_cache.h), shared by every file and
+  // revision that holds them: what a second revision did not fetch again.
+  uint64_t xet_chunks = 0;
+  uint64_t xet_chunk_bytes = 0;
 };
+
+// The chunk cache's directory under a cache directory (core/xet/chunk_cache.h).
+inline constexpr const char* kXetChunkDir = "xet-chunks";
 
 // Fails only when the directory does not exist or is not a hubfs cache.
 Result<Usage> info(const std::string& cache_dir);

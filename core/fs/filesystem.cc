@@ -94,6 +94,7 @@ FileSystem::Node* FileSystem::add_node(TreeEntry entry) {
       n->remote.locate = [hub = &hub_, repo = repo_, path = entry.path](bool refresh) {
         return hub->locate(repo, path, refresh);
       };
+      if (options_.range_source) n->remote.source = options_.range_source(entry, n->remote.locate);
     }
   }
   n->entry = std::move(entry);

@@ -58,6 +58,10 @@ struct FsOptions {
   // The repo is small enough (its repo info says how many files it has) to be listed whole at
   // once: the mount root's first listing is then one recursive listing of everything below it.
   bool list_whole_repo = false;
+  // Where a file's bytes come from when not through its locate (RemoteFile::source): a Xet-stored
+  // file's source from the Xet service (fs/xet_routing.h). Null or returning null: the bridge.
+  // Never called for an offline mount.
+  std::function<std::shared_ptr<RangeSource>(const TreeEntry&, const Locator&)> range_source;
 };
 
 // Request economy (docs/hub-http-contract.md, section 5): a directory below the mount root is

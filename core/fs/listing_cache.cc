@@ -80,6 +80,7 @@ Status ListingCache::save_dir(const std::string& commit, const std::string& dir,
     nlohmann::json item = {{"type", e.is_dir ? "directory" : "file"}, {"path", e.path}, {"oid", e.oid}};
     item["size"] = e.size;
     if (e.lfs_sha256) item["lfs"] = {{"oid", *e.lfs_sha256}, {"size", e.size}};
+    if (e.xet_hash) item["xetHash"] = *e.xet_hash;
     list.push_back(std::move(item));
   }
   nlohmann::json doc = {{"format", kFormat},  {"endpoint", shown_endpoint_}, {"repo", repo_label_},

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "cache/cache_admin.h"
 #include "cache/cache_index.h"
 #include "cache/content_verifier.h"
 #include "common/log.h"
@@ -137,6 +138,7 @@ void Stack::shutdown() {
   if (curl) curl->shutdown();
   if (fetcher) fetcher->shutdown();  // fetches waiting to re-ask a refusing CDN end now
   if (reader) reader->shutdown();
+  if (xet) xet->shutdown();  // after the reader: its last fetches may still be reading here
 }
 
 Status build_stack(const SessionConfig& config, Stack& s) {
@@ -237,6 +239,29 @@ Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision*
   return Status::Ok();
 }
 
+void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsOptions& fs_options) {
+  if (xet_disabled()) {
+    log_info("HF_HUB_DISABLE_XET is set: Xet-stored files are read through the Hub's bridge");
+    return;
+  }
+  xet::XetReaderOptions options;
+  options.threads = std::max(1, config.max_requests);
+  if (config.cache_size != 0) {
+    s.chunk_cache = std::make_unique<xet::ChunkCache>(config.cache_dir + "/" + cache_admin::kXetChunkDir);
+    options.chunk_cache = s.chunk_cache.get();
+  }
+  xet::TokenSource tokens = [hub = s.hub.get(), pinned]() -> Result<xet::XetToken> {
+    auto t = hub->xet_read_token(pinned);
+    if (!t.ok()) return t.status();
+    return xet::XetToken{t->cas_url, t->access_token, t->expires};
+  };
+  s.xet = std::make_unique<xet::XetReader>(*s.transport, std::move(tokens), options);
+  s.xet_router = std::make_shared<XetRouter>(*s.xet, *s.fetcher);
+  fs_options.range_source = [router = s.xet_router](const TreeEntry& e, const Locator& locate) {
+    return router->source_for(e, locate);
+  };
+}
+
 std::function<void(const RemoteFile&)> index_recorder(const std::string& cache_dir, const std::string& repo_label,
                                                       const std::string& revision, const std::string& commit) {
   auto warned = std::make_shared<std::atomic<bool>>(false);
@@ -311,6 +336,7 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   fs_options.offline = offline;
   fs_options.list_whole_repo = info->file_count && *info->file_count <= kWholeRepoMaxFiles;
   if (s.stack.cache) fs_options.on_open = index_recorder(config.cache_dir, s.label, s.repo.revision, info->commit);
+  if (!offline) build_xet(config, s.stack, pinned, fs_options);
   if (customize) customize(s, fs_options);
   s.fs = std::make_unique<FileSystem>(*s.stack.hub, pinned, *s.stack.reader, fs_options);
   // Paid by the first access anyway (a lookup lists its whole directory); here it is off the

@@ -21,6 +21,7 @@
 #include "common/status.h"
 #include "fs/filesystem.h"
 #include "fs/listing_cache.h"
+#include "fs/xet_routing.h"
 #include "hub/environment.h"
 #include "hub/hub_client.h"
 #include "hub/repo_ref.h"
@@ -90,6 +91,11 @@ struct Stack {
   std::optional<SharedTierKey> shared_key;      // shared_cache_key_file, read before anything else
   std::unique_ptr<MemcachedTier> shared_tier;   // null: no shared tier, or a private repo
   std::unique_ptr<SharedBlocks> shared_blocks;  // the reader's view of shared_tier
+  // Xet-stored files read natively (one repo's: its read token), with the chunk cache beside
+  // the blocks; null without a pinned repo, offline, or with HF_HUB_DISABLE_XET.
+  std::unique_ptr<xet::ChunkCache> chunk_cache;
+  std::unique_ptr<xet::XetReader> xet;
+  std::shared_ptr<XetRouter> xet_router;
   std::unique_ptr<BlockReader> reader;
 
   Stack() = default;
@@ -101,6 +107,10 @@ struct Stack {
 
 // Transport, quota gate, token and Hub client (no cache, no reader yet).
 Status build_stack(const SessionConfig& config, Stack& s);
+// The Xet read path for one pinned repo (fs/xet_routing.h): chunk cache, XetReader, router.
+// Call after build_reader; fills fs_options.range_source. Does nothing offline or with
+// HF_HUB_DISABLE_XET.
+void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsOptions& fs_options);
 // Block cache, fetcher, shared tier and reader. `repo`: the one repo these blocks belong to
 // (decides whether they may go to the shared tier); null for a whole-Hub mount.
 Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision* repo = nullptr,

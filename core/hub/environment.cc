@@ -42,6 +42,14 @@ bool offline_requested(const TokenSources& sources) {
   return value == "1" || value == "true" || value == "yes" || value == "on";
 }
 
+bool xet_disabled(const TokenSources& sources) {
+  const char* v = sources.getenv ? sources.getenv("HF_HUB_DISABLE_XET") : nullptr;
+  if (v == nullptr) return false;
+  std::string value(v);
+  std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
+  return value == "1" || value == "true" || value == "yes" || value == "on";
+}
+
 namespace {
 
 // The longest timeout accepted: a day. A larger number is more likely a typo (milliseconds)

@@ -74,6 +74,9 @@ std::string without_url_credentials(std::string_view text);
 // HF_HUB_OFFLINE is 1/true/yes/on (any case): the user asked for no network requests at all.
 // HubClient does not check it; whoever builds the client decides what offline means.
 bool offline_requested(const TokenSources& sources = {});
+// HF_HUB_DISABLE_XET is 1/true/yes/on (any case): Xet-stored files are read through the Hub's
+// bridge (resolve + CDN), as huggingface_hub does then, never from the Xet storage service.
+bool xet_disabled(const TokenSources& sources = {});
 
 // huggingface_hub's request timeouts (constants.py), in whole seconds as it reads them:
 // HF_HUB_ETAG_TIMEOUT for metadata requests (file metadata, repo info; its default 10) and

@@ -7,6 +7,7 @@
 
 #include "hub/hub_errors.h"
 #include "hub/hub_json.h"
+#include <nlohmann/json.hpp>
 #include "common/url.h"
 
 namespace hubfs {
@@ -192,6 +193,42 @@ Result<RepoInfo> HubClient::repo_info(const RepoRef& repo) {
   if (!answer.ok()) return answer.status();
   if (answer->response.status != 200) return hub_errors::from_response(answer->response, ctx);
   return hub_json::parse_repo_info(answer->response.body, shown_endpoint_);
+}
+
+Result<HubClient::XetToken> HubClient::xet_read_token(const RepoRef& repo) {
+  if (Status s = check_revision(repo.revision); !s.ok()) return s;
+  const std::optional<std::string> token = current_token();
+  hub_errors::Context ctx{shown_endpoint_, &repo, std::nullopt, false, &token};
+  HttpRequest req;
+  req.url = config_.endpoint + "/api/" + std::string(api_segment(repo.type)) + "/" + repo.id + "/xet-read-token/" +
+            encode_segment(repo.revision);
+  req.max_body = kMaxJsonBody;
+  auto answer = fetch_api(std::move(req), ctx);
+  if (!answer.ok()) return answer.status();
+  if (answer->response.status != 200) return hub_errors::from_response(answer->response, ctx);
+  // huggingface.js reads the JSON body, huggingface_hub the X-Xet-* headers: the body first.
+  XetToken t;
+  int64_t exp = -1;
+  auto j = nlohmann::json::parse(answer->response.body, nullptr, false);
+  if (j.is_object()) {
+    t.cas_url = j.value("casUrl", "");
+    t.access_token = j.value("accessToken", "");
+    if (auto e = j.find("exp"); e != j.end() && e->is_number_integer()) exp = e->get<int64_t>();
+  }
+  if (t.cas_url.empty()) t.cas_url = answer->response.header("x-xet-cas-url").value_or("");
+  if (t.access_token.empty()) t.access_token = answer->response.header("x-xet-access-token").value_or("");
+  if (exp < 0) {
+    const std::string e = answer->response.header("x-xet-token-expiration").value_or("");
+    if (!e.empty() && e.size() < 19 && e.find_first_not_of("0123456789") == std::string::npos) exp = std::stoll(e);
+  }
+  while (!t.cas_url.empty() && t.cas_url.back() == '/') t.cas_url.pop_back();
+  if (t.cas_url.empty() || t.access_token.empty() || exp < 0 ||
+      !(t.cas_url.starts_with("http://") || t.cas_url.starts_with("https://"))) {
+    return Unavailable("the Xet read token answer of " + repo.id + " lacks casUrl, accessToken or exp (or the CAS URL "
+                   "is not http(s)); its files are read through the Hub's bridge instead");
+  }
+  t.expires = std::chrono::system_clock::time_point(std::chrono::seconds(exp));
+  return t;
 }
 
 Result<std::vector<TreeEntry>> HubClient::list_dir(const RepoRef& repo, std::string_view dir_in) {

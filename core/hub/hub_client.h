@@ -40,6 +40,9 @@ struct TreeEntry {
   uint64_t size = 0;           // the real size (LFS size for LFS files)
   std::string oid;             // git blob (or tree) id
   std::optional<std::string> lfs_sha256;
+  // The Xet hash (64 hex digits, Xet's text form) of a Xet-stored file: its bytes can be read
+  // natively from the CAS service (core/xet/xet_source.h). Absent for other files.
+  std::optional<std::string> xet_hash;
 
   // The cache key: "sha256:<hex>" for LFS files, "oid:<hex>" otherwise.
   std::string content_id() const { return lfs_sha256 ? "sha256:" + *lfs_sha256 : "oid:" + oid; }
@@ -121,6 +124,16 @@ class HubClient {
   // (every hop's HttpResponse::quota_waited); a caller sharing another's resolve gets that but
   // at most the time it waited for it; a location remembered from earlier has none.
   Result<Location> locate(const RepoRef& repo, std::string_view path, bool refresh = false);
+
+  // A read token for the Xet storage service (GET /api/{type}s/{id}/xet-read-token/{rev}):
+  // where the CAS service is, the bearer token it takes, and when that expires. Counted as an
+  // API request. Errors as repo_info.
+  struct XetToken {
+    std::string cas_url;       // no trailing slash
+    std::string access_token;  // never logged
+    std::chrono::system_clock::time_point expires;
+  };
+  Result<XetToken> xet_read_token(const RepoRef& repo);
 
   const HubConfig& config() const { return config_; }
   // The token the next request carries (token_source, else token); never logged.

@@ -162,6 +162,11 @@ Result<std::vector<TreeEntry>> parse_tree_entries(std::string_view body, std::st
       std::string sha = string_or_empty(*lfs, "oid");
       if (!sha.empty()) e.lfs_sha256 = sha;
     }
+    if (auto xet = item.find("xetHash"); !e.is_dir && xet != item.end() && xet->is_string()) {
+      // Kept only in Xet's form (64 hex digits); anything else leaves the file to the bridge.
+      const std::string& h = xet->get_ref<const std::string&>();
+      if (h.size() == 64 && h.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos) e.xet_hash = h;
+    }
     if (e.is_dir) e.size = 0;
     entries.push_back(std::move(e));
   }

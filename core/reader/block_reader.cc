@@ -138,8 +138,8 @@ void BlockReader::fetch_blocks(const RemoteFile& file, const std::vector<uint64_
     if (log_enabled(LogLevel::kDebug))
       log_debug("fetch " + file.path + " blocks " + std::to_string(first) + "+" + std::to_string(count) + (prefetch ? " (ahead)" : " (demand)"));
     fetches_.add();
-    fetcher_.fetch_async(
-        file.locate, file.size, range,
+    fetch_file_range(
+        fetcher_, file.source, file.locate, file.size, range,
         [this, file, first, count, range, prefetch](Result<std::string> body) {
           // Runs on the network thread: hand the splitting and the disk writes to a worker,
           // queued before the fetch counts as done, so shutdown's drain sees it.

@@ -49,6 +49,7 @@
 #include "common/status.h"
 #include "common/task_queue.h"
 #include "net/range_fetcher.h"
+#include "net/range_source.h"
 #include "reader/block_tier.h"
 #include "reader/block_tiers.h"
 #include "reader/file_verifier.h"
@@ -65,6 +66,9 @@ struct RemoteFile {
   std::string content_id;  // "sha256:<hex>" or "oid:<hex>": the cache key
   uint64_t size = 0;
   Locator locate;          // where to fetch it from (resolved lazily, only on a miss)
+  // When set, the file's ranges come from here instead of `locate` and the fetcher (a Xet-stored
+  // file read from the storage service; chosen in core/fs). Must outlive the reader's fetches.
+  std::shared_ptr<RangeSource> source;
 };
 
 struct ReaderOptions {

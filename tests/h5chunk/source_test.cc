@@ -16,7 +16,7 @@
 #include "support/temp_dir.h"
 
 namespace h5chunk::testing {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using ::testing::HasSubstr;
 

@@ -839,5 +839,138 @@ class RealHubBehaviourTest(unittest.TestCase):
         self.assertEqual((r.status, r.body), (206, BIG[:100]))
 
 
+# The pack tool the Xet model runs (build/bin/hubfs-xet-pack); ctest passes its path.
+XET_PACK = os.environ.get("HUBFS_XET_PACK") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "bin", "hubfs-xet-pack")
+
+
+def decode_stored_chunks(data):
+    """The content of a run of xorb chunks stored uncompressed (scheme 0: random bytes never
+    compress), checking every header; the tests use incompressible content for that reason."""
+    out, pos = b"", 0
+    while pos < len(data):
+        version, stored, scheme, size = data[pos], int.from_bytes(data[pos + 1:pos + 4], "little"), \
+            data[pos + 4], int.from_bytes(data[pos + 5:pos + 8], "little")
+        assert version == 0 and scheme == 0 and stored == size, (version, scheme, stored, size)
+        out += data[pos + 8:pos + 8 + size]
+        pos += 8 + size
+    return out
+
+
+@unittest.skipUnless(os.access(XET_PACK, os.X_OK), "hubfs-xet-pack is not built (cmake --build build --target hubfs_xet_pack)")
+class XetModelTest(unittest.TestCase):
+    """--xet: the token endpoint, reconstructions V1 and V2, signed xorb URLs, dedup across
+    revisions (tools/hub_server/xet.py)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.root = tempfile.mkdtemp(prefix="hub-server-xet-")
+        rng = __import__("random").Random(5)
+        cls.one = bytes(rng.getrandbits(8) for _ in range(600_000))
+        two = bytearray(cls.one)
+        two[300_000:300_100] = bytes(100)
+        cls.two = bytes(two)
+        repo = os.path.join(cls.root, "datasets", "org", "xet")
+        write(os.path.join(repo, "hub.json"), json.dumps({"refs": {"main": "c2", "v1": "c1"},
+                                                          "commits": {"c1": {}, "c2": {}}}))
+        write(os.path.join(repo, "snapshots", "c1", "w.bin"), cls.one)
+        write(os.path.join(repo, "snapshots", "c2", "w.bin"), cls.two)
+        cls.hub = Server(cls.root, "--xet", "--xet-pack", XET_PACK)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hub.stop()
+        shutil.rmtree(cls.root, ignore_errors=True)
+
+    def token(self):
+        r = request(self.hub.url + "/api/datasets/org/xet/xet-read-token/v1")
+        self.assertEqual(r.status, 200, r.body)
+        j = r.json()
+        self.assertEqual(j["casUrl"], self.hub.cdn)
+        self.assertEqual(r.headers["X-Xet-Access-Token"], j["accessToken"])
+        self.assertEqual(int(r.headers["X-Xet-Token-Expiration"]), j["exp"])
+        return j["accessToken"]
+
+    def xet_hash(self, rev):
+        entries = request(self.hub.url + "/api/datasets/org/xet/tree/" + rev).json()
+        return entries[0]["xetHash"]
+
+    def plan(self, version, xet_hash, rng, token):
+        return request("%s/v%d/reconstructions/%s" % (self.hub.cdn, version, xet_hash),
+                       headers={"Authorization": "Bearer " + token, "Range": rng})
+
+    def test_listing_and_resolve_name_the_file_and_its_token(self):
+        h = self.xet_hash("v1")
+        self.assertRegex(h, "^[0-9a-f]{64}$")
+        r = request(self.hub.url + "/datasets/org/xet/resolve/v1/w.bin", method="HEAD")
+        self.assertEqual(r.status, 302)
+        self.assertEqual(r.headers["X-Xet-Hash"], h)
+        self.assertEqual(r.headers["Link"], '<%s/api/datasets/org/xet/xet-read-token/%s>; rel="xet-auth"'
+                         % (self.hub.url, sha1_commit("org/xet", "c1")))
+
+    def test_v1_and_v2_reconstruct_any_range(self):
+        token, h = self.token(), self.xet_hash("v1")
+        for a, b in ((0, len(self.one) - 1), (1234, 99_999), (len(self.one) - 1, len(self.one) - 1)):
+            for version in (1, 2):
+                r = self.plan(version, h, "bytes=%d-%d" % (a, b), token)
+                self.assertEqual(r.status, 200, r.body)
+                p = r.json()
+                content = b""
+                for term in p["terms"]:
+                    if version == 1:
+                        e = next(e for e in p["fetch_info"][term["hash"]] if e["range"] == term["range"])
+                        url, first, last = e["url"], e["url_range"]["start"], e["url_range"]["end"]
+                    else:
+                        x = p["xorbs"][term["hash"]][0]
+                        rr = next(rr for rr in x["ranges"] if rr["chunks"]["start"] <= term["range"]["start"]
+                                  and term["range"]["end"] <= rr["chunks"]["end"])
+                        url, first, last = x["url"], rr["bytes"]["start"], rr["bytes"]["end"]
+                    got = request(url, headers={"Range": "bytes=%d-%d" % (first, last)})
+                    self.assertEqual(got.status, 206, got.body)
+                    decoded = decode_stored_chunks(got.body)
+                    self.assertEqual(len(decoded), term["unpacked_length"]) if version == 1 else None
+                    content += decoded
+                skip = p["offset_into_first_range"]
+                self.assertEqual(content[skip:skip + b - a + 1], self.one[a:b + 1], (version, a, b))
+
+    def test_v2_urls_refuse_bytes_they_were_not_signed_for(self):
+        token, h = self.token(), self.xet_hash("v1")
+        p = self.plan(2, h, "bytes=0-1000", token).json()
+        x = next(iter(p["xorbs"].values()))[0]
+        last = x["ranges"][-1]["bytes"]["end"]
+        self.assertEqual(request(x["url"], headers={"Range": "bytes=0-%d" % last}).status, 206)
+        self.assertEqual(request(x["url"], headers={"Range": "bytes=-100"}).status, 403)
+        self.assertEqual(request(x["url"], headers={"Range": "bytes=0-%d" % (last + 1)}).status, 403)
+        # A V1 URL is signed for the whole xorb: its footer's tail is reachable.
+        p1 = self.plan(1, h, "bytes=0-1000", token).json()
+        e = next(iter(p1["fetch_info"].values()))[0]
+        self.assertEqual(request(e["url"], headers={"Range": "bytes=-100"}).status, 206)
+        self.assertEqual(request(e["url"] + "x", headers={"Range": "bytes=0-10"}).status, 403)
+
+    def test_tokens_are_required_and_expire_with_the_keys(self):
+        h = self.xet_hash("v1")
+        self.assertEqual(request("%s/v1/reconstructions/%s" % (self.hub.cdn, h)).status, 401)
+        token = self.token()
+        self.assertEqual(self.plan(1, h, "bytes=0-10", token).status, 200)
+        self.assertEqual(self.plan(1, h, "bytes=%d-" % len(self.one), token).status, 416)
+        self.assertEqual(self.plan(1, "0" * 64, "bytes=0-10", token).status, 404)
+        request(self.hub.url + "/_hubfs/expire", "POST")
+        self.assertEqual(self.plan(1, h, "bytes=0-10", token).status, 401)
+
+    def test_a_second_revision_shares_its_unchanged_chunks(self):
+        token = self.token()
+        terms = {}
+        for rev in ("v1", "main"):
+            p = self.plan(1, self.xet_hash(rev), "bytes=0-%d" % (len(self.one) - 1), token).json()
+            terms[rev] = p["terms"]
+        first_xorbs = {t["hash"] for t in terms["v1"]}
+        shared = sum(t["unpacked_length"] for t in terms["main"] if t["hash"] in first_xorbs)
+        # 100 bytes changed: one or two chunks of ~64 KiB are new, everything else is shared.
+        self.assertGreater(shared, len(self.two) - 3 * 131072)
+        self.assertLess(shared, len(self.two))
+        stats = request(self.hub.url + "/_hubfs/stats").json()
+        self.assertGreaterEqual(stats["xet_token_requests"], 1)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -22,7 +22,7 @@
 #include "support/temp_dir.h"
 
 namespace hubfs {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 using testing::LocalHub;
 using testing::LocalHubOptions;

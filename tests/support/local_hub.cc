@@ -171,6 +171,7 @@ std::unique_ptr<LocalHub> LocalHub::start(const LocalHubOptions& options) {
     args.push_back(t);
   }
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+  if (options.xet) args.insert(args.end(), {"--xet", "--xet-pack", HUBFS_BIN_DIR "/hubfs-xet-pack"});
   if (!options.tls_cert.empty()) {
     args.insert(args.end(), {"--tls-cert", options.tls_cert, "--tls-key", options.tls_key});
   }

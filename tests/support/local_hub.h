@@ -29,6 +29,9 @@ struct LocalHubOptions {
   // More server flags as given, e.g. {"--quota", "api=30,resolvers=200", "--quota-window", "10"},
   // {"--token-no-access", T}, {"--url-style", "s3"}, {"--redirect-chain"} (see the script's --help).
   std::vector<std::string> extra_args = {};
+  // LFS files are Xet-stored (--xet): xetHash, the read token, the CAS API and xorbs, packed by
+  // build/bin/hubfs-xet-pack (a test using it must depend on the hubfs_xet_pack target).
+  bool xet = false;
 };
 
 class LocalHub {

@@ -46,6 +46,12 @@ CDN origin:
   GET|HEAD /blobs/{sha256}?<signature>   200/206/416; 403 expired or bad signature. The
        signature is spelled as --url-style says: expires=&sig=, S3's X-Amz-*, or CloudFront's
        Expires=&Signature=&Key-Pair-Id= (signing.py)
+Xet (--xet --xet-pack build/bin/hubfs-xet-pack; xet.py has the details): LFS files are
+Xet-stored, packed by hubfs-xet-pack into one store shared by every revision (dedup):
+  listings and paths-info carry "xetHash"; resolve adds X-Xet-Hash and Link rel="xet-auth"
+  GET  /api/{t}/{org}/{name}/xet-read-token/{rev}   {"accessToken", "exp", "casUrl"} (+ X-Xet-*)
+  CDN origin: GET /v1|v2/reconstructions/{xetHash}  (Bearer token, Range in file coordinates)
+              GET /xorbs/default/{xorb}?expires=&sig=[&r=a-b,...]  (V2 URLs: only those bytes)
 Control requests are neither counted nor delayed by --latency-ms.
 
 As the real Hub: a token that is neither --token nor --token-no-access gets 401 "Invalid
@@ -63,7 +69,8 @@ method; "max_consecutive": k lets the same request through after k faulted in a 
 Stats (GET /_hubfs/stats, zeroed by POST /_hubfs/reset): requests, api_requests,
 resolve_requests, cdn_requests, plain_requests, bytes_sent, peak_concurrency,
 cdn_authorization_headers, range_requests, head_requests, faults_injected, tls_handshakes,
-tls_handshake_failures, rate_limited, in_flight, in_flight_seconds, by_path, by_status. Trace (GET
+tls_handshake_failures, rate_limited, xet_token_requests, xet_reconstructions, xorb_requests,
+xorb_bytes, xorb_authorization_headers, in_flight, in_flight_seconds, by_path, by_status. Trace (GET
 /_hubfs/trace, emptied by the same reset): one object per counted request, oldest first, at most
 20000: begin and end (seconds since the reset), kind, method, range (the Range header) and status.
 
@@ -79,7 +86,8 @@ Modules, one job each:
   routes_api.py      API origin: repo info, tree, paths-info, resolve
   listed_sizes.py    hostile listings: sizes a hub.json puts in place of the real ones
   routes_plain.py    the plain HTTP view
-  routes_cdn.py      CDN origin: signed blobs
+  routes_cdn.py      CDN origin: signed blobs, and the Xet CAS routes
+  xet.py             the Xet model: packing (hubfs-xet-pack), tokens, reconstructions, xorb URLs
   routes_control.py  /_hubfs/ test control
   server.py          options, TLS, the two listeners, main
 """

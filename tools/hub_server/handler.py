@@ -163,7 +163,7 @@ class Handler(BodyCopy, http.server.BaseHTTPRequestHandler):
 
     def _kind(self):
         if self.origin == "cdn":
-            return "cdn"
+            return "cas" if self.raw_path.startswith(("/v1/", "/v2/")) else "cdn"
         if self.raw_path.startswith("/api/resolve-chain/"):
             return "resolve"
         if self.raw_path.startswith("/api/"):

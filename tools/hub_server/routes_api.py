@@ -113,7 +113,27 @@ class ApiRoutes:
             repo = self.open_repo(rtype, org, name)
             commit = self.open_revision(repo, rest[1])
             return self.paths_info(commit, repo)
+        if rest[0] == "xet-read-token" and len(rest) == 2 and self.server.state.xet is not None:
+            if self.method != "GET":
+                raise HubError(405, None, "xet-read-token is GET only")
+            repo = self.open_repo(rtype, org, name)
+            commit = self.open_revision(repo, rest[1])
+            return self.xet_read_token(repo, rtype, commit)
         raise HubError(404, None, "no such endpoint: %s %s" % (self.method, self.raw_path))
+
+    def xet_read_token(self, repo, rtype, commit):
+        """A read token for the CAS service (xet.py), in the body as huggingface.js reads it and
+        in the headers as huggingface_hub reads them. A gated repo's token needs access."""
+        state = self.server.state
+        self.check_gated_file(repo, rtype, "")
+        state.stats.add("xet_token_requests", 1)
+        token, exp = state.xet_auth.new_token(repo.id)
+        self.send_json(200, {"accessToken": token, "exp": exp, "casUrl": state.cdn_url}, {
+            "X-Xet-Cas-Url": state.cdn_url,
+            "X-Xet-Access-Token": token,
+            "X-Xet-Token-Expiration": str(exp),
+            "X-Repo-Commit": commit.sha,
+        })
 
     def repo_info(self, repo, commit):
         info = {
@@ -207,13 +227,20 @@ class ApiRoutes:
         sha256 = lfs["oid"]
         state.blobs.register(sha256, path, st)
         location = "%s/blobs/%s?%s" % (state.cdn_url, sha256, state.signer.signed_query(sha256))
-        self.send_bytes(302, b"", {
+        headers = {
             "Location": location,
             "X-Repo-Commit": commit.sha,
             "X-Linked-Size": st.st_size,
             "X-Linked-Etag": '"%s"' % sha256,
             "ETag": '"%s"' % sha256,
-        })
+        }
+        if state.xet is not None:
+            # Xet storage: the bridge URL as before, plus the file's hash and where its read token
+            # comes from (huggingface_hub's parse_xet_file_data_from_response reads both).
+            headers["X-Xet-Hash"] = state.xet.info(path, st)["xet_hash"]
+            headers["Link"] = '<%s/api/%s/%s/xet-read-token/%s>; rel="xet-auth"' % (
+                state.api_url, rtype, repo.id, commit.sha)
+        self.send_bytes(302, b"", headers)
 
 
 def encode_cursor(offset):

@@ -26,6 +26,7 @@ class ControlRoutes:
             return self.send_json(200, {"ok": True})
         if route == ("POST", "/_hubfs/expire"):
             state.signer.expire_all()
+            state.xet_auth.expire_all()
             return self.send_json(200, {"ok": True})
         if route == ("GET", "/_hubfs/faults"):
             return self.send_json(200, state.faults.pending())

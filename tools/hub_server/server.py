@@ -22,6 +22,7 @@ from .shaping import Shaping
 from .signing import URL_STYLES, UrlSigner
 from .stats import Stats
 from .store import BlobRegistry, DigestCache, RepoStore
+from .xet import XetAuth, XetStore
 
 # The listen backlog: benchmarks open many connections at once and a short queue would turn
 # that burst into SYN retries (1 s each) that look like server latency.
@@ -77,6 +78,10 @@ class ServerState:
         self.verbose = args.verbose
         self.api_url = None
         self.cdn_url = None
+        # The Xet model (xet.py): None unless --xet.
+        self.xet = XetStore(args.xet_pack, args.xet_store, args.xet_max_xorb_bytes) if args.xet else None
+        self.xet_auth = XetAuth(args.xet_token_ttl, args.url_ttl)
+        self.store.xet = self.xet
 
 
 def parse_args(argv):
@@ -110,6 +115,14 @@ def parse_args(argv):
     p.add_argument("--exit-on-stdin-eof", action="store_true",
                    help="exit when stdin closes (the launcher holds the other end, so the server "
                         "dies with the test process even if it crashes)")
+    p.add_argument("--xet", action="store_true",
+                   help="LFS files are Xet-stored: xetHash in listings, xet-read-token, the CAS "
+                        "reconstruction API (v1, v2) and xorbs on the CDN origin (xet.py)")
+    p.add_argument("--xet-pack", help="the hubfs-xet-pack binary (build/bin/hubfs-xet-pack) that packs files")
+    p.add_argument("--xet-store", help="directory for xorbs and the chunk index (default: a temporary one)")
+    p.add_argument("--xet-max-xorb-bytes", type=int, default=0,
+                   help="cut xorbs at this many content bytes (default: xet-core's 64 MiB)")
+    p.add_argument("--xet-token-ttl", type=int, default=3600, help="seconds a Xet read token stays valid")
     p.add_argument("--verbose", action="store_true", help="log every request to stderr")
     p.add_argument("--tls-cert", help="PEM certificate (chain) to serve both origins over https")
     p.add_argument("--tls-key", help="PEM private key of --tls-cert")

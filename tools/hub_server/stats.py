@@ -16,7 +16,8 @@ class Stats:
     FIELDS = ("requests", "api_requests", "resolve_requests", "cdn_requests", "plain_requests",
               "bytes_sent", "peak_concurrency", "cdn_authorization_headers", "range_requests",
               "head_requests", "faults_injected", "tls_handshakes", "tls_handshake_failures",
-              "rate_limited")
+              "rate_limited", "xet_token_requests", "xet_reconstructions", "xorb_requests", "xorb_bytes",
+              "xorb_authorization_headers")
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -50,7 +51,8 @@ class Stats:
             c["requests"] += 1
             if origin == "cdn":
                 c["cdn_requests"] += 1
-                if headers.get("Authorization") is not None:
+                # The CAS API on this origin takes the Xet token; blobs and xorbs must not.
+                if headers.get("Authorization") is not None and kind != "cas":
                     c["cdn_authorization_headers"] += 1
             elif kind == "api":
                 c["api_requests"] += 1

@@ -202,6 +202,7 @@ class RepoStore:
         self.lfs_threshold = lfs_threshold
         self.digests = digests
         self.plain_commits = PlainCommitCache()
+        self.xet = None  # the Xet model (xet.XetStore) with --xet: LFS files are Xet-stored
 
     def find(self, rtype, org, name):
         if rtype not in REPO_TYPES or not safe_segment(org) or not safe_segment(name):
@@ -230,6 +231,8 @@ class RepoStore:
         entry = {"type": "file", "oid": oid, "size": st.st_size, "path": rel}
         if lfs:
             entry["lfs"] = lfs
+            if self.xet is not None:
+                entry["xetHash"] = self.xet.info(os.path.join(commit.dir, rel), st)["xet_hash"]
         return entry
 
     def stat_path(self, commit, rel):

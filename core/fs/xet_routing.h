@@ -1,0 +1,53 @@
+// Which source serves a file's bytes (docs/xet.md, "Choosing the source"): a Xet-stored file
+// (its listing carries xetHash) from the Xet storage service through xet::XetReader, anything
+// else through the Hub's resolve and the bridge (RangeFetcher). The reader only sees the result,
+// RemoteFile::source.
+//
+// The bridge stays the fallback: a storage-service error (the token, a reconstruction or a xorb
+// refused or failing) is logged once, that read goes to the bridge, and so does every read for
+// the next `fallback_for`, after which Xet is tried again. Bytes that fail their checks twice
+// are an error, never a reason to serve from elsewhere unchecked (the bridge's partial reads are
+// not verified). HF_HUB_DISABLE_XET and --offline build no router at all (session.cc).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+
+#include "hub/hub_client.h"
+#include "net/range_fetcher.h"
+#include "net/range_source.h"
+#include "xet/xet_source.h"
+
+namespace hubfs {
+
+class XetRouter : public std::enable_shared_from_this<XetRouter> {
+ public:
+  // Both must outlive the router and every source it made.
+  XetRouter(xet::XetReader& xet, RangeFetcher& bridge, std::chrono::seconds fallback_for = std::chrono::seconds(60));
+
+  // A source for a Xet-stored file; null for any other (the reader then uses the bridge).
+  std::shared_ptr<RangeSource> source_for(const TreeEntry& entry, const Locator& locate);
+
+  // Reads the bridge served after a Xet failure.
+  uint64_t fallbacks() const { return fallbacks_.load(); }
+
+ private:
+  class FileSource;
+  bool bridge_now() const;
+  void note_failure(const Status& s);
+
+  xet::XetReader& xet_;
+  RangeFetcher& bridge_;
+  const std::chrono::seconds fallback_for_;
+  std::atomic<std::chrono::steady_clock::rep> bridge_until_{0};
+  std::atomic<bool> logged_{false};
+  std::atomic<uint64_t> fallbacks_{0};
+};
+
+// Errors of the storage service itself, which the bridge may not share: refusals, missing
+// objects, failures and unreachable hosts. Not wrong bytes (kCorrupt), a caller's bad range or
+// a read out of time.
+bool is_storage_service_error(const Status& s);
+
+}  // namespace hubfs

@@ -1,0 +1,467 @@
+#include "xet/xet_source.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace hubfs::xet {
+
+namespace {
+
+std::string range_header(uint64_t first, uint64_t last) {
+  return "bytes=" + std::to_string(first) + "-" + std::to_string(last);
+}
+
+// "bytes a-b/total" → (a, b, total); nullopt unless well formed.
+struct ContentRange {
+  uint64_t first = 0, last = 0, total = 0;
+};
+std::optional<ContentRange> parse_content_range(const std::string& v) {
+  unsigned long long a = 0, b = 0, t = 0;
+  char tail = 0;
+  if (std::sscanf(v.c_str(), "bytes %llu-%llu/%llu%c", &a, &b, &t, &tail) != 3 || a > b || b >= t) return std::nullopt;
+  return ContentRange{a, b, t};
+}
+
+std::string status_text(const HttpResponse& r) {
+  std::string body = r.body.substr(0, 200);
+  for (char& c : body) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return "HTTP " + std::to_string(r.status) + (body.empty() ? "" : " (" + body + ")");
+}
+
+// The Xet storage service answered something other than data: a service error (the caller may
+// read through the bridge instead).
+Status service_error(const std::string& what, const HttpResponse& r) {
+  if (r.status == 401 || r.status == 403) {
+    return PermissionDenied(what + ": " + status_text(r) + ": the Xet service refused the token or URL");
+  }
+  if (r.status == 404) return NotFound(what + ": " + status_text(r));
+  return Unavailable(what + ": " + status_text(r) + ": the Xet storage service failed");
+}
+
+}  // namespace
+
+XetReader::XetReader(HttpTransport& transport, TokenSource tokens, XetReaderOptions options)
+    : transport_(transport),
+      tokens_(std::move(tokens)),
+      options_(std::move(options)),
+      version_(options_.reconstruction_version == 2 ? 2 : 1),
+      work_(std::max(1, options_.threads)) {}
+
+XetReader::~XetReader() { shutdown(); }
+
+void XetReader::shutdown() { work_.drain(); }
+
+XetReaderStats XetReader::stats() const {
+  XetReaderStats s;
+  s.token_requests = token_requests_.load();
+  s.reconstructions = reconstructions_.load();
+  s.xorb_requests = xorb_requests_.load();
+  s.xorb_bytes = xorb_bytes_.load();
+  s.footer_requests = footer_requests_.load();
+  s.chunks_verified = chunks_verified_.load();
+  s.unverified_bytes = unverified_bytes_.load();
+  s.cache_bytes = cache_bytes_.load();
+  s.refetches = refetches_.load();
+  s.corrupt = corrupt_.load();
+  s.files_verified = files_verified_.load();
+  s.file_hash_mismatches = file_hash_mismatches_.load();
+  return s;
+}
+
+void XetReader::fetch_async(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range, Callback done,
+                            Deadline deadline) {
+  auto cb = std::make_shared<Callback>(std::move(done));
+  bool posted = work_.post([this, file, file_size, range, cb, deadline] {
+    (*cb)(read_range(file, file_size, range, deadline));
+  });
+  if (!posted) (*cb)(Unavailable("the Xet reader is shut down (unmounting)"));
+}
+
+Result<std::string> XetReader::fetch(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
+                                     Deadline deadline) {
+  std::promise<Result<std::string>> p;
+  auto f = p.get_future();
+  fetch_async(file, file_size, range, [&p](Result<std::string> r) { p.set_value(std::move(r)); }, deadline);
+  return f.get();
+}
+
+namespace {
+class XetFileSource : public RangeSource {
+ public:
+  XetFileSource(XetReader& reader, MerkleHash file) : reader_(reader), file_(file) {}
+  void fetch_async(uint64_t file_size, hubfs::ByteRange range, Callback done, Deadline deadline) override {
+    reader_.fetch_async(file_, file_size, range, std::move(done), deadline);
+  }
+
+ private:
+  XetReader& reader_;
+  MerkleHash file_;
+};
+}  // namespace
+
+std::shared_ptr<RangeSource> XetReader::source_for(const MerkleHash& file) {
+  return std::make_shared<XetFileSource>(*this, file);
+}
+
+Result<std::string> XetReader::read_range(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
+                                          const Deadline& deadline) {
+  if (range.length == 0) return std::string();
+  if (range.offset > file_size || range.length > file_size - range.offset) {
+    return InvalidArgument("Xet read of bytes " + std::to_string(range.offset) + "+" + std::to_string(range.length) +
+                           " past the end of a " + std::to_string(file_size) + "-byte file");
+  }
+  auto first = read_once(file, file_size, range, deadline, /*fresh=*/false);
+  if (first.ok()) return first;
+  const Code code = first.status().code();
+  // Wrong bytes, or a signed URL refused (expired): once more with a fresh plan and footers.
+  if (code != Code::kCorrupt && code != Code::kPermissionDenied) return first;
+  if (deadline.expired()) return first;
+  ++refetches_;
+  log_warning("Xet read of " + file.hex().substr(0, 16) + "... bytes " + std::to_string(range.offset) + "+" +
+           std::to_string(range.length) + ": " + first.status().message() + "; fetching it again");
+  auto second = read_once(file, file_size, range, deadline, /*fresh=*/true);
+  if (!second.ok() && second.status().code() == Code::kCorrupt) ++corrupt_;
+  return second;
+}
+
+Result<XetToken> XetReader::token(const std::string* refused) {
+  std::lock_guard<std::mutex> lock(token_mu_);
+  // After a 401, only the token that was refused is replaced: reads refused together share one
+  // fresh token.
+  const bool stale = refused && token_ && token_->access_token == *refused;
+  if (!stale && token_ && options_.wall() + options_.token_margin < token_->expires) return *token_;
+  ++token_requests_;
+  auto t = tokens_();
+  if (!t.ok()) return t.status().with_context("getting a Xet read token");
+  token_ = *t;
+  return t;
+}
+
+Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHash& file, hubfs::ByteRange range,
+                                                                  const Deadline& deadline, bool fresh,
+                                                                  int* version_out) {
+  const std::string key = file.hex() + ":" + std::to_string(range.offset) + ":" + std::to_string(range.length);
+  int version;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) {
+      if (!fresh && options_.wall() - it->second.fetched < options_.plan_ttl) {
+        *version_out = it->second.version;
+        return it->second.plan;
+      }
+      plans_.erase(it);
+    }
+    version = version_;
+  }
+  bool refreshed_token = false;
+  for (;;) {
+    auto tok = token(nullptr);
+    if (!tok.ok()) return tok.status();
+    HttpRequest req;
+    req.url = tok->cas_url + "/v" + std::to_string(version) + "/reconstructions/" + file.hex();
+    req.headers = {{"Authorization", "Bearer " + tok->access_token},
+                   {"Range", range_header(range.offset, range.offset + range.length - 1)}};
+    req.deadline = deadline;
+    req.max_body = 64u << 20;
+    ++reconstructions_;
+    auto resp = transport_.perform(std::move(req));
+    if (!resp.ok()) return resp.status().with_context("asking the Xet service for a reconstruction");
+    if (resp->status == 401 && !refreshed_token) {
+      refreshed_token = true;  // revoked or expired early: one fresh token
+      if (auto t = token(&tok->access_token); !t.ok()) return t.status();
+      continue;
+    }
+    if (version == 2 && (resp->status == 404 || resp->status == 501)) {
+      // xet-core's rule: a service without V2 answers 404 or 501; V1 from then on.
+      std::lock_guard<std::mutex> lock(mu_);
+      version_ = version = 1;
+      continue;
+    }
+    if (resp->status != 200) return service_error("reconstruction of " + file.hex(), *resp);
+    auto parsed = version == 2 ? parse_reconstruction_v2(resp->body) : parse_reconstruction_v1(resp->body);
+    if (!parsed.ok()) return parsed.status();
+    auto p = std::make_shared<const ReconstructionPlan>(std::move(parsed).value());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (plans_.size() >= options_.max_plans) plans_.clear();  // rare; plans are cheap to ask again
+    plans_[key] = CachedPlan{p, options_.wall(), version};
+    *version_out = version;
+    return std::shared_ptr<const ReconstructionPlan>(p);
+  }
+}
+
+std::future<Result<std::string>> XetReader::get_xorb_range(const std::string& url, const ByteRange& bytes,
+                                                           const Deadline& deadline) {
+  auto promise = std::make_shared<std::promise<Result<std::string>>>();
+  auto future = promise->get_future();
+  HttpRequest req;
+  req.url = url;  // signed: no Authorization header goes with it
+  req.headers = {{"Range", range_header(bytes.start, bytes.end)}};
+  req.own_connection = true;
+  req.deadline = deadline;
+  req.max_body = bytes.length() + 1;
+  const ByteRange want = bytes;
+  req.validate = [want](const HttpResponse& r) -> Status {
+    if (r.status != 206) return Status::Ok();  // judged below (a 403 or 404 is not transient)
+    auto cr = parse_content_range(r.header("content-range").value_or(""));
+    if (!cr || cr->first != want.start || cr->last != want.end || r.body.size() != want.length()) {
+      return Corrupt("xorb range " + range_header(want.start, want.end) + " answered with Content-Range '" +
+                     r.header("content-range").value_or("") + "' and " + std::to_string(r.body.size()) + " bytes");
+    }
+    return Status::Ok();
+  };
+  ++xorb_requests_;
+  transport_.submit(std::move(req), [this, promise, want](Result<HttpResponse> r) {
+    if (!r.ok()) {
+      promise->set_value(r.status().with_context("fetching a xorb range"));
+      return;
+    }
+    if (r->status != 206) {
+      promise->set_value(service_error("xorb range " + range_header(want.start, want.end), *r));
+      return;
+    }
+    xorb_bytes_ += r->body.size();
+    promise->set_value(std::move(r->body));
+  });
+  return future;
+}
+
+Result<std::shared_ptr<const XorbFooter>> XetReader::footer(const MerkleHash& xorb, const std::string& url,
+                                                            const Deadline& deadline, bool fresh, bool required) {
+  std::shared_future<Result<std::shared_ptr<const XorbFooter>>> pending;
+  std::shared_ptr<std::promise<Result<std::shared_ptr<const XorbFooter>>>> mine;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = footers_.find(xorb);
+    if (it != footers_.end() && fresh && it->second.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      footers_.erase(it);
+      it = footers_.end();
+    }
+    if (it != footers_.end()) {
+      pending = it->second;
+    } else {
+      mine = std::make_shared<std::promise<Result<std::shared_ptr<const XorbFooter>>>>();
+      pending = mine->get_future().share();
+      footers_.emplace(xorb, pending);
+    }
+  }
+  if (mine) {
+    auto r = fetch_footer(xorb, url, deadline, required);
+    if (!r.ok()) {
+      // Not remembered: the next read asks again (a transient fault is not the xorb's fault).
+      std::lock_guard<std::mutex> lock(mu_);
+      footers_.erase(xorb);
+    }
+    mine->set_value(r);
+    return r;
+  }
+  return pending.get();
+}
+
+Result<std::shared_ptr<const XorbFooter>> XetReader::fetch_footer(const MerkleHash& xorb, const std::string& url,
+                                                                  const Deadline& deadline, bool required) {
+  auto suffix = [&](size_t n) -> Result<HttpResponse> {
+    HttpRequest req;
+    req.url = url;
+    req.headers = {{"Range", "bytes=-" + std::to_string(n)}};
+    req.deadline = deadline;
+    req.max_body = n + 1;
+    ++footer_requests_;
+    return transport_.perform(std::move(req));
+  };
+  auto r = suffix(options_.footer_probe_bytes);
+  if (!r.ok()) return r.status().with_context("fetching the footer of xorb " + xorb.hex());
+  if (!required && (r->status == 403 || r->status == 416)) {
+    // The URL is signed for other bytes only (V2-style): no chunk hashes for this xorb.
+    return std::shared_ptr<const XorbFooter>();
+  }
+  if (r->status != 206 && r->status != 200) return service_error("footer of xorb " + xorb.hex(), *r);
+  std::string tail = std::move(r->body);
+  if (tail.size() >= 4) {
+    uint32_t len;
+    std::memcpy(&len, tail.data() + tail.size() - 4, 4);  // little-endian hosts only (x86, arm64)
+    auto cr = parse_content_range(r->header("content-range").value_or(""));
+    const uint64_t total = cr ? cr->total : tail.size();
+    if (uint64_t(len) + 4 > tail.size() && uint64_t(len) + 4 <= total) {
+      auto again = suffix(len + 4);
+      if (!again.ok()) return again.status().with_context("fetching the footer of xorb " + xorb.hex());
+      if (again->status != 206 && again->status != 200) return service_error("footer of xorb " + xorb.hex(), *again);
+      tail = std::move(again->body);
+    }
+  }
+  auto f = parse_footer(reinterpret_cast<const uint8_t*>(tail.data()), tail.size());
+  if (!f.ok()) return Corrupt("xorb " + xorb.hex() + ": " + f.status().message());
+  // The footer is only as good as its hashes: they must make up the xorb's name.
+  std::vector<HashAndSize> chunks;
+  for (size_t i = 0; i < f->chunk_hashes.size(); ++i) {
+    chunks.push_back({f->chunk_hashes[i], f->unpacked_ends[i] - (i ? f->unpacked_ends[i - 1] : 0)});
+  }
+  if (f->xorb_hash != xorb || xorb_hash(chunks) != xorb) {
+    return Corrupt("the footer of xorb " + xorb.hex() + " does not hash to the xorb's name: damaged in transit");
+  }
+  return std::make_shared<const XorbFooter>(std::move(f).value());
+}
+
+std::optional<std::string> XetReader::from_cache(const ReconstructionTerm& term, uint64_t skip, uint64_t take,
+                                                 std::vector<HashAndSize>* chunks) {
+  ChunkCache* cache = options_.chunk_cache;
+  if (!cache) return std::nullopt;
+  for (uint32_t i = term.chunks.start; i < term.chunks.end; ++i) {
+    if (!cache->contains(term.xorb, i)) return std::nullopt;
+  }
+  std::string all;
+  chunks->clear();
+  for (uint32_t i = term.chunks.start; i < term.chunks.end; ++i) {
+    MerkleHash h;
+    auto c = cache->get(term.xorb, i, &h);
+    if (!c) return std::nullopt;  // damaged: removed; the term is fetched
+    all += *c;
+    chunks->push_back({h, c->size()});
+  }
+  if (all.size() != term.unpacked_length || skip + take > all.size()) return std::nullopt;
+  cache_bytes_ += take;
+  return all.substr(skip, take);
+}
+
+void XetReader::note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t file_offset,
+                            const std::vector<HashAndSize>& chunks) {
+  std::vector<HashAndSize> ordered;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = files_.find(file);
+    if (it == files_.end()) {
+      if (files_.size() >= options_.max_hashing_files) files_.erase(files_.begin());  // it just goes unchecked
+      it = files_.emplace(file, FileChunks{}).first;
+      it->second.size = file_size;
+    }
+    FileChunks& f = it->second;
+    if (f.checked) return;
+    uint64_t at = file_offset;
+    for (const HashAndSize& c : chunks) {
+      if (f.chunks.emplace(at, c).second) f.covered += c.size;
+      at += c.size;
+    }
+    if (f.covered < f.size) return;
+    // Every byte may be covered: the chunks must tile the file from 0 without a gap.
+    uint64_t next = 0;
+    for (const auto& [offset, c] : f.chunks) {
+      if (offset != next) return;
+      ordered.push_back(c);
+      next += c.size;
+    }
+    if (next != f.size) return;
+    f.checked = true;
+  }
+  // One pass over (hash, size) pairs, never the content: milliseconds for gigabytes.
+  if (file_hash(ordered) == file) {
+    ++files_verified_;
+    return;
+  }
+  ++file_hash_mismatches_;
+  log_error("Xet file " + file.hex() + ": its chunks as served hash to " + file_hash(ordered).hex() +
+            ", not to the file's Xet hash: the reconstruction did not describe this file. The reader's own "
+            "whole-file check drops its cached blocks; report this to the Hub if it repeats");
+}
+
+Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
+                                         const Deadline& deadline, bool fresh) {
+  int version = 1;
+  auto p = plan(file, range, deadline, fresh, &version);
+  if (!p.ok()) return p.status();
+  const ReconstructionPlan& plan = **p;
+  auto reads = map_read(plan, range.offset, range.offset, range.length);
+  if (!reads.ok()) return reads.status().with_context("reconstruction of " + file.hex());
+
+  // Every term the cache cannot serve goes out at once; footers are asked for meanwhile.
+  const size_t n = reads->size();
+  std::vector<std::optional<std::string>> pieces(n);
+  // Each term's chunks (hash, size), for the file's own hash (see note_chunks).
+  std::vector<std::vector<HashAndSize>> term_chunks(n);
+  std::vector<std::future<Result<std::string>>> bodies(n);
+  for (size_t i = 0; i < n; ++i) {
+    const TermRead& t = (*reads)[i];
+    pieces[i] = from_cache(plan.terms[t.term_index], t.skip, t.take, &term_chunks[i]);
+    if (!pieces[i]) bodies[i] = get_xorb_range(t.source.fetch->url, t.source.range->bytes, deadline);
+  }
+  Status first_error = Status::Ok();
+  for (size_t i = 0; i < n; ++i) {
+    if (pieces[i]) continue;
+    const TermRead& t = (*reads)[i];
+    const ReconstructionTerm& term = plan.terms[t.term_index];
+    const XorbRange& fetched = *t.source.range;
+    auto body = bodies[i].get();
+    if (!first_error.ok()) continue;  // wait for every request before returning (they use `this`)
+    if (!body.ok()) {
+      first_error = body.status();
+      continue;
+    }
+    // A V1 URL signs the whole xorb, so its footer is there; a V2 URL is tried once per xorb
+    // (a service that refuses it leaves that xorb's chunks unverified).
+    auto f = footer(term.xorb, t.source.fetch->url, deadline, fresh, version == 1);
+    if (!f.ok()) {
+      first_error = f.status();
+      continue;
+    }
+    std::shared_ptr<const XorbFooter> foot = *f;
+    auto decoded = decode_chunks(reinterpret_cast<const uint8_t*>(body->data()), body->size(), fetched.chunks.start,
+                                 fetched.chunks.count(), size_t(fetched.chunks.count()) * kMaxChunkSize);
+    if (!decoded.ok()) {
+      // Whatever the decoder says (a header's version, a frame), these bytes are not the xorb's:
+      // wrong bytes, fetched again, never a reason to read elsewhere.
+      first_error = Corrupt("xorb " + term.xorb.hex() + ": " + decoded.status().message());
+      continue;
+    }
+    if (foot) {
+      if (Status s = verify_chunks(*decoded, fetched.chunks.start, *foot); !s.ok()) {
+        first_error = s.with_context("xorb " + term.xorb.hex());
+        continue;
+      }
+      chunks_verified_ += decoded->count();
+    }
+    // The term's chunks within the fetched ones.
+    const size_t lo = term.chunks.start - fetched.chunks.start;
+    const size_t hi = lo + term.chunks.count();
+    const uint64_t begin = lo ? decoded->ends[lo - 1] : 0;
+    const uint64_t end = decoded->ends[hi - 1];
+    if (end - begin != term.unpacked_length) {
+      first_error = Corrupt("xorb " + term.xorb.hex() + " chunks [" + std::to_string(term.chunks.start) + ", " +
+                            std::to_string(term.chunks.end) + ") decoded to " + std::to_string(end - begin) +
+                            " bytes, the reconstruction says " + std::to_string(term.unpacked_length));
+      continue;
+    }
+    if (!foot) unverified_bytes_ += t.take;
+    for (size_t k = lo; k < hi; ++k) {
+      const uint64_t a = k ? decoded->ends[k - 1] : 0;
+      const uint32_t index = fetched.chunks.start + static_cast<uint32_t>(k);
+      // Without a footer the hash is computed here, on this worker: the file's hash checks it.
+      term_chunks[i].push_back({foot ? foot->chunk_hashes[index] : chunk_hash(decoded->data.data() + a,
+                                                                               decoded->ends[k] - a),
+                                decoded->ends[k] - a});
+    }
+    if (foot && options_.chunk_cache) {
+      for (size_t k = lo; k < hi; ++k) {
+        const uint64_t a = k ? decoded->ends[k - 1] : 0;
+        const uint32_t index = fetched.chunks.start + static_cast<uint32_t>(k);
+        options_.chunk_cache->put(term.xorb, index, foot->chunk_hashes[index], decoded->data.data() + a,
+                                  decoded->ends[k] - a);
+      }
+    }
+    pieces[i] = decoded->data.substr(begin + t.skip, t.take);
+  }
+  if (!first_error.ok()) return first_error;
+  for (size_t i = 0; i < n; ++i) note_chunks(file, file_size, (*reads)[i].file_offset, term_chunks[i]);
+  std::string out;
+  out.reserve(range.length);
+  for (auto& piece : pieces) out += *piece;
+  if (out.size() != range.length) {
+    return Corrupt("Xet read assembled " + std::to_string(out.size()) + " bytes for a " +
+                   std::to_string(range.length) + "-byte range: the reconstruction does not cover it");
+  }
+  return out;
+}
+
+}  // namespace hubfs::xet

@@ -1,0 +1,186 @@
+// Reads byte ranges of Xet-stored files natively, from the storage service (docs/xet.md, "The
+// read path"), with the contract of RangeFetcher::fetch_async, so the reader can take a Xet
+// file's ranges from here instead of the Hub's bridge (net/range_source.h; chosen in core/fs).
+//
+// For one range [a, b] of a file:
+//   1. the repo's read token (TokenSource: GET xet-read-token), fetched once and again only
+//      `token_margin` before its `exp` (or after a 401);
+//   2. the reconstruction for exactly that range (GET {cas}/v1|v2/reconstructions/{xetHash},
+//      Range: bytes=a-b in file coordinates), kept while `plan_ttl` says its URLs are good;
+//   3. per term: its chunks from the chunk cache when all are there, else the term's xorb byte
+//      range from its signed URL (no Authorization header; all terms in flight at once);
+//   4. decoded (chunk headers: none, LZ4 frame, byte-grouping + LZ4), and each chunk's hash
+//      checked against the xorb's footer (fetched once per xorb, from the end of the same URL,
+//      its own hash checked against the xorb's name) where the service lets a V1 URL serve it.
+// Wrong bytes (a hash, a length or a frame that does not check out) are fetched once more
+// (fresh plan, fresh footer), then the read fails with kCorrupt: never served. Where no footer
+// can be had (V2's exactly-signed ranges), chunks are checked for structure and exact lengths
+// only and counted as unverified (stats), as a partial read through the bridge is.
+//
+// Threads: fetch_async returns at once; the work runs on this reader's own threads (token and
+// plan requests block there, never on the caller's or a transport thread). Callbacks run there.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/http.h"
+#include "common/status.h"
+#include "common/task_queue.h"
+#include "net/range_source.h"
+#include "xet/chunk_cache.h"
+#include "xet/reconstruction.h"
+#include "xet/xorb.h"
+
+namespace hubfs::xet {
+
+// A read token for one repo's files (HubClient::xet_read_token).
+struct XetToken {
+  std::string cas_url;  // no trailing slash
+  std::string access_token;
+  std::chrono::system_clock::time_point expires;
+};
+// Fetches a fresh token (blocking; called on the reader's threads). Must be thread-safe.
+using TokenSource = std::function<Result<XetToken>()>;
+
+struct XetReaderOptions {
+  // 1: V1 plans, whose URLs sign whole xorbs, so footers (chunk hashes) are reachable and every
+  // chunk is verified. 2: V2 (exactly signed ranges; falls back to 1 on 404/501 as xet-core
+  // does); chunks unverified.
+  int reconstruction_version = 1;
+  // A token is refreshed this long before its `exp`: a request must not reach the CAS with a
+  // token that expires on the way (xet-core refreshes within a similar window).
+  std::chrono::seconds token_margin{60};
+  // Plans are reused this long (their signed URLs last an hour on the Hub; a 403 on one drops
+  // it sooner).
+  std::chrono::seconds plan_ttl{300};
+  size_t max_plans = 1024;
+  // Threads that run reads: a read holds one while its requests are in flight, so as many as
+  // the reader keeps requests in flight (ReaderOptions::parallel_requests).
+  int threads = 16;
+  // Decoded, verified chunks by xorb and index (may be null). Must outlive this reader.
+  ChunkCache* chunk_cache = nullptr;
+  // Footers are fetched with one suffix request of this many bytes (a 64 MiB xorb of 64 KiB
+  // chunks has a 41 KiB footer); a longer one costs a second request.
+  size_t footer_probe_bytes = 64 * 1024;
+  // Files whose chunk hashes are collected for the whole-file check at once (each holds 40
+  // bytes per chunk: 0.6 MB for a 1 GB file); past it the oldest goes unchecked.
+  size_t max_hashing_files = 64;
+  std::function<std::chrono::system_clock::time_point()> wall = [] { return std::chrono::system_clock::now(); };
+};
+
+struct XetReaderStats {
+  uint64_t token_requests = 0;
+  uint64_t reconstructions = 0;
+  uint64_t xorb_requests = 0;
+  uint64_t xorb_bytes = 0;         // bytes of xorb ranges received (compressed, headers included)
+  uint64_t footer_requests = 0;
+  uint64_t chunks_verified = 0;    // checked against their xorb's footer
+  uint64_t unverified_bytes = 0;   // served with length and structure checks only (no footer)
+  uint64_t cache_bytes = 0;        // served from the chunk cache
+  uint64_t refetches = 0;          // reads whose bytes failed a check and were fetched again
+  uint64_t corrupt = 0;            // reads that failed their checks twice (errors, nothing served)
+  uint64_t files_verified = 0;     // files whose served chunks, all of them, hash to their Xet hash
+  uint64_t file_hash_mismatches = 0;
+};
+
+class XetReader {
+ public:
+  using Callback = RangeSource::Callback;
+
+  // transport must outlive this reader.
+  XetReader(HttpTransport& transport, TokenSource tokens, XetReaderOptions options = {});
+  // Calls shutdown().
+  ~XetReader();
+  // Finishes the reads already started (the transport bounds each), then stops the threads;
+  // later fetches fail with kUnavailable. Idempotent.
+  void shutdown();
+  XetReader(const XetReader&) = delete;
+  XetReader& operator=(const XetReader&) = delete;
+
+  // RangeFetcher::fetch_async's contract for the file whose Xet hash is `file`.
+  void fetch_async(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range, Callback done,
+                   Deadline deadline = Deadline::never());
+  // The same, waiting.
+  Result<std::string> fetch(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
+                            Deadline deadline = Deadline::never());
+
+  // A RangeSource reading one file through this reader (which must outlive it).
+  std::shared_ptr<RangeSource> source_for(const MerkleHash& file);
+
+  XetReaderStats stats() const;
+
+ private:
+  Result<std::string> read_range(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
+                                 const Deadline& deadline);
+  // One attempt; fresh: ignore cached plans and footers.
+  Result<std::string> read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
+                                const Deadline& deadline, bool fresh);
+  // Records the chunks (hash, size) a read served from file_offset on; once they tile the whole
+  // file, compares their Merkle root with the file's Xet hash (logged and counted if it differs).
+  void note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t file_offset,
+                   const std::vector<HashAndSize>& chunks);
+  // The current token, fetched when there is none, it is within token_margin of exp, or it is
+  // `refused` (a 401 answered it).
+  Result<XetToken> token(const std::string* refused);
+  // *version_out: the API version (1, 2) that answered.
+  Result<std::shared_ptr<const ReconstructionPlan>> plan(const MerkleHash& file, hubfs::ByteRange range,
+                                                         const Deadline& deadline, bool fresh, int* version_out);
+  // The footer of a xorb, fetched once. Null when the URL refuses it and it is not `required`
+  // (a V2 URL signed for other bytes: the xorb's chunks go unverified); with `required` (a V1
+  // URL, signed for the whole xorb) a refusal is an error like any other.
+  Result<std::shared_ptr<const XorbFooter>> footer(const MerkleHash& xorb, const std::string& url,
+                                                   const Deadline& deadline, bool fresh, bool required);
+  Result<std::shared_ptr<const XorbFooter>> fetch_footer(const MerkleHash& xorb, const std::string& url,
+                                                         const Deadline& deadline, bool required);
+  // Starts the GET of one xorb byte range; the future holds its body (exactly that range).
+  std::future<Result<std::string>> get_xorb_range(const std::string& url, const ByteRange& bytes,
+                                                  const Deadline& deadline);
+  // The term's bytes [skip, skip + take) from the chunk cache, when it holds all its chunks.
+  // *chunks gets its chunks' hashes and sizes.
+  std::optional<std::string> from_cache(const ReconstructionTerm& term, uint64_t skip, uint64_t take,
+                                        std::vector<HashAndSize>* chunks);
+
+  HttpTransport& transport_;
+  TokenSource tokens_;
+  const XetReaderOptions options_;
+
+  std::mutex token_mu_;  // held while a token is fetched: one fetch for all waiters
+  std::optional<XetToken> token_;
+
+  std::mutex mu_;  // guards the maps below and version_
+  int version_;
+  struct CachedPlan {
+    std::shared_ptr<const ReconstructionPlan> plan;
+    std::chrono::system_clock::time_point fetched;
+    int version = 1;
+  };
+  std::map<std::string, CachedPlan> plans_;
+  std::map<MerkleHash, std::shared_future<Result<std::shared_ptr<const XorbFooter>>>> footers_;
+  // Chunks served so far per file, by file offset, until they cover it and its hash is checked.
+  struct FileChunks {
+    uint64_t size = 0;
+    uint64_t covered = 0;
+    bool checked = false;
+    std::map<uint64_t, HashAndSize> chunks;
+  };
+  std::map<MerkleHash, FileChunks> files_;
+
+  std::atomic<uint64_t> token_requests_{0}, reconstructions_{0}, xorb_requests_{0}, xorb_bytes_{0},
+      footer_requests_{0}, chunks_verified_{0}, unverified_bytes_{0}, cache_bytes_{0}, refetches_{0}, corrupt_{0},
+      files_verified_{0}, file_hash_mismatches_{0};
+
+  TaskQueue work_;  // declared last: its threads start once everything above exists
+};
+
+}  // namespace hubfs::xet
