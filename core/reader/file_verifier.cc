@@ -139,19 +139,26 @@ Status FileVerifier::advance(const VerifiedFile& file, bool wait) {
     return Status::Ok();
   }
   {
-    // The next bytes fetched get a fresh hash. The epoch moves before the cleanup: a write-back
-    // racing the cleanup checks the epoch after its write, so either it or the cleanup removes
-    // its block (BlockTiers::write_back).
+    // The epoch moves before the cleanup: a write-back racing the cleanup checks the epoch after
+    // its write, so either it or the cleanup removes its block (BlockTiers::write_back).
+    std::lock_guard<std::mutex> order(mu_);
+    ++failed_epochs_[std::string(file.cache_id)];
+  }
+  ++failures_;
+  on_corrupt_(file);
+  {
+    // The next bytes fetched get a fresh hash, but only once the bad blocks are gone: a record
+    // dropped before the cleanup let an arrival in between start a new hash from the memory
+    // tier, bad blocks included, and fail the next whole read of good bytes too (the stress
+    // test's flipped byte, under ASan and load). Until here verification_for() returns this
+    // finished record, whose verdict (under v->mu, held) is the corruption.
     std::lock_guard<std::mutex> order(mu_);
     auto it = verifying_.find(std::string(file.cache_id));
     if (it != verifying_.end() && it->second == v) {
       verifying_.erase(it);
       order_.remove(std::string(file.cache_id));
     }
-    ++failed_epochs_[std::string(file.cache_id)];
   }
-  ++failures_;
-  on_corrupt_(file);
   std::string message = "reading " + std::string(file.path) + ": the " + std::to_string(file.size) +
                         " bytes received hash to " + verdict.computed + " but the Hub lists " + verdict.expected +
                         " (corrupted in transit?); its cached blocks were dropped and the next read fetches them again";
