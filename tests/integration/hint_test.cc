@@ -275,10 +275,7 @@ TEST_F(HintTest, PrefetchStopsCleanlyOnCtrlC) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   CommandResult stopped;
   stopped.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  {
-    std::ifstream in(out_path);
-    stopped.output.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  stopped.output = read_all(out_path);
   EXPECT_EQ(stopped.exit_code, 130) << stopped.output;
   ASSERT_NE(stopped.output.find('{'), std::string::npos) << "no summary: " << stopped.output;
   auto summary = nlohmann::json::parse(stopped.output.substr(stopped.output.find('{')));
