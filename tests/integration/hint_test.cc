@@ -5,7 +5,9 @@
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -251,9 +253,29 @@ namespace HUBFS_UNITY_ID {
 // cached and a later run completes.
 TEST_F(HintTest, PrefetchStopsCleanlyOnCtrlC) {
   const std::string cmd = shell_quote(bin_path("hubfs")) + " prefetch " + shell_quote(mnt_ + "/data.bin");
-  // Each request waits 400 ms at the server and the file needs several rounds of them: 0.6 s
-  // is mid-way, and late enough for a sanitized binary to have installed its handler.
-  auto stopped = run_command("timeout --preserve-status -s INT 0.6 " + cmd);
+  // SIGINT once the prefetch is running, not at a fixed time: it installs its handler before
+  // any read, so once its first request reaches the CDN the signal is handled. (At a fixed 0.6 s
+  // a sanitized binary under load was still starting, and died of the signal with no summary.)
+  // Each request waits 400 ms at the server, so the prefetch is still reading when signalled.
+  const uint64_t before = cdn_requests();
+  const std::string out_path = (work_.path() / "prefetch.out").string();
+  const std::string script = "exec " + cmd + " >" + shell_quote(out_path) + " 2>&1";  // before fork: no malloc in the child
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (cdn_requests() == before && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // waits for another process
+  }
+  kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  CommandResult stopped;
+  stopped.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  stopped.output = read_all(out_path);
   EXPECT_EQ(stopped.exit_code, 130) << stopped.output;
   ASSERT_NE(stopped.output.find('{'), std::string::npos) << "no summary: " << stopped.output;
   auto summary = nlohmann::json::parse(stopped.output.substr(stopped.output.find('{')));
