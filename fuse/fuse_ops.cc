@@ -34,6 +34,10 @@ void reply_erofs(fuse_req_t req) {
   fuse_reply_err(req, EROFS);
 }
 
+// The handlers, named as libfuse names them: in a namespace of their own, so that open, read
+// and getxattr here never hide the C library's from a file compiled in the same unity batch.
+namespace ops {
+
 void lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Handled handled;
   auto r = fs(req)->lookup(parent, name);
@@ -183,26 +187,27 @@ void init(void*, fuse_conn_info* conn) {
   conn->congestion_threshold = 48;
 }
 
+}  // namespace ops
 }  // namespace
 
 void fuse_ops_quiesce() { (void)g_handled.load(std::memory_order_acquire); }
 
 const fuse_lowlevel_ops& fuse_operations() {
-  static const fuse_lowlevel_ops ops = [] {
+  static const fuse_lowlevel_ops table = [] {
     fuse_lowlevel_ops o{};
-    o.init = init;
-    o.lookup = lookup;
-    o.getattr = getattr;
-    o.opendir = opendir;
-    o.readdir = readdir;
-    o.releasedir = releasedir;
-    o.open = open;
-    o.read = read;
-    o.release = release;
-    o.getxattr = getxattr;
-    o.listxattr = listxattr;
-    o.statfs = statfs;
-    o.ioctl = ioctl;
+    o.init = ops::init;
+    o.lookup = ops::lookup;
+    o.getattr = ops::getattr;
+    o.opendir = ops::opendir;
+    o.readdir = ops::readdir;
+    o.releasedir = ops::releasedir;
+    o.open = ops::open;
+    o.read = ops::read;
+    o.release = ops::release;
+    o.getxattr = ops::getxattr;
+    o.listxattr = ops::listxattr;
+    o.statfs = ops::statfs;
+    o.ioctl = ops::ioctl;
     // Read-only: everything that would change the tree answers EROFS.
     o.setattr = [](fuse_req_t r, fuse_ino_t, struct stat*, int, fuse_file_info*) { reply_erofs(r); };
     o.mknod = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) { reply_erofs(r); };
@@ -218,7 +223,7 @@ const fuse_lowlevel_ops& fuse_operations() {
     o.removexattr = [](fuse_req_t r, fuse_ino_t, const char*) { reply_erofs(r); };
     return o;
   }();
-  return ops;
+  return table;
 }
 
 }  // namespace hubfs

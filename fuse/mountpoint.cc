@@ -205,7 +205,7 @@ namespace {
 // How long `hubfs unmount` waits for a mount to answer before giving up: a daemon that is
 // stopped (SIGSTOP, a debugger) never answers, and the command must not hang with it. As long
 // as `hubfs status` waits (a live daemon answers in milliseconds).
-constexpr auto kAnswerTimeout = std::chrono::seconds(3);
+constexpr auto kStateAnswerTimeout = std::chrono::seconds(3);
 
 // What run_unmount learns about the mountpoint; every step may ask the daemon (resolving the
 // path stats the mount's root, is_dead_fuse_mount asks statfs).
@@ -216,7 +216,7 @@ struct MountState {
 };
 
 // MountState of `mountpoint`, found on a thread of its own; nothing if that takes longer than
-// kAnswerTimeout. A thread still blocked then is left behind: it ends with the process (the
+// kStateAnswerTimeout. A thread still blocked then is left behind: it ends with the process (the
 // kernel lets a process that exits abandon a FUSE request its daemon has not read).
 std::optional<MountState> mount_state_within_timeout(const std::string& mountpoint) {
   struct Shared {
@@ -235,7 +235,7 @@ std::optional<MountState> mount_state_within_timeout(const std::string& mountpoi
     shared->cv.notify_all();
   }).detach();
   std::unique_lock<std::mutex> lock(shared->mu);
-  shared->cv.wait_for(lock, kAnswerTimeout, [&] { return shared->state.has_value(); });
+  shared->cv.wait_for(lock, kStateAnswerTimeout, [&] { return shared->state.has_value(); });
   return shared->state;
 }
 
@@ -244,7 +244,7 @@ std::optional<MountState> mount_state_within_timeout(const std::string& mountpoi
 int run_unmount(const std::string& mountpoint) {
   const auto state = mount_state_within_timeout(mountpoint);
   if (!state) {
-    std::cerr << "hubfs: " << mountpoint << " does not answer within " << kAnswerTimeout.count()
+    std::cerr << "hubfs: " << mountpoint << " does not answer within " << kStateAnswerTimeout.count()
               << " s: its daemon is stopped (SIGSTOP, a debugger) or stuck; resume it (kill -CONT PID; "
                  "hubfs status lists it as not responding) and unmount again, or detach the mount without "
                  "it: umount -l " << mountpoint << " (as a user: fusermount3 -uz " << mountpoint << ")\n";

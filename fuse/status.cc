@@ -23,7 +23,7 @@ namespace hubfs {
 namespace {
 
 // A mount whose daemon is stopped (SIGSTOP, a debugger) never answers: give up after this.
-constexpr auto kAnswerTimeout = std::chrono::seconds(3);
+constexpr auto kStatusAnswerTimeout = std::chrono::seconds(3);
 
 struct Probe {
   std::mutex mu;
@@ -33,7 +33,7 @@ struct Probe {
   std::string value;
 };
 
-// getxattr on its own thread, so a daemon that never answers costs kAnswerTimeout, not a hang.
+// getxattr on its own thread, so a daemon that never answers costs kStatusAnswerTimeout, not a hang.
 // A thread still blocked then is left behind (it ends with the process).
 std::shared_ptr<Probe> read_status_xattr(const std::string& mountpoint) {
   auto probe = std::make_shared<Probe>();
@@ -57,11 +57,11 @@ nlohmann::json probe_mount(const HubfsMountEntry& m) {
   nlohmann::json j;
   auto probe = read_status_xattr(m.mountpoint);
   std::unique_lock<std::mutex> lock(probe->mu);
-  const bool answered = probe->cv.wait_for(lock, kAnswerTimeout, [&] { return probe->done; });
+  const bool answered = probe->cv.wait_for(lock, kStatusAnswerTimeout, [&] { return probe->done; });
   std::string state, error;
   if (!answered) {
     state = "not responding";
-    error = "no answer within " + std::to_string(kAnswerTimeout.count()) + " s (daemon stopped?)";
+    error = "no answer within " + std::to_string(kStatusAnswerTimeout.count()) + " s (daemon stopped?)";
   } else if (probe->err == ENOTCONN || probe->err == ECONNABORTED) {
     state = "dead";
     error = "its daemon is gone; clear it with: hubfs unmount " + m.mountpoint;

@@ -21,8 +21,6 @@ std::string_view base_name(std::string_view path) {
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
 
-FsError errno_only(int code) { return FsError{code, {}}; }
-
 FsError upstream(const Status& s, const std::string& what) {
   return FsError{s.to_errno(), what + ": " + s.message()};
 }

@@ -22,6 +22,9 @@ struct FsError {
   std::string reason;  // empty when the errno says it all (ENOENT, EROFS ...)
 };
 
+// An error the errno says all of (ENOENT, ENOTDIR ...).
+inline FsError errno_only(int code) { return FsError{code, {}}; }
+
 template <typename T>
 class FsResult {
  public:

@@ -15,8 +15,6 @@ constexpr size_t kMaxIdPart = 96;
 // Slots are the top 24 bits of a 64-bit inode number: 16M repos a mount, far beyond any use.
 constexpr uint64_t kMaxSlots = (uint64_t{1} << (64 - HubNamespace::kLocalBits)) - 1;
 
-FsError errno_only(int code) { return FsError{code, {}}; }
-
 // Could be an org or repo name on the Hub: letters, digits, '-', '_', '.', starting with a
 // letter or digit, no "..". Everything else (".git", ".Trash-0", "desktop.ini "...) is refused
 // without asking the Hub.

@@ -76,7 +76,7 @@ void transpose_words(uint8_t* p, size_t n) {
   }
 }
 
-std::string block_error(size_t block, const std::string& what) {
+std::string bitshuffle_block_error(size_t block, const std::string& what) {
   return "bitshuffle: block " + std::to_string(block) + " " + what;
 }
 
@@ -85,23 +85,23 @@ Status decompress_block(unsigned compression, ZSTD_DCtx_s* ctx, size_t block, co
                         size_t in_size, uint8_t* out, size_t bytes) {
   if (compression == kLz4) {
     if (in_size > static_cast<size_t>(INT_MAX) || bytes > static_cast<size_t>(INT_MAX)) {
-      return hubfs::Corrupt(block_error(block, "is too large for LZ4"));
+      return hubfs::Corrupt(bitshuffle_block_error(block, "is too large for LZ4"));
     }
     int got = LZ4_decompress_safe(reinterpret_cast<const char*>(in), reinterpret_cast<char*>(out),
                                   static_cast<int>(in_size), static_cast<int>(bytes));
-    if (got < 0) return hubfs::Corrupt(block_error(block, "is not valid LZ4"));
+    if (got < 0) return hubfs::Corrupt(bitshuffle_block_error(block, "is not valid LZ4"));
     if (static_cast<size_t>(got) != bytes) {
       return hubfs::Corrupt(
-          block_error(block, "decoded " + std::to_string(got) + " bytes, expected " + std::to_string(bytes)));
+          bitshuffle_block_error(block, "decoded " + std::to_string(got) + " bytes, expected " + std::to_string(bytes)));
     }
     return Status::Ok();
   }
   size_t got = ZSTD_decompressDCtx(ctx, out, bytes, in, in_size);
   if (ZSTD_isError(got))
-    return hubfs::Corrupt(block_error(block, std::string("zstd: ") + ZSTD_getErrorName(got)));
+    return hubfs::Corrupt(bitshuffle_block_error(block, std::string("zstd: ") + ZSTD_getErrorName(got)));
   if (got != bytes) {
     return hubfs::Corrupt(
-        block_error(block, "decoded " + std::to_string(got) + " bytes, expected " + std::to_string(bytes)));
+        bitshuffle_block_error(block, "decoded " + std::to_string(got) + " bytes, expected " + std::to_string(bytes)));
   }
   return Status::Ok();
 }

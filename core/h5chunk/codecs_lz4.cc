@@ -12,16 +12,16 @@
 namespace h5chunk::codec {
 namespace {
 
-constexpr size_t kHeaderBytes = 12;      // u64 plain size + u32 block size
+constexpr size_t kLz4HeaderBytes = 12;      // u64 plain size + u32 block size
 
-std::string block_error(size_t block, const std::string& what) {
+std::string lz4_block_error(size_t block, const std::string& what) {
   return "lz4: block " + std::to_string(block) + " " + what;
 }
 
 }  // namespace
 
 Result<size_t> lz4_hdf5_decode(const uint8_t* in, size_t in_size, Target out) {
-  if (in_size < kHeaderBytes) {
+  if (in_size < kLz4HeaderBytes) {
     return hubfs::Corrupt("lz4: " + std::to_string(in_size) + " bytes is shorter than the 12-byte header");
   }
   uint64_t total = load_be64(in);
@@ -38,7 +38,7 @@ Result<size_t> lz4_hdf5_decode(const uint8_t* in, size_t in_size, Target out) {
     return hubfs::Corrupt("lz4: block size " + std::to_string(block_size) + " exceeds what LZ4 can decode");
   }
 
-  size_t pos = kHeaderBytes;
+  size_t pos = kLz4HeaderBytes;
   size_t written = 0;
   for (size_t block = 0; written < total; ++block) {
     size_t plain = static_cast<size_t>(std::min<uint64_t>(block_size, total - written));
@@ -51,9 +51,9 @@ Result<size_t> lz4_hdf5_decode(const uint8_t* in, size_t in_size, Target out) {
       int got = LZ4_decompress_safe(reinterpret_cast<const char*>(in + pos),
                                     reinterpret_cast<char*>(out.data + written), static_cast<int>(compressed),
                                     static_cast<int>(plain));
-      if (got < 0) return hubfs::Corrupt(block_error(block, "is not valid LZ4"));
+      if (got < 0) return hubfs::Corrupt(lz4_block_error(block, "is not valid LZ4"));
       if (static_cast<size_t>(got) != plain) {
-        return hubfs::Corrupt(block_error(
+        return hubfs::Corrupt(lz4_block_error(
             block, "decoded " + std::to_string(got) + " bytes, expected " + std::to_string(plain)));
       }
     }

@@ -33,7 +33,11 @@ Result<size_t> HubByteSource::pread(void* dst, uint64_t offset, size_t len, cons
     return r;
   }
   auto pending = std::make_shared<PendingRead>();
-  std::thread([pending, file = file_, offset, len] {
+  {
+    std::lock_guard<std::mutex> lock(helpers_->mu);
+    ++helpers_->running;
+  }
+  std::thread([pending, helpers = helpers_, file = file_, offset, len]() mutable {
     std::vector<BlockBytes> all;
     Status status;
     size_t got = 0;
@@ -49,11 +53,17 @@ Result<size_t> HubByteSource::pread(void* dst, uint64_t offset, size_t len, cons
         all.push_back(std::move(b));
       }
     }
-    std::lock_guard<std::mutex> lock(pending->mu);
-    pending->status = std::move(status);
-    pending->slices = std::move(all);
-    pending->done = true;
-    pending->cv.notify_all();
+    file.reset();  // before counting out: the destructor may then drop the last reference
+    {
+      std::lock_guard<std::mutex> lock(pending->mu);
+      pending->status = std::move(status);
+      pending->slices = std::move(all);
+      pending->done = true;
+      pending->cv.notify_all();
+    }
+    std::lock_guard<std::mutex> lock(helpers->mu);
+    --helpers->running;
+    helpers->cv.notify_all();
   }).detach();
   std::unique_lock<std::mutex> lock(pending->mu);
   while (!pending->cv.wait_for(lock, kCancelPoll, [&] { return pending->done; })) {
@@ -67,6 +77,11 @@ Result<size_t> HubByteSource::pread(void* dst, uint64_t offset, size_t len, cons
     copied += n;
   }
   return copied;
+}
+
+HubByteSource::~HubByteSource() {
+  std::unique_lock<std::mutex> lock(helpers_->mu);
+  helpers_->cv.wait(lock, [this] { return helpers_->running == 0; });
 }
 
 void HubByteSource::hint(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {

@@ -9,7 +9,9 @@
 // source and hands it to h5chunk's (python/src).
 #pragma once
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -23,21 +25,34 @@ class HubByteSource : public h5chunk::ByteSource {
  public:
   // `name`: the file's URL, for messages.
   HubByteSource(std::shared_ptr<HubFile> file, std::string name) : file_(std::move(file)), name_(std::move(name)) {}
+  // Waits for the helpers of cancelled reads still running (each ends within the session's read
+  // timeout): none outlives the source, so none still uses the session, its transport or the
+  // process's statics while the program exits.
+  ~HubByteSource() override;
 
   const std::string& name() const override { return name_; }
   uint64_t size() const override { return file_->size(); }
   // Without `cancel`, HubFile::pread on the calling thread. With it, the read waits on a helper
   // thread for the blocks (kept as cached slices, no copy) while the caller checks *cancel every
   // kCancelPoll: a cancelled read returns at once and the helper finishes on its own (its read
-  // is bounded by the session's read timeout), never touching `dst`.
+  // is bounded by the session's read timeout), never touching `dst`; the destructor waits for it.
   Result<size_t> pread(void* dst, uint64_t offset, size_t len, const std::atomic<bool>* cancel = nullptr) override;
   void hint(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) override;
 
   const std::shared_ptr<HubFile>& file() const { return file_; }
 
  private:
+  // Helper threads still running, counted; each holds this by shared_ptr and drops its HubFile
+  // before it counts itself out.
+  struct Helpers {
+    std::mutex mu;
+    std::condition_variable cv;
+    int running = 0;
+  };
+
   std::shared_ptr<HubFile> file_;
   std::string name_;
+  std::shared_ptr<Helpers> helpers_ = std::make_shared<Helpers>();
 };
 
 // Opens hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH with its own session (pinned repo,

@@ -28,7 +28,7 @@ namespace {
 constexpr const char* kPython = "/usr/bin/python3";  // Debian's: the script needs stdlib only
 constexpr const char* kServerScript = HUBFS_SOURCE_DIR "/tools/hub_server.py";
 // Python starts in well under a second; 10 s only trips on a server that is really stuck.
-constexpr auto kStartTimeout = std::chrono::seconds(10);
+constexpr auto kHubStartTimeout = std::chrono::seconds(10);
 // The server shuts down at once on SIGTERM; this bounds a wedged one.
 constexpr auto kStopGrace = std::chrono::seconds(3);
 // Control requests are tiny and local: anything slower than this is a hung server.
@@ -196,7 +196,7 @@ std::unique_ptr<LocalHub> LocalHub::start(const LocalHubOptions& options) {
   }
 
   std::string line;
-  LineResult got = read_line(hub->stdout_fd_, Clock::now() + kStartTimeout, &line);
+  LineResult got = read_line(hub->stdout_fd_, Clock::now() + kHubStartTimeout, &line);
   std::istringstream words(line);
   std::string listening, url, cdn, cdn_url;
   words >> listening >> url >> cdn >> cdn_url;
