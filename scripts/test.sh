@@ -57,7 +57,9 @@ run_tsan=1; [ "$quick" = 0 ] && [ "${HUBFS_SKIP_TSAN:-0}" != "1" ] || run_tsan=0
 
 # The sanitizer builds make every test program and what the tests drive (all_tests: the daemon
 # and h5chunk run sanitized under the integration tests; a report aborts them, which fails the
-# test). The local Hub server's own test is Python: nothing to sanitize.
+# test). The local Hub server's own test is Python: nothing to sanitize. Their CTest tests are one
+# per gtest suite, not one per test (HUBFS_TESTS_PER_SUITE): a sanitized process costs 0.1-0.3 s
+# to start, and a suite's shared servers start once.
 start_background_build() {  # kind (asan|tsan), niceness, cmake options...
   local kind=$1 niceness=$2; shift 2
   mkdir -p "build-$kind"
@@ -91,8 +93,8 @@ else
   step "build (RelWithDebInfo): the programs, the Python packages and the tests"
   # Not the benchmarks: nothing here runs them (./scripts/build.sh alone builds everything).
   BUILD_TARGETS="all_tests python" ./scripts/build.sh
-  [ "$run_asan" = 1 ] && start_background_build asan 10 -DHUBFS_SANITIZE=ON
-  [ "$run_tsan" = 1 ] && start_background_build tsan 19 -DHUBFS_TSAN=ON
+  [ "$run_asan" = 1 ] && start_background_build asan 10 -DHUBFS_SANITIZE=ON -DHUBFS_TESTS_PER_SUITE=ON
+  [ "$run_tsan" = 1 ] && start_background_build tsan 19 -DHUBFS_TSAN=ON -DHUBFS_TESTS_PER_SUITE=ON
   step "tests, slow ones included"
   ctest --test-dir build --output-on-failure -j2 --timeout 900 "${CTEST_ARGS[@]}"
 fi
