@@ -309,7 +309,7 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
     const std::string parent = slash == std::string::npos ? "" : subfolder.substr(0, slash);
     std::optional<std::vector<TreeEntry>> found;
     if (listings) found = listings->load_dir(info->commit, parent);
-    if (!found && offline) found = std::vector<TreeEntry>{TreeEntry{subfolder, true, 0, "", std::nullopt}};
+    if (!found && offline) found = std::vector<TreeEntry>{TreeEntry{subfolder, true, 0, "", std::nullopt, std::nullopt}};
     if (!found) {
       auto asked = s.stack.hub->paths_info(pinned, {subfolder});
       if (!asked.ok()) return asked.status();
