@@ -8,9 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include <openssl/evp.h>
-
 #include "cache/fault_disk.h"
+#include "support/digest.h"
 #include "support/fake_transport.h"
 #include "support/temp_dir.h"
 
@@ -92,18 +91,7 @@ void wait_for_state(Pred done) {
   while (!done()) std::this_thread::yield();
 }
 
-std::string sha256_hex(const std::string& data) {
-  unsigned char digest[32];
-  unsigned int n = 0;
-  EVP_Digest(data.data(), data.size(), digest, &n, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned i = 0; i < n; ++i) {
-    static const char kHex[] = "0123456789abcdef";
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 15];
-  }
-  return hex;
-}
+using testing::sha256_hex;
 
 class BlockReaderTest : public ::testing::Test {
  protected:
