@@ -247,7 +247,9 @@ void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsO
   xet::XetReaderOptions options;
   options.threads = std::max(1, config.max_requests);
   if (config.cache_size != 0) {
-    s.chunk_cache = std::make_unique<xet::ChunkCache>(config.cache_dir + "/" + cache_admin::kXetChunkDir);
+    // Bounded by a quarter of --cache-size, beside the blocks (docs/xet.md, "The chunk cache").
+    s.chunk_cache = std::make_unique<xet::ChunkCache>(config.cache_dir + "/" + cache_admin::kXetChunkDir,
+                                                      config.cache_size / 4);
     options.chunk_cache = s.chunk_cache.get();
   }
   xet::TokenSource tokens = [hub = s.hub.get(), pinned]() -> Result<xet::XetToken> {
