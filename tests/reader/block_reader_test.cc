@@ -160,7 +160,9 @@ TEST_F(BlockReaderTest, OneFetchPerBlockHoweverManyReadersWait) {
     });
   }
   // Every reader but the one that sends the fetch joins its flight before the fetch answers.
-  wait_for_state([&] { return reader.stats().joined_flights == 7; });
+  // The flight exists before its request reaches the transport (the fetcher sends it from its
+  // own thread), so wait for both.
+  wait_for_state([&] { return reader.stats().joined_flights == 7 && transport_.request_count() >= 1; });
   EXPECT_EQ(transport_.request_count(), 1u);
   cdn_.open_gate();
   for (auto& t : readers) t.join();
@@ -229,7 +231,11 @@ TEST_F(BlockReaderTest, SequentialReadsFetchAheadRandomReadsDoNot) {
   }
   EXPECT_GT(sequential.ahead.window_blocks, 0u);
   // Wait for read-ahead to land, then the blocks it covered cost no further request.
-  wait_for_state([&] { return reader.stats().blocks_fetched >= 6; });
+  // Every request the reader sent must also have reached the transport (it is sent from the
+  // fetcher's thread), or one still on its way would count against the read below.
+  wait_for_state([&] {
+    return reader.stats().blocks_fetched >= 6 && transport_.request_count() == reader.stats().requests;
+  });
   size_t after_ahead = transport_.request_count();
   EXPECT_GT(after_ahead - before, 1u);
   ASSERT_EQ(read(reader, 2 * kBlock, 3 * kBlock), cdn_.content.substr(2 * kBlock, 3 * kBlock));
