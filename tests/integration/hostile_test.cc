@@ -38,10 +38,7 @@ const char* const kHostileSizes[] = {"9223372036854775807", "1844674407370955161
 
 std::string hubfs_bin() { return shell_quote(bin_path("hubfs")); }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+std::string slurp(const std::string& path) { return read_all(path); }
 
 class HostileTest : public ::testing::Test {
  protected:

@@ -60,10 +60,7 @@ std::string status_commit(const std::string& mountpoint) {
   return j.is_object() ? j.value("commit", "") : "";
 }
 
-std::string file_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+std::string file_text(const std::string& path) { return read_all(path); }
 
 // The mount lists the root before it answers, so the first open (or ls) of a top-level entry
 // costs no round trip on the first read's path.

@@ -72,10 +72,7 @@ std::string read_or_empty(const std::string& path) {
 
 long long count_kind(const nlohmann::json& stats, const char* kind) { return stats[kind].get<long long>(); }
 
-std::string file_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+std::string file_text(const std::string& path) { return read_all(path); }
 
 TEST(RequestEconomy, FindOverSixHundredFilesCostsAFewApiRequests) {
   Dataset data;

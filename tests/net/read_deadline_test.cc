@@ -14,6 +14,7 @@
 #include "net/retrying_transport.h"
 #include "support/fake_transport.h"
 #include "support/manual_clock.h"
+#include "support/pattern.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -103,12 +104,8 @@ TEST(ReadDeadline, RequestsWithoutADeadlineKeepTheirAttemptCount) {
 class RangeQuirks : public ::testing::Test {
  protected:
   RangeQuirks() : content_(pattern(1 << 20)) {}
-  static std::string pattern(size_t n) {
-    std::mt19937 rng(5);
-    std::string s(n, '\0');
-    for (auto& c : s) c = static_cast<char>(rng());
-    return s;
-  }
+  // The support library's pattern (optimized and uninstrumented in the sanitizer builds).
+  static std::string pattern(size_t n) { return testing::pattern_bytes(5, 0, n); }
   // A CDN that refuses the first `refusals` requests with `code`, then serves the range.
   FakeTransport::Handler cdn(long code, int refusals) {
     return [this, code, refusals](const HttpRequest& req) -> Result<HttpResponse> {
