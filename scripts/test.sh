@@ -2,11 +2,15 @@
 # The test suite, in two sizes:
 #
 #   ./scripts/test.sh          the full suite, what CI runs: installs what is needed, builds, and
-#                              runs every test (unit, integration on real FUSE mounts, the local Hub
-#                              server's own test, slow tests, Python); then the unit and
-#                              integration tests again under AddressSanitizer + UndefinedBehavior-
+#                              runs the unit tests, the slow tests (long fuzz runs, stress, quota
+#                              windows: only here), the local Hub server's own test and pytest;
+#                              then the unit and integration tests (real FUSE mounts, the daemon
+#                              and CLIs sanitized too) under AddressSanitizer + UndefinedBehavior-
 #                              Sanitizer (skip with HUBFS_SKIP_ASAN=1) and under ThreadSanitizer
-#                              (skip with HUBFS_SKIP_TSAN=1). Slow tests run once, in the first pass.
+#                              (skip with HUBFS_SKIP_TSAN=1). The integration tests run in the
+#                              sanitizer passes only: twice there already, and a third, plain run
+#                              cost the first pass more CPU than any other part of it but the
+#                              slow tests. (HUBFS_SKIP_ASAN=1 HUBFS_SKIP_TSAN=1 runs them plain.)
 #   ./scripts/test.sh --quick  the edit loop: an incremental build of the tests, then the unit and
 #                              integration tests (not the slow ones) and the Python tests, no
 #                              sanitizers.
@@ -121,8 +125,16 @@ else
   BUILD_TARGETS="all_tests python" ./scripts/build.sh
   [ "$run_asan" = 1 ] && start_background_build asan 10 -DHUBFS_SANITIZE=ON -DHUBFS_TESTS_PER_SUITE=ON
   [ "$run_tsan" = 1 ] && start_background_build tsan 19 -DHUBFS_TSAN=ON -DHUBFS_TESTS_PER_SUITE=ON
-  step "tests, slow ones included"
-  ctest --test-dir build --output-on-failure -j2 --timeout 900 "${CTEST_ARGS[@]}"
+  if [ "$run_asan" = 1 ] || [ "$run_tsan" = 1 ]; then
+    # Any label matching: unit tests, slow tests (of every tier), the local Hub server's test and
+    # the doors without a mount (test_server, label "server"). The other integration tests run
+    # under the sanitizers below.
+    step "unit tests, slow tests (integration ones included), the Hub server's tests"
+    ctest --test-dir build --output-on-failure -j2 --timeout 900 -L '^(unit|slow|server)$' "${CTEST_ARGS[@]}"
+  else
+    step "tests, slow ones included"
+    ctest --test-dir build --output-on-failure -j2 --timeout 900 "${CTEST_ARGS[@]}"
+  fi
 fi
 
 # --- Python packages (h5chunk, hubfs): pytest with Debian's interpreter on the fresh build.

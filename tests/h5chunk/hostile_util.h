@@ -8,12 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "support/mount_harness.h"
+
 namespace h5chunk::testing {
 
+// With read(2) (support/mount_harness.h), not an istreambuf_iterator: a byte per call at the
+// test code's -O0 was 4% of test_h5chunk's time under TSan.
 inline std::vector<uint8_t> read_file_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot read " + path);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+  if (!std::ifstream(path, std::ios::binary)) throw std::runtime_error("cannot read " + path);
+  const std::string bytes = hubfs::testing::read_all(path);
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
 inline void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
