@@ -415,7 +415,7 @@ int main(int real_argc, char** real_argv) {
                     "The cache directory (default $HUBFS_CACHE_DIR, else $XDG_CACHE_HOME/hubfs, else "
                     "~/.cache/hubfs)");
   bool json = false;
-  auto* info = cache->add_subcommand("info", "Total size and blocks, the budget, and usage by repo and file.");
+  auto* info = cache->add_subcommand("info", "Total size and blocks, the budget, usage by repo and file, and the Xet chunks with what they served instead of the network.");
   info->add_flag("--json", json,
                  "One JSON object: total_bytes, blocks, budget_bytes (null if unknown), repos "
                  "[{repo, bytes, blocks, files [...]}], unindexed_bytes, unindexed_blocks");

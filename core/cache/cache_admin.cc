@@ -16,6 +16,7 @@
 #include "cache/cache_disk.h"
 #include "cache/content_verifier.h"
 #include "cache/listing_store.h"
+#include "common/counter_file.h"
 
 namespace hubfs::cache_admin {
 namespace {
@@ -189,6 +190,9 @@ Result<Usage> info(const std::string& cache_dir) {
       usage.xet_chunks += 1;
       usage.xet_chunk_bytes += it->file_size(ec);
     }
+    const counter_file::Totals served = counter_file::read(cache_dir + "/" + kXetSavedFile);
+    if (auto it = served.find("chunks"); it != served.end()) usage.xet_served_chunks = it->second;
+    if (auto it = served.find("bytes"); it != served.end()) usage.xet_served_bytes = it->second;
   }
 
   std::map<std::string, RepoUsage> repos;
@@ -247,7 +251,9 @@ nlohmann::json to_json(const Usage& u) {
           {"listing_files", u.listing_files},
           {"listing_bytes", u.listing_bytes},
           {"xet_chunks", u.xet_chunks},
-          {"xet_chunk_bytes", u.xet_chunk_bytes}};
+          {"xet_chunk_bytes", u.xet_chunk_bytes},
+          {"xet_served_chunks", u.xet_served_chunks},
+          {"xet_served_bytes", u.xet_served_bytes}};
 }
 
 static std::string blocks_text(uint64_t n) { return std::to_string(n) + (n == 1 ? " block" : " blocks"); }
@@ -281,6 +287,12 @@ std::string to_text(const Usage& u) {
   if (u.xet_chunks > 0) {
     out << "\nXet chunks, shared by every file and revision that holds them: " << human_bytes(u.xet_chunk_bytes)
         << " in " << u.xet_chunks << (u.xet_chunks == 1 ? " chunk" : " chunks") << "\n";
+  }
+  if (u.xet_served_chunks > 0) {
+    out << "Xet chunks served from this cache instead of the network (shared with another file or revision, "
+           "or kept after their file's blocks were evicted): "
+        << human_bytes(u.xet_served_bytes) << " in " << u.xet_served_chunks
+        << (u.xet_served_chunks == 1 ? " chunk" : " chunks") << " since the cache was made or cleared\n";
   }
   if (u.repos.size() > 1) out << "\n(blocks of a file several repos share count for each of them)\n";
   return out.str();
@@ -362,6 +374,7 @@ Result<Removed> clear(const std::string& cache_dir, const std::string& repo) {
   if (repo.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(cache_dir + "/" + kXetChunkDir, ec);
+    std::filesystem::remove(cache_dir + "/" + kXetSavedFile, ec);
   }
   return removed;
 }

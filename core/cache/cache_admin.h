@@ -48,10 +48,17 @@ struct Usage {
   // revision that holds them: what a second revision did not fetch again.
   uint64_t xet_chunks = 0;
   uint64_t xet_chunk_bytes = 0;
+  // What reads took from those chunks instead of the network, over every mount of this cache
+  // directory since it was made or cleared (kXetSavedFile): chunks another file or revision had
+  // brought (dedup), or that outlived their file's evicted blocks.
+  uint64_t xet_served_chunks = 0;
+  uint64_t xet_served_bytes = 0;
 };
 
 // The chunk cache's directory under a cache directory (core/xet/chunk_cache.h).
 inline constexpr const char* kXetChunkDir = "xet-chunks";
+// Its count of what it served (common/counter_file.h; xet::ChunkCache::saved_path of the above).
+inline constexpr const char* kXetSavedFile = "xet-chunks.saved";
 
 // Fails only when the directory does not exist or is not a hubfs cache.
 Result<Usage> info(const std::string& cache_dir);

@@ -11,6 +11,8 @@
 #include <tuple>
 #include <vector>
 
+#include "common/counter_file.h"
+
 namespace hubfs::xet {
 
 namespace {
@@ -31,6 +33,17 @@ std::atomic<uint64_t> g_tmp_counter{0};
 }  // namespace
 
 ChunkCache::ChunkCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+
+ChunkCache::~ChunkCache() { flush_saved(); }
+
+void ChunkCache::flush_saved() {
+  const uint64_t hits = unsaved_hits_.exchange(0), bytes = unsaved_bytes_.exchange(0);
+  if (hits == 0 && bytes == 0) return;
+  struct stat st;
+  if (::stat(dir_.c_str(), &st) != 0) return;  // nothing was ever stored here: nothing to count
+  // A failure loses this much of a statistic; the cache itself is unaffected.
+  (void)counter_file::add(saved_path(dir_), {{"chunks", hits}, {"bytes", bytes}});
+}
 
 std::string ChunkCache::path_of(const MerkleHash& xorb, uint32_t index) const {
   const std::string hex = xorb.hex();
@@ -77,6 +90,8 @@ std::optional<std::string> ChunkCache::get(const MerkleHash& xorb, uint32_t inde
   }
   ++hits_;
   hit_bytes_ += bytes.size() - 32;
+  ++unsaved_hits_;
+  if (unsaved_bytes_.fetch_add(bytes.size() - 32) + bytes.size() - 32 >= kSavedFlushBytes) flush_saved();
   if (max_bytes_ != 0) ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: evicted last
   if (hash) *hash = stored;
   return bytes.substr(32);

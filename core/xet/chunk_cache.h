@@ -15,6 +15,11 @@
 // other processes sharing the directory stored or removed. One sweep at a time; a put that finds
 // one running goes on without waiting.
 //
+// What it served instead of the network is also kept beside the directory, in `<dir>.saved`
+// (common/counter_file.h: "chunks N" and "bytes N", summed over every process that used the
+// directory), for `hubfs cache info`: added every kSavedFlushBytes served and when the cache is
+// destroyed (a daemon killed with SIGKILL loses at most that much of the count).
+//
 // Thread-safe (each call touches its own file; counters are atomic; sweeps under sweep_mu_, which
 // is held across nothing but this directory's own files).
 #pragma once
@@ -44,6 +49,13 @@ class ChunkCache {
   // dir is created on first put(). max_bytes: the most its files may take (headers included);
   // 0 for no bound.
   explicit ChunkCache(std::string dir, uint64_t max_bytes = 0);
+  ~ChunkCache();  // adds what is left of the served count to `<dir>.saved`
+  ChunkCache(const ChunkCache&) = delete;
+  ChunkCache& operator=(const ChunkCache&) = delete;
+
+  static constexpr uint64_t kSavedFlushBytes = 16ull << 20;
+  // The file beside `dir` that counts what every cache on it served: keys "chunks" and "bytes".
+  static std::string saved_path(const std::string& dir) { return dir + ".saved"; }
 
   // The chunk's content if present and intact; *hash (if given) gets its hash.
   std::optional<std::string> get(const MerkleHash& xorb, uint32_t index, MerkleHash* hash = nullptr);
@@ -61,6 +73,8 @@ class ChunkCache {
   // Lists the directory, sets bytes_ to what it holds, and if that is over max_bytes_ removes
   // the oldest files (by mtime) down to 90% of it. Called with sweep_mu_ held.
   void sweep();
+  // Moves the served count not yet written into `<dir>.saved` (if the directory exists).
+  void flush_saved();
 
   std::string dir_;
   const uint64_t max_bytes_;
@@ -68,6 +82,7 @@ class ChunkCache {
   std::atomic<bool> counted_{false};  // bytes_ was set from a listing at least once
   std::atomic<uint64_t> bytes_{0};  // what the directory holds, as far as this process knows
   std::atomic<uint64_t> hits_{0}, hit_bytes_{0}, misses_{0}, stored_{0}, damaged_{0}, evicted_{0};
+  std::atomic<uint64_t> unsaved_hits_{0}, unsaved_bytes_{0};  // served, not yet in <dir>.saved
 };
 
 }  // namespace hubfs::xet

@@ -16,6 +16,7 @@
 #include "cache/block_file.h"
 #include "cache/cache_index.h"
 #include "cache/listing_store.h"
+#include "common/counter_file.h"
 #include "support/temp_dir.h"
 
 namespace hubfs {
@@ -349,6 +350,34 @@ TEST_F(CacheAdminTest, ListingsAreCountedKeptByPruneAndDroppedByClear) {
   EXPECT_FALSE(cache_admin::clear(dir_.str(), "datasets/org/y").ok());  // nothing left of it
   EXPECT_EQ(cache_admin::clear(dir_.str())->listing_files, 1u);
   EXPECT_EQ(cache_admin::info(dir_.str())->listing_files, 0u);
+}
+
+// What the Xet chunk cache served instead of the network (its <dir>.saved count, which the mount
+// writes: xet/chunk_cache.h) shows in info, and a whole clear resets it with the chunks.
+TEST_F(CacheAdminTest, XetServedCountIsReportedAndClearedWithTheChunks) {
+  put(kA, 1);
+  record("datasets/org/x", "a.bin", kA);
+  const std::string chunks = dir_.str() + "/" + cache_admin::kXetChunkDir;
+  fs::create_directories(chunks + "/ab");
+  std::ofstream(chunks + "/ab/chunk.0") << std::string(100, 'c');
+  ASSERT_TRUE(counter_file::add(dir_.str() + "/" + cache_admin::kXetSavedFile, {{"chunks", 7}, {"bytes", 458752}}).ok());
+
+  auto usage = cache_admin::info(dir_.str());
+  ASSERT_TRUE(usage.ok()) << usage.status().message();
+  EXPECT_EQ(usage->xet_chunks, 1u);
+  EXPECT_EQ(usage->xet_served_chunks, 7u);
+  EXPECT_EQ(usage->xet_served_bytes, 458752u);
+  EXPECT_EQ(cache_admin::to_json(*usage)["xet_served_bytes"], 458752);
+  const std::string text = cache_admin::to_text(*usage);
+  EXPECT_NE(text.find("instead of the network"), std::string::npos) << text;
+  EXPECT_NE(text.find("in 7 chunks"), std::string::npos) << text;
+
+  ASSERT_TRUE(cache_admin::clear(dir_.str(), "datasets/org/x").ok());  // one repo: chunks stay
+  EXPECT_EQ(cache_admin::info(dir_.str())->xet_served_chunks, 7u);
+  ASSERT_TRUE(cache_admin::clear(dir_.str()).ok());  // everything: the count starts again
+  usage = cache_admin::info(dir_.str());
+  EXPECT_EQ(usage->xet_served_chunks, 0u);
+  EXPECT_EQ(cache_admin::to_text(*usage).find("instead of the network"), std::string::npos);
 }
 
 TEST(ListingStore, RepoKeysCannotLeaveTheirDirectory) {

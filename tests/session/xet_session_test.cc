@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cache/cache_admin.h"
 #include "fs/session.h"
 #include "support/local_hub.h"
 #include "support/pattern.h"
@@ -188,8 +189,15 @@ TEST_F(XetSessionTest, SecondRevisionFetchesOnlyItsChangedChunks) {
   // issue's 300 MB case against its 5% target.)
   EXPECT_LT(fetched, 0.25 * kSize) << stats.dump();
   EXPECT_GT(fetched, 0) << stats.dump();
-  EXPECT_GT(s2->stack.chunk_cache->stats().hit_bytes, kSize * 3 / 4);
+  const uint64_t served = s2->stack.chunk_cache->stats().hit_bytes;
+  EXPECT_GT(served, kSize * 3 / 4);
   EXPECT_EQ(s2->stack.xet->stats().files_verified, 1u);
+  // Once the session is gone, `hubfs cache info` reports what the chunk cache saved.
+  s2.reset();
+  auto usage = cache_admin::info(config().cache_dir);
+  ASSERT_TRUE(usage.ok()) << usage.status().message();
+  EXPECT_EQ(usage->xet_served_bytes, served);
+  EXPECT_GT(usage->xet_served_chunks, 0u);
 }
 
 TEST_F(XetSessionTest, DisableXetReadsThroughTheBridge) {

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/counter_file.h"
 #include "support/temp_dir.h"
 
 namespace hubfs::xet {
@@ -95,6 +96,46 @@ TEST(ChunkCacheBound, ZeroMeansNoBound) {
   for (uint32_t i = 0; i < 50; ++i) put(cache, i);
   EXPECT_EQ(cache.stats().evicted, 0u);
   for (uint32_t i = 0; i < 50; ++i) EXPECT_TRUE(cache.contains(xorb_of(), i)) << i;
+}
+
+}  // namespace HUBFS_UNITY_ID
+}  // namespace hubfs::xet
+
+namespace hubfs::xet {
+namespace HUBFS_UNITY_ID {
+
+// What the caches on one directory served instead of the network is summed in <dir>.saved, for
+// `hubfs cache info`: each cache adds its count when it goes (and every 16 MiB before that).
+TEST(ChunkCacheServed, EveryCacheOnADirectoryAddsWhatItServed) {
+  TempDir dir;
+  const std::string root = (dir.path() / "chunks").string();
+  const std::string saved = ChunkCache::saved_path(root);
+  uint64_t served_bytes = 0;
+  {
+    ChunkCache first(root);
+    for (uint32_t i = 0; i < 3; ++i) put(first, i);
+    for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(first.get(xorb_of(), i).has_value());
+    EXPECT_FALSE(first.get(xorb_of(), 99).has_value());  // a miss serves nothing
+    served_bytes = first.stats().hit_bytes;
+    EXPECT_EQ(served_bytes, 3 * kChunk + 3);  // contents end in "0", "1", "2"
+  }
+  counter_file::Totals totals = counter_file::read(saved);
+  EXPECT_EQ(totals["chunks"], 3u);
+  EXPECT_EQ(totals["bytes"], served_bytes);
+  {
+    ChunkCache second(root);  // a later mount of the same cache directory
+    ASSERT_TRUE(second.get(xorb_of(), 1).has_value());
+  }
+  totals = counter_file::read(saved);
+  EXPECT_EQ(totals["chunks"], 4u);
+  EXPECT_EQ(totals["bytes"], served_bytes + kChunk + 1);
+}
+
+TEST(ChunkCacheServed, ACacheThatServedNothingWritesNothing) {
+  TempDir dir;
+  const std::string root = (dir.path() / "chunks").string();
+  { ChunkCache unused(root); }
+  EXPECT_FALSE(std::filesystem::exists(ChunkCache::saved_path(root)));
 }
 
 }  // namespace HUBFS_UNITY_ID
