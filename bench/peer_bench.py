@@ -6,6 +6,7 @@ run over the bundled local Hub server; prints a table and the ratios the issue a
         [--latency-ms 50] [--bandwidth-mbps 400] [--repeat 3] [--seq-mb 300] [--dir DIR]
         [--json OUT.json] [--contenders local,hubfs,rclone,direct] [--workloads zea16,zea5,seq]
         [--contenders hubfs,base --baseline-bin OTHER/build/bin]
+        [--xet --contenders hubfs,bridge,direct --workloads zea16]   # Xet-stored files
     /usr/bin/python3 bench/peer_bench.py --latency-ms 20 --bandwidth-mbps 0   # "nothing worse"
 
 Workloads (files written once into DIR/data, default /tmp/hubfs_peer_bench):
@@ -20,9 +21,15 @@ Contenders:
                  (/_plain/...): + h5py, + `h5chunk read`, + read();
   base           with --baseline-bin DIR: the same as hubfs with DIR's hubfs and h5chunk (another
                  commit's build/bin), for before/after ratios measured in one run;
+  bridge         with --xet: hubfs with HF_HUB_DISABLE_XET=1, reading the Xet-stored files through
+                 the server's bridge (the resolve redirect), as before native Xet reads;
   direct         the limit: the same byte ranges (each chunk of the selection as one range; the
                  sequential file in 8 MiB ranges) fetched straight from the CDN origin over 16
                  connections (Python threads, http.client), no FUSE, no decoding.
+With --xet the server stores the files as Xet (xorbs of content-defined chunks, packed by
+build/bin/hubfs-xet-pack at startup): hubfs reads them natively (reconstruction plans, xorb
+ranges, every chunk's hash checked), the direct limit still fetches the file's own byte ranges
+from where the resolve redirects.
 Cold: fresh mount, empty cache directory, `echo 3 > /proc/sys/vm/drop_caches`. Warm: a second
 read on the same mount with the page cache dropped again (hubfs's block cache, rclone's VFS
 cache kept). Every figure is the median of --repeat runs; contenders are interleaved within a
@@ -144,13 +151,14 @@ def checksum(array):
 
 
 class Hub:
-    def __init__(self, root, latency_ms, bandwidth_mbps, log_file):
+    def __init__(self, root, latency_ms, bandwidth_mbps, log_file, xet=False):
         # --exit-on-stdin-eof: if this script dies without its finally blocks (SIGKILL), the
         # server still goes with it.
+        extra = ["--xet", "--xet-pack", os.path.join(BIN, "hubfs-xet-pack")] if xet else []
         with open(log_file, "w") as err:
             self.proc = subprocess.Popen(
                 ["/usr/bin/python3", SERVER, "--root", root, "--latency-ms", str(latency_ms),
-                 "--bandwidth-mbps", str(bandwidth_mbps), "--exit-on-stdin-eof"],
+                 "--bandwidth-mbps", str(bandwidth_mbps), "--exit-on-stdin-eof"] + extra,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
         words = self.proc.stdout.readline().split()
         if len(words) != 4 or words[0] != "listening":
@@ -220,13 +228,18 @@ def force_unmount(mnt):
 
 
 class HubfsMount:
-    def __init__(self, hub, mnt, cache, max_requests, log_file, bin_dir=BIN):
+    def __init__(self, hub, mnt, cache, max_requests, log_file, bin_dir=BIN, bridge=False):
         self.mnt = mnt
         self.bin_dir = bin_dir
+        env = dict(os.environ)
+        env.pop("HF_HUB_DISABLE_XET", None)
+        if bridge:
+            env["HF_HUB_DISABLE_XET"] = "1"
         r = subprocess.run([os.path.join(bin_dir, "hubfs"), "mount", REPO, mnt, "--endpoint", hub.url,
                             "--cache-dir", cache, "--max-requests", str(max_requests),
                             "--log-file", log_file],
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=MOUNT_WAIT_S * 2)
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=MOUNT_WAIT_S * 2,
+                           env=env)
         if r.returncode != 0:
             raise RuntimeError("hubfs mount failed: %s" % (r.stderr or r.stdout).strip())
 
@@ -424,9 +437,9 @@ class Bench:
         cache = os.path.join(self.work, "cache-%s-%s-%s-%d" % (contender, reader, workload, rep))
         log_file = os.path.join(self.logs, os.path.basename(cache) + ".log")
         try:
-            if contender in ("hubfs", "base"):
+            if contender in ("hubfs", "base", "bridge"):
                 self.mount = HubfsMount(self.hub, self.mnt, cache, self.args.requests, log_file,
-                                        self.bin_dir(contender))
+                                        self.bin_dir(contender), bridge=contender == "bridge")
             else:
                 self.mount = RcloneMount(self.hub, self.mnt, cache, log_file)
             path = os.path.join(self.mnt, SEQ if workload == "seq" else ZEA)
@@ -461,7 +474,7 @@ class Bench:
             except OSError:
                 shutil.copy(src, dst)
         self.hub = Hub(os.path.join(self.work, "hub"), args.latency_ms, args.bandwidth_mbps,
-                       os.path.join(self.logs, "hub_server.log"))
+                       os.path.join(self.logs, "hub_server.log"), xet=args.xet)
         # Listing the repo once makes the server hash both files now, not inside a timed read.
         self.hub.request("GET", "/api/%s/tree/main?recursive=true" % REPO)
         self.load_before = os.getloadavg()
@@ -479,7 +492,7 @@ class Bench:
                 path = seq if workload == "seq" else zea
                 if "local" in args.contenders:
                     self.timed_read(("local", reader, workload, "cold"), path)
-                for contender in ("hubfs", "base", "rclone"):
+                for contender in ("hubfs", "base", "bridge", "rclone"):
                     if contender in args.contenders:
                         self.mounted_reads(contender, reader, workload, rep)
             locations = {w: self.hub.cdn_location(SEQ if w == "seq" else ZEA) for w in WORKLOADS}
@@ -526,6 +539,7 @@ class Bench:
         rows = [("local", "h5py"), ("local", "h5chunk"), ("local", "read"),
                 ("hubfs", "h5py"), ("hubfs", "h5chunk"), ("hubfs", "read"),
                 ("base", "h5py"), ("base", "h5chunk"), ("base", "read"),
+                ("bridge", "h5py"), ("bridge", "h5chunk"), ("bridge", "read"),
                 ("rclone", "h5py"), ("rclone", "h5chunk"), ("rclone", "read"),
                 ("direct", "ranges")]
         header = "%-16s %-6s %9s %8s %9s %8s %13s %12s" % ("contender", "work", "cold s", "MB/s", "warm s",
@@ -566,6 +580,10 @@ class Bench:
             ("hubfs+h5py vs rclone+h5py, 16 frames cold", ratio(t("rclone", "h5py", "zea16"), t("hubfs", "h5py", "zea16")), 3.0, "x"),
             ("hubfs sequential %d MB vs the direct limit, cold" % self.args.seq_mb, ratio(t("direct", "ranges", "seq"), t("hubfs", "read", "seq")), 0.7, ""),
         ]
+        if self.args.xet:  # issue 22's target for native Xet reads replaces the 0.7 above
+            checks = [c for c in checks if not c[0].startswith("hubfs+h5chunk vs the direct limit")]
+            checks.insert(0, ("Xet: hubfs+h5chunk vs the direct limit, 16 frames cold",
+                              ratio(t("direct", "ranges", "zea16"), t("hubfs", "h5chunk", "zea16")), 0.5, ""))
         print("ratios (time of the baseline / time of hubfs; cold = fresh mount, empty cache, drop_caches)")
         for name, value, target, unit in checks:
             if value is None:
@@ -578,6 +596,8 @@ class Bench:
             ("hubfs sequential vs rclone sequential, cold", ratio(t("rclone", "read", "seq"), t("hubfs", "read", "seq"))),
             ("hubfs+h5chunk vs rclone+h5py, 16 frames warm", ratio(t("rclone", "h5py", "zea16", "warm"), t("hubfs", "h5chunk", "zea16", "warm"))),
             ("hubfs+h5chunk warm vs local h5chunk (page cache dropped), 16 frames", ratio(t("local", "h5chunk", "zea16"), t("hubfs", "h5chunk", "zea16", "warm"))),
+            ("Xet: hubfs+h5chunk native vs through the bridge, 16 frames cold", ratio(t("bridge", "h5chunk", "zea16"), t("hubfs", "h5chunk", "zea16"))),
+            ("Xet: bridge+h5chunk vs the direct limit, 16 frames cold", ratio(t("direct", "ranges", "zea16"), t("bridge", "h5chunk", "zea16"))),
         ]
         for reader, workload in (("h5chunk", "zea16"), ("h5chunk", "zea5"), ("h5py", "zea16"), ("h5py", "zea5"),
                                  ("read", "seq")):
@@ -630,7 +650,8 @@ def main():
                    help="where the data files are kept between runs, and each run's mounts and caches")
     p.add_argument("--json", help="also write every measurement to this file")
     p.add_argument("--contenders", default="local,hubfs,rclone,direct",
-                   help="comma-separated subset of local,hubfs,base,rclone,direct (ratios need both sides)")
+                   help="comma-separated subset of local,hubfs,base,bridge,rclone,direct (ratios need both sides)")
+    p.add_argument("--xet", action="store_true", help="the server stores the files as Xet (see above)")
     p.add_argument("--baseline-bin", help="contender \"base\": the hubfs and h5chunk programs of this build "
                    "directory (another commit's build/bin), measured in the same run as this tree's")
     p.add_argument("--workloads", default="zea16,zea5,seq", help="comma-separated subset of zea16,zea5,seq")
@@ -638,7 +659,7 @@ def main():
     args = p.parse_args()
     args.contenders = set(args.contenders.split(","))
     args.workloads = set(args.workloads.split(","))
-    for name, chosen, allowed in (("--contenders", args.contenders, {"local", "hubfs", "base", "rclone", "direct"}),
+    for name, chosen, allowed in (("--contenders", args.contenders, {"local", "hubfs", "base", "bridge", "rclone", "direct"}),
                                   ("--workloads", args.workloads, set(WORKLOADS))):
         if not chosen or not chosen <= allowed:
             sys.exit("%s takes a comma-separated subset of %s" % (name, ",".join(sorted(allowed))))
@@ -648,6 +669,10 @@ def main():
         sys.exit("the HDF5 Blosc plugin is missing (apt-get install hdf5-filter-plugin-blosc-serial)")
     if ("base" in args.contenders) != bool(args.baseline_bin):
         sys.exit("the contender base and --baseline-bin DIR go together")
+    if ("bridge" in args.contenders) and not args.xet:
+        sys.exit("the contender bridge needs --xet")
+    if args.xet and not os.access(os.path.join(BIN, "hubfs-xet-pack"), os.X_OK):
+        sys.exit("%s is missing: run ./scripts/build.sh" % os.path.join(BIN, "hubfs-xet-pack"))
     for program in [os.path.join(d, p) for d in [BIN] + ([args.baseline_bin] if args.baseline_bin else [])
                     for p in ("hubfs", "h5chunk")]:
         if not os.access(program, os.X_OK):
