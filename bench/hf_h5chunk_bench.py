@@ -20,10 +20,17 @@ the decoded array:
   needs root and /dev/fuse (--no-mount skips it).
 
 And the issue's h5py case, frames 0:5 of the same file: h5py.File(hubfs.open(...)) against
-h5py over an fsspec HTTP file object."""
+h5py over an fsspec HTTP file object.
+
+And `hubfs cp` of a --cp-mb MB random file (default 300; 0 skips it) into a new cache directory,
+against the direct limit: the same bytes as 8 MiB ranges over 16 connections by curl
+(--parallel --parallel-max 16, to /dev/null: no hashing, no disk writes), from where the resolve
+redirects."""
 
 import argparse
 import asyncio
+import hashlib
+import http.client
 import json
 import os
 import statistics
@@ -31,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
 import h5py
@@ -99,6 +107,41 @@ def seed_read(url, frames):
     return out
 
 
+def write_random(path, size):
+    with open(path, "wb") as f:
+        left = size
+        while left:
+            n = min(left, 8 << 20)
+            f.write(os.urandom(n))
+            left -= n
+
+
+def cdn_location(endpoint, repo_path):
+    """Where the resolve of repo_path redirects (the CDN), without following it."""
+    u = urllib.parse.urlsplit(endpoint)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    try:
+        conn.request("GET", "/" + repo_path)
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status in (302, 307), "resolve answered %d" % resp.status
+        location = resp.getheader("Location")
+    finally:
+        conn.close()
+    return urllib.parse.urljoin(endpoint + "/", location)
+
+
+def curl_ranges(location, size, piece=8 << 20, connections=16):
+    """The direct limit: every 8 MiB range of the file at once over `connections` connections."""
+    cmd = ["curl", "-s", "-f", "--parallel", "--parallel-max", str(connections), "-w", "%{size_download}\n"]
+    for a in range(0, size, piece):
+        cmd += ["-r", "%d-%d" % (a, min(size, a + piece) - 1), "-o", "/dev/null", location]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, "curl: exit %d %s" % (r.returncode, r.stderr[-300:])
+    got = sum(int(x) for x in r.stdout.split())
+    assert got == size, "curl fetched %d bytes of %d" % (got, size)
+
+
 def timed(fn):
     t0 = time.perf_counter()
     value = fn()
@@ -111,6 +154,7 @@ def main():
     ap.add_argument("--bandwidth-mbps", type=int, default=400)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-mount", action="store_true")
+    ap.add_argument("--cp-mb", type=int, default=300, help="size of hubfs cp's file in MB (0: no cp run)")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="hubfs-h5hf-bench-")
     repo = os.path.join(work, "hub", "datasets", "lab", "zea")
@@ -119,6 +163,11 @@ def main():
     write_zea_like(path)
     with h5py.File(path) as h5:
         want16 = h5["data/raw_data"][0:16]
+    cp_size = args.cp_mb * 1000 * 1000
+    if cp_size:
+        write_random(os.path.join(repo, "big.bin"), cp_size)
+        with open(os.path.join(repo, "big.bin"), "rb") as f:
+            cp_sha = hashlib.file_digest(f, "sha256").hexdigest()
     proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", os.path.join(work, "hub"), "--host", "127.0.0.1",
                              "--latency-ms", str(args.latency_ms), "--bandwidth-mbps", str(args.bandwidth_mbps),
                              "--exit-on-stdin-eof"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -127,7 +176,7 @@ def main():
     http = f"{endpoint}/datasets/lab/zea/resolve/main/scan.hdf5"
     env = {**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
     runs = {k: [] for k in ("h5chunk_cli", "h5chunk_python", "seed", "mount_h5chunk", "h5py_hubfs_open_5",
-                            "h5py_fsspec_5")}
+                            "h5py_fsspec_5", "cp", "cp_direct")}
     out_bin = os.path.join(work, "out.bin")
     try:
         for i in range(args.repeat):
@@ -176,6 +225,21 @@ def main():
             t, got = timed(h5py_fsspec)
             runs["h5py_fsspec_5"].append(t)
             assert np.array_equal(got, want16[0:5])
+
+            if cp_size:
+                location = cdn_location(endpoint, "datasets/lab/zea/resolve/main/big.bin")
+                t, _ = timed(lambda: curl_ranges(location, cp_size))
+                runs["cp_direct"].append(t)
+                dest = os.path.join(work, "big.copy")
+                t, r = timed(lambda: subprocess.run(
+                    [HUBFS, "cp", "hf://datasets/lab/zea/big.bin", dest, "--endpoint", endpoint,
+                     "--cache-dir", cache("cp"), "-q"], capture_output=True, text=True, env=env))
+                assert r.returncode == 0, r.stderr
+                runs["cp"].append(t)
+                with open(dest, "rb") as f:
+                    assert hashlib.file_digest(f, "sha256").hexdigest() == cp_sha, "hubfs cp: wrong bytes"
+                os.unlink(dest)
+                subprocess.run(["rm", "-rf", cache("cp")])
     finally:
         proc.terminate()
         proc.wait()
@@ -188,6 +252,8 @@ def main():
                "seed / h5chunk_python": round(med["seed"] / med["h5chunk_python"], 2),
                "h5py_fsspec_5 / h5py_hubfs_open_5 (target >= 3)": round(med["h5py_fsspec_5"] / med["h5py_hubfs_open_5"], 2),
            }}
+    if "cp" in med:
+        out["ratios"]["cp_direct / cp, %d MB (target >= 0.7)" % args.cp_mb] = round(med["cp_direct"] / med["cp"], 2)
     if "mount_h5chunk" in med:
         out["ratios"]["mount_h5chunk / h5chunk_cli (target >= 1)"] = round(med["mount_h5chunk"] / med["h5chunk_cli"], 2)
     print(json.dumps(out, indent=1))
