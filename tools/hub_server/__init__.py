@@ -11,7 +11,8 @@ only. Started by tools/hub_server.py; run that with --help for options. On start
 exactly one line to stdout:
   listening http://HOST:PORT cdn http://HOST:CDNPORT
 (https:// for both with --tls-cert/--tls-key: both origins then speak TLS with that certificate,
-HTTP/1.1 only, and /_hubfs/stats counts tls_handshakes and tls_handshake_failures).
+HTTP/1.1 only, and /_hubfs/stats counts tls_handshakes, tls_handshake_failures and, of those,
+tls_refused_by_client: the ones the client ended with an alert, refusing the certificate).
 
 Repo layout under --root: <root>/{models,datasets,spaces}/<org>/<name>/ holding either plain
 files (one commit on branch "main"), or a hub.json plus snapshots/<commit>/ directories:
@@ -69,7 +70,7 @@ method; "max_consecutive": k lets the same request through after k faulted in a 
 Stats (GET /_hubfs/stats, zeroed by POST /_hubfs/reset): requests, api_requests,
 resolve_requests, cdn_requests, plain_requests, bytes_sent, peak_concurrency,
 cdn_authorization_headers, range_requests, head_requests, faults_injected, tls_handshakes,
-tls_handshake_failures, rate_limited, xet_token_requests, xet_reconstructions, xorb_requests,
+tls_handshake_failures, tls_refused_by_client, rate_limited, xet_token_requests, xet_reconstructions, xorb_requests,
 xorb_bytes, xorb_authorization_headers, in_flight, in_flight_seconds, by_path, by_status. Trace (GET
 /_hubfs/trace, emptied by the same reset): one object per counted request, oldest first, at most
 20000: begin and end (seconds since the reset), kind, method, range (the Range header) and status.

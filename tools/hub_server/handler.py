@@ -67,8 +67,13 @@ class Handler(BodyCopy, http.server.BaseHTTPRequestHandler):
                 self.request.do_handshake()
             except (ssl.SSLError, OSError) as e:
                 # A client that does not trust the certificate hangs up here: counted, so a test
-                # can tell how many attempts it made.
+                # can tell how many attempts it made. tls_refused_by_client counts only the
+                # handshakes the client ended with an alert (it refused the certificate); a
+                # client that gave up waiting (a timeout on a loaded machine, which it may
+                # retry) leaves without one and is counted in tls_handshake_failures alone.
                 self.server.state.stats.add("tls_handshake_failures", 1)
+                if isinstance(e, ssl.SSLError) and "ALERT" in str(getattr(e, "reason", "") or ""):
+                    self.server.state.stats.add("tls_refused_by_client", 1)
                 raise ConnectionError("TLS handshake failed: %s" % e)
             self.server.state.stats.add("tls_handshakes", 1)
         super().setup()

@@ -15,7 +15,7 @@ MAX_TRACE = 20000
 class Stats:
     FIELDS = ("requests", "api_requests", "resolve_requests", "cdn_requests", "plain_requests",
               "bytes_sent", "peak_concurrency", "cdn_authorization_headers", "range_requests",
-              "head_requests", "faults_injected", "tls_handshakes", "tls_handshake_failures",
+              "head_requests", "faults_injected", "tls_handshakes", "tls_handshake_failures", "tls_refused_by_client",
               "rate_limited", "xet_token_requests", "xet_reconstructions", "xorb_requests", "xorb_bytes",
               "xorb_authorization_headers")
 
