@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/env.h"
 #include "cache/cache_disk.h"
 #include "common/status.h"
 
@@ -39,6 +40,10 @@ struct CacheOptions {
   // A cache of millions of small blocks is then evicted over several scans instead of holding
   // an entry per block in memory.
   size_t eviction_batch = 1 << 16;
+  // Time and the maintenance thread (a one-thread executor: the first scan, eviction passes, the
+  // wait before retrying a pass that could not get under budget). Tests pass a manual Env.
+  // Must outlive the cache.
+  Env* env = &Env::real();
 };
 
 struct CacheStats {

@@ -14,22 +14,22 @@ using std::chrono::seconds;
 using testing::FakeTransport;
 using testing::has_header;
 using testing::header_or_empty;
-using testing::ManualClock;
+using testing::ScriptedClock;
 using testing::respond;
 
 const RepoRef kRepo{RepoType::kModel, "org/x", "main"};
 const char kResolve[] = "https://hub.test/org/x/resolve/main/w%201.bin";
-// X-Amz-Date 2023-11-14T22:13:20Z is the ManualClock's wall time: fully fresh.
+// X-Amz-Date 2023-11-14T22:13:20Z is the ScriptedClock's wall time: fully fresh.
 const char kCdn[] =
     "https://cdn.test/blob?X-Amz-Algorithm=AWS4&X-Amz-Date=20231114T221320Z&X-Amz-Expires=3600&X-Amz-Signature=s1g";
 
 HttpResponse redirect(long status, std::string to) { return respond(status, "", {{"location", std::move(to)}}); }
 
 struct LocateTest : ::testing::Test {
-  ManualClock clock;
+  ScriptedClock clock;
   HubConfig config() {
     HubConfig c = testing::test_config();
-    c.clock = clock.hub_clock();
+    c.env = clock.env();
     return c;
   }
 };
