@@ -198,6 +198,7 @@ class FileState {
   uint64_t base_address = 0;
   Hid file;
   WorkerStatePool workers;  // after `file`: destroyed first
+  HelperPool helpers;       // its threads, started by the first read that hands work out
 
   std::mutex mu;  // guards datasets and noted
   std::map<std::string, std::shared_ptr<DatasetState>> datasets;
@@ -668,6 +669,7 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
     req.layout = &state_->layout;
     req.manifest = state_->manifest.get();
     req.workers = &file_->workers;
+    req.helpers = &file_->helpers;
     req.selection = &selection;
     req.out = static_cast<uint8_t*>(out);
     req.threads = file_->threads;
@@ -709,6 +711,7 @@ Result<ReadStats> Dataset::read_into(const Selection& selection, void* out, size
     req.layout = &state_->layout;
     req.data_offset = state_->contiguous_offset;
     req.workers = &file_->workers;
+    req.helpers = &file_->helpers;
     req.selection = &*norm;
     req.out = static_cast<uint8_t*>(out);
     req.threads = file_->threads;
