@@ -528,6 +528,7 @@ Result<File> File::open(const std::string& path, Options options) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   state->threads = state->options.threads ? state->options.threads
                                           : std::min(kMaxDefaultThreads, cores);
+  state->helpers.set_threads(state->threads - 1);  // the caller is the other worker
   QuietHdf5Errors quiet;
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     return InvalidArgument("'" + path + "' is not an HDF5 file (or is truncated): " +

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace h5chunk {
 
 void HelperPool::Run::join() {
@@ -23,7 +25,7 @@ std::unique_ptr<HelperPool::Run> HelperPool::start(unsigned n, std::function<voi
       (void)queue_.release();
     }
     if (!queue_) {
-      queue_ = std::make_unique<hubfs::TaskQueue>(static_cast<int>(n));
+      queue_ = std::make_unique<hubfs::TaskQueue>(static_cast<int>(std::max(n, threads_)));
       pid_ = pid;
     }
     queue = queue_.get();

@@ -41,12 +41,16 @@ class HelperPool {
     std::shared_ptr<State> state_ = std::make_shared<State>();
   };
 
-  // Runs fn on up to n helper threads (the pool is created with n on first use).
+  // The pool's size once started: the most helpers any read of the file asks for. Before the
+  // first start(); a start() asking for more starts at least that many.
+  void set_threads(unsigned threads) { threads_ = threads; }
+  // Runs fn on up to n helper threads.
   std::unique_ptr<Run> start(unsigned n, std::function<void()> fn);
   ~HelperPool();
 
  private:
   std::mutex mu_;  // a leaf: guards queue_ and pid_
+  unsigned threads_ = 0;
   std::unique_ptr<hubfs::TaskQueue> queue_;
   pid_t pid_ = 0;  // the process queue_'s threads belong to
 };
