@@ -252,6 +252,7 @@ void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsO
   }
   xet::XetReaderOptions options;
   options.threads = std::max(1, config.max_requests);
+  options.env = s.env;
   if (config.cache_size != 0) {
     s.chunk_cache = std::make_unique<xet::ChunkCache>(config.cache_dir + "/" + cache_admin::kXetChunkDir);
     options.chunk_cache = s.chunk_cache.get();

@@ -13,7 +13,7 @@
 #include <thread>
 
 namespace h5chunk {
-namespace {
+namespace HUBFS_UNITY_ID {
 
 TEST(HelperPool, ReadsReuseTheSameThreads) {
   HelperPool pool;

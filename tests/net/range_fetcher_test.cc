@@ -244,8 +244,7 @@ TEST(RangeFetcher, ProtocolViolationsAreRetriedWithAFreshLocation) {
     RetryPolicy policy;
     policy.jitter = [] { return 0.0; };
     testing::ManualEnv at_once(testing::ManualEnv::Timers::kRunAtOnce);  // retries without waiting
-    testing::ManualEnv at_once(testing::ManualEnv::Timers::kRunAtOnce);  // retries without waiting
-  RetryingTransport retrying(fake, policy, at_once);
+    RetryingTransport retrying(fake, policy, at_once);
     RangeFetcher fetcher(retrying);
     RecordingLocator loc;
     loc.refreshed_url = "https://other-edge.example/blobs/abc";

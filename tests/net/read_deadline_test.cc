@@ -40,7 +40,7 @@ HttpResponse status(long code) {
 struct ClockScheduler {
   ManualClock& clock;
   std::atomic<int> waits{0};
-  testing::FunctionEnv env;
+  testing::FunctionEnv env{};
   Env& fn() {
     env.steady = [this] { return clock.now(); };
     env.schedule = [this](milliseconds delay, std::function<void()> f) {
