@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -312,11 +313,23 @@ int serve(Mount& m, const std::string& mountpoint) {
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop, kFuseThreads);
   fuse_loop_cfg_set_idle_threads(loop, kFuseThreads / 2);
-  // 0, or the number of the signal that ended the loop (SIGTERM, SIGINT, SIGHUP: a requested,
-  // clean stop), or -1 on an error.
+  // 0 (unmounted: the device read ENODEV), the number of the signal that ended the loop
+  // (SIGTERM, SIGINT, SIGHUP: a requested, clean stop), or a negative errno from reading the
+  // device.
   int rc = fuse_session_loop_mt(m.session, loop);
   fuse_loop_cfg_destroy(loop);
   fuse_ops_quiesce();
+  // ECONNABORTED is the kernel's other word for "this connection is over": it answers device
+  // reads with it instead of ENODEV once the connection was aborted (an unmount racing busy
+  // readers, /sys/fs/fuse/connections/N/abort, or fs.fuse.max_request_timeout on kernels that
+  // have it). libfuse 3.14 reports it as an error; nothing is left to serve either way, so it
+  // ends the mount as an unmount does. Seen under load in LifecycleTest (hubfs unmount, then
+  // fusermount3 -uz).
+  if (rc == -ECONNABORTED) {
+    log_info("the kernel aborted the FUSE connection (an unmount, a write to /sys/fs/fuse/connections/N/abort, "
+             "or fs.fuse.max_request_timeout)");
+    rc = 0;
+  }
   log_info("unmounting");
   return (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP) ? 0 : 1;
 }

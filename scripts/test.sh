@@ -84,11 +84,37 @@ kill_tree() { local child; for child in $(pgrep -P "$1"); do kill_tree "$child";
 declare -A background_build=()
 trap 'for pid in "${background_build[@]}"; do kill_tree "$pid"; done; rm -f "$times_file"' EXIT
 
+# pytest with Debian's interpreter on the fresh build; its exit code (5: it collected nothing,
+# which counts as a failure).
+run_pytest() { PYTHONPATH=build/python /usr/bin/python3 -m pytest -q tests/python; }
+check_pytest_rc() {
+  if [ "$1" -eq 5 ]; then
+    echo "pytest collected no tests in tests/python: treating that as a failure"
+    exit 1
+  fi
+  [ "$1" -eq 0 ] || exit "$1"
+}
+
 if [ "$quick" = 1 ]; then
   step "incremental build of the tests and the Python packages"
   BUILD_TARGETS="all_tests python" ./scripts/build.sh
-  step "unit and integration tests (not slow)"
-  ctest --test-dir build --output-on-failure -j"$(( $(nproc) + 1 ))" --timeout 600 -LE slow "${CTEST_ARGS[@]}"
+  # The Python tests run beside ctest (their output is printed after it): the integration tests
+  # mostly wait on mounts and servers, and the edit loop's budget is wall time.
+  step "unit and integration tests (not slow), and pytest beside them"
+  py_log=$(mktemp)
+  run_pytest >"$py_log" 2>&1 &
+  py_pid=$!
+  ctest_rc=0
+  ctest --test-dir build --output-on-failure -j"$(( $(nproc) + 1 ))" --timeout 600 -LE slow "${CTEST_ARGS[@]}" || ctest_rc=$?
+  py_rc=0
+  wait "$py_pid" || py_rc=$?
+  step "Python tests (pytest) finished"
+  cat "$py_log"
+  rm -f "$py_log"
+  [ "$ctest_rc" -eq 0 ] || exit "$ctest_rc"
+  check_pytest_rc "$py_rc"
+  step "quick suite passed"
+  exit 0
 else
   step "build (RelWithDebInfo): the programs, the Python packages and the tests"
   # Not the benchmarks: nothing here runs them (./scripts/build.sh alone builds everything).
@@ -102,18 +128,9 @@ fi
 # --- Python packages (h5chunk, hubfs): pytest with Debian's interpreter on the fresh build.
 step "Python tests (pytest)"
 py_rc=0
-PYTHONPATH=build/python /usr/bin/python3 -m pytest -q tests/python || py_rc=$?
-if [ "$py_rc" -eq 5 ]; then
-  echo "pytest collected no tests in tests/python: treating that as a failure"
-  exit 1
-fi
-[ "$py_rc" -eq 0 ] || exit "$py_rc"
+run_pytest || py_rc=$?
+check_pytest_rc "$py_rc"
 # --- end Python
-
-if [ "$quick" = 1 ]; then
-  step "quick suite passed"
-  exit 0
-fi
 
 if [ "$run_asan" = 1 ]; then
   finish_background_build asan

@@ -130,7 +130,7 @@ Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const L
                              "--cache-size 0, or mount without --offline");
     }
     if (auto stored = listings->load_ref(repo.revision)) return std::move(*stored);
-    if (is_hex(repo.revision, 40)) return PinnedRevision{repo.revision, 0, false, 0};
+    if (is_hex(repo.revision, 40)) return PinnedRevision{repo.revision, 0, false, false, 0, std::nullopt};
     return NotFound("--offline: the cache " + listings->cache_dir() + " holds no listing of " + label +
                     " at revision " + repo.revision + " from " + url::url_for_log(hub.config().endpoint) +
                     ": mount it once without --offline while the Hub can be reached (offline, a revision "
@@ -160,8 +160,7 @@ Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const L
     return info.status();
   }
   PinnedRevision pinned{info->sha, info->last_modified, info->is_private, info->gated,
-                        static_cast<int64_t>(time(nullptr))};
-  pinned.file_count = info->file_count;
+                        static_cast<int64_t>(time(nullptr)), info->file_count};
   // Best effort: without it only a later --offline mount of this revision is impossible.
   if (listings) {
     (void)listings->save_ref(repo.revision, pinned);

@@ -254,7 +254,9 @@ void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsO
   options.threads = std::max(1, config.max_requests);
   options.env = s.env;
   if (config.cache_size != 0) {
-    s.chunk_cache = std::make_unique<xet::ChunkCache>(config.cache_dir + "/" + cache_admin::kXetChunkDir);
+    // Bounded by a quarter of --cache-size, beside the blocks (docs/xet.md, "The chunk cache").
+    s.chunk_cache = std::make_unique<xet::ChunkCache>(config.cache_dir + "/" + cache_admin::kXetChunkDir,
+                                                      config.cache_size / 4);
     options.chunk_cache = s.chunk_cache.get();
   }
   xet::TokenSource tokens = [hub = s.hub.get(), pinned]() -> Result<xet::XetToken> {
@@ -316,7 +318,7 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
     const std::string parent = slash == std::string::npos ? "" : subfolder.substr(0, slash);
     std::optional<std::vector<TreeEntry>> found;
     if (listings) found = listings->load_dir(info->commit, parent);
-    if (!found && offline) found = std::vector<TreeEntry>{TreeEntry{subfolder, true, 0, "", std::nullopt}};
+    if (!found && offline) found = std::vector<TreeEntry>{TreeEntry{subfolder, true, 0, "", std::nullopt, std::nullopt}};
     if (!found) {
       auto asked = s.stack.hub->paths_info(pinned, {subfolder});
       if (!asked.ok()) return asked.status();

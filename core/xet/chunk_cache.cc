@@ -4,8 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <filesystem>
+#include <tuple>
+#include <vector>
 
 namespace hubfs::xet {
 
@@ -26,7 +30,7 @@ std::atomic<uint64_t> g_tmp_counter{0};
 
 }  // namespace
 
-ChunkCache::ChunkCache(std::string dir) : dir_(std::move(dir)) {}
+ChunkCache::ChunkCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
 
 std::string ChunkCache::path_of(const MerkleHash& xorb, uint32_t index) const {
   const std::string hex = xorb.hex();
@@ -73,6 +77,7 @@ std::optional<std::string> ChunkCache::get(const MerkleHash& xorb, uint32_t inde
   }
   ++hits_;
   hit_bytes_ += bytes.size() - 32;
+  if (max_bytes_ != 0) ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: evicted last
   if (hash) *hash = stored;
   return bytes.substr(32);
 }
@@ -92,10 +97,49 @@ void ChunkCache::put(const MerkleHash& xorb, uint32_t index, const MerkleHash& h
     return;
   }
   ++stored_;
+  if (max_bytes_ == 0) return;
+  const uint64_t total = bytes_.fetch_add(32 + len) + 32 + len;
+  if (counted_.load() && total <= max_bytes_) return;
+  std::unique_lock<std::mutex> lock(sweep_mu_, std::try_to_lock);
+  if (lock.owns_lock()) sweep();
+}
+
+void ChunkCache::sweep() {
+  namespace fs = std::filesystem;
+  std::vector<std::tuple<fs::file_time_type, uint64_t, fs::path>> files;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir_, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    std::error_code e;
+    if (!it->is_regular_file(e) || e) continue;
+    if (it->path().filename().string().find(".tmp") != std::string::npos) continue;  // a put in progress
+    const uint64_t size = it->file_size(e);
+    if (e) continue;
+    const auto mtime = it->last_write_time(e);
+    if (e) continue;
+    total += size;
+    files.emplace_back(mtime, size, it->path());
+  }
+  counted_.store(true);
+  if (total > max_bytes_) {
+    const uint64_t target = max_bytes_ / 10 * 9;
+    std::sort(files.begin(), files.end(),
+              [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+    for (const auto& [mtime, size, path] : files) {
+      if (total <= target) break;
+      std::error_code e;
+      if (fs::remove(path, e)) {
+        total -= size;
+        ++evicted_;
+      }
+    }
+  }
+  bytes_.store(total);
 }
 
 ChunkCacheStats ChunkCache::stats() const {
-  return {hits_.load(), hit_bytes_.load(), misses_.load(), stored_.load(), damaged_.load()};
+  return {hits_.load(), hit_bytes_.load(), misses_.load(), stored_.load(), damaged_.load(), evicted_.load()};
 }
 
 }  // namespace hubfs::xet

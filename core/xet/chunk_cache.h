@@ -7,14 +7,21 @@
 // chunk comes out only if its bytes still hash to the stored hash: a damaged file is a miss,
 // removed, never served. Layout: <dir>/<first 2 hex of the xorb>/<xorb hex>.<index>, each file
 // the 32 raw hash bytes then the content; written to a temporary name and renamed, so a reader
-// never sees half a chunk. No eviction yet: the directory grows with what was read (`hubfs
-// cache clear` removes it with the rest of the cache).
+// never sees half a chunk.
 //
-// Thread-safe (each call touches its own file; counters are atomic).
+// Bounded: with max_bytes set, a put() that takes the directory past it evicts the least
+// recently used chunks (a hit refreshes its file's mtime) down to 90% of it, so one sweep pays
+// for many puts. The sweep lists the directory, which also corrects the running total for what
+// other processes sharing the directory stored or removed. One sweep at a time; a put that finds
+// one running goes on without waiting.
+//
+// Thread-safe (each call touches its own file; counters are atomic; sweeps under sweep_mu_, which
+// is held across nothing but this directory's own files).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -29,12 +36,14 @@ struct ChunkCacheStats {
   uint64_t misses = 0;
   uint64_t stored = 0;
   uint64_t damaged = 0;  // files that no longer matched their hash (removed)
+  uint64_t evicted = 0;  // files removed to stay within max_bytes
 };
 
 class ChunkCache {
  public:
-  // dir is created on first put().
-  explicit ChunkCache(std::string dir);
+  // dir is created on first put(). max_bytes: the most its files may take (headers included);
+  // 0 for no bound.
+  explicit ChunkCache(std::string dir, uint64_t max_bytes = 0);
 
   // The chunk's content if present and intact; *hash (if given) gets its hash.
   std::optional<std::string> get(const MerkleHash& xorb, uint32_t index, MerkleHash* hash = nullptr);
@@ -49,9 +58,16 @@ class ChunkCache {
 
  private:
   std::string path_of(const MerkleHash& xorb, uint32_t index) const;
+  // Lists the directory, sets bytes_ to what it holds, and if that is over max_bytes_ removes
+  // the oldest files (by mtime) down to 90% of it. Called with sweep_mu_ held.
+  void sweep();
 
   std::string dir_;
-  std::atomic<uint64_t> hits_{0}, hit_bytes_{0}, misses_{0}, stored_{0}, damaged_{0};
+  const uint64_t max_bytes_;
+  std::mutex sweep_mu_;             // one sweep at a time (try_lock: a put never waits for one)
+  std::atomic<bool> counted_{false};  // bytes_ was set from a listing at least once
+  std::atomic<uint64_t> bytes_{0};  // what the directory holds, as far as this process knows
+  std::atomic<uint64_t> hits_{0}, hit_bytes_{0}, misses_{0}, stored_{0}, damaged_{0}, evicted_{0};
 };
 
 }  // namespace hubfs::xet

@@ -8,9 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include <openssl/evp.h>
-
 #include "cache/fault_disk.h"
+#include "support/digest.h"
 #include "support/fake_transport.h"
 #include "support/temp_dir.h"
 
@@ -92,18 +91,7 @@ void wait_for_state(Pred done) {
   while (!done()) std::this_thread::yield();
 }
 
-std::string sha256_hex(const std::string& data) {
-  unsigned char digest[32];
-  unsigned int n = 0;
-  EVP_Digest(data.data(), data.size(), digest, &n, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned i = 0; i < n; ++i) {
-    static const char kHex[] = "0123456789abcdef";
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 15];
-  }
-  return hex;
-}
+using testing::sha256_hex;
 
 class BlockReaderTest : public ::testing::Test {
  protected:
@@ -172,7 +160,9 @@ TEST_F(BlockReaderTest, OneFetchPerBlockHoweverManyReadersWait) {
     });
   }
   // Every reader but the one that sends the fetch joins its flight before the fetch answers.
-  wait_for_state([&] { return reader.stats().joined_flights == 7; });
+  // The flight exists before its request reaches the transport (the fetcher sends it from its
+  // own thread), so wait for both.
+  wait_for_state([&] { return reader.stats().joined_flights == 7 && transport_.request_count() >= 1; });
   EXPECT_EQ(transport_.request_count(), 1u);
   cdn_.open_gate();
   for (auto& t : readers) t.join();
@@ -241,7 +231,11 @@ TEST_F(BlockReaderTest, SequentialReadsFetchAheadRandomReadsDoNot) {
   }
   EXPECT_GT(sequential.ahead.window_blocks, 0u);
   // Wait for read-ahead to land, then the blocks it covered cost no further request.
-  wait_for_state([&] { return reader.stats().blocks_fetched >= 6; });
+  // Every request the reader sent must also have reached the transport (it is sent from the
+  // fetcher's thread), or one still on its way would count against the read below.
+  wait_for_state([&] {
+    return reader.stats().blocks_fetched >= 6 && transport_.request_count() == reader.stats().requests;
+  });
   size_t after_ahead = transport_.request_count();
   EXPECT_GT(after_ahead - before, 1u);
   ASSERT_EQ(read(reader, 2 * kBlock, 3 * kBlock), cdn_.content.substr(2 * kBlock, 3 * kBlock));

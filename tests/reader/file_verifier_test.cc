@@ -6,25 +6,14 @@
 
 #include <gtest/gtest.h>
 
-#include <openssl/evp.h>
+#include "support/digest.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
 
 constexpr uint32_t kBlock = 1024;
 
-std::string sha256_hex(const std::string& data) {
-  unsigned char digest[32];
-  unsigned int n = 0;
-  EVP_Digest(data.data(), data.size(), digest, &n, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned i = 0; i < n; ++i) {
-    static const char kHex[] = "0123456789abcdef";
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 15];
-  }
-  return hex;
-}
+using testing::sha256_hex;
 
 class FileVerifierTest : public ::testing::Test {
  protected:

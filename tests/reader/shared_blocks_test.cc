@@ -8,11 +8,10 @@
 
 #include <gtest/gtest.h>
 
-#include <openssl/evp.h>
-
 #include "cache/fault_disk.h"
 #include "reader/block_reader.h"
 #include "reader/shared_blocks.h"
+#include "support/digest.h"
 #include "support/fake_transport.h"
 #include "support/temp_dir.h"
 
@@ -81,18 +80,7 @@ std::string pattern(size_t n, unsigned seed) {
   return s;
 }
 
-std::string sha256_hex(const std::string& data) {
-  unsigned char digest[32];
-  unsigned int n = 0;
-  EVP_Digest(data.data(), data.size(), digest, &n, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned i = 0; i < n; ++i) {
-    static const char kHex[] = "0123456789abcdef";
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 15];
-  }
-  return hex;
-}
+using testing::sha256_hex;
 
 const SharedTierKey& cluster_key() {
   static const SharedTierKey k = SharedTierKey::from_bytes(std::string(32, '\x17')).value();

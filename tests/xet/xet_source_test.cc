@@ -39,7 +39,7 @@ class FakeCas {
       XorbBuilder& x = k < ends.size() / 2 ? a : b;
       auto idx = x.add_chunk(content_.data() + start, ends[k] - start);
       EXPECT_TRUE(idx.ok());
-      table_.push_back({start, ends[k] - start, k < ends.size() / 2 ? 0 : 1, *idx});
+      table_.push_back({start, ends[k] - start, k < ends.size() / 2 ? size_t{0} : size_t{1}, *idx});
       chunks.push_back({chunk_hash(content_.data() + start, ends[k] - start), ends[k] - start});
       start = ends[k];
     }
