@@ -49,7 +49,9 @@ int main(int argc, char** argv) {
 
   CurlTransport curl;
   RetryingTransport transport(curl);
-  HubClient client(HubConfig{hub->url(), std::nullopt}, transport);
+  HubConfig hub_config;
+  hub_config.endpoint = hub->url();
+  HubClient client(hub_config, transport);
   RangeFetcher fetcher(transport);
   RepoRef ref = *parse_repo_ref("bench/blocks");
 
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
     ro.min_readahead_blocks = std::max(1u, (4u << 20) / block);
     BlockReader reader(cache.get(), fetcher, ro);
     RemoteFile file{"file.bin", "sha256:" + std::to_string(block), size,
-                    [&](bool refresh) { return client.locate(ref, "file.bin", refresh); }};
+                    [&](bool refresh) { return client.locate(ref, "file.bin", refresh); }, nullptr};
     std::vector<char> buf(128 << 10);
     ReadState state;
     auto t0 = Clock::now();

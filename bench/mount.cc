@@ -200,7 +200,9 @@ int main(int argc, char** argv) {
     curl_options.max_in_flight = max_requests;
     CurlTransport curl(curl_options);
     RetryingTransport transport(curl);
-    HubClient client(HubConfig{hub->url(), std::nullopt}, transport);
+    HubConfig hub_config;
+    hub_config.endpoint = hub->url();
+    HubClient client(hub_config, transport);
     RangeFetcher fetcher(transport);
     auto parsed = parse_repo_ref(repo);
     RepoRef ref = *parsed;

@@ -209,6 +209,7 @@ Result<std::string> build_hub_namespace(const MountConfig& config, const std::st
   log_info("mounting the whole Hub at " + url::url_for_log(config.endpoint) + " at " + mountpoint +
            " (repos are pinned when first touched)" + (offline ? ", offline: from the cache alone" : ""));
   HubNamespaceOptions options;
+  options.env = stack.env;
   options.mtime = time(nullptr);
   options.pin = [hub = stack.hub.get(), config, offline](const RepoRef& repo) -> Result<PinnedRevision> {
     std::unique_ptr<ListingCache> listings;

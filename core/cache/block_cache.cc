@@ -18,7 +18,7 @@
 namespace hubfs {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = MonotonicClock;
 
 // A temp file this old belongs to a writer that crashed (a put takes milliseconds).
 constexpr std::chrono::hours kStaleTempAge{1};
@@ -46,10 +46,8 @@ std::string shard_dir_name(int shard) {
   return {kDigits[shard >> 4], kDigits[shard & 0xF]};
 }
 
-int64_t wall_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+int64_t wall_now_ns(const Env& env) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(env.system_now().time_since_epoch()).count();
 }
 
 // Unique per process, thread and call, so concurrent writers never share a temp file.
@@ -67,18 +65,24 @@ std::string_view base_name(std::string_view path) {
 class DiskBlockCache final : public BlockCache {
  public:
   DiskBlockCache(CacheOptions options, std::shared_ptr<CacheDisk> disk, std::string blocks_dir)
-      : options_(std::move(options)), disk_(std::move(disk)), blocks_dir_(std::move(blocks_dir)) {
+      : options_(std::move(options)), env_(*options_.env), disk_(std::move(disk)),
+        blocks_dir_(std::move(blocks_dir)), retry_wait_(env_), maintenance_(env_.new_executor(1)) {
     for (auto& ready : shard_ready_) ready.store(false, std::memory_order_relaxed);
-    maintenance_ = std::thread([this] { maintenance_loop(); });
+    // Learn the directory's size at start (open() does not wait for it), evicting if over.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pass_scheduled_ = true;
+    }
+    if (!maintenance_->post([this] { maintenance_pass(); })) pass_scheduled_ = false;
   }
 
   ~DiskBlockCache() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stopping_.store(true);
+      stopping_.store(true);  // a pass under way gives up between shard directories
     }
-    cv_.notify_all();
-    maintenance_.join();
+    retry_wait_.shutdown();  // a pass waiting to retry ends now (it sees stopping_)
+    maintenance_->drain();   // joins the maintenance thread
   }
 
   std::optional<std::string> get(std::string_view content_id, uint64_t index) override {
@@ -108,7 +112,7 @@ class DiskBlockCache final : public BlockCache {
       write_failures_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    if (options_.clock().time_since_epoch().count() < backoff_until_.load(std::memory_order_relaxed)) {
+    if (env_.now().time_since_epoch().count() < backoff_until_.load(std::memory_order_relaxed)) {
       writes_skipped_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -204,7 +208,7 @@ class DiskBlockCache final : public BlockCache {
         log_warning("cache: writes to " + options_.dir + " fail (" + cause.message() +
                     "); reads are served from the network without caching until the disk accepts "
                     "writes again (free space or fix permissions)");
-      auto until = options_.clock() + options_.write_backoff;
+      auto until = env_.now() + options_.write_backoff;
       backoff_until_.store(until.time_since_epoch().count(), std::memory_order_relaxed);
     }
   }
@@ -217,9 +221,9 @@ class DiskBlockCache final : public BlockCache {
   // Entries are never removed on eviction: a stale one only skips a touch of a block that was
   // re-written (so fresh) meanwhile, and the size bound keeps the table small.
   void maybe_touch(const Location& loc) {
-    const auto now = options_.clock();
+    const auto now = env_.now();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<std::mutex> lock(touch_mu_);
       auto it = last_touch_.find(loc.touch_key);
       if (it != last_touch_.end() && now - it->second < options_.touch_interval) return;
       remember_touch_locked(loc.touch_key, now);
@@ -228,8 +232,8 @@ class DiskBlockCache final : public BlockCache {
   }
 
   void note_fresh(const Location& loc) {
-    std::lock_guard<std::mutex> lock(mu_);
-    remember_touch_locked(loc.touch_key, options_.clock());
+    std::lock_guard<std::mutex> lock(touch_mu_);
+    remember_touch_locked(loc.touch_key, env_.now());
   }
 
   void remember_touch_locked(uint64_t key, Clock::time_point now) {
@@ -241,32 +245,52 @@ class DiskBlockCache final : public BlockCache {
     last_touch_[key] = now;
   }
 
+  // A put pushed the estimate over budget: a pass on the maintenance thread, unless one is
+  // queued, running or waiting to retry (it then looks at the request when it is done).
   void request_eviction() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (eviction_requested_) return;
       eviction_requested_ = true;
+      if (pass_scheduled_ || stopping_.load()) return;
+      pass_scheduled_ = true;
     }
-    cv_.notify_all();
+    if (!maintenance_->post([this] { maintenance_pass(); })) {
+      std::lock_guard<std::mutex> lock(mu_);
+      pass_scheduled_ = false;  // drained: the cache is going away
+    }
   }
 
-  // The background thread: learn the directory's size at start (open() does not wait for it),
-  // then evict whenever a put pushes the estimate over budget.
-  void maintenance_loop() {
-    bool fits = evict_pass();
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stopping_.load()) {
-      if (!fits) {
-        // The last pass could not get under budget: give the disk a moment before retrying.
-        cv_.wait_for(lock, kEvictRetryDelay, [this] { return stopping_.load(); });
-        if (stopping_.load()) break;
+  // On the maintenance thread: one eviction pass, then the next step. A pass that could not get
+  // under budget waits kEvictRetryDelay (on the Env's timer) before another may start, so puts
+  // do not turn into a loop of directory re-scans; a request that came meanwhile starts it then.
+  void maintenance_pass() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_.load()) {
+        pass_scheduled_ = false;
+        return;
       }
-      cv_.wait(lock, [this] { return stopping_.load() || eviction_requested_; });
-      if (stopping_.load()) break;
       eviction_requested_ = false;
-      lock.unlock();
-      fits = evict_pass();
-      lock.lock();
+    }
+    const bool fits = evict_pass();
+    if (!fits && retry_wait_.schedule_after(std::chrono::duration_cast<std::chrono::milliseconds>(kEvictRetryDelay),
+                                            [this] { next_pass_if_requested(); })) {
+      return;  // pass_scheduled_ stays set through the wait
+    }
+    next_pass_if_requested();
+  }
+
+  void next_pass_if_requested() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!eviction_requested_ || stopping_.load()) {
+        pass_scheduled_ = false;
+        return;
+      }
+    }
+    if (!maintenance_->post([this] { maintenance_pass(); })) {
+      std::lock_guard<std::mutex> lock(mu_);
+      pass_scheduled_ = false;
     }
   }
 
@@ -279,7 +303,7 @@ class DiskBlockCache final : public BlockCache {
   // Lists every shard (other processes' writes count too), removing crashed writers' temp files
   // and keeping only the oldest blocks as eviction candidates.
   Scan scan_directory() {
-    const int64_t stale_before = wall_now_ns() - std::chrono::nanoseconds(kStaleTempAge).count();
+    const int64_t stale_before = wall_now_ns(env_) - std::chrono::nanoseconds(kStaleTempAge).count();
     const size_t keep = std::max<size_t>(1, options_.eviction_batch);
     auto newer = [](const DiskEntry& a, const DiskEntry& b) {
       return a.mtime_ns != b.mtime_ns ? a.mtime_ns < b.mtime_ns : a.path < b.path;
@@ -347,6 +371,7 @@ class DiskBlockCache final : public BlockCache {
   }
 
   const CacheOptions options_;
+  Env& env_;
   const std::shared_ptr<CacheDisk> disk_;
   const std::string blocks_dir_;
 
@@ -357,19 +382,22 @@ class DiskBlockCache final : public BlockCache {
   std::atomic<int64_t> bytes_added_{0};  // every byte ever put, to account puts during a scan
 
   std::atomic<int> failure_streak_{0};
-  std::atomic<Clock::rep> backoff_until_{0};  // steady-clock ticks; puts skip until then
+  std::atomic<Clock::time_point::rep> backoff_until_{0};  // env clock ticks; puts skip until then
 
   std::array<std::atomic<bool>, kShards> shard_ready_;  // shard directory known to exist
 
-  // Two mutexes, in this order: evict_mu_ (held for a whole eviction pass, which takes no other
-  // lock) and mu_ (a leaf, held briefly: never across disk I/O).
-  std::mutex evict_mu_;  // one eviction pass at a time (background or enforce_budget)
-  std::mutex mu_;        // guards last_touch_, eviction_requested_ and the condition variable
+  // Lock order: evict_mu_ (held for a whole pass, across disk I/O) is never taken under another
+  // of these; touch_mu_ and mu_ are leaves, held briefly and never across disk I/O.
+  std::mutex touch_mu_;
   std::unordered_map<uint64_t, Clock::time_point> last_touch_;  // by Location::touch_key
-  std::condition_variable cv_;
-  bool eviction_requested_ = false;
+
+  std::mutex evict_mu_;  // one eviction pass at a time (background or enforce_budget)
+  std::mutex mu_;        // guards eviction_requested_ and pass_scheduled_
+  bool eviction_requested_ = false;  // a put went over budget since the last pass started
+  bool pass_scheduled_ = false;      // a pass is queued, running, or waiting to retry
   std::atomic<bool> stopping_{false};
-  std::thread maintenance_;
+  ScheduledGroup retry_wait_;  // the wait before retrying a pass that did not fit
+  std::unique_ptr<Executor> maintenance_;  // last: drained (joined) first
 };
 
 Status unusable_dir(const std::string& dir, const Status& why) {

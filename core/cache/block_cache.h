@@ -12,12 +12,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "common/env.h"
 #include "cache/cache_disk.h"
 #include "common/status.h"
 
@@ -40,8 +40,10 @@ struct CacheOptions {
   // A cache of millions of small blocks is then evicted over several scans instead of holding
   // an entry per block in memory.
   size_t eviction_batch = 1 << 16;
-  // The time the touch throttle and the write backoff go by; tests pass a manual one.
-  std::function<std::chrono::steady_clock::time_point()> clock = std::chrono::steady_clock::now;
+  // Time and the maintenance thread (a one-thread executor: the first scan, eviction passes, the
+  // wait before retrying a pass that could not get under budget). Tests pass a manual Env.
+  // Must outlive the cache.
+  Env* env = &Env::real();
 };
 
 struct CacheStats {

@@ -155,11 +155,11 @@ std::optional<std::string_view> unwrap(const SharedTierKey& secret, const std::s
 
 }  // namespace shared_envelope
 
-CircuitBreaker::CircuitBreaker(Options options, Clock clock)
-    : options_(options), clock_(std::move(clock)), current_open_for_(options.open_for) {}
+CircuitBreaker::CircuitBreaker(Options options, Env& env)
+    : options_(options), env_(env), current_open_for_(options.open_for) {}
 
 std::chrono::steady_clock::time_point CircuitBreaker::now() const {
-  return clock_ ? clock_() : std::chrono::steady_clock::now();
+  return env_.now();
 }
 
 bool CircuitBreaker::allow() {

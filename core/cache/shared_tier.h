@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/env.h"
 #include "common/status.h"
 
 namespace hubfs {
@@ -132,7 +133,6 @@ std::optional<std::string_view> unwrap(const SharedTierKey& secret, const std::s
 // is asked rarely and one that comes back is used again within `open_for`.
 class CircuitBreaker {
  public:
-  using Clock = std::function<std::chrono::steady_clock::time_point()>;
   struct Options {
     // Three in a row: one lost packet or one slow answer does not take a node out.
     int failures_to_open = 3;
@@ -141,7 +141,8 @@ class CircuitBreaker {
     std::chrono::milliseconds open_for{2000};
     std::chrono::milliseconds max_open_for{30'000};
   };
-  explicit CircuitBreaker(Options options, Clock clock = nullptr);
+  // Reads `env`'s clock (tests pass a manual Env); `env` must outlive the breaker.
+  explicit CircuitBreaker(Options options, Env& env = Env::real());
 
   // May this caller ask the node now? In the half-open state only the first caller may (the
   // probe); it must report success() or failure().
@@ -153,8 +154,8 @@ class CircuitBreaker {
  private:
   std::chrono::steady_clock::time_point now() const;
   const Options options_;
-  const Clock clock_;
-  mutable std::mutex mu_;
+  Env& env_;
+  mutable std::mutex mu_;  // a leaf: never held across a network call
   int failures_ = 0;
   bool is_open_ = false;
   bool probing_ = false;

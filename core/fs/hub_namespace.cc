@@ -165,7 +165,7 @@ FsResult<EntryReply> HubNamespace::lookup_repo(Dir* org, const std::string& name
       if (auto it = org->children.find(name); it != org->children.end()) {
         slot = slot_of(it->second);
       } else if (auto neg = negatives_.find(key); neg != negatives_.end()) {
-        const auto now = options_.clock();
+        const auto now = options_.env->now();
         if (now < neg->second.until) {
           if (neg->second.code != ENOENT) return FsResult<EntryReply>(errno_only(neg->second.code));
           EntryReply reply;  // a negative entry the kernel keeps for what is left of the time
@@ -208,7 +208,7 @@ FsResult<EntryReply> HubNamespace::lookup_repo(Dir* org, const std::string& name
     if (code == Code::kNotFound || code == Code::kPermissionDenied) {
       const int err = code == Code::kNotFound ? ENOENT : EACCES;
       std::unique_lock<std::shared_mutex> lock(mu_);
-      negatives_[key] = Negative{options_.clock() + options_.negative_ttl, err};
+      negatives_[key] = Negative{options_.env->now() + options_.negative_ttl, err};
       resolving_.erase(key);
       if (err == ENOENT) {
         EntryReply reply;

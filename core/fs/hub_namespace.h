@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "common/env.h"
 #include "fs/filesystem.h"
 #include "fs/fs_api.h"
 #include "fs/listing_cache.h"
@@ -46,7 +47,8 @@ struct HubNamespaceOptions {
   // How long "no such repo" is remembered (by us and by the kernel's negative entry): short, so
   // a repo created meanwhile appears soon, long enough that a loop of stats makes one request.
   std::chrono::seconds negative_ttl{30};
-  std::function<std::chrono::steady_clock::time_point()> clock = [] { return std::chrono::steady_clock::now(); };
+  // Its clock times negative entries out (tests pass a manual Env). Must outlive the namespace.
+  Env* env = &Env::real();
   time_t mtime = 0;  // of the namespace's own directories (the mount's start)
 };
 

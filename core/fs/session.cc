@@ -42,6 +42,7 @@ Status open_shared_tier(const SessionConfig& config, const PinnedRevision& info,
   }
   MemcachedTierOptions options;
   options.servers = config.shared_cache;
+  options.env = s.env;
   auto tier = MemcachedTier::create(options);
   if (!tier.ok()) return tier.status();
   s.shared_tier = std::move(tier).value();
@@ -175,11 +176,13 @@ Status build_stack(const SessionConfig& config, Stack& s) {
   QuotaGateOptions quota_options;
   quota_options.endpoint = config.endpoint;
   quota_options.max_wait = std::chrono::seconds(config.rate_limit_wait_s);
+  quota_options.now = [env = s.env] { return env->now(); };
   s.quota = std::make_unique<QuotaGate>(quota_options);
   retry_policy.quota = s.quota.get();
-  s.transport = std::make_unique<RetryingTransport>(*s.curl, retry_policy);
+  s.transport = std::make_unique<RetryingTransport>(*s.curl, retry_policy, *s.env);
   HubConfig hub_config;
   hub_config.endpoint = config.endpoint;
+  hub_config.env = s.env;
   if (config.metadata_timeout_s) hub_config.metadata_timeout = std::chrono::seconds(*config.metadata_timeout_s);
   // Followed while the session lives: a token file rewritten (a refreshed or new login) is used
   // from the next request on. A token the caller gave wins over the environment's.
@@ -208,13 +211,16 @@ Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision*
     CacheOptions cache_options;
     cache_options.dir = config.cache_dir;
     cache_options.budget_bytes = config.cache_size;
+    cache_options.env = s.env;
     auto cache = BlockCache::open(cache_options);
     if (!cache.ok()) return cache.status();
     s.cache = std::move(cache).value();
     // The budget tells `hubfs cache info` what this cache is held to (best effort).
     (void)cache_index::write_budget(config.cache_dir, config.cache_size);
   }
-  s.fetcher = std::make_unique<RangeFetcher>(*s.transport);
+  RangeFetcherOptions fetcher_options;
+  fetcher_options.env = s.env;
+  s.fetcher = std::make_unique<RangeFetcher>(*s.transport, fetcher_options);
   ReaderOptions reader_options;
   reader_options.read_timeout = std::chrono::seconds(config.read_timeout_s);
   reader_options.quota_wait_end = [quota = s.quota.get()] { return quota->last_wait_end(); };
@@ -246,6 +252,7 @@ void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsO
   }
   xet::XetReaderOptions options;
   options.threads = std::max(1, config.max_requests);
+  options.env = s.env;
   if (config.cache_size != 0) {
     // Bounded by a quarter of --cache-size, beside the blocks (docs/xet.md, "The chunk cache").
     s.chunk_cache = std::make_unique<xet::ChunkCache>(config.cache_dir + "/" + cache_admin::kXetChunkDir,

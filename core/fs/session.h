@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cache/block_cache.h"
+#include "common/env.h"
 #include "common/status.h"
 #include "fs/filesystem.h"
 #include "fs/listing_cache.h"
@@ -81,6 +82,9 @@ Result<uint64_t> parse_size(const std::string& text);
 // (also run by the destructor) answers retries waiting out a long Retry-After and fails what is
 // on the wire, then drains the reader while everything its tasks reach still exists.
 struct Stack {
+  // Time and threads for every piece below (common/env.h): the process's real Env, or a test's.
+  // Set before build_stack; must outlive the stack.
+  Env* env = &Env::real();
   std::unique_ptr<QuotaGate> quota;  // consulted by transport: outlives it
   std::shared_ptr<TokenWatcher> tokens;
   std::unique_ptr<CurlTransport> curl;

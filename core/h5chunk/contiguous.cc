@@ -194,17 +194,16 @@ Result<ReadStats> read_contiguous(const ContiguousRead& req) {
 
   const unsigned threads =
       static_cast<unsigned>(std::clamp<uint64_t>(pieces.size(), 1, std::max(1u, req.threads)));
-  std::vector<std::thread> helpers;
-  for (unsigned t = 1; t < threads; ++t) {
-    helpers.emplace_back([&] {
-      auto worker = req.workers->acquire();
-      if (!worker.ok()) return fail(worker.status().with_context(req.source));
-      work(**worker);
-      req.workers->release(std::move(*worker));
-    });
-  }
+  // threads - 1 helpers from the file's pool; a piece is claimed by whoever gets to it first, so
+  // helpers that never start (the pool busy with another read) only leave more to this thread.
+  auto helpers = req.helpers->start(threads - 1, [&] {
+    auto worker = req.workers->acquire();
+    if (!worker.ok()) return fail(worker.status().with_context(req.source));
+    work(**worker);
+    req.workers->release(std::move(*worker));
+  });
   work(**own);
-  for (auto& h : helpers) h.join();
+  helpers->join();
   req.workers->release(std::move(*own));
   if (!error.ok()) return error;
 

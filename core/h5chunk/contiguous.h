@@ -30,6 +30,7 @@ struct ContiguousRead {
   const ChunkedLayout* layout = nullptr;  // shape, elem_size, conversion (chunk unused)
   uint64_t data_offset = 0;               // file offset of element 0 (userblock included)
   WorkerStatePool* workers = nullptr;
+  HelperPool* helpers = nullptr;  // the file's helper threads
   const NormalizedSelection* selection = nullptr;  // no blocker: unit steps, one sorted list
   uint8_t* out = nullptr;
   unsigned threads = 1;

@@ -203,6 +203,7 @@ class FileState {
   uint64_t base_address = 0;
   Hid file;
   WorkerStatePool workers;  // after `file`: destroyed first
+  HelperPool helpers;       // its threads, started by the first read that hands work out
 
   // The file's size (nullopt when it cannot be had).
   std::optional<uint64_t> size() const {
@@ -572,6 +573,7 @@ Result<File> File::open(const std::string& path, Options options) {
   auto state = std::make_shared<FileState>(path);
   state->options = std::move(options);
   state->threads = default_threads(state->options);
+  state->helpers.set_threads(state->threads - 1);  // the caller is the other worker
   QuietHdf5Errors quiet;
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     return InvalidArgument("'" + path + "' is not an HDF5 file (or is truncated): " +
@@ -601,6 +603,7 @@ Result<File> File::open(std::shared_ptr<ByteSource> source, Options options) {
   auto state = std::make_shared<FileState>(std::make_shared<SourceLink>(std::move(source)));
   state->options = std::move(options);
   state->threads = default_threads(state->options);
+  state->helpers.set_threads(state->threads - 1);  // the caller is the other worker
   const std::string& name = state->path;
   auto fapl_id = source_fapl(state->link);
   if (!fapl_id.ok()) return fapl_id.status();
@@ -743,6 +746,7 @@ Result<ReadStats> Dataset::read_into_unmapped(const Selection& selection, void* 
     req.layout = &state_->layout;
     req.manifest = state_->manifest.get();
     req.workers = &file_->workers;
+    req.helpers = &file_->helpers;
     req.selection = &selection;
     req.out = static_cast<uint8_t*>(out);
     req.threads = file_->threads;
@@ -784,6 +788,7 @@ Result<ReadStats> Dataset::read_into_unmapped(const Selection& selection, void* 
     req.layout = &state_->layout;
     req.data_offset = state_->contiguous_offset;
     req.workers = &file_->workers;
+    req.helpers = &file_->helpers;
     req.selection = &*norm;
     req.out = static_cast<uint8_t*>(out);
     req.threads = file_->threads;

@@ -684,8 +684,8 @@ Result<ReadStats> read_chunks(const FastRead& req) {
     return size.status().with_context(req.source);
   }
   const uint64_t file_size = *size;
-  std::vector<std::thread> helpers;
-  for (unsigned i = 1; i < threads; ++i) helpers.emplace_back([&pool] { pool.work(); });
+  // threads - 1 helpers from the file's pool (none started per read); the caller is the other.
+  auto helpers = req.helpers->start(threads - 1, [&pool] { pool.work(); });
 
   // On a hubfs mount, announce every chunk of a many-chunk read before reading any: the mount
   // fetches them all at once (up to its request limit), so --threads no longer bounds the
@@ -802,7 +802,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
   pool.close();
   while (pool.help(**own)) {
   }
-  for (auto& h : helpers) h.join();
+  helpers->join();
   req.workers->release(std::move(*own));
   if (status.ok()) status = pool.error();
   if (!status.ok()) return status;

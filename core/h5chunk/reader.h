@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "h5chunk/helper_pool.h"
 #include "common/status.h"
 #include "h5chunk/byte_source.h"
 #include "h5chunk/codecs.h"
@@ -125,6 +126,7 @@ struct FastRead {
   const ChunkedLayout* layout = nullptr;
   ChunkManifest* manifest = nullptr;
   WorkerStatePool* workers = nullptr;
+  HelperPool* helpers = nullptr;  // the file's helper threads (threads - 1 of them are asked for)
   const NormalizedSelection* selection = nullptr;  // any: steps of either sign, lists in any order
   uint8_t* out = nullptr;                          // selection->num_elements * elem_size bytes
   unsigned threads = 1;

@@ -362,18 +362,18 @@ Result<Location> HubClient::locate(const RepoRef& repo, std::string_view path_in
     std::unique_lock<std::mutex> lock(mu_);
     if (!refresh) {
       auto it = locations_.find(key);
-      if (it != locations_.end() && config_.clock.steady() < it->second.expires) return it->second;
+      if (it != locations_.end() && config_.env->now() < it->second.expires) return it->second;
     }
     // Someone is resolving this path right now: their answer is as fresh as ours would be.
     if (auto it = resolving_.find(key); it != resolving_.end()) {
       std::shared_future<Result<Location>> pending = it->second;
       lock.unlock();
-      const auto joined = config_.clock.steady();
+      const auto joined = config_.env->now();
       Result<Location> shared = pending.get();
       // This caller waited for the quota as long as the resolve was held, but only from when it
       // joined: at most the time it spent here.
       if (shared.ok()) {
-        const auto here = std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock.steady() - joined);
+        const auto here = std::chrono::duration_cast<std::chrono::milliseconds>(config_.env->now() - joined);
         shared->quota_waited = std::clamp(here, std::chrono::milliseconds(0), shared->quota_waited);
       }
       return shared;
@@ -398,7 +398,7 @@ Result<Location> HubClient::locate(const RepoRef& repo, std::string_view path_in
 }
 
 void HubClient::remember_location(const std::string& key, const Location& location) {
-  const auto now = config_.clock.steady();
+  const auto now = config_.env->now();
   if (location.expires <= now) {
     locations_.erase(key);
     return;
@@ -462,7 +462,7 @@ Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_vi
 
 steady_clock::time_point HubClient::expiry_of(const std::string& signed_url) const {
   const int64_t wall_now =
-      std::chrono::duration_cast<seconds>(config_.clock.wall().time_since_epoch()).count();
+      std::chrono::duration_cast<seconds>(config_.env->system_now().time_since_epoch()).count();
   seconds lifetime = kDefaultLocationTtl;
   if (auto amz_expires = parse_seconds(url::query_param(signed_url, "X-Amz-Expires"))) {
     lifetime = seconds(*amz_expires);
@@ -481,7 +481,7 @@ steady_clock::time_point HubClient::expiry_of(const std::string& signed_url) con
       if (remaining > 0 && remaining <= kMaxTrustedLifetime.count()) lifetime = seconds(remaining);
     }
   }
-  return config_.clock.steady() + std::max(lifetime - kExpiryMargin, seconds(0));
+  return config_.env->now() + std::max(lifetime - kExpiryMargin, seconds(0));
 }
 
 }  // namespace hubfs

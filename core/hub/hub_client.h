@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/env.h"
 #include "common/http.h"
 #include "common/status.h"
 #include "common/url.h"
@@ -48,14 +49,6 @@ struct TreeEntry {
   std::string content_id() const { return lfs_sha256 ? "sha256:" + *lfs_sha256 : "oid:" + oid; }
 };
 
-// Both clocks the client reads, injectable so tests can move time without sleeping.
-struct HubClock {
-  // Decides when a remembered Location is stale.
-  std::function<std::chrono::steady_clock::time_point()> steady = [] { return std::chrono::steady_clock::now(); };
-  // Reads absolute expiry stamps in signed URLs (X-Amz-Date, Expires=<unix>).
-  std::function<std::chrono::system_clock::time_point()> wall = [] { return std::chrono::system_clock::now(); };
-};
-
 struct HubConfig {
   std::string endpoint = "https://huggingface.co";  // no trailing slash (one is stripped)
   std::optional<std::string> token;                 // never logged
@@ -63,7 +56,10 @@ struct HubConfig {
   // file that is rewritten while mounted). Must be thread-safe and cheap.
   std::function<std::optional<std::string>()> token_source;
   std::string user_agent = "hubfs/0.1.0";           // the Hub asks clients to name themselves
-  HubClock clock;
+  // Both clocks the client reads: the steady one decides when a remembered Location is stale,
+  // wall time reads absolute expiry stamps in signed URLs (X-Amz-Date, Expires=<unix>). Tests
+  // pass a manual Env and move time without sleeping. Must outlive the client.
+  Env* env = &Env::real();
   // A listing larger than this is refused rather than held in memory: the Hub advises fewer
   // than 10k files per folder, so 10x that is generous (entries are a few hundred bytes each).
   size_t max_dir_entries = 100000;

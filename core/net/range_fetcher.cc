@@ -12,7 +12,6 @@
 
 #include "common/log.h"
 #include "common/task_queue.h"
-#include "common/timer.h"
 #include "common/url.h"
 
 namespace hubfs {
@@ -59,28 +58,28 @@ Deadline after_quota_wait(const Deadline& deadline, const Location& location, By
 }
 
 // Runs locator refreshes off the transport's threads (a Locator may block on the network, and
-// the transport's callback thread must not), on the shared TaskQueue primitive.
+// the transport's callback thread must not), on executors from the Env.
 class RefreshWorker {
  public:
   using Job = std::function<void(bool cancelled)>;
   // Several threads: first resolves of different files go out together, and one slow resolve
   // does not hold up refreshes behind it.
-  explicit RefreshWorker(int threads) : queue_(threads) {}
+  RefreshWorker(Env& env, int threads) : queue_(env.new_executor(threads)) {}
 
   void post(Job job) {
-    if (stopping_.load() || !queue_.post([this, job] { job(stopping_.load()); })) job(true);
+    if (stopping_.load() || !queue_->post([this, job] { job(stopping_.load()); })) job(true);
   }
 
   // Lets the running job finish; the rest run at once with cancelled = true. Called by the
   // RangeFetcher's owner thread (never a job), so the queue's drain never joins itself.
   void shutdown() {
     stopping_.store(true);
-    queue_.drain();
+    queue_->drain();
   }
 
  private:
   std::atomic<bool> stopping_{false};
-  TaskQueue queue_;
+  std::unique_ptr<Executor> queue_;
 };
 
 // One range, across its (at most two) requests.
@@ -173,10 +172,12 @@ struct Fetch {
 // trip per range.
 class Replacements {
  public:
+  explicit Replacements(const MonotonicClock& clock) : clock_(clock) {}
+
   std::optional<Location> find(const std::string& expired_url) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = by_url_.find(expired_url);
-    if (it == by_url_.end() || it->second.expires <= std::chrono::steady_clock::now()) return std::nullopt;
+    if (it == by_url_.end() || it->second.expires <= clock_.now()) return std::nullopt;
     return it->second;
   }
 
@@ -198,24 +199,22 @@ class Replacements {
   // Only URLs that expired recently matter (requests may still be in flight on them); a few
   // hundred covers every file being read at once.
   static constexpr size_t kRemembered = 256;
-  std::mutex mu_;
+  const MonotonicClock& clock_;
+  std::mutex mu_;  // a leaf
   std::unordered_map<std::string, Location> by_url_;
   std::deque<std::string> order_;  // insertion order, to forget the oldest first
 };
 
 struct RangeFetcher::Shared : std::enable_shared_from_this<RangeFetcher::Shared> {
   Shared(HttpTransport& t, RangeFetcherOptions o)
-      : transport(t), options(std::move(o)), refresher(1), locator(kLocatorThreads) {
-    if (!options.scheduler) {
-      timer = std::make_shared<Timer>();
-      options.scheduler = [t = timer](std::chrono::milliseconds delay, std::function<void()> fn) {
-        if (!t->schedule(delay, fn)) fn();
-      };
-    }
-  }
+      : transport(t), options(std::move(o)), env(*options.env), backoffs(env), replacements(env.clock()),
+        refresher(env, 1), locator(env, kLocatorThreads) {}
   HttpTransport& transport;
   RangeFetcherOptions options;
-  std::shared_ptr<Timer> timer;  // only without an injected scheduler
+  Env& env;
+  // Fetches waiting out a backoff before a fresh location; shutdown() runs them at once (each
+  // then sees `stopping` and fails).
+  ScheduledGroup backoffs;
   std::atomic<bool> stopping{false};
   Replacements replacements;
   // Refreshes after a 403 run one at a time, so all the ranges on one expired URL share one;
@@ -266,7 +265,7 @@ bool RangeFetcher::Shared::retry_refusal(const std::shared_ptr<Fetch>& fetch, co
               " times); a fresh location and another try in " + std::to_string(delay.count()) + " ms, " +
               std::to_string(left.count()) + " ms left before the read's deadline");
   std::weak_ptr<Shared> weak = weak_from_this();
-  options.scheduler(delay, [weak, fetch, url] {
+  auto retry = [weak, fetch, url] {
     auto self = weak.lock();
     if (!self || self->stopping.load()) {
       fetch->fail(Unavailable("fetching bytes " + range_text(fetch->range) +
@@ -274,7 +273,8 @@ bool RangeFetcher::Shared::retry_refusal(const std::shared_ptr<Fetch>& fetch, co
       return;
     }
     self->refresh_and_resend(fetch, url);
-  });
+  };
+  if (!backoffs.schedule_after(delay, retry)) retry();  // stopping: it fails at once
   return true;
 }
 
@@ -398,7 +398,7 @@ RangeFetcher::~RangeFetcher() {
 void RangeFetcher::shutdown() {
   shared_->stopping.store(true);
   // Runs what waits for a backoff now: each sees `stopping` and fails its fetch.
-  if (shared_->timer) shared_->timer->shutdown();
+  shared_->backoffs.shutdown();
 }
 
 void RangeFetcher::Shared::start(std::shared_ptr<const Locator> locate, const Result<Location>& location,
@@ -441,14 +441,14 @@ void RangeFetcher::fetch_async(const Locator& locate, uint64_t file_size, ByteRa
   auto shared_locate = std::make_shared<const Locator>(locate);
   auto callback = std::make_shared<Callback>(std::move(done));
   std::weak_ptr<Shared> weak = shared_;
-  const MonotonicClock::time_point queued_at = shared_->options.clock->now();
+  const MonotonicClock::time_point queued_at = shared_->env.now();
   shared_->locator.post([weak, shared_locate, file_size, range, callback, deadline, queued_at](bool cancelled) {
     auto self = weak.lock();
     if (cancelled || !self) {
       (*callback)(Unavailable("fetching bytes " + range_text(range) + ": the range fetcher shut down"));
       return;
     }
-    const std::chrono::milliseconds behind = queued_behind_quota(*self->options.clock, queued_at);
+    const std::chrono::milliseconds behind = queued_behind_quota(self->env.clock(), queued_at);
     Result<Location> location = locate_on_locator_thread(*shared_locate, false);
     if (location.ok()) location->quota_waited += behind;
     self->start(shared_locate, location, file_size, range, std::move(*callback), deadline);

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "common/env.h"
 #include "common/http.h"
 #include "common/status.h"
 
@@ -42,19 +43,16 @@ struct ByteRange {
 using Locator = std::function<Result<Location>(bool refresh)>;
 
 struct RangeFetcherOptions {
-  // Runs fn after delay, exactly once; tests inject one that moves a manual clock. Empty: a timer
-  // thread of the fetcher's own.
-  using Scheduler = std::function<void(std::chrono::milliseconds delay, std::function<void()> fn)>;
-  Scheduler scheduler;
+  // Time and threads: backoffs wait on its timer, the wait for a locator thread and the
+  // remembered replacement locations' expiry read its clock, and the locator and refresher
+  // threads are its executors. Tests pass a manual Env. Must outlive the fetcher.
+  Env* env = &Env::real();
   // Backoff before a fresh location once the immediate ones are spent (full jitter, doubling from
   // base to max): a CDN that refuses for a while is asked a few times a second at first, then
   // every few seconds, like the transport's own retries.
   std::chrono::milliseconds base_delay{200};
   std::chrono::milliseconds max_delay{4000};
   std::function<double()> jitter;  // uniform in [0, 1); empty: a thread-local PRNG
-  // Measures how long a fetch waited for a locator thread (see fetch_async); tests pass a manual
-  // one. Must outlive the fetcher.
-  const MonotonicClock* clock = &MonotonicClock::real();
 };
 
 class RangeFetcher {

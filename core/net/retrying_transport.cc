@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "common/log.h"
-#include "common/timer.h"
 #include "common/url.h"
 #include "net/rate_limit_headers.h"
 
@@ -65,23 +64,23 @@ struct Call {
 struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
   HttpTransport& inner;
   RetryPolicy policy;
-  Scheduler scheduler;
+  Env& env;
+  // Retries and quota holds waiting out their delay; shutdown() runs them at once (each then
+  // sees `stopping` and answers with its last result).
+  ScheduledGroup waits;
   std::atomic<uint64_t> retries{0};  // attempts after a first one, for `hubfs status`
-  std::shared_ptr<Timer> timer;  // only with the default scheduler
 
-  std::mutex mu;
+  std::mutex mu;  // a leaf: guards `stopping`
   bool stopping = false;
 
-  Impl(HttpTransport& in, RetryPolicy p, Scheduler s) : inner(in), policy(std::move(p)) {
+  Impl(HttpTransport& in, RetryPolicy p, Env& e) : inner(in), policy(std::move(p)), env(e), waits(e) {
     policy.max_attempts = std::max(1, policy.max_attempts);
-    if (s) {
-      scheduler = std::move(s);
-    } else {
-      timer = std::make_shared<Timer>();
-      scheduler = [t = timer](milliseconds delay, std::function<void()> fn) {
-        if (!t->schedule(delay, fn)) fn();
-      };
-    }
+  }
+
+  // Runs fn after delay exactly once (that is what guarantees every request an answer): on the
+  // Env's timer, or at once when the transport is already shutting down.
+  void after(milliseconds delay, std::function<void()> fn) {
+    if (!waits.schedule_after(delay, fn)) fn();
   }
 
   bool is_stopping() {
@@ -107,12 +106,12 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
   // ends at once and the call fails.
   void hold_for_quota(std::shared_ptr<Call> call, milliseconds wait) {
     const std::string bucket = policy.quota->bucket_of(call->request.url);
-    const auto until = std::chrono::steady_clock::now() + wait;
+    const auto until = env.now() + wait;
     policy.quota->wait_started(bucket, until);
     call->quota_waited += wait;
     // The wait is the quota's, not the network's: the read keeps the time it had left.
     call->request.deadline = call->request.deadline.later_by(wait);
-    scheduler(wait, [self = shared_from_this(), call, bucket, until] {
+    after(wait, [self = shared_from_this(), call, bucket, until] {
       self->policy.quota->wait_ended(bucket, until);
       if (self->is_stopping()) {
         call->answer(Unavailable(call->request.method + " " + url::url_for_log(call->request.url) +
@@ -219,7 +218,7 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
     ++call->attempt;
     retries.fetch_add(1, std::memory_order_relaxed);
     auto last = std::make_shared<Result<HttpResponse>>(std::move(r));
-    scheduler(delay, [self = shared_from_this(), call, last, fault] {
+    after(delay, [self = shared_from_this(), call, last, fault] {
       if (self->is_stopping()) {
         // Shutting down: the last answer is the answer.
         call->answer(final_answer(std::move(*last), fault, call->attempt - 1));
@@ -233,8 +232,8 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
 
 uint64_t RetryingTransport::retries() const { return impl_->retries.load(std::memory_order_relaxed); }
 
-RetryingTransport::RetryingTransport(HttpTransport& inner, RetryPolicy policy, Scheduler scheduler)
-    : impl_(std::make_shared<Impl>(inner, std::move(policy), std::move(scheduler))) {}
+RetryingTransport::RetryingTransport(HttpTransport& inner, RetryPolicy policy, Env& env)
+    : impl_(std::make_shared<Impl>(inner, std::move(policy), env)) {}
 
 RetryingTransport::~RetryingTransport() { shutdown(); }
 
@@ -243,7 +242,7 @@ void RetryingTransport::shutdown() {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->stopping = true;
   }
-  if (impl_->timer) impl_->timer->shutdown();
+  impl_->waits.shutdown();
 }
 
 void RetryingTransport::submit(HttpRequest request, Callback done) {

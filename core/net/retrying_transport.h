@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 
+#include "common/env.h"
 #include "common/http.h"
 #include "net/quota_gate.h"
 
@@ -36,12 +37,9 @@ struct RetryPolicy {
 
 class RetryingTransport : public HttpTransport {
  public:
-  // How a retry waits; tests inject one that records the delay and returns at once.
-  // The default schedules the resubmission on a timer thread (never blocks a caller).
-  // A Scheduler must run fn exactly once (that is what guarantees every request an answer).
-  using Scheduler = std::function<void(std::chrono::milliseconds delay, std::function<void()> fn)>;
-
-  RetryingTransport(HttpTransport& inner, RetryPolicy policy = {}, Scheduler scheduler = nullptr);
+  // A retry waits on `env`'s timer (Env::schedule_after: never blocks a caller; tests pass a
+  // manual Env); quota holds are measured on its clock. `env` must outlive this object.
+  RetryingTransport(HttpTransport& inner, RetryPolicy policy = {}, Env& env = Env::real());
   // `inner` must outlive this object and every request submitted through it. Destruction
   // cancels waiting retries: each such request gets its last answer at once.
   ~RetryingTransport() override;

@@ -233,10 +233,10 @@ struct MemcachedTier::Node {
   std::string host;
   int port = kDefaultPort;
   CircuitBreaker breaker;
-  std::mutex mu;
+  std::mutex mu;  // a leaf: guards idle_sockets only, never held across a network call
   std::vector<int> idle_sockets;  // connections with no answer pending (see take_socket)
 
-  Node(std::string n, CircuitBreaker::Options o, CircuitBreaker::Clock c) : name(std::move(n)), breaker(o, std::move(c)) {
+  Node(std::string n, CircuitBreaker::Options o, Env& env) : name(std::move(n)), breaker(o, env) {
     auto colon = name.rfind(':');
     host = name.substr(0, colon);
     port = std::stoi(name.substr(colon + 1));
@@ -286,9 +286,9 @@ struct MemcachedTier::Node {
 };
 
 MemcachedTier::MemcachedTier(MemcachedTierOptions options) : options_(std::move(options)) {
-  for (const auto& s : options_.servers) nodes_.push_back(std::make_unique<Node>(s, options_.breaker, options_.clock));
+  for (const auto& s : options_.servers) nodes_.push_back(std::make_unique<Node>(s, options_.breaker, *options_.env));
   stats_.nodes = nodes_.size();
-  for (size_t i = 0; i < kWriters; ++i) writers_.emplace_back([this, i] { writer_loop(i); });
+  for (size_t i = 0; i < kWriters; ++i) writers_.push_back(options_.env->new_executor(1));
 }
 
 Result<std::unique_ptr<MemcachedTier>> MemcachedTier::create(MemcachedTierOptions options) {
@@ -306,14 +306,12 @@ Result<std::unique_ptr<MemcachedTier>> MemcachedTier::create(MemcachedTierOption
 MemcachedTier::~MemcachedTier() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    idle_cv_.wait_for(lock, kDrainTime, [&] { return queue_.empty() && writing_ == 0; });
-    stop_ = true;
-    stats_.dropped += queue_.size();
-    queue_.clear();
-    queued_bytes_ = 0;
+    idle_cv_.wait_for(lock, kDrainTime, [&] { return queued_ops_ == 0 && writing_ == 0; });
+    stop_ = true;  // what is still queued is dropped as its writer reaches it (write())
+    idle_cv_.notify_all();
   }
-  work_cv_.notify_all();
-  for (auto& w : writers_) w.join();
+  // Ops being run finish (each bounded by store_budget); the rest drop at once.
+  for (auto& w : writers_) w->drain();
 }
 
 std::string MemcachedTier::describe() const {
@@ -506,53 +504,53 @@ bool MemcachedTier::multi_get(int fd, const std::vector<std::string>& keys,
 }
 
 void MemcachedTier::put(std::string key, std::string value) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stop_ || queued_bytes_ + value.size() > options_.queue_bytes) {
-      ++stats_.dropped;
-      return;
-    }
-    queued_bytes_ += value.size();
-    queue_.push_back(Op{false, std::move(key), std::move(value), 0});
-    stats_.queued = queue_.size();
-  }
-  work_cv_.notify_all();
+  enqueue(Op{false, std::move(key), std::move(value), 0});
 }
 
 void MemcachedTier::remove(std::string key, size_t value_size) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) return;
-    // Deletes are not bounded by bytes (they carry none) and never dropped: one undoes a store
-    // of bytes that failed verification.
-    queue_.push_back(Op{true, std::move(key), std::string(), value_size});
-    stats_.queued = queue_.size();
-  }
-  work_cv_.notify_all();
+  // Deletes are not bounded by bytes (they carry none) and never dropped while running: one
+  // undoes a store of bytes that failed verification.
+  enqueue(Op{true, std::move(key), std::string(), value_size});
 }
 
-void MemcachedTier::writer_loop(size_t shard) {
-  auto mine = [&](const Op& op) { return score("", op.key) % kWriters == shard; };
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    std::deque<Op>::iterator next;
-    work_cv_.wait(lock, [&] {
-      if (stop_) return true;
-      next = std::find_if(queue_.begin(), queue_.end(), mine);  // a few dozen stores (bounded by bytes)
-      return next != queue_.end();
-    });
-    if (stop_) return;
-    Op op = std::move(*next);
-    queue_.erase(next);
-    queued_bytes_ -= op.value.size();
-    stats_.queued = queue_.size();
-    ++writing_;
-    lock.unlock();
-    run(op);
-    lock.lock();
-    --writing_;
-    if (queue_.empty() && writing_ == 0) idle_cv_.notify_all();
+void MemcachedTier::enqueue(Op op) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || (!op.is_delete && queued_bytes_ + op.value.size() > options_.queue_bytes)) {
+      if (!op.is_delete) ++stats_.dropped;
+      return;
+    }
+    queued_bytes_ += op.value.size();
+    stats_.queued = ++queued_ops_;
   }
+  Executor& writer = *writers_[score("", op.key) % kWriters];
+  auto shared = std::make_shared<Op>(std::move(op));
+  if (!writer.post([this, shared] { write(*shared); })) {
+    // Only a drained writer refuses, and only the destructor drains (after stop_): undo the count.
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_bytes_ -= shared->value.size();
+    stats_.queued = --queued_ops_;
+    if (!shared->is_delete) ++stats_.dropped;
+    if (queued_ops_ == 0 && writing_ == 0) idle_cv_.notify_all();
+  }
+}
+
+void MemcachedTier::write(const Op& op) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_bytes_ -= op.value.size();
+    stats_.queued = --queued_ops_;
+    if (stop_) {
+      ++stats_.dropped;  // as a store or delete still queued at unmount always was
+      if (queued_ops_ == 0 && writing_ == 0) idle_cv_.notify_all();
+      return;
+    }
+    ++writing_;
+  }
+  run(op);
+  std::lock_guard<std::mutex> lock(mu_);
+  --writing_;
+  if (queued_ops_ == 0 && writing_ == 0) idle_cv_.notify_all();
 }
 
 // One store or delete request on a connection, answered: the node's status, or nullopt when the
@@ -632,7 +630,7 @@ void MemcachedTier::run(const Op& op) {
 
 void MemcachedTier::wait_idle() {
   std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [&] { return (queue_.empty() && writing_ == 0) || stop_; });
+  idle_cv_.wait(lock, [&] { return (queued_ops_ == 0 && writing_ == 0) || stop_; });
 }
 
 SharedTierStats MemcachedTier::stats() const {

@@ -18,7 +18,8 @@
 // receive each value straight into place, see Node::take_socket), stores and deletes alike; one
 // that failed is closed, not reused, and so are the node's idle ones. Stores and deletes run on a
 // few writer threads from one bounded queue that drops rather than blocks; a key always goes to
-// the same writer, so a delete never overtakes a store of the same key.
+// the same writer, so a delete never overtakes a store of the same key. Each writer is a
+// one-thread executor from the Env (a TaskQueue: FIFO), which is what keeps a key's order.
 #pragma once
 
 #include <condition_variable>
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "cache/shared_tier.h"
+#include "common/env.h"
 #include "common/status.h"
 
 namespace hubfs {
@@ -62,7 +64,8 @@ struct MemcachedTierOptions {
   // on the shared tier). 64 MiB is 64 blocks, about a second of Hub fetching at full speed.
   size_t queue_bytes = 64ull << 20;
   CircuitBreaker::Options breaker;
-  CircuitBreaker::Clock clock;  // for tests; null: steady_clock
+  // The breakers' clock and the writers' executors (tests pass a manual Env). Must outlive the tier.
+  Env* env = &Env::real();
 };
 
 // "memcached://h1:11211,h2" or "h1:11211+h2:11211" (',' or '+' between servers, '+' for -o
@@ -113,21 +116,28 @@ class MemcachedTier : public SharedTier {
   static void populate(std::string& value);
   // The item keys and lengths of a value of `size` bytes stored under `key`.
   std::vector<std::pair<std::string, size_t>> pieces(const std::string& key, size_t size) const;
-  void writer_loop(size_t shard);
+  // Queues op on its key's writer, unless stopping or (a put) past queue_bytes: then dropped.
+  void enqueue(Op op);
+  // On a writer: runs op, unless the tier began stopping since it was queued (then dropped).
+  void write(const Op& op);
   void run(const Op& op);
 
   const MemcachedTierOptions options_;
   std::vector<std::unique_ptr<Node>> nodes_;
 
-  mutable std::mutex mu_;  // guards everything below
-  std::condition_variable work_cv_, idle_cv_;
-  std::deque<Op> queue_;
+  // A leaf: never held across a network call nor while posting to a writer. (Each node's pool
+  // mutex and breaker mutex are leaves too, never taken under this one.)
+  mutable std::mutex mu_;  // guards everything below but writers_
+  std::condition_variable idle_cv_;  // queued_ops_ and writing_ reached 0, or stop_
+  size_t queued_ops_ = 0;
   size_t queued_bytes_ = 0;
   int writing_ = 0;  // ops being run by writers now
   bool stop_ = false;
   SharedTierStats stats_;
   bool warned_too_big_ = false;
-  std::vector<std::thread> writers_;  // last: they start once everything above exists
+  // kWriters one-thread executors; a key always goes to the same one. Last: drained (by the
+  // destructor) before anything above goes.
+  std::vector<std::unique_ptr<Executor>> writers_;
 };
 
 }  // namespace hubfs

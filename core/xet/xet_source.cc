@@ -133,7 +133,7 @@ Result<XetToken> XetReader::token(const std::string* refused) {
   // After a 401, only the token that was refused is replaced: reads refused together share one
   // fresh token.
   const bool stale = refused && token_ && token_->access_token == *refused;
-  if (!stale && token_ && options_.wall() + options_.token_margin < token_->expires) return *token_;
+  if (!stale && token_ && options_.env->system_now() + options_.token_margin < token_->expires) return *token_;
   ++token_requests_;
   auto t = tokens_();
   if (!t.ok()) return t.status().with_context("getting a Xet read token");
@@ -150,7 +150,7 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
     std::lock_guard<std::mutex> lock(mu_);
     auto it = plans_.find(key);
     if (it != plans_.end()) {
-      if (!fresh && options_.wall() - it->second.fetched < options_.plan_ttl) {
+      if (!fresh && options_.env->system_now() - it->second.fetched < options_.plan_ttl) {
         *version_out = it->second.version;
         return it->second.plan;
       }
@@ -188,7 +188,7 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
     auto p = std::make_shared<const ReconstructionPlan>(std::move(parsed).value());
     std::lock_guard<std::mutex> lock(mu_);
     if (plans_.size() >= options_.max_plans) plans_.clear();  // rare; plans are cheap to ask again
-    plans_[key] = CachedPlan{p, options_.wall(), version};
+    plans_[key] = CachedPlan{p, options_.env->system_now(), version};
     *version_out = version;
     return std::shared_ptr<const ReconstructionPlan>(p);
   }

@@ -34,6 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/env.h"
 #include "common/http.h"
 #include "common/status.h"
 #include "common/task_queue.h"
@@ -76,7 +77,9 @@ struct XetReaderOptions {
   // Files whose chunk hashes are collected for the whole-file check at once (each holds 40
   // bytes per chunk: 0.6 MB for a 1 GB file); past it the oldest goes unchecked.
   size_t max_hashing_files = 64;
-  std::function<std::chrono::system_clock::time_point()> wall = [] { return std::chrono::system_clock::now(); };
+  // Wall time (token expiry, plan age) comes from here; tests pass one whose time they move.
+  // Must outlive the reader.
+  Env* env = &Env::real();
 };
 
 struct XetReaderStats {

@@ -12,6 +12,7 @@
 
 #include "cache/block_file.h"
 #include "fault_disk.h"
+#include "support/manual_env.h"
 #include "support/temp_dir.h"
 
 namespace hubfs {
@@ -372,10 +373,10 @@ TEST(BlockCache, AFailureStreakBacksOffThenProbesAgain) {
   TempDir tmp;
   auto disk = std::make_shared<FaultDisk>();
   // The cache's clock, moved by the test: the backoff is measured on it, not waited out.
-  auto now = std::make_shared<std::atomic<int64_t>>(0);
+  hubfs::testing::ManualEnv env;  // declared before the cache: outlives it
   CacheOptions options{.dir = tmp.str()};
   options.write_backoff = std::chrono::milliseconds(20);
-  options.clock = [now] { return std::chrono::steady_clock::time_point(std::chrono::milliseconds(now->load())); };
+  options.env = &env;
   auto cache = open_cache(options, disk);
   ASSERT_TRUE(cache);
   const int attempts_before = disk->write_attempts();
@@ -386,12 +387,12 @@ TEST(BlockCache, AFailureStreakBacksOffThenProbesAgain) {
   EXPECT_EQ(cache->stats().writes_skipped, 7u);
   disk->set_write_fault(FaultDisk::WriteFault::kNone);
   // Still within the backoff (the clock has not moved): skipped, though the disk would take it.
-  *now += 19;
+  env.advance(std::chrono::milliseconds(19));
   cache->put(kA, 0, "early");
   EXPECT_EQ(cache->stats().writes_skipped, 8u);
   EXPECT_FALSE(cache->get(kA, 0).has_value());
   // Past it: one put probes the disk again, and it works.
-  *now += 1;
+  env.advance(std::chrono::milliseconds(1));
   cache->put(kA, 0, "back");
   EXPECT_EQ(cache->get(kA, 0), "back");
   EXPECT_EQ(cache->stats().writes_skipped, 8u);
@@ -402,15 +403,15 @@ TEST(BlockCache, AFailureStreakBacksOffThenProbesAgain) {
 TEST(BlockCache, AHitAnIntervalAfterTheLastTouchTouchesAgain) {
   TempDir tmp;
   auto disk = std::make_shared<FaultDisk>();
-  auto now = std::make_shared<std::atomic<int64_t>>(0);
+  hubfs::testing::ManualEnv env;  // declared before the cache: outlives it
   CacheOptions options{.dir = tmp.str()};
-  options.clock = [now] { return std::chrono::steady_clock::time_point(std::chrono::milliseconds(now->load())); };
+  options.env = &env;
   auto cache = open_cache(options, disk);
   ASSERT_TRUE(cache);
   cache->put(kA, 0, "a");  // fresh: no touch needed for an interval
   ASSERT_TRUE(cache->get(kA, 0).has_value());
   EXPECT_EQ(disk->touches(), 0);
-  *now += options.touch_interval.count();
+  env.advance(options.touch_interval);
   ASSERT_TRUE(cache->get(kA, 0).has_value());
   ASSERT_TRUE(cache->get(kA, 0).has_value());
   EXPECT_EQ(disk->touches(), 1);

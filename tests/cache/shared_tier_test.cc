@@ -1,6 +1,7 @@
 // The shared tier's engine-free pieces: the envelope every value travels in (a bad value is never
 // accepted) and the circuit breaker (on a fake clock: no sleeping).
 #include "cache/shared_tier.h"
+#include "support/manual_env.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -108,11 +109,9 @@ TEST_F(SharedTierKeyFile, ReadsAKeyAndRefusesShortLooseMissingOrHugeOnesSayingHo
 }
 
 struct FakeClock {
-  std::chrono::steady_clock::time_point t{};
-  CircuitBreaker::Clock fn() {
-    return [this] { return t; };
-  }
-  void advance(std::chrono::milliseconds d) { t += d; }
+  testing::ManualEnv env;
+  Env& fn() { return env; }
+  void advance(std::chrono::milliseconds d) { env.advance(d); }
 };
 
 TEST(CircuitBreaker, OpensAfterFailuresInARowAndProbesOnceAfterTheWait) {

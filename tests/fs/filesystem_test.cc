@@ -402,9 +402,9 @@ TEST_F(ListingCacheTest, ARemountOfTheSameCommitListsNothing) {
 
 TEST_F(ListingCacheTest, StoredDocumentsRoundTripAndArePrivateToTheUser) {
   auto l = listings();
-  std::vector<TreeEntry> entries = {{"d/a.bin", false, 123, "o1", std::string(64, 'a')},
-                                    {"d/sub", true, 0, "t1", std::nullopt},
-                                    {"d/small.txt", false, 6, "o2", std::nullopt}};
+  std::vector<TreeEntry> entries = {{"d/a.bin", false, 123, "o1", std::string(64, 'a'), std::nullopt},
+                                    {"d/sub", true, 0, "t1", std::nullopt, std::nullopt},
+                                    {"d/small.txt", false, 6, "o2", std::nullopt, std::nullopt}};
   ASSERT_TRUE(l->save_dir(kCommit, "d", entries).ok());
   auto back = l->load_dir(kCommit, "d");
   ASSERT_TRUE(back.has_value());
@@ -424,7 +424,7 @@ TEST_F(ListingCacheTest, StoredDocumentsRoundTripAndArePrivateToTheUser) {
   ListingCache model((dir_.path() / "cache").string(), "https://hub.test", RepoRef{RepoType::kModel, "org/x"});
   EXPECT_FALSE(model.load_dir(kCommit, "d").has_value());
 
-  ASSERT_TRUE(l->save_ref("main", PinnedRevision{kCommit, 1700000000, true, 0}).ok());
+  ASSERT_TRUE(l->save_ref("main", PinnedRevision{kCommit, 1700000000, true, false, 0, std::nullopt}).ok());
   auto ref = l->load_ref("main");
   ASSERT_TRUE(ref.has_value());
   EXPECT_EQ(ref->commit, kCommit);

@@ -16,6 +16,7 @@
 #include "cache/block_cache.h"
 #include "hub/hub_test_util.h"
 #include "net/range_fetcher.h"
+#include "support/manual_env.h"
 #include "support/fake_transport.h"
 #include "support/temp_dir.h"
 
@@ -85,7 +86,8 @@ class HubNamespaceTest : public ::testing::Test {
     options.repo_options = [](const RepoRef&, const PinnedRevision&) { return FsOptions{}; };
     options.status_json = [] { return std::string(R"({"repo":"hub"})"); };
     options.negative_ttl = std::chrono::seconds(30);
-    options.clock = [this] { return std::chrono::steady_clock::time_point(std::chrono::seconds(now_s_.load())); };
+    env_.steady = [this] { return std::chrono::steady_clock::time_point(std::chrono::seconds(now_s_.load())); };
+    options.env = &env_;
     ns_ = std::make_unique<HubNamespace>(*client_, *reader_, std::move(options));
   }
   ~HubNamespaceTest() override {
@@ -132,6 +134,7 @@ class HubNamespaceTest : public ::testing::Test {
   std::unique_ptr<BlockReader> reader_;
   std::atomic<int> pins_{0};
   std::atomic<int64_t> now_s_{1000};
+  testing::FunctionEnv env_;  // reads now_s_
   std::unique_ptr<HubNamespace> ns_;
 };
 

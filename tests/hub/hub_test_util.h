@@ -3,10 +3,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "common/http.h"
 #include "hub/hub_client.h"
+#include "support/manual_env.h"
 
 namespace hubfs::testing {
 
@@ -29,18 +31,25 @@ inline bool has_header(const HttpRequest& req, std::string_view name) {
 }
 
 // Time stands still until the test moves it.
-struct ManualHubClock {  // not support/manual_clock.h's ManualClock: this one drives a HubClock
+struct ManualHubClock {  // its own name: support/manual_clock.h's ManualClock is another class
   std::atomic<int64_t> steady_s{1000};
   std::atomic<int64_t> wall_s{1700000000};
 
-  HubClock hub_clock() {
-    return HubClock{
-        [this] { return std::chrono::steady_clock::time_point(std::chrono::seconds(steady_s.load())); },
-        [this] { return std::chrono::system_clock::time_point(std::chrono::seconds(wall_s.load())); }};
+  // The Env a HubClient reads these through (HubConfig::env).
+  Env* env() {
+    if (!env_) {
+      env_ = std::make_unique<FunctionEnv>();
+      env_->steady = [this] { return std::chrono::steady_clock::time_point(std::chrono::seconds(steady_s.load())); };
+      env_->wall = [this] { return std::chrono::system_clock::time_point(std::chrono::seconds(wall_s.load())); };
+    }
+    return env_.get();
   }
   std::chrono::steady_clock::time_point steady_at(int64_t s) const {
     return std::chrono::steady_clock::time_point(std::chrono::seconds(s));
   }
+
+ private:
+  std::unique_ptr<FunctionEnv> env_;
 };
 
 inline HubConfig test_config(bool with_token = true) {

@@ -29,7 +29,7 @@ struct LocateTest : ::testing::Test {
   ManualHubClock clock;
   HubConfig config() {
     HubConfig c = testing::test_config();
-    c.clock = clock.hub_clock();
+    c.env = clock.env();
     return c;
   }
 };

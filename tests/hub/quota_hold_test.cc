@@ -18,6 +18,7 @@
 #include "net/retrying_transport.h"
 #include "support/fake_transport.h"
 #include "support/manual_clock.h"
+#include "support/manual_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -47,7 +48,7 @@ class QuotaHold : public ::testing::Test {
   QuotaHold()
       : gate_(gate_options()),
         inner_([this](const HttpRequest& r) { return answer(r); }),
-        retrying_(inner_, policy(), schedule()),
+        retrying_(inner_, policy(), net_env()),
         hub_(hub_config(), retrying_),
         fetcher_(retrying_, fetcher_options()) {}
 
@@ -79,6 +80,8 @@ class QuotaHold : public ::testing::Test {
   }
 
   testing::ManualClock clock_;
+  testing::FunctionEnv net_env_;  // the transport's and the fetcher's
+  testing::FunctionEnv hub_env_;  // the Hub client's (its clock reads run on_hub_clock_)
   // How long a resolve takes on the network (not a quota wait).
   std::atomic<int64_t> resolve_ms_{20};
   // The CDN stalls this many attempts (each runs until it times out: 3 s, or the request's
@@ -144,19 +147,25 @@ class QuotaHold : public ::testing::Test {
   HubConfig hub_config() {
     HubConfig c;
     c.endpoint = kEndpoint;
-    c.clock.steady = [this] {
+    hub_env_.steady = [this] {
       const auto now = clock_.now();  // the time read, before the hook lets anything move it
       if (on_hub_clock_) on_hub_clock_();
       return now;
     };
-    c.clock.wall = [] { return std::chrono::system_clock::time_point(seconds(1700000000)); };
+    hub_env_.wall = [] { return std::chrono::system_clock::time_point(seconds(1700000000)); };
+    c.env = &hub_env_;
     return c;
+  }
+  // The network's side: the manual clock, moved by each delay scheduled.
+  testing::FunctionEnv& net_env() {
+    net_env_.steady = [this] { return clock_.now(); };
+    net_env_.schedule = schedule();
+    return net_env_;
   }
   RangeFetcherOptions fetcher_options() {
     RangeFetcherOptions o;
-    o.scheduler = schedule();
+    o.env = &net_env();
     o.jitter = [] { return 0.5; };
-    o.clock = &clock_;
     return o;
   }
 

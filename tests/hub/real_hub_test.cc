@@ -135,10 +135,12 @@ TEST(TokenSource, AskedForEveryRequest) {
 struct Env {
   std::map<std::string, std::string> vars;
   TokenSources sources() {
-    return TokenSources{[this](const char* name) -> const char* {
+    TokenSources sources;
+    sources.getenv = [this](const char* name) -> const char* {
       auto it = vars.find(name);
       return it == vars.end() ? nullptr : it->second.c_str();
-    }};
+    };
+    return sources;
   }
 };
 

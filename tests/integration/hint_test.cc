@@ -17,6 +17,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "hubfs/range_hint.h"
 #include "support/hubfs_daemon.h"
@@ -62,6 +63,17 @@ class HintTest : public ::testing::Test {
     return h;
   }
   uint64_t cdn_requests() { return hub_->stats()["cdn_requests"].get<uint64_t>(); }
+  // The daemon's status attribute, parsed.
+  nlohmann::json status() const {
+    char buf[8192];
+    ssize_t n = getxattr(mnt_.c_str(), "user.hubfs.status", buf, sizeof buf);
+    EXPECT_GT(n, 0) << strerror(errno);
+    return nlohmann::json::parse(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), nullptr, false);
+  }
+  // Bytes hints started fetching or checking so far. A hint decides what it starts before its
+  // ioctl returns (BlockReader::prefetch counts them then), so reading this right after proves
+  // it started nothing, with no wait for something that did not happen.
+  uint64_t hinted_bytes() const { return status()["hinted_bytes"].get<uint64_t>(); }
 
   TempDir root_, work_;
   std::unique_ptr<LocalHub> hub_;
@@ -93,14 +105,17 @@ TEST_F(HintTest, HintedRangesAreInFlightTogetherBeforeAnyReadAndReadsShareThem) 
   }
   // Reads waited on the hinted fetches: one request per range, no more.
   EXPECT_EQ(cdn_requests(), ranges.size());
-  // A hint of what is cached now costs nothing.
+  // A hint of what is cached now costs nothing: it starts no fetch.
+  const uint64_t before = hinted_bytes();
   ASSERT_EQ(ioctl(fd_, HUBFS_IOC_HINT, &h), 0);
-  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(hinted_bytes(), before) << "a hint of cached blocks must start nothing";
   EXPECT_EQ(cdn_requests(), ranges.size());
 }
 
 TEST_F(HintTest, MalformedHintsFailWithEinvalAndChangeNothing) {
   hub_->reset_stats();
+  const uint64_t before = hinted_bytes();
+  const uint64_t hints_before = status()["hints"].get<uint64_t>();
   hubfs_hint past_eof = make_hint({{0, 4096}, {kSize - 10, 11}});
   EXPECT_EQ(ioctl(fd_, HUBFS_IOC_HINT, &past_eof), -1);
   EXPECT_EQ(errno, EINVAL);
@@ -118,8 +133,10 @@ TEST_F(HintTest, MalformedHintsFailWithEinvalAndChangeNothing) {
   too_many.count = HUBFS_HINT_MAX_RANGES + 1;
   EXPECT_EQ(ioctl(fd_, HUBFS_IOC_HINT, &too_many), -1);
   EXPECT_EQ(errno, EINVAL);
-  std::this_thread::sleep_for(200ms);
-  EXPECT_EQ(cdn_requests(), 0u) << "a malformed hint must not fetch anything";
+  // Refused before anything was started: no hint counted, nothing hinted or fetched.
+  EXPECT_EQ(status()["hints"].get<uint64_t>(), hints_before);
+  EXPECT_EQ(hinted_bytes(), before) << "a malformed hint must not fetch anything";
+  EXPECT_EQ(cdn_requests(), 0u);
 }
 
 TEST_F(HintTest, OnAnotherFilesystemTheHintIsAHarmlessError) {

@@ -593,10 +593,14 @@ TEST(CurlTransport, HedgeAnswersAStalledFirstByte) {
 // A hedged pair answers exactly once even when both answer.
 TEST(CurlTransport, HedgedPairAnswersOnce) {
   std::atomic<int> seen{0};
+  std::promise<void> both_sent;  // the server has answered both the original and the hedge
+  std::atomic<int> sent{0};
   ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) {
     int n = seen++;
+    // The server's pace (the original slower than the hedge), not a wait of the test's.
     std::this_thread::sleep_for(std::chrono::milliseconds(n == 0 ? 400 : 300));
     c.respond(200, n == 0 ? "original" : "hedge");
+    if (++sent == 2) both_sent.set_value();
   });
   CurlOptions options;
   options.hedge = true;
@@ -609,17 +613,24 @@ TEST(CurlTransport, HedgedPairAnswersOnce) {
     if (answers++ == 0) first.set_value();
   });
   first.get_future().wait();
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // room for a second (wrong) answer
+  // Both answers are on the wire; shutdown() then joins the loop, so whatever it made of the
+  // second one (delivered or failed as in flight) has reached the pair by the check below.
+  ASSERT_EQ(both_sent.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
   transport.shutdown();
   EXPECT_EQ(answers.load(), 1);
 }
 
 TEST(CurlTransport, ShutdownFailsWhatIsInFlightAndLaterSubmits) {
-  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection&) {});  // never answers
+  std::promise<void> arrived;
+  std::atomic<bool> once{false};
+  ScriptedHttpServer server([&](const ServerRequest&, ServerConnection&) {  // never answers
+    if (!once.exchange(true)) arrived.set_value();
+  });
   CurlTransport transport;
   std::promise<Result<HttpResponse>> p;
   transport.submit(get(server.url("/never")), [&](Result<HttpResponse> r) { p.set_value(std::move(r)); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // On the wire (the server has it), not merely queued.
+  ASSERT_EQ(arrived.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
   transport.shutdown();
   auto r = p.get_future().get();
   ASSERT_FALSE(r.ok());

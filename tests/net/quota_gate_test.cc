@@ -10,6 +10,7 @@
 
 #include "net/retrying_transport.h"
 #include "support/fake_transport.h"
+#include "support/manual_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -165,17 +166,8 @@ TEST(QuotaGate, TheLastWaitEndOutlivesTheWait) {
 
 // Records each delay asked for and runs at once.
 struct RecordingScheduler {
-  std::mutex mu;
-  std::vector<milliseconds> delays;
-  RetryingTransport::Scheduler fn() {
-    return [this](milliseconds d, std::function<void()> f) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        delays.push_back(d);
-      }
-      f();
-    };
-  }
+  testing::ManualEnv env{testing::ManualEnv::Timers::kRunAtOnce};
+  Env& fn() { return env; }
 };
 
 TEST(RetryingTransportQuota, Waits429sOutBeyondTheAttemptLimit) {
@@ -198,8 +190,8 @@ TEST(RetryingTransportQuota, Waits429sOutBeyondTheAttemptLimit) {
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(calls.load(), 7);
   // Each wait is the window's reset + 1 s; none counted as a retry attempt.
-  EXPECT_EQ(sched.delays.size(), 6u);
-  for (milliseconds d : sched.delays) EXPECT_EQ(d, milliseconds(60000));
+  EXPECT_EQ(sched.env.delays().size(), 6u);
+  for (milliseconds d : sched.env.delays()) EXPECT_EQ(d, milliseconds(60000));
   EXPECT_EQ(r->quota_waited, milliseconds(6 * 60000)) << "the answer says how long the quota held it";
 }
 
@@ -221,7 +213,7 @@ TEST(RetryingTransportQuota, GivesUpWithThe429AfterMaxWait) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 429);  // the answer, with its RateLimit header for the message
   // 60 s, then the 40 s left of the 100 s budget, then the 429 is the answer.
-  EXPECT_THAT(sched.delays, ElementsAre(milliseconds(60000), milliseconds(40000)));
+  EXPECT_THAT(sched.env.delays(), ElementsAre(milliseconds(60000), milliseconds(40000)));
   EXPECT_EQ(calls.load(), 3);
 }
 
@@ -239,7 +231,7 @@ TEST(RetryingTransportQuota, HoldsRequestsWhenTheQuotaIsSpent) {
   auto r = t.perform(req);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 200);
-  EXPECT_THAT(sched.delays, ElementsAre(milliseconds(21000)));  // held until the reset, then sent once
+  EXPECT_THAT(sched.env.delays(), ElementsAre(milliseconds(21000)));  // held until the reset, then sent once
   EXPECT_EQ(inner.request_count(), 1u);
   EXPECT_EQ(r->quota_waited, milliseconds(21000));
   // A CDN request is never held.
@@ -247,7 +239,7 @@ TEST(RetryingTransportQuota, HoldsRequestsWhenTheQuotaIsSpent) {
   cdn.url = "https://cdn.test/blob";
   auto c = t.perform(cdn);
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(sched.delays.size(), 1u);
+  EXPECT_EQ(sched.env.delays().size(), 1u);
   EXPECT_EQ(c->quota_waited, milliseconds(0));
 }
 
@@ -272,7 +264,7 @@ TEST(RetryingTransportQuota, QuotaWaitedCountsHoldsNotBackoff) {
   auto r = t.perform(req);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 302);
-  EXPECT_THAT(sched.delays, ElementsAre(milliseconds(5000), milliseconds(500)));  // the hold, the backoff
+  EXPECT_THAT(sched.env.delays(), ElementsAre(milliseconds(5000), milliseconds(500)));  // the hold, the backoff
   EXPECT_EQ(r->quota_waited, milliseconds(5000));
 }
 
@@ -289,7 +281,7 @@ TEST(RetryingTransportQuota, A503WithTheHeaderIsOrdinaryBackoff) {
   HttpRequest req;
   req.url = kApiUrl;
   ASSERT_EQ(t.perform(req)->status, 200);
-  EXPECT_THAT(sched.delays, ElementsAre(milliseconds(500)));  // not 251 s
+  EXPECT_THAT(sched.env.delays(), ElementsAre(milliseconds(500)));  // not 251 s
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "net/range_fetcher.h"
 #include "support/fake_transport.h"
 #include "support/manual_clock.h"
+#include "support/manual_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -36,12 +37,14 @@ Result<HttpResponse> serve(const HttpRequest& req) {
 
 struct Fixture {
   ManualClock clock;
+  testing::FunctionEnv env;
   FakeTransport cdn{serve};
   RangeFetcher fetcher{cdn, options()};
 
   RangeFetcherOptions options() {
+    env.steady = [this] { return clock.now(); };
     RangeFetcherOptions o;
-    o.clock = &clock;
+    o.env = &env;
     return o;
   }
   // Starts a fetch of bytes 0-9 from `url`, located by `locate`.

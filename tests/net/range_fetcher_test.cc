@@ -14,6 +14,7 @@
 #include "net/retrying_transport.h"
 #include "net/scripted_http_server.h"
 #include "support/fake_transport.h"
+#include "support/manual_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -71,6 +72,7 @@ HttpResponse status_only(long status) {
 // Counts and records the calls a fetcher makes to its Locator.
 struct RecordingLocator {
   std::mutex mu;
+  std::condition_variable called;  // after each call
   std::vector<bool> calls;
   std::string url = kSignedUrl;
   std::string refreshed_url = kSignedUrl;
@@ -85,6 +87,7 @@ struct RecordingLocator {
     return [this](bool refresh) -> Result<Location> {
       std::lock_guard<std::mutex> lock(mu);
       calls.push_back(refresh);
+      called.notify_all();
       if (fail) return *fail;
       if (refresh && fail_refresh) return *fail_refresh;
       Location l;
@@ -96,6 +99,12 @@ struct RecordingLocator {
   std::vector<bool> seen() {
     std::lock_guard<std::mutex> lock(mu);
     return calls;
+  }
+  // Waits (bounded, for a loaded machine) until some call asked for a refresh; false if none did.
+  bool wait_for_refresh() {
+    std::unique_lock<std::mutex> lock(mu);
+    return called.wait_for(lock, std::chrono::seconds(60),
+                           [&] { return std::count(calls.begin(), calls.end(), true) > 0; });
   }
 };
 
@@ -234,7 +243,8 @@ TEST(RangeFetcher, ProtocolViolationsAreRetriedWithAFreshLocation) {
     });
     RetryPolicy policy;
     policy.jitter = [] { return 0.0; };
-    RetryingTransport retrying(fake, policy, [](std::chrono::milliseconds, std::function<void()> fn) { fn(); });
+    testing::ManualEnv at_once(testing::ManualEnv::Timers::kRunAtOnce);  // retries without waiting
+    RetryingTransport retrying(fake, policy, at_once);
     RangeFetcher fetcher(retrying);
     RecordingLocator loc;
     loc.refreshed_url = "https://other-edge.example/blobs/abc";
@@ -243,11 +253,7 @@ TEST(RangeFetcher, ProtocolViolationsAreRetriedWithAFreshLocation) {
     EXPECT_EQ(*got, content->substr(1000, 5000));
     EXPECT_EQ(answers.load(), 3);
     // The re-resolve runs beside the retries (off the timer thread): wait for it, bounded.
-    for (int i = 0; i < 1000; ++i) {
-      auto calls = loc.seen();
-      if (std::count(calls.begin(), calls.end(), true) > 0) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    ASSERT_TRUE(loc.wait_for_refresh());
     auto calls = loc.seen();
     EXPECT_EQ(std::count(calls.begin(), calls.end(), true), 1) << "re-resolved once";
   }
@@ -261,7 +267,8 @@ TEST(RangeFetcher, ViolationsPastTheBudgetAreAnError) {
   });
   RetryPolicy policy;
   policy.max_attempts = 3;
-  RetryingTransport retrying(fake, policy, [](std::chrono::milliseconds, std::function<void()> fn) { fn(); });
+  testing::ManualEnv at_once(testing::ManualEnv::Timers::kRunAtOnce);  // retries without waiting
+  RetryingTransport retrying(fake, policy, at_once);
   RangeFetcher fetcher(retrying);
   RecordingLocator loc;
   auto got = fetch_one(fetcher, loc.locator(), content->size(), {0, 100});

@@ -14,6 +14,7 @@
 #include "net/retrying_transport.h"
 #include "support/fake_transport.h"
 #include "support/manual_clock.h"
+#include "support/manual_env.h"
 #include "support/pattern.h"
 
 namespace hubfs {
@@ -40,12 +41,15 @@ HttpResponse status(long code) {
 struct ClockScheduler {
   ManualClock& clock;
   std::atomic<int> waits{0};
-  std::function<void(milliseconds, std::function<void()>)> fn() {
-    return [this](milliseconds delay, std::function<void()> f) {
+  testing::FunctionEnv env{};
+  Env& fn() {
+    env.steady = [this] { return clock.now(); };
+    env.schedule = [this](milliseconds delay, std::function<void()> f) {
       clock.advance(delay);
       ++waits;
       f();
     };
+    return env;
   }
 };
 
@@ -135,7 +139,7 @@ class RangeQuirks : public ::testing::Test {
   }
   RangeFetcherOptions options() {
     RangeFetcherOptions o;
-    o.scheduler = sched_.fn();
+    o.env = &sched_.fn();
     o.jitter = [] { return 0.5; };
     return o;
   }

@@ -5,12 +5,14 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include <atomic>
 #include <future>
 #include <mutex>
 
 #include "support/fake_transport.h"
+#include "support/manual_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -34,25 +36,10 @@ HttpRequest get(const std::string& url) {
 }
 
 // Records each delay asked for and retries at once: no test ever sleeps.
-class RecordingScheduler {
+class RecordingScheduler : public testing::ManualEnv {
  public:
-  RetryingTransport::Scheduler scheduler() {
-    return [this](milliseconds delay, std::function<void()> fn) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        delays_.push_back(delay);
-      }
-      fn();
-    };
-  }
-  std::vector<milliseconds> delays() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return delays_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<milliseconds> delays_;
+  RecordingScheduler() : ManualEnv(Timers::kRunAtOnce) {}
+  Env& scheduler() { return *this; }
 };
 
 // Answers the i-th request (0-based) with script[i], the last entry for any later one.
@@ -358,6 +345,48 @@ TEST(RetryingTransport, ShutdownAnswersWaitingRetriesAndStopsRetrying) {
   EXPECT_EQ(r->status, 503);
   EXPECT_EQ(fake.request_count(), 2u);
   retrying.shutdown();  // idempotent
+}
+
+// On a manual Env a retry waits exactly its delay on the Env's clock: not sent a moment before,
+// sent when the clock gets there. No test thread sleeps.
+TEST(RetryingTransport, ARetryWaitsItsDelayOnTheEnvsClock) {
+  FakeTransport fake(scripted({response(503), response(200)}));
+  testing::ManualEnv env;
+  RetryingTransport retrying(fake, pinned_jitter(0.5), env);  // 500 ms: half the 1 s base
+  std::promise<Result<HttpResponse>> answered;
+  auto answer = answered.get_future();
+  retrying.submit(get("https://hub/x"), [&](Result<HttpResponse> r) { answered.set_value(std::move(r)); });
+  ASSERT_TRUE(env.wait_until_waiting(1)) << "the 503 never scheduled a retry";
+  EXPECT_EQ(env.delays(), std::vector<milliseconds>{milliseconds(500)});
+  env.advance(milliseconds(499));
+  EXPECT_EQ(fake.request_count(), 1u) << "retried before its delay";
+  env.advance(milliseconds(1));
+  EXPECT_EQ(fake.request_count(), 2u);  // sent from advance(), on this thread
+  ASSERT_EQ(answer.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto r = answer.get();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->status, 200);
+}
+
+// Shutdown answers a retry waiting on the Env's timer at once, with its last result; the timer's
+// entry, when it falls due later, runs nothing.
+TEST(RetryingTransport, ShutdownFlushesRetriesWaitingOnTheEnv) {
+  FakeTransport fake(scripted({response(503), response(200)}));
+  testing::ManualEnv env;
+  RetryingTransport retrying(fake, pinned_jitter(0.5), env);
+  std::atomic<int> answers{0};
+  std::atomic<long> status{0};
+  retrying.submit(get("https://hub/x"), [&](Result<HttpResponse> r) {
+    ++answers;
+    if (r.ok()) status = r->status;
+  });
+  ASSERT_TRUE(env.wait_until_waiting(1));
+  retrying.shutdown();  // runs the waiting retry here, which answers with its last result
+  EXPECT_EQ(answers.load(), 1);
+  EXPECT_EQ(status.load(), 503);
+  env.advance(std::chrono::hours(1));
+  EXPECT_EQ(answers.load(), 1);
+  EXPECT_EQ(fake.request_count(), 1u);
 }
 
 TEST(RetryingTransport, ManyConcurrentRequestsEachAnsweredOnce) {

@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/manual_env.h"
 #include "support/memcached_server.h"
 
 namespace hubfs {
@@ -207,10 +208,12 @@ TEST(MemcachedTier, ANodeThatNeverEndsItsAnswerIsAFailureNotAHang) {
 TEST(MemcachedTier, ADeadNodeCostsMissesItsBreakerOpensAndItIsUsedAgainOnceBack) {
   auto n1 = MemcachedServer::start();
   auto n2 = MemcachedServer::start();
+  testing::ManualEnv env;  // the breakers' clock: the test moves it past their wait
   MemcachedTierOptions o;
   o.servers = {n1->address(), n2->address()};
   o.breaker.failures_to_open = 2;
-  o.breaker.open_for = std::chrono::milliseconds(200);  // real time: this test sleeps past it once
+  o.breaker.open_for = std::chrono::milliseconds(200);
+  o.env = &env;
   auto tier = MemcachedTier::create(o);
   ASSERT_TRUE(tier.ok());
   MemcachedTier& t = **tier;
@@ -245,11 +248,12 @@ TEST(MemcachedTier, ADeadNodeCostsMissesItsBreakerOpensAndItIsUsedAgainOnceBack)
 
   // Back (empty) on the same port: after the breaker's wait, its keys are stored and served again.
   n2->restart();
-  // Probes until the breaker closes (bounded: its wait doubles per failed probe, from 200 ms).
-  for (int i = 0; i < 200 && t.stats().nodes_down != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    (void)t.get(gets, Deadline::never());
-  }
+  // Still open: the breaker's wait has not passed, so the node is not asked.
+  EXPECT_EQ(t.stats().nodes_down, 1u);
+  // Past the longest wait (max_open_for): the next lookup probes the node, which answers, and
+  // the breaker closes.
+  env.advance(o.breaker.max_open_for);
+  (void)t.get(gets, Deadline::never());
   ASSERT_EQ(t.stats().nodes_down, 0u) << "the restarted node was never used again";
   for (int i = 0; i < 20; ++i) t.put("k" + std::to_string(i), value_of(1000, i));
   t.wait_idle();

@@ -27,8 +27,11 @@ namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";  // Debian's: the script needs stdlib only
 constexpr const char* kServerScript = HUBFS_SOURCE_DIR "/tools/hub_server.py";
-// Python starts in well under a second; 10 s only trips on a server that is really stuck.
-constexpr auto kHubStartTimeout = std::chrono::seconds(10);
+// Python starts in well under a second on an idle machine, but the wait ends at the "listening"
+// line or the server's exit, so the bound only has to catch a server that is really stuck: 60 s,
+// since 10 s tripped under TSan at a load average of 16 on 2 cores (SystemTool, the env-merge
+// TSan pass), with an empty stderr (still starting).
+constexpr auto kHubStartTimeout = std::chrono::seconds(60);
 // The server shuts down at once on SIGTERM; this bounds a wedged one.
 constexpr auto kStopGrace = std::chrono::seconds(3);
 // Control requests are tiny and local: anything slower than this is a hung server.
@@ -203,7 +206,7 @@ std::unique_ptr<LocalHub> LocalHub::start(const LocalHubOptions& options) {
   if (got != LineResult::kLine || listening != "listening" || cdn != "cdn" || cdn_url.empty()) {
     std::string why = got == LineResult::kLine  ? "unexpected first line \"" + line + "\""
                       : got == LineResult::kEof ? "it exited before listening"
-                                                : "no \"listening\" line within 10 s";
+                                                : "no \"listening\" line within " + std::to_string(kHubStartTimeout.count()) + " s";
     hub->stop();  // and wait for it, so its stderr is complete
     std::string err = hub->server_stderr();
     throw std::runtime_error("local hub server failed to start (" + why + "); stderr:\n" + err);

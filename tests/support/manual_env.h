@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -78,6 +79,7 @@ class ManualEnv : public Env {
       delays_.push_back(delay);
       if (timers_ == Timers::kManual) {
         waiting_.emplace(std::make_pair(clock_.now() + delay, next_seq_++), std::move(fn));
+        scheduled_cv_.notify_all();
         return true;
       }
     }
@@ -119,6 +121,12 @@ class ManualEnv : public Env {
     std::lock_guard<std::mutex> lock(mu_);
     return waiting_.size();
   }
+  // Waits until at least n functions wait (work on other threads schedules them): a wait for
+  // what must happen, bounded for a loaded machine. False if it did not happen within `bound`.
+  bool wait_until_waiting(size_t n, std::chrono::seconds bound = std::chrono::seconds(60)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return scheduled_cv_.wait_for(lock, bound, [&] { return waiting_.size() >= n; });
+  }
   // Time from now until the next waiting function is due; nullopt when none waits.
   std::optional<std::chrono::nanoseconds> next_due_in() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -147,10 +155,52 @@ class ManualEnv : public Env {
   bool inline_executors_ = false;
 
   mutable std::mutex mu_;  // a leaf: never held while a function runs
+  std::condition_variable scheduled_cv_;  // a function was queued (kManual)
   bool stopped_ = false;
   uint64_t next_seq_ = 0;
   std::map<std::pair<MonotonicClock::time_point, uint64_t>, std::function<void()>> waiting_;
   std::vector<std::chrono::milliseconds> delays_;
+};
+
+// An Env assembled from functions, for tests whose time follows a script (a fake network moves
+// it, a hook runs when the time is read). Empty functions: a ManualClock of its own that
+// advance() moves, a fixed wall time moving with it, and schedule_after running the function at
+// once. Executors are TaskQueues.
+class FunctionEnv : public Env {
+ public:
+  std::function<MonotonicClock::time_point()> steady;
+  std::function<std::chrono::system_clock::time_point()> wall;
+  std::function<void(std::chrono::milliseconds, std::function<void()>)> schedule;
+
+  const MonotonicClock& clock() const override { return adapter_; }
+  std::chrono::system_clock::time_point system_now() const override {
+    if (wall) return wall();
+    return std::chrono::system_clock::time_point(std::chrono::seconds(1700000000)) +
+           std::chrono::duration_cast<std::chrono::system_clock::duration>(own_.now() - own_start_);
+  }
+  bool schedule_after(std::chrono::milliseconds delay, std::function<void()> fn) override {
+    if (schedule) {
+      schedule(delay, std::move(fn));
+    } else {
+      fn();
+    }
+    return true;
+  }
+  std::unique_ptr<Executor> new_executor(int threads) override { return std::make_unique<TaskQueue>(threads); }
+  void advance(std::chrono::nanoseconds d) { own_.advance(d); }
+
+ private:
+  class Adapter : public MonotonicClock {
+   public:
+    explicit Adapter(const FunctionEnv& env) : env_(env) {}
+    time_point now() const override { return env_.steady ? env_.steady() : env_.own_.now(); }
+
+   private:
+    const FunctionEnv& env_;
+  };
+  ManualClock own_;
+  const MonotonicClock::time_point own_start_ = own_.now();
+  Adapter adapter_{*this};
 };
 
 }  // namespace hubfs::testing

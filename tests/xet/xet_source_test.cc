@@ -13,6 +13,7 @@
 #include <random>
 
 #include "support/fake_transport.h"
+#include "support/manual_env.h"
 #include "support/temp_dir.h"
 #include "xet/chunker.h"
 
@@ -156,11 +157,13 @@ class FakeCas {
 
 class XetSourceTest : public ::testing::Test {
  protected:
-  XetSourceTest() : transport_([this](const HttpRequest& r) { return cas_.handle(r); }) {}
+  XetSourceTest() : transport_([this](const HttpRequest& r) { return cas_.handle(r); }) {
+    env_.wall = [this] { return now_.load(); };
+  }
 
   std::unique_ptr<XetReader> reader(XetReaderOptions options = {}) {
     options.threads = 4;
-    options.wall = [this] { return now_.load(); };
+    options.env = &env_;
     TokenSource tokens = [this]() -> Result<XetToken> {
       ++token_calls_;
       return XetToken{"http://cas", "tok", now_.load() + std::chrono::seconds(100)};
@@ -172,6 +175,8 @@ class XetSourceTest : public ::testing::Test {
   testing::FakeTransport transport_;
   std::atomic<int> token_calls_{0};
   std::atomic<std::chrono::system_clock::time_point> now_{std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000))};
+  // The readers' Env: its wall time is now_, moved by the test.
+  testing::FunctionEnv env_;
 };
 
 TEST_F(XetSourceTest, ReadsAnyRangeExactlyAndVerifiesEveryChunk) {
