@@ -133,9 +133,14 @@ def cdn_location(endpoint, repo_path):
 
 def curl_ranges(location, size, piece=8 << 20, connections=16):
     """The direct limit: every 8 MiB range of the file at once over `connections` connections."""
-    cmd = ["curl", "-s", "-f", "--parallel", "--parallel-max", str(connections), "-w", "%{size_download}\n"]
+    # -r, -o and -w hold for one transfer only when --next separates the transfers (without it the
+    # last -r wins for every URL); --parallel and --parallel-max are global.
+    cmd = ["curl", "--parallel", "--parallel-max", str(connections)]
     for a in range(0, size, piece):
-        cmd += ["-r", "%d-%d" % (a, min(size, a + piece) - 1), "-o", "/dev/null", location]
+        if a:
+            cmd.append("--next")
+        cmd += ["-s", "-f", "-w", "%{size_download}\n", "-r", "%d-%d" % (a, min(size, a + piece) - 1),
+                "-o", "/dev/null", location]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, "curl: exit %d %s" % (r.returncode, r.stderr[-300:])
     got = sum(int(x) for x in r.stdout.split())
