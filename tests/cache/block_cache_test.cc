@@ -41,18 +41,27 @@ std::string block_path(const fs::path& dir, const std::string& id, uint64_t inde
 }
 
 // Every regular file under the cache's blocks directory, temp files included.
+// Both tolerate files that vanish between the listing and the look: a cache's background
+// eviction may still be removing blocks while a test counts them (seen under ASan in
+// TwoInstancesSharingADirectoryNeverServeWrongBytes: file_size threw on an evicted block).
 std::vector<fs::path> files_under(const fs::path& dir) {
   std::vector<fs::path> out;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir / "blocks", ec);
-       it != fs::recursive_directory_iterator(); ++it)
-    if (it->is_regular_file()) out.push_back(it->path());
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code e;
+    if (it->is_regular_file(e)) out.push_back(it->path());
+  }
   return out;
 }
 
 uint64_t bytes_under(const fs::path& dir) {
   uint64_t total = 0;
-  for (const auto& p : files_under(dir)) total += fs::file_size(p);
+  for (const auto& p : files_under(dir)) {
+    std::error_code e;
+    const uint64_t size = fs::file_size(p, e);
+    if (!e) total += size;  // gone since the listing: evicted, counts nothing
+  }
   return total;
 }
 
