@@ -52,9 +52,9 @@ Status corrupt(const std::string& what) { return Corrupt("the dataset's chunk in
 // ---------------------------------------------------------------------------------------------
 // Reading and decoding
 
-class File {
+class IndexFileReader {
  public:
-  explicit File(const ChunkIndexSource& src) : src_(src) {}
+  explicit IndexFileReader(const ChunkIndexSource& src) : src_(src) {}
 
   Status init() {
     if (src_.source) {
@@ -204,7 +204,7 @@ Status scan_messages(Cursor c, unsigned version, bool creation_order, unsigned O
   return Status::Ok();
 }
 
-Result<HeaderFacts> read_object_header(const File& file) {
+Result<HeaderFacts> read_object_header(const IndexFileReader& file) {
   const ChunkIndexSource& src = file.src();
   HeaderFacts facts;
   std::vector<uint8_t> buf;
@@ -431,7 +431,7 @@ Result<EntryFormat> entry_format(unsigned client, unsigned elem_bytes, const Geo
 
 class Btree1 {
  public:
-  Btree1(const File& file, const Geometry& g, Emitter& out) : file_(file), g_(g), out_(out) {}
+  Btree1(const IndexFileReader& file, const Geometry& g, Emitter& out) : file_(file), g_(g), out_(out) {}
 
   Status walk(uint64_t addr, int expected_level, unsigned depth) {
     if (depth > kMaxTreeDepth) return corrupt("its v1 B-tree is deeper than " + std::to_string(kMaxTreeDepth));
@@ -483,7 +483,7 @@ class Btree1 {
  private:
   // A sound tree has fewer nodes than chunks (every node holds at least one entry).
   uint64_t node_limit() const { return total_chunks_ + 64; }
-  const File& file_;
+  const IndexFileReader& file_;
   const Geometry& g_;
   Emitter& out_;
   uint64_t nodes_ = 0;
@@ -492,7 +492,7 @@ class Btree1 {
 // ---------------------------------------------------------------------------------------------
 // Fixed array: "FAHD" header, "FADB" data block (paged when large)
 
-Status read_fixed_array(const File& file, const Geometry& g, const Layout& lay, Emitter& out) {
+Status read_fixed_array(const IndexFileReader& file, const Geometry& g, const Layout& lay, Emitter& out) {
   const unsigned O = g.O, L = g.L;
   std::vector<uint8_t> buf;
   const uint64_t header_bytes = 4 + 1 + 1 + 1 + 1 + L + O + 4;
@@ -561,7 +561,7 @@ Status read_fixed_array(const File& file, const Geometry& g, const Layout& lay, 
 
 class ExtensibleArray {
  public:
-  ExtensibleArray(const File& file, const Geometry& g, const Layout& lay, Emitter& out)
+  ExtensibleArray(const IndexFileReader& file, const Geometry& g, const Layout& lay, Emitter& out)
       : file_(file), g_(g), lay_(lay), out_(out) {}
 
   Status read(size_t unlim_axis) {
@@ -774,7 +774,7 @@ class ExtensibleArray {
     return out_.emit(e.addr, e.size, e.mask);
   }
 
-  const File& file_;
+  const IndexFileReader& file_;
   const Geometry& g_;
   const Layout& lay_;
   Emitter& out_;
@@ -793,7 +793,7 @@ class ExtensibleArray {
 
 class Btree2 {
  public:
-  Btree2(const File& file, const Geometry& g, Emitter& out) : file_(file), g_(g), out_(out) {}
+  Btree2(const IndexFileReader& file, const Geometry& g, Emitter& out) : file_(file), g_(g), out_(out) {}
 
   Status read(uint64_t addr, uint64_t total_chunks) {
     const unsigned O = g_.O, L = g_.L;
@@ -892,7 +892,7 @@ class Btree2 {
     return Status::Ok();
   }
 
-  const File& file_;
+  const IndexFileReader& file_;
   const Geometry& g_;
   Emitter& out_;
   unsigned type_ = 0, size_len_ = 0, max_nrec_size_ = 0;
@@ -955,7 +955,7 @@ Result<std::string> read_chunk_index(const ChunkIndexSource& src,
   if (src.shape.size() != src.chunk.size() || src.maxdims.size() != src.chunk.size() || src.chunk.empty()) {
     return hubfs::InvalidArgument("read_chunk_index: shape, maximum shape and chunk shape differ in rank");
   }
-  File file(src);
+  IndexFileReader file(src);
   if (Status s = file.init(); !s.ok()) return s;
   auto header = read_object_header(file);
   if (!header.ok()) return header.status();
