@@ -17,8 +17,7 @@ static std::string flight_key(const std::string& cache_id, uint64_t index) {
 BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options, SharedBlocks* shared)
     : fetcher_(fetcher),
       options_(options),
-      read_ahead_policy_(ReadAheadConfig{options.block_size, options.min_readahead_blocks,
-                                         options.max_readahead_blocks, options.max_blocks_per_request}),
+      read_ahead_policy_(options.read_ahead()),
       tiers_(cache ? std::make_unique<DiskTier>(*cache) : nullptr,
              shared ? std::make_unique<SharedBlockTier>(*shared) : nullptr,
              BlockTiersOptions{.memory_bytes = options.memory_cache_bytes,
@@ -229,17 +228,17 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     std::lock_guard<std::mutex> state_lock(state->mu);
     if (auto ahead = read_ahead_policy_.on_read(state->ahead, offset, end, file.size, hinted)) {
       std::vector<uint64_t> wanted;
-      for (uint64_t b = ahead->first; b <= ahead->last; ++b) wanted.push_back(b);
+      for (uint64_t b = ahead->blocks.first; b <= ahead->blocks.last; ++b) wanted.push_back(b);
       uint64_t bytes = 0;
       std::vector<uint64_t> mine = claim_ahead(file, wanted, &bytes, &state->ahead.prefetched_to);
       if (log_enabled(LogLevel::kDebug))
         log_debug("read-ahead " + file.path + ": reader at block " + std::to_string(last) + ", window " +
                   std::to_string(state->ahead.window_blocks) + "; claimed " + std::to_string(mine.size()) + " of blocks " +
-                  std::to_string(ahead->first) + "-" + std::to_string(ahead->last) + " (read-ahead in flight " +
+                  std::to_string(ahead->blocks.first) + "-" + std::to_string(ahead->blocks.last) + " (read-ahead in flight " +
                   std::to_string(prefetch_bytes_.load() >> 20) + " MiB)");
       counters_.add(counters_.read_ahead_bytes, bytes);
       if (!mine.empty())
-        queue_load(file, std::move(mine), options_.max_blocks_per_request, options_.max_blocks_per_request);
+        queue_load(file, std::move(mine), ahead->blocks_per_request, ahead->blocks_per_request);
     }
   }
 

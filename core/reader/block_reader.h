@@ -148,6 +148,19 @@ struct ReaderOptions {
   // Files being hashed at once (each holds a hash state; a file read out of order stalls and is
   // dropped when newer ones need the room).
   size_t max_verifying_files = 64;
+
+  // The read-ahead policy's settings: the window, the request size and the link it weighs bytes
+  // against round trips with (read_ahead.h; the link's round trip and per-connection bandwidth
+  // keep their defaults there).
+  ReadAheadConfig read_ahead() const {
+    ReadAheadConfig c;
+    c.block_size = block_size;
+    c.min_window_blocks = min_readahead_blocks;
+    c.max_window_blocks = max_readahead_blocks;
+    c.blocks_per_request = max_blocks_per_request;
+    c.connections = parallel_requests;
+    return c;
+  }
 };
 
 struct ReaderStats {

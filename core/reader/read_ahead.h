@@ -1,20 +1,31 @@
 // The read-ahead policy: from what one open handle has read so far and the read arriving now,
-// which blocks to fetch ahead of the reader. Pure: no threads, no clock, no I/O, so every rule
-// below is unit-tested by feeding it reads (tests/reader/read_ahead_test.cc). BlockReader owns
-// the mechanism (claiming blocks, the memory budget, sending requests); this decides the range.
+// which blocks to fetch ahead of the reader, and in requests of what size. Pure: no threads, no
+// clock, no I/O, so every rule below is unit-tested by feeding it reads
+// (tests/reader/read_ahead_test.cc). BlockReader owns the mechanism (claiming blocks, the memory
+// budget, sending requests); this decides the range.
 //
-// The rules, each for a measured reason (docs/how-it-works.md, "Read-ahead"):
-// - A read is sequential when it starts where the handle's last read ended, give or take the
-//   window (the kernel sends one stream's pieces from several threads, a little out of order).
-//   Anything else resets the handle: random access gets no speculative bytes.
-// - The window starts at min_window_blocks, doubles per sequential read up to
-//   max_window_blocks, and never exceeds per_run_factor times what the current run has read: a
-//   stream that ends (the last chunk of an HDF5 read) wastes at most that multiple of what it
-//   used.
-// - The window is refilled only when there is room for a whole request (or half a small
-//   window), and only in whole requests except at the end of the file: a 2-block request pays
-//   the same round trip as an 8-block one for a quarter of the bytes.
-// - A file whose reader sends range hints gets none: it said what it needs.
+// It weighs bytes against round trips, with a model of the link (ReadAheadConfig: round trip,
+// bandwidth per connection, connections). The rules, each for a measured reason
+// (docs/how-it-works.md, "Read-ahead"):
+// - Sequential: a read that starts where the handle's last read ended, give or take the window
+//   (the kernel sends one stream's pieces from several threads, a little out of order). A run
+//   earns read-ahead only once it has read min_run_blocks: a FUSE mount's mmap fault reads a
+//   couple of blocks around the faulting page in order, and that is not a stream.
+// - The window doubles per sequential read up to max_window_blocks and never exceeds
+//   per_run_factor times what the run has read: a run that ends (the last chunk of an HDF5 read)
+//   was fetched at most (1 + per_run_factor) times over.
+// - The window goes out in requests sized to keep every connection busy: a window of W blocks
+//   over C connections goes as requests of W / C blocks (1 to blocks_per_request). With a
+//   bandwidth cap per connection a small window in big requests used a few connections and
+//   left the rest idle; in small ones it arrives in one round trip.
+// - Random access: a read that is not sequential fetches its own blocks, whole blocks of 1 MiB
+//   (about what one connection moves in a round trip: 50 MB/s x 50 ms is 2.5 MB; on a mount the
+//   kernel's read-around adds a block or two). Once a handle has made
+//   random_reads_for_whole_file such reads, a file that the link moves whole in
+//   whole_file_round_trips round trips is fetched whole: those reads have already cost that
+//   many round trips, and each later one is then served from the cache. A bigger file never is:
+//   its random reads fetch what they touch, not gigabytes they may never.
+// - A file whose reader sends range hints gets no speculative read-ahead: it said what it needs.
 #pragma once
 
 #include <cstdint>
@@ -26,13 +37,27 @@ struct ReadAheadConfig {
   uint64_t block_size = 1 << 20;
   uint32_t min_window_blocks = 4;
   uint32_t max_window_blocks = 128;
+  // The largest request (neighbouring blocks in one range GET).
   uint32_t blocks_per_request = 8;
-  // The window may reach this many times the bytes the current run has read. At 1x the window
-  // (and so the requests in flight) grew only as fast as the reader consumed: a 300 MB stream at
-  // 50 ms / 400 Mbit/s per connection spent its first ~120 MB below full concurrency. At 4x it
-  // reaches the 128-block cap after 32 MiB, and a stream that stops wastes at most 4x what it
-  // read (never more than the window).
-  uint64_t per_run_factor = 4;
+  // The window may reach this many times the bytes the current run has read. At 4x, h5py
+  // reading 5 of 16 contiguous frames through the mount fetched the whole 169 MB file for the
+  // 53 MB it read; at 1/2 a run that stops was fetched at most 1.5x over.
+  double per_run_factor = 0.5;
+  // A run reads this many blocks before it earns read-ahead: more than the kernel's read-around
+  // for one mmap fault (the mount's read_ahead_kb, 2 MiB: fuse/mount.cc).
+  uint32_t min_run_blocks = 4;
+  // The link: requests in flight at once (--max-requests), the round trip of one request, and
+  // one connection's bandwidth (a CDN edge gives one TCP stream ~400 Mbit/s).
+  uint32_t connections = 16;
+  double round_trip_seconds = 0.05;
+  double connection_bytes_per_second = 50e6;
+  // Random access: after this many random reads on a handle, a file the link moves whole in
+  // whole_file_round_trips round trips is fetched whole (16 x 50 MB/s x 50 ms x 16 = 640 MB).
+  uint32_t random_reads_for_whole_file = 8;
+  uint32_t whole_file_round_trips = 16;
+
+  // The largest file fetched whole under random access.
+  uint64_t whole_file_bytes() const;
 };
 
 // What a handle remembers between reads. Guarded by its owner (BlockReader's ReadState::mu).
@@ -41,6 +66,8 @@ struct ReadAheadState {
   uint32_t window_blocks = 0;         // current window (0: not sequential)
   uint64_t prefetched_to = 0;         // blocks below this were already requested ahead
   uint64_t run_bytes = 0;             // bytes read sequentially in the current run
+  uint32_t random_reads = 0;          // random reads since the handle's last long run
+  bool whole_file = false;            // the file is being fetched whole (prefetched_to: how far)
 };
 
 // Blocks [first, last], both included.
@@ -49,6 +76,13 @@ struct BlockRange {
   uint64_t last = 0;
   uint64_t count() const { return last - first + 1; }
   bool operator==(const BlockRange&) const = default;
+};
+
+// Blocks to fetch ahead, and the largest request to send them in.
+struct ReadAheadPlan {
+  BlockRange blocks;
+  uint32_t blocks_per_request = 1;
+  bool operator==(const ReadAheadPlan&) const = default;
 };
 
 class ReadAheadPolicy {
@@ -60,15 +94,21 @@ class ReadAheadPolicy {
   // range hint recently. The caller fetches a prefix of the range (its memory budget may stop it
   // early) and records how far it got in state.prefetched_to (the block after the last one it
   // took care of), so the next read does not ask for them again.
-  std::optional<BlockRange> on_read(ReadAheadState& state, uint64_t offset, uint64_t end,
-                                    uint64_t file_size, bool hinted) const;
+  std::optional<ReadAheadPlan> on_read(ReadAheadState& state, uint64_t offset, uint64_t end,
+                                       uint64_t file_size, bool hinted) const;
+
+  // The largest request for `blocks` blocks needed at once: spread over every connection, at
+  // most blocks_per_request each.
+  uint32_t request_blocks(uint64_t blocks) const;
 
   const ReadAheadConfig& config() const { return config_; }
 
  private:
+  std::optional<ReadAheadPlan> on_random_read(ReadAheadState& state, uint64_t file_size, bool hinted) const;
   // Which blocks to request once the window is known (the refill rule).
-  std::optional<BlockRange> refill(const ReadAheadState& state, uint64_t last_read_block,
-                                   uint64_t file_blocks) const;
+  std::optional<ReadAheadPlan> refill(const ReadAheadState& state, uint64_t last_read_block,
+                                      uint64_t file_blocks) const;
+  std::optional<ReadAheadPlan> whole_file_rest(const ReadAheadState& state, uint64_t file_blocks) const;
 
   ReadAheadConfig config_;
 };

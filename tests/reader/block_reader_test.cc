@@ -87,7 +87,16 @@ std::vector<ByteRange> asked(const FakeTransport& t) {
 // own timeout bounds it.
 template <typename Pred>
 void wait_for_state(Pred done) {
-  while (!done()) std::this_thread::yield();
+  // Bounded so a state that never comes fails the test instead of hanging the suite; the bound
+  // is far beyond any machine's slowness (not a timing assertion).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      ADD_FAILURE() << "the awaited state never came";
+      return;
+    }
+    std::this_thread::yield();
+  }
 }
 
 using testing::sha256_hex;
@@ -225,7 +234,8 @@ TEST_F(BlockReaderTest, SequentialReadsFetchAheadRandomReadsDoNot) {
   file_.content_id = "sha256:" + std::string(64, 'b');
   size_t before = transport_.request_count();
   ReadState sequential;
-  for (uint64_t off = 0; off < 2 * kBlock; off += 128 * 1024) {
+  // Five blocks: a run earns read-ahead after four (read_ahead.h).
+  for (uint64_t off = 0; off < 5 * kBlock; off += 128 * 1024) {
     ASSERT_EQ(read(reader, off, 128 * 1024, &sequential), cdn_.content.substr(off, 128 * 1024));
   }
   EXPECT_GT(sequential.ahead.window_blocks, 0u);
@@ -233,22 +243,23 @@ TEST_F(BlockReaderTest, SequentialReadsFetchAheadRandomReadsDoNot) {
   // Every request the reader sent must also have reached the transport (it is sent from the
   // fetcher's thread), or one still on its way would count against the read below.
   wait_for_state([&] {
-    return reader.stats().blocks_fetched >= 6 && transport_.request_count() == reader.stats().requests;
+    return reader.stats().blocks_fetched >= 3 + 5 + 2 && transport_.request_count() == reader.stats().requests;
   });
   size_t after_ahead = transport_.request_count();
-  EXPECT_GT(after_ahead - before, 1u);
-  ASSERT_EQ(read(reader, 2 * kBlock, 3 * kBlock), cdn_.content.substr(2 * kBlock, 3 * kBlock));
+  EXPECT_GT(after_ahead - before, 5u);  // the five blocks read and at least one ahead
+  ASSERT_EQ(read(reader, 5 * kBlock, 2 * kBlock), cdn_.content.substr(5 * kBlock, 2 * kBlock));
   EXPECT_EQ(transport_.request_count(), after_ahead);
 }
 
-// Once the window is larger than one request, a sequential stream's read-ahead goes out in whole
-// requests (8 blocks) only, but at the end of the file: a refill of "whatever room there is"
-// sent 1-3 block requests that pay a full round trip each.
+// Once the window fills every connection with the largest requests, a sequential stream's
+// read-ahead goes out in whole requests (8 blocks) only, but at the end of the file: a refill of
+// "whatever room there is" sent 1-3 block requests that pay a full round trip each.
 TEST_F(BlockReaderTest, ReadAheadSendsWholeRequestsOnly) {
   ReaderOptions options;
   options.block_size = 64 * 1024;  // the same logic as with 1 MiB blocks, on a 16x smaller file
+  options.parallel_requests = 2;   // a window of 16 blocks fills both with 8-block requests
   const uint64_t block = options.block_size;
-  cdn_.content = pattern(48 * block + 777, 7);
+  cdn_.content = pattern(160 * block + 777, 7);
   file_.content_id = "sha256:" + sha256_hex(cdn_.content);
   file_.size = cdn_.content.size();
   BlockReader reader(cache_.get(), fetcher_, options);
@@ -261,8 +272,8 @@ TEST_F(BlockReaderTest, ReadAheadSendsWholeRequestsOnly) {
   int whole = 0;
   for (const ByteRange& r : asked(transport_)) {
     const bool at_end = r.offset + r.length == file_.size;
-    // Past the first few requests of the ramp-up (window < 2 requests), every one is whole.
-    if (r.offset >= 2 * per_request * block && !at_end) {
+    // Past the ramp-up (a window of 16 blocks needs a run of 32), every one is whole.
+    if (r.offset >= 48 * block && !at_end) {
       EXPECT_EQ(r.length % (per_request * block), 0u) << "a partial request at block " << r.offset / block;
       ++whole;
     }
@@ -570,7 +581,7 @@ TEST_F(BlockReaderTest, MalformedHintsChangeNothing) {
   EXPECT_EQ(reader.stats().hints, 0u);
   EXPECT_EQ(reader.stats().hinted_bytes, 0u);
   ReadState sequential;
-  for (uint64_t off = 0; off < 2 * kBlock; off += 128 * 1024) read(reader, off, 128 * 1024, &sequential);
+  for (uint64_t off = 0; off < 5 * kBlock; off += 128 * 1024) read(reader, off, 128 * 1024, &sequential);
   EXPECT_GT(sequential.ahead.window_blocks, 0u);
   EXPECT_GT(reader.stats().read_ahead_bytes, 0u);
 }

@@ -10,16 +10,24 @@ constexpr uint64_t kMiB = 1 << 20;
 
 class ReadAheadPolicyTest : public ::testing::Test {
  protected:
-  // 1 MiB blocks, windows of 4..128 blocks, 8-block requests, as the mount's defaults.
+  // 1 MiB blocks, windows of 4..128 blocks, requests of up to 8 blocks over 16 connections, runs
+  // of 4 blocks before read-ahead, a window of at most half the run: the mount's defaults.
   ReadAheadPolicy policy_{ReadAheadConfig{}};
   ReadAheadState state_;
 
   // A read of `blocks` whole blocks starting at block `first`, as the caller records it.
-  std::optional<BlockRange> read(uint64_t first, uint64_t blocks, uint64_t file_blocks = 1000,
-                                 bool hinted = false) {
+  std::optional<ReadAheadPlan> read(uint64_t first, uint64_t blocks, uint64_t file_blocks = 1000,
+                                    bool hinted = false) {
     auto r = policy_.on_read(state_, first * kMiB, (first + blocks) * kMiB, file_blocks * kMiB, hinted);
-    if (r) state_.prefetched_to = r->last + 1;  // the caller fetched all of it
+    if (r) state_.prefetched_to = r->blocks.last + 1;  // the caller fetched all of it
     return r;
+  }
+  // Reads blocks [from, to) one by one; returns the blocks asked for ahead.
+  uint64_t stream(uint64_t from, uint64_t to, uint64_t file_blocks = 1000) {
+    uint64_t asked = 0;
+    for (uint64_t b = from; b < to; ++b)
+      if (auto r = read(b, 1, file_blocks)) asked += r->blocks.count();
+    return asked;
   }
 };
 
@@ -29,84 +37,168 @@ TEST_F(ReadAheadPolicyTest, AFirstReadIsNotSequentialAndFetchesNothingAhead) {
   EXPECT_EQ(state_.next_offset, kMiB);
 }
 
-TEST_F(ReadAheadPolicyTest, ASequentialRunGrowsItsWindowNoFasterThanFourTimesItsBytes) {
-  read(0, 1);
-  // Second read: 2 MiB read in the run... window min(4 * 1, doubled from 0 = 4) = 4 blocks.
-  auto r = read(1, 1);
+TEST_F(ReadAheadPolicyTest, ARunEarnsReadAheadOnlyPastAnMmapFaultsReadAround) {
+  // A fault's read-around: two blocks in order. No read-ahead for that.
+  EXPECT_EQ(read(100, 1), std::nullopt);
+  EXPECT_EQ(read(101, 1), std::nullopt);
+  EXPECT_EQ(read(102, 1), std::nullopt);
+  // The fourth block of the run: a stream. Its window is at most half the run (2 blocks), sent
+  // as 1-block requests so they go out on two connections at once.
+  auto r = read(103, 1);
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(state_.window_blocks, 4u);
-  EXPECT_EQ(*r, (BlockRange{2, 5}));  // 4 blocks past the last one read: less than a request
-  // The window doubles per read but stays under 4x the run's bytes: after 2 blocks of run, 8.
-  read(2, 1);
-  EXPECT_EQ(state_.window_blocks, 8u);
-  for (uint64_t b = 3; b < 40; ++b) read(b, 1);
-  EXPECT_EQ(state_.window_blocks, 128u);  // the cap
-  EXPECT_LE(state_.prefetched_to, 40u + 128u);
+  EXPECT_EQ(state_.window_blocks, 2u);
+  EXPECT_EQ(*r, (ReadAheadPlan{BlockRange{104, 105}, 1}));
+}
+
+TEST_F(ReadAheadPolicyTest, AStoppedRunWasFetchedAtMostOneAndAHalfTimesOver) {
+  // h5py reading 5 contiguous 10-block chunks, in 1-block reads: the run stops at block 50.
+  const uint64_t ahead = stream(0, 50);
+  EXPECT_GT(ahead, 0u);
+  EXPECT_LE(state_.prefetched_to, 50u + 25u);
+}
+
+TEST_F(ReadAheadPolicyTest, TheWindowGrowsToItsCapAndFillsEveryConnectionWithWholeRequests) {
+  stream(0, 300);
+  EXPECT_EQ(state_.window_blocks, 128u);  // the cap, after a run of 256 blocks
+  // At the cap: 8-block requests (128 over 16 connections), refilled in whole requests.
+  std::optional<ReadAheadPlan> r;
+  uint64_t b = 300;
+  for (; !r && b < 310; ++b) r = read(b, 1);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->blocks_per_request, 8u);
+  EXPECT_EQ(r->blocks.count() % 8, 0u);
+  EXPECT_LE(state_.prefetched_to, b + 128u);
+}
+
+TEST_F(ReadAheadPolicyTest, RequestsAreSpreadOverTheConnections) {
+  EXPECT_EQ(policy_.request_blocks(1), 1u);
+  EXPECT_EQ(policy_.request_blocks(10), 1u);   // ten connections, one block each
+  EXPECT_EQ(policy_.request_blocks(16), 1u);
+  EXPECT_EQ(policy_.request_blocks(17), 2u);
+  EXPECT_EQ(policy_.request_blocks(64), 4u);
+  EXPECT_EQ(policy_.request_blocks(1000), 8u);  // never above the largest request
 }
 
 TEST_F(ReadAheadPolicyTest, RefillsOnlyWholeRequestsExceptAtTheEndOfTheFile) {
   state_ = ReadAheadState{};
   state_.next_offset = 10 * kMiB;
-  state_.window_blocks = 128;  // at its cap
-  state_.run_bytes = 128 * kMiB;
+  state_.window_blocks = 128;  // at its cap: 8-block requests
+  state_.run_bytes = 300 * kMiB;
   state_.prefetched_to = 11 + 125;  // 125 blocks already ahead of block 10: room 3 < one request
   EXPECT_EQ(read(10, 1), std::nullopt);
   // Six blocks further on there is room for 9: one whole request of 8 goes, not 9 blocks.
   state_.next_offset = 16 * kMiB;
   auto r = read(16, 1);
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(*r, (BlockRange{136, 143}));
+  EXPECT_EQ(r->blocks, (BlockRange{136, 143}));
   // Near the end of a file the last, short request goes out too.
   state_ = ReadAheadState{};
-  read(0, 1, 6);
-  auto tail = read(1, 1, 6);
+  stream(0, 5, 12);
+  auto tail = read(5, 1, 12);
   ASSERT_TRUE(tail.has_value());
-  EXPECT_EQ(*tail, (BlockRange{2, 5}));
-  EXPECT_EQ(read(5, 1, 6), std::nullopt);  // nothing is left past the last block
+  stream(6, 12, 12);
+  EXPECT_EQ(state_.prefetched_to, 12u);  // up to the last block
+  EXPECT_EQ(read(11, 1, 12), std::nullopt);  // nothing is left past the last block
 }
 
 TEST_F(ReadAheadPolicyTest, RandomAccessResetsTheRunAndFetchesNothing) {
-  for (uint64_t b = 0; b < 10; ++b) read(b, 1);
+  stream(0, 20);
   ASSERT_GT(state_.window_blocks, 0u);
   EXPECT_EQ(read(500, 1), std::nullopt);
   EXPECT_EQ(state_.window_blocks, 0u);
-  EXPECT_EQ(state_.run_bytes, 0u);
+  EXPECT_EQ(state_.run_bytes, kMiB);  // a new run, of this read
   EXPECT_EQ(state_.prefetched_to, 0u);
+  EXPECT_EQ(state_.random_reads, 1u);
   // A read a little before where the last ended still counts as the same stream (the kernel
   // sends one stream's pieces from several threads, out of order).
   read(501, 1);
-  EXPECT_TRUE(read(501, 1).has_value() || state_.window_blocks > 0);
-  EXPECT_GT(state_.window_blocks, 0u);
+  read(503, 1);
+  read(502, 1);  // 500-503: four blocks
+  EXPECT_EQ(state_.run_bytes, 4 * kMiB);
+  EXPECT_EQ(state_.random_reads, 0u);  // a run that earned read-ahead forgets the random reads
+}
+
+TEST_F(ReadAheadPolicyTest, ASmallFileReadAtRandomIsFetchedWholeAfterEnoughRandomReads) {
+  // A 300-block (300 MiB) file: the link moves it in 16 round trips (640 MB), so after 8 random
+  // reads it is fetched whole, and later reads continue from where the caller's budget stopped.
+  const uint64_t file_blocks = 300;
+  std::optional<ReadAheadPlan> r;
+  for (uint64_t i = 0; i < 7; ++i) {
+    EXPECT_EQ(read(i * 37 % file_blocks, 1, file_blocks), std::nullopt) << i;
+  }
+  r = policy_.on_read(state_, 250 * kMiB, 251 * kMiB, file_blocks * kMiB, false);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(state_.whole_file);
+  EXPECT_EQ(r->blocks, (BlockRange{0, file_blocks - 1}));
+  EXPECT_EQ(r->blocks_per_request, 8u);
+  state_.prefetched_to = 200;  // the budget stopped the caller at block 200
+  r = policy_.on_read(state_, 3 * kMiB, 4 * kMiB, file_blocks * kMiB, false);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->blocks, (BlockRange{200, file_blocks - 1}));
+  state_.prefetched_to = file_blocks;
+  EXPECT_EQ(read(7, 1, file_blocks), std::nullopt);  // all of it asked for: nothing more
+}
+
+TEST_F(ReadAheadPolicyTest, ABigFileReadAtRandomIsNeverFetchedWhole) {
+  // 3000 blocks (3 GiB): more than the link moves in 16 round trips. 100 random reads fetch
+  // only what they touch.
+  const uint64_t file_blocks = 3000;
+  for (uint64_t i = 0; i < 100; ++i) {
+    EXPECT_EQ(read(i * 997 % file_blocks, 1, file_blocks), std::nullopt) << i;
+  }
+  EXPECT_FALSE(state_.whole_file);
+}
+
+TEST_F(ReadAheadPolicyTest, TheWholeFileSizeFollowsTheLink) {
+  ReadAheadConfig slow;
+  slow.connection_bytes_per_second = 5e6;  // 40 Mbit/s per connection: 64 MB in 16 round trips
+  EXPECT_EQ(slow.whole_file_bytes(), 64'000'000u);
+  ReadAheadPolicy policy(slow);
+  ReadAheadState state;
+  for (uint64_t i = 0; i < 20; ++i)
+    EXPECT_EQ(policy.on_read(state, (i * 37 % 300) * kMiB, (i * 37 % 300 + 1) * kMiB, 300 * kMiB, false),
+              std::nullopt);
 }
 
 TEST_F(ReadAheadPolicyTest, AHintedFileGrowsItsWindowButFetchesNothingAhead) {
-  read(0, 1, 1000, true);
-  EXPECT_EQ(read(1, 1, 1000, true), std::nullopt);
-  EXPECT_EQ(read(2, 1, 1000, true), std::nullopt);
+  for (uint64_t b = 0; b < 8; ++b) EXPECT_EQ(read(b, 1, 1000, true), std::nullopt);
   EXPECT_GT(state_.window_blocks, 0u);  // the run is still tracked: unhinted reads resume it
-  EXPECT_TRUE(read(3, 1).has_value());
+  EXPECT_TRUE(read(8, 1).has_value());
+  // Nor is a hinted file fetched whole, however randomly it is read.
+  state_ = ReadAheadState{};
+  for (uint64_t i = 0; i < 20; ++i) EXPECT_EQ(read(i * 37 % 300, 1, 300, true), std::nullopt);
+  EXPECT_FALSE(state_.whole_file);
 }
 
 TEST_F(ReadAheadPolicyTest, ABudgetThatStopsTheCallerEarlyIsAskedForAgainLater) {
-  for (uint64_t b = 0; b < 20; ++b) read(b, 1);
-  // The caller took only 3 blocks of the next range (its memory budget was spent).
-  auto r = policy_.on_read(state_, 20 * kMiB, 21 * kMiB, 1000 * kMiB, false);
-  if (r) state_.prefetched_to = r->first + 3;
-  auto again = policy_.on_read(state_, 21 * kMiB, 22 * kMiB, 1000 * kMiB, false);
+  stream(0, 40);
+  // The caller took only 1 block of the next range (its memory budget was spent).
+  std::optional<ReadAheadPlan> r;
+  uint64_t b = 40;
+  for (; !r && b < 60; ++b) r = policy_.on_read(state_, b * kMiB, (b + 1) * kMiB, 1000 * kMiB, false);
+  ASSERT_TRUE(r.has_value());
+  state_.prefetched_to = r->blocks.first + 1;
+  std::optional<ReadAheadPlan> again;
+  for (uint64_t c = b; !again && c < b + 20; ++c)
+    again = policy_.on_read(state_, c * kMiB, (c + 1) * kMiB, 1000 * kMiB, false);
   ASSERT_TRUE(again.has_value());
-  EXPECT_EQ(again->first, state_.prefetched_to);
+  EXPECT_LE(again->blocks.first, std::max(state_.prefetched_to, b + 20));
+  EXPECT_GE(again->blocks.first, state_.prefetched_to);
 }
 
 TEST_F(ReadAheadPolicyTest, ASmallFileAndPartialBlocksStayInsideTheFile) {
-  // A 2.5-block file read in 100 KiB pieces: nothing past its last block is ever asked for.
-  const uint64_t size = 5 * kMiB / 2;
+  // A 6.5-block file read in 100 KiB pieces: nothing past its last block is ever asked for.
+  const uint64_t size = 13 * kMiB / 2;
+  bool asked = false;
   for (uint64_t off = 0; off < size; off += 100 << 10) {
     auto r = policy_.on_read(state_, off, std::min(size, off + (100 << 10)), size, false);
     if (r) {
-      EXPECT_LE(r->last, 2u);
-      state_.prefetched_to = r->last + 1;
+      EXPECT_LE(r->blocks.last, 6u);
+      state_.prefetched_to = r->blocks.last + 1;
+      asked = true;
     }
   }
+  EXPECT_TRUE(asked);
 }
 
 }  // namespace
