@@ -3,29 +3,42 @@
 run over the bundled local Hub server; prints a table and the ratios the issue asks for.
 
     ./scripts/build.sh && /usr/bin/python3 bench/peer_bench.py        # root: mounts, drop_caches
-        [--latency-ms 50] [--bandwidth-mbps 400] [--repeat 3] [--seq-mb 300] [--dir DIR]
-        [--json OUT.json] [--contenders local,hubfs,rclone,direct] [--workloads zea16,zea5,seq]
+        [--latency-ms 50] [--bandwidth-mbps 400] [--host-mbps 0] [--repeat 3] [--seq-mb 300]
+        [--big-mb 3000] [--dir DIR] [--json OUT.json] [--contenders local,hubfs,rclone,direct]
+        [--workloads zea16,zea5,seq]     # the default; also mmap300, mmap3g
         [--contenders hubfs,base --baseline-bin OTHER/build/bin]
         [--xet --contenders hubfs,bridge,direct --workloads zea16]   # Xet-stored files
     /usr/bin/python3 bench/peer_bench.py --latency-ms 20 --bandwidth-mbps 0   # "nothing worse"
+    # issue 20's over-read targets: the host, not the connection, is the limit
+    /usr/bin/python3 bench/peer_bench.py --workloads zea5,mmap300,mmap3g --host-mbps 800 \
+        --contenders local,hubfs,base,rclone,direct --baseline-bin OTHER/build/bin
 
 Workloads (files written once into DIR/data, default /tmp/hubfs_peer_bench):
-  zea16  all 16 frames of a zea-like dataset: float32 (16, 24, 2048, 64, 1), one frame per
-         chunk, Blosc lz4 clevel 5 + byte shuffle (the generator of bench/mount.cc);
-  zea5   frames 0:5 of it;
-  seq    a --seq-mb MB random file read front to back in 1 MiB read()s, as cat does.
+  zea16    all 16 frames of a zea-like dataset: float32 (16, 24, 2048, 64, 1), one frame per
+           chunk, Blosc lz4 clevel 5 + byte shuffle (the generator of bench/mount.cc);
+  zea5     frames 0:5 of it;
+  seq      a --seq-mb MB random file read front to back in 1 MiB read()s, as cat does;
+  mmap300  100 random 64 KiB slices of that same file through mmap: mmap.mmap(fd, 0,
+           prot=PROT_READ), each slice copied out, no madvise. Offsets from random.Random(20),
+           uniform over the file, not aligned (a record read out of a mapped array is not);
+  mmap3g   the same on a --big-mb MB random file (default 3000), written and served only
+           when this workload is named.
+  Every read is checked: h5py's values and the mmap slices against the local file's (the
+  slices against os.pread of it), every reader's byte count, h5chunk's fast path.
+Readers: h5py and `h5chunk read` (zea), read() (seq), mmap (mmap300, mmap3g).
 Contenders:
-  local          the file on local disk (page cache dropped): h5py, `h5chunk read`, read();
-  hubfs          `hubfs mount` of the Hub API: + h5py, + `h5chunk read`, + read();
+  local          the file on local disk (page cache dropped): h5py, `h5chunk read`, read(), mmap;
+  hubfs          `hubfs mount` of the Hub API: + h5py, + `h5chunk read`, + read(), + mmap;
   rclone         `rclone mount :http:` (--vfs-cache-mode full) of the server's plain HTTP view
-                 (/_plain/...): + h5py, + `h5chunk read`, + read();
+                 (/_plain/...): + h5py, + `h5chunk read`, + read(), + mmap;
   base           with --baseline-bin DIR: the same as hubfs with DIR's hubfs and h5chunk (another
                  commit's build/bin), for before/after ratios measured in one run;
   bridge         with --xet: hubfs with HF_HUB_DISABLE_XET=1, reading the Xet-stored files through
                  the server's bridge (the resolve redirect), as before native Xet reads;
   direct         the limit: the same byte ranges (each chunk of the selection as one range; the
-                 sequential file in 8 MiB ranges) fetched straight from the CDN origin over 16
-                 connections (Python threads, http.client), no FUSE, no decoding.
+                 sequential file in 8 MiB ranges; the 100 mmap slices as 100 ranges) fetched
+                 straight from the CDN origin over 16 connections (Python threads, http.client),
+                 no FUSE, no decoding.
 With --xet the server stores the files as Xet (xorbs of content-defined chunks, packed by
 build/bin/hubfs-xet-pack at startup): hubfs reads them natively (reconstruction plans, xorb
 ranges, every chunk's hash checked), the direct limit still fetches the file's own byte ranges
@@ -35,8 +48,20 @@ read on the same mount with the page cache dropped again (hubfs's block cache, r
 cache kept). Every figure is the median of --repeat runs; contenders are interleaved within a
 run so load from other processes spreads over all of them. h5py is timed in this process
 (open + read, no interpreter start), `h5chunk read` as the whole command (-o /dev/null): if
-anything this favours h5py. MB/s are compressed bytes on the wire (the chunks' stored sizes),
-so every row compares with the direct limit.
+anything this favours h5py; mmap in this process too (open + map + the 100 copies). MB/s are
+the bytes the reader needed on the wire (zea: the chunks' stored sizes; seq: the file; mmap:
+the slices, overlaps once), so every row compares with the direct limit.
+Over-read: "fetched MB" is what the server sent during a cold read (its body bytes, counted
+from a reset with nothing in flight until nothing is in flight again, so read-ahead landing
+after the read returned counts too), "x needed" that over the bytes needed; the direct limit
+fetches what is needed (1.00; a little more where two mmap slices overlap, as it fetches each).
+A reader that cancels open-ended ranges (rclone) is charged what the server wrote before the
+connection closed, as a real link would carry it. The ratios below the table check issue 20's targets:
+hubfs+h5py's over-read on zea5 at most 1.5x, at most 10% of the big file fetched by mmap3g, no
+slower than rclone there, and no slower than --baseline-bin (today) on zea5 and mmap300.
+Shaping: --latency-ms per request and --bandwidth-mbps per connection, as the server applies
+them; --host-mbps caps all connections together (the server's one shared token bucket: a
+shared NIC or a metered egress, where fetching more than needed costs time, not just bytes).
 
 Every mount is unmounted and the server killed on the way out, also on an error or Ctrl-C.
 """
@@ -46,7 +71,9 @@ import collections
 import datetime
 import http.client
 import json
+import mmap
 import os
+import random
 import shutil
 import signal
 import statistics
@@ -72,8 +99,15 @@ CHUNK = (1,) + SHAPE[1:]
 DATASET = "/data/raw_data"
 BLOSC = 32001
 BLOSC_LZ4_SHUFFLE = (0, 0, 0, 0, 5, 1, 1)  # clevel 5, byte shuffle, lz4
-ZEA, SEQ = "zea.hdf5", "seq.bin"
-WORKLOADS = {"zea16": 16, "zea5": 5, "seq": None}  # frames read from the start of the dataset
+ZEA, SEQ, BIG = "zea.hdf5", "seq.bin", "big.bin"
+WORKLOADS = ("zea16", "zea5", "seq", "mmap300", "mmap3g")  # in the order they run and print
+FRAMES = {"zea16": 16, "zea5": 5}  # frames read from the start of the dataset
+FILE_OF = {"zea16": ZEA, "zea5": ZEA, "seq": SEQ, "mmap300": SEQ, "mmap3g": BIG}
+READERS_OF = {"zea16": ("h5py", "h5chunk"), "zea5": ("h5py", "h5chunk"), "seq": ("read",),
+              "mmap300": ("mmap",), "mmap3g": ("mmap",)}
+# The mmap workloads: this many slices of this size at offsets drawn from this seed, uniform over
+# the file and not aligned to anything (a record read out of a memory-mapped array is not).
+MMAP_SLICES, MMAP_SLICE, MMAP_SEED = 100, 64 << 10, 20
 PIECE = 8 << 20  # the direct limit's range size for the sequential file (hubfs's largest request)
 READ_SIZE = 1 << 20
 CONNECTIONS = 16
@@ -110,8 +144,8 @@ def write_zea(path):
     os.rename(tmp, path)
 
 
-def write_random(path, size):
-    rng = np.random.default_rng(1)
+def write_random(path, size, seed=1):
+    rng = np.random.default_rng(seed)
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
         for off in range(0, size, PIECE):
@@ -119,16 +153,35 @@ def write_random(path, size):
     os.rename(tmp, path)
 
 
-def prepare_files(data_dir, seq_bytes):
+def prepare_files(data_dir, seq_bytes, big_bytes=None):
+    """The data files, written once and kept between runs: {name: path}. The big file only when
+    big_bytes is given (only mmap3g reads it: 3 GB nobody else needs)."""
     os.makedirs(data_dir, exist_ok=True)
-    zea, seq = os.path.join(data_dir, ZEA), os.path.join(data_dir, SEQ)
-    if not os.path.exists(zea):
-        log("writing %s ..." % zea)
-        write_zea(zea)
-    if not os.path.exists(seq) or os.path.getsize(seq) != seq_bytes:
-        log("writing %s ..." % seq)
-        write_random(seq, seq_bytes)
-    return zea, seq
+    files = {name: os.path.join(data_dir, name) for name in (ZEA, SEQ) + ((BIG,) if big_bytes else ())}
+    if not os.path.exists(files[ZEA]):
+        log("writing %s ..." % files[ZEA])
+        write_zea(files[ZEA])
+    for name, size, seed in ((SEQ, seq_bytes, 1), (BIG, big_bytes, 2)):
+        if name in files and (not os.path.exists(files[name]) or os.path.getsize(files[name]) != size):
+            log("writing %s ..." % files[name])
+            write_random(files[name], size, seed)
+    return files
+
+
+def mmap_offsets(file_size):
+    """The mmap workloads' slice offsets: MMAP_SLICES of them from a fixed seed, so every run
+    and every contender reads the same slices."""
+    rng = random.Random(MMAP_SEED)
+    return [rng.randrange(0, file_size - MMAP_SLICE + 1) for _ in range(MMAP_SLICES)]
+
+
+def union_bytes(ranges):
+    """Bytes covered by (offset, length) ranges, overlaps counted once."""
+    total, end = 0, 0
+    for offset, length in sorted(ranges):
+        total += max(0, offset + length - max(offset, end))
+        end = max(end, offset + length)
+    return total
 
 
 def chunk_ranges(zea, frames):
@@ -151,14 +204,15 @@ def checksum(array):
 
 
 class Hub:
-    def __init__(self, root, latency_ms, bandwidth_mbps, log_file, xet=False):
+    def __init__(self, root, latency_ms, bandwidth_mbps, host_mbps, log_file, xet=False):
         # --exit-on-stdin-eof: if this script dies without its finally blocks (SIGKILL), the
         # server still goes with it.
         extra = ["--xet", "--xet-pack", os.path.join(BIN, "hubfs-xet-pack")] if xet else []
         with open(log_file, "w") as err:
             self.proc = subprocess.Popen(
                 ["/usr/bin/python3", SERVER, "--root", root, "--latency-ms", str(latency_ms),
-                 "--bandwidth-mbps", str(bandwidth_mbps), "--exit-on-stdin-eof"] + extra,
+                 "--bandwidth-mbps", str(bandwidth_mbps), "--host-mbps", str(host_mbps),
+                 "--exit-on-stdin-eof"] + extra,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
         words = self.proc.stdout.readline().split()
         if len(words) != 4 or words[0] != "listening":
@@ -321,7 +375,20 @@ def read_sequential(path, _frames):
     return time.perf_counter() - t0, total, None
 
 
-READERS = {"h5py": read_h5py, "h5chunk": read_h5chunk, "read": read_sequential}
+def read_mmap(path, offsets):
+    """The slices at offsets through a read-only shared mapping of the whole file, each copied
+    out (no madvise: the kernel's read-around is what it is). Returns them all for the check."""
+    t0 = time.perf_counter()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as m:
+            slices = [m[o:o + MMAP_SLICE] for o in offsets]
+    finally:
+        os.close(fd)
+    return time.perf_counter() - t0, sum(len(b) for b in slices), slices
+
+
+READERS = {"h5py": read_h5py, "h5chunk": read_h5chunk, "read": read_sequential, "mmap": read_mmap}
 
 
 def direct_fetch(hub, location, ranges):
@@ -392,6 +459,10 @@ class Bench:
         return self.args.baseline_bin if contender == "base" else BIN
 
     def record(self, key, seconds, before_stats=None):
+        """Stores a read's time and, for reads through the server (before_stats given: the
+        counters right after the reset that preceded the read), what the server did for it:
+        the counters were zeroed with nothing in flight, and are read once nothing is again, so
+        bytes_sent is exactly this read's (its read-ahead included), not a running total."""
         entry = {"s": seconds}
         if before_stats is not None:
             self.hub.wait_quiet()
@@ -403,15 +474,33 @@ class Bench:
             entry["bytes_sent"] = s["bytes_sent"]
         self.results[key].append(entry)
 
+    def reader_arg(self, workload):
+        """What a reader is given besides the path: frames (zea), slice offsets (mmap), or None."""
+        if workload in FRAMES:
+            return FRAMES[workload]
+        return self.offsets.get(workload)
+
+    def produced_bytes(self, workload):
+        """The bytes a reader hands back for the workload (decoded, for zea)."""
+        if workload in FRAMES:
+            return FRAMES[workload] * self.frame_bytes
+        if workload in self.offsets:
+            return MMAP_SLICES * MMAP_SLICE
+        return self.file_size[FILE_OF[workload]]
+
     def check(self, reader, workload, got_bytes, value):
-        frames = WORKLOADS[workload]
-        want_bytes = self.seq_bytes if frames is None else frames * self.frame_bytes
+        want_bytes = self.produced_bytes(workload)
         if got_bytes != want_bytes:
             raise RuntimeError("%s %s: %d bytes, expected %d" % (reader, workload, got_bytes, want_bytes))
         if reader == "h5py" and value != self.reference[workload]:
             raise RuntimeError("h5py %s: the values differ from the local file's" % workload)
         if reader == "h5chunk" and value is not True:
             raise RuntimeError("h5chunk %s fell back to H5Dread" % workload)
+        if reader == "mmap":
+            for i, (got, want) in enumerate(zip(value, self.reference[workload])):
+                if got != want:
+                    raise RuntimeError("mmap %s: slice %d (offset %d) differs from the local file's"
+                                       % (workload, i, self.offsets[workload][i]))
 
     def timed_read(self, key, path):
         contender, reader, workload, phase = key
@@ -425,9 +514,9 @@ class Bench:
         signal.alarm(COMMAND_TIMEOUT_S)
         try:
             if reader == "h5chunk":
-                seconds, got, value = read_h5chunk(path, WORKLOADS[workload], self.bin_dir(contender))
+                seconds, got, value = read_h5chunk(path, FRAMES[workload], self.bin_dir(contender))
             else:
-                seconds, got, value = READERS[reader](path, WORKLOADS[workload])
+                seconds, got, value = READERS[reader](path, self.reader_arg(workload))
         finally:
             signal.alarm(0)
         self.check(reader, workload, got, value)
@@ -442,7 +531,7 @@ class Bench:
                                         self.bin_dir(contender), bridge=contender == "bridge")
             else:
                 self.mount = RcloneMount(self.hub, self.mnt, cache, log_file)
-            path = os.path.join(self.mnt, SEQ if workload == "seq" else ZEA)
+            path = os.path.join(self.mnt, FILE_OF[workload])
             for phase in ("cold", "warm"):
                 self.timed_read((contender, reader, workload, phase), path)
         finally:
@@ -454,56 +543,66 @@ class Bench:
     def run(self):
         args = self.args
         self.seq_bytes = args.seq_mb * 1000 * 1000
-        zea, seq = prepare_files(os.path.join(args.dir, "data"), self.seq_bytes)
+        self.files = prepare_files(os.path.join(args.dir, "data"), self.seq_bytes,
+                                   args.big_mb * 1000 * 1000 if "mmap3g" in args.workloads else None)
+        self.file_size = {name: os.path.getsize(path) for name, path in self.files.items()}
         self.frame_bytes = int(np.prod(CHUNK)) * 4
-        self.ranges = {w: chunk_ranges(zea, n) for w, n in WORKLOADS.items() if n is not None}
+        # What the direct limit fetches, and (wire_bytes) what the reader needed: the frames'
+        # stored chunks, the whole sequential file, the mmap slices' bytes (overlaps once).
+        self.ranges = {w: chunk_ranges(self.files[ZEA], n) for w, n in FRAMES.items()}
         self.ranges["seq"] = [(o, min(PIECE, self.seq_bytes - o)) for o in range(0, self.seq_bytes, PIECE)]
-        self.wire_bytes = {w: sum(n for _, n in r) for w, r in self.ranges.items()}
+        self.offsets = {w: mmap_offsets(self.file_size[FILE_OF[w]])
+                        for w in ("mmap300", "mmap3g") if FILE_OF[w] in self.files}
+        for w, offsets in self.offsets.items():
+            self.ranges[w] = [(o, MMAP_SLICE) for o in offsets]
+        self.wire_bytes = {w: union_bytes(r) for w, r in self.ranges.items()}
         self.reference = {}
-        with h5py.File(zea, "r") as f:
-            for w, n in WORKLOADS.items():
-                if n is not None:
-                    self.reference[w] = checksum(f[DATASET][0:n])
+        with h5py.File(self.files[ZEA], "r") as f:
+            for w, n in FRAMES.items():
+                self.reference[w] = checksum(f[DATASET][0:n])
+        for w, offsets in self.offsets.items():  # the local file's bytes, read without mmap
+            fd = os.open(self.files[FILE_OF[w]], os.O_RDONLY)
+            try:
+                self.reference[w] = [os.pread(fd, MMAP_SLICE, o) for o in offsets]
+            finally:
+                os.close(fd)
 
         repo_dir = os.path.join(self.work, "hub", REPO)
         os.makedirs(repo_dir)
-        for src in (zea, seq):  # hard links: the server serves the very bytes the local rows read
+        for src in self.files.values():  # hard links: the server serves the very bytes the local rows read
             dst = os.path.join(repo_dir, os.path.basename(src))
             try:
                 os.link(src, dst)
             except OSError:
                 shutil.copy(src, dst)
-        self.hub = Hub(os.path.join(self.work, "hub"), args.latency_ms, args.bandwidth_mbps,
+        self.hub = Hub(os.path.join(self.work, "hub"), args.latency_ms, args.bandwidth_mbps, args.host_mbps,
                        os.path.join(self.logs, "hub_server.log"), xet=args.xet)
-        # Listing the repo once makes the server hash both files now, not inside a timed read.
+        # Listing the repo once makes the server hash the files now, not inside a timed read.
         self.hub.request("GET", "/api/%s/tree/main?recursive=true" % REPO)
         self.load_before = os.getloadavg()
         self.started = datetime.datetime.now(datetime.timezone.utc)
-        log("local Hub %s: %g ms per request, %s per connection; %d runs; load %.1f %.1f %.1f\n"
-            % (self.hub.url, args.latency_ms,
-               "%g Mbit/s" % args.bandwidth_mbps if args.bandwidth_mbps else "unlimited",
-               args.repeat, *self.load_before))
+        log("local Hub %s: %s; %d runs; load %.1f %.1f %.1f\n"
+            % (self.hub.url, self.shaping(), args.repeat, *self.load_before))
 
-        combos = [(r, w) for w in ("zea16", "zea5") for r in ("h5py", "h5chunk")] + [("read", "seq")]
-        combos = [(r, w) for r, w in combos if w in args.workloads]
+        combos = [(r, w) for w in WORKLOADS if w in args.workloads for r in READERS_OF[w]]
         for rep in range(args.repeat):
             log("run %d/%d" % (rep + 1, args.repeat))
             for reader, workload in combos:
-                path = seq if workload == "seq" else zea
+                path = self.files[FILE_OF[workload]]
                 if "local" in args.contenders:
                     self.timed_read(("local", reader, workload, "cold"), path)
                 for contender in ("hubfs", "base", "bridge", "rclone"):
                     if contender in args.contenders:
                         self.mounted_reads(contender, reader, workload, rep)
-            locations = {w: self.hub.cdn_location(SEQ if w == "seq" else ZEA) for w in WORKLOADS}
             for workload in WORKLOADS:
                 if "direct" not in args.contenders or workload not in args.workloads:
                     continue
+                location = self.hub.cdn_location(FILE_OF[workload])  # before the reset: not counted
                 drop_caches()  # the server reads the file from disk, as for the mounts' cold reads
                 self.hub.wait_quiet()
                 self.hub.reset()
                 before = self.hub.stats()
-                s = direct_fetch(self.hub, locations[workload], self.ranges[workload])
+                s = direct_fetch(self.hub, location, self.ranges[workload])
                 self.record(("direct", "ranges", workload, "cold"), s, before)
             self.progress(rep)
         self.load_after = os.getloadavg()
@@ -511,7 +610,7 @@ class Bench:
 
     def progress(self, rep):
         for key, runs in sorted(self.results.items()):
-            if key[3] == "cold" and key[1] in ("h5chunk", "read", "ranges"):
+            if key[3] == "cold" and key[1] in ("h5chunk", "read", "mmap", "ranges"):
                 log("   %-30s %7.3f s" % (" ".join(key), runs[rep]["s"]))
 
     # ----------------------------------------------------------------------------------------
@@ -522,47 +621,66 @@ class Bench:
             return None
         return statistics.median(r[field] for r in runs)
 
+    def shaping(self):
+        a = self.args
+        return "%g ms per request, %s per connection, %s for the host" % (
+            a.latency_ms, "%g Mbit/s" % a.bandwidth_mbps if a.bandwidth_mbps else "unlimited",
+            "%g Mbit/s" % a.host_mbps if a.host_mbps else "no cap")
+
+    def describe_workloads(self):
+        out = []
+        for w in WORKLOADS:
+            if w not in self.args.workloads:
+                continue
+            if w in FRAMES:
+                out.append("%s %.0f MB raw, %.0f MB stored" % (w, FRAMES[w] * self.frame_bytes / 1e6,
+                                                               self.wire_bytes[w] / 1e6))
+            elif w in self.offsets:
+                out.append("%s %d x %d KiB slices of %.0f MB (%.1f MB needed)" % (
+                    w, MMAP_SLICES, MMAP_SLICE >> 10, self.file_size[FILE_OF[w]] / 1e6, self.wire_bytes[w] / 1e6))
+            else:
+                out.append("%s %.0f MB" % (w, self.wire_bytes[w] / 1e6))
+        return "; ".join(out)
+
     def report(self):
         a = self.args
         print()
         print("peer benchmark, %s UTC; load average %.1f/%.1f/%.1f before, %.1f/%.1f/%.1f after; %d cores"
               % (self.started.strftime("%Y-%m-%d %H:%M"), *self.load_before, *self.load_after, os.cpu_count()))
-        print("server: %g ms per request, %s per connection; hubfs --max-requests %d; rclone %s"
-              % (a.latency_ms, "%g Mbit/s" % a.bandwidth_mbps if a.bandwidth_mbps else "unlimited",
-                 a.requests, rclone_version()))
-        print("median of %d; MB/s = compressed bytes on the wire / s; zea16 %.0f MB raw, %.0f MB stored;"
-              " zea5 %.0f MB raw, %.0f MB stored; seq %.0f MB"
-              % (a.repeat, 16 * self.frame_bytes / 1e6, self.wire_bytes["zea16"] / 1e6,
-                 5 * self.frame_bytes / 1e6, self.wire_bytes["zea5"] / 1e6, self.seq_bytes / 1e6))
+        print("server: %s; hubfs --max-requests %d; rclone %s" % (self.shaping(), a.requests, rclone_version()))
+        print("median of %d; MB/s = bytes the reader needed / s (zea: the frames' stored chunks, seq: the"
+              " file, mmap: the slices); %s" % (a.repeat, self.describe_workloads()))
         print("requests: data requests to the server during the read (cold/warm); in flight: peak and"
-              " mean over the cold read\n")
-        rows = [("local", "h5py"), ("local", "h5chunk"), ("local", "read"),
-                ("hubfs", "h5py"), ("hubfs", "h5chunk"), ("hubfs", "read"),
-                ("base", "h5py"), ("base", "h5chunk"), ("base", "read"),
-                ("bridge", "h5py"), ("bridge", "h5chunk"), ("bridge", "read"),
-                ("rclone", "h5py"), ("rclone", "h5chunk"), ("rclone", "read"),
-                ("direct", "ranges")]
-        header = "%-16s %-6s %9s %8s %9s %8s %13s %12s" % ("contender", "work", "cold s", "MB/s", "warm s",
-                                                            "MB/s", "requests c/w", "in flight")
+              " mean over the cold read;\nfetched MB: bytes the server sent during the cold read"
+              " (read-ahead included); x needed: fetched / needed\n")
+        rows = [(c, r) for c in ("local", "hubfs", "base", "bridge", "rclone")
+                for r in ("h5py", "h5chunk", "read", "mmap")] + [("direct", "ranges")]
+        header = "%-16s %-7s %9s %8s %9s %8s %13s %12s %10s %8s" % (
+            "contender", "work", "cold s", "MB/s", "warm s", "MB/s", "requests c/w", "in flight",
+            "fetched MB", "x needed")
         print(header)
         print("-" * len(header))
         for contender, reader in rows:
             for workload in WORKLOADS:
-                cold = self.median((contender, reader, workload, "cold"))
+                key = (contender, reader, workload, "cold")
+                cold = self.median(key)
                 if cold is None:
                     continue
                 warm = self.median((contender, reader, workload, "warm"))
                 mb = self.wire_bytes[workload] / 1e6
-                reqs = self.median((contender, reader, workload, "cold"), "data_requests")
+                reqs = self.median(key, "data_requests")
                 reqs_w = self.median((contender, reader, workload, "warm"), "data_requests")
-                peak = self.median((contender, reader, workload, "cold"), "peak")
-                mean = self.median((contender, reader, workload, "cold"), "mean_in_flight")
-                print("%-16s %-6s %9.3f %8.0f %9s %8s %13s %12s" % (
+                peak = self.median(key, "peak")
+                mean = self.median(key, "mean_in_flight")
+                fetched = self.median(key, "bytes_sent")
+                print("%-16s %-7s %9.3f %8.0f %9s %8s %13s %12s %10s %8s" % (
                     "%s+%s" % (contender, reader) if contender != "direct" else "direct (limit)", workload,
                     cold, mb / cold,
                     "%.3f" % warm if warm is not None else "-", "%.0f" % (mb / warm) if warm is not None else "-",
                     ("%d/%s" % (reqs, "%d" % reqs_w if reqs_w is not None else "-")) if reqs is not None else "-",
-                    "%d, %.1f" % (peak, mean) if peak is not None else "-"))
+                    "%d, %.1f" % (peak, mean) if peak is not None else "-",
+                    "%.1f" % (fetched / 1e6) if fetched is not None else "-",
+                    "%.2f" % (fetched / self.wire_bytes[workload]) if fetched is not None else "-"))
         print()
         self.print_ratios()
 
@@ -573,37 +691,64 @@ class Bench:
         def ratio(a, b):
             return a / b if a is not None and b is not None else None
 
+        def fetched(contender, reader, workload):
+            return self.median((contender, reader, workload, "cold"), "bytes_sent")
+
+        # (name, value, target, unit, at_most): met when value >= target, or <= with at_most.
         checks = [
-            ("hubfs+h5chunk vs rclone+h5py, 16 frames cold", ratio(t("rclone", "h5py", "zea16"), t("hubfs", "h5chunk", "zea16")), 5.0, "x"),
-            ("hubfs+h5chunk vs the direct limit, 16 frames cold", ratio(t("direct", "ranges", "zea16"), t("hubfs", "h5chunk", "zea16")), 0.7, ""),
-            ("hubfs+h5chunk vs rclone+h5py, 5 frames cold", ratio(t("rclone", "h5py", "zea5"), t("hubfs", "h5chunk", "zea5")), 3.0, "x"),
-            ("hubfs+h5py vs rclone+h5py, 16 frames cold", ratio(t("rclone", "h5py", "zea16"), t("hubfs", "h5py", "zea16")), 3.0, "x"),
-            ("hubfs sequential %d MB vs the direct limit, cold" % self.args.seq_mb, ratio(t("direct", "ranges", "seq"), t("hubfs", "read", "seq")), 0.7, ""),
+            ("hubfs+h5chunk vs rclone+h5py, 16 frames cold", ratio(t("rclone", "h5py", "zea16"), t("hubfs", "h5chunk", "zea16")), 5.0, "x", False),
+            ("hubfs+h5chunk vs the direct limit, 16 frames cold", ratio(t("direct", "ranges", "zea16"), t("hubfs", "h5chunk", "zea16")), 0.7, "", False),
+            ("hubfs+h5chunk vs rclone+h5py, 5 frames cold", ratio(t("rclone", "h5py", "zea5"), t("hubfs", "h5chunk", "zea5")), 3.0, "x", False),
+            ("hubfs+h5py vs rclone+h5py, 16 frames cold", ratio(t("rclone", "h5py", "zea16"), t("hubfs", "h5py", "zea16")), 3.0, "x", False),
+            ("hubfs sequential %d MB vs the direct limit, cold" % self.args.seq_mb, ratio(t("direct", "ranges", "seq"), t("hubfs", "read", "seq")), 0.7, "", False),
         ]
         if self.args.xet:  # issue 22's target for native Xet reads replaces the 0.7 above
             checks = [c for c in checks if not c[0].startswith("hubfs+h5chunk vs the direct limit")]
             checks.insert(0, ("Xet: hubfs+h5chunk vs the direct limit, 16 frames cold",
-                              ratio(t("direct", "ranges", "zea16"), t("hubfs", "h5chunk", "zea16")), 0.5, ""))
-        print("ratios (time of the baseline / time of hubfs; cold = fresh mount, empty cache, drop_caches)")
-        for name, value, target, unit in checks:
+                              ratio(t("direct", "ranges", "zea16"), t("hubfs", "h5chunk", "zea16")), 0.5, "", False))
+        # Issue 20's over-read targets: fetched bytes against what the reader needed, and no
+        # slower than today (--baseline-bin) or than rclone.
+        big = self.file_size.get(BIG)
+        checks += [
+            ("hubfs+h5py over-read, 5 frames cold (fetched/needed)",
+             ratio(fetched("hubfs", "h5py", "zea5"), self.wire_bytes.get("zea5")), 1.5, "x", True),
+            ("hubfs+h5py vs --baseline-bin (today), 5 frames cold", ratio(t("base", "h5py", "zea5"), t("hubfs", "h5py", "zea5")), 1.0, "x", False),
+            ("hubfs+mmap vs --baseline-bin (today), %d MB file cold" % self.args.seq_mb,
+             ratio(t("base", "mmap", "mmap300"), t("hubfs", "mmap", "mmap300")), 1.0, "x", False),
+            ("hubfs+mmap, %d MB file: fraction of it fetched, cold" % (big / 1e6 if big else self.args.big_mb),
+             ratio(fetched("hubfs", "mmap", "mmap3g"), big), 0.10, "", True),
+            ("hubfs+mmap vs rclone+mmap, %d MB file cold" % (big / 1e6 if big else self.args.big_mb),
+             ratio(t("rclone", "mmap", "mmap3g"), t("hubfs", "mmap", "mmap3g")), 1.0, "x", False),
+        ]
+        print("ratios (time of the baseline / time of hubfs, or bytes fetched over bytes needed;"
+              " cold = fresh mount, empty cache, drop_caches)")
+        for name, value, target, unit, at_most in checks:
             if value is None:
                 continue
-            print("   %-55s %6.2f%-1s  target >= %g%s: %s" % (name, value, unit, target, unit,
-                                                              "met" if value >= target else "NOT met"))
+            met = value <= target if at_most else value >= target
+            print("   %-55s %6.2f%-1s  target %s %g%s: %s" % (name, value, unit, "<=" if at_most else ">=",
+                                                              target, unit, "met" if met else "NOT met"))
         info = [
             ("hubfs+h5chunk vs rclone+h5chunk, 16 frames cold", ratio(t("rclone", "h5chunk", "zea16"), t("hubfs", "h5chunk", "zea16"))),
             ("hubfs+h5py vs rclone+h5py, 5 frames cold", ratio(t("rclone", "h5py", "zea5"), t("hubfs", "h5py", "zea5"))),
             ("hubfs sequential vs rclone sequential, cold", ratio(t("rclone", "read", "seq"), t("hubfs", "read", "seq"))),
+            ("hubfs+mmap vs rclone+mmap, %d MB file cold" % self.args.seq_mb, ratio(t("rclone", "mmap", "mmap300"), t("hubfs", "mmap", "mmap300"))),
+            ("hubfs+mmap vs the direct limit, %d MB file cold" % self.args.seq_mb, ratio(t("direct", "ranges", "mmap300"), t("hubfs", "mmap", "mmap300"))),
+            ("hubfs+mmap vs the direct limit, big file cold", ratio(t("direct", "ranges", "mmap3g"), t("hubfs", "mmap", "mmap3g"))),
+            ("rclone+h5py over-read, 5 frames cold (fetched/needed)", ratio(fetched("rclone", "h5py", "zea5"), self.wire_bytes.get("zea5"))),
+            ("rclone+mmap, big file: fraction of it fetched, cold", ratio(fetched("rclone", "mmap", "mmap3g"), big)),
             ("hubfs+h5chunk vs rclone+h5py, 16 frames warm", ratio(t("rclone", "h5py", "zea16", "warm"), t("hubfs", "h5chunk", "zea16", "warm"))),
             ("hubfs+h5chunk warm vs local h5chunk (page cache dropped), 16 frames", ratio(t("local", "h5chunk", "zea16"), t("hubfs", "h5chunk", "zea16", "warm"))),
             ("Xet: hubfs+h5chunk native vs through the bridge, 16 frames cold", ratio(t("bridge", "h5chunk", "zea16"), t("hubfs", "h5chunk", "zea16"))),
             ("Xet: bridge+h5chunk vs the direct limit, 16 frames cold", ratio(t("direct", "ranges", "zea16"), t("bridge", "h5chunk", "zea16"))),
         ]
         for reader, workload in (("h5chunk", "zea16"), ("h5chunk", "zea5"), ("h5py", "zea16"), ("h5py", "zea5"),
-                                 ("read", "seq")):
+                                 ("read", "seq"), ("mmap", "mmap300"), ("mmap", "mmap3g")):
             for phase in ("cold", "warm"):
                 info.append(("hubfs vs --baseline-bin, %s %s %s" % (reader, workload, phase),
                              ratio(t("base", reader, workload, phase), t("hubfs", reader, workload, phase))))
+            info.append(("hubfs fetched vs --baseline-bin's, %s %s cold" % (reader, workload),
+                         ratio(fetched("hubfs", reader, workload), fetched("base", reader, workload))))
         for name, value in info:
             if value is None:
                 continue
@@ -643,8 +788,11 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--latency-ms", type=float, default=50)
     p.add_argument("--bandwidth-mbps", type=float, default=400, help="per connection; 0: unlimited")
+    p.add_argument("--host-mbps", type=float, default=0,
+                   help="the server's host-wide cap, shared by all connections (0: none)")
     p.add_argument("--repeat", type=int, default=3, help="runs; every figure is their median")
-    p.add_argument("--seq-mb", type=int, default=300)
+    p.add_argument("--seq-mb", type=int, default=300, help="the sequential file (seq, mmap300)")
+    p.add_argument("--big-mb", type=int, default=3000, help="the big file (mmap3g), written only for it")
     p.add_argument("--requests", type=int, default=16, help="hubfs --max-requests")
     p.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "hubfs_peer_bench"),
                    help="where the data files are kept between runs, and each run's mounts and caches")
@@ -654,7 +802,8 @@ def main():
     p.add_argument("--xet", action="store_true", help="the server stores the files as Xet (see above)")
     p.add_argument("--baseline-bin", help="contender \"base\": the hubfs and h5chunk programs of this build "
                    "directory (another commit's build/bin), measured in the same run as this tree's")
-    p.add_argument("--workloads", default="zea16,zea5,seq", help="comma-separated subset of zea16,zea5,seq")
+    p.add_argument("--workloads", default="zea16,zea5,seq",
+                   help="comma-separated subset of %s" % ",".join(WORKLOADS))
     p.add_argument("--keep", action="store_true", help="keep the run's directory (logs, caches)")
     args = p.parse_args()
     args.contenders = set(args.contenders.split(","))
@@ -667,6 +816,10 @@ def main():
         sys.exit("needs root: FUSE mounts and /proc/sys/vm/drop_caches")
     if not h5py.h5z.filter_avail(BLOSC):
         sys.exit("the HDF5 Blosc plugin is missing (apt-get install hdf5-filter-plugin-blosc-serial)")
+    if args.bandwidth_mbps < 0 or args.host_mbps < 0:
+        sys.exit("--bandwidth-mbps and --host-mbps take a rate >= 0 (0: no limit)")
+    if args.seq_mb * 1000 * 1000 < MMAP_SLICE or args.big_mb * 1000 * 1000 < MMAP_SLICE:
+        sys.exit("--seq-mb and --big-mb must leave room for a %d KiB slice" % (MMAP_SLICE >> 10))
     if ("base" in args.contenders) != bool(args.baseline_bin):
         sys.exit("the contender base and --baseline-bin DIR go together")
     if ("bridge" in args.contenders) and not args.xet:

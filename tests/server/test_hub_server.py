@@ -711,6 +711,62 @@ class LatencyAndBandwidthTest(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_host_cap_is_shared_by_every_connection(self):
+        # 16 MB in a repo of its own (the class's repos keep their listings), fetched as four
+        # concurrent 4 MB ranges with a host cap of 80 Mbit/s (10 MB/s) and no per-connection
+        # cap: together they cannot take less than ~1.6 s (one 20 ms burst aside). Without the
+        # shared bucket each would go out by sendfile in a few milliseconds. Only a lower bound:
+        # a loaded machine can only make it slower.
+        part = 4 << 20
+        data = bytes(range(256)) * (4 * part // 256)
+        data = hashlib.sha256(b"host cap").digest() + data[32:]  # not periodic at its start
+        root = tempfile.mkdtemp(prefix="hub-server-hostcap-")
+        self.addCleanup(shutil.rmtree, root, True)
+        write(os.path.join(root, "models", "org", "capped", "big.bin"), data)
+        server = Server(root, "--host-mbps", "80")
+        self.addCleanup(server.stop)
+        location = request(server.url + "/org/capped/resolve/main/big.bin").headers["Location"]
+        request(server.url + "/_hubfs/reset", "POST")
+        bodies = [None] * 4
+
+        def fetch(i):
+            r = request(location, headers={"Range": "bytes=%d-%d" % (i * part, (i + 1) * part - 1)})
+            bodies[i] = (r.status, r.body)
+
+        threads = [threading.Thread(target=fetch, args=(i,)) for i in range(4)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        elapsed = time.monotonic() - t0
+        for i, (status, body) in enumerate(bodies):
+            self.assertEqual(status, 206)
+            self.assertTrue(body == data[i * part:(i + 1) * part], "range %d: wrong bytes" % i)
+        self.assertGreaterEqual(elapsed, 1.2)
+        stats = request(server.url + "/_hubfs/stats").json()
+        self.assertEqual(stats["bytes_sent"], 4 * part)
+        self.assertGreaterEqual(stats["peak_concurrency"], 2)  # they did run side by side
+
+    def test_host_cap_on_top_of_the_connection_cap(self):
+        # 200 KB: 1 MB/s per connection, 0.4 MB/s (3.2 Mbit/s) for the host: the host's is the
+        # tighter, so at least ~0.5 s (the per-connection cap alone: 0.2 s, test_bandwidth_limit).
+        server = Server(self.root, "--bandwidth-mbps", "8", "--host-mbps", "3.2")
+        self.addCleanup(server.stop)
+        location = request(server.url + "/org/plain/resolve/main/big.dat").headers["Location"]
+        t0 = time.monotonic()
+        r = request(location)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(r.body, BIG)
+        self.assertGreaterEqual(elapsed, 0.4)
+
+    def test_bad_rates_are_refused(self):
+        for flag in ("--host-mbps", "--bandwidth-mbps"):
+            r = subprocess.run(["/usr/bin/python3", SERVER, "--root", self.root, flag, "-1"],
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("--host-mbps", r.stderr)
+
     def test_exits_when_stdin_closes(self):
         server = Server(self.root, "--exit-on-stdin-eof")
         server.proc.stdin.close()
@@ -721,6 +777,7 @@ class LatencyAndBandwidthTest(unittest.TestCase):
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 from hub_server.quotas import QuotaTable, parse_quota_spec  # noqa: E402  (the module under test)
+from hub_server.shaping import HostBucket  # noqa: E402
 
 
 class QuotaTableTest(unittest.TestCase):
@@ -750,6 +807,45 @@ class QuotaTableTest(unittest.TestCase):
         for bad in ("api", "web=3", "api=-1", "api=x"):
             with self.assertRaises(ValueError):
                 parse_quota_spec(bad)
+
+
+class HostBucketTest(unittest.TestCase):
+    """The host-wide bucket's booking arithmetic, on an injected clock (no waiting)."""
+
+    def test_books_slices_one_after_another_at_the_host_rate(self):
+        now = [100.0]
+        slept = []
+        bucket = HostBucket(1024, burst_s=0.25, clock=lambda: now[0], sleep=slept.append)
+        # An idle host banks at most burst_s: the first slice may go out 0.25 s "early".
+        self.assertEqual(bucket.book(512), 99.75)
+        self.assertEqual(bucket.book(512), 100.25)   # after the first one's 0.5 s
+        self.assertEqual(bucket.book(256), 100.75)
+        bucket.take(256)                              # booked at 101.0: waits 1 s
+        self.assertEqual(slept, [1.0])
+        now[0] = 200.0                                # a long pause banks no more than burst_s
+        self.assertEqual(bucket.book(1024), 199.75)
+        bucket.take(64)                               # at 200.75, 0.75 s ahead
+        self.assertEqual(slept, [1.0, 0.75])
+        with self.assertRaises(ValueError):
+            HostBucket(0)
+
+    def test_concurrent_bookings_each_get_their_own_slot(self):
+        bucket = HostBucket(1024, burst_s=0, clock=lambda: 0.0)
+        starts = []
+        lock = threading.Lock()
+
+        def writer():
+            mine = [bucket.book(64) for _ in range(2000)]
+            with lock:
+                starts.extend(mine)
+
+        threads = [threading.Thread(target=writer) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        # 64 / 1024 = 1/16 s per slice, exact in binary: 16000 distinct slots end to end.
+        self.assertEqual(sorted(starts), [i / 16 for i in range(16000)])
 
 
 class RealHubBehaviourTest(unittest.TestCase):

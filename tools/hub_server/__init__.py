@@ -55,6 +55,13 @@ Xet-stored, packed by hubfs-xet-pack into one store shared by every revision (de
               GET /xorbs/default/{xorb}?expires=&sig=[&r=a-b,...]  (V2 URLs: only those bytes)
 Control requests are neither counted nor delayed by --latency-ms.
 
+Shaping (shaping.py): --latency-ms delays every counted request before it is answered;
+--bandwidth-mbps paces each connection's file bodies (CDN blobs and xorbs, resolve, the plain
+view) to that rate; --host-mbps paces the same bodies of all connections together to that rate
+(one token bucket shared by both origins, first come first served, on top of the per-connection
+limit: a shared NIC or a metered egress, where the host and not the connection is the limit).
+With neither limit, bodies go out by sendfile. Small JSON and HTML answers are not paced.
+
 As the real Hub: a token that is neither --token nor --token-no-access gets 401 "Invalid
 credentials in Authorization header" on every request; a gated repo's info, listings and
 README.md/.gitattributes are open to anyone, its other files answer 401 (no token) or 403 (a
@@ -82,7 +89,7 @@ Modules, one job each:
   quotas.py          fixed-window quotas per bucket and caller, the RateLimit headers
   stats.py           the /_hubfs/stats counters
   faults.py          fault specs, the queue, max_consecutive streaks
-  shaping.py         latency and per-connection bandwidth
+  shaping.py         latency, per-connection and host-wide bandwidth
   handler.py         the shared request handler: dispatch, responses, faults, file bodies
   routes_api.py      API origin: repo info, tree, paths-info, resolve
   listed_sizes.py    hostile listings: sizes a hub.json puts in place of the real ones

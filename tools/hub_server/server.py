@@ -71,7 +71,7 @@ class ServerState:
         self.redirect_chain = args.redirect_chain
         self.stats = Stats()
         self.faults = FaultTable()
-        self.shaping = Shaping(args.latency_ms, args.bandwidth_mbps)
+        self.shaping = Shaping(args.latency_ms, args.bandwidth_mbps, args.host_mbps)
         self.page_size = args.page_size
         self.tokens = set(args.token or [])
         self.tokens_no_access = set(args.token_no_access or [])
@@ -93,6 +93,10 @@ def parse_args(argv):
     p.add_argument("--latency-ms", type=float, default=0, help="delay before answering every request")
     p.add_argument("--bandwidth-mbps", type=float, default=0,
                    help="per-connection body rate in megabits/s (0: unlimited, uses sendfile)")
+    p.add_argument("--host-mbps", type=float, default=0,
+                   help="host-wide body rate in megabits/s, shared by every connection of both "
+                        "origins (one token bucket, on top of --bandwidth-mbps), as a shared NIC or "
+                        "a metered egress; 0: none. Bodies are paced (no sendfile) when it is set")
     p.add_argument("--url-ttl", type=int, default=3600, help="seconds a signed CDN URL stays valid")
     p.add_argument("--page-size", type=int, default=1000, help="most tree entries per page")
     p.add_argument("--token", action="extend", nargs="+",
@@ -129,6 +133,8 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.quota_window < 1:
         p.error("--quota-window must be >= 1")
+    if args.bandwidth_mbps < 0 or args.host_mbps < 0:
+        p.error("--bandwidth-mbps and --host-mbps take a rate >= 0 (0: no limit)")
     if args.page_size < 1:
         p.error("--page-size must be >= 1")
     if bool(args.tls_cert) != bool(args.tls_key):
