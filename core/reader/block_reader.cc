@@ -217,15 +217,15 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     if (t.leader) claimed.push_back(b);
     flights.push_back(std::move(t.flight));
   }
-  // The blocks this read needs go out before any read-ahead.
-  if (!claimed.empty()) load_claimed(file, claimed, /*prefetch=*/false, options_.max_blocks_per_request, deadline);
-
+  // The blocks this read needs go out before any read-ahead; whether the lower tiers had them
+  // all tells the policy whether over-reading costs network bytes (ReadAheadState::local).
+  const bool local = claimed.empty() || load_claimed(file, claimed, false, options_.max_blocks_per_request, deadline);
   if (state) {
-    // A file whose reader hints its ranges gets no speculative read-ahead: it said what it needs
-    // (its chunks are contiguous, so its reads look sequential, and guessing past the last one
-    // fetched up to 50% more than the read).
+    // A hinting reader gets no speculative read-ahead: it said what it needs (its contiguous
+    // chunks look sequential, and guessing past the last one fetched up to 50% more).
     const bool hinted = hinted_.marked_ago(id).has_value();
     std::lock_guard<std::mutex> state_lock(state->mu);
+    if (!claimed.empty()) state->ahead.local = local;
     if (auto ahead = read_ahead_policy_.on_read(state->ahead, offset, end, file.size, hinted)) {
       std::vector<uint64_t> wanted;
       for (uint64_t b = ahead->blocks.first; b <= ahead->blocks.last; ++b) wanted.push_back(b);

@@ -37,7 +37,8 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
   state.random_reads = 0;
   const uint64_t doubled = state.window_blocks == 0 ? config_.min_window_blocks
                                                     : std::min(state.window_blocks * 2, config_.max_window_blocks);
-  const uint64_t earned = std::max<uint64_t>(1, static_cast<uint64_t>(config_.per_run_factor * double(run_blocks)));
+  const double factor = state.local ? config_.local_run_factor : config_.per_run_factor;
+  const uint64_t earned = std::max<uint64_t>(1, static_cast<uint64_t>(factor * double(run_blocks)));
   state.window_blocks = static_cast<uint32_t>(std::min(doubled, earned));
   if (hinted) return std::nullopt;
   return refill(state, (end - 1) / bs, file_blocks);
@@ -47,7 +48,8 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_random_read(ReadAheadState& sta
                                                              bool hinted) const {
   if (state.random_reads < UINT32_MAX) ++state.random_reads;
   if (hinted) return std::nullopt;
-  if (!state.whole_file && state.random_reads >= config_.random_reads_for_whole_file &&
+  // Not from the local tiers: a warm file's random reads cost no round trips to save.
+  if (!state.whole_file && !state.local && state.random_reads >= config_.random_reads_for_whole_file &&
       file_size <= config_.whole_file_bytes()) {
     state.whole_file = true;
     state.prefetched_to = 0;

@@ -13,7 +13,8 @@
 //   couple of blocks around the faulting page in order, and that is not a stream.
 // - The window doubles per sequential read up to max_window_blocks and never exceeds
 //   per_run_factor times what the run has read: a run that ends (the last chunk of an HDF5 read)
-//   was fetched at most (1 + per_run_factor) times over.
+//   was fetched at most (1 + per_run_factor) times over. From the local tiers (a warm cache)
+//   over-reading costs no network bytes, and the window grows at local_run_factor.
 // - The window goes out in requests sized to keep every connection busy: a window of W blocks
 //   over C connections goes as requests of W / C blocks (1 to blocks_per_request). With a
 //   bandwidth cap per connection a small window in big requests used a few connections and
@@ -41,8 +42,14 @@ struct ReadAheadConfig {
   uint32_t blocks_per_request = 8;
   // The window may reach this many times the bytes the current run has read. At 4x, h5py
   // reading 5 of 16 contiguous frames through the mount fetched the whole 169 MB file for the
-  // 53 MB it read; at 1/2 a run that stops was fetched at most 1.5x over.
-  double per_run_factor = 0.5;
+  // 53 MB it read (3.2x); at 0.5, 84 MB (1.59x: the window, the kernel's 2 MiB read-ahead and
+  // partial blocks). A stream pays for the slower ramp with at most ~10% (300 MB at 50 ms /
+  // 400 Mbit/s per connection, bench/peer_bench.py; factors 0.5 and 1 within the noise).
+  double per_run_factor = 0.4;
+  // The same bound for a handle whose blocks come from the local tiers (ReadAheadState::local):
+  // over-reading costs disk reads, not network bytes, and a warm 300 MB stream read at 0.49 s
+  // with the window at 1/2 of the run against 0.34 s at 4x.
+  double local_run_factor = 4;
   // A run reads this many blocks before it earns read-ahead: more than the kernel's read-around
   // for one mmap fault (the mount's read_ahead_kb, 2 MiB: fuse/mount.cc).
   uint32_t min_run_blocks = 4;
@@ -68,6 +75,10 @@ struct ReadAheadState {
   uint64_t run_bytes = 0;             // bytes read sequentially in the current run
   uint32_t random_reads = 0;          // random reads since the handle's last long run
   bool whole_file = false;            // the file is being fetched whole (prefetched_to: how far)
+  // The handle's last blocks read from below memory all came from the local tiers (disk cache,
+  // shared tier): read-ahead then costs no network bytes, and the window grows at
+  // local_run_factor (set by the caller).
+  bool local = false;
 };
 
 // Blocks [first, last], both included.

@@ -42,32 +42,47 @@ TEST_F(ReadAheadPolicyTest, ARunEarnsReadAheadOnlyPastAnMmapFaultsReadAround) {
   EXPECT_EQ(read(100, 1), std::nullopt);
   EXPECT_EQ(read(101, 1), std::nullopt);
   EXPECT_EQ(read(102, 1), std::nullopt);
-  // The fourth block of the run: a stream. Its window is at most half the run (2 blocks), sent
-  // as 1-block requests so they go out on two connections at once.
+  // The fourth block of the run: a stream. Its window is at most 0.4 of the run (1 block).
   auto r = read(103, 1);
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(state_.window_blocks, 2u);
-  EXPECT_EQ(*r, (ReadAheadPlan{BlockRange{104, 105}, 1}));
+  EXPECT_EQ(state_.window_blocks, 1u);
+  EXPECT_EQ(*r, (ReadAheadPlan{BlockRange{104, 104}, 1}));
+  // Four blocks on, 2 blocks (of a run of 8) go as 1-block requests, on two connections at once.
+  stream(104, 107);
+  r = read(107, 1);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(state_.window_blocks, 3u);
+  EXPECT_EQ(r->blocks_per_request, 1u);
 }
 
 TEST_F(ReadAheadPolicyTest, AStoppedRunWasFetchedAtMostOneAndAHalfTimesOver) {
   // h5py reading 5 contiguous 10-block chunks, in 1-block reads: the run stops at block 50.
   const uint64_t ahead = stream(0, 50);
   EXPECT_GT(ahead, 0u);
-  EXPECT_LE(state_.prefetched_to, 50u + 25u);
+  EXPECT_LE(state_.prefetched_to, 50u + 20u);
 }
 
 TEST_F(ReadAheadPolicyTest, TheWindowGrowsToItsCapAndFillsEveryConnectionWithWholeRequests) {
-  stream(0, 300);
-  EXPECT_EQ(state_.window_blocks, 128u);  // the cap, after a run of 256 blocks
+  stream(0, 330);
+  EXPECT_EQ(state_.window_blocks, 128u);  // the cap, after a run of 320 blocks
   // At the cap: 8-block requests (128 over 16 connections), refilled in whole requests.
   std::optional<ReadAheadPlan> r;
-  uint64_t b = 300;
-  for (; !r && b < 310; ++b) r = read(b, 1);
+  uint64_t b = 330;
+  for (; !r && b < 340; ++b) r = read(b, 1);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->blocks_per_request, 8u);
   EXPECT_EQ(r->blocks.count() % 8, 0u);
   EXPECT_LE(state_.prefetched_to, b + 128u);
+}
+
+TEST_F(ReadAheadPolicyTest, FromTheLocalTiersTheWindowGrowsFasterAndNothingIsFetchedWhole) {
+  state_.local = true;  // the caller found the handle's blocks on disk
+  stream(0, 40);
+  EXPECT_EQ(state_.window_blocks, 128u);  // 4x a run of 40 blocks, capped; over the network: 20
+  state_ = ReadAheadState{};
+  state_.local = true;
+  for (uint64_t i = 0; i < 20; ++i) EXPECT_EQ(read(i * 37 % 300, 1, 300), std::nullopt);
+  EXPECT_FALSE(state_.whole_file);
 }
 
 TEST_F(ReadAheadPolicyTest, RequestsAreSpreadOverTheConnections) {
@@ -83,7 +98,7 @@ TEST_F(ReadAheadPolicyTest, RefillsOnlyWholeRequestsExceptAtTheEndOfTheFile) {
   state_ = ReadAheadState{};
   state_.next_offset = 10 * kMiB;
   state_.window_blocks = 128;  // at its cap: 8-block requests
-  state_.run_bytes = 300 * kMiB;
+  state_.run_bytes = 400 * kMiB;
   state_.prefetched_to = 11 + 125;  // 125 blocks already ahead of block 10: room 3 < one request
   EXPECT_EQ(read(10, 1), std::nullopt);
   // Six blocks further on there is room for 9: one whole request of 8 goes, not 9 blocks.
