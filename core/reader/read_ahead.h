@@ -51,7 +51,7 @@ struct ReadAheadConfig {
   // with the window at 1/2 of the run against 0.34 s at 4x.
   double local_run_factor = 4;
   // A run reads this many blocks before it earns read-ahead: more than the kernel's read-around
-  // for one mmap fault (the mount's read_ahead_kb, 2 MiB: fuse/mount.cc).
+  // for one mmap fault (the mount's read_ahead_kb, 1 MiB: fuse/mount.cc), with room to spare.
   uint32_t min_run_blocks = 4;
   // The link: requests in flight at once (--max-requests), the round trip of one request, and
   // one connection's bandwidth (a CDN edge gives one TCP stream ~400 Mbit/s).
