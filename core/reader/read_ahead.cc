@@ -61,7 +61,11 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_random_read(ReadAheadState& sta
 std::optional<ReadAheadPlan> ReadAheadPolicy::whole_file_rest(const ReadAheadState& state,
                                                               uint64_t file_blocks) const {
   if (state.prefetched_to >= file_blocks) return std::nullopt;
-  return ReadAheadPlan{BlockRange{state.prefetched_to, file_blocks - 1}, std::max<uint32_t>(1, config_.blocks_per_request)};
+  // One wave per read (a request on every connection): the transport serves requests in order,
+  // and a random read's own block must not queue behind the whole file.
+  const uint32_t per_request = std::max<uint32_t>(1, config_.blocks_per_request);
+  const uint64_t wave = uint64_t(per_request) * std::max<uint32_t>(1, config_.connections);
+  return ReadAheadPlan{BlockRange{state.prefetched_to, std::min(file_blocks, state.prefetched_to + wave) - 1}, per_request};
 }
 
 std::optional<ReadAheadPlan> ReadAheadPolicy::refill(const ReadAheadState& state, uint64_t last_read_block,

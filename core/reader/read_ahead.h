@@ -60,7 +60,10 @@ struct ReadAheadConfig {
   double connection_bytes_per_second = 50e6;
   // Random access: after this many random reads on a handle, a file the link moves whole in
   // whole_file_round_trips round trips is fetched whole (16 x 50 MB/s x 50 ms x 16 = 640 MB).
-  uint32_t random_reads_for_whole_file = 8;
+  // Four: 100 random mmap slices of a 300 MB file took 2.3-2.8 s after 8 (the bulk fetch started
+  // late), 1.9-2.0 s after 4, as fast as the old kernel read-around of 16 MiB per fault; h5py's
+  // metadata reads before its chunks stay under it (5 of 16 frames: 74 MB fetched either way).
+  uint32_t random_reads_for_whole_file = 4;
   uint32_t whole_file_round_trips = 16;
 
   // The largest file fetched whole under random access.

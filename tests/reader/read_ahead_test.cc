@@ -134,22 +134,27 @@ TEST_F(ReadAheadPolicyTest, RandomAccessResetsTheRunAndFetchesNothing) {
 }
 
 TEST_F(ReadAheadPolicyTest, ASmallFileReadAtRandomIsFetchedWholeAfterEnoughRandomReads) {
-  // A 300-block (300 MiB) file: the link moves it in 16 round trips (640 MB), so after 8 random
+  // A 300-block (300 MiB) file: the link moves it in 16 round trips (640 MB), so after 4 random
   // reads it is fetched whole, and later reads continue from where the caller's budget stopped.
   const uint64_t file_blocks = 300;
   std::optional<ReadAheadPlan> r;
-  for (uint64_t i = 0; i < 7; ++i) {
+  for (uint64_t i = 0; i < 3; ++i) {
     EXPECT_EQ(read(i * 37 % file_blocks, 1, file_blocks), std::nullopt) << i;
   }
   r = policy_.on_read(state_, 250 * kMiB, 251 * kMiB, file_blocks * kMiB, false);
   ASSERT_TRUE(r.has_value());
   EXPECT_TRUE(state_.whole_file);
-  EXPECT_EQ(r->blocks, (BlockRange{0, file_blocks - 1}));
+  // A wave per read: 8 blocks on each of the 16 connections.
+  EXPECT_EQ(r->blocks, (BlockRange{0, 127}));
   EXPECT_EQ(r->blocks_per_request, 8u);
-  state_.prefetched_to = 200;  // the budget stopped the caller at block 200
+  state_.prefetched_to = 100;  // the budget stopped the caller at block 100
   r = policy_.on_read(state_, 3 * kMiB, 4 * kMiB, file_blocks * kMiB, false);
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->blocks, (BlockRange{200, file_blocks - 1}));
+  EXPECT_EQ(r->blocks, (BlockRange{100, 227}));
+  state_.prefetched_to = 228;
+  r = policy_.on_read(state_, 9 * kMiB, 10 * kMiB, file_blocks * kMiB, false);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->blocks, (BlockRange{228, file_blocks - 1}));  // the rest
   state_.prefetched_to = file_blocks;
   EXPECT_EQ(read(7, 1, file_blocks), std::nullopt);  // all of it asked for: nothing more
 }
