@@ -27,7 +27,7 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
     state.window_blocks = 0;
     state.run_bytes = end - offset;  // a run starts with this read
     if (!state.whole_file) state.prefetched_to = 0;
-    return on_random_read(state, file_size, hinted);
+    return on_random_read(state, file_size, file_blocks, hinted);
   }
   state.run_bytes += end - offset;
   if (state.whole_file) return hinted ? std::nullopt : whole_file_rest(state, file_blocks);
@@ -45,7 +45,7 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
 }
 
 std::optional<ReadAheadPlan> ReadAheadPolicy::on_random_read(ReadAheadState& state, uint64_t file_size,
-                                                             bool hinted) const {
+                                                             uint64_t file_blocks, bool hinted) const {
   if (state.random_reads < UINT32_MAX) ++state.random_reads;
   if (hinted) return std::nullopt;
   // Not from the local tiers: a warm file's random reads cost no round trips to save.
@@ -55,7 +55,7 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_random_read(ReadAheadState& sta
     state.prefetched_to = 0;
   }
   if (!state.whole_file) return std::nullopt;
-  return whole_file_rest(state, (file_size + config_.block_size - 1) / config_.block_size);
+  return whole_file_rest(state, file_blocks);
 }
 
 std::optional<ReadAheadPlan> ReadAheadPolicy::whole_file_rest(const ReadAheadState& state,

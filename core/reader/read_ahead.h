@@ -118,7 +118,8 @@ class ReadAheadPolicy {
   const ReadAheadConfig& config() const { return config_; }
 
  private:
-  std::optional<ReadAheadPlan> on_random_read(ReadAheadState& state, uint64_t file_size, bool hinted) const;
+  std::optional<ReadAheadPlan> on_random_read(ReadAheadState& state, uint64_t file_size, uint64_t file_blocks,
+                                              bool hinted) const;
   // Which blocks to request once the window is known (the refill rule).
   std::optional<ReadAheadPlan> refill(const ReadAheadState& state, uint64_t last_read_block,
                                       uint64_t file_blocks) const;
