@@ -10,8 +10,8 @@
 
 namespace hubfs {
 
-static std::string flight_key(const std::string& cache_id, uint64_t index) {
-  return cache_id + "#" + std::to_string(index);
+static std::string flight_key(const std::string& memory_id, uint64_t index) {
+  return memory_id + "#" + std::to_string(index);
 }
 
 BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options, SharedBlocks* shared)
@@ -22,11 +22,13 @@ BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions
              shared ? std::make_unique<SharedBlockTier>(*shared) : nullptr,
              BlockTiersOptions{.memory_bytes = options.memory_cache_bytes,
                                .max_deferred_write_bytes = options.max_deferred_write_bytes},
-             [this](std::function<void()> task) { return disk_work_.post(std::move(task)); },
-             [this](std::string_view id) { return verifier_.epoch(id); }),
+             [this](std::function<void()> task) { return disk_work_.post(std::move(task)); }),
       verifier_(tiers_.memory(),
                 FileVerifierOptions{options.block_size, options.max_verifying_files, options.verify_whole_files},
-                [this](const VerifiedFile& f) { tiers_.forget_file(f.cache_id, f.size, options_.block_size); }),
+                [this](const VerifiedFile& f) {
+                  tiers_.drop_failed_file(f.cache_id, cache_id(std::string(f.content_id)), f.epoch, f.size,
+                                          options_.block_size);
+                }),
       hinted_(kHintQuietTime, kMaxHintedFiles),  // (block_reader.h)
       timed_out_(options.read_timeout),
       disk_work_(std::max(1, options.disk_threads)) {}
@@ -64,12 +66,18 @@ std::string BlockReader::cache_id(const std::string& content_id) const {
   return k;
 }
 
-VerifiedFile BlockReader::verified(const RemoteFile& file, const std::string& id) const {
-  return VerifiedFile{file.path, file.content_id, id, file.size};
+BlockReader::FileKey BlockReader::key_of(const RemoteFile& file, uint64_t epoch) const {
+  FileKey key{cache_id(file.content_id), epoch, {}};
+  key.memory_id = epoch == 0 ? key.cache_id : key.cache_id + "~" + std::to_string(epoch);
+  return key;
 }
 
-BlockReader::Flights::Ticket BlockReader::claim(const RemoteFile& file, uint64_t index) {
-  const std::string id = cache_id(file.content_id);
+VerifiedFile BlockReader::verified(const RemoteFile& file, const FileKey& key) const {
+  return VerifiedFile{file.path, file.content_id, key.memory_id, file.size, key.epoch};
+}
+
+BlockReader::Flights::Ticket BlockReader::claim(const RemoteFile& file, const FileKey& key, uint64_t index) {
+  const std::string& id = key.memory_id;
   Flights::Ticket ticket = in_flight_.join(flight_key(id, index), [&]() -> std::optional<Result<BlockBytes>> {
     if (auto hit = tiers_.memory().get(BlockId{id, index, block_length(file, index)})) return Result<BlockBytes>(*hit);
     return std::nullopt;
@@ -78,56 +86,53 @@ BlockReader::Flights::Ticket BlockReader::claim(const RemoteFile& file, uint64_t
   return ticket;
 }
 
-void BlockReader::complete_batch(const RemoteFile& file, const std::vector<std::pair<uint64_t, BlockBytes>>& arrivals,
-                                 bool from_hub) {
+void BlockReader::complete_batch(const RemoteFile& file, const FileKey& key,
+                                 const std::vector<std::pair<uint64_t, BlockBytes>>& arrivals, bool from_hub) {
   // Every block of the batch is in memory and its waiters released before any is written to
   // disk or hashed: completed one at a time, the last block of an 8-block response waited for
   // seven disk writes and for the hash passes the first seven set off (perf: one disk worker
   // hashing a third of the daemon's CPU while the reader waited on blocks it had in hand).
-  const std::string id = cache_id(file.content_id);
-  std::vector<uint64_t> epochs(arrivals.size());
+  const std::string& id = key.memory_id;
   std::vector<bool> served(arrivals.size());
   bool hash_after = false;
   for (size_t i = 0; i < arrivals.size(); ++i) {
     const auto& [index, bytes] = arrivals[i];
-    // The epoch before the block is in memory: a hash failure after this may have been its.
-    epochs[i] = verifier_.epoch(id);
     tiers_.memory().put(BlockId{id, index, bytes.size()}, bytes);  // in memory before the hash may reach it
     // The arrival that completes the file hashes before it releases its waiters, so they get the
     // verdict: a reader (or the kernel's read-ahead) that read the other blocks earlier is still
     // waiting on this one. Every other arrival releases its waiters first.
-    FileVerifier::Arrival arrival = verifier_.on_arrival(verified(file, id), index);
+    FileVerifier::Arrival arrival = verifier_.on_arrival(verified(file, key), index);
     served[i] = arrival.verdict.ok();
     if (served[i] && !arrival.completed_file) hash_after = true;
     in_flight_.complete(flight_key(id, index), served[i] ? Result<BlockBytes>(bytes) : Result<BlockBytes>(arrival.verdict));
   }
   // Write-back after the waiters are released: nobody waits on the disk but this thread.
-  if (from_hub) tiers_.store_fetched(id, arrivals, epochs, served);
+  if (from_hub) tiers_.store_fetched(key.cache_id, key.epoch, arrivals, served);
   // Other arrivals hash after their waiters are released, off the readers' path. A mismatch
   // found later drops the file's blocks and fails every later read of handles that saw the old
   // bytes.
-  if (hash_after) (void)verifier_.advance(verified(file, id), /*wait=*/false);
+  if (hash_after) (void)verifier_.advance(verified(file, key), /*wait=*/false);
 }
 
-void BlockReader::fail(const RemoteFile& file, const std::vector<uint64_t>& indices, const Status& error) {
-  const std::string id = cache_id(file.content_id);
-  for (uint64_t b : indices) in_flight_.complete(flight_key(id, b), Result<BlockBytes>(error));
+void BlockReader::fail(const FileKey& key, const std::vector<uint64_t>& indices, const Status& error) {
+  for (uint64_t b : indices) in_flight_.complete(flight_key(key.memory_id, b), Result<BlockBytes>(error));
 }
 
-bool BlockReader::load_claimed(const RemoteFile& file, const std::vector<uint64_t>& claimed, bool prefetch,
-                               size_t max_run, const Deadline& deadline) {
-  const std::string id = cache_id(file.content_id);
+bool BlockReader::load_claimed(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& claimed,
+                               bool prefetch, size_t max_run, const Deadline& deadline) {
   std::vector<BlockId> ids;
-  for (uint64_t b : claimed) ids.push_back(BlockId{id, b, block_length(file, b)});
-  std::vector<uint64_t> misses = tiers_.fill_from_lower(
-      ids, deadline, [&](const std::vector<std::pair<uint64_t, BlockBytes>>& found) { complete_batch(file, found, false); });
+  for (uint64_t b : claimed) ids.push_back(BlockId{key.cache_id, b, block_length(file, b)});
+  std::vector<uint64_t> misses =
+      tiers_.fill_from_lower(ids, key.epoch, deadline, [&](const std::vector<std::pair<uint64_t, BlockBytes>>& found) {
+        complete_batch(file, key, found, false);
+      });
   if (misses.empty()) return true;
-  fetch_blocks(file, misses, prefetch, max_run, deadline);
+  fetch_blocks(file, key, misses, prefetch, max_run, deadline);
   return false;
 }
 
-void BlockReader::fetch_blocks(const RemoteFile& file, const std::vector<uint64_t>& indices, bool prefetch,
-                               size_t max_run, const Deadline& deadline) {
+void BlockReader::fetch_blocks(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& indices,
+                               bool prefetch, size_t max_run, const Deadline& deadline) {
   // indices are ascending; neighbours go out together, up to max_run.
   for (const auto [first, count] : coalesce(indices, max_run)) {
     ByteRange range{first * options_.block_size, 0};
@@ -139,13 +144,13 @@ void BlockReader::fetch_blocks(const RemoteFile& file, const std::vector<uint64_
     fetches_.add();
     fetch_file_range(
         fetcher_, file.source, file.locate, file.size, range,
-        [this, file, first, count, range, prefetch](Result<std::string> body) {
+        [this, file, key, first, count, range, prefetch](Result<std::string> body) {
           // Runs on the network thread: hand the splitting and the disk writes to a worker,
           // queued before the fetch counts as done, so shutdown's drain sees it.
           auto shared = std::make_shared<Result<std::string>>(std::move(body));
-          post([this, file, first, count, range, prefetch, shared] {
+          post([this, file, key, first, count, range, prefetch, shared] {
             if (prefetch) prefetch_bytes_ -= range.length;
-            on_fetched(file, first, count, *shared);
+            on_fetched(file, key, first, count, *shared);
           });
           fetches_.done();
         },
@@ -153,28 +158,31 @@ void BlockReader::fetch_blocks(const RemoteFile& file, const std::vector<uint64_
   }
 }
 
-void BlockReader::on_fetched(const RemoteFile& file, uint64_t first, uint64_t count, Result<std::string>& body) {
+void BlockReader::on_fetched(const RemoteFile& file, const FileKey& key, uint64_t first, uint64_t count,
+                             Result<std::string>& body) {
   if (!body.ok()) {
     counters_.add(counters_.fetch_errors, 1);
     std::vector<uint64_t> blocks;
     for (uint64_t b = first; b < first + count; ++b) blocks.push_back(b);
-    return fail(file, blocks, body.status().with_context("fetching " + file.path));
+    return fail(key, blocks, body.status().with_context("fetching " + file.path));
   }
   auto all = std::make_shared<const std::string>(std::move(body).value());
   counters_.add(counters_.bytes_fetched, all->size());
   counters_.add(counters_.blocks_fetched, count);
-  complete_batch(file, split_response(all, BlockRun{first, count}, file.size, options_.block_size), /*from_hub=*/true);
+  complete_batch(file, key, split_response(all, BlockRun{first, count}, file.size, options_.block_size),
+                 /*from_hub=*/true);
 }
 
-std::vector<uint64_t> BlockReader::claim_ahead(const RemoteFile& file, const std::vector<uint64_t>& wanted,
-                                               uint64_t* bytes, uint64_t* stopped_at) {
+std::vector<uint64_t> BlockReader::claim_ahead(const RemoteFile& file, const FileKey& key,
+                                               const std::vector<uint64_t>& wanted, uint64_t* bytes,
+                                               uint64_t* stopped_at) {
   std::vector<uint64_t> claimed;
   *bytes = 0;
   for (uint64_t b : wanted) {
     // Bounded memory: past the global budget, read-ahead (or a hint) stops; a later read tries
     // again, a hint's remaining blocks are fetched on demand.
     if (prefetch_bytes_.load() + *bytes + block_length(file, b) > options_.max_prefetch_bytes) break;
-    if (claim(file, b).leader) {
+    if (claim(file, key, b).leader) {
       claimed.push_back(b);
       *bytes += block_length(file, b);
     }
@@ -201,36 +209,38 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
   // A handle that may already have passed on bytes of a file whose hash then failed gets errors
   // from then on (reopening reads fresh bytes): a whole read never ends "successfully" with
   // corrupt bytes in it.
-  if (Status st = check_epoch(file, state); !st.ok()) return st;
+  Result<uint64_t> epoch = read_epoch(file, state);
+  if (!epoch.ok()) return epoch.status();
   if (offset >= file.size || length == 0) return slices;
   // One deadline for the whole read: the shared tier's lookup, the Hub's requests and their
   // retries, and the wait for blocks other reads are loading.
   const Deadline deadline = Deadline::after(options_.read_timeout);
   const uint64_t end = std::min<uint64_t>(file.size, offset + length);
   const uint64_t first = offset / options_.block_size, last = (end - 1) / options_.block_size;
-  const std::string id = cache_id(file.content_id);
-  if (Status st = timed_out_.check(file.path, id, first, last, tiers_.memory()); !st.ok()) return st;
+  const FileKey key = key_of(file, *epoch);
+  if (Status st = timed_out_.check(file.path, key.memory_id, first, last, tiers_.memory()); !st.ok()) return st;
   std::vector<Flights::FlightPtr> flights;
   std::vector<uint64_t> claimed;
   for (uint64_t b = first; b <= last; ++b) {
-    Flights::Ticket t = claim(file, b);
+    Flights::Ticket t = claim(file, key, b);
     if (t.leader) claimed.push_back(b);
     flights.push_back(std::move(t.flight));
   }
   // The blocks this read needs go out before any read-ahead; whether the lower tiers had them
   // all tells the policy whether over-reading costs network bytes (ReadAheadState::local).
-  const bool local = claimed.empty() || load_claimed(file, claimed, false, options_.max_blocks_per_request, deadline);
+  const bool local =
+      claimed.empty() || load_claimed(file, key, claimed, false, options_.max_blocks_per_request, deadline);
   if (state) {
     // A hinting reader gets no speculative read-ahead: it said what it needs (its contiguous
     // chunks look sequential, and guessing past the last one fetched up to 50% more).
-    const bool hinted = hinted_.marked_ago(id).has_value();
+    const bool hinted = hinted_.marked_ago(key.cache_id).has_value();
     std::lock_guard<std::mutex> state_lock(state->mu);
     if (!claimed.empty()) state->ahead.local = local;
     if (auto ahead = read_ahead_policy_.on_read(state->ahead, offset, end, file.size, hinted)) {
       std::vector<uint64_t> wanted;
       for (uint64_t b = ahead->blocks.first; b <= ahead->blocks.last; ++b) wanted.push_back(b);
       uint64_t bytes = 0;
-      std::vector<uint64_t> mine = claim_ahead(file, wanted, &bytes, &state->ahead.prefetched_to);
+      std::vector<uint64_t> mine = claim_ahead(file, key, wanted, &bytes, &state->ahead.prefetched_to);
       if (log_enabled(LogLevel::kDebug))
         log_debug("read-ahead " + file.path + ": reader at block " + std::to_string(last) + ", window " +
                   std::to_string(state->ahead.window_blocks) + "; claimed " + std::to_string(mine.size()) + " of blocks " +
@@ -238,14 +248,14 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
                   std::to_string(prefetch_bytes_.load() >> 20) + " MiB)");
       counters_.add(counters_.read_ahead_bytes, bytes);
       if (!mine.empty())
-        queue_load(file, std::move(mine), ahead->blocks_per_request, ahead->blocks_per_request);
+        queue_load(file, key, std::move(mine), ahead->blocks_per_request, ahead->blocks_per_request);
     }
   }
 
   const auto started = std::chrono::steady_clock::now();
   auto wait_deadline = deadline.at();
   for (uint64_t b = first; b <= last; ++b) {
-    Result<BlockBytes> got = wait_for(file, b, flights[b - first], started, &wait_deadline);
+    Result<BlockBytes> got = wait_for(file, key, b, flights[b - first], started, &wait_deadline);
     if (!got.ok()) return got.status();
     const BlockBytes& data = *got;
     const uint64_t block_start = b * options_.block_size;
@@ -259,14 +269,14 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
   // The read that returns the file's end waits for the whole-file hash when every block is in
   // memory, so a front-to-back read of a corrupted file never ends successfully.
   if (last == (file.size - 1) / options_.block_size) {
-    if (Status st = verifier_.advance(verified(file, id), /*wait=*/true); !st.ok()) return st;
+    if (Status st = verifier_.advance(verified(file, key), /*wait=*/true); !st.ok()) return st;
   }
-  if (Status st = check_epoch(file, state); !st.ok()) return st;
+  if (Result<uint64_t> now = read_epoch(file, state); !now.ok()) return now.status();
   return slices;
 }
 
-Result<BlockBytes> BlockReader::wait_for(const RemoteFile& file, uint64_t index, const Flights::FlightPtr& flight,
-                                         std::chrono::steady_clock::time_point started,
+Result<BlockBytes> BlockReader::wait_for(const RemoteFile& file, const FileKey& key, uint64_t index,
+                                         const Flights::FlightPtr& flight, std::chrono::steady_clock::time_point started,
                                          std::chrono::steady_clock::time_point* deadline) {
   std::optional<Result<BlockBytes>> got;
   while (!(got = in_flight_.wait_until(flight, *deadline))) {
@@ -277,7 +287,7 @@ Result<BlockBytes> BlockReader::wait_for(const RemoteFile& file, uint64_t index,
     *deadline = *extended;
   }
   if (!got || (!got->ok() && got->status().code() == Code::kTimeout))
-    timed_out_.mark(cache_id(file.content_id), index);
+    timed_out_.mark(key.memory_id, index);
   if (!got) {
     return Timeout("reading " + file.path + ": block " + std::to_string(index) + " not served within " +
                    std::to_string(options_.read_timeout.count() / 1000) +
@@ -290,11 +300,12 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
   auto wanted = blocks_of_ranges(ranges, file.size, options_.block_size, file.path);
   if (!wanted.ok()) return wanted.status();  // a malformed hint changes nothing
   uint64_t claimed_bytes = 0, stopped_at = 0;
+  const FileKey key = key_of(file, content_epoch(file));
   // The same memory bound as read-ahead: hints cannot make the daemon buffer a whole dataset.
-  std::vector<uint64_t> claimed = claim_ahead(file, *wanted, &claimed_bytes, &stopped_at);
+  std::vector<uint64_t> claimed = claim_ahead(file, key, *wanted, &claimed_bytes, &stopped_at);
   counters_.add(counters_.hints, 1);
   counters_.add(counters_.hinted_bytes, claimed_bytes);
-  hinted_.mark(cache_id(file.content_id));
+  hinted_.mark(key.cache_id);
   if (log_enabled(LogLevel::kDebug))
     log_debug("hint " + file.path + ": " + std::to_string(ranges.size()) + " ranges, " + std::to_string(wanted->size()) +
               " blocks, " + std::to_string(claimed.size()) + " to load");
@@ -302,35 +313,39 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
   // out as 16 requests of 3 blocks, not 6 of 8, and 160 blocks as 16 of 10, not 20 of 8 (a
   // second wave of 4 would cost another round trip plus 8 MiB at one connection's rate).
   const size_t slots = std::max<uint32_t>(1, options_.parallel_requests);
-  if (!claimed.empty()) queue_load(file, claimed, (claimed.size() + slots - 1) / slots, options_.max_blocks_per_hinted_request);
+  if (!claimed.empty())
+    queue_load(file, key, claimed, (claimed.size() + slots - 1) / slots, options_.max_blocks_per_hinted_request);
   return claimed_bytes;
 }
 
 // Loads claimed blocks on the workers (disk cache first, then coalesced fetches), a request's
 // worth per task so the disk checks of a large hint run on every worker, or cancels them when
 // the reader is shutting down.
-void BlockReader::queue_load(const RemoteFile& file, std::vector<uint64_t> claimed, size_t group, size_t max_group) {
+void BlockReader::queue_load(const RemoteFile& file, const FileKey& key, std::vector<uint64_t> claimed, size_t group,
+                             size_t max_group) {
   group = std::clamp<size_t>(group, 1, std::max<size_t>(1, max_group));
   for (size_t i = 0; i < claimed.size(); i += group) {
     std::vector<uint64_t> part(claimed.begin() + static_cast<long>(i),
                                claimed.begin() + static_cast<long>(std::min(claimed.size(), i + group)));
-    post([this, file, part = std::move(part), group] {
-      if (stopping_.load()) return fail(file, part, Unavailable("reading " + file.path + ": read-ahead cancelled (unmounting)"));
+    post([this, file, key, part = std::move(part), group] {
+      if (stopping_.load()) return fail(key, part, Unavailable("reading " + file.path + ": read-ahead cancelled (unmounting)"));
       // Only blocks served here (disk, shared tier) count: a fetch from the Hub has only started.
       // A read-ahead task has a deadline of its own, as a read does, from when it starts.
-      if (load_claimed(file, part, /*prefetch=*/true, group, Deadline::after(options_.read_timeout)))
-        verifier_.catch_up(verified(file, cache_id(file.content_id)), part.back());
+      if (load_claimed(file, key, part, /*prefetch=*/true, group, Deadline::after(options_.read_timeout)))
+        verifier_.catch_up(verified(file, key), part.back());
     });
   }
 }
 
-uint64_t BlockReader::content_epoch(const RemoteFile& file) const { return verifier_.epoch(cache_id(file.content_id)); }
+uint64_t BlockReader::content_epoch(const RemoteFile& file) const {
+  return tiers_.epochs().current(cache_id(file.content_id));
+}
 
-Status BlockReader::check_epoch(const RemoteFile& file, ReadState* state) const {
-  if (!state) return Status::Ok();
+Result<uint64_t> BlockReader::read_epoch(const RemoteFile& file, ReadState* state) const {
   const uint64_t now = content_epoch(file);
+  if (!state) return now;
   std::lock_guard<std::mutex> lock(state->mu);
-  if (state->same_epoch(now)) return Status::Ok();
+  if (state->same_epoch(now)) return now;
   return Corrupt("reading " + file.path + ": its content failed verification after this file was opened "
                  "(bytes corrupted in transit); reopen it to read fresh bytes");
 }

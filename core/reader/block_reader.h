@@ -15,15 +15,17 @@
 // splitting responses into blocks, hashing, write-back) and BlockTiers' deferred writer (one
 // thread, low priority). Stopping order: shutdown() below.
 //
-// Lock order, outermost first (no lock is held across a wait on another component):
+// Lock order, outermost first (no lock is held across a wait on another component but one: a
+// failed hash's cleanup waits, under its Verification::mu, for the file's lower-tier accesses
+// under way, which are pure disk and shared-tier I/O: FileEpochs::begin_cleanup):
 //   ReadState::mu (a handle's read-ahead state; taken with no reader lock held: read-ahead claims
 //     its blocks under it) -> the in-flight SingleFlight's mutex (a join looks in memory under
 //     it) -> MemoryTier's mutex;
 //   a FileVerifier Verification::mu (held by the thread hashing a file; its failure drops the
-//     file from every tier under it) -> FileVerifier::mu_ (records, epochs) -> MemoryTier's mutex.
+//     file from every tier under it) -> FileVerifier::mu_ (records) -> MemoryTier's mutex.
 // The two chains never nest in each other. Leaves: MemoryTier's, Verification::arrival_mu,
-// RecentKeys', DeferredWrites', and below the tiers BlockCache's and SharedBlocks' (a failed
-// hash's removals run under a Verification::mu).
+// RecentKeys', DeferredWrites', FileEpochs', and below the tiers BlockCache's and SharedBlocks'
+// (a failed hash's removals run under a Verification::mu).
 #pragma once
 
 #include <algorithm>
@@ -239,55 +241,69 @@ class BlockReader {
 
   ReaderStats stats() const;
   const ReaderOptions& options() const { return options_; }
-  // How many times the file's content failed its hash (0: never). Blocks read before a failure
-  // may be corrupt: a handle whose first read saw an older epoch gets errors (see ReadState), and
-  // a new open should drop whatever the kernel cached of the file.
+  // How many times the file's content failed its hash (0: never; reader/file_epochs.h). Blocks
+  // read before a failure may be corrupt: a handle whose first read saw an older epoch gets errors
+  // (see ReadState), and a new open should drop whatever the kernel cached of the file.
   uint64_t content_epoch(const RemoteFile& file) const;
 
  private:
   using Flights = SingleFlight<std::string, Result<BlockBytes>>;
+  // A file's blocks in one content epoch (reader/file_epochs.h): `cache_id` names them in the
+  // lower tiers (the disk cache, the shared tier), which a failure cleans; `memory_id` in the
+  // memory tier, the flights and the hashes, a namespace per epoch ("<cache id>~<epoch>" past 0),
+  // so a failure leaves every old block, flight and hash behind at once.
+  struct FileKey {
+    std::string cache_id;
+    uint64_t epoch = 0;
+    std::string memory_id;
+  };
 
   // Joins the block's flight, or starts one (leader: the caller loads it); a block in memory comes
   // back as a finished flight.
-  Flights::Ticket claim(const RemoteFile& file, uint64_t index);
+  Flights::Ticket claim(const RemoteFile& file, const FileKey& key, uint64_t index);
   // Claims the blocks for read-ahead or a hint, within the read-ahead memory budget; stops at
   // the first that does not fit. Returns the indices this call must load; `bytes` their size.
-  std::vector<uint64_t> claim_ahead(const RemoteFile& file, const std::vector<uint64_t>& wanted, uint64_t* bytes,
-                                    uint64_t* stopped_at);
+  std::vector<uint64_t> claim_ahead(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& wanted,
+                                    uint64_t* bytes, uint64_t* stopped_at);
   // Loads claimed blocks: the tiers below memory, then the Hub (max_run blocks per request).
   // True when every block was served by a tier, none left to a fetch.
-  bool load_claimed(const RemoteFile& file, const std::vector<uint64_t>& claimed, bool prefetch, size_t max_run,
-                    const Deadline& deadline);
+  bool load_claimed(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& claimed, bool prefetch,
+                    size_t max_run, const Deadline& deadline);
   // The one place blocks are asked of the network: coalesces neighbouring indices (ascending)
   // into range requests of up to max_run blocks.
-  void fetch_blocks(const RemoteFile& file, const std::vector<uint64_t>& indices, bool prefetch, size_t max_run,
-                    const Deadline& deadline);
+  void fetch_blocks(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& indices, bool prefetch,
+                    size_t max_run, const Deadline& deadline);
   // A response (or its error) for blocks [first, first + count): split and served, on a worker.
-  void on_fetched(const RemoteFile& file, uint64_t first, uint64_t count, Result<std::string>& body);
+  void on_fetched(const RemoteFile& file, const FileKey& key, uint64_t first, uint64_t count,
+                  Result<std::string>& body);
   // Serves blocks that arrived together: every one into memory and its waiters released before
   // any is stored or hashed. from_hub: offer them to the shared tier and write them to disk.
-  void complete_batch(const RemoteFile& file, const std::vector<std::pair<uint64_t, BlockBytes>>& arrivals,
-                      bool from_hub);
+  void complete_batch(const RemoteFile& file, const FileKey& key,
+                      const std::vector<std::pair<uint64_t, BlockBytes>>& arrivals, bool from_hub);
   // Fails the blocks' flights with `error`.
-  void fail(const RemoteFile& file, const std::vector<uint64_t>& indices, const Status& error);
+  void fail(const FileKey& key, const std::vector<uint64_t>& indices, const Status& error);
   // `group`: blocks per task and so at most per request (capped at max_group).
-  void queue_load(const RemoteFile& file, std::vector<uint64_t> claimed, size_t group, size_t max_group);
+  void queue_load(const RemoteFile& file, const FileKey& key, std::vector<uint64_t> claimed, size_t group,
+                  size_t max_group);
   // Waits for one block a read needs, past the read's deadline while a quota wait may hold it.
-  Result<BlockBytes> wait_for(const RemoteFile& file, uint64_t index, const Flights::FlightPtr& flight,
-                              std::chrono::steady_clock::time_point started,
+  Result<BlockBytes> wait_for(const RemoteFile& file, const FileKey& key, uint64_t index,
+                              const Flights::FlightPtr& flight, std::chrono::steady_clock::time_point started,
                               std::chrono::steady_clock::time_point* deadline);
-  Status check_epoch(const RemoteFile& file, ReadState* state) const;
+  // The epoch a read works in: the handle's (an error once the file's epoch moved past it: the
+  // handle may have passed on bad bytes), or without a handle the file's epoch now.
+  Result<uint64_t> read_epoch(const RemoteFile& file, ReadState* state) const;
   void post(std::function<void()> task);
   uint64_t block_length(const RemoteFile& file, uint64_t index) const;
   std::string cache_id(const std::string& content_id) const;
-  VerifiedFile verified(const RemoteFile& file, const std::string& id) const;
+  FileKey key_of(const RemoteFile& file, uint64_t epoch) const;
+  VerifiedFile verified(const RemoteFile& file, const FileKey& key) const;
 
   RangeFetcher& fetcher_;
   const ReaderOptions options_;
   const ReadAheadPolicy read_ahead_policy_;
   BlockTiers tiers_;
   FileVerifier verifier_;
-  Flights in_flight_;  // by "<cache id>#<index>"
+  Flights in_flight_;  // by "<memory id>#<index>"
   // Files whose reader sent a range hint lately: no speculative read-ahead for them for
   // kHintQuietTime; at most kMaxHintedFiles remembered.
   static constexpr std::chrono::seconds kHintQuietTime{30};

@@ -13,12 +13,11 @@ namespace hubfs {
 constexpr int kDeferredWriteNice = 10;
 
 BlockTiers::BlockTiers(std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared, BlockTiersOptions options,
-                       Executor disk_work, EpochOf epoch_of, Executor writer)
+                       Executor disk_work, Executor writer)
     : memory_(options.memory_bytes),
       disk_(std::move(disk)),
       shared_(std::move(shared)),
       disk_work_(std::move(disk_work)),
-      epoch_of_(std::move(epoch_of)),
       writer_(writer ? nullptr : std::make_unique<TaskQueue>(1)),
       deferred_(options.max_deferred_write_bytes, options.deferred_write_quiet,
                 writer ? std::move(writer)
@@ -38,27 +37,39 @@ void BlockTiers::shutdown() {
   (void)deferred_.run_due();  // with a given writer (tests): here
 }
 
-std::vector<uint64_t> BlockTiers::fill_from_lower(const std::vector<BlockId>& ids, const Deadline& deadline,
-                                                  const Serve& serve) {
+std::vector<uint64_t> BlockTiers::fill_from_lower(const std::vector<BlockId>& ids, uint64_t epoch,
+                                                  const Deadline& deadline, const Serve& serve) {
   std::vector<BlockId> misses;
-  for (const BlockId& id : ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const BlockId& id = ids[i];
+    std::optional<BlockBytes> hit;
     if (disk_) {
-      if (std::optional<BlockBytes> hit = disk_->get(id)) {
-        disk_hits_.fetch_add(1, std::memory_order_relaxed);
-        serve({{id.index, std::move(*hit)}});
-        continue;
+      // Each lookup inside its own access, and served outside it: serving may hash the file, and
+      // a failing hash's cleanup waits for the accesses under way.
+      FileEpochs::Access access(epochs_, id.cache_id, epoch);
+      if (!access.granted()) {  // being cleaned, or moved on: nothing below memory is trusted
+        std::vector<uint64_t> rest;
+        for (size_t j = 0; j < misses.size(); ++j) rest.push_back(misses[j].index);
+        for (size_t j = i; j < ids.size(); ++j) rest.push_back(ids[j].index);
+        return rest;
       }
+      hit = disk_->get(id);
+    }
+    if (hit) {
+      disk_hits_.fetch_add(1, std::memory_order_relaxed);
+      serve({{id.index, std::move(*hit)}});
+      continue;
     }
     misses.push_back(id);
   }
   std::vector<uint64_t> rest;
   if (misses.empty()) return rest;
-  if (!shared_) {
-    for (const BlockId& id : misses) rest.push_back(id.index);
-    return rest;
+  std::vector<std::optional<BlockBytes>> found;
+  if (shared_) {
+    note_activity();
+    FileEpochs::Access access(epochs_, misses.front().cache_id, epoch);
+    if (access.granted()) found = shared_->get_many(misses, deadline);
   }
-  note_activity();
-  auto found = shared_->get_many(misses, deadline);
   std::vector<std::pair<uint64_t, BlockBytes>> arrivals;
   std::vector<BlockId> arrived;
   for (size_t i = 0; i < misses.size(); ++i) {
@@ -70,45 +81,44 @@ std::vector<uint64_t> BlockTiers::fill_from_lower(const std::vector<BlockId>& id
     }
   }
   if (arrivals.empty()) return rest;
-  // Into memory and the hash now (this may be a reader's thread), to the local disk later. The
-  // epoch is read before the blocks are served: a hash failure after that may have been theirs.
-  const uint64_t epoch = epoch_of_(misses.front().cache_id);
+  // Into memory and the hash now (this may be a reader's thread), to the local disk later.
   serve(arrivals);
   if (disk_)
     for (size_t i = 0; i < arrivals.size(); ++i) promote_to_disk(arrived[i], arrivals[i].second, epoch);
   return rest;
 }
 
-void BlockTiers::store_fetched(std::string_view cache_id, const std::vector<std::pair<uint64_t, BlockBytes>>& blocks,
-                               const std::vector<uint64_t>& epochs, const std::vector<bool>& served) {
+void BlockTiers::store_fetched(std::string_view cache_id, uint64_t epoch,
+                               const std::vector<std::pair<uint64_t, BlockBytes>>& blocks,
+                               const std::vector<bool>& served) {
   // Offered to the shared tier first, before the disk writes: the sooner a block is queued for
   // the tier, the sooner other machines find it (and a read that ends now does not leave a
-  // response's offers waiting behind eight block files). Not once the file failed its hash since
-  // the block arrived: it may be one of the bad bytes (and the failure's removal may already be
-  // queued ahead of this store).
+  // response's offers waiting behind eight block files). Queued inside the access: the tier runs
+  // its deletes after the stores queued before them, so a cleanup's delete follows these.
   if (shared_) {
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      const auto& [index, bytes] = blocks[i];
-      if (served[i] && epoch_of_(cache_id) == epochs[i]) shared_->put(BlockId{cache_id, index, bytes.size()}, bytes);
+    FileEpochs::Access access(epochs_, cache_id, epoch);
+    if (access.granted()) {
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        const auto& [index, bytes] = blocks[i];
+        if (served[i]) shared_->put(BlockId{cache_id, index, bytes.size()}, bytes);
+      }
     }
   }
   if (disk_) {
     for (size_t i = 0; i < blocks.size(); ++i)
-      if (served[i]) write_back(BlockId{cache_id, blocks[i].first, blocks[i].second.size()}, blocks[i].second, epochs[i]);
+      if (served[i]) write_back(BlockId{cache_id, blocks[i].first, blocks[i].second.size()}, blocks[i].second, epoch);
   }
 }
 
 void BlockTiers::write_back(const BlockId& id, const BlockBytes& bytes, uint64_t epoch) {
-  // A hash failure of the file since this block arrived means it may be one of the bad bytes, and
-  // the failure's cleanup may have run before this write landed: take it back out. (A failure
-  // moves the epoch before it removes the file's blocks, so one of the two always removes it.)
-  disk_->put(id, bytes);
-  if (epoch_of_(id.cache_id) != epoch) disk_->remove(id);
+  // Not once the file failed its hash since the block's read began: it may be one of the bad
+  // bytes. A cleanup that begins during the write waits for it, then removes it.
+  FileEpochs::Access access(epochs_, id.cache_id, epoch);
+  if (access.granted()) disk_->put(id, bytes);
 }
 
 void BlockTiers::promote_to_disk(const BlockId& id, const BlockBytes& bytes, uint64_t epoch) {
   auto write = [this, cache_id = std::string(id.cache_id), index = id.index, length = id.length, bytes, epoch] {
-    if (epoch_of_(cache_id) != epoch) return;  // the file failed its hash: maybe a bad block
     write_back(BlockId{cache_id, index, length}, bytes, epoch);
   };
   // Memory bounded: a waiting write pins its value (most of them are in the memory tier too).
@@ -117,19 +127,19 @@ void BlockTiers::promote_to_disk(const BlockId& id, const BlockBytes& bytes, uin
   if (!disk_work_ || !disk_work_(write)) write();
 }
 
-void BlockTiers::forget(const std::vector<BlockId>& ids) {
-  for (const BlockId& id : ids) memory_.remove(id);
-  if (disk_)
-    for (const BlockId& id : ids) disk_->remove(id);
-  if (shared_)
-    for (const BlockId& id : ids) shared_->remove(id);
-}
-
-void BlockTiers::forget_file(std::string_view cache_id, uint64_t size, uint32_t block_size) {
-  std::vector<BlockId> ids;
-  for (uint64_t at = 0, b = 0; at < size; at += block_size, ++b)
-    ids.push_back(BlockId{cache_id, b, std::min<uint64_t>(block_size, size - at)});
-  forget(ids);
+void BlockTiers::drop_failed_file(std::string_view memory_id, std::string_view cache_id, uint64_t epoch,
+                                  uint64_t size, uint32_t block_size) {
+  // The epoch moves first: from here on reads use a fresh memory namespace and the lower tiers
+  // refuse this file until the removals below are done.
+  const bool clean_below = epochs_.begin_cleanup(cache_id, epoch);
+  for (uint64_t at = 0, b = 0; at < size; at += block_size, ++b) {
+    const uint64_t length = std::min<uint64_t>(block_size, size - at);
+    memory_.remove(BlockId{memory_id, b, length});  // unreachable already; frees the memory
+    if (!clean_below) continue;
+    if (disk_) disk_->remove(BlockId{cache_id, b, length});
+    if (shared_) shared_->remove(BlockId{cache_id, b, length});
+  }
+  if (clean_below) epochs_.end_cleanup(cache_id);
 }
 
 }  // namespace hubfs

@@ -5,8 +5,10 @@
 //   DeferredWrites; past max_deferred_write_bytes waiting, at once on the disk workers);
 // - write-back: a block the Hub sent is offered to the shared tier first (the sooner other
 //   machines find it), then written to the disk cache, on the calling (disk worker) thread;
-// - a block of a file that failed its hash since it arrived goes to no tier, and one written as
-//   the failure's cleanup ran is taken back out (the epoch check after the write).
+// - a failed hash's cleanup (drop_failed_file) moves the file's epoch and removes its blocks from
+//   every tier; FileEpochs (file_epochs.h) keeps every lower-tier access of the old epoch out of
+//   it (a write of the old epoch lands before the removals or never) and every one of the new
+//   epoch after it.
 // The memory tier is always there; disk and shared may be absent.
 //
 // Threads: one deferred writer (a TaskQueue of one thread at nice kDeferredWriteNice) for the
@@ -25,6 +27,7 @@
 #include "common/task_queue.h"
 #include "reader/block_tier.h"
 #include "reader/deferred_writes.h"
+#include "reader/file_epochs.h"
 #include "reader/memory_tier.h"
 
 namespace hubfs {
@@ -44,18 +47,15 @@ struct BlockTiersOptions {
 class BlockTiers {
  public:
   using Executor = DeferredWrites::Executor;
-  // The file's content epoch (FileVerifier::epoch): a block is stored only while it is unchanged.
-  using EpochOf = std::function<uint64_t(std::string_view cache_id)>;
   // Blocks (index, bytes) of one file found below memory, to be served: into memory, the file's
   // hash, their waiters released (BlockReader::complete_batch).
   using Serve = std::function<void(const std::vector<std::pair<uint64_t, BlockBytes>>&)>;
 
-  // disk and shared may be null. disk_work runs fallback writes (the reader's disk workers);
-  // epoch_of must be callable until shutdown() returns. writer: where the deferred writes' pump
-  // runs; null: a thread of its own, at low priority (tests pass one that keeps the task and
-  // drive deferred().run_due() themselves).
+  // disk and shared may be null. disk_work runs fallback writes (the reader's disk workers).
+  // writer: where the deferred writes' pump runs; null: a thread of its own, at low priority
+  // (tests pass one that keeps the task and drive deferred().run_due() themselves).
   BlockTiers(std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared, BlockTiersOptions options,
-             Executor disk_work, EpochOf epoch_of, Executor writer = nullptr);
+             Executor disk_work, Executor writer = nullptr);
   ~BlockTiers();  // shutdown()
   BlockTiers(const BlockTiers&) = delete;
   BlockTiers& operator=(const BlockTiers&) = delete;
@@ -64,19 +64,26 @@ class BlockTiers {
   const MemoryTier& memory() const { return memory_; }
   bool has_disk() const { return disk_ != nullptr; }
   bool has_shared() const { return shared_ != nullptr; }
+  // The files' content epochs (how many times each failed its hash).
+  FileEpochs& epochs() { return epochs_; }
+  const FileEpochs& epochs() const { return epochs_; }
 
-  // Looks for the blocks (ascending, of one file) below memory: the disk cache first (each hit
-  // served as it is read), then the shared tier in one lookup by `deadline` (the hits served
-  // together, then queued for the disk cache). Returns the indices neither holds.
-  std::vector<uint64_t> fill_from_lower(const std::vector<BlockId>& ids, const Deadline& deadline, const Serve& serve);
-  // Blocks the Hub sent, served at `epochs[i]` (skipped where !served[i]): offered to the shared
-  // tier, then written to the disk cache, on this thread.
-  void store_fetched(std::string_view cache_id, const std::vector<std::pair<uint64_t, BlockBytes>>& blocks,
-                     const std::vector<uint64_t>& epochs, const std::vector<bool>& served);
-  // Drops the blocks from every tier (their file failed its hash).
-  void forget(const std::vector<BlockId>& ids);
-  // Drops every block of the file (`size` bytes in blocks of `block_size`) from every tier.
-  void forget_file(std::string_view cache_id, uint64_t size, uint32_t block_size);
+  // Looks for the blocks (ascending, of one file, for a read of `epoch`) below memory: the disk
+  // cache first (each hit served as it is read), then the shared tier in one lookup by
+  // `deadline` (the hits served together, then queued for the disk cache). Returns the indices
+  // neither holds (all of them while the file's epoch is not `epoch` or it is being cleaned).
+  std::vector<uint64_t> fill_from_lower(const std::vector<BlockId>& ids, uint64_t epoch, const Deadline& deadline,
+                                        const Serve& serve);
+  // Blocks the Hub sent for a read of `epoch` (skipped where !served[i]): offered to the shared
+  // tier, then written to the disk cache, on this thread; not once the file's epoch moved.
+  void store_fetched(std::string_view cache_id, uint64_t epoch, const std::vector<std::pair<uint64_t, BlockBytes>>& blocks,
+                     const std::vector<bool>& served);
+  // The file's bytes of `epoch` failed their hash: drops its blocks (`size` bytes in blocks of
+  // `block_size`) from the memory namespace `memory_id` and, when `epoch` is the file's current
+  // one, moves the epoch and drops them from the disk cache and the shared tier (see FileEpochs;
+  // a failure of an older epoch left nothing below memory to clean).
+  void drop_failed_file(std::string_view memory_id, std::string_view cache_id, uint64_t epoch, uint64_t size,
+                        uint32_t block_size);
   // A read happened (the deferred writer waits for a pause). Cheap; a no-op without a shared tier.
   void note_activity() {
     if (shared_) deferred_.note_activity();
@@ -90,7 +97,7 @@ class BlockTiers {
   DeferredWrites& deferred() { return deferred_; }
 
  private:
-  // Writes a served block to the disk cache, taking it back out if the file failed its hash since.
+  // Writes a served block of a read of `epoch` to the disk cache, unless the file's epoch moved.
   void write_back(const BlockId& id, const BlockBytes& bytes, uint64_t epoch);
   // A block from the shared tier, to the disk cache later (skipped if its file failed its hash).
   void promote_to_disk(const BlockId& id, const BlockBytes& bytes, uint64_t epoch);
@@ -99,7 +106,7 @@ class BlockTiers {
   const std::unique_ptr<BlockTier> disk_;
   const std::unique_ptr<BlockTier> shared_;
   const Executor disk_work_;
-  const EpochOf epoch_of_;
+  FileEpochs epochs_;
   std::atomic<uint64_t> disk_hits_{0};
   std::unique_ptr<TaskQueue> writer_;  // the deferred writer's one thread (unless one was given)
   DeferredWrites deferred_;            // after writer_: its pump runs there

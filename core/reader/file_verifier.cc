@@ -61,13 +61,6 @@ uint64_t FileVerifier::blocks_of(const VerifiedFile& file) const {
   return (file.size + options_.block_size - 1) / options_.block_size;
 }
 
-uint64_t FileVerifier::epoch(std::string_view cache_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (failed_epochs_.empty()) return 0;
-  auto it = failed_epochs_.find(std::string(cache_id));
-  return it == failed_epochs_.end() ? 0 : it->second;
-}
-
 std::shared_ptr<FileVerifier::Verification> FileVerifier::verification_for(const VerifiedFile& file) {
   if (!options_.enabled) return nullptr;
   const std::string id(file.cache_id);
@@ -138,14 +131,8 @@ Status FileVerifier::advance(const VerifiedFile& file, bool wait) {
     ++verified_;
     return Status::Ok();
   }
-  {
-    // The epoch moves before the cleanup: a write-back racing the cleanup checks the epoch after
-    // its write, so either it or the cleanup removes its block (BlockTiers::write_back).
-    std::lock_guard<std::mutex> order(mu_);
-    ++failed_epochs_[std::string(file.cache_id)];
-  }
   ++failures_;
-  on_corrupt_(file);
+  on_corrupt_(file);  // moves the epoch first (reader/file_epochs.h), then cleans
   {
     // The next bytes fetched get a fresh hash, but only once the bad blocks are gone: a record
     // dropped before the cleanup let an arrival in between start a new hash from the memory

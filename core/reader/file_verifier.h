@@ -1,9 +1,10 @@
 // Whole-file verification: a file read (or read ahead) from its first block to its last is hashed
 // in order as its blocks arrive in memory and compared with its content id (sha256 or git blob
-// id: cache/content_verifier.h). On a mismatch the file's epoch moves on (handles that may have
-// passed on its bytes get errors from then on: BlockReader::content_epoch), `on_corrupt` drops
-// its blocks from every tier, and the arrival or read that finished the hash gets kCorrupt, so
-// corrupt bytes never stick.
+// id: cache/content_verifier.h). On a mismatch `on_corrupt` moves the file's epoch on (handles
+// that may have passed on its bytes get errors from then on, later reads use a fresh memory
+// namespace: reader/file_epochs.h) and drops its blocks from every tier, and the arrival or read
+// that finished the hash gets kCorrupt, so corrupt bytes never stick. A hash covers one epoch's
+// bytes: the memory namespace it is given (VerifiedFile::cache_id).
 //
 // The hash reads blocks from the memory tier: a block read out of order waits there for its
 // predecessors; one evicted before its turn stalls the hash (the file simply goes unverified).
@@ -18,9 +19,8 @@
 // hashing thread, hashes what remains and returns the file's verdict once the hash is finished.
 //
 // Lock order (also in docs/architecture.md): a file's Verification::mu (held while hashing) before
-// FileVerifier::mu_ (the records and epochs; a failed hash drops its record and moves the epoch)
-// before MemoryTier's mutex (peeks); `on_corrupt` runs with the file's Verification::mu held and
-// nothing else. Verification::arrival_mu is a leaf.
+// FileVerifier::mu_ (the records) before MemoryTier's mutex (peeks); `on_corrupt` runs with the
+// file's Verification::mu held and nothing else. Verification::arrival_mu is a leaf.
 #pragma once
 
 #include <atomic>
@@ -42,8 +42,9 @@ namespace hubfs {
 struct VerifiedFile {
   std::string_view path;        // for messages
   std::string_view content_id;  // the expected hash
-  std::string_view cache_id;    // the memory tier's name for its blocks
+  std::string_view cache_id;    // the memory tier's name for its blocks (of this epoch)
   uint64_t size = 0;
+  uint64_t epoch = 0;           // whose bytes these are (reader/file_epochs.h)
 };
 
 struct FileVerifierOptions {
@@ -54,13 +55,11 @@ struct FileVerifierOptions {
 
 class FileVerifier {
  public:
-  // Drops the file's blocks from every tier (memory, disk, shared).
+  // The file's bytes of `epoch` failed their hash: moves its epoch on and drops its blocks from
+  // every tier (memory, disk, shared).
   using OnCorrupt = std::function<void(const VerifiedFile&)>;
   // memory must outlive this verifier.
   FileVerifier(const MemoryTier& memory, FileVerifierOptions options, OnCorrupt on_corrupt);
-
-  // How many times the file's content failed its hash (0: never).
-  uint64_t epoch(std::string_view cache_id) const;
 
   // Block `index` of the file went into memory. When it was the last block missing, hashes the
   // rest (waiting for a thread hashing now) and returns the verdict with completed_file set; else
@@ -95,7 +94,6 @@ class FileVerifier {
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Verification>> verifying_;  // by cache id
   std::list<std::string> order_;                                              // oldest first
-  std::unordered_map<std::string, uint64_t> failed_epochs_;                   // by cache id
 };
 
 }  // namespace hubfs

@@ -48,7 +48,32 @@ class FaultDisk : public CacheDisk {
   }
   Result<SplitFile> read_file_split(const std::string& path, uint64_t head_bytes,
                                     uint64_t max_bytes) override {
-    return real_->read_file_split(path, head_bytes, max_bytes);
+    auto read = real_->read_file_split(path, head_bytes, max_bytes);
+    // The read is done: while the read gate is closed its caller is held with the bytes in hand.
+    std::unique_lock<std::mutex> lock(mu_);
+    if (read_gate_closed_) {
+      ++reads_waiting_;
+      if (!read_gate_cv_.wait_for(lock, std::chrono::seconds(30), [this] { return !read_gate_closed_; }))
+        read_gate_closed_ = false;  // a broken test: let everything through after one wait
+      --reads_waiting_;
+    }
+    return read;
+  }
+  // While closed, read_file_split returns only at open_read_gate() (at most 30 s once).
+  void close_read_gate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    read_gate_closed_ = true;
+  }
+  void open_read_gate() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      read_gate_closed_ = false;
+    }
+    read_gate_cv_.notify_all();
+  }
+  int reads_waiting() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reads_waiting_;
   }
   Status write_new_file(const std::string& path, std::string_view data) override {
     {
@@ -83,7 +108,34 @@ class FaultDisk : public CacheDisk {
     if (s.ok()) stamp(to);
     return s;
   }
-  Status remove(const std::string& path) override { return real_->remove(path); }
+  Status remove(const std::string& path) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (remove_gate_closed_) {
+        ++removes_waiting_;
+        if (!remove_gate_cv_.wait_for(lock, std::chrono::seconds(30), [this] { return !remove_gate_closed_; }))
+          remove_gate_closed_ = false;  // a broken test: let everything through after one wait
+        --removes_waiting_;
+      }
+    }
+    return real_->remove(path);
+  }
+  // While closed, remove waits for open_remove_gate() (at most 30 s once, as below).
+  void close_remove_gate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    remove_gate_closed_ = true;
+  }
+  void open_remove_gate() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      remove_gate_closed_ = false;
+    }
+    remove_gate_cv_.notify_all();
+  }
+  int removes_waiting() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return removes_waiting_;
+  }
   Status touch(const std::string& path) override {
     ++touches_;
     Status s = real_->touch(path);
@@ -148,6 +200,12 @@ class FaultDisk : public CacheDisk {
   std::condition_variable gate_cv_;
   bool write_gate_closed_ = false;
   std::condition_variable write_gate_cv_;
+  bool read_gate_closed_ = false;
+  int reads_waiting_ = 0;
+  std::condition_variable read_gate_cv_;
+  bool remove_gate_closed_ = false;
+  int removes_waiting_ = 0;
+  std::condition_variable remove_gate_cv_;
   std::atomic<int> lists_completed_{0};
   std::atomic<bool> fake_clock_{false};
   std::atomic<int64_t> clock_{1'000'000};  // well in the past, far from any real mtime

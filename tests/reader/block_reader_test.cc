@@ -397,6 +397,61 @@ TEST_F(BlockReaderTest, CorruptionInTransitNeverSticks) {
   EXPECT_EQ(reader.stats().files_verified, 1u);
 }
 
+// A failed hash's cleanup takes time (a disk removal per block, the shared tier's deletes). A
+// read that starts meanwhile, on a handle opened after the failure, must not find a bad block the
+// cleanup has not reached yet: it fetches fresh bytes. The stress test once served a flipped byte
+// again (under TSan and load) this way: the new handle's read found block 0 still on disk, was
+// descheduled, and put it in memory after the cleanup had dropped the failed hash; a new hash
+// began from it and its waiters got the bad bytes. Here the disk holds the read at that point.
+TEST_F(BlockReaderTest, AReadDuringAFailedHashsCleanupNeverGetsTheBadBlocks) {
+  auto disk = std::make_shared<testing::FaultDisk>();
+  open_cache(disk);
+  const std::string good = cdn_.content;
+  cdn_.content[kBlock / 2] ^= 0x40;  // block 0, as the stress test's first response
+  BlockReader reader(cache_.get(), fetcher_);
+  // No handle state: no read-ahead reaches the last block before the test asks for it.
+  const uint64_t last = (file_.size - 1) / kBlock;
+  ASSERT_EQ(read(reader, 0, last * kBlock).size(), last * kBlock);
+  // Block 0 is on disk (written back after its waiters were released).
+  wait_for_state([&] { return cache_->get(file_.content_id, 0).has_value(); });
+  disk->close_remove_gate();
+  cdn_.content = good;  // the CDN recovers: a fresh fetch brings good bytes
+  Status failed;
+  std::thread finisher([&] {
+    // The file's last block completes the hash, which fails; the cleanup stops at the disk.
+    std::string out(kBlock, '\0');
+    auto n = reader.read(file_, last * kBlock, kBlock, out.data(), nullptr);
+    failed = n.ok() ? Status::Ok() : n.status();
+  });
+  wait_for_state([&] { return disk->removes_waiting() > 0; });
+  ReadState reopened;  // what FileSystem::open does for a new handle
+  reopened.epoch = reader.content_epoch(file_);
+  EXPECT_EQ(reopened.epoch, 1u);
+  disk->close_read_gate();
+  std::string got(kBlock, '\0');
+  Result<size_t> n = Status::Ok();
+  std::atomic<bool> done{false};
+  std::thread second([&] {
+    n = reader.read(file_, 0, kBlock, got.data(), &reopened);
+    done = true;
+  });
+  // Either the read never touches the disk during the cleanup (it fetches), or it is held with
+  // the disk's copy of block 0 in hand: then the cleanup finishes before it goes on.
+  wait_for_state([&] { return done.load() || disk->reads_waiting() > 0; });
+  disk->open_remove_gate();
+  finisher.join();
+  disk->open_read_gate();
+  second.join();
+  EXPECT_EQ(failed.code(), Code::kCorrupt);
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_TRUE(got == good.substr(0, kBlock)) << "the bad block 0 was served again after the failure";
+  // And once the cleanup is over, a whole read on the new handle is good and verifies.
+  std::string whole;
+  ASSERT_TRUE(read_whole(reader, file_, &whole).ok());
+  EXPECT_TRUE(whole == good);
+  EXPECT_EQ(reader.stats().files_verified, 1u);
+}
+
 // Read-ahead that runs far past the file's hash hashes before it loads more (kMaxHashLagBlocks):
 // with 16 KiB blocks a stream claims 128 blocks ahead, well past 32. The file is still hashed
 // once, in order, and a flipped byte deep in it still fails the read.

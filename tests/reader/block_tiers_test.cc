@@ -76,8 +76,7 @@ class BlockTiersTest : public ::testing::Test {
     disk_ = with_disk ? disk.get() : nullptr;
     shared_ = with_shared ? shared.get() : nullptr;
     tiers_ = std::make_unique<BlockTiers>(with_disk ? std::move(disk) : nullptr, with_shared ? std::move(shared) : nullptr,
-                                          options, disk_work_.fn(), [this](std::string_view) { return epoch_; },
-                                          writer_.fn());
+                                          options, disk_work_.fn(), writer_.fn());
   }
   std::vector<BlockId> ids(std::initializer_list<uint64_t> indices) {
     std::vector<BlockId> out;
@@ -96,7 +95,6 @@ class BlockTiersTest : public ::testing::Test {
   const std::string id_ = "sha256:f";
   TestClock clock_;
   ManualExecutor disk_work_, writer_;
-  uint64_t epoch_ = 0;
   FakeTier* disk_ = nullptr;
   FakeTier* shared_ = nullptr;
   std::unique_ptr<BlockTiers> tiers_;
@@ -109,7 +107,7 @@ TEST_F(BlockTiersTest, DiskFirstThenOneSharedLookupThenTheRestAreMisses) {
   shared_->blocks[id_ + "#2"] = "s002";
   shared_->blocks[id_ + "#3"] = "s003";
   disk_->blocks[id_ + "#4"] = "short";  // the wrong length: not this block
-  std::vector<uint64_t> misses = tiers_->fill_from_lower(ids({0, 1, 2, 3, 4}), Deadline::never(), record());
+  std::vector<uint64_t> misses = tiers_->fill_from_lower(ids({0, 1, 2, 3, 4}), 0, Deadline::never(), record());
   EXPECT_EQ(misses, (std::vector<uint64_t>{0, 4}));
   // The disk hit served alone, as it was read; the shared hits together.
   EXPECT_EQ(served_, (std::vector<std::vector<uint64_t>>{{1}, {2, 3}}));
@@ -120,7 +118,7 @@ TEST_F(BlockTiersTest, DiskFirstThenOneSharedLookupThenTheRestAreMisses) {
 TEST_F(BlockTiersTest, NoSharedLookupWhenTheDiskHadEverything) {
   make();
   disk_->blocks[id_ + "#0"] = "d000";
-  EXPECT_TRUE(tiers_->fill_from_lower(ids({0}), Deadline::never(), record()).empty());
+  EXPECT_TRUE(tiers_->fill_from_lower(ids({0}), 0, Deadline::never(), record()).empty());
   EXPECT_EQ(shared_->lookups, 0);
 }
 
@@ -131,7 +129,7 @@ TEST_F(BlockTiersTest, SharedHitsArePromotedToDiskOnceReadingPauses) {
   make(o);
   shared_->blocks[id_ + "#0"] = "s000";
   tiers_->note_activity();
-  tiers_->fill_from_lower(ids({0}), Deadline::never(), record());
+  tiers_->fill_from_lower(ids({0}), 0, Deadline::never(), record());
   EXPECT_EQ(tiers_->deferred_writes(), 1u);
   EXPECT_FALSE(tiers_->deferred().run_due() == std::nullopt);
   EXPECT_TRUE(disk_->log.empty()) << "written while reading went on";
@@ -152,11 +150,12 @@ TEST_F(BlockTiersTest, SharedHitsArePromotedToDiskOnceReadingPauses) {
 TEST_F(BlockTiersTest, APromotionIsSkippedWhenTheFileFailedItsHashMeanwhile) {
   make();
   shared_->blocks[id_ + "#0"] = "s000";
-  tiers_->fill_from_lower(ids({0}), Deadline::never(), record());
-  epoch_ = 1;  // the file failed its hash: the block may be one of the bad bytes
+  tiers_->fill_from_lower(ids({0}), 0, Deadline::never(), record());
+  // The file failed its hash: the block may be one of the bad bytes.
+  tiers_->drop_failed_file(id_, id_, 0, 4, 4);
   clock_.now += 1h;
   tiers_->deferred().run_due();
-  EXPECT_TRUE(disk_->log.empty());
+  EXPECT_EQ(disk_->log, (std::vector<std::string>{"remove 0"}));
 }
 
 // Past the deferred budget (or with none), a promotion goes to the disk workers at once.
@@ -166,7 +165,7 @@ TEST_F(BlockTiersTest, PastTheDeferredBudgetWritesGoToTheDiskWorkers) {
   make(o);
   shared_->blocks[id_ + "#0"] = "s000";
   shared_->blocks[id_ + "#1"] = "s001";
-  tiers_->fill_from_lower(ids({0, 1}), Deadline::never(), record());
+  tiers_->fill_from_lower(ids({0, 1}), 0, Deadline::never(), record());
   EXPECT_EQ(tiers_->deferred_writes(), 1u);
   ASSERT_EQ(disk_work_.tasks.size(), 1u);
   disk_work_.run_all();
@@ -174,7 +173,7 @@ TEST_F(BlockTiersTest, PastTheDeferredBudgetWritesGoToTheDiskWorkers) {
   // Without disk workers left (shut down), on the calling thread.
   disk_work_.refuse = true;
   shared_->blocks[id_ + "#2"] = "s002";
-  tiers_->fill_from_lower(ids({2}), Deadline::never(), record());
+  tiers_->fill_from_lower(ids({2}), 0, Deadline::never(), record());
   EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 1", "put 2"}));
 }
 
@@ -182,48 +181,61 @@ TEST_F(BlockTiersTest, ShutdownRunsTheWaitingWritesAtOnce) {
   make();
   shared_->blocks[id_ + "#0"] = "s000";
   tiers_->note_activity();
-  tiers_->fill_from_lower(ids({0}), Deadline::never(), record());
+  tiers_->fill_from_lower(ids({0}), 0, Deadline::never(), record());
   tiers_->shutdown();  // no time passed: due because stopping
   EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 0"}));
   // Later promotions are written at once (by the disk workers, or here).
   shared_->blocks[id_ + "#1"] = "s001";
-  tiers_->fill_from_lower(ids({1}), Deadline::never(), record());
+  tiers_->fill_from_lower(ids({1}), 0, Deadline::never(), record());
   disk_work_.run_all();
   EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 0", "put 1"}));
 }
 
-// Hub blocks: offered to the shared tier before any disk write; nothing of a file whose hash
-// failed since the block was served is offered, and a disk write that raced the failure is
-// taken back out.
+// Hub blocks: offered to the shared tier before any disk write; nothing of a read that began
+// before the file failed its hash is stored after the failure.
 TEST_F(BlockTiersTest, HubBlocksAreOfferedThenWrittenAndNeverStoredAfterAFailure) {
   make();
   std::vector<std::pair<uint64_t, BlockBytes>> blocks{{0, bytes("h000")}, {1, bytes("h001")}, {2, bytes("h002")}};
-  tiers_->store_fetched(id_, blocks, {0, 0, 0}, {true, false, true});  // block 1 was not served
+  tiers_->store_fetched(id_, 0, blocks, {true, false, true});  // block 1 was not served
   EXPECT_EQ(shared_->log, (std::vector<std::string>{"put 0", "put 2"}));
   EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 0", "put 2"}));
-  epoch_ = 1;
-  tiers_->store_fetched(id_, {{3, bytes("h003")}}, {0}, {true});
+  tiers_->drop_failed_file(id_, id_, 0, 16, 4);
+  tiers_->store_fetched(id_, 0, {{3, bytes("h003")}}, {true});
   EXPECT_EQ(shared_->blocks.count(id_ + "#3"), 0u);
   EXPECT_EQ(disk_->blocks.count(id_ + "#3"), 0u);
-  EXPECT_EQ(disk_->log.back(), "remove 3");
+  EXPECT_EQ(disk_->log.back(), "remove 3");  // the cleanup's: no write after it
+  // A read of the new epoch stores as before.
+  tiers_->store_fetched(id_, 1, {{3, bytes("h003")}}, {true});
+  EXPECT_EQ(disk_->blocks.count(id_ + "#3"), 1u);
 }
 
-TEST_F(BlockTiersTest, ForgettingAFileDropsItsBlocksFromEveryTier) {
+// A failure drops the file from every tier and moves its epoch; the lower tiers then answer
+// only reads of the new epoch.
+TEST_F(BlockTiersTest, AFailedFileLeavesEveryTierAndItsEpochMoves) {
   make();
   tiers_->memory().put(BlockId{id_, 0, 4}, bytes("m000"));
   disk_->blocks[id_ + "#1"] = "d001";
   shared_->blocks[id_ + "#2"] = "s002";
-  tiers_->forget_file(id_, 10, 4);  // 3 blocks: 4 + 4 + 2 bytes
+  tiers_->drop_failed_file(id_, id_, 0, 10, 4);  // 3 blocks: 4 + 4 + 2 bytes
+  EXPECT_EQ(tiers_->epochs().current(id_), 1u);
   EXPECT_FALSE(tiers_->memory().peek(BlockId{id_, 0, 4}));
   EXPECT_TRUE(disk_->blocks.empty());
   EXPECT_TRUE(shared_->blocks.empty());
   EXPECT_EQ(disk_->log, (std::vector<std::string>{"remove 0", "remove 1", "remove 2"}));
+  // Blocks stored again (by the new epoch's reads) are found by them, never by the old epoch's.
+  disk_->blocks[id_ + "#1"] = "d001";
+  EXPECT_EQ(tiers_->fill_from_lower(ids({1}), 0, Deadline::never(), record()), (std::vector<uint64_t>{1}));
+  EXPECT_TRUE(tiers_->fill_from_lower(ids({1}), 1, Deadline::never(), record()).empty());
+  // A late failure of the old epoch's bytes moves nothing and cleans nothing below memory.
+  tiers_->drop_failed_file(id_ + "~0", id_, 0, 10, 4);
+  EXPECT_EQ(tiers_->epochs().current(id_), 1u);
+  EXPECT_EQ(disk_->blocks.count(id_ + "#1"), 1u);
 }
 
 TEST_F(BlockTiersTest, WithoutLowerTiersEveryBlockIsAMiss) {
   make({}, /*with_disk=*/false, /*with_shared=*/false);
-  EXPECT_EQ(tiers_->fill_from_lower(ids({0, 1}), Deadline::never(), record()), (std::vector<uint64_t>{0, 1}));
-  tiers_->store_fetched(id_, {{0, bytes("h000")}}, {0}, {true});  // nowhere to store: fine
+  EXPECT_EQ(tiers_->fill_from_lower(ids({0, 1}), 0, Deadline::never(), record()), (std::vector<uint64_t>{0, 1}));
+  tiers_->store_fetched(id_, 0, {{0, bytes("h000")}}, {true});  // nowhere to store: fine
   EXPECT_TRUE(served_.empty());
 }
 
