@@ -66,16 +66,6 @@ std::string BlockReader::cache_id(const std::string& content_id) const {
   return k;
 }
 
-BlockReader::FileKey BlockReader::key_of(const RemoteFile& file, uint64_t epoch) const {
-  FileKey key{cache_id(file.content_id), epoch, {}};
-  key.memory_id = epoch == 0 ? key.cache_id : key.cache_id + "~" + std::to_string(epoch);
-  return key;
-}
-
-VerifiedFile BlockReader::verified(const RemoteFile& file, const FileKey& key) const {
-  return VerifiedFile{file.path, file.content_id, key.memory_id, file.size, key.epoch};
-}
-
 BlockReader::Flights::Ticket BlockReader::claim(const RemoteFile& file, const FileKey& key, uint64_t index) {
   const std::string& id = key.memory_id;
   Flights::Ticket ticket = in_flight_.join(flight_key(id, index), [&]() -> std::optional<Result<BlockBytes>> {
@@ -108,9 +98,8 @@ void BlockReader::complete_batch(const RemoteFile& file, const FileKey& key,
   }
   // Write-back after the waiters are released: nobody waits on the disk but this thread.
   if (from_hub) tiers_.store_fetched(key.cache_id, key.epoch, arrivals, served);
-  // Other arrivals hash after their waiters are released, off the readers' path. A mismatch
-  // found later drops the file's blocks and fails every later read of handles that saw the old
-  // bytes.
+  // Other arrivals hash after their waiters are released, off the readers' path (a mismatch found
+  // later drops the file's blocks and fails later reads of handles that saw the old bytes).
   if (hash_after) (void)verifier_.advance(verified(file, key), /*wait=*/false);
 }
 
@@ -122,10 +111,8 @@ bool BlockReader::load_claimed(const RemoteFile& file, const FileKey& key, const
                                bool prefetch, size_t max_run, const Deadline& deadline) {
   std::vector<BlockId> ids;
   for (uint64_t b : claimed) ids.push_back(BlockId{key.cache_id, b, block_length(file, b)});
-  std::vector<uint64_t> misses =
-      tiers_.fill_from_lower(ids, key.epoch, deadline, [&](const std::vector<std::pair<uint64_t, BlockBytes>>& found) {
-        complete_batch(file, key, found, false);
-      });
+  std::vector<uint64_t> misses = tiers_.fill_from_lower(
+      ids, key.epoch, deadline, [&](const auto& found) { complete_batch(file, key, found, false); });
   if (misses.empty()) return true;
   fetch_blocks(file, key, misses, prefetch, max_run, deadline);
   return false;
@@ -242,10 +229,9 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
       uint64_t bytes = 0;
       std::vector<uint64_t> mine = claim_ahead(file, key, wanted, &bytes, &state->ahead.prefetched_to);
       if (log_enabled(LogLevel::kDebug))
-        log_debug("read-ahead " + file.path + ": reader at block " + std::to_string(last) + ", window " +
-                  std::to_string(state->ahead.window_blocks) + "; claimed " + std::to_string(mine.size()) + " of blocks " +
-                  std::to_string(ahead->blocks.first) + "-" + std::to_string(ahead->blocks.last) + " (read-ahead in flight " +
-                  std::to_string(prefetch_bytes_.load() >> 20) + " MiB)");
+        log_debug("read-ahead " + file.path + ": at block " + std::to_string(last) + ", claimed " +
+                  std::to_string(mine.size()) + " of " + std::to_string(ahead->blocks.first) + "-" +
+                  std::to_string(ahead->blocks.last) + ", " + std::to_string(prefetch_bytes_.load() >> 20) + " MiB ahead");
       counters_.add(counters_.read_ahead_bytes, bytes);
       if (!mine.empty())
         queue_load(file, key, std::move(mine), ahead->blocks_per_request, ahead->blocks_per_request);
@@ -288,12 +274,10 @@ Result<BlockBytes> BlockReader::wait_for(const RemoteFile& file, const FileKey& 
   }
   if (!got || (!got->ok() && got->status().code() == Code::kTimeout))
     timed_out_.mark(key.memory_id, index);
-  if (!got) {
-    return Timeout("reading " + file.path + ": block " + std::to_string(index) + " not served within " +
-                   std::to_string(options_.read_timeout.count() / 1000) +
-                   " s (--read-timeout); the Hub or its CDN is not answering");
-  }
-  return std::move(*got);
+  if (got) return std::move(*got);
+  return Timeout("reading " + file.path + ": block " + std::to_string(index) + " not served within " +
+                 std::to_string(options_.read_timeout.count() / 1000) +
+                 " s (--read-timeout); the Hub or its CDN is not answering");
 }
 
 Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector<ByteRange>& ranges) {
@@ -337,9 +321,7 @@ void BlockReader::queue_load(const RemoteFile& file, const FileKey& key, std::ve
   }
 }
 
-uint64_t BlockReader::content_epoch(const RemoteFile& file) const {
-  return tiers_.epochs().current(cache_id(file.content_id));
-}
+uint64_t BlockReader::content_epoch(const RemoteFile& file) const { return tiers_.epochs().current(cache_id(file.content_id)); }
 
 Result<uint64_t> BlockReader::read_epoch(const RemoteFile& file, ReadState* state) const {
   const uint64_t now = content_epoch(file);

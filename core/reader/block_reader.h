@@ -253,8 +253,10 @@ class BlockReader {
   // memory tier, the flights and the hashes, a namespace per epoch ("<cache id>~<epoch>" past 0),
   // so a failure leaves every old block, flight and hash behind at once.
   struct FileKey {
+    FileKey(std::string id, uint64_t e)
+        : cache_id(std::move(id)), epoch(e), memory_id(e == 0 ? cache_id : cache_id + "~" + std::to_string(e)) {}
     std::string cache_id;
-    uint64_t epoch = 0;
+    uint64_t epoch;
     std::string memory_id;
   };
 
@@ -295,8 +297,10 @@ class BlockReader {
   void post(std::function<void()> task);
   uint64_t block_length(const RemoteFile& file, uint64_t index) const;
   std::string cache_id(const std::string& content_id) const;
-  FileKey key_of(const RemoteFile& file, uint64_t epoch) const;
-  VerifiedFile verified(const RemoteFile& file, const FileKey& key) const;
+  FileKey key_of(const RemoteFile& file, uint64_t epoch) const { return FileKey(cache_id(file.content_id), epoch); }
+  VerifiedFile verified(const RemoteFile& file, const FileKey& key) const {
+    return VerifiedFile{file.path, file.content_id, key.memory_id, file.size, key.epoch};
+  }
 
   RangeFetcher& fetcher_;
   const ReaderOptions options_;
