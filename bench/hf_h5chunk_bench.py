@@ -3,7 +3,7 @@
 on the bundled local Hub server with a per-request latency and a per-connection bandwidth (the
 issue's conditions: 50 ms, 400 Mbit/s). Prints one JSON object; ratios are from this run.
 
-    ./scripts/build.sh && /usr/bin/python3 bench/hf_h5chunk_bench.py [--latency-ms 50]
+    ./scripts/deps.sh --bench && ./scripts/build.sh && /usr/bin/python3 bench/hf_h5chunk_bench.py [--latency-ms 50]
         [--bandwidth-mbps 400] [--repeat 3] [--no-mount]
 
 The file: the zea-like workload of bench_mount, float32 (16, 24, 2048, 64, 1), one 12.6 MB frame

@@ -21,6 +21,11 @@ PACKAGES=(
   rclone
   b3sum  # the BLAKE3 reference tool: tests/xet checks core/xet/blake3 against it
 )
+# `./scripts/deps.sh --bench`: also what the benchmarks' contenders need (bench/*.py: the seed's
+# remote path runs on fsspec's HTTP files, which need aiohttp and requests, and decodes with numcodecs).
+if [ "${1:-}" = "--bench" ]; then
+  PACKAGES+=(python3-aiohttp python3-requests python3-numcodecs)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -24,14 +24,6 @@ using hubfs::IoError;
 // ---------------------------------------------------------------------------------------------
 // Worker state
 
-uint8_t* Buffer::reserve(size_t n) {
-  if (n > capacity_) {
-    data_.reset(new (std::nothrow) uint8_t[n]);
-    capacity_ = data_ ? n : 0;
-  }
-  return data_.get();
-}
-
 WorkerState::~WorkerState() {
   if (fd >= 0) ::close(fd);
 }

@@ -22,6 +22,7 @@
 #include "h5chunk/byte_source.h"
 #include "h5chunk/codecs.h"
 #include "h5chunk/element_type.h"
+#include "common/big_buffer.h"
 #include "h5chunk/h5chunk.h"
 #include "h5chunk/manifest.h"
 #include "h5chunk/selection.h"
@@ -29,22 +30,8 @@
 namespace h5chunk {
 
 // A growable byte buffer that, unlike std::vector, does not zero what it allocates (zeroing
-// would touch every page a second time).
-class Buffer {
- public:
-  // At least n bytes, or nullptr when they cannot be allocated (the sizes come from the file:
-  // an exception thrown in a worker thread would end the process).
-  uint8_t* reserve(size_t n);
-  size_t capacity() const { return capacity_; }
-  void release() {
-    data_.reset();
-    capacity_ = 0;
-  }
-
- private:
-  std::unique_ptr<uint8_t[]> data_;
-  size_t capacity_ = 0;
-};
+// would touch every page a second time); large ones in huge pages (common/big_buffer.h).
+using Buffer = hubfs::BigBuffer;
 
 // What one worker keeps from read to read: its own read-only descriptor of the file (workers
 // share no file state; on a network mount opening is not free) or the file's ByteSource, its
