@@ -147,12 +147,38 @@ TEST_F(BlockReaderTest, ReturnsExactlyTheBytesAskedForAnywhereInTheFile) {
   EXPECT_EQ(read(reader, 0, 0), "");
 }
 
+// On one connection, neighbouring missing blocks share one request.
 TEST_F(BlockReaderTest, NeighbouringMissingBlocksShareOneRequest) {
-  BlockReader reader(cache_.get(), fetcher_);
+  ReaderOptions o;
+  o.parallel_requests = 1;
+  BlockReader reader(cache_.get(), fetcher_, o);
   ASSERT_EQ(read(reader, 100, 4 * kBlock), cdn_.content.substr(100, 4 * kBlock));
   auto ranges = asked(transport_);
   ASSERT_EQ(ranges.size(), 1u);
   EXPECT_EQ(ranges[0], (ByteRange{0, 5ull * kBlock}));  // blocks 0..4, aligned
+}
+
+// With several connections, each bringing its own bandwidth, a large read's blocks are spread
+// over them: 10 blocks on 4 connections go as requests of 3 (the last one shorter), all sent
+// before any answers.
+TEST_F(BlockReaderTest, ALargeReadIsSpreadOverTheConnections) {
+  ReaderOptions o;
+  o.parallel_requests = 4;
+  BlockReader reader(cache_.get(), fetcher_, o);
+  cdn_.close_gate();
+  std::string out(10 * kBlock, '\0');
+  std::thread t([&] { ASSERT_TRUE(reader.read(file_, 0, out.size(), out.data(), nullptr).ok()); });
+  wait_for_state([&] { return transport_.request_count() >= 4; });
+  cdn_.open_gate();
+  t.join();
+  EXPECT_EQ(out, cdn_.content.substr(0, 10 * kBlock));
+  auto ranges = asked(transport_);
+  std::sort(ranges.begin(), ranges.end(), [](const ByteRange& a, const ByteRange& b) { return a.offset < b.offset; });
+  ASSERT_EQ(ranges.size(), 4u);
+  EXPECT_EQ(ranges[0], (ByteRange{0, 3ull * kBlock}));
+  EXPECT_EQ(ranges[1], (ByteRange{3ull * kBlock, 3ull * kBlock}));
+  EXPECT_EQ(ranges[2], (ByteRange{6ull * kBlock, 3ull * kBlock}));
+  EXPECT_EQ(ranges[3], (ByteRange{9ull * kBlock, 1ull * kBlock}));
 }
 
 TEST_F(BlockReaderTest, OneFetchPerBlockHoweverManyReadersWait) {
@@ -483,6 +509,7 @@ TEST_F(BlockReaderTest, AResponsesBlocksAreServedBeforeAnyIsWrittenToDisk) {
   open_cache(disk);
   ReaderOptions o;
   o.read_timeout = std::chrono::seconds(5);  // the stuck write lasts 10 s (the gate's own bound)
+  o.parallel_requests = 1;                   // one response of 8 blocks
   disk->close_write_gate();
   {
     BlockReader reader(cache_.get(), fetcher_, o);
@@ -526,8 +553,9 @@ namespace HUBFS_UNITY_ID {
 TEST_F(BlockReaderTest, MemoryCacheIsAccountedByPinnedBuffers) {
   ReaderOptions o;
   o.memory_cache_bytes = 3 * kBlock;
+  o.parallel_requests = 1;
   BlockReader reader(cache_.get(), fetcher_, o);
-  // One read of 8 blocks: one coalesced 8 MiB response.
+  // One read of 8 blocks on one connection: one coalesced 8 MiB response.
   ASSERT_EQ(read(reader, 0, 8 * kBlock), cdn_.content.substr(0, 8 * kBlock));
   ReaderStats s = reader.stats();
   // Block-length accounting would have kept 3 blocks (3 MiB "used", 8 MiB pinned); pinned

@@ -247,7 +247,9 @@ TEST_F(SharedBlocksTest, HubBlocksAreOfferedBeforeTheirDiskWrites) {
   disk->close_write_gate();
   const int attempts = disk->write_attempts();  // the cache's own files, written at open
   {
-    BlockReader reader(cache->get(), fetcher_, ReaderOptions{}, &shared);
+    ReaderOptions one_response;  // every block in one response (one connection)
+    one_response.parallel_requests = 1;
+    BlockReader reader(cache->get(), fetcher_, one_response, &shared);
     ASSERT_EQ(read_all(reader).value(), content_);
     EXPECT_TRUE(tier_.wait_puts(6));
     EXPECT_EQ(disk->write_attempts(), attempts) << "a block file was written before the tier had every block";
