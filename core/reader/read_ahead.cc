@@ -39,7 +39,10 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
                                                     : std::min(state.window_blocks * 2, config_.max_window_blocks);
   const double factor = state.local ? config_.local_run_factor : config_.per_run_factor;
   const uint64_t earned = std::max<uint64_t>(1, static_cast<uint64_t>(factor * double(run_blocks)));
-  state.window_blocks = static_cast<uint32_t>(std::min(doubled, earned));
+  // A reader that reads N blocks at a time gets at least its next read's worth ahead.
+  const uint64_t read_blocks = (end - 1) / bs - offset / bs + 1;
+  state.window_blocks = static_cast<uint32_t>(
+      std::max(std::min(doubled, earned), std::min<uint64_t>(read_blocks, config_.max_window_blocks)));
   if (hinted) return std::nullopt;
   return refill(state, (end - 1) / bs, file_blocks);
 }
