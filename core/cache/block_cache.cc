@@ -130,15 +130,16 @@ class DiskBlockCache final : public BlockCache {
       shard_ready_[loc.shard].store(true, std::memory_order_release);
     }
     const std::string tmp = temp_path(loc.shard_dir);
-    const std::string encoded = block_file::encode(loc.digest, index, data);
-    Status s = disk_->write_new_file(tmp, encoded);
+    // The header, then the data where it lies (a slice of a response): no copy into one buffer.
+    const std::string header = block_file::encode_header(loc.digest, index, data);
+    Status s = disk_->write_new_file(tmp, header, data);
     if (s.code() == Code::kNotFound) {
       // The shard directory was removed under us (someone clearing the cache): make it again
       // and retry once, so clearing a live cache costs no block.
       shard_ready_[loc.shard].store(false);
       if (disk_->make_dirs(loc.shard_dir, 0700).ok()) {
         shard_ready_[loc.shard].store(true, std::memory_order_release);
-        s = disk_->write_new_file(tmp, encoded);
+        s = disk_->write_new_file(tmp, header, data);
       }
     }
     if (s.ok()) s = disk_->rename(tmp, loc.path);
@@ -149,9 +150,9 @@ class DiskBlockCache final : public BlockCache {
     failure_streak_.store(0, std::memory_order_relaxed);
     if (failing_.exchange(false)) log_info("cache: writes to " + options_.dir + " work again");
     note_fresh(loc);  // the file's mtime is now: no touch needed for a while
-    bytes_added_.fetch_add(encoded.size());
-    int64_t used = bytes_used_.fetch_add(static_cast<int64_t>(encoded.size())) +
-                   static_cast<int64_t>(encoded.size());
+    const int64_t written = static_cast<int64_t>(header.size() + data.size());
+    bytes_added_.fetch_add(static_cast<uint64_t>(written));
+    int64_t used = bytes_used_.fetch_add(written) + written;
     if (used > 0 && static_cast<uint64_t>(used) > options_.budget_bytes) request_eviction();
   }
 

@@ -116,7 +116,13 @@ bool is_block_file(std::string_view name, uint64_t file_size) {
 }
 
 std::string encode(const Digest& digest, uint64_t index, std::string_view data) {
-  std::string out(kHeaderSize + data.size(), '\0');
+  std::string out = encode_header(digest, index, data);
+  out.append(data.data(), data.size());
+  return out;
+}
+
+std::string encode_header(const Digest& digest, uint64_t index, std::string_view data) {
+  std::string out(kHeaderSize, '\0');
   char* h = out.data();
   put_u32(h + 0, kMagic);
   put_u32(h + 4, kFormatVersion);
@@ -125,7 +131,6 @@ std::string encode(const Digest& digest, uint64_t index, std::string_view data) 
   std::memcpy(h + 24, digest.data(), kKeyHashBytes);
   put_u32(h + 40, crc32c::value(data));
   put_u32(h + kHeaderCrcOffset, crc32c::extend(0, h, kHeaderCrcOffset));
-  if (!data.empty()) std::memcpy(h + kHeaderSize, data.data(), data.size());
   return out;
 }
 

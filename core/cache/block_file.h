@@ -53,6 +53,9 @@ bool is_temp_name(std::string_view file_name);
 
 // Header followed by data, ready to be written.
 std::string encode(const Digest& digest, uint64_t index, std::string_view data);
+// The header alone (kHeaderSize bytes): written before `data` itself, it makes the same file
+// without copying the data into one buffer first.
+std::string encode_header(const Digest& digest, uint64_t index, std::string_view data);
 // Checks every header field and the data checksum against the expected key. Ok means
 // contents.substr(kHeaderSize) is exactly the block that was put; otherwise kCorrupt, saying why.
 Status verify(std::string_view contents, const Digest& digest, uint64_t index);

@@ -41,8 +41,10 @@ class CacheDisk {
     if (whole->size() > head_bytes) split.rest = whole->substr(head_bytes);
     return split;
   }
-  // Creates a fresh file (O_EXCL) and writes all of data to it.
-  virtual Status write_new_file(const std::string& path, std::string_view data) = 0;
+  // Creates a fresh file (O_EXCL) and writes all of head, then all of body, to it (two pieces so
+  // a block file's header and its data, a slice of a response, need no copy into one buffer).
+  virtual Status write_new_file(const std::string& path, std::string_view head, std::string_view body) = 0;
+  Status write_new_file(const std::string& path, std::string_view data) { return write_new_file(path, data, {}); }
   virtual Status rename(const std::string& from, const std::string& to) = 0;  // atomic replace
   virtual Status remove(const std::string& path) = 0;
   virtual Status touch(const std::string& path) = 0;  // set mtime to now

@@ -142,16 +142,30 @@ class PosixDisk final : public CacheDisk {
     return split;
   }
 
-  Status write_new_file(const std::string& path, std::string_view data) override {
+  Status write_new_file(const std::string& path, std::string_view head, std::string_view body) override {
     Fd fd(open_retrying(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600));
     if (fd.get() < 0) return errno_status("creating", path, errno);
-    size_t done = 0;
-    while (done < data.size()) {
-      ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
+    std::string_view pieces[2] = {head, body};
+    size_t first = 0;  // the first piece not yet written whole
+    while (first < 2) {
+      if (pieces[first].empty()) {
+        ++first;
+        continue;
+      }
+      iovec iov[2];
+      int count = 0;
+      for (size_t i = first; i < 2; ++i)
+        if (!pieces[i].empty()) iov[count++] = iovec{const_cast<char*>(pieces[i].data()), pieces[i].size()};
+      ssize_t n = ::writev(fd.get(), iov, count);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return errno_status("writing", path, errno);
       if (n == 0) return errno_status("writing", path, ENOSPC);  // no progress: treat as full
-      done += static_cast<size_t>(n);
+      for (size_t left = static_cast<size_t>(n); left > 0 && first < 2; ++first) {
+        const size_t take = std::min(left, pieces[first].size());
+        pieces[first].remove_prefix(take);
+        left -= take;
+        if (!pieces[first].empty()) break;
+      }
     }
     if (options_.sync_data) {
       int rc;

@@ -75,7 +75,8 @@ class FaultDisk : public CacheDisk {
     std::lock_guard<std::mutex> lock(mu_);
     return reads_waiting_;
   }
-  Status write_new_file(const std::string& path, std::string_view data) override {
+  using CacheDisk::write_new_file;
+  Status write_new_file(const std::string& path, std::string_view head, std::string_view body) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (!write_gate_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return !write_gate_closed_; }))
@@ -92,10 +93,11 @@ class FaultDisk : public CacheDisk {
     if (fault == WriteFault::kRefuse) return status;
     if (fault == WriteFault::kTornHalfway) {
       // The first half reaches the disk, then the device fails: the cache must clean up.
+      const std::string data = std::string(head) + std::string(body);
       Status s = real_->write_new_file(path, data.substr(0, data.size() / 2));
       return s.ok() ? status : s;
     }
-    return real_->write_new_file(path, data);
+    return real_->write_new_file(path, head, body);
   }
   Status rename(const std::string& from, const std::string& to) override {
     bool fail;
