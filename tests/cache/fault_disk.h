@@ -16,6 +16,42 @@
 
 namespace hubfs::testing {
 
+// A point a disk call passes: while closed, callers wait there until open() (at most `bound`
+// once: then it opens by itself, so a broken test fails rather than hangs).
+class Gate {
+ public:
+  explicit Gate(std::chrono::seconds bound) : bound_(bound) {}
+  void close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+  }
+  void open() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = false;
+    }
+    cv_.notify_all();
+  }
+  int waiting() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return waiting_;
+  }
+  void pass() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!closed_) return;
+    ++waiting_;
+    if (!cv_.wait_for(lock, bound_, [this] { return !closed_; })) closed_ = false;
+    --waiting_;
+  }
+
+ private:
+  const std::chrono::seconds bound_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false;
+  int waiting_ = 0;
+};
+
 class FaultDisk : public CacheDisk {
  public:
   enum class WriteFault { kNone, kRefuse, kTornHalfway, kRenameFails };
@@ -49,39 +85,16 @@ class FaultDisk : public CacheDisk {
   Result<SplitFile> read_file_split(const std::string& path, uint64_t head_bytes,
                                     uint64_t max_bytes) override {
     auto read = real_->read_file_split(path, head_bytes, max_bytes);
-    // The read is done: while the read gate is closed its caller is held with the bytes in hand.
-    std::unique_lock<std::mutex> lock(mu_);
-    if (read_gate_closed_) {
-      ++reads_waiting_;
-      if (!read_gate_cv_.wait_for(lock, std::chrono::seconds(30), [this] { return !read_gate_closed_; }))
-        read_gate_closed_ = false;  // a broken test: let everything through after one wait
-      --reads_waiting_;
-    }
+    read_gate_.pass();  // the read is done: a closed gate holds its caller with the bytes in hand
     return read;
   }
   // While closed, read_file_split returns only at open_read_gate() (at most 30 s once).
-  void close_read_gate() {
-    std::lock_guard<std::mutex> lock(mu_);
-    read_gate_closed_ = true;
-  }
-  void open_read_gate() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      read_gate_closed_ = false;
-    }
-    read_gate_cv_.notify_all();
-  }
-  int reads_waiting() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return reads_waiting_;
-  }
+  void close_read_gate() { read_gate_.close(); }
+  void open_read_gate() { read_gate_.open(); }
+  int reads_waiting() { return read_gate_.waiting(); }
   using CacheDisk::write_new_file;
   Status write_new_file(const std::string& path, std::string_view head, std::string_view body) override {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (!write_gate_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return !write_gate_closed_; }))
-        write_gate_closed_ = false;  // a broken test: let everything through after one wait
-    }
+    write_gate_.pass();
     ++write_attempts_;
     WriteFault fault;
     Status status;
@@ -111,72 +124,29 @@ class FaultDisk : public CacheDisk {
     return s;
   }
   Status remove(const std::string& path) override {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (remove_gate_closed_) {
-        ++removes_waiting_;
-        if (!remove_gate_cv_.wait_for(lock, std::chrono::seconds(30), [this] { return !remove_gate_closed_; }))
-          remove_gate_closed_ = false;  // a broken test: let everything through after one wait
-        --removes_waiting_;
-      }
-    }
+    remove_gate_.pass();
     return real_->remove(path);
   }
-  // While closed, remove waits for open_remove_gate() (at most 30 s once, as below).
-  void close_remove_gate() {
-    std::lock_guard<std::mutex> lock(mu_);
-    remove_gate_closed_ = true;
-  }
-  void open_remove_gate() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      remove_gate_closed_ = false;
-    }
-    remove_gate_cv_.notify_all();
-  }
-  int removes_waiting() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return removes_waiting_;
-  }
+  // While closed, remove waits for open_remove_gate() (at most 30 s once).
+  void close_remove_gate() { remove_gate_.close(); }
+  void open_remove_gate() { remove_gate_.open(); }
+  int removes_waiting() { return remove_gate_.waiting(); }
   Status touch(const std::string& path) override {
     ++touches_;
     Status s = real_->touch(path);
     if (s.ok()) stamp(path);
     return s;
   }
-  // While closed, list_files waits for open_gate() (at most 10 s once, then the gate opens by
-  // itself, so a broken test fails rather than hangs).
-  void close_gate() {
-    std::lock_guard<std::mutex> lock(mu_);
-    gate_closed_ = true;
-  }
-  void open_gate() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      gate_closed_ = false;
-    }
-    gate_cv_.notify_all();
-  }
+  // While closed, list_files waits for open_gate() (at most 10 s once).
+  void close_gate() { list_gate_.close(); }
+  void open_gate() { list_gate_.open(); }
   int lists_completed() const { return lists_completed_.load(); }
-  // While closed, write_new_file waits for open_write_gate() (at most 10 s once, as above).
-  void close_write_gate() {
-    std::lock_guard<std::mutex> lock(mu_);
-    write_gate_closed_ = true;
-  }
-  void open_write_gate() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      write_gate_closed_ = false;
-    }
-    write_gate_cv_.notify_all();
-  }
+  // While closed, write_new_file waits for open_write_gate() (at most 10 s once).
+  void close_write_gate() { write_gate_.close(); }
+  void open_write_gate() { write_gate_.open(); }
 
   Result<std::vector<DiskEntry>> list_files(const std::string& dir) override {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (!gate_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return !gate_closed_; }))
-        gate_closed_ = false;  // a broken test: let everything through after one wait
-    }
+    list_gate_.pass();
     auto listed = real_->list_files(dir);
     ++lists_completed_;
     return listed;
@@ -198,16 +168,10 @@ class FaultDisk : public CacheDisk {
   WriteFault write_fault_ = WriteFault::kNone;
   Status write_status_;
   std::optional<Status> make_dirs_status_;
-  bool gate_closed_ = false;
-  std::condition_variable gate_cv_;
-  bool write_gate_closed_ = false;
-  std::condition_variable write_gate_cv_;
-  bool read_gate_closed_ = false;
-  int reads_waiting_ = 0;
-  std::condition_variable read_gate_cv_;
-  bool remove_gate_closed_ = false;
-  int removes_waiting_ = 0;
-  std::condition_variable remove_gate_cv_;
+  Gate list_gate_{std::chrono::seconds(10)};
+  Gate write_gate_{std::chrono::seconds(10)};
+  Gate read_gate_{std::chrono::seconds(30)};
+  Gate remove_gate_{std::chrono::seconds(30)};
   std::atomic<int> lists_completed_{0};
   std::atomic<bool> fake_clock_{false};
   std::atomic<int64_t> clock_{1'000'000};  // well in the past, far from any real mtime

@@ -14,6 +14,7 @@
 #include "support/pattern.h"
 #include "support/sanitized.h"
 #include "support/temp_dir.h"
+#include "support/wait_for.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -83,22 +84,7 @@ std::vector<ByteRange> asked(const FakeTransport& t) {
   return out;
 }
 
-// Waits (without sleeping) until another thread of this process brought `done` about; the test's
-// own timeout bounds it.
-template <typename Pred>
-void wait_for_state(Pred done) {
-  // Bounded so a state that never comes fails the test instead of hanging the suite; the bound
-  // is far beyond any machine's slowness (not a timing assertion).
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > give_up) {
-      ADD_FAILURE() << "the awaited state never came";
-      return;
-    }
-    std::this_thread::yield();
-  }
-}
-
+using testing::wait_for_state;
 using testing::sha256_hex;
 
 class BlockReaderTest : public ::testing::Test {

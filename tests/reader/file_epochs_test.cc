@@ -6,22 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include "support/wait_for.h"
+
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
 
-// Waits (without sleeping) for another thread to bring `done` about; bounded so a state that
-// never comes fails the test instead of hanging it.
-template <typename Pred>
-void await(Pred done) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > give_up) {
-      ADD_FAILURE() << "the awaited state never came";
-      return;
-    }
-    std::this_thread::yield();
-  }
-}
+using testing::wait_for_state;
 
 TEST(FileEpochsTest, AFailureMovesTheEpochAndShutsTheOldOneOut) {
   FileEpochs e;
@@ -66,7 +56,7 @@ TEST(FileEpochsTest, TheCleanupWaitsForAccessesUnderWayAndAdmitsNoneMeanwhile) {
     cleaned_after_leave = left.load();  // the removals would run here
     e.end_cleanup("a");
   });
-  await([&] { return e.current("a") == 1; });  // the epoch moved: the cleanup began and waits
+  wait_for_state([&] { return e.current("a") == 1; });  // the epoch moved: the cleanup began and waits
   EXPECT_FALSE(e.enter("a", 1));
   EXPECT_FALSE(e.enter("a", 0));
   left = true;
