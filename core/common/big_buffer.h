@@ -1,5 +1,5 @@
-// Memory for large transient buffers (a compressed chunk, a decode target, a whole output array):
-// mapped on its own and, from 2 MiB, advised into transparent huge pages.
+// Memory for large buffers (a compressed chunk, a decode target, a whole output array, a response
+// body) in transparent huge pages.
 //
 // Why: filling fresh memory costs a page fault per 4 KiB page, and on a virtual machine a fault
 // is dear (a paravirtualised interrupt enable on every one). Profiling `h5chunk read hf://` of 16
@@ -22,11 +22,16 @@ namespace hubfs {
 // to be filled. Call it before the buffer is written.
 void advise_huge_pages(void* p, size_t n);
 
+// n bytes (at least 1) to be freed with std::free, or null. From `huge_from` bytes on, whole
+// 2 MiB pages, 2 MiB aligned (THP only maps aligned 2 MiB ranges) and advised into huge pages;
+// below it, or when that allocation fails, plain malloc.
+void* allocate_in_huge_pages(size_t n, size_t huge_from);
+
 class BigBuffer {
  public:
   BigBuffer() = default;
   ~BigBuffer() { release(); }
-  BigBuffer(BigBuffer&& other) noexcept : data_(other.data_), capacity_(other.capacity_), mapped_(other.mapped_) {
+  BigBuffer(BigBuffer&& other) noexcept : data_(other.data_), capacity_(other.capacity_) {
     other.data_ = nullptr;
     other.capacity_ = 0;
   }
@@ -42,9 +47,8 @@ class BigBuffer {
   void release();
 
  private:
-  uint8_t* data_ = nullptr;
-  size_t capacity_ = 0;  // what the caller may use
-  size_t mapped_ = 0;    // the mapping's length (0: from the heap)
+  uint8_t* data_ = nullptr;  // from allocate_in_huge_pages
+  size_t capacity_ = 0;
 };
 
 }  // namespace hubfs

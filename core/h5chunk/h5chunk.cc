@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
 
@@ -17,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "common/big_buffer.h"
 #include "h5chunk/checked.h"
 #include "h5chunk/contiguous.h"
 #include "h5chunk/element_type.h"
@@ -89,9 +89,9 @@ std::string shape_text(const std::vector<uint64_t>& shape) {
 
 // Arrays at least this large live in transparent huge pages where the kernel allows it (THP
 // "madvise" mode, as here): the first write to fresh memory costs more than decoding on these
-// VMs (0.24-0.85 GB/s), and a 2 MiB page takes one fault where 4 KiB pages take 512.
-constexpr size_t kHugePage = 2u << 20;
-constexpr size_t kHugePageArrayBytes = 4 * kHugePage;
+// VMs (0.24-0.85 GB/s), and a 2 MiB page takes one fault where 4 KiB pages take 512
+// (common/big_buffer.h).
+constexpr size_t kHugePageArrayBytes = 8u << 20;
 
 namespace {
 
@@ -104,17 +104,6 @@ uint64_t memory_and_swap_bytes() {
   auto total = checked_add(si.totalram, si.totalswap);
   auto bytes = total ? checked_mul(*total, si.mem_unit ? si.mem_unit : 1) : std::nullopt;
   return bytes.value_or(UINT64_MAX);
-}
-
-void* allocate_storage(size_t nbytes) {
-  void* p = nullptr;
-  if (nbytes >= kHugePageArrayBytes && nbytes <= SIZE_MAX - kHugePage) {
-    const size_t rounded = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
-    p = std::aligned_alloc(kHugePage, rounded);
-    if (p) ::madvise(p, rounded, MADV_HUGEPAGE);  // advisory: failure only costs speed
-  }
-  if (!p) p = std::malloc(std::max<size_t>(nbytes, 1));
-  return p;
 }
 
 }  // namespace
@@ -137,7 +126,7 @@ Result<Array> Array::allocate(std::vector<uint64_t> shape, size_t element_size,
                            "), more than this machine's memory and swap (" + human_bytes(limit) +
                            "); read a smaller selection");
   }
-  void* p = allocate_storage(*bytes);
+  void* p = hubfs::allocate_in_huge_pages(*bytes, kHugePageArrayBytes);
   if (!p) {
     return hubfs::Unavailable("out of memory: cannot allocate " + std::to_string(*bytes) +
                               " bytes (" + human_bytes(*bytes) + ") for " + what +

@@ -1,6 +1,7 @@
-// BigBuffer: large buffers in their own 2 MiB-aligned mappings, small ones from the heap.
+// BigBuffer and allocate_in_huge_pages: large buffers 2 MiB aligned in huge pages, small ones plain.
 #include "common/big_buffer.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -18,7 +19,9 @@ TEST(BigBufferTest, SmallAndLargeBuffersHoldWhatIsWritten) {
     EXPECT_GE(b.capacity(), n);
     std::memset(p, 0xA5, n);
     for (size_t i = 0; i < n; i += 4093) ASSERT_EQ(p[i], 0xA5) << n << " at " << i;
-    if (n >= (1u << 20)) EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (2u << 20), 0u) << "not 2 MiB aligned: " << n;
+    if (n >= (1u << 20)) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (2u << 20), 0u) << "not 2 MiB aligned: " << n;
+    }
   }
 }
 
@@ -49,6 +52,20 @@ TEST(BigBufferTest, MovingHandsTheMemoryOver) {
   c = std::move(b);
   EXPECT_EQ(c.data(), p);
   EXPECT_EQ(c.data()[0], 7);
+}
+
+// Below the threshold plain malloc; from it, 2 MiB aligned; either way writable and freed by
+// std::free (h5chunk's arrays hand their memory to a deleter that calls it).
+TEST(BigBufferTest, AllocationsFromTheThresholdAreHugePageAligned) {
+  for (size_t n : {size_t{0}, size_t{100}, size_t{(8u << 20) - 1}, size_t{8u << 20}, size_t{(9u << 20) + 5}}) {
+    void* p = allocate_in_huge_pages(n, 8u << 20);
+    ASSERT_NE(p, nullptr) << n;
+    std::memset(p, 0x5A, n);
+    if (n >= (8u << 20)) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (2u << 20), 0u) << "not 2 MiB aligned: " << n;
+    }
+    std::free(p);
+  }
 }
 
 // The advice is a hint on any buffer, aligned or not, however small: the bytes stay.
