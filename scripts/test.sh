@@ -98,6 +98,20 @@ check_pytest_rc() {
   fi
   [ "$1" -eq 0 ] || exit "$1"
 }
+# pytest in the background beside a ctest pass (both mostly wait on servers and mounts), its
+# output printed once it has finished; finish_pytest sets py_rc.
+start_pytest() {
+  py_log=$(mktemp)
+  run_pytest >"$py_log" 2>&1 &
+  py_pid=$!
+}
+finish_pytest() {
+  py_rc=0
+  wait "$py_pid" || py_rc=$?
+  step "Python tests (pytest) finished"
+  cat "$py_log"
+  rm -f "$py_log"
+}
 
 if [ "$quick" = 1 ]; then
   step "incremental build of the tests and the Python packages"
@@ -105,16 +119,10 @@ if [ "$quick" = 1 ]; then
   # The Python tests run beside ctest (their output is printed after it): the integration tests
   # mostly wait on mounts and servers, and the edit loop's budget is wall time.
   step "unit and integration tests (not slow), and pytest beside them"
-  py_log=$(mktemp)
-  run_pytest >"$py_log" 2>&1 &
-  py_pid=$!
+  start_pytest
   ctest_rc=0
   ctest --test-dir build --output-on-failure -j"$(( $(nproc) + 1 ))" --timeout 600 -LE slow "${CTEST_ARGS[@]}" || ctest_rc=$?
-  py_rc=0
-  wait "$py_pid" || py_rc=$?
-  step "Python tests (pytest) finished"
-  cat "$py_log"
-  rm -f "$py_log"
+  finish_pytest
   [ "$ctest_rc" -eq 0 ] || exit "$ctest_rc"
   check_pytest_rc "$py_rc"
   step "quick suite passed"
@@ -125,11 +133,9 @@ else
   BUILD_TARGETS="all_tests python" ./scripts/build.sh
   [ "$run_asan" = 1 ] && start_background_build asan 10 -DHUBFS_SANITIZE=ON -DHUBFS_TESTS_PER_SUITE=ON
   [ "$run_tsan" = 1 ] && start_background_build tsan 19 -DHUBFS_TSAN=ON -DHUBFS_TESTS_PER_SUITE=ON
-  # The Python tests run beside the first pass (their output is printed after it): both mostly
-  # wait on servers and mounts (measured alone: pytest 39 s of wall time for 27 s of CPU).
-  py_log=$(mktemp)
-  run_pytest >"$py_log" 2>&1 &
-  py_pid=$!
+  # The Python tests run beside the first pass (measured alone: pytest 39 s of wall time for
+  # 27 s of CPU).
+  start_pytest
   if [ "$run_asan" = 1 ] || [ "$run_tsan" = 1 ]; then
     # Any label matching: unit tests, slow tests (of every tier), the local Hub server's test and
     # the doors without a mount (test_server, label "server"). The other integration tests run
@@ -143,11 +149,7 @@ else
 fi
 
 # --- Python packages (h5chunk, hubfs): pytest with Debian's interpreter on the fresh build.
-py_rc=0
-wait "$py_pid" || py_rc=$?
-step "Python tests (pytest) finished"
-cat "$py_log"
-rm -f "$py_log"
+finish_pytest
 check_pytest_rc "$py_rc"
 # --- end Python
 
