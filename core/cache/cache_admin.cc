@@ -17,6 +17,7 @@
 #include "cache/content_verifier.h"
 #include "cache/listing_store.h"
 #include "common/counter_file.h"
+#include "xet/chunk_run_name.h"
 
 namespace hubfs::cache_admin {
 namespace {
@@ -187,7 +188,8 @@ Result<Usage> info(const std::string& cache_dir) {
     for (auto it = std::filesystem::recursive_directory_iterator(cache_dir + "/" + kXetChunkDir, ec);
          !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
       if (!it->is_regular_file(ec)) continue;
-      usage.xet_chunks += 1;
+      uint32_t first = 0, end = 0;  // a run of chunks [first, end) per file
+      if (xet::parse_chunk_run_name(it->path().filename().string(), "", &first, &end)) usage.xet_chunks += end - first;
       usage.xet_chunk_bytes += it->file_size(ec);
     }
     const counter_file::Totals served = counter_file::read(cache_dir + "/" + kXetSavedFile);

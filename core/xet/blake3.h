@@ -36,6 +36,10 @@ class Blake3 {
   static Blake3Digest hash(const void* data, size_t len);
   static Blake3Digest keyed_hash(const Blake3Key& key, const void* data, size_t len);
 
+  // Whether long input may be hashed eight chunks at a time with AVX2 where the CPU has it (the
+  // default; the digest is the same). Tests turn it off to compare the two paths.
+  static void allow_simd(bool allowed);
+
   static constexpr size_t kBlockLen = 64;
   static constexpr size_t kChunkLen = 1024;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/big_buffer.h"
 #include "common/log.h"
 
 namespace hubfs::xet {
@@ -309,22 +310,15 @@ Result<std::shared_ptr<const XorbFooter>> XetReader::fetch_footer(const MerkleHa
 std::optional<std::string> XetReader::from_cache(const ReconstructionTerm& term, uint64_t skip, uint64_t take,
                                                  std::vector<HashAndSize>* chunks) {
   ChunkCache* cache = options_.chunk_cache;
-  if (!cache) return std::nullopt;
-  for (uint32_t i = term.chunks.start; i < term.chunks.end; ++i) {
-    if (!cache->contains(term.xorb, i)) return std::nullopt;
+  if (!cache || !cache->contains(term.xorb, term.chunks.start, term.chunks.end)) return std::nullopt;
+  auto all = cache->get_range(term.xorb, term.chunks.start, term.chunks.end, chunks);
+  if (!all || all->size() != term.unpacked_length || skip + take > all->size()) {  // damaged: the term is fetched
+    chunks->clear();
+    return std::nullopt;
   }
-  std::string all;
-  chunks->clear();
-  for (uint32_t i = term.chunks.start; i < term.chunks.end; ++i) {
-    MerkleHash h;
-    auto c = cache->get(term.xorb, i, &h);
-    if (!c) return std::nullopt;  // damaged: removed; the term is fetched
-    all += *c;
-    chunks->push_back({h, c->size()});
-  }
-  if (all.size() != term.unpacked_length || skip + take > all.size()) return std::nullopt;
   cache_bytes_ += take;
-  return all.substr(skip, take);
+  if (skip == 0 && take == all->size()) return all;
+  return all->substr(skip, take);
 }
 
 void XetReader::note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t file_offset,
@@ -376,21 +370,42 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
   auto reads = map_read(plan, range.offset, range.offset, range.length);
   if (!reads.ok()) return reads.status().with_context("reconstruction of " + file.hex());
 
-  // Every term the cache cannot serve goes out at once; footers are asked for meanwhile.
+  // Every term the cache cannot serve goes out at once.
   const size_t n = reads->size();
-  std::vector<std::optional<std::string>> pieces(n);
+  std::vector<std::optional<std::string>> cached(n);
   // Each term's chunks (hash, size), for the file's own hash (see note_chunks).
   std::vector<std::vector<HashAndSize>> term_chunks(n);
   std::vector<std::future<Result<std::string>>> bodies(n);
   for (size_t i = 0; i < n; ++i) {
     const TermRead& t = (*reads)[i];
-    pieces[i] = from_cache(plan.terms[t.term_index], t.skip, t.take, &term_chunks[i]);
-    if (!pieces[i]) bodies[i] = get_xorb_range(t.source.fetch->url, t.source.range->bytes, deadline);
+    cached[i] = from_cache(plan.terms[t.term_index], t.skip, t.take, &term_chunks[i]);
+    if (!cached[i]) bodies[i] = get_xorb_range(t.source.fetch->url, t.source.range->bytes, deadline);
+  }
+  // The footers of the xorbs being fetched, asked for while their bytes are on the way (each
+  // fetched once per xorb and shared by every read). A V1 URL signs the whole xorb, so its
+  // footer is there; a V2 URL is tried once per xorb (a service that refuses it leaves that
+  // xorb's chunks unverified).
+  std::map<MerkleHash, Result<std::shared_ptr<const XorbFooter>>> footers;
+  for (size_t i = 0; i < n; ++i) {
+    const TermRead& t = (*reads)[i];
+    const MerkleHash& xorb = plan.terms[t.term_index].xorb;
+    if (!cached[i] && !footers.count(xorb)) {
+      footers.emplace(xorb, footer(xorb, t.source.fetch->url, deadline, fresh, version == 1));
+    }
+  }
+  // The pieces are appended in file order, each copied once from its decoded chunks.
+  std::string out;
+  if (n > 1) {
+    out.reserve(range.length);
+    advise_huge_pages(out.data(), range.length);
   }
   Status first_error = Status::Ok();
   for (size_t i = 0; i < n; ++i) {
-    if (pieces[i]) continue;
     const TermRead& t = (*reads)[i];
+    if (cached[i]) {
+      if (first_error.ok()) out += *cached[i];
+      continue;
+    }
     const ReconstructionTerm& term = plan.terms[t.term_index];
     const XorbRange& fetched = *t.source.range;
     auto body = bodies[i].get();
@@ -399,14 +414,12 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
       first_error = body.status();
       continue;
     }
-    // A V1 URL signs the whole xorb, so its footer is there; a V2 URL is tried once per xorb
-    // (a service that refuses it leaves that xorb's chunks unverified).
-    auto f = footer(term.xorb, t.source.fetch->url, deadline, fresh, version == 1);
+    const auto& f = footers.at(term.xorb);
     if (!f.ok()) {
       first_error = f.status();
       continue;
     }
-    std::shared_ptr<const XorbFooter> foot = *f;
+    const std::shared_ptr<const XorbFooter>& foot = *f;
     auto decoded = decode_chunks(reinterpret_cast<const uint8_t*>(body->data()), body->size(), fetched.chunks.start,
                                  fetched.chunks.count(), size_t(fetched.chunks.count()) * kMaxChunkSize);
     if (!decoded.ok()) {
@@ -442,21 +455,27 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
                                                                                decoded->ends[k] - a),
                                 decoded->ends[k] - a});
     }
-    if (foot && options_.chunk_cache) {
-      for (size_t k = lo; k < hi; ++k) {
-        const uint64_t a = k ? decoded->ends[k - 1] : 0;
-        const uint32_t index = fetched.chunks.start + static_cast<uint32_t>(k);
-        options_.chunk_cache->put(term.xorb, index, foot->chunk_hashes[index], decoded->data.data() + a,
-                                  decoded->ends[k] - a);
-      }
+    if (begin + t.skip + t.take > decoded->data.size()) {
+      first_error = Corrupt("xorb " + term.xorb.hex() + ": the read's bytes lie past the term's decoded chunks");
+      continue;
     }
-    pieces[i] = decoded->data.substr(begin + t.skip, t.take);
+    // Verified chunks go to the chunk cache as one run (one file per term: written here, since
+    // keeping the decoded bytes for a writer thread measured slower on 2 cores: the extra memory
+    // cost the reader more in fresh-page faults than the write cost this thread).
+    if (foot && options_.chunk_cache) {
+      options_.chunk_cache->put_run(term.xorb, term.chunks.start, term_chunks[i], decoded->data.data() + begin);
+    }
+    if (n == 1) {
+      // The read's one term: its bytes are trimmed in place and handed over, not copied.
+      decoded->data.erase(0, begin + t.skip);
+      decoded->data.resize(t.take);
+      out = std::move(decoded->data);
+    } else {
+      out.append(decoded->data, begin + t.skip, t.take);
+    }
   }
   if (!first_error.ok()) return first_error;
   for (size_t i = 0; i < n; ++i) note_chunks(file, file_size, (*reads)[i].file_offset, term_chunks[i]);
-  std::string out;
-  out.reserve(range.length);
-  for (auto& piece : pieces) out += *piece;
   if (out.size() != range.length) {
     return Corrupt("Xet read assembled " + std::to_string(out.size()) + " bytes for a " +
                    std::to_string(range.length) + "-byte range: the reconstruction does not cover it");

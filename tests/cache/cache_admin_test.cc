@@ -359,12 +359,13 @@ TEST_F(CacheAdminTest, XetServedCountIsReportedAndClearedWithTheChunks) {
   record("datasets/org/x", "a.bin", kA);
   const std::string chunks = dir_.str() + "/" + cache_admin::kXetChunkDir;
   fs::create_directories(chunks + "/ab");
-  std::ofstream(chunks + "/ab/chunk.0") << std::string(100, 'c');
+  std::ofstream(chunks + "/ab/ab12.40-45") << std::string(100, 'c');  // a run of chunks 40..44
+  std::ofstream(chunks + "/ab/ab12.45-50.tmp7.1") << std::string(100, 'c');  // a put in progress
   ASSERT_TRUE(counter_file::add(dir_.str() + "/" + cache_admin::kXetSavedFile, {{"chunks", 7}, {"bytes", 458752}}).ok());
 
   auto usage = cache_admin::info(dir_.str());
   ASSERT_TRUE(usage.ok()) << usage.status().message();
-  EXPECT_EQ(usage->xet_chunks, 1u);
+  EXPECT_EQ(usage->xet_chunks, 5u);
   EXPECT_EQ(usage->xet_served_chunks, 7u);
   EXPECT_EQ(usage->xet_served_bytes, 458752u);
   EXPECT_EQ(cache_admin::to_json(*usage)["xet_served_bytes"], 458752);

@@ -623,6 +623,15 @@ class HubServerTest(unittest.TestCase):
         self.assertEqual(request(location).body, BIG)
         self.assertEqual(self.stats()["faults_injected"], 3)
 
+    def test_fault_range_regex_picks_requests_by_their_range(self):
+        location = self.api("/org/plain/resolve/main/big.dat").headers["Location"]
+        self.add_fault({"status": 503, "origin": "cdn", "range_regex": "^bytes=[0-9]", "retry_after": 0})
+        # A suffix range and a request without a Range pass; the first ranged one with a start is hit.
+        self.assertEqual(request(location, headers={"Range": "bytes=-10"}).body, BIG[-10:])
+        self.assertEqual(request(location).status, 200)
+        self.assertEqual(request(location, headers={"Range": "bytes=5-9"}).status, 503)
+        self.assertEqual(request(location, headers={"Range": "bytes=5-9"}).body, BIG[5:10])
+
     def test_fault_status_with_long_error_body(self):
         self.add_fault({"status": 503, "body_bytes": 100000, "path_contains": "README", "retry_after": 0})
         r = self.api("/org/plain/resolve/main/README.md", headers={"Range": "bytes=0-3"})
@@ -649,7 +658,8 @@ class HubServerTest(unittest.TestCase):
     def test_bad_fault_rejected(self):
         for spec in ({"mode": "explode"}, {"status": 503, "bogus": 1}, {}, {"status": 503, "count": 0},
                      {"status": 503, "max_consecutive": 0}, {"mode": "stall", "body_bytes": 10},
-                     {"mode": "truncate", "flip_offset": 1}, {"mode": "flip_byte", "after_bytes": 1}):
+                     {"mode": "truncate", "flip_offset": 1}, {"mode": "flip_byte", "after_bytes": 1},
+                     {"status": 503, "range_regex": "("}):
             self.assertEqual(self.api("/_hubfs/faults", method="POST", body=json.dumps(spec)).status, 400, spec)
 
 

@@ -146,8 +146,10 @@ TEST_F(XetSessionTest, ReadsAXetFileNativelyWithOneTokenAndNoResolve) {
 TEST_F(XetSessionTest, CorruptedXorbBytesAreFetchedAgainOnce) {
   auto s = open("v1", config());
   ASSERT_TRUE(s);
-  // One flipped byte in the first xorb answer: its chunk hash fails, the range is fetched again.
-  hub_->add_fault({{"mode", "flip_byte"}, {"path_contains", "/xorbs/"}, {"count", 1}});
+  // One flipped byte in the first xorb range answer: its chunk hash fails, the range is fetched
+  // again. (Not in a footer's suffix probe, which goes out beside the ranges: most of its bytes
+  // are chunk data the footer parser skips, so a flip there may change nothing.)
+  hub_->add_fault({{"mode", "flip_byte"}, {"path_contains", "/xorbs/"}, {"range_regex", "^bytes=[0-9]"}, {"count", 1}});
   Outcome o = read_all(s, *one_);
   EXPECT_EQ(o.failed, 0u) << o.first_error;
   EXPECT_EQ(o.wrong, 0u);

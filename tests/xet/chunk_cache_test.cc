@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
+#include <vector>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -19,7 +21,7 @@ namespace HUBFS_UNITY_ID {
 using testing::TempDir;
 
 constexpr size_t kChunk = 1000;
-constexpr uint64_t kFile = 32 + kChunk;  // the stored hash, then the content
+constexpr uint64_t kFile = 8 + 36 + kChunk;  // a run of one: magic, count, hash and size, content
 
 std::string content(uint32_t i) { return std::string(kChunk, static_cast<char>('a' + i % 26)) + std::to_string(i); }
 
@@ -36,11 +38,12 @@ uint64_t bytes_on_disk(const std::filesystem::path& dir) {
   return total;
 }
 
-// Sets the chunk file's mtime to `seconds` after the epoch: distinct, ordered use times without
+// Sets the chunk's run file's mtime to `seconds` after the epoch: distinct, ordered use times without
 // depending on the clock's granularity between puts.
 void set_mtime(const std::string& dir, uint32_t index, time_t seconds) {
   const std::string hex = xorb_of().hex();
-  const std::string path = dir + "/" + hex.substr(0, 2) + "/" + hex + "." + std::to_string(index);
+  const std::string path =
+      dir + "/" + hex.substr(0, 2) + "/" + hex + "." + std::to_string(index) + "-" + std::to_string(index + 1);
   struct timespec times[2] = {{seconds, 0}, {seconds, 0}};
   ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
 }
@@ -87,6 +90,56 @@ TEST(ChunkCacheBound, ASecondCacheOnTheSameDirectoryCountsWhatIsAlreadyThere) {
   put(bounded, 20);  // its first put lists the directory: 21 chunks, over the bound
   EXPECT_GT(bounded.stats().evicted, 0u);
   EXPECT_LE(bytes_on_disk(root), max);
+}
+
+// Chunks are stored as runs (one file per fetched term); a range is served from whichever runs
+// hold its pieces, and a damaged run is a miss, removed, never served.
+TEST(ChunkCacheRuns, ARangeComesFromTheRunsThatHoldItsPieces) {
+  TempDir dir;
+  const std::string root = (dir.path() / "chunks").string();
+  ChunkCache cache(root);
+  auto put_run = [&](uint32_t first, uint32_t end) {
+    std::vector<HashAndSize> chunks;
+    std::string bytes;
+    for (uint32_t i = first; i < end; ++i) {
+      const std::string c = content(i);
+      chunks.push_back({chunk_hash(c.data(), c.size()), c.size()});
+      bytes += c;
+    }
+    cache.put_run(xorb_of(), first, chunks, bytes.data());
+  };
+  auto want = [](uint32_t first, uint32_t end) {
+    std::string s;
+    for (uint32_t i = first; i < end; ++i) s += content(i);
+    return s;
+  };
+  put_run(0, 5);
+  put_run(4, 9);
+  put_run(12, 14);
+  EXPECT_TRUE(cache.contains(xorb_of(), 0, 9));
+  EXPECT_FALSE(cache.contains(xorb_of(), 8, 13)) << "chunks 9..11 are in no run";
+  std::vector<HashAndSize> hashes;
+  auto got = cache.get_range(xorb_of(), 2, 9, &hashes);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, want(2, 9));
+  ASSERT_EQ(hashes.size(), 7u);
+  EXPECT_EQ(hashes[6].hash, chunk_hash(content(8).data(), content(8).size()));
+  EXPECT_FALSE(cache.get_range(xorb_of(), 8, 13).has_value());
+  EXPECT_EQ(*cache.get(xorb_of(), 13), content(13));
+
+  // One flipped byte in the second run's chunk 6: the range that needs it is a miss, the run is
+  // gone, the first run still serves.
+  const std::string hex = xorb_of().hex();
+  const std::string second = root + "/" + hex.substr(0, 2) + "/" + hex + ".4-9";
+  {
+    std::fstream f(second, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(8 + 5 * 36 + 2 * (kChunk + 1) + 10));
+    f.put('#');
+  }
+  EXPECT_FALSE(cache.get_range(xorb_of(), 3, 8).has_value());
+  EXPECT_FALSE(std::filesystem::exists(second));
+  EXPECT_EQ(cache.stats().damaged, 1u);
+  EXPECT_EQ(*cache.get_range(xorb_of(), 0, 5), want(0, 5));
 }
 
 TEST(ChunkCacheBound, ZeroMeansNoBound) {

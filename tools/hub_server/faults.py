@@ -3,6 +3,7 @@ bad_content_range, truncate, flip_byte), the queue of pending faults, matching a
 phase (request, range_body, body), and the per-request-key streaks behind max_consecutive. The
 handlers apply what take() returns (handler.py)."""
 
+import re
 import threading
 
 # How long a "stall" fault holds a request by default (a cold CDN object stalls ~3 s in the
@@ -38,14 +39,15 @@ class Fault:
     With "status", "body_bytes": n pads the error body to n bytes (an error body longer than
     the range that was asked for).
     Filters: "path_contains" (substring of the decoded path), "origin" ("api"|"cdn"),
-    "method". Body modes wait for a request that serves a (ranged) file body.
+    "method", "range_regex" (re.search on the request's Range header; a request without one
+    does not match: "^bytes=[0-9]" picks ranges with a start, not suffix ranges). Body modes wait for a request that serves a (ranged) file body.
     "max_consecutive": k  the fault passes over a request when the last k requests with the same
     key (origin, method, path, Range) were all faulted (by any fault): a client that retries the
     same request can always get through after k failures in a row."""
 
     KEYS = {"status", "count", "path_contains", "retry_after", "mode", "origin", "method",
             "headers", "error_code", "stall_ms", "after_bytes", "body_bytes", "flip_offset",
-            "max_consecutive"}
+            "max_consecutive", "range_regex"}
 
     def __init__(self, spec):
         if not isinstance(spec, dict):
@@ -66,6 +68,12 @@ class Fault:
         if not isinstance(self.remaining, int) or self.remaining < 1:
             raise ValueError("count must be a positive integer")
         self.path_contains = spec.get("path_contains")
+        self.range_regex = None
+        if spec.get("range_regex") is not None:
+            try:
+                self.range_regex = re.compile(spec["range_regex"])
+            except (re.error, TypeError) as e:
+                raise ValueError("range_regex: %s" % e)
         self.origin = spec.get("origin")
         if self.origin not in (None, "api", "cdn"):
             raise ValueError('origin must be "api" or "cdn"')
@@ -104,8 +112,10 @@ class Fault:
         else:
             self.phase = "request"
 
-    def matches(self, origin, method, path, phase, streak):
+    def matches(self, origin, method, path, phase, streak, range_header=None):
         return (phase == self.phase
+                and (self.range_regex is None
+                     or (range_header is not None and self.range_regex.search(range_header) is not None))
                 and (self.origin is None or self.origin == origin)
                 and (self.method is None or self.method == method)
                 and (self.path_contains is None or self.path_contains in path)
@@ -148,7 +158,7 @@ class FaultTable:
         with self._lock:
             streak = self._streaks.get(key, 0)
             for i, f in enumerate(self._faults):
-                if f.matches(origin, method, path, phase, streak):
+                if f.matches(origin, method, path, phase, streak, key[3] if key else None):
                     f.remaining -= 1
                     if f.remaining == 0:
                         del self._faults[i]
