@@ -420,8 +420,8 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
       continue;
     }
     const std::shared_ptr<const XorbFooter>& foot = *f;
-    auto decoded = decode_chunks(reinterpret_cast<const uint8_t*>(body->data()), body->size(), fetched.chunks.start,
-                                 fetched.chunks.count(), size_t(fetched.chunks.count()) * kMaxChunkSize);
+    auto decoded = decode_chunks(std::move(body).value(), fetched.chunks.start, fetched.chunks.count(),
+                                 size_t(fetched.chunks.count()) * kMaxChunkSize);
     if (!decoded.ok()) {
       // Whatever the decoder says (a header's version, a frame), these bytes are not the xorb's:
       // wrong bytes, fetched again, never a reason to read elsewhere.

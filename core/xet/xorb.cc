@@ -226,24 +226,38 @@ Status append_chunk(CompressionScheme scheme, const void* data, size_t len, std:
 
 namespace {
 // What decoding [data, data + len) will produce, as far as its headers parse (at most
-// max_output): a capacity, not a check.
-size_t scan_decoded_size(const uint8_t* data, size_t len, uint64_t first_chunk, std::optional<size_t> expected_chunks,
-                         size_t max_output) {
-  size_t pos = 0, total = 0, count = 0;
+// max_output), and whether every chunk is stored as-is: a capacity and a choice of method, not
+// a check.
+struct Scan {
+  size_t total = 0;
+  bool all_stored_as_is = true;
+};
+Scan scan_chunks(const uint8_t* data, size_t len, uint64_t first_chunk, std::optional<size_t> expected_chunks,
+                 size_t max_output) {
+  Scan scan;
+  size_t pos = 0, count = 0;
   while (expected_chunks ? count < *expected_chunks : pos < len) {
     auto h = parse_chunk_header(data + pos, len - pos, first_chunk + count);
-    if (!h.ok() || h->compressed_size > len - pos - kChunkHeaderSize) break;
-    if (h->uncompressed_size > max_output - total) return max_output;
-    total += h->uncompressed_size;
+    if (!h.ok() || h->compressed_size > len - pos - kChunkHeaderSize) {
+      scan.all_stored_as_is = false;  // the decoder reports it
+      break;
+    }
+    if (h->scheme != CompressionScheme::kNone) scan.all_stored_as_is = false;
+    if (h->uncompressed_size > max_output - scan.total) {
+      scan.total = max_output;
+      break;
+    }
+    scan.total += h->uncompressed_size;
     pos += kChunkHeaderSize + h->compressed_size;
     ++count;
   }
-  return total;
+  return scan;
 }
-}  // namespace
 
-Result<DecodedChunks> decode_chunks(const uint8_t* data, size_t len, uint64_t first_chunk,
-                                    std::optional<size_t> expected_chunks, size_t max_output) {
+// decode_chunks; with `in_place` (whose bytes are data[0, len), every chunk stored as-is) the
+// chunks are moved down over their headers inside it, and it becomes the result's data.
+Result<DecodedChunks> decode(const uint8_t* data, size_t len, uint64_t first_chunk,
+                             std::optional<size_t> expected_chunks, size_t max_output, std::string* in_place) {
   // Offsets are kept as u32: a xorb is at most 64 MiB, and no caller asks for 4 GiB at once.
   max_output = std::min<size_t>(max_output, std::numeric_limits<uint32_t>::max());
   if (len > std::numeric_limits<uint32_t>::max()) {
@@ -254,9 +268,11 @@ Result<DecodedChunks> decode_chunks(const uint8_t* data, size_t len, uint64_t fi
   // chunk to a growing string copied every byte again at each doubling (with a page fault per
   // 4 KiB of each new copy), which profiling showed as the largest cost of a native Xet read.
   // Only a size; the loop below checks every header again.
-  if (const size_t total = scan_decoded_size(data, len, first_chunk, expected_chunks, max_output); total > 0) {
-    out.data.reserve(total);
-    advise_huge_pages(out.data.data(), total);
+  if (!in_place) {
+    if (const size_t total = scan_chunks(data, len, first_chunk, expected_chunks, max_output).total; total > 0) {
+      out.data.reserve(total);
+      advise_huge_pages(out.data.data(), total);
+    }
   }
   if (expected_chunks) {
     // Every chunk has at least its header: a count the bytes cannot hold is refused before any
@@ -269,7 +285,7 @@ Result<DecodedChunks> decode_chunks(const uint8_t* data, size_t len, uint64_t fi
     out.ends.reserve(*expected_chunks);
     out.packed_ends.reserve(*expected_chunks);
   }
-  size_t pos = 0;
+  size_t pos = 0, produced = 0;
   uint64_t index = first_chunk;
   while (expected_chunks ? out.count() < *expected_chunks : pos < len) {
     if (!expected_chunks && len - pos >= sizeof(kFooterIdent) &&
@@ -284,14 +300,23 @@ Result<DecodedChunks> decode_chunks(const uint8_t* data, size_t len, uint64_t fi
                      " stored bytes, only " + std::to_string(len - payload) +
                      " remain in the range: truncated response or damaged header");
     }
-    if (h->uncompressed_size > max_output - out.data.size()) {
+    if (h->uncompressed_size > max_output - produced) {
       return Corrupt(chunk_name(index) + ": decoding it would exceed the " + std::to_string(max_output) +
                      " bytes expected for this range: damaged header or a wrong reconstruction term");
     }
-    Status s = decode_chunk_payload(*h, data + payload, index, &out.data);
-    if (!s.ok()) return s;
+    if (in_place) {
+      // Stored as-is (the caller's scan said so; parse_chunk_header checked the two sizes agree):
+      // the output never overtakes the input, which is a header further on.
+      if (h->scheme != CompressionScheme::kNone) return Internal("an in-place decode met a compressed chunk");
+      std::memmove(in_place->data() + produced, data + payload, h->uncompressed_size);
+      produced += h->uncompressed_size;
+    } else {
+      Status s = decode_chunk_payload(*h, data + payload, index, &out.data);
+      if (!s.ok()) return s;
+      produced = out.data.size();
+    }
     pos = payload + h->compressed_size;
-    out.ends.push_back(static_cast<uint32_t>(out.data.size()));
+    out.ends.push_back(static_cast<uint32_t>(produced));
     out.packed_ends.push_back(static_cast<uint32_t>(pos));
     ++index;
   }
@@ -300,7 +325,28 @@ Result<DecodedChunks> decode_chunks(const uint8_t* data, size_t len, uint64_t fi
                    std::to_string(*expected_chunks) + " chunks (from chunk " + std::to_string(first_chunk) +
                    "): the range and the chunk count disagree");
   }
+  if (in_place) {
+    in_place->resize(produced);
+    out.data = std::move(*in_place);
+  }
   return out;
+}
+}  // namespace
+
+Result<DecodedChunks> decode_chunks(const uint8_t* data, size_t len, uint64_t first_chunk,
+                                    std::optional<size_t> expected_chunks, size_t max_output) {
+  return decode(data, len, first_chunk, expected_chunks, max_output, nullptr);
+}
+
+Result<DecodedChunks> decode_chunks(std::string&& range, uint64_t first_chunk, std::optional<size_t> expected_chunks,
+                                    size_t max_output) {
+  const auto* data = reinterpret_cast<const uint8_t*>(range.data());
+  if (!scan_chunks(data, range.size(), first_chunk, expected_chunks, max_output).all_stored_as_is) {
+    return decode(data, range.size(), first_chunk, expected_chunks, max_output, nullptr);
+  }
+  std::string bytes = std::move(range);
+  return decode(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), first_chunk, expected_chunks,
+                max_output, &bytes);
 }
 
 std::string serialize_footer(const XorbFooter& f) {

@@ -74,6 +74,11 @@ struct DecodedChunks {
 // is the natural bound); exceeding it is an error before anything is allocated for it.
 Result<DecodedChunks> decode_chunks(const uint8_t* data, size_t len, uint64_t first_chunk,
                                     std::optional<size_t> expected_chunks, size_t max_output);
+// The same, taking the range's buffer: where every chunk is stored as-is (incompressible data,
+// the common case for compressed datasets) they are moved down over their headers inside it,
+// with no second buffer; otherwise as above.
+Result<DecodedChunks> decode_chunks(std::string&& range, uint64_t first_chunk, std::optional<size_t> expected_chunks,
+                                    size_t max_output);
 
 // A xorb's footer (XorbObjectInfoV1 in xorb_object_format.rs).
 struct XorbFooter {

@@ -114,6 +114,38 @@ TEST(XorbTest, RoundTripEveryScheme) {
   }
 }
 
+// decode_chunks(std::string&&) moves chunks stored as-is down over their headers inside the
+// range's own buffer; it must agree with the copying decoder on every range, scheme and error.
+TEST(XorbTest, InPlaceDecodeAgreesWithTheCopyingOne) {
+  const std::vector<size_t> sizes = {1, 7, 8192, 65536, 100003, kMaxChunkSize};
+  for (auto scheme : {CompressionScheme::kNone, CompressionScheme::kLz4}) {
+    for (bool compressible : {false, true}) {
+      const Built b = build(scheme, sizes, compressible);
+      auto footer = parse_footer(u8(b.xorb), b.xorb.size());
+      ASSERT_TRUE(footer.ok());
+      for (auto [lo, hi] : {std::pair<size_t, size_t>{0, 6}, {2, 5}, {5, 6}}) {
+        const size_t from = lo ? footer->chunk_ends[lo - 1] : 0, to = footer->chunk_ends[hi - 1];
+        auto copied = decode_chunks(u8(b.xorb) + from, to - from, lo, hi - lo, SIZE_MAX);
+        auto moved = decode_chunks(b.xorb.substr(from, to - from), lo, hi - lo, SIZE_MAX);
+        ASSERT_TRUE(copied.ok() && moved.ok()) << moved.status().message();
+        EXPECT_EQ(moved->data, concat(b.chunks, lo, hi));
+        EXPECT_EQ(moved->ends, copied->ends);
+        EXPECT_EQ(moved->packed_ends, copied->packed_ends);
+        EXPECT_TRUE(verify_chunks(*moved, lo, *footer).ok());
+      }
+    }
+  }
+  // The same bounds as the copying decoder, on chunks stored as-is.
+  const Built b = build(CompressionScheme::kNone, {1000, 2000, 3000}, false, false);
+  EXPECT_FALSE(decode_chunks(std::string(b.xorb), 0, size_t(1) << 40, SIZE_MAX).ok());
+  EXPECT_FALSE(decode_chunks(std::string(b.xorb), 0, 2, SIZE_MAX).ok());
+  EXPECT_FALSE(decode_chunks(std::string(b.xorb), 0, 4, SIZE_MAX).ok());
+  EXPECT_TRUE(decode_chunks(std::string(b.xorb), 0, 3, 6000).ok());
+  EXPECT_FALSE(decode_chunks(std::string(b.xorb), 0, 3, 5999).ok());
+  std::string truncated = b.xorb.substr(0, b.xorb.size() - 1);
+  EXPECT_FALSE(decode_chunks(std::move(truncated), 0, 3, SIZE_MAX).ok());
+}
+
 TEST(XorbTest, IncompressibleChunksAreStoredAsIs) {
   const Built b = build(CompressionScheme::kLz4, {5000}, false);
   auto h = parse_chunk_header(u8(b.xorb), b.xorb.size(), 0);
