@@ -129,6 +129,11 @@ Result<std::string> XetReader::read_range(const MerkleHash& file, uint64_t file_
   return second;
 }
 
+void XetReader::prefetch_token() {
+  if (token_prefetched_.exchange(true)) return;
+  work_.post([this] { (void)token(nullptr); });
+}
+
 Result<XetToken> XetReader::token(const std::string* refused) {
   std::lock_guard<std::mutex> lock(token_mu_);
   // After a 401, only the token that was refused is replaced: reads refused together share one

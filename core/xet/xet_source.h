@@ -118,6 +118,11 @@ class XetReader {
   Result<std::string> fetch(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
                             Deadline deadline = Deadline::never());
 
+  // Fetches the read token now, on this reader's threads, unless that was done before: called
+  // when a repo turns out to hold Xet files, so the first read finds the token there (a failure
+  // is forgotten: the first read asks again and reports it).
+  void prefetch_token();
+
   // A RangeSource reading one file through this reader (which must outlive it).
   std::shared_ptr<RangeSource> source_for(const MerkleHash& file);
 
@@ -158,6 +163,7 @@ class XetReader {
   TokenSource tokens_;
   const XetReaderOptions options_;
 
+  std::atomic<bool> token_prefetched_{false};
   std::mutex token_mu_;  // held while a token is fetched: one fetch for all waiters
   std::optional<XetToken> token_;
 
