@@ -249,6 +249,22 @@ TEST_F(XetSourceTest, V2WithoutFootersServesExactBytesCountedUnverified) {
   EXPECT_EQ(r->stats().file_hash_mismatches, 0u);
 }
 
+// A repo with Xet files has its token fetched before the first read (XetRouter calls this when
+// it meets one), once however often it is asked; the read then needs no token request of its own.
+TEST_F(XetSourceTest, APrefetchedTokenServesTheFirstRead) {
+  auto r = reader();
+  r->prefetch_token();
+  r->prefetch_token();
+  r->shutdown();  // runs what was posted: the prefetch
+  EXPECT_EQ(token_calls_.load(), 1);
+  EXPECT_EQ(r->stats().token_requests, 1u);
+  auto r2 = reader();
+  r2->prefetch_token();
+  auto got = r2->fetch(cas_.file(), cas_.content().size(), {0, 1000});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(token_calls_.load(), 2) << "one token for the second reader, prefetched or not";
+}
+
 TEST_F(XetSourceTest, ChunkCacheServesChunksWithoutTheNetwork) {
   testing::TempDir dir;
   ChunkCache cache((dir.path() / "xet-chunks").string());
