@@ -147,22 +147,39 @@ Result<XetToken> XetReader::token(const std::string* refused) {
   return t;
 }
 
-Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHash& file, hubfs::ByteRange range,
-                                                                  const Deadline& deadline, bool fresh,
-                                                                  int* version_out) {
-  const std::string key = file.hex() + ":" + std::to_string(range.offset) + ":" + std::to_string(range.length);
+Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHash& file, uint64_t file_size,
+                                                                  hubfs::ByteRange range, const Deadline& deadline,
+                                                                  bool fresh, int* version_out, uint64_t* start_out) {
+  const auto now = options_.env->system_now();
   int version;
+  uint64_t ask = range.length;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = plans_.find(key);
-    if (it != plans_.end()) {
-      if (!fresh && options_.env->system_now() - it->second.fetched < options_.plan_ttl) {
-        *version_out = it->second.version;
-        return it->second.plan;
+    auto& cached = plans_[file];
+    // A fresh plan that covers the range serves it: no round trip.
+    for (auto it = cached.begin(); it != cached.end();) {
+      if (fresh || now - it->fetched >= options_.plan_ttl) {
+        --plan_count_;
+        it = cached.erase(it);
+        continue;
       }
-      plans_.erase(it);
+      if (it->start <= range.offset && range.offset + range.length <= it->end) {
+        *version_out = it->version;
+        *start_out = it->start;
+        return it->plan;
+      }
+      ++it;
     }
     version = version_;
+    // A read that starts where the file's last plan ended is a stream: its plan covers the next
+    // window too, so the reads after it need none (V1 only: narrowing a window's terms to a
+    // read's chunks needs the footers a V1 URL serves).
+    auto last = plan_ends_.find(file);
+    if (version == 1 && options_.plan_window_bytes > range.length && last != plan_ends_.end() &&
+        last->second == range.offset && range.offset < file_size) {
+      ask = std::max<uint64_t>(range.length, std::min<uint64_t>(options_.plan_window_bytes, file_size - range.offset));
+    }
+    plan_ends_[file] = range.offset + ask;
   }
   bool refreshed_token = false;
   for (;;) {
@@ -171,7 +188,7 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
     HttpRequest req;
     req.url = tok->cas_url + "/v" + std::to_string(version) + "/reconstructions/" + file.hex();
     req.headers = {{"Authorization", "Bearer " + tok->access_token},
-                   {"Range", range_header(range.offset, range.offset + range.length - 1)}};
+                   {"Range", range_header(range.offset, range.offset + ask - 1)}};
     req.deadline = deadline;
     req.max_body = 64u << 20;
     ++reconstructions_;
@@ -193,9 +210,15 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
     if (!parsed.ok()) return parsed.status();
     auto p = std::make_shared<const ReconstructionPlan>(std::move(parsed).value());
     std::lock_guard<std::mutex> lock(mu_);
-    if (plans_.size() >= options_.max_plans) plans_.clear();  // rare; plans are cheap to ask again
-    plans_[key] = CachedPlan{p, options_.env->system_now(), version};
+    if (plan_count_ >= options_.max_plans) {  // rare; plans are cheap to ask again
+      plans_.clear();
+      plan_count_ = 0;
+    }
+    plans_[file].push_back(
+        CachedPlan{p, options_.env->system_now(), version, range.offset, range.offset + std::min(ask, p->content_length())});
+    ++plan_count_;
     *version_out = version;
+    *start_out = range.offset;
     return std::shared_ptr<const ReconstructionPlan>(p);
   }
 }
@@ -312,18 +335,77 @@ Result<std::shared_ptr<const XorbFooter>> XetReader::fetch_footer(const MerkleHa
   return std::make_shared<const XorbFooter>(std::move(f).value());
 }
 
-std::optional<std::string> XetReader::from_cache(const ReconstructionTerm& term, uint64_t skip, uint64_t take,
-                                                 std::vector<HashAndSize>* chunks) {
+// One term's part of a read: the chunks it needs, the xorb bytes that hold them, and where the
+// read's bytes lie in their decoded content.
+struct XetReader::Piece {
+  const ReconstructionTerm* term = nullptr;
+  const std::string* url = nullptr;
+  XorbRange fetched;      // the chunks and bytes to ask for (may hold chunks before and after)
+  ChunkRange chunks;      // the chunks the read uses, within fetched
+  uint64_t unpacked = 0;  // their decoded length
+  uint64_t skip = 0;      // the read's bytes: [skip, skip + take) of their decoded content
+  uint64_t take = 0;
+  uint64_t file_offset = 0;  // file offset of the first byte of chunks.start
+};
+
+// The whole term, as the plan says to fetch it.
+XetReader::Piece XetReader::whole_term(const ReconstructionPlan& plan, const TermRead& t) {
+  Piece p;
+  p.term = &plan.terms[t.term_index];
+  p.url = &t.source.fetch->url;
+  p.fetched = *t.source.range;
+  p.chunks = p.term->chunks;
+  p.unpacked = p.term->unpacked_length;
+  p.skip = t.skip;
+  p.take = t.take;
+  p.file_offset = t.file_offset;
+  return p;
+}
+
+// Only the term's chunks that hold the read's bytes, located by the xorb's footer (a window plan's
+// terms run far past a read). Nullopt when the footer does not describe the term (the whole term
+// is fetched then, and its checks decide).
+std::optional<XetReader::Piece> XetReader::narrowed(const ReconstructionPlan& plan, const TermRead& t,
+                                                    const XorbFooter& f) {
+  Piece p = whole_term(plan, t);
+  const ChunkRange c = p.term->chunks;
+  if (c.count() == 0 || c.end > f.unpacked_ends.size() || c.end > f.chunk_ends.size()) return std::nullopt;
+  const uint32_t base = c.start ? f.unpacked_ends[c.start - 1] : 0;
+  std::vector<uint32_t> ends;
+  ends.reserve(c.count());
+  for (uint32_t i = c.start; i < c.end; ++i) {
+    if (f.unpacked_ends[i] < base) return std::nullopt;
+    ends.push_back(f.unpacked_ends[i] - base);
+  }
+  if (ends.back() != p.term->unpacked_length) return std::nullopt;
+  auto span = chunks_for_bytes(ends, t.skip, t.take);
+  if (!span.ok()) return std::nullopt;
+  const uint64_t before = span->first ? ends[span->first - 1] : 0;
+  p.chunks = {c.start + span->first, c.start + span->end};
+  p.unpacked = ends[span->end - 1] - before;
+  p.skip = span->offset_in_first;
+  p.file_offset = t.file_offset + before;
+  const uint64_t first_byte = p.chunks.start ? f.chunk_ends[p.chunks.start - 1] : 0;
+  const uint64_t last_byte = uint64_t(f.chunk_ends[p.chunks.end - 1]) - 1;
+  if (last_byte < first_byte || first_byte < t.source.range->bytes.start || last_byte > t.source.range->bytes.end) {
+    return std::nullopt;  // outside what the URL is signed for
+  }
+  p.fetched = {p.chunks, {first_byte, last_byte}};
+  return p;
+}
+
+std::optional<std::string> XetReader::from_cache(const Piece& piece, std::vector<HashAndSize>* chunks) {
   ChunkCache* cache = options_.chunk_cache;
-  if (!cache || !cache->contains(term.xorb, term.chunks.start, term.chunks.end)) return std::nullopt;
-  auto all = cache->get_range(term.xorb, term.chunks.start, term.chunks.end, chunks);
-  if (!all || all->size() != term.unpacked_length || skip + take > all->size()) {  // damaged: the term is fetched
+  const MerkleHash& xorb = piece.term->xorb;
+  if (!cache || !cache->contains(xorb, piece.chunks.start, piece.chunks.end)) return std::nullopt;
+  auto all = cache->get_range(xorb, piece.chunks.start, piece.chunks.end, chunks);
+  if (!all || all->size() != piece.unpacked || piece.skip + piece.take > all->size()) {  // damaged: fetched
     chunks->clear();
     return std::nullopt;
   }
-  cache_bytes_ += take;
-  if (skip == 0 && take == all->size()) return all;
-  return all->substr(skip, take);
+  cache_bytes_ += piece.take;
+  if (piece.skip == 0 && piece.take == all->size()) return all;
+  return all->substr(piece.skip, piece.take);
 }
 
 void XetReader::note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t file_offset,
@@ -369,34 +451,52 @@ void XetReader::note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t
 Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
                                          const Deadline& deadline, bool fresh) {
   int version = 1;
-  auto p = plan(file, range, deadline, fresh, &version);
+  uint64_t plan_start = range.offset;
+  auto p = plan(file, file_size, range, deadline, fresh, &version, &plan_start);
   if (!p.ok()) return p.status();
   const ReconstructionPlan& plan = **p;
-  auto reads = map_read(plan, range.offset, range.offset, range.length);
+  auto reads = map_read(plan, plan_start, range.offset, range.length);
   if (!reads.ok()) return reads.status().with_context("reconstruction of " + file.hex());
-
-  // Every term the cache cannot serve goes out at once.
   const size_t n = reads->size();
+
+  // The footers (chunk hashes and boundaries) of the xorbs the read needs. A plan asked for
+  // exactly this range names the bytes to fetch, so its footers are asked for while those are on
+  // the way; a plan for a wider window needs them first, to fetch only the read's chunks (each
+  // footer is fetched once per xorb and shared by every read). A V1 URL signs the whole xorb, so
+  // its footer is there; a V2 URL is tried once per xorb (a service that refuses it leaves that
+  // xorb's chunks unverified).
+  const bool window = plan_start != range.offset || plan.content_length() > range.length;
+  std::map<MerkleHash, Result<std::shared_ptr<const XorbFooter>>> footers;
+  auto footer_of = [&](const TermRead& t) -> const Result<std::shared_ptr<const XorbFooter>>& {
+    const MerkleHash& xorb = plan.terms[t.term_index].xorb;
+    auto it = footers.find(xorb);
+    if (it == footers.end()) {
+      it = footers.emplace(xorb, footer(xorb, t.source.fetch->url, deadline, fresh, version == 1)).first;
+    }
+    return it->second;
+  };
+  std::vector<Piece> pieces;
+  pieces.reserve(n);
+  for (const TermRead& t : *reads) {
+    std::optional<Piece> piece;
+    if (window) {
+      const auto& f = footer_of(t);
+      if (f.ok() && *f) piece = narrowed(plan, t, **f);
+    }
+    pieces.push_back(piece ? *piece : whole_term(plan, t));
+  }
+
+  // Every piece the cache cannot serve goes out at once.
   std::vector<std::optional<std::string>> cached(n);
-  // Each term's chunks (hash, size), for the file's own hash (see note_chunks).
-  std::vector<std::vector<HashAndSize>> term_chunks(n);
+  // Each piece's chunks (hash, size), for the file's own hash (see note_chunks).
+  std::vector<std::vector<HashAndSize>> piece_chunks(n);
   std::vector<std::future<Result<std::string>>> bodies(n);
   for (size_t i = 0; i < n; ++i) {
-    const TermRead& t = (*reads)[i];
-    cached[i] = from_cache(plan.terms[t.term_index], t.skip, t.take, &term_chunks[i]);
-    if (!cached[i]) bodies[i] = get_xorb_range(t.source.fetch->url, t.source.range->bytes, deadline);
+    cached[i] = from_cache(pieces[i], &piece_chunks[i]);
+    if (!cached[i]) bodies[i] = get_xorb_range(*pieces[i].url, pieces[i].fetched.bytes, deadline);
   }
-  // The footers of the xorbs being fetched, asked for while their bytes are on the way (each
-  // fetched once per xorb and shared by every read). A V1 URL signs the whole xorb, so its
-  // footer is there; a V2 URL is tried once per xorb (a service that refuses it leaves that
-  // xorb's chunks unverified).
-  std::map<MerkleHash, Result<std::shared_ptr<const XorbFooter>>> footers;
   for (size_t i = 0; i < n; ++i) {
-    const TermRead& t = (*reads)[i];
-    const MerkleHash& xorb = plan.terms[t.term_index].xorb;
-    if (!cached[i] && !footers.count(xorb)) {
-      footers.emplace(xorb, footer(xorb, t.source.fetch->url, deadline, fresh, version == 1));
-    }
+    if (!cached[i]) (void)footer_of((*reads)[i]);
   }
   // The pieces are appended in file order, each copied once from its decoded chunks.
   std::string out;
@@ -406,20 +506,20 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
   }
   Status first_error = Status::Ok();
   for (size_t i = 0; i < n; ++i) {
-    const TermRead& t = (*reads)[i];
+    const Piece& piece = pieces[i];
     if (cached[i]) {
       if (first_error.ok()) out += *cached[i];
       continue;
     }
-    const ReconstructionTerm& term = plan.terms[t.term_index];
-    const XorbRange& fetched = *t.source.range;
+    const MerkleHash& xorb = piece.term->xorb;
+    const XorbRange& fetched = piece.fetched;
     auto body = bodies[i].get();
     if (!first_error.ok()) continue;  // wait for every request before returning (they use `this`)
     if (!body.ok()) {
       first_error = body.status();
       continue;
     }
-    const auto& f = footers.at(term.xorb);
+    const auto& f = footers.at(xorb);
     if (!f.ok()) {
       first_error = f.status();
       continue;
@@ -430,57 +530,57 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
     if (!decoded.ok()) {
       // Whatever the decoder says (a header's version, a frame), these bytes are not the xorb's:
       // wrong bytes, fetched again, never a reason to read elsewhere.
-      first_error = Corrupt("xorb " + term.xorb.hex() + ": " + decoded.status().message());
+      first_error = Corrupt("xorb " + xorb.hex() + ": " + decoded.status().message());
       continue;
     }
     if (foot) {
       if (Status s = verify_chunks(*decoded, fetched.chunks.start, *foot); !s.ok()) {
-        first_error = s.with_context("xorb " + term.xorb.hex());
+        first_error = s.with_context("xorb " + xorb.hex());
         continue;
       }
       chunks_verified_ += decoded->count();
     }
-    // The term's chunks within the fetched ones.
-    const size_t lo = term.chunks.start - fetched.chunks.start;
-    const size_t hi = lo + term.chunks.count();
+    // The piece's chunks within the fetched ones.
+    const size_t lo = piece.chunks.start - fetched.chunks.start;
+    const size_t hi = lo + piece.chunks.count();
     const uint64_t begin = lo ? decoded->ends[lo - 1] : 0;
     const uint64_t end = decoded->ends[hi - 1];
-    if (end - begin != term.unpacked_length) {
-      first_error = Corrupt("xorb " + term.xorb.hex() + " chunks [" + std::to_string(term.chunks.start) + ", " +
-                            std::to_string(term.chunks.end) + ") decoded to " + std::to_string(end - begin) +
-                            " bytes, the reconstruction says " + std::to_string(term.unpacked_length));
+    if (end - begin != piece.unpacked) {
+      first_error = Corrupt("xorb " + xorb.hex() + " chunks [" + std::to_string(piece.chunks.start) + ", " +
+                            std::to_string(piece.chunks.end) + ") decoded to " + std::to_string(end - begin) +
+                            " bytes, the reconstruction says " + std::to_string(piece.unpacked));
       continue;
     }
-    if (!foot) unverified_bytes_ += t.take;
+    if (!foot) unverified_bytes_ += piece.take;
     for (size_t k = lo; k < hi; ++k) {
       const uint64_t a = k ? decoded->ends[k - 1] : 0;
       const uint32_t index = fetched.chunks.start + static_cast<uint32_t>(k);
       // Without a footer the hash is computed here, on this worker: the file's hash checks it.
-      term_chunks[i].push_back({foot ? foot->chunk_hashes[index] : chunk_hash(decoded->data.data() + a,
-                                                                               decoded->ends[k] - a),
-                                decoded->ends[k] - a});
+      piece_chunks[i].push_back({foot ? foot->chunk_hashes[index] : chunk_hash(decoded->data.data() + a,
+                                                                                decoded->ends[k] - a),
+                                 decoded->ends[k] - a});
     }
-    if (begin + t.skip + t.take > decoded->data.size()) {
-      first_error = Corrupt("xorb " + term.xorb.hex() + ": the read's bytes lie past the term's decoded chunks");
+    if (begin + piece.skip + piece.take > decoded->data.size()) {
+      first_error = Corrupt("xorb " + xorb.hex() + ": the read's bytes lie past the term's decoded chunks");
       continue;
     }
-    // Verified chunks go to the chunk cache as one run (one file per term: written here, since
+    // Verified chunks go to the chunk cache as one run (one file per piece: written here, since
     // keeping the decoded bytes for a writer thread measured slower on 2 cores: the extra memory
     // cost the reader more in fresh-page faults than the write cost this thread).
     if (foot && options_.chunk_cache) {
-      options_.chunk_cache->put_run(term.xorb, term.chunks.start, term_chunks[i], decoded->data.data() + begin);
+      options_.chunk_cache->put_run(xorb, piece.chunks.start, piece_chunks[i], decoded->data.data() + begin);
     }
     if (n == 1) {
-      // The read's one term: its bytes are trimmed in place and handed over, not copied.
-      decoded->data.erase(0, begin + t.skip);
-      decoded->data.resize(t.take);
+      // The read's one piece: its bytes are trimmed in place and handed over, not copied.
+      decoded->data.erase(0, begin + piece.skip);
+      decoded->data.resize(piece.take);
       out = std::move(decoded->data);
     } else {
-      out.append(decoded->data, begin + t.skip, t.take);
+      out.append(decoded->data, begin + piece.skip, piece.take);
     }
   }
   if (!first_error.ok()) return first_error;
-  for (size_t i = 0; i < n; ++i) note_chunks(file, file_size, (*reads)[i].file_offset, term_chunks[i]);
+  for (size_t i = 0; i < n; ++i) note_chunks(file, file_size, pieces[i].file_offset, piece_chunks[i]);
   if (out.size() != range.length) {
     return Corrupt("Xet read assembled " + std::to_string(out.size()) + " bytes for a " +
                    std::to_string(range.length) + "-byte range: the reconstruction does not cover it");

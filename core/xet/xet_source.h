@@ -66,6 +66,10 @@ struct XetReaderOptions {
   // it sooner).
   std::chrono::seconds plan_ttl{300};
   size_t max_plans = 1024;
+  // A read that starts where the file's last plan ended (a stream) asks for a plan this long, so
+  // the reads after it need no plan of their own: one round trip instead of two for each of
+  // them (V1; its terms are narrowed to each read's chunks with the xorbs' footers).
+  uint64_t plan_window_bytes = 64ull << 20;
   // Threads that run reads: a read holds one while its requests are in flight, so as many as
   // the reader keeps requests in flight (ReaderOptions::parallel_requests).
   int threads = 16;
@@ -141,9 +145,12 @@ class XetReader {
   // The current token, fetched when there is none, it is within token_margin of exp, or it is
   // `refused` (a 401 answered it).
   Result<XetToken> token(const std::string* refused);
-  // *version_out: the API version (1, 2) that answered.
-  Result<std::shared_ptr<const ReconstructionPlan>> plan(const MerkleHash& file, hubfs::ByteRange range,
-                                                         const Deadline& deadline, bool fresh, int* version_out);
+  // A plan covering the range: a cached one, or one asked for it (or, for a read that starts where
+  // the file's last plan ended, for the next plan_window_bytes). *version_out: the API version
+  // (1, 2) that answered; *start_out: the file offset the plan was asked from.
+  Result<std::shared_ptr<const ReconstructionPlan>> plan(const MerkleHash& file, uint64_t file_size,
+                                                         hubfs::ByteRange range, const Deadline& deadline, bool fresh,
+                                                         int* version_out, uint64_t* start_out);
   // The footer of a xorb, fetched once. Null when the URL refuses it and it is not `required`
   // (a V2 URL signed for other bytes: the xorb's chunks go unverified); with `required` (a V1
   // URL, signed for the whole xorb) a refusal is an error like any other.
@@ -154,10 +161,16 @@ class XetReader {
   // Starts the GET of one xorb byte range; the future holds its body (exactly that range).
   std::future<Result<std::string>> get_xorb_range(const std::string& url, const ByteRange& bytes,
                                                   const Deadline& deadline);
-  // The term's bytes [skip, skip + take) from the chunk cache, when it holds all its chunks.
-  // *chunks gets its chunks' hashes and sizes.
-  std::optional<std::string> from_cache(const ReconstructionTerm& term, uint64_t skip, uint64_t take,
-                                        std::vector<HashAndSize>* chunks);
+  // One term's part of a read (xet_source.cc): the chunks it needs and the bytes holding them.
+  struct Piece;
+  // The whole term, as the plan says to fetch it.
+  static Piece whole_term(const ReconstructionPlan& plan, const TermRead& t);
+  // Only the term's chunks holding the read's bytes, located by the xorb's footer; nullopt when
+  // the footer does not describe the term.
+  static std::optional<Piece> narrowed(const ReconstructionPlan& plan, const TermRead& t, const XorbFooter& f);
+  // The piece's bytes from the chunk cache, when it holds all its chunks. *chunks gets their
+  // hashes and sizes.
+  std::optional<std::string> from_cache(const Piece& piece, std::vector<HashAndSize>* chunks);
 
   HttpTransport& transport_;
   TokenSource tokens_;
@@ -173,8 +186,11 @@ class XetReader {
     std::shared_ptr<const ReconstructionPlan> plan;
     std::chrono::system_clock::time_point fetched;
     int version = 1;
+    uint64_t start = 0, end = 0;  // the file bytes it covers
   };
-  std::map<std::string, CachedPlan> plans_;
+  std::map<MerkleHash, std::vector<CachedPlan>> plans_;  // by file
+  size_t plan_count_ = 0;
+  std::map<MerkleHash, uint64_t> plan_ends_;  // where the last plan asked for each file ends
   std::map<MerkleHash, std::shared_future<Result<std::shared_ptr<const XorbFooter>>>> footers_;
   // Chunks served so far per file, by file offset, until they cover it and its hash is checked.
   struct FileChunks {

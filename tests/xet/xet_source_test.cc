@@ -82,6 +82,7 @@ class FakeCas {
       return status(416);
     } else {
       ++data_gets;
+      data_bytes += b - a + 1;
     }
     HttpResponse resp{206, {{"content-range", "bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" +
                                                   std::to_string(xorb.size())}},
@@ -96,6 +97,7 @@ class FakeCas {
   int reconstructions = 0;
   int xorb_gets = 0;
   int data_gets = 0;
+  uint64_t data_bytes = 0;  // xorb bytes sent for data ranges (not footers)
   int xorb_authorization = 0;
   int corrupt = 0;  // data answers to damage, one byte each
   std::mutex mu_;
@@ -219,8 +221,59 @@ TEST_F(XetSourceTest, DamagedBytesAreFetchedAgainOnceThenRefused) {
   EXPECT_EQ(r->stats().corrupt, 1u);
 }
 
+// A stream's second read asks for a plan covering the next window, and the reads after it use
+// that plan (no round trip for theirs); each fetches only the chunks holding its bytes, located
+// by the xorbs' footers, not the window's whole terms. Every byte is verified, and the chunks the
+// reads served still make up the file's hash.
+TEST_F(XetSourceTest, AStreamSharesOneWindowPlanAndFetchesOnlyItsChunks) {
+  XetReaderOptions o;
+  o.plan_window_bytes = 1 << 20;  // past the end of this 700 KB file
+  auto r = reader(o);
+  const std::string& want = cas_.content();
+  const uint64_t step = 200'000;
+  for (uint64_t off = 0; off < want.size(); off += step) {
+    const uint64_t n = std::min<uint64_t>(step, want.size() - off);
+    auto got = r->fetch(cas_.file(), want.size(), {off, n});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ASSERT_TRUE(*got == want.substr(off, n)) << off;
+  }
+  EXPECT_EQ(cas_.reconstructions, 2) << "an exact plan for the first read, one window for the rest";
+  // Whole terms of the window would be ~1.7x the file (each read fetching the rest of its xorb);
+  // the reads' own chunks are the file plus a chunk or two where two reads meet.
+  EXPECT_LT(cas_.data_bytes, want.size() * 14 / 10);
+  const auto s = r->stats();
+  EXPECT_GT(s.chunks_verified, 0u);
+  EXPECT_EQ(s.unverified_bytes, 0u);
+  EXPECT_EQ(s.refetches, 0u);
+  EXPECT_EQ(s.files_verified, 1u) << "the narrowed reads' chunks, at their file offsets, hash to the file";
+  EXPECT_EQ(s.file_hash_mismatches, 0u);
+  // A read that jumps elsewhere inside the window needs no plan either.
+  auto back = r->fetch(cas_.file(), want.size(), {250'000, 1000});
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(*back == want.substr(250'000, 1000));
+  EXPECT_EQ(cas_.reconstructions, 2);
+}
+
+// V2's URLs are signed for exactly the plan's ranges and give no footers to narrow a window's
+// terms with: every read asks for its own plan there.
+TEST_F(XetSourceTest, V2ReadsAskForTheirOwnPlans) {
+  XetReaderOptions o;
+  o.reconstruction_version = 2;
+  o.plan_window_bytes = 1 << 20;
+  auto r = reader(o);
+  const std::string& want = cas_.content();
+  for (uint64_t off : {uint64_t(0), uint64_t(100'000), uint64_t(200'000)}) {
+    auto got = r->fetch(cas_.file(), want.size(), {off, 100'000});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ASSERT_TRUE(*got == want.substr(off, 100'000));
+  }
+  EXPECT_EQ(cas_.reconstructions, 3);
+}
+
 TEST_F(XetSourceTest, TokenIsRefreshedBeforeItExpires) {
-  auto r = reader();
+  XetReaderOptions o;
+  o.plan_window_bytes = 0;  // every read asks the CAS for its plan, with the token of the moment
+  auto r = reader(o);
   const uint64_t size = cas_.content().size();
   ASSERT_TRUE(r->fetch(cas_.file(), size, {0, 10}).ok());
   ASSERT_TRUE(r->fetch(cas_.file(), size, {10, 10}).ok());
