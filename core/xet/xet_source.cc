@@ -149,8 +149,10 @@ Result<XetToken> XetReader::token(const std::string* refused) {
 
 Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHash& file, uint64_t file_size,
                                                                   hubfs::ByteRange range, const Deadline& deadline,
-                                                                  bool fresh, int* version_out, uint64_t* start_out) {
+                                                                  bool fresh, int* version_out, uint64_t* start_out,
+                                                                  bool* first_out) {
   const auto now = options_.env->system_now();
+  if (first_out) *first_out = false;
   int version;
   uint64_t ask = range.length;
   {
@@ -179,6 +181,7 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
         last->second == range.offset && range.offset < file_size) {
       ask = std::max<uint64_t>(range.length, std::min<uint64_t>(options_.plan_window_bytes, file_size - range.offset));
     }
+    if (first_out) *first_out = last == plan_ends_.end() && version == 1;
     plan_ends_[file] = range.offset + ask;
   }
   bool refreshed_token = false;
@@ -221,6 +224,23 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
     *start_out = range.offset;
     return std::shared_ptr<const ReconstructionPlan>(p);
   }
+}
+
+void XetReader::look_ahead(const MerkleHash& file, uint64_t file_size, uint64_t from, const Deadline& deadline) {
+  if (options_.plan_window_bytes == 0 || from >= file_size || file_size - from < options_.plan_window_bytes / 4) return;
+  work_.post([this, file, file_size, from, deadline] {
+    int version = 1;
+    uint64_t start = from;
+    // Where the first read ended is where the file's last plan ended: this asks for the window.
+    auto p = plan(file, file_size, {from, 1}, deadline, /*fresh=*/false, &version, &start, nullptr);
+    if (!p.ok() || version != 1) return;  // the reads will ask (and report) for themselves
+    for (const auto& [xorb, fetches] : (*p)->fetches) {
+      if (fetches.empty()) continue;
+      work_.post([this, xorb = xorb, url = fetches.front().url, deadline] {
+        (void)footer(xorb, url, deadline, /*fresh=*/false, /*required=*/true);
+      });
+    }
+  });
 }
 
 std::future<Result<std::string>> XetReader::get_xorb_range(const std::string& url, const ByteRange& bytes,
@@ -452,9 +472,11 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
                                          const Deadline& deadline, bool fresh) {
   int version = 1;
   uint64_t plan_start = range.offset;
-  auto p = plan(file, file_size, range, deadline, fresh, &version, &plan_start);
+  bool first_plan = false;
+  auto p = plan(file, file_size, range, deadline, fresh, &version, &plan_start, &first_plan);
   if (!p.ok()) return p.status();
   const ReconstructionPlan& plan = **p;
+  if (first_plan) look_ahead(file, file_size, range.offset + range.length, deadline);
   auto reads = map_read(plan, plan_start, range.offset, range.length);
   if (!reads.ok()) return reads.status().with_context("reconstruction of " + file.hex());
   const size_t n = reads->size();

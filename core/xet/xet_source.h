@@ -68,8 +68,10 @@ struct XetReaderOptions {
   size_t max_plans = 1024;
   // A read that starts where the file's last plan ended (a stream) asks for a plan this long, so
   // the reads after it need no plan of their own: one round trip instead of two for each of
-  // them (V1; its terms are narrowed to each read's chunks with the xorbs' footers).
-  uint64_t plan_window_bytes = 64ull << 20;
+  // them (V1; its terms are narrowed to each read's chunks with the xorbs' footers, so a long
+  // window costs plan size, a few terms per 64 MiB xorb, not fetched bytes). After a file's
+  // first read the same window is planned ahead (look_ahead); 0 turns both off.
+  uint64_t plan_window_bytes = 256ull << 20;
   // Threads that run reads: a read holds one while its requests are in flight, so as many as
   // the reader keeps requests in flight (ReaderOptions::parallel_requests).
   int threads = 16;
@@ -148,9 +150,16 @@ class XetReader {
   // A plan covering the range: a cached one, or one asked for it (or, for a read that starts where
   // the file's last plan ended, for the next plan_window_bytes). *version_out: the API version
   // (1, 2) that answered; *start_out: the file offset the plan was asked from.
+  // *first_out (if given): this was the file's first V1 plan.
   Result<std::shared_ptr<const ReconstructionPlan>> plan(const MerkleHash& file, uint64_t file_size,
                                                          hubfs::ByteRange range, const Deadline& deadline, bool fresh,
-                                                         int* version_out, uint64_t* start_out);
+                                                         int* version_out, uint64_t* start_out, bool* first_out);
+  // After a file's first read (an application opening it: HDF5's superblock, a header), in the
+  // background: the plan for the next window from `from`, then the footers of its xorbs, each
+  // once. The reads that follow (a hint's wave, a stream) then find both and send their ranges
+  // at once, as through the bridge, instead of waiting a plan's round trip. Not for files within
+  // a quarter window of their end (small files: no requests a read may never need).
+  void look_ahead(const MerkleHash& file, uint64_t file_size, uint64_t from, const Deadline& deadline);
   // The footer of a xorb, fetched once. Null when the URL refuses it and it is not `required`
   // (a V2 URL signed for other bytes: the xorb's chunks go unverified); with `required` (a V1
   // URL, signed for the whole xorb) a refusal is an error like any other.

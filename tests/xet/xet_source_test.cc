@@ -15,6 +15,7 @@
 #include "support/fake_transport.h"
 #include "support/manual_env.h"
 #include "support/temp_dir.h"
+#include "support/wait_for.h"
 #include "xet/chunker.h"
 
 namespace hubfs::xet {
@@ -227,7 +228,9 @@ TEST_F(XetSourceTest, DamagedBytesAreFetchedAgainOnceThenRefused) {
 // reads served still make up the file's hash.
 TEST_F(XetSourceTest, AStreamSharesOneWindowPlanAndFetchesOnlyItsChunks) {
   XetReaderOptions o;
-  o.plan_window_bytes = 1 << 20;  // past the end of this 700 KB file
+  // Past the end of this 700 KB file; a quarter of it is more than the first read leaves, so no
+  // look-ahead runs beside the reads (that is the next test).
+  o.plan_window_bytes = 4 << 20;
   auto r = reader(o);
   const std::string& want = cas_.content();
   const uint64_t step = 200'000;
@@ -252,6 +255,35 @@ TEST_F(XetSourceTest, AStreamSharesOneWindowPlanAndFetchesOnlyItsChunks) {
   ASSERT_TRUE(back.ok());
   EXPECT_TRUE(*back == want.substr(250'000, 1000));
   EXPECT_EQ(cas_.reconstructions, 2);
+}
+
+// After a file's first read (an application opening it), the next window's plan and its xorbs'
+// footers are fetched in the background: the reads that follow need neither round trip.
+TEST_F(XetSourceTest, AFilesFirstReadPlansTheNextWindowAhead) {
+  XetReaderOptions o;
+  o.plan_window_bytes = 1 << 20;
+  auto r = reader(o);
+  const std::string& want = cas_.content();
+  ASSERT_TRUE(r->fetch(cas_.file(), want.size(), {0, 1000}).ok());
+  // The first read's own plan and footer, then the look-ahead's plan and the second xorb's footer.
+  testing::wait_for_state([&] { return r->stats().reconstructions == 2 && r->stats().footer_requests == 2; });
+  const int data_gets = cas_.data_gets;
+  for (uint64_t off : {uint64_t(1000), uint64_t(450'000), uint64_t(120'000)}) {
+    auto got = r->fetch(cas_.file(), want.size(), {off, 100'000});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ASSERT_TRUE(*got == want.substr(off, 100'000)) << off;
+  }
+  EXPECT_EQ(r->stats().reconstructions, 2u) << "the reads after the first found their plan";
+  EXPECT_EQ(r->stats().footer_requests, 2u);
+  EXPECT_EQ(cas_.data_gets, data_gets + 3) << "one range request per read";
+  // A V2 reader, or a small file, plans nothing ahead.
+  XetReaderOptions v2;
+  v2.reconstruction_version = 2;
+  v2.plan_window_bytes = 1 << 20;
+  auto r2 = reader(v2);
+  ASSERT_TRUE(r2->fetch(cas_.file(), want.size(), {0, 1000}).ok());
+  r2->shutdown();
+  EXPECT_EQ(r2->stats().reconstructions, 1u);
 }
 
 // V2's URLs are signed for exactly the plan's ranges and give no footers to narrow a window's
