@@ -182,6 +182,7 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
       ask = std::max<uint64_t>(range.length, std::min<uint64_t>(options_.plan_window_bytes, file_size - range.offset));
     }
     if (first_out) *first_out = last == plan_ends_.end() && version == 1;
+    if (plan_ends_.size() >= options_.max_plans && last == plan_ends_.end()) plan_ends_.clear();  // bounded
     plan_ends_[file] = range.offset + ask;
   }
   bool refreshed_token = false;
