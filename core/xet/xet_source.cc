@@ -232,8 +232,8 @@ void XetReader::look_ahead(const MerkleHash& file, uint64_t file_size, uint64_t 
   work_.post([this, file, file_size, from, deadline] {
     int version = 1;
     uint64_t start = from;
-    // Where the first read ended is where the file's last plan ended: this asks for the window.
-    auto p = plan(file, file_size, {from, 1}, deadline, /*fresh=*/false, &version, &start, nullptr);
+    const uint64_t window = std::min<uint64_t>(options_.plan_window_bytes, file_size - from);
+    auto p = plan(file, file_size, {from, window}, deadline, /*fresh=*/false, &version, &start, nullptr);
     if (!p.ok() || version != 1) return;  // the reads will ask (and report) for themselves
     for (const auto& [xorb, fetches] : (*p)->fetches) {
       if (fetches.empty()) continue;
