@@ -95,7 +95,10 @@ std::vector<ChunkCache::Run> ChunkCache::runs_of(const MerkleHash& xorb) const {
 }
 
 bool ChunkCache::contains(const MerkleHash& xorb, uint32_t first, uint32_t end) const {
-  const std::vector<Run> runs = runs_of(xorb);
+  return covers(runs_of(xorb), first, end);
+}
+
+bool ChunkCache::covers(const std::vector<Run>& runs, uint32_t first, uint32_t end) {
   uint32_t i = first;
   while (i < end) {
     uint32_t reach = i;
@@ -154,8 +157,12 @@ bool ChunkCache::read_run(const Run& run, uint32_t first, uint32_t end, std::str
 
 std::optional<std::string> ChunkCache::get_range(const MerkleHash& xorb, uint32_t first, uint32_t end,
                                                  std::vector<HashAndSize>* chunks) {
-  if (first >= end) return std::nullopt;
   const std::vector<Run> runs = runs_of(xorb);
+  // One listing decides: a range the runs do not cover is a miss before any run is read.
+  if (first >= end || !covers(runs, first, end)) {
+    misses_ += end > first ? end - first : 0;
+    return std::nullopt;
+  }
   std::string out;
   std::vector<HashAndSize> got;
   uint32_t i = first;

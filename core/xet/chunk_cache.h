@@ -70,8 +70,8 @@ class ChunkCache {
                                        std::vector<HashAndSize>* chunks = nullptr);
   // One chunk: get_range(xorb, index, index + 1).
   std::optional<std::string> get(const MerkleHash& xorb, uint32_t index, MerkleHash* hash = nullptr);
-  // Whether runs on disk cover chunks [first, end) (no read, no check): to decide whether a term
-  // can skip the network.
+  // Whether runs on disk cover chunks [first, end) (no read, no check). get_range makes the same
+  // test on its own listing before it reads anything.
   bool contains(const MerkleHash& xorb, uint32_t first, uint32_t end) const;
   bool contains(const MerkleHash& xorb, uint32_t index) const { return contains(xorb, index, index + 1); }
   // Stores chunks [first, first + chunks.size()) of xorb as one run; `data` holds their bytes
@@ -91,6 +91,8 @@ class ChunkCache {
   };
   // The runs of xorb on disk (one listing of its subdirectory).
   std::vector<Run> runs_of(const MerkleHash& xorb) const;
+  // Whether `runs` hold every chunk of [first, end).
+  static bool covers(const std::vector<Run>& runs, uint32_t first, uint32_t end);
   // Appends chunks [first, end) (within the run's own) from `run` to *out, after checking each
   // one's hash, and their hashes and sizes to *chunks; false if it is gone (evicted) or damaged
   // (then removed).

@@ -418,7 +418,7 @@ std::optional<XetReader::Piece> XetReader::narrowed(const ReconstructionPlan& pl
 std::optional<std::string> XetReader::from_cache(const Piece& piece, std::vector<HashAndSize>* chunks) {
   ChunkCache* cache = options_.chunk_cache;
   const MerkleHash& xorb = piece.term->xorb;
-  if (!cache || !cache->contains(xorb, piece.chunks.start, piece.chunks.end)) return std::nullopt;
+  if (!cache) return std::nullopt;
   auto all = cache->get_range(xorb, piece.chunks.start, piece.chunks.end, chunks);
   if (!all || all->size() != piece.unpacked || piece.skip + piece.take > all->size()) {  // damaged: fetched
     chunks->clear();
