@@ -33,15 +33,11 @@ std::string pattern(size_t n, unsigned seed) { return testing::pattern_bytes(see
 struct FakeCdn {
   std::string content;
   std::atomic<bool> fail{false};
-  std::mutex gate_mu;
-  std::condition_variable gate_cv;
-  bool gate_open = true;
+  // Bounded like FaultDisk's gates: a test that never opens it fails instead of hanging.
+  testing::Gate gate{std::chrono::seconds(60)};
 
   Result<HttpResponse> answer(const HttpRequest& req) {
-    {
-      std::unique_lock<std::mutex> lock(gate_mu);
-      gate_cv.wait(lock, [&] { return gate_open; });
-    }
+    gate.pass();
     HttpResponse r;
     if (fail) {
       r.status = 404;
@@ -60,17 +56,8 @@ struct FakeCdn {
                                                 std::to_string(content.size()));
     return r;
   }
-  void close_gate() {
-    std::lock_guard<std::mutex> lock(gate_mu);
-    gate_open = false;
-  }
-  void open_gate() {
-    {
-      std::lock_guard<std::mutex> lock(gate_mu);
-      gate_open = true;
-    }
-    gate_cv.notify_all();
-  }
+  void close_gate() { gate.close(); }
+  void open_gate() { gate.open(); }
 };
 
 // Ranges the transport was asked for, as (first byte, length).
@@ -560,10 +547,7 @@ namespace HUBFS_UNITY_ID {
 
 TEST_F(BlockReaderTest, HintedRangesAreFetchedAtOnceAndReadsShareThem) {
   BlockReader reader(cache_.get(), fetcher_);
-  {
-    std::lock_guard<std::mutex> lock(cdn_.gate_mu);
-    cdn_.gate_open = false;  // hold answers: everything hinted must be in flight at once
-  }
+  cdn_.close_gate();  // hold answers: everything hinted must be in flight at once
   auto started = reader.prefetch(file_, {{0, 100}, {5 * kBlock + 7, 10}, {9 * kBlock, kBlock}});
   ASSERT_TRUE(started.ok()) << started.status().message();
   EXPECT_EQ(*started, 3u * kBlock);
@@ -575,11 +559,7 @@ TEST_F(BlockReaderTest, HintedRangesAreFetchedAtOnceAndReadsShareThem) {
     return covered == 3 * kBlock;
   });
   EXPECT_EQ(transport_.request_count(), 3u);  // three separate blocks: three requests, together
-  {
-    std::lock_guard<std::mutex> lock(cdn_.gate_mu);
-    cdn_.gate_open = true;
-  }
-  cdn_.gate_cv.notify_all();
+  cdn_.open_gate();
   EXPECT_EQ(read(reader, 5 * kBlock + 7, 10), cdn_.content.substr(5 * kBlock + 7, 10));
   EXPECT_EQ(read(reader, 9 * kBlock + 5, 100), cdn_.content.substr(9 * kBlock + 5, 100));
   EXPECT_EQ(transport_.request_count(), 3u);  // the reads waited on the hinted fetches
