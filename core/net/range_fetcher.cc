@@ -224,6 +224,9 @@ struct RangeFetcher::Shared : std::enable_shared_from_this<RangeFetcher::Shared>
 
   void start(std::shared_ptr<const Locator> locate, const Result<Location>& location, uint64_t file_size,
              ByteRange range, Callback done, Deadline deadline = Deadline::never());
+  // start() of `range` in `parts` requests (RangeFetcher::fetch_async).
+  void start_parts(std::shared_ptr<const Locator> locate, const Result<Location>& location, uint64_t file_size,
+                   ByteRange range, uint32_t parts, Callback done, Deadline deadline);
   void send(std::shared_ptr<Fetch> fetch, Location location);
   void refresh_and_resend(std::shared_ptr<Fetch> fetch, std::string expired_url);
   // A 403 or 416 from `url`: true when a fresh location and another try are under way.
@@ -426,8 +429,56 @@ void RangeFetcher::Shared::start(std::shared_ptr<const Locator> locate, const Re
   send(std::move(fetch), location.value());
 }
 
+void RangeFetcher::Shared::start_parts(std::shared_ptr<const Locator> locate, const Result<Location>& location,
+                                       uint64_t file_size, ByteRange range, uint32_t parts, Callback done,
+                                       Deadline deadline) {
+  parts = static_cast<uint32_t>(std::clamp<uint64_t>(parts, 1, std::max<uint64_t>(1, range.length)));
+  if (parts == 1 || !location.ok() || !validate(file_size, range).ok()) {
+    start(std::move(locate), location, file_size, range, std::move(done), deadline);
+    return;
+  }
+  // The parts' answers, joined once the last is in (on whichever transport thread brings it).
+  struct Gather {
+    std::mutex mu;
+    std::vector<std::string> bodies;
+    std::optional<Status> error;
+    size_t left = 0;
+    Callback done;
+  };
+  auto gather = std::make_shared<Gather>();
+  gather->bodies.resize(parts);
+  gather->left = parts;
+  gather->done = std::move(done);
+  const uint64_t base = range.length / parts, extra = range.length % parts;
+  uint64_t offset = range.offset;
+  for (uint32_t i = 0; i < parts; ++i) {
+    const ByteRange part{offset, base + (i < extra ? 1 : 0)};
+    offset += part.length;
+    start(locate, location, file_size, part, [gather, i](Result<std::string> body) {
+      std::unique_lock<std::mutex> lock(gather->mu);
+      if (!body.ok()) {
+        if (!gather->error) gather->error = body.status();
+      } else {
+        gather->bodies[i] = std::move(body).value();
+      }
+      if (--gather->left > 0) return;
+      lock.unlock();  // the last part: nobody else touches the gather now
+      if (gather->error) return gather->done(std::move(*gather->error));
+      size_t total = 0;
+      for (const std::string& b : gather->bodies) total += b.size();
+      std::string all;
+      all.reserve(total);
+      for (std::string& b : gather->bodies) {
+        all += b;
+        std::string().swap(b);
+      }
+      gather->done(std::move(all));
+    }, deadline);
+  }
+}
+
 void RangeFetcher::fetch_async(const Locator& locate, uint64_t file_size, ByteRange range, Callback done,
-                               Deadline deadline) {
+                               Deadline deadline, uint32_t parts) {
   if (Status s = validate(file_size, range); !s.ok() || range.length == 0) {
     if (s.ok()) {
       done(std::string());
@@ -442,7 +493,7 @@ void RangeFetcher::fetch_async(const Locator& locate, uint64_t file_size, ByteRa
   auto callback = std::make_shared<Callback>(std::move(done));
   std::weak_ptr<Shared> weak = shared_;
   const MonotonicClock::time_point queued_at = shared_->env.now();
-  shared_->locator.post([weak, shared_locate, file_size, range, callback, deadline, queued_at](bool cancelled) {
+  shared_->locator.post([weak, shared_locate, file_size, range, callback, deadline, queued_at, parts](bool cancelled) {
     auto self = weak.lock();
     if (cancelled || !self) {
       (*callback)(Unavailable("fetching bytes " + range_text(range) + ": the range fetcher shut down"));
@@ -451,7 +502,7 @@ void RangeFetcher::fetch_async(const Locator& locate, uint64_t file_size, ByteRa
     const std::chrono::milliseconds behind = queued_behind_quota(self->env.clock(), queued_at);
     Result<Location> location = locate_on_locator_thread(*shared_locate, false);
     if (location.ok()) location->quota_waited += behind;
-    self->start(shared_locate, location, file_size, range, std::move(*callback), deadline);
+    self->start_parts(shared_locate, location, file_size, range, parts, std::move(*callback), deadline);
   });
 }
 

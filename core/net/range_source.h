@@ -26,13 +26,16 @@ class RangeSource {
   virtual void fetch_async(uint64_t file_size, ByteRange range, Callback done, Deadline deadline) = 0;
 };
 
-// A file's range from its own source when it has one, else through the fetcher from `locate`.
+// A file's range from its own source when it has one, else through the fetcher from `locate`,
+// in `parts` requests (RangeFetcher::fetch_async). A source plans its own requests: `parts` is
+// the fetcher's only (a Xet read already fetches a term's xorb ranges side by side).
 inline void fetch_file_range(RangeFetcher& fetcher, const std::shared_ptr<RangeSource>& source, const Locator& locate,
-                             uint64_t file_size, ByteRange range, RangeFetcher::Callback done, Deadline deadline) {
+                             uint64_t file_size, ByteRange range, RangeFetcher::Callback done, Deadline deadline,
+                             uint32_t parts = 1) {
   if (source) {
     source->fetch_async(file_size, range, std::move(done), deadline);
   } else {
-    fetcher.fetch_async(locate, file_size, range, std::move(done), deadline);
+    fetcher.fetch_async(locate, file_size, range, std::move(done), deadline, parts);
   }
 }
 

@@ -25,6 +25,11 @@ Result<std::vector<uint64_t>> blocks_of_ranges(const std::vector<ByteRange>& ran
 struct BlockRun {
   uint64_t first = 0;
   uint64_t count = 0;
+  std::vector<uint64_t> indices() const {
+    std::vector<uint64_t> out(count);
+    for (uint64_t i = 0; i < count; ++i) out[i] = first + i;
+    return out;
+  }
   bool operator==(const BlockRun&) const = default;
 };
 // Ascending indices cut into runs of neighbours, each at most max_run (at least 1) long: one

@@ -120,20 +120,27 @@ bool BlockReader::load_claimed(const RemoteFile& file, const FileKey& key, const
 
 void BlockReader::fetch_blocks(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& indices,
                                bool prefetch, size_t max_run, const Deadline& deadline) {
-  // indices are ascending; neighbours go out together, up to max_run.
-  for (const auto [first, count] : coalesce(indices, max_run)) {
+  // indices are ascending; neighbours go out together, up to max_run. A read's own requests go
+  // in parts over the idle connections (ReadAheadPolicy::demand_parts).
+  const std::vector<BlockRun> runs = coalesce(indices, max_run);
+  const uint64_t busy = requests_in_flight_.load();
+  for (const auto [first, count] : runs) {
     ByteRange range{first * options_.block_size, 0};
     for (uint64_t b = first; b < first + count; ++b) range.length += block_length(file, b);
+    const uint32_t parts = prefetch || file.source ? 1 : read_ahead_policy_.demand_parts(range.length, runs.size(), busy);
     if (prefetch) prefetch_bytes_ += range.length;
-    counters_.add(counters_.requests, 1);
+    counters_.add(counters_.requests, parts);
     if (log_enabled(LogLevel::kDebug))
-      log_debug("fetch " + file.path + " blocks " + std::to_string(first) + "+" + std::to_string(count) + (prefetch ? " (ahead)" : " (demand)"));
+      log_debug("fetch " + file.path + " blocks " + std::to_string(first) + "+" + std::to_string(count) + " in " +
+                std::to_string(parts) + (prefetch ? " (ahead)" : " (demand)"));
     fetches_.add();
+    requests_in_flight_ += parts;
     fetch_file_range(
         fetcher_, file.source, file.locate, file.size, range,
-        [this, file, key, first, count, range, prefetch](Result<std::string> body) {
-          // Runs on the network thread: hand the splitting and the disk writes to a worker,
-          // queued before the fetch counts as done, so shutdown's drain sees it.
+        [this, file, key, first, count, range, prefetch, parts](Result<std::string> body) {
+          // On the network thread: the splitting and disk writes go to a worker, queued before
+          // the fetch counts as done, so shutdown's drain sees it.
+          requests_in_flight_ -= parts;
           auto shared = std::make_shared<Result<std::string>>(std::move(body));
           post([this, file, key, first, count, range, prefetch, shared] {
             if (prefetch) prefetch_bytes_ -= range.length;
@@ -141,7 +148,7 @@ void BlockReader::fetch_blocks(const RemoteFile& file, const FileKey& key, const
           });
           fetches_.done();
         },
-        deadline);
+        deadline, parts);
   }
 }
 
@@ -149,9 +156,7 @@ void BlockReader::on_fetched(const RemoteFile& file, const FileKey& key, uint64_
                              Result<std::string>& body) {
   if (!body.ok()) {
     counters_.add(counters_.fetch_errors, 1);
-    std::vector<uint64_t> blocks;
-    for (uint64_t b = first; b < first + count; ++b) blocks.push_back(b);
-    return fail(key, blocks, body.status().with_context("fetching " + file.path));
+    return fail(key, BlockRun{first, count}.indices(), body.status().with_context("fetching " + file.path));
   }
   auto all = std::make_shared<const std::string>(std::move(body).value());
   counters_.add(counters_.bytes_fetched, all->size());
@@ -213,10 +218,9 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     if (t.leader) claimed.push_back(b);
     flights.push_back(std::move(t.flight));
   }
-  // The blocks this read needs go out first, spread over the connections as read-ahead is (each
-  // brings its own bandwidth: h5py's 10 MiB chunk read through hubfs.open went as 8 + 2 blocks
-  // on two); whether the lower tiers had them all tells the policy whether over-reading costs
-  // network bytes (ReadAheadState::local).
+  // The blocks this read needs go out first, spread over the connections (each brings its own
+  // bandwidth; a lone block goes in parts); whether the lower tiers had them all tells the policy
+  // whether over-reading costs network bytes (ReadAheadState::local).
   const bool local = claimed.empty() ||
                      load_claimed(file, key, claimed, false, read_ahead_policy_.request_blocks(claimed.size()), deadline);
   if (state) {
@@ -226,8 +230,7 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     std::lock_guard<std::mutex> state_lock(state->mu);
     if (!claimed.empty()) state->ahead.local = local;
     if (auto ahead = read_ahead_policy_.on_read(state->ahead, offset, end, file.size, hinted)) {
-      std::vector<uint64_t> wanted;
-      for (uint64_t b = ahead->blocks.first; b <= ahead->blocks.last; ++b) wanted.push_back(b);
+      const std::vector<uint64_t> wanted = BlockRun{ahead->blocks.first, ahead->blocks.count()}.indices();
       uint64_t bytes = 0;
       std::vector<uint64_t> mine = claim_ahead(file, key, wanted, &bytes, &state->ahead.prefetched_to);
       if (log_enabled(LogLevel::kDebug))
@@ -236,7 +239,7 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
                   std::to_string(ahead->blocks.last) + ", " + std::to_string(prefetch_bytes_.load() >> 20) + " MiB ahead");
       counters_.add(counters_.read_ahead_bytes, bytes);
       if (!mine.empty())
-        queue_load(file, key, std::move(mine), ahead->blocks_per_request, ahead->blocks_per_request);
+        queue_load(file, key, std::move(mine), ahead->blocks_per_request);
     }
   }
 
@@ -298,18 +301,16 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
   // Spread over every request slot, in one wave: 48 blocks hinted at 16 requests in flight go
   // out as 16 requests of 3 blocks, not 6 of 8, and 160 blocks as 16 of 10, not 20 of 8 (a
   // second wave of 4 would cost another round trip plus 8 MiB at one connection's rate).
-  const size_t slots = std::max<uint32_t>(1, options_.parallel_requests);
   if (!claimed.empty())
-    queue_load(file, key, claimed, (claimed.size() + slots - 1) / slots, options_.max_blocks_per_hinted_request);
+    queue_load(file, key, claimed, read_ahead_policy_.request_blocks(claimed.size(), options_.max_blocks_per_hinted_request));
   return claimed_bytes;
 }
 
 // Loads claimed blocks on the workers (disk cache first, then coalesced fetches), a request's
 // worth per task so the disk checks of a large hint run on every worker, or cancels them when
 // the reader is shutting down.
-void BlockReader::queue_load(const RemoteFile& file, const FileKey& key, std::vector<uint64_t> claimed, size_t group,
-                             size_t max_group) {
-  group = std::clamp<size_t>(group, 1, std::max<size_t>(1, max_group));
+void BlockReader::queue_load(const RemoteFile& file, const FileKey& key, std::vector<uint64_t> claimed, size_t group) {
+  group = std::max<size_t>(group, 1);
   for (size_t i = 0; i < claimed.size(); i += group) {
     std::vector<uint64_t> part(claimed.begin() + static_cast<long>(i),
                                claimed.begin() + static_cast<long>(std::min(claimed.size(), i + group)));

@@ -284,9 +284,8 @@ class BlockReader {
                       const std::vector<std::pair<uint64_t, BlockBytes>>& arrivals, bool from_hub);
   // Fails the blocks' flights with `error`.
   void fail(const FileKey& key, const std::vector<uint64_t>& indices, const Status& error);
-  // `group`: blocks per task and so at most per request (capped at max_group).
-  void queue_load(const RemoteFile& file, const FileKey& key, std::vector<uint64_t> claimed, size_t group,
-                  size_t max_group);
+  // `group`: blocks per task and so at most per request.
+  void queue_load(const RemoteFile& file, const FileKey& key, std::vector<uint64_t> claimed, size_t group);
   // Waits for one block a read needs, past the read's deadline while a quota wait may hold it.
   Result<BlockBytes> wait_for(const RemoteFile& file, const FileKey& key, uint64_t index,
                               const Flights::FlightPtr& flight, std::chrono::steady_clock::time_point started,
@@ -315,6 +314,9 @@ class BlockReader {
   RecentKeys hinted_;
   TimedOutBlocks timed_out_;
   std::atomic<uint64_t> prefetch_bytes_{0};
+  // HTTP requests this reader has in flight (a range in parts counts each): what is left of
+  // parallel_requests decides how many parts a read's own request goes in.
+  std::atomic<uint64_t> requests_in_flight_{0};
   std::atomic<bool> stopping_{false};
   // The counters kept here (the tiers and the verifier keep theirs).
   struct Counters {

@@ -9,10 +9,22 @@ uint64_t ReadAheadConfig::whole_file_bytes() const {
                                double(whole_file_round_trips));
 }
 
-uint32_t ReadAheadPolicy::request_blocks(uint64_t blocks) const {
+uint32_t ReadAheadPolicy::request_blocks(uint64_t blocks, uint32_t largest) const {
   const uint64_t connections = std::max<uint32_t>(1, config_.connections);
   const uint64_t spread = (blocks + connections - 1) / connections;
-  return static_cast<uint32_t>(std::clamp<uint64_t>(spread, 1, std::max<uint32_t>(1, config_.blocks_per_request)));
+  return static_cast<uint32_t>(std::clamp<uint64_t>(spread, 1, std::max<uint32_t>(1, largest ? largest : config_.blocks_per_request)));
+}
+
+uint64_t ReadAheadPolicy::min_part_bytes() const {
+  return std::max<uint64_t>(1, static_cast<uint64_t>(config_.connection_bytes_per_second * config_.round_trip_seconds / 10));
+}
+
+uint32_t ReadAheadPolicy::demand_parts(uint64_t bytes, uint64_t requests, uint64_t busy) const {
+  const uint64_t idle = config_.connections > busy ? config_.connections - busy : 0;
+  if (requests == 0 || idle <= requests) return 1;
+  const uint64_t by_slots = idle / requests;
+  const uint64_t by_size = std::max<uint64_t>(1, bytes / min_part_bytes());
+  return static_cast<uint32_t>(std::clamp<uint64_t>(std::min(by_slots, by_size), 1, config_.connections));
 }
 
 std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uint64_t offset, uint64_t end,

@@ -149,6 +149,45 @@ TEST(RangeFetcher, FetchAsyncDeliversOnce) {
   EXPECT_EQ(*r, content->substr(99, 1));
 }
 
+// A range in parts: equal consecutive requests sent at once, one locate, the bytes joined in
+// order; an odd length and more parts than bytes are handled; a failed part fails the whole.
+TEST(RangeFetcher, ARangeInPartsIsAskedOnceAndJoinedInOrder) {
+  auto content = std::make_shared<const std::string>(file_content(1000));
+  std::atomic<int> fail_offset{-1};
+  FakeTransport fake([&](const HttpRequest& req) -> Result<HttpResponse> {
+    auto r = parse_range(req);
+    if (!r) return Internal("test: no Range header");
+    if (static_cast<int>(r->first) == fail_offset.load()) return status_only(404);
+    return partial(*content, *r, content->size());
+  });
+  RangeFetcher fetcher(fake);
+  RecordingLocator loc;
+  auto fetch = [&](ByteRange range, uint32_t parts) {
+    std::promise<Result<std::string>> p;
+    fetcher.fetch_async(loc.locator(), 1000, range, [&](Result<std::string> r) { p.set_value(std::move(r)); },
+                        Deadline::never(), parts);
+    return p.get_future().get();
+  };
+  auto r = fetch({10, 103}, 4);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*r, content->substr(10, 103));
+  std::vector<std::string> ranges;
+  for (const HttpRequest& req : fake.requests()) ranges.push_back(*find_header(req.headers, "range"));
+  std::sort(ranges.begin(), ranges.end());
+  EXPECT_THAT(ranges, ElementsAre("bytes=10-35", "bytes=36-61", "bytes=62-87", "bytes=88-112"));
+  EXPECT_THAT(loc.seen(), ElementsAre(false));  // one location for every part
+
+  r = fetch({997, 3}, 8);  // more parts than bytes: a byte each
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*r, content->substr(997, 3));
+  EXPECT_EQ(fake.request_count(), 7u);
+
+  fail_offset = 550;  // the second of two parts
+  r = fetch({500, 100}, 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kNotFound);
+}
+
 TEST(RangeFetcher, ManyConcurrentFetchesAllCorrect) {
   constexpr uint64_t kSize = 1 << 20;
   constexpr int kConcurrent = 8;

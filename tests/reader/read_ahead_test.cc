@@ -114,6 +114,23 @@ TEST_F(ReadAheadPolicyTest, RequestsAreSpreadOverTheConnections) {
   EXPECT_EQ(policy_.request_blocks(1000), 8u);  // never above the largest request
 }
 
+TEST_F(ReadAheadPolicyTest, AReadsOwnRequestGoesInPartsOverTheIdleConnections) {
+  // A tenth of what one connection moves in a round trip: 50 MB/s x 50 ms / 10.
+  EXPECT_EQ(policy_.min_part_bytes(), 250000u);
+  // (bytes, the read's requests, request slots busy) of 16 connections
+  EXPECT_EQ(policy_.demand_parts(kMiB, 1, 0), 4u);         // a random 1 MiB block: 4 parts of 256 KiB
+  EXPECT_EQ(policy_.demand_parts(kMiB, 2, 0), 4u);         // an mmap fault's two blocks: 4 each
+  EXPECT_EQ(policy_.demand_parts(kMiB, 1, 4), 4u);         // the second block of a fault, after the first
+  EXPECT_EQ(policy_.demand_parts(8 * kMiB, 1, 0), 16u);    // never more parts than idle connections
+  EXPECT_EQ(policy_.demand_parts(8 * kMiB, 1, 11), 5u);
+  EXPECT_EQ(policy_.demand_parts(kMiB, 10, 0), 1u);        // ten requests share sixteen: no room
+  EXPECT_EQ(policy_.demand_parts(kMiB, 1, 15), 1u);        // nothing idle but its own slot
+  EXPECT_EQ(policy_.demand_parts(kMiB, 1, 16), 1u);
+  EXPECT_EQ(policy_.demand_parts(kMiB, 1, 40), 1u);        // another reader's parts fill them
+  EXPECT_EQ(policy_.demand_parts(300000, 1, 0), 1u);       // parts would be under the minimum
+  EXPECT_EQ(policy_.demand_parts(kMiB, 0, 0), 1u);
+}
+
 TEST_F(ReadAheadPolicyTest, RefillsOnlyWholeRequestsExceptAtTheEndOfTheFile) {
   state_ = ReadAheadState{};
   state_.next_offset = 10 * kMiB;

@@ -187,7 +187,7 @@ TEST_F(SharedBlocksTest, ACorruptValueIsNeverServedAndIsOverwrittenFromTheHub) {
   auto a = machine();
   ASSERT_TRUE(read_all(*a->reader).ok());
   ASSERT_TRUE(tier_.wait_puts(6));
-  const size_t hub_after_a = transport_.request_count();
+  const uint64_t hub_after_a = transport_.bytes_asked();
   // One flipped bit in block 2's payload, one truncated value for block 4.
   tier_.values[key(2)][tier_.values[key(2)].size() - 100] ^= 0x10;
   tier_.values[key(4)].resize(tier_.values[key(4)].size() / 2);
@@ -198,7 +198,7 @@ TEST_F(SharedBlocksTest, ACorruptValueIsNeverServedAndIsOverwrittenFromTheHub) {
   EXPECT_EQ(s.hits, 4u);
   EXPECT_EQ(s.corrupt, 2u);  // the truncated one too: something is there, and it is wrong
   EXPECT_EQ(s.misses, 2u);
-  EXPECT_EQ(transport_.request_count(), hub_after_a + 2) << "blocks 2 and 4 came from the Hub";
+  EXPECT_EQ(transport_.bytes_asked(), hub_after_a + 2u * kBlock) << "blocks 2 and 4 came from the Hub";
   ASSERT_TRUE(tier_.wait_puts(8));
   EXPECT_EQ(b->shared->stats().offered, 2u);
   // ...and were stored back, good now.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdio>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -45,6 +46,18 @@ class FakeTransport : public HttpTransport {
   size_t request_count() const {
     std::lock_guard<std::mutex> lock(mu_);
     return requests_.size();
+  }
+  // Bytes the requests' Range headers asked for: what a test means by "fetched block 2 once"
+  // when the reader may send a block in parts over idle connections (demand_parts).
+  uint64_t bytes_asked() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t total = 0;
+    for (const HttpRequest& r : requests_) {
+      auto range = find_header(r.headers, "Range");
+      unsigned long long a = 0, b = 0;
+      if (range && std::sscanf(range->c_str(), "bytes=%llu-%llu", &a, &b) == 2 && b >= a) total += b - a + 1;
+    }
+    return total;
   }
   int peak_in_flight() const { return peak_.load(); }
 
