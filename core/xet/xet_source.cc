@@ -149,8 +149,8 @@ Result<XetToken> XetReader::token(const std::string* refused) {
 
 Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHash& file, uint64_t file_size,
                                                                   hubfs::ByteRange range, const Deadline& deadline,
-                                                                  bool fresh, int* version_out, uint64_t* start_out,
-                                                                  bool* first_out) {
+                                                                  bool fresh, int* version_out,
+                                                                  hubfs::ByteRange* covered_out, bool* first_out) {
   const auto now = options_.env->system_now();
   if (first_out) *first_out = false;
   int version;
@@ -167,7 +167,7 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
       }
       if (it->start <= range.offset && range.offset + range.length <= it->end) {
         *version_out = it->version;
-        *start_out = it->start;
+        *covered_out = {it->start, it->end - it->start};
         return it->plan;
       }
       ++it;
@@ -218,11 +218,11 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
       plans_.clear();
       plan_count_ = 0;
     }
-    plans_[file].push_back(
-        CachedPlan{p, options_.env->system_now(), version, range.offset, range.offset + std::min(ask, p->content_length())});
+    const uint64_t covered = std::min(ask, p->content_length());
+    plans_[file].push_back(CachedPlan{p, options_.env->system_now(), version, range.offset, range.offset + covered});
     ++plan_count_;
     *version_out = version;
-    *start_out = range.offset;
+    *covered_out = {range.offset, covered};
     return std::shared_ptr<const ReconstructionPlan>(p);
   }
 }
@@ -231,9 +231,9 @@ void XetReader::look_ahead(const MerkleHash& file, uint64_t file_size, uint64_t 
   if (options_.plan_window_bytes == 0 || from >= file_size || file_size - from < options_.plan_window_bytes / 4) return;
   work_.post([this, file, file_size, from, deadline] {
     int version = 1;
-    uint64_t start = from;
+    hubfs::ByteRange covered;
     const uint64_t window = std::min<uint64_t>(options_.plan_window_bytes, file_size - from);
-    auto p = plan(file, file_size, {from, window}, deadline, /*fresh=*/false, &version, &start, nullptr);
+    auto p = plan(file, file_size, {from, window}, deadline, /*fresh=*/false, &version, &covered, nullptr);
     if (!p.ok() || version != 1) return;  // the reads will ask (and report) for themselves
     for (const auto& [xorb, fetches] : (*p)->fetches) {
       if (fetches.empty()) continue;
@@ -472,13 +472,13 @@ void XetReader::note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t
 Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
                                          const Deadline& deadline, bool fresh) {
   int version = 1;
-  uint64_t plan_start = range.offset;
+  hubfs::ByteRange covered = range;
   bool first_plan = false;
-  auto p = plan(file, file_size, range, deadline, fresh, &version, &plan_start, &first_plan);
+  auto p = plan(file, file_size, range, deadline, fresh, &version, &covered, &first_plan);
   if (!p.ok()) return p.status();
   const ReconstructionPlan& plan = **p;
   if (first_plan) look_ahead(file, file_size, range.offset + range.length, deadline);
-  auto reads = map_read(plan, plan_start, range.offset, range.length);
+  auto reads = map_read(plan, covered.offset, range.offset, range.length);
   if (!reads.ok()) return reads.status().with_context("reconstruction of " + file.hex());
   const size_t n = reads->size();
 
@@ -488,7 +488,9 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
   // footer is fetched once per xorb and shared by every read). A V1 URL signs the whole xorb, so
   // its footer is there; a V2 URL is tried once per xorb (a service that refuses it leaves that
   // xorb's chunks unverified).
-  const bool window = plan_start != range.offset || plan.content_length() > range.length;
+  // (A plan asked for exactly this range is not a window, though its first and last terms may
+  // reach past the range: the terms are the read's, and their bytes go out beside the footers.)
+  const bool window = covered.offset != range.offset || covered.length > range.length;
   std::map<MerkleHash, Result<std::shared_ptr<const XorbFooter>>> footers;
   auto footer_of = [&](const TermRead& t) -> const Result<std::shared_ptr<const XorbFooter>>& {
     const MerkleHash& xorb = plan.terms[t.term_index].xorb;

@@ -149,11 +149,12 @@ class XetReader {
   Result<XetToken> token(const std::string* refused);
   // A plan covering the range: a cached one, or one asked for it (or, for a read that starts where
   // the file's last plan ended, for the next plan_window_bytes). *version_out: the API version
-  // (1, 2) that answered; *start_out: the file offset the plan was asked from.
-  // *first_out (if given): this was the file's first V1 plan.
+  // (1, 2) that answered; *covered_out: the file range the plan was asked for (wider than `range`
+  // for a window). *first_out (if given): this was the file's first V1 plan.
   Result<std::shared_ptr<const ReconstructionPlan>> plan(const MerkleHash& file, uint64_t file_size,
                                                          hubfs::ByteRange range, const Deadline& deadline, bool fresh,
-                                                         int* version_out, uint64_t* start_out, bool* first_out);
+                                                         int* version_out, hubfs::ByteRange* covered_out,
+                                                         bool* first_out);
   // After a file's first read (an application opening it: HDF5's superblock, a header), in the
   // background: the plan for the next window from `from`, then the footers of its xorbs, each
   // once. The reads that follow (a hint's wave, a stream) then find both and send their ranges

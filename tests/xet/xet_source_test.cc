@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <random>
 
@@ -284,6 +286,43 @@ TEST_F(XetSourceTest, AFilesFirstReadPlansTheNextWindowAhead) {
   ASSERT_TRUE(r2->fetch(cas_.file(), want.size(), {0, 1000}).ok());
   r2->shutdown();
   EXPECT_EQ(r2->stats().reconstructions, 1u);
+}
+
+// A plan asked for exactly a read's range names the bytes to fetch: they go out beside the xorb's
+// footer, not after it (a round trip more for the first read of every xorb). Here the footer is
+// answered only once a data range has been asked for, for at most 10 s: a reader that waited for
+// the footer first gets it only then.
+TEST_F(XetSourceTest, AReadsOwnPlanSendsItsBytesBesideTheFooter) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool data_asked = false;
+  std::atomic<int> footers_held_too_long{0};
+  testing::FakeTransport transport([&](const HttpRequest& r) {
+    const std::string range = find_header(r.headers, "Range").value_or("");
+    if (r.url.find("/xorbs/") != std::string::npos) {
+      std::unique_lock<std::mutex> lock(mu);
+      if (range.starts_with("bytes=-")) {
+        if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return data_asked; })) ++footers_held_too_long;
+      } else {
+        data_asked = true;
+        cv.notify_all();
+      }
+    }
+    return cas_.handle(r);
+  });
+  XetReaderOptions o;
+  o.env = &env_;
+  o.plan_window_bytes = 0;  // no look-ahead: only the read's own requests
+  XetReader r(transport, [this]() -> Result<XetToken> {
+    return XetToken{"http://cas", "tok", now_.load() + std::chrono::seconds(100)};
+  }, o);
+  const std::string& want = cas_.content();
+  auto got = r.fetch(cas_.file(), want.size(), {1000, 100'000});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_TRUE(*got == want.substr(1000, 100'000));
+  EXPECT_EQ(footers_held_too_long.load(), 0) << "the footer was asked for before the read's bytes";
+  EXPECT_GT(r.stats().chunks_verified, 0u);
+  EXPECT_EQ(r.stats().footer_requests, 1u);
 }
 
 // V2's URLs are signed for exactly the plan's ranges and give no footers to narrow a window's
