@@ -60,17 +60,6 @@ struct FakeCdn {
   void open_gate() { gate.open(); }
 };
 
-// Ranges the transport was asked for, as (first byte, length).
-std::vector<ByteRange> asked(const FakeTransport& t) {
-  std::vector<ByteRange> out;
-  for (auto& req : t.requests()) {
-    auto range = find_header(req.headers, "Range");
-    uint64_t a = 0, b = 0;
-    if (range && sscanf(range->c_str(), "bytes=%lu-%lu", &a, &b) == 2) out.push_back({a, b - a + 1});
-  }
-  return out;
-}
-
 using testing::wait_for_state;
 using testing::sha256_hex;
 
@@ -126,7 +115,7 @@ TEST_F(BlockReaderTest, NeighbouringMissingBlocksShareOneRequest) {
   o.parallel_requests = 1;
   BlockReader reader(cache_.get(), fetcher_, o);
   ASSERT_EQ(read(reader, 100, 4 * kBlock), cdn_.content.substr(100, 4 * kBlock));
-  auto ranges = asked(transport_);
+  auto ranges = transport_.ranges_asked();
   ASSERT_EQ(ranges.size(), 1u);
   EXPECT_EQ(ranges[0], (ByteRange{0, 5ull * kBlock}));  // blocks 0..4, aligned
 }
@@ -145,7 +134,7 @@ TEST_F(BlockReaderTest, ALargeReadIsSpreadOverTheConnections) {
   cdn_.open_gate();
   t.join();
   EXPECT_EQ(out, cdn_.content.substr(0, 10 * kBlock));
-  auto ranges = asked(transport_);
+  auto ranges = transport_.ranges_asked();
   std::sort(ranges.begin(), ranges.end(), [](const ByteRange& a, const ByteRange& b) { return a.offset < b.offset; });
   ASSERT_EQ(ranges.size(), 4u);
   EXPECT_EQ(ranges[0], (ByteRange{0, 3ull * kBlock}));
@@ -270,7 +259,7 @@ TEST_F(BlockReaderTest, ReadAheadSendsWholeRequestsOnly) {
   }
   const uint64_t per_request = options.max_blocks_per_request;
   int whole = 0;
-  for (const ByteRange& r : asked(transport_)) {
+  for (const ByteRange& r : transport_.ranges_asked()) {
     const bool at_end = r.offset + r.length == file_.size;
     // Past the ramp-up (a window of 16 blocks needs a run of 32), every one is whole.
     if (r.offset >= 48 * block && !at_end) {
@@ -556,11 +545,7 @@ TEST_F(BlockReaderTest, HintedRangesAreFetchedAtOnceAndReadsShareThem) {
   EXPECT_EQ(*started, 3u * kBlock);
   // Every hinted block is claimed before prefetch() returns and asked for once: when the requests
   // cover all three, no further one can come.
-  wait_for_state([&] {
-    uint64_t covered = 0;
-    for (const ByteRange& r : asked(transport_)) covered += r.length;
-    return covered == 3 * kBlock;
-  });
+  wait_for_state([&] { return transport_.bytes_asked() == 3 * kBlock; });
   EXPECT_EQ(transport_.request_count(), 3u);  // three separate blocks: three requests, together
   cdn_.open_gate();
   EXPECT_EQ(read(reader, 5 * kBlock + 7, 10), cdn_.content.substr(5 * kBlock + 7, 10));
@@ -588,12 +573,8 @@ TEST_F(BlockReaderTest, HintsGoOutInOneWaveOfEqualRequests) {
     ASSERT_TRUE(reader.prefetch(file_, {{0, file_.size}}).ok());
     const size_t want = slots;  // 11 blocks over 1, 2, 4 slots: 11, 6+5, 3+3+3+2
     // Each hinted block is asked for once: once the requests cover the file, none can follow.
-    wait_for_state([&] {
-      uint64_t covered = 0;
-      for (const ByteRange& r : asked(transport)) covered += r.length;
-      return covered == file_.size;
-    });
-    std::vector<ByteRange> ranges = asked(transport);
+    wait_for_state([&] { return transport.bytes_asked() == file_.size; });
+    std::vector<ByteRange> ranges = transport.ranges_asked();
     cdn_.open_gate();
     ASSERT_EQ(ranges.size(), want);
     std::sort(ranges.begin(), ranges.end(), [](const ByteRange& a, const ByteRange& b) { return a.offset < b.offset; });

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/http.h"
+#include "net/range_fetcher.h"
 
 namespace hubfs::testing {
 
@@ -47,16 +48,22 @@ class FakeTransport : public HttpTransport {
     std::lock_guard<std::mutex> lock(mu_);
     return requests_.size();
   }
-  // Bytes the requests' Range headers asked for: what a test means by "fetched block 2 once"
-  // when the reader may send a block in parts over idle connections (demand_parts).
-  uint64_t bytes_asked() const {
+  // The byte ranges the requests' Range headers asked for ("bytes=A-B"), in the order sent.
+  std::vector<ByteRange> ranges_asked() const {
     std::lock_guard<std::mutex> lock(mu_);
-    uint64_t total = 0;
+    std::vector<ByteRange> out;
     for (const HttpRequest& r : requests_) {
       auto range = find_header(r.headers, "Range");
       unsigned long long a = 0, b = 0;
-      if (range && std::sscanf(range->c_str(), "bytes=%llu-%llu", &a, &b) == 2 && b >= a) total += b - a + 1;
+      if (range && std::sscanf(range->c_str(), "bytes=%llu-%llu", &a, &b) == 2 && b >= a) out.push_back({a, b - a + 1});
     }
+    return out;
+  }
+  // Their bytes in all: what a test means by "fetched block 2 once" when the reader may send a
+  // block in parts over idle connections (ReadAheadPolicy::demand_parts).
+  uint64_t bytes_asked() const {
+    uint64_t total = 0;
+    for (const ByteRange& r : ranges_asked()) total += r.length;
     return total;
   }
   int peak_in_flight() const { return peak_.load(); }
