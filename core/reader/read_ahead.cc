@@ -22,9 +22,9 @@ uint64_t ReadAheadPolicy::min_part_bytes() const {
 uint32_t ReadAheadPolicy::demand_parts(uint64_t bytes, uint64_t requests, uint64_t busy) const {
   const uint64_t idle = config_.connections > busy ? config_.connections - busy : 0;
   if (requests == 0 || idle <= requests) return 1;
-  const uint64_t by_slots = idle / requests;
+  const uint64_t by_slots = idle / requests;  // >= 1, <= connections
   const uint64_t by_size = std::max<uint64_t>(1, bytes / min_part_bytes());
-  return static_cast<uint32_t>(std::clamp<uint64_t>(std::min(by_slots, by_size), 1, config_.connections));
+  return static_cast<uint32_t>(std::min(by_slots, by_size));
 }
 
 std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uint64_t offset, uint64_t end,

@@ -119,12 +119,13 @@ class ReadAheadPolicy {
   uint32_t request_blocks(uint64_t blocks, uint32_t largest = 0) const;
 
   // How many parts each of a read's own `requests` requests of about `bytes` bytes goes out in,
-  // with `busy` of the connections' request slots taken. A reader waits for its own blocks (read-ahead does not: it is
-  // already in flight on many connections), and a request split over k connections arrives in a
-  // round trip plus 1/k of its transfer time: a random 1 MiB block at 50 ms / 50 MB/s per
-  // connection takes 71 ms whole, 55 ms in 4 parts. Each part is at least min_part_bytes(), a
-  // tenth of what one connection moves in a round trip: below it the transfer saved is lost in
-  // the round trip's jitter, and the extra requests cost the server more than they save.
+  // with `busy` of the connections' request slots taken. A reader waits for its own blocks
+  // (read-ahead does not: it is already in flight on many connections), and a request split over
+  // k connections arrives in a round trip plus 1/k of its transfer time: a random 1 MiB block at
+  // 50 ms / 50 MB/s per connection takes 71 ms whole, 55 ms in 4 parts. Each part is at least
+  // min_part_bytes(), a tenth of what one connection moves in a round trip: below it the transfer
+  // saved is lost in the round trip's jitter, and the extra requests cost the server more than
+  // they save.
   uint32_t demand_parts(uint64_t bytes, uint64_t requests, uint64_t busy) const;
   uint64_t min_part_bytes() const;
 
