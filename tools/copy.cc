@@ -25,6 +25,10 @@ extern "C" void on_stop_signal(int) { g_stop.store(true); }
 constexpr auto kStopPoll = std::chrono::milliseconds(50);
 // Redraws at most this often: a terminal gets ~10 updates a second, not one per MiB.
 constexpr auto kProgressInterval = std::chrono::milliseconds(100);
+// A copy into a file starts the disk's writeback of every this many bytes as soon as they are
+// written (sync_file_range, without waiting), so that the fsync before the rename finds little
+// left to write: left to the end, the fsync of 300 MB took 0.16-0.25 s after the last byte came.
+constexpr uint64_t kWritebackStep = 16ull << 20;
 
 std::string human(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -92,7 +96,18 @@ int run_copy(const CopyCommand& c) {
   const auto started = std::chrono::steady_clock::now();
   auto last_draw = started - kProgressInterval;
   CopyOptions options;
-  options.sink = [fd, &where](const char* data, size_t n) { return write_all(fd, data, n, where); };
+  uint64_t written = 0, written_back = 0;
+  options.sink = [&, fd](const char* data, size_t n) {
+    if (Status st = write_all(fd, data, n, where); !st.ok()) return st;
+    written += n;
+    if (!temp.empty() && written - written_back >= kWritebackStep) {
+      // Best effort: a failure here only leaves the work to the fsync.
+      (void)::sync_file_range(fd, static_cast<off_t>(written_back), static_cast<off_t>(written - written_back),
+                              SYNC_FILE_RANGE_WRITE);
+      written_back = written;
+    }
+    return Status::Ok();
+  };
   options.stop = [] { return g_stop.load(); };
   options.progress = [&](uint64_t done, uint64_t total) {
     if (!bar) return;

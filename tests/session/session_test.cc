@@ -84,6 +84,8 @@ class SessionTest : public ::testing::Test {
     const auto repo = root_->path() / "datasets" / "lab" / "scans";
     testing::write_pattern_file((repo / "data" / "big.bin").string(), kBigSeed, kBigSize);
     std::ofstream(repo / "README.md") << "# scans\n";
+    std::filesystem::create_directories(root_->path() / "datasets" / "lab" / "tiny");
+    std::ofstream(root_->path() / "datasets" / "lab" / "tiny" / "empty.txt");
     const auto secret = root_->path() / "datasets" / "lab" / "secret";
     std::filesystem::create_directories(secret / "snapshots" / "c1");
     std::ofstream(secret / "hub.json")
@@ -241,7 +243,7 @@ TEST_F(SessionTest, MissingRepoIsNotFound) {
   EXPECT_EQ(last_error_.code(), Code::kNotFound) << last_error_.message();
 }
 
-// `hubfs cp`'s core: the whole file in order, hashed against its content id. A byte flipped on
+// `hubfs cp`'s core: the whole file in order, checked against its content id. A byte flipped on
 // the wire never makes a wrong copy; the next run, fault gone, copies exact bytes.
 TEST_F(SessionTest, CopyFileVerifiesAndStops) {
   auto s = open("hf://datasets/lab/scans", config());
@@ -280,6 +282,8 @@ TEST_F(SessionTest, CopyFileVerifiesAndStops) {
   };
   Status ok = copy_file(**again, options);
   ASSERT_TRUE(ok.ok()) << ok.message();
+  // The reader's whole-file hash checked it (the copy did not hash it again).
+  EXPECT_TRUE((*again)->whole_file_verified());
   EXPECT_EQ(got.size(), kBigSize);
   EXPECT_EQ(testing::count_pattern_mismatches(kBigSeed, 0, got.data(), got.size()), 0u);
   EXPECT_EQ(last_done, kBigSize);
@@ -289,6 +293,25 @@ TEST_F(SessionTest, CopyFileVerifiesAndStops) {
   Status stopped = copy_file(**again, stopping);
   EXPECT_EQ(stopped.code(), Code::kUnavailable);
   EXPECT_NE(stopped.message().find("interrupted"), std::string::npos);
+}
+
+// A file with no block has no whole-file hash in the reader: the copy checks it itself (the
+// path a copy takes whenever the reader's hash did not finish).
+TEST_F(SessionTest, ACopyTheReaderDidNotHashIsCheckedByTheCopy) {
+  auto s = open("hf://datasets/lab/tiny", config());
+  ASSERT_TRUE(s) << last_error_.message();
+  auto f = HubFile::open(s, "empty.txt");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  size_t sunk = 0;
+  CopyOptions options;
+  options.sink = [&sunk](const char*, size_t n) {
+    sunk += n;
+    return Status::Ok();
+  };
+  Status st = copy_file(**f, options);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(sunk, 0u);
+  EXPECT_FALSE((*f)->whole_file_verified());
 }
 
 // A second session on the same cache directory (a second process, or a mount after hubfs.open)
