@@ -75,23 +75,31 @@ int run_copy(const CopyCommand& c) {
   auto file = HubFile::open(session, url->path);
   if (!file.ok()) return fail(file.status());
 
-  // cp: DEST, or DEST/NAME when DEST is a directory; written to a temp file beside it.
+  // cp: DEST, or DEST/NAME when DEST is a directory; written to a temp file beside it. A DEST
+  // that is a device or a pipe (/dev/null) is written directly, as cat's output is: there is
+  // nothing to rename into place, and no temp file belongs beside it (in /dev).
   std::string dest = c.dest, temp;
   int fd = STDOUT_FILENO;
   if (!dest.empty()) {
     struct stat st {};
-    if (::stat(dest.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    const bool exists = ::stat(dest.c_str(), &st) == 0;
+    if (exists && S_ISDIR(st.st_mode)) {
       const size_t slash = url->path.rfind('/');
       dest += "/" + (slash == std::string::npos ? url->path : url->path.substr(slash + 1));
     }
-    temp = dest + ".hubfs-partial-" + std::to_string(getpid());
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      return fail(IoError("cannot create " + temp + " (" + strerror(errno) + "); check that the directory of " +
-                          dest + " exists and is writable"));
+    if (exists && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+      fd = ::open(dest.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0) return fail(IoError("cannot open " + dest + " for writing (" + strerror(errno) + ")"));
+    } else {
+      temp = dest + ".hubfs-partial-" + std::to_string(getpid());
+      fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        return fail(IoError("cannot create " + temp + " (" + strerror(errno) + "); check that the directory of " +
+                            dest + " exists and is writable"));
+      }
     }
   }
-  const std::string where = dest.empty() ? std::string("stdout") : temp;
+  const std::string where = !temp.empty() ? temp : dest.empty() ? std::string("stdout") : dest;
   const bool bar = !c.quiet && isatty(STDERR_FILENO);
   const auto started = std::chrono::steady_clock::now();
   auto last_draw = started - kProgressInterval;
@@ -139,6 +147,7 @@ int run_copy(const CopyCommand& c) {
   watcher.join();
   if (bar) std::fprintf(stderr, "\n");
   if (st.ok() && !temp.empty() && ::fsync(fd) != 0) st = IoError("flushing " + temp + ": " + strerror(errno));
+  if (temp.empty() && fd != STDOUT_FILENO) (void)::close(fd);  // a device or a pipe
   if (!temp.empty()) {
     if (::close(fd) != 0 && st.ok()) st = IoError("closing " + temp + ": " + strerror(errno));
     if (st.ok() && ::rename(temp.c_str(), dest.c_str()) != 0) {

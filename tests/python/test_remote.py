@@ -336,6 +336,21 @@ def test_cli_cat_and_cp(hub, tmp_path):
                        capture_output=True, text=True, env=env)
     assert r.returncode == 1 and "nope.bin" in r.stderr
     assert sorted(os.listdir(out)) == ["again.bin", "copy.bin"]
+    # A DEST that is a pipe (or a device: /dev/null) is written directly, not replaced by a
+    # renamed temp file (which left its reader waiting and, for /dev/null, a file in /dev).
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with open(tmp_path / "piped", "wb") as sink:
+        reader = subprocess.Popen(["cat", str(fifo)], stdout=sink)
+        try:
+            r = subprocess.run([_hubfs_bin(), "cp", f"{URL}/data/copy.bin", str(fifo), *common],
+                               capture_output=True, env=env, timeout=60)
+            reader.wait(timeout=30)
+        finally:
+            reader.kill()
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "piped").read_bytes() == copy
+    assert sorted(os.listdir(tmp_path)) == ["cache", "out", "pipe", "piped"], os.listdir(tmp_path)
 
 
 def test_cli_cp_interrupted_leaves_nothing_and_exits_130(hub, tmp_path):
