@@ -314,11 +314,6 @@ FsResult<uint64_t> FileSystem::hint(uint64_t handle, const std::vector<ByteRange
   return started.value();
 }
 
-bool FileSystem::whole_file_verified(uint64_t handle) {
-  std::shared_ptr<OpenFile> file = open_file(handle);
-  return file && reader_.whole_file_verified(file->node->remote, file->state);
-}
-
 FsResult<std::string> FileSystem::getxattr(Ino ino, const std::string& name) {
   Node* n = node(ino);
   if (!n) return errno_only(ENOENT);

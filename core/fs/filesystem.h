@@ -108,9 +108,6 @@ class FileSystem : public FsApi {
   void release(uint64_t handle) override;
   // A range hint on an open file (include/hubfs/range_hint.h): EINVAL for a malformed one.
   FsResult<uint64_t> hint(uint64_t handle, const std::vector<ByteRange>& ranges) override;
-  // Whether every byte this handle was given is covered by a finished whole-file hash that
-  // matched (BlockReader::whole_file_verified); false for an unknown handle.
-  bool whole_file_verified(uint64_t handle);
 
   FsResult<std::string> getxattr(Ino ino, const std::string& name) override;
   // NUL-separated names.

@@ -557,8 +557,6 @@ Result<size_t> HubFile::pread(void* dst, uint64_t offset, size_t len) {
   return copied;
 }
 
-bool HubFile::whole_file_verified() const { return session_->fs->whole_file_verified(handle_); }
-
 Result<uint64_t> HubFile::hint(const std::vector<ByteRange>& ranges) {
   auto r = session_->fs->hint(handle_, ranges);
   if (!r.ok()) return status_of(r.error(), "hinting ranges of '" + path_ + "' in " + session_->label);
@@ -572,30 +570,6 @@ Result<uint64_t> HubFile::hint(const std::vector<ByteRange>& ranges) {
 // trip: 300 MB at 50 ms / 400 Mbit/s per connection took 2.70 s against 2.12 s; 256 MiB: 2.45 s).
 constexpr size_t kCopyPiece = 1u << 20;
 constexpr uint64_t kCopyWindow = 128ull << 20;
-
-namespace {
-
-// Hashes the whole file as the reader serves it now (from its caches after a copy: no network)
-// and compares it with the content id. For a copy whose reads the reader's own whole-file hash
-// did not cover.
-Status hash_whole_file(HubFile& file, ContentVerifier& verifier, const CopyOptions& options) {
-  for (uint64_t done = 0; done < file.size();) {
-    if (options.stop && options.stop()) return Unavailable("interrupted: what was fetched stays cached, run it again to resume");
-    auto slices = file.read(done, static_cast<size_t>(std::min<uint64_t>(kCopyPiece, file.size() - done)));
-    if (!slices.ok()) return slices.status();
-    if (slices->empty()) return Corrupt("'" + file.path() + "' ended at byte " + std::to_string(done) + " on its check");
-    for (const BlockBytes& b : *slices) {
-      verifier.update(std::string_view(b.data(), b.size()));
-      done += b.size();
-    }
-  }
-  const ContentVerifier::Verdict verdict = verifier.finish();
-  if (verdict.match) return Status::Ok();
-  return Corrupt("'" + file.path() + "' does not match its content hash (" + file.content_id() + ", computed " +
-                 verdict.computed + "): nothing was kept; `hubfs cache verify` removes bad blocks, then run it again");
-}
-
-}  // namespace
 
 Status copy_file(HubFile& file, const CopyOptions& options) {
   auto verifier = ContentVerifier::for_content(file.content_id(), file.size());
@@ -620,6 +594,7 @@ Status copy_file(HubFile& file, const CopyOptions& options) {
     if (slices->empty()) return Corrupt("'" + file.path() + "' ended at byte " + std::to_string(done) +
                                         " of the " + std::to_string(size) + " its listing gives");
     for (const BlockBytes& b : *slices) {
+      verifier->update(std::string_view(b.data(), b.size()));
       if (options.sink) {
         if (Status st = options.sink(b.data(), b.size()); !st.ok()) return st;
       }
@@ -627,14 +602,12 @@ Status copy_file(HubFile& file, const CopyOptions& options) {
     }
     if (options.progress) options.progress(done, size);
   }
-  // The reader hashes a file read from its first block to its last as the blocks arrive, on its
-  // own threads, and the read of the last block waits for that hash: when it finished and
-  // matched, every byte given to the sink is checked, and hashing them again here would cost a
-  // core's worth of SHA-256 on the copy's own thread (0.2 s of 300 MB here). When it did not (a
-  // hash stalled on a block evicted before its turn, or verification off), the bytes are hashed
-  // here, read again from the cache.
-  if (file.whole_file_verified()) return Status::Ok();
-  return hash_whole_file(file, *verifier, options);
+  const ContentVerifier::Verdict verdict = verifier->finish();
+  if (!verdict.match) {
+    return Corrupt("'" + file.path() + "' does not match its content hash (" + file.content_id() + ", computed " +
+                   verdict.computed + "): nothing was kept; `hubfs cache verify` removes bad blocks, then run it again");
+  }
+  return Status::Ok();
 }
 
 }  // namespace hubfs

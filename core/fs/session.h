@@ -200,10 +200,6 @@ class HubFile {
   // Ranges the caller will read soon, fetched concurrently into the cache (the mount's range
   // hint, include/hubfs/range_hint.h). Returns the bytes newly scheduled.
   Result<uint64_t> hint(const std::vector<ByteRange>& ranges);
-  // True when every byte read through this file so far is covered by the reader's whole-file
-  // hash, finished and matched (FileSystem::whole_file_verified): after reading it all, the
-  // reader checked it, and a copy need not hash it again.
-  bool whole_file_verified() const;
   const std::shared_ptr<RepoSession>& session() const { return session_; }
 
  private:
@@ -218,10 +214,9 @@ class HubFile {
   std::string content_id_;
 };
 
-// Streams the whole file, in order, to `sink` (which may fail, stopping the copy), then checks
-// it against its content id (the reader's whole-file hash of what it served, or, where that did
-// not finish, a hash of the file read again from the cache): a mismatch is kCorrupt and the bytes
-// already given to sink must be discarded (`hubfs cp` writes a temp file it then removes). Blocks already in
+// Streams the whole file, in order, to `sink` (which may fail, stopping the copy), hashing it as
+// it goes and comparing with its content id: a mismatch is kCorrupt and the bytes already given
+// to sink must be discarded (`hubfs cp` writes a temp file it then removes). Blocks already in
 // the cache are not fetched again, so a copy interrupted and run again resumes where it stopped.
 // `progress(done, total)` is called after every piece; `stop()` true ends the copy (kUnavailable,
 // "interrupted"). Reads `window` bytes ahead of the sink (concurrent range requests).

@@ -245,18 +245,6 @@ class BlockReader {
   // read before a failure may be corrupt: a handle whose first read saw an older epoch gets errors
   // (see ReadState), and a new open should drop whatever the kernel cached of the file.
   uint64_t content_epoch(const RemoteFile& file) const;
-  // True when the file's whole content, in the epoch this handle reads (its first read's), was
-  // hashed and matched its content id: every byte the handle was given is then verified. False
-  // when the handle has not read yet or no hash finished (verification off, a hash stalled on a
-  // block evicted before its turn, or pushed out by newer ones: the caller hashes itself then).
-  bool whole_file_verified(const RemoteFile& file, ReadState& state) const {
-    uint64_t epoch;
-    {
-      std::lock_guard<std::mutex> lock(state.mu);
-      epoch = state.epoch;
-    }
-    return epoch != UINT64_MAX && verifier_.matched(verified(file, key_of(file, epoch)));
-  }
 
  private:
   using Flights = SingleFlight<std::string, Result<BlockBytes>>;

@@ -31,7 +31,6 @@ struct FileVerifier::Verification {
   uint64_t next_block = 0;
   std::atomic<uint64_t> hashed{0};  // next_block, for a look without the lock
   Status verdict;                   // the outcome once the hash is finished (verifier reset)
-  std::atomic<bool> matched{false};  // finished, and matched: for a look without the lock
 
   // Which blocks have arrived since the hash began (or sat in memory then): the arrival that
   // leaves none missing is the one whose waiters get the verdict. Kept sparse, as a prefix and
@@ -129,7 +128,6 @@ Status FileVerifier::advance(const VerifiedFile& file, bool wait) {
   if (verdict.match) {
     // Stays on record (until newer files push it out) so that later calls of this pass, the last
     // block's read among them, do not hash the file again.
-    v->matched.store(true);
     ++verified_;
     return Status::Ok();
   }
@@ -154,12 +152,6 @@ Status FileVerifier::advance(const VerifiedFile& file, bool wait) {
   log_error(message);
   v->verdict = Corrupt(message);
   return v->verdict;
-}
-
-bool FileVerifier::matched(const VerifiedFile& file) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = verifying_.find(std::string(file.cache_id));
-  return it != verifying_.end() && it->second->matched.load();
 }
 
 void FileVerifier::catch_up(const VerifiedFile& file, uint64_t loaded_up_to) {

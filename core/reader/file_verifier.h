@@ -75,11 +75,6 @@ class FileVerifier {
   // kMaxHashLagBlocks in the .cc); otherwise returns at once.
   void catch_up(const VerifiedFile& file, uint64_t loaded_up_to);
 
-  // True when the file's hash (of this epoch's bytes: file.cache_id) finished and matched. A
-  // record stays until max_files newer hashes push it out; false for one never begun, stalled or
-  // pushed out.
-  bool matched(const VerifiedFile& file) const;
-
   uint64_t files_verified() const { return verified_.load(); }
   uint64_t failures() const { return failures_.load(); }
 

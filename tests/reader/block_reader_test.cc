@@ -358,42 +358,6 @@ TEST_F(BlockReaderTest, AWholeFileReadIsCheckedAgainstItsHash) {
   EXPECT_EQ(reader.stats().verify_failures, 0u);
 }
 
-// What `hubfs cp` relies on to skip a hash of its own: a handle is told its bytes are verified
-// only once the whole file's hash finished and matched in the epoch it reads; not before it has
-// read, not while blocks are missing, not with verification off, and not after a failed hash.
-TEST_F(BlockReaderTest, AHandleIsToldItsBytesAreVerifiedOnlyOnceTheWholeFileMatched) {
-  const std::string good = cdn_.content;
-  std::string all(file_.size, '\0');
-  {
-    cdn_.content[2 * kBlock + 5] ^= 0x08;  // corrupted in transit: the hash fails
-    BlockReader reader(cache_.get(), fetcher_);
-    ReadState state;
-    EXPECT_FALSE(reader.read(file_, 0, file_.size, all.data(), &state).ok());
-    EXPECT_FALSE(reader.whole_file_verified(file_, state));
-    cdn_.content = good;
-  }
-  {
-    BlockReader reader(cache_.get(), fetcher_);
-    ReadState state;
-    EXPECT_FALSE(reader.whole_file_verified(file_, state));  // nothing read
-    // Every block but the last, without read-ahead (no handle state), which would bring it.
-    std::string piece(kBlock, '\0');
-    const uint64_t last = (file_.size - 1) / kBlock;
-    for (uint64_t b = 0; b < last; ++b) ASSERT_TRUE(reader.read(file_, b * kBlock, kBlock, piece.data(), nullptr).ok());
-    ASSERT_TRUE(reader.read(file_, 0, 1, piece.data(), &state).ok());
-    EXPECT_FALSE(reader.whole_file_verified(file_, state));
-    ASSERT_TRUE(reader.read(file_, last * kBlock, kBlock, piece.data(), nullptr).ok());
-    EXPECT_TRUE(reader.whole_file_verified(file_, state));
-  }
-  ReaderOptions off;
-  off.verify_whole_files = false;
-  BlockReader reader(cache_.get(), fetcher_, off);
-  ReadState state;
-  ASSERT_TRUE(reader.read(file_, 0, file_.size, all.data(), &state).ok());
-  EXPECT_EQ(all, good);
-  EXPECT_FALSE(reader.whole_file_verified(file_, state));
-}
-
 // A body corrupted in transit keeps its length, so no range check sees it; the whole-file hash
 // does. Every block of the file then leaves memory and disk, the handle that read it gets an
 // error (a whole read never ends "successfully" with corrupt bytes), and the next read on a
