@@ -4,7 +4,8 @@ on the bundled local Hub server with a per-request latency and a per-connection 
 issue's conditions: 50 ms, 400 Mbit/s). Prints one JSON object; ratios are from this run.
 
     ./scripts/deps.sh --bench && ./scripts/build.sh && /usr/bin/python3 bench/hf_h5chunk_bench.py [--latency-ms 50]
-        [--bandwidth-mbps 400] [--repeat 3] [--no-mount]
+        [--bandwidth-mbps 400] [--repeat 3] [--no-mount] [--cp-mb 300] [--only-cp]
+        [--baseline-bin OTHER/build/bin]
 
 The file: the zea-like workload of bench_mount, float32 (16, 24, 2048, 64, 1), one 12.6 MB frame
 per chunk, Blosc lz4 clevel 5 byte shuffle (201 MB raw). Every contender reads all 16 frames
@@ -25,7 +26,9 @@ h5py over an fsspec HTTP file object.
 And `hubfs cp` of a --cp-mb MB random file (default 300; 0 skips it) into a new cache directory,
 against the direct limit: the same bytes as 8 MiB ranges over 16 connections by curl
 (--parallel --parallel-max 16, to /dev/null: no hashing, no disk writes), from where the resolve
-redirects."""
+redirects. With --baseline-bin, the `hubfs cp` of another build (the code before a change) runs in
+the same loop, the two alternating first, each into a new cache directory; --only-cp runs nothing
+else."""
 
 import argparse
 import asyncio
@@ -160,6 +163,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-mount", action="store_true")
     ap.add_argument("--cp-mb", type=int, default=300, help="size of hubfs cp's file in MB (0: no cp run)")
+    ap.add_argument("--only-cp", action="store_true", help="run only hubfs cp and its direct limit")
+    ap.add_argument("--baseline-bin", help="a build's bin directory whose hubfs cp runs beside this one's")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="hubfs-h5hf-bench-")
     repo = os.path.join(work, "hub", "datasets", "lab", "zea")
@@ -181,70 +186,76 @@ def main():
     http = f"{endpoint}/datasets/lab/zea/resolve/main/scan.hdf5"
     env = {**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
     runs = {k: [] for k in ("h5chunk_cli", "h5chunk_python", "seed", "mount_h5chunk", "h5py_hubfs_open_5",
-                            "h5py_fsspec_5", "cp", "cp_direct")}
+                            "h5py_fsspec_5", "cp", "cp_base", "cp_direct")}
+    copiers = {"cp": HUBFS}
+    if args.baseline_bin:
+        copiers["cp_base"] = os.path.join(args.baseline_bin, "hubfs")
     out_bin = os.path.join(work, "out.bin")
     try:
         for i in range(args.repeat):
             cache = lambda name: os.path.join(work, f"cache-{name}-{i}")  # noqa: E731
-            # h5chunk read hf:// (its own process: session, open, read, exit).
-            t, r = timed(lambda: subprocess.run(
-                [H5CHUNK, "read", url, "/data/raw_data", "0:16", "-o", out_bin, "--endpoint", endpoint,
-                 "--cache-dir", cache("cli")], capture_output=True, text=True, env=env))
-            assert r.returncode == 0, r.stderr
-            runs["h5chunk_cli"].append(t)
-            assert np.array_equal(np.fromfile(out_bin, dtype="float32").reshape(want16.shape), want16)
-
-            def python_read():
-                with h5chunk.File(url, endpoint=endpoint, cache_dir=cache("py"), token=False) as f:
-                    return f["data/raw_data"][0:16]
-            t, got = timed(python_read)
-            runs["h5chunk_python"].append(t)
-            assert np.array_equal(got, want16)
-
-            t, got = timed(lambda: seed_read(http, 16))
-            runs["seed"].append(t)
-            assert np.array_equal(got, want16)
-
-            if not args.no_mount:
-                mnt = os.path.join(work, f"mnt{i}")
-                os.makedirs(mnt)
-                with hubfs.mount("datasets/lab/zea", mnt, endpoint=endpoint, cache_dir=cache("mount")):
-                    t, r = timed(lambda: subprocess.run(
-                        [H5CHUNK, "read", os.path.join(mnt, "scan.hdf5"), "/data/raw_data", "0:16", "-o", out_bin],
-                        capture_output=True, text=True, env=env))
+            if not args.only_cp:
+                # h5chunk read hf:// (its own process: session, open, read, exit).
+                t, r = timed(lambda: subprocess.run(
+                    [H5CHUNK, "read", url, "/data/raw_data", "0:16", "-o", out_bin, "--endpoint", endpoint,
+                     "--cache-dir", cache("cli")], capture_output=True, text=True, env=env))
                 assert r.returncode == 0, r.stderr
-                runs["mount_h5chunk"].append(t)
+                runs["h5chunk_cli"].append(t)
                 assert np.array_equal(np.fromfile(out_bin, dtype="float32").reshape(want16.shape), want16)
 
-            def h5py_open():
-                with hubfs.open(url, endpoint=endpoint, cache_dir=cache("open"), token=False) as f, h5py.File(f) as h5:
-                    return h5["data/raw_data"][0:5]
-            t, got = timed(h5py_open)
-            runs["h5py_hubfs_open_5"].append(t)
-            assert np.array_equal(got, want16[0:5])
+                def python_read():
+                    with h5chunk.File(url, endpoint=endpoint, cache_dir=cache("py"), token=False) as f:
+                        return f["data/raw_data"][0:16]
+                t, got = timed(python_read)
+                runs["h5chunk_python"].append(t)
+                assert np.array_equal(got, want16)
 
-            def h5py_fsspec():
-                import fsspec
-                with fsspec.open(http, "rb") as f, h5py.File(f) as h5:
-                    return h5["data/raw_data"][0:5]
-            t, got = timed(h5py_fsspec)
-            runs["h5py_fsspec_5"].append(t)
-            assert np.array_equal(got, want16[0:5])
+                t, got = timed(lambda: seed_read(http, 16))
+                runs["seed"].append(t)
+                assert np.array_equal(got, want16)
+
+                if not args.no_mount:
+                    mnt = os.path.join(work, f"mnt{i}")
+                    os.makedirs(mnt)
+                    with hubfs.mount("datasets/lab/zea", mnt, endpoint=endpoint, cache_dir=cache("mount")):
+                        t, r = timed(lambda: subprocess.run(
+                            [H5CHUNK, "read", os.path.join(mnt, "scan.hdf5"), "/data/raw_data", "0:16", "-o", out_bin],
+                            capture_output=True, text=True, env=env))
+                    assert r.returncode == 0, r.stderr
+                    runs["mount_h5chunk"].append(t)
+                    assert np.array_equal(np.fromfile(out_bin, dtype="float32").reshape(want16.shape), want16)
+
+                def h5py_open():
+                    with hubfs.open(url, endpoint=endpoint, cache_dir=cache("open"), token=False) as f, h5py.File(f) as h5:
+                        return h5["data/raw_data"][0:5]
+                t, got = timed(h5py_open)
+                runs["h5py_hubfs_open_5"].append(t)
+                assert np.array_equal(got, want16[0:5])
+
+                def h5py_fsspec():
+                    import fsspec
+                    with fsspec.open(http, "rb") as f, h5py.File(f) as h5:
+                        return h5["data/raw_data"][0:5]
+                t, got = timed(h5py_fsspec)
+                runs["h5py_fsspec_5"].append(t)
+                assert np.array_equal(got, want16[0:5])
 
             if cp_size:
                 location = cdn_location(endpoint, "datasets/lab/zea/resolve/main/big.bin")
                 t, _ = timed(lambda: curl_ranges(location, cp_size))
                 runs["cp_direct"].append(t)
-                dest = os.path.join(work, "big.copy")
-                t, r = timed(lambda: subprocess.run(
-                    [HUBFS, "cp", "hf://datasets/lab/zea/big.bin", dest, "--endpoint", endpoint,
-                     "--cache-dir", cache("cp"), "-q"], capture_output=True, text=True, env=env))
-                assert r.returncode == 0, r.stderr
-                runs["cp"].append(t)
-                with open(dest, "rb") as f:
-                    assert hashlib.file_digest(f, "sha256").hexdigest() == cp_sha, "hubfs cp: wrong bytes"
-                os.unlink(dest)
-                subprocess.run(["rm", "-rf", cache("cp")])
+                order = list(copiers) if i % 2 == 0 else list(reversed(copiers))
+                for name in order:
+                    dest = os.path.join(work, "big.copy")
+                    t, r = timed(lambda: subprocess.run(
+                        [copiers[name], "cp", "hf://datasets/lab/zea/big.bin", dest, "--endpoint", endpoint,
+                         "--cache-dir", cache(name), "-q"], capture_output=True, text=True, env=env))
+                    assert r.returncode == 0, r.stderr
+                    runs[name].append(t)
+                    with open(dest, "rb") as f:
+                        assert hashlib.file_digest(f, "sha256").hexdigest() == cp_sha, "hubfs cp: wrong bytes"
+                    os.unlink(dest)
+                    subprocess.run(["rm", "-rf", cache(name)])
     finally:
         proc.terminate()
         proc.wait()
@@ -252,13 +263,18 @@ def main():
     med = {k: round(statistics.median(v), 3) for k, v in runs.items() if v}
     out = {"latency_ms": args.latency_ms, "bandwidth_mbps": args.bandwidth_mbps, "repeat": args.repeat,
            "median_s": med, "runs_s": {k: [round(x, 3) for x in v] for k, v in runs.items() if v},
-           "ratios": {
-               "seed / h5chunk_cli (target >= 1.5)": round(med["seed"] / med["h5chunk_cli"], 2),
-               "seed / h5chunk_python": round(med["seed"] / med["h5chunk_python"], 2),
-               "h5py_fsspec_5 / h5py_hubfs_open_5 (target >= 3)": round(med["h5py_fsspec_5"] / med["h5py_hubfs_open_5"], 2),
-           }}
+           "ratios": {}}
+    if "seed" in med:
+        out["ratios"].update({
+            "seed / h5chunk_cli (target >= 1.5)": round(med["seed"] / med["h5chunk_cli"], 2),
+            "seed / h5chunk_python": round(med["seed"] / med["h5chunk_python"], 2),
+            "h5py_fsspec_5 / h5py_hubfs_open_5 (target >= 3)": round(med["h5py_fsspec_5"] / med["h5py_hubfs_open_5"], 2),
+        })
     if "cp" in med:
         out["ratios"]["cp_direct / cp, %d MB (target >= 0.7)" % args.cp_mb] = round(med["cp_direct"] / med["cp"], 2)
+    if "cp_base" in med:
+        out["ratios"]["cp_direct / cp_base (the baseline build)"] = round(med["cp_direct"] / med["cp_base"], 2)
+        out["ratios"]["cp_base / cp (this build against the baseline)"] = round(med["cp_base"] / med["cp"], 2)
     if "mount_h5chunk" in med:
         out["ratios"]["mount_h5chunk / h5chunk_cli (target >= 1)"] = round(med["mount_h5chunk"] / med["h5chunk_cli"], 2)
     print(json.dumps(out, indent=1))
