@@ -314,6 +314,10 @@ FsResult<uint64_t> FileSystem::hint(uint64_t handle, const std::vector<ByteRange
   return started.value();
 }
 
+void FileSystem::discard(uint64_t handle) {
+  if (std::shared_ptr<OpenFile> file = open_file(handle)) reader_.discard(file->node->remote, file->state);
+}
+
 FsResult<std::string> FileSystem::getxattr(Ino ino, const std::string& name) {
   Node* n = node(ino);
   if (!n) return errno_only(ENOENT);

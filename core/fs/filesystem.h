@@ -108,6 +108,9 @@ class FileSystem : public FsApi {
   void release(uint64_t handle) override;
   // A range hint on an open file (include/hubfs/range_hint.h): EINVAL for a malformed one.
   FsResult<uint64_t> hint(uint64_t handle, const std::vector<ByteRange>& ranges) override;
+  // The handle's reader found the file's bytes corrupt by a hash of its own: they leave every
+  // cache tier (BlockReader::discard). Not part of FsApi: the mount's reader hashes for itself.
+  void discard(uint64_t handle);
 
   FsResult<std::string> getxattr(Ino ino, const std::string& name) override;
   // NUL-separated names.

@@ -223,6 +223,7 @@ Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision*
   s.fetcher = std::make_unique<RangeFetcher>(*s.transport, fetcher_options);
   ReaderOptions reader_options;
   reader_options.read_timeout = std::chrono::seconds(config.read_timeout_s);
+  reader_options.verify_whole_files = config.verify_whole_files;
   reader_options.quota_wait_end = [quota = s.quota.get()] { return quota->last_wait_end(); };
   reader_options.quota_max_wait = std::chrono::seconds(config.rate_limit_wait_s);
   reader_options.parallel_requests = static_cast<uint32_t>(config.max_requests);
@@ -557,6 +558,8 @@ Result<size_t> HubFile::pread(void* dst, uint64_t offset, size_t len) {
   return copied;
 }
 
+void HubFile::discard_cached() { session_->fs->discard(handle_); }
+
 Result<uint64_t> HubFile::hint(const std::vector<ByteRange>& ranges) {
   auto r = session_->fs->hint(handle_, ranges);
   if (!r.ok()) return status_of(r.error(), "hinting ranges of '" + path_ + "' in " + session_->label);
@@ -604,8 +607,12 @@ Status copy_file(HubFile& file, const CopyOptions& options) {
   }
   const ContentVerifier::Verdict verdict = verifier->finish();
   if (!verdict.match) {
+    // The bad bytes may be cached blocks (and this session's reader may not hash them itself:
+    // hubfs cp turns that off, since this hash covers the same bytes): they go, or every run
+    // would copy them again.
+    file.discard_cached();
     return Corrupt("'" + file.path() + "' does not match its content hash (" + file.content_id() + ", computed " +
-                   verdict.computed + "): nothing was kept; `hubfs cache verify` removes bad blocks, then run it again");
+                   verdict.computed + "): nothing was kept, and its cached blocks were dropped; run it again");
   }
   return Status::Ok();
 }

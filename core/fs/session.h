@@ -43,6 +43,10 @@ struct SessionConfig {
   std::string cache_dir;  // already defaulted (default_cache_dir)
   uint64_t cache_size = 10ull << 30;  // 0: no disk cache at all
   int read_timeout_s = 120;           // a read not served by then fails (EIO)
+  // The reader hashes every file read whole against its content id (ReaderOptions). Off only for
+  // a session whose one reader hashes what it reads itself: `hubfs cp` (copy_file), where the
+  // reader's hash would be the same SHA-256 a second time.
+  bool verify_whole_files = true;
   // How long a request may wait, in all, for the Hub's quota windows (the Hub's windows are 5
   // minutes: longer than that, so a spent quota is always waited out).
   int rate_limit_wait_s = 330;
@@ -200,6 +204,9 @@ class HubFile {
   // Ranges the caller will read soon, fetched concurrently into the cache (the mount's range
   // hint, include/hubfs/range_hint.h). Returns the bytes newly scheduled.
   Result<uint64_t> hint(const std::vector<ByteRange>& ranges);
+  // This file's bytes failed a hash the caller took (copy_file's): they leave every cache tier,
+  // so running it again fetches them afresh (FileSystem::discard).
+  void discard_cached();
   const std::shared_ptr<RepoSession>& session() const { return session_; }
 
  private:
@@ -215,9 +222,10 @@ class HubFile {
 };
 
 // Streams the whole file, in order, to `sink` (which may fail, stopping the copy), hashing it as
-// it goes and comparing with its content id: a mismatch is kCorrupt and the bytes already given
-// to sink must be discarded (`hubfs cp` writes a temp file it then removes). Blocks already in
-// the cache are not fetched again, so a copy interrupted and run again resumes where it stopped.
+// it goes and comparing with its content id: a mismatch is kCorrupt, the bytes already given to
+// sink must be discarded (`hubfs cp` writes a temp file it then removes), and the file's cached
+// blocks are dropped (HubFile::discard_cached) so that running it again fetches them afresh.
+// Blocks already in the cache are not fetched again, so a copy interrupted and run again resumes where it stopped.
 // `progress(done, total)` is called after every piece; `stop()` true ends the copy (kUnavailable,
 // "interrupted"). Reads `window` bytes ahead of the sink (concurrent range requests).
 struct CopyOptions {

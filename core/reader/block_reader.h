@@ -245,6 +245,20 @@ class BlockReader {
   // read before a failure may be corrupt: a handle whose first read saw an older epoch gets errors
   // (see ReadState), and a new open should drop whatever the kernel cached of the file.
   uint64_t content_epoch(const RemoteFile& file) const;
+  // The file's bytes in the epoch this handle reads failed a hash its reader took itself (a copy
+  // that hashes what it writes, with verify_whole_files off): drops them from every tier and
+  // moves the epoch, as a failed whole-file hash here does, so the next read fetches fresh bytes.
+  // Nothing happens for a handle that has not read, or whose epoch already moved on.
+  void discard(const RemoteFile& file, ReadState& state) {
+    uint64_t epoch;
+    {
+      std::lock_guard<std::mutex> lock(state.mu);
+      epoch = state.epoch;
+    }
+    if (epoch == UINT64_MAX) return;
+    const FileKey key = key_of(file, epoch);
+    tiers_.drop_failed_file(key.memory_id, key.cache_id, epoch, file.size, options_.block_size);
+  }
 
  private:
   using Flights = SingleFlight<std::string, Result<BlockBytes>>;

@@ -293,6 +293,38 @@ TEST_F(SessionTest, CopyFileVerifiesAndStops) {
   EXPECT_NE(stopped.message().find("interrupted"), std::string::npos);
 }
 
+// As `hubfs cp` runs it: the reader does not hash (the copy's own hash covers the same bytes).
+// A byte flipped on the wire fails the copy, and the bad block does not stay cached: the next
+// copy, fault gone, fetches it again and is exact (without the copy's discard it read the bad
+// block back from the disk cache and failed again, every time).
+TEST_F(SessionTest, ACopyWhoseReaderDoesNotHashDropsBadBlocksItFinds) {
+  SessionConfig c = config();
+  c.verify_whole_files = false;
+  auto s = open("hf://datasets/lab/scans", c);
+  ASSERT_TRUE(s) << last_error_.message();
+  std::string got;
+  CopyOptions options;
+  options.sink = [&got](const char* data, size_t n) {
+    got.append(data, n);
+    return Status::Ok();
+  };
+  hub_->add_fault({{"mode", "flip_byte"}, {"path_contains", "/blobs/"}, {"count", 1}});
+  auto f = HubFile::open(s, "data/big.bin");
+  ASSERT_TRUE(f.ok());
+  Status first = copy_file(**f, options);
+  hub_->clear_faults();
+  ASSERT_EQ(first.code(), Code::kCorrupt) << first.message();
+  EXPECT_NE(first.message().find("cached blocks were dropped"), std::string::npos) << first.message();
+
+  auto again = HubFile::open(s, "data/big.bin");
+  ASSERT_TRUE(again.ok());
+  got.clear();
+  Status ok = copy_file(**again, options);
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  EXPECT_EQ(got.size(), kBigSize);
+  EXPECT_EQ(testing::count_pattern_mismatches(kBigSeed, 0, got.data(), got.size()), 0u);
+}
+
 // A file with no block: nothing is read, and the copy's check of zero bytes against its
 // content id passes.
 TEST_F(SessionTest, AnEmptyFileCopiesAndChecks) {
