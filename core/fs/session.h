@@ -225,7 +225,8 @@ class HubFile {
 // it goes and comparing with its content id: a mismatch is kCorrupt, the bytes already given to
 // sink must be discarded (`hubfs cp` writes a temp file it then removes), and the file's cached
 // blocks are dropped (HubFile::discard_cached) so that running it again fetches them afresh.
-// Blocks already in the cache are not fetched again, so a copy interrupted and run again resumes where it stopped.
+// Blocks already in the cache are not fetched again, so a copy interrupted and run again resumes
+// where it stopped.
 // `progress(done, total)` is called after every piece; `stop()` true ends the copy (kUnavailable,
 // "interrupted"). Reads `window` bytes ahead of the sink (concurrent range requests).
 struct CopyOptions {
