@@ -127,18 +127,11 @@ class Handler(BodyCopy, http.server.BaseHTTPRequestHandler):
             if not self._charge_quota(kind):
                 return
             fault = self.take_fault("request")
-            if fault is not None:
-                # Settled before the answer goes out: the client's retry can arrive before this
-                # handler's `finally` runs, and must count this fault in its streak.
-                state.faults.settle(self.fault_key, True)
-                self.settled = True
-                if self._apply_request_fault(fault):
-                    return
+            if fault is not None and self._apply_request_fault(fault):
+                return
             self._guard(self.handle_cdn if self.origin == "cdn" else self.handle_api)
         finally:
-            if not self.settled:
-                state.faults.settle(self.fault_key, self.faulted)
-            self.mark_done()
+            self.mark_done()  # settles the streak too, if nothing did before
 
     def _charge_quota(self, kind):
         """Counts the request against its bucket's quota (quotas.py); every answer to it then
@@ -164,6 +157,10 @@ class Handler(BodyCopy, http.server.BaseHTTPRequestHandler):
         if fault is not None:
             state.stats.add("faults_injected", 1)
             self.faulted = True
+            # Settled before the faulty answer goes out: the client's retry can arrive before
+            # this handler's `finally` runs, and must count this fault in its streak.
+            state.faults.settle(self.fault_key, True)
+            self.settled = True
         return fault
 
     def _kind(self):
@@ -210,6 +207,12 @@ class Handler(BodyCopy, http.server.BaseHTTPRequestHandler):
         """Leaves the in-flight count. Called just BEFORE the response's last write: once the
         client has the last byte it may send its next request on another connection, and that
         one must not see this one still in flight, or peak_concurrency would over-count."""
+        if not getattr(self, "settled", True):
+            # A request no fault struck ends its key's streak here, for the same reason: its
+            # client's next try of the same request may come before `finally` (a test saw
+            # [500, 200, 200, 502] where the streak rule makes it [500, 200, 502, 200]).
+            self.settled = True
+            self.server.state.faults.settle(self.fault_key, self.faulted)
         if self.counted:
             self.counted = False
             self.server.state.stats.end(self.status_sent, self.trace_entry)
