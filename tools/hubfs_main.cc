@@ -298,7 +298,7 @@ int main(int real_argc, char** real_argv) {
                     "~/.cache/hubfs); kept across mounts, shareable between mounts");
   mount->add_option("--cache-size", cache_size,
                     "Byte budget of the block cache, suffixes K M G T (default 10G); least recently "
-                    "used blocks are evicted first; Xet chunks take up to a quarter more; 0 means no disk cache");
+                    "used blocks are evicted first; the Xet chunk index beside it takes a few percent more (at most a quarter); 0 means no disk cache");
   mount->add_option("--max-requests", config.max_requests, "HTTP requests in flight at once (default 16)")
       ->check(CLI::Range(1, 256));
   mount->add_option("--read-timeout", config.read_timeout_s,

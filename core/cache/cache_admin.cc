@@ -287,12 +287,12 @@ std::string to_text(const Usage& u) {
         << u.listing_files << (u.listing_files == 1 ? " file" : " files") << "\n";
   }
   if (u.xet_chunks > 0) {
-    out << "\nXet chunks, shared by every file and revision that holds them: " << human_bytes(u.xet_chunk_bytes)
-        << " in " << u.xet_chunks << (u.xet_chunks == 1 ? " chunk" : " chunks") << "\n";
+    out << "\nXet chunks, shared by every file and revision that holds them: " << u.xet_chunks
+        << (u.xet_chunks == 1 ? " chunk" : " chunks") << " recorded in " << human_bytes(u.xet_chunk_bytes)
+        << " (their hashes, and where their bytes lie in the blocks above)\n";
   }
   if (u.xet_served_chunks > 0) {
-    out << "Xet chunks served from this cache instead of the network (shared with another file or revision, "
-           "or kept after their file's blocks were evicted): "
+    out << "Xet chunks served from this cache instead of the network (shared with another file or revision): "
         << human_bytes(u.xet_served_bytes) << " in " << u.xet_served_chunks
         << (u.xet_served_chunks == 1 ? " chunk" : " chunks") << " since the cache was made or cleared\n";
   }

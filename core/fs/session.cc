@@ -246,6 +246,25 @@ Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision*
   return Status::Ok();
 }
 
+namespace {
+// Bytes [offset, offset + length) of the file whose blocks `cache` keeps under `key`, blocks of
+// block_size; nullopt unless every block holding them is there (each checked by the cache).
+std::optional<std::string> read_cached_bytes(BlockCache& cache, const std::string& key, uint32_t block_size,
+                                             uint64_t offset, uint64_t length) {
+  std::string out;
+  out.reserve(length);
+  for (uint64_t at = offset, end = offset + length; at < end;) {
+    const uint64_t index = at / block_size, in = at - index * block_size;
+    auto block = cache.get(key, index);
+    if (!block || in >= block->size()) return std::nullopt;
+    const uint64_t n = std::min<uint64_t>(block->size() - in, end - at);
+    out.append(*block, in, n);
+    at += n;
+  }
+  return out;
+}
+}  // namespace
+
 void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsOptions& fs_options) {
   if (xet_disabled()) {
     log_info("HF_HUB_DISABLE_XET is set: Xet-stored files are read through the Hub's bridge");
@@ -254,10 +273,20 @@ void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsO
   xet::XetReaderOptions options;
   options.threads = std::max(1, config.max_requests);
   options.env = s.env;
+  const uint32_t block_size = s.reader ? s.reader->options().block_size : 0;
   if (config.cache_size != 0) {
-    // Bounded by a quarter of --cache-size, beside the blocks (docs/xet.md, "The chunk cache").
+    // Beside the blocks (docs/xet.md, "The chunk cache"): a fetched chunk is recorded where it
+    // lies in a file the block cache holds, and read back from there; bounded by a quarter of
+    // --cache-size (locations take a few hundred bytes per run; copies, written without a block
+    // cache, their chunks' size).
+    xet::ChunkCache::FileBytes file_bytes;
+    if (s.cache && block_size != 0) {
+      file_bytes = [cache = s.cache.get(), block_size](const std::string& key, uint64_t offset, uint64_t length) {
+        return read_cached_bytes(*cache, key, block_size, offset, length);
+      };
+    }
     s.chunk_cache = std::make_unique<xet::ChunkCache>(config.cache_dir + "/" + cache_admin::kXetChunkDir,
-                                                      config.cache_size / 4);
+                                                      config.cache_size / 4, std::move(file_bytes));
     options.chunk_cache = s.chunk_cache.get();
   }
   xet::TokenSource tokens = [hub = s.hub.get(), pinned]() -> Result<xet::XetToken> {
@@ -267,8 +296,9 @@ void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsO
   };
   s.xet = std::make_unique<xet::XetReader>(*s.transport, std::move(tokens), options);
   s.xet_router = std::make_shared<XetRouter>(*s.xet, *s.fetcher);
-  fs_options.range_source = [router = s.xet_router](const TreeEntry& e, const Locator& locate) {
-    return router->source_for(e, locate);
+  const bool locations = s.chunk_cache && s.chunk_cache->keeps_locations();
+  fs_options.range_source = [router = s.xet_router, locations, block_size](const TreeEntry& e, const Locator& locate) {
+    return router->source_for(e, locate, locations ? BlockReader::disk_key(e.content_id(), block_size) : std::string());
   };
 }
 

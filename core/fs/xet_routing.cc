@@ -19,8 +19,8 @@ bool is_storage_service_error(const Status& s) {
 
 class XetRouter::FileSource : public RangeSource {
  public:
-  FileSource(std::shared_ptr<XetRouter> router, xet::MerkleHash hash, Locator locate)
-      : router_(std::move(router)), hash_(hash), locate_(std::move(locate)) {}
+  FileSource(std::shared_ptr<XetRouter> router, xet::MerkleHash hash, Locator locate, std::string block_key)
+      : router_(std::move(router)), hash_(hash), locate_(std::move(locate)), block_key_(std::move(block_key)) {}
 
   void fetch_async(uint64_t file_size, ByteRange range, Callback done, Deadline deadline) override {
     XetRouter* r = router_.get();
@@ -39,26 +39,28 @@ class XetRouter::FileSource : public RangeSource {
           router->note_failure(got.status());
           router->bridge_.fetch_async(locate, file_size, range, std::move(done), deadline);
         },
-        deadline);
+        deadline, block_key_);
   }
 
  private:
   std::shared_ptr<XetRouter> router_;
   xet::MerkleHash hash_;
   Locator locate_;
+  std::string block_key_;
 };
 
 XetRouter::XetRouter(xet::XetReader& xet, RangeFetcher& bridge, std::chrono::seconds fallback_for)
     : xet_(xet), bridge_(bridge), fallback_for_(fallback_for) {}
 
-std::shared_ptr<RangeSource> XetRouter::source_for(const TreeEntry& entry, const Locator& locate) {
+std::shared_ptr<RangeSource> XetRouter::source_for(const TreeEntry& entry, const Locator& locate,
+                                                   std::string block_key) {
   if (entry.is_dir || !entry.xet_hash) return nullptr;
   auto hash = xet::MerkleHash::from_hex(*entry.xet_hash);
   if (!hash) return nullptr;
   // The repo has Xet files: its read token is fetched now, in the background, so the first read
   // does not wait a round trip for it.
   xet_.prefetch_token();
-  return std::make_shared<FileSource>(shared_from_this(), *hash, locate);
+  return std::make_shared<FileSource>(shared_from_this(), *hash, locate, std::move(block_key));
 }
 
 bool XetRouter::bridge_now() const {

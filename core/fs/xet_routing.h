@@ -27,7 +27,8 @@ class XetRouter : public std::enable_shared_from_this<XetRouter> {
   XetRouter(xet::XetReader& xet, RangeFetcher& bridge, std::chrono::seconds fallback_for = std::chrono::seconds(60));
 
   // A source for a Xet-stored file; null for any other (the reader then uses the bridge).
-  std::shared_ptr<RangeSource> source_for(const TreeEntry& entry, const Locator& locate);
+  // block_key: where the reader keeps the file's blocks on disk (XetReader::fetch_async), or empty.
+  std::shared_ptr<RangeSource> source_for(const TreeEntry& entry, const Locator& locate, std::string block_key = {});
 
   // Reads the bridge served after a Xet failure.
   uint64_t fallbacks() const { return fallbacks_.load(); }

@@ -59,11 +59,7 @@ uint64_t BlockReader::block_length(const RemoteFile& file, uint64_t index) const
 }
 
 std::string BlockReader::cache_id(const std::string& content_id) const {
-  // Block indices only mean something for one block size, so a non-default size gets its own
-  // key space (in memory and on disk).
-  std::string k = content_id;
-  if (options_.block_size != (1u << 20)) k += ".bs" + std::to_string(options_.block_size);
-  return k;
+  return disk_key(content_id, options_.block_size);
 }
 
 BlockReader::Flights::Ticket BlockReader::claim(const RemoteFile& file, const FileKey& key, uint64_t index) {

@@ -241,6 +241,12 @@ class BlockReader {
 
   ReaderStats stats() const;
   const ReaderOptions& options() const { return options_; }
+  // The key a file's blocks have in the disk cache (BlockCache), for a reader of `block_size`:
+  // block indices only mean something for one block size, so a non-default size gets its own
+  // key space (in memory and on disk).
+  static std::string disk_key(const std::string& content_id, uint32_t block_size) {
+    return block_size == (1u << 20) ? content_id : content_id + ".bs" + std::to_string(block_size);
+  }
   // How many times the file's content failed its hash (0: never; reader/file_epochs.h). Blocks
   // read before a failure may be corrupt: a handle whose first read saw an older epoch gets errors
   // (see ReadState), and a new open should drop whatever the kernel cached of the file.

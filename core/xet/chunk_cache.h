@@ -1,19 +1,26 @@
-// Decoded Xet chunks on disk, keyed by xorb hash and chunk index (docs/xet.md, "The chunk
-// cache"): a chunk fetched for any file or revision is never fetched again while it is here.
-// Files sharing chunks (a revision that changed 1%, fine-tunes of one base) then cost only
-// their new chunks.
+// Verified Xet chunks, keyed by xorb hash and chunk index (docs/xet.md, "The chunk cache"): a
+// chunk fetched for any file or revision is never fetched again while it is here. Files sharing
+// chunks (a revision that changed 1%, fine-tunes of one base) then cost only their new chunks.
 //
 // Stored as runs: the chunks [first, end) of one xorb that a read fetched together, in one file
-// <dir>/<first 2 hex of the xorb>/<xorb hex>.<first>-<end>: "XCR1", the chunk count (u32 LE),
-// each chunk's 32-byte hash and size (u32 LE), then their bytes. One file per fetched term, not
-// per chunk: a file per ~64 KiB chunk cost more CPU than hashing them (profiled: 2600 files for
-// a 170 MB read, a quarter of its CPU). A range of chunks is served from
-// whichever runs hold its pieces (revision 2's terms need not line up with revision 1's).
+// <dir>/<first 2 hex of the xorb>/<xorb hex>.<first>-<end>. One file per fetched term, not per
+// chunk: a file per ~64 KiB chunk cost more CPU than hashing them (profiled: 2600 files for a
+// 170 MB read, a quarter of its CPU). A range of chunks is served from whichever runs hold its
+// pieces (revision 2's terms need not line up with revision 1's). A run comes in two kinds:
+//   - a location ("XCL1"), where the chunks' bytes are those of a file the block cache holds
+//     (put_location): the run keeps the chunks' hashes and sizes, the file's key and offset, and
+//     inline only the bytes at its two ends that lie outside the read which fetched it (a chunk
+//     straddling the read's edge: at most two chunks' worth). The bytes are written once, as
+//     blocks, not a second time here: the native read of a 170 MB file wrote 340 MB of page
+//     cache before, and the fresh memory cost the reading application more than the write;
+//   - a copy ("XCR1", put_run): the chunks' bytes themselves, where no block cache can hold them
+//     (a reader without one, and runs written before locations existed).
 //
 // Only chunks whose hash was checked go in (the caller passes the hashes it verified), and a
-// chunk comes out only if its bytes still hash to the stored hash: a damaged run is a miss,
-// removed, never served. Runs are written to a temporary name and renamed, so a reader never
-// sees half of one.
+// chunk comes out only if its bytes, wherever they were read from, still hash to the stored
+// hash: a damaged run, or a location whose file bytes differ, is a miss, removed, never served.
+// A location whose blocks are not (or no longer) in the block cache is a miss, kept. Runs are
+// written to a temporary name and renamed, so a reader never sees half of one.
 //
 // Bounded: with max_bytes set, a put that takes the directory past it evicts the least recently
 // used runs (a hit refreshes its file's mtime) down to 90% of it, so one sweep pays for many
@@ -27,14 +34,16 @@
 // destroyed (a daemon killed with SIGKILL loses at most that much of the count).
 //
 // Thread-safe (each call touches its own files; counters are atomic; sweeps under sweep_mu_,
-// which is held across nothing but this directory's own files).
+// which is held across nothing but this directory's own files; file_bytes must be thread-safe).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "xet/chunker.h"
@@ -53,9 +62,15 @@ struct ChunkCacheStats {
 
 class ChunkCache {
  public:
-  // dir is created on first put(). max_bytes: the most its files may take (headers included);
-  // 0 for no bound.
-  explicit ChunkCache(std::string dir, uint64_t max_bytes = 0);
+  // Bytes [offset, offset + length) of the file whose block-cache key is `file`, or nullopt when
+  // any of them is not held there. Must be thread-safe.
+  using FileBytes = std::function<std::optional<std::string>(const std::string& file, uint64_t offset,
+                                                             uint64_t length)>;
+
+  // dir is created on first put. max_bytes: the most its files may take (headers included); 0
+  // for no bound. file_bytes (may be null): where locations are read back from; without it,
+  // put_location stores nothing.
+  explicit ChunkCache(std::string dir, uint64_t max_bytes = 0, FileBytes file_bytes = nullptr);
   ~ChunkCache();  // adds what is left of the served count to `<dir>.saved`
   ChunkCache(const ChunkCache&) = delete;
   ChunkCache& operator=(const ChunkCache&) = delete;
@@ -78,6 +93,15 @@ class ChunkCache {
   // back to back (chunks[i].size each) and they hash to chunks[i].hash (the caller checked).
   // Failures are ignored (a cache, not a store of record).
   void put_run(const MerkleHash& xorb, uint32_t first, const std::vector<HashAndSize>& chunks, const char* data);
+  // Records that chunks [first, first + chunks.size()) of xorb (they hash to chunks[i].hash: the
+  // caller checked) are bytes [file_offset, file_offset + their total size) of the file the block
+  // cache keeps as `file`, except their first head.size() and last tail.size() bytes, which are
+  // stored here (they lie outside the caller's read, so its blocks do not hold them). Failures are
+  // ignored. Without file_bytes, does nothing.
+  void put_location(const MerkleHash& xorb, uint32_t first, const std::vector<HashAndSize>& chunks,
+                    const std::string& file, uint64_t file_offset, std::string_view head, std::string_view tail);
+  // Whether put_location stores anything (a FileBytes was given).
+  bool keeps_locations() const { return static_cast<bool>(file_bytes_); }
   // One chunk: a run of one.
   void put(const MerkleHash& xorb, uint32_t index, const MerkleHash& hash, const char* data, size_t len);
 
@@ -94,17 +118,21 @@ class ChunkCache {
   // Whether `runs` hold every chunk of [first, end).
   static bool covers(const std::vector<Run>& runs, uint32_t first, uint32_t end);
   // Appends chunks [first, end) (within the run's own) from `run` to *out, after checking each
-  // one's hash, and their hashes and sizes to *chunks; false if it is gone (evicted) or damaged
-  // (then removed).
+  // one's hash, and their hashes and sizes to *chunks; false if it is gone (evicted), a location
+  // whose blocks are not held, or damaged (then removed).
   bool read_run(const Run& run, uint32_t first, uint32_t end, std::string* out, std::vector<HashAndSize>* chunks);
   // Lists the directory, sets bytes_ to what it holds, and if that is over max_bytes_ removes
   // the oldest files (by mtime) down to 90% of it. Called with sweep_mu_ held.
   void sweep();
+  // Writes a run file (header, then `parts` back to back) under a temporary name and renames it
+  // into place; counts it toward max_bytes and sweeps when that is passed.
+  void write_run(const MerkleHash& xorb, uint32_t first, uint32_t count, const std::vector<std::string_view>& parts);
   // Moves the served count not yet written into `<dir>.saved` (if the directory exists).
   void flush_saved();
 
   std::string dir_;
   const uint64_t max_bytes_;
+  const FileBytes file_bytes_;
   std::mutex sweep_mu_;             // one sweep at a time (try_lock: a put never waits for one)
   std::atomic<bool> counted_{false};  // bytes_ was set from a listing at least once
   std::atomic<uint64_t> bytes_{0};  // what the directory holds, as far as this process knows

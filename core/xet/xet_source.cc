@@ -74,48 +74,51 @@ XetReaderStats XetReader::stats() const {
 }
 
 void XetReader::fetch_async(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range, Callback done,
-                            Deadline deadline) {
+                            Deadline deadline, std::string block_key) {
   auto cb = std::make_shared<Callback>(std::move(done));
-  bool posted = work_.post([this, file, file_size, range, cb, deadline] {
-    (*cb)(read_range(file, file_size, range, deadline));
+  bool posted = work_.post([this, file, file_size, range, cb, deadline, key = std::move(block_key)] {
+    (*cb)(read_range(file, file_size, range, deadline, key));
   });
   if (!posted) (*cb)(Unavailable("the Xet reader is shut down (unmounting)"));
 }
 
 Result<std::string> XetReader::fetch(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
-                                     Deadline deadline) {
+                                     Deadline deadline, std::string block_key) {
   std::promise<Result<std::string>> p;
   auto f = p.get_future();
-  fetch_async(file, file_size, range, [&p](Result<std::string> r) { p.set_value(std::move(r)); }, deadline);
+  fetch_async(file, file_size, range, [&p](Result<std::string> r) { p.set_value(std::move(r)); }, deadline,
+              std::move(block_key));
   return f.get();
 }
 
 namespace {
 class XetFileSource : public RangeSource {
  public:
-  XetFileSource(XetReader& reader, MerkleHash file) : reader_(reader), file_(file) {}
+  XetFileSource(XetReader& reader, MerkleHash file, std::string block_key)
+      : reader_(reader), file_(file), block_key_(std::move(block_key)) {}
   void fetch_async(uint64_t file_size, hubfs::ByteRange range, Callback done, Deadline deadline) override {
-    reader_.fetch_async(file_, file_size, range, std::move(done), deadline);
+    reader_.fetch_async(file_, file_size, range, std::move(done), deadline, block_key_);
   }
 
  private:
   XetReader& reader_;
   MerkleHash file_;
+  std::string block_key_;
 };
 }  // namespace
 
-std::shared_ptr<RangeSource> XetReader::source_for(const MerkleHash& file) {
-  return std::make_shared<XetFileSource>(*this, file);
+std::shared_ptr<RangeSource> XetReader::source_for(const MerkleHash& file, std::string block_key) {
+  return std::make_shared<XetFileSource>(*this, file, std::move(block_key));
 }
 
 Result<std::string> XetReader::read_range(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
-                                          const Deadline& deadline) {
+                                          const Deadline& deadline, const std::string& block_key) {
   if (range.length == 0) return std::string();
   if (range.offset > file_size || range.length > file_size - range.offset) {
     return InvalidArgument("Xet read of bytes " + std::to_string(range.offset) + "+" + std::to_string(range.length) +
                            " past the end of a " + std::to_string(file_size) + "-byte file");
   }
-  auto first = read_once(file, file_size, range, deadline, /*fresh=*/false);
+  auto first = read_once(file, file_size, range, deadline, /*fresh=*/false, block_key);
   if (first.ok()) return first;
   const Code code = first.status().code();
   // Wrong bytes, or a signed URL refused (expired): once more with a fresh plan and footers.
@@ -124,7 +127,7 @@ Result<std::string> XetReader::read_range(const MerkleHash& file, uint64_t file_
   ++refetches_;
   log_warning("Xet read of " + file.hex().substr(0, 16) + "... bytes " + std::to_string(range.offset) + "+" +
            std::to_string(range.length) + ": " + first.status().message() + "; fetching it again");
-  auto second = read_once(file, file_size, range, deadline, /*fresh=*/true);
+  auto second = read_once(file, file_size, range, deadline, /*fresh=*/true, block_key);
   if (!second.ok() && second.status().code() == Code::kCorrupt) ++corrupt_;
   return second;
 }
@@ -429,6 +432,24 @@ std::optional<std::string> XetReader::from_cache(const Piece& piece, std::vector
   return all->substr(piece.skip, piece.take);
 }
 
+void XetReader::keep_chunks(const Piece& piece, const std::vector<HashAndSize>& chunks, const char* data,
+                            hubfs::ByteRange range, const std::string& block_key) {
+  ChunkCache* cache = options_.chunk_cache;
+  if (!cache) return;
+  const MerkleHash& xorb = piece.term->xorb;
+  if (block_key.empty() || !cache->keeps_locations()) {
+    cache->put_run(xorb, piece.chunks.start, chunks, data);
+    return;
+  }
+  // The piece's bytes are file bytes [a, a + unpacked); the caller keeps [range.offset, range
+  // end) as blocks. What lies outside (the first and last chunks reach past the read) is kept
+  // in the run itself.
+  const uint64_t a = piece.file_offset, b = a + piece.unpacked;
+  const uint64_t lo = std::clamp(range.offset, a, b), hi = std::clamp(range.offset + range.length, lo, b);
+  cache->put_location(xorb, piece.chunks.start, chunks, block_key, a, std::string_view(data, lo - a),
+                      std::string_view(data + (hi - a), b - hi));
+}
+
 void XetReader::note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t file_offset,
                             const std::vector<HashAndSize>& chunks) {
   std::vector<HashAndSize> ordered;
@@ -470,7 +491,7 @@ void XetReader::note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t
 }
 
 Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
-                                         const Deadline& deadline, bool fresh) {
+                                         const Deadline& deadline, bool fresh, const std::string& block_key) {
   int version = 1;
   hubfs::ByteRange covered = range;
   bool first_plan = false;
@@ -592,9 +613,7 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
     // Verified chunks go to the chunk cache as one run (one file per piece: written here, since
     // keeping the decoded bytes for a writer thread measured slower on 2 cores: the extra memory
     // cost the reader more in fresh-page faults than the write cost this thread).
-    if (foot && options_.chunk_cache) {
-      options_.chunk_cache->put_run(xorb, piece.chunks.start, piece_chunks[i], decoded->data.data() + begin);
-    }
+    if (foot) keep_chunks(piece, piece_chunks[i], decoded->data.data() + begin, range, block_key);
     if (n == 1) {
       // The read's one piece: its bytes are trimmed in place and handed over, not copied.
       decoded->data.erase(0, begin + piece.skip);

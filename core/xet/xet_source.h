@@ -117,29 +117,33 @@ class XetReader {
   XetReader(const XetReader&) = delete;
   XetReader& operator=(const XetReader&) = delete;
 
-  // RangeFetcher::fetch_async's contract for the file whose Xet hash is `file`.
+  // RangeFetcher::fetch_async's contract for the file whose Xet hash is `file`. block_key: the
+  // key under which the caller keeps the returned bytes in the block cache (the chunk cache's
+  // FileBytes reads them back there: the chunks are then recorded as locations in that file
+  // instead of copied); empty: the chunks are copied into the chunk cache.
   void fetch_async(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range, Callback done,
-                   Deadline deadline = Deadline::never());
+                   Deadline deadline = Deadline::never(), std::string block_key = {});
   // The same, waiting.
   Result<std::string> fetch(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
-                            Deadline deadline = Deadline::never());
+                            Deadline deadline = Deadline::never(), std::string block_key = {});
 
   // Fetches the read token now, on this reader's threads, unless that was done before: called
   // when a repo turns out to hold Xet files, so the first read finds the token there (a failure
   // is forgotten: the first read asks again and reports it).
   void prefetch_token();
 
-  // A RangeSource reading one file through this reader (which must outlive it).
-  std::shared_ptr<RangeSource> source_for(const MerkleHash& file);
+  // A RangeSource reading one file through this reader (which must outlive it); block_key as for
+  // fetch_async.
+  std::shared_ptr<RangeSource> source_for(const MerkleHash& file, std::string block_key = {});
 
   XetReaderStats stats() const;
 
  private:
   Result<std::string> read_range(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
-                                 const Deadline& deadline);
+                                 const Deadline& deadline, const std::string& block_key);
   // One attempt; fresh: ignore cached plans and footers.
   Result<std::string> read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
-                                const Deadline& deadline, bool fresh);
+                                const Deadline& deadline, bool fresh, const std::string& block_key);
   // Records the chunks (hash, size) a read served from file_offset on; once they tile the whole
   // file, compares their Merkle root with the file's Xet hash (logged and counted if it differs).
   void note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t file_offset,
@@ -181,6 +185,11 @@ class XetReader {
   // The piece's bytes from the chunk cache, when it holds all its chunks. *chunks gets their
   // hashes and sizes.
   std::optional<std::string> from_cache(const Piece& piece, std::vector<HashAndSize>* chunks);
+  // Keeps a fetched piece's verified chunks (their decoded bytes at `data`) in the chunk cache: as
+  // a location in the file's blocks (those the read `range` returns to the caller) when block_key
+  // is given, else as a copy.
+  void keep_chunks(const Piece& piece, const std::vector<HashAndSize>& chunks, const char* data,
+                   hubfs::ByteRange range, const std::string& block_key);
 
   HttpTransport& transport_;
   TokenSource tokens_;

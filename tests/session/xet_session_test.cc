@@ -177,6 +177,14 @@ TEST_F(XetSessionTest, SecondRevisionFetchesOnlyItsChangedChunks) {
     Outcome o = read_all(s1, *one_);
     ASSERT_EQ(o.failed, 0u) << o.first_error;
   }
+  {
+    // The chunks were recorded where they lie in revision 1's blocks, not copied: the chunk
+    // cache holds their hashes and the few bytes at each run's ends, not the file a second time.
+    auto usage = cache_admin::info(config().cache_dir);
+    ASSERT_TRUE(usage.ok()) << usage.status().message();
+    EXPECT_GT(usage->xet_chunks, 0u);
+    EXPECT_LT(usage->xet_chunk_bytes, kSize / 4);
+  }
   hub_->reset_stats();
   auto s2 = open("main", config());
   ASSERT_TRUE(s2);

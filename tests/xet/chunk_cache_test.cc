@@ -1,5 +1,6 @@
 // The chunk cache's bound: least recently used chunks go first, a hit counts as a use, and what
-// stays on disk is within max_bytes. (Serving and refusing damaged chunks: xet_source_test.cc.)
+// stays on disk is within max_bytes; runs stored as copies and as locations in a file's blocks.
+// (Serving and refusing damaged chunks through a read: xet_source_test.cc.)
 #include "xet/chunk_cache.h"
 
 #include <fcntl.h>
@@ -7,6 +8,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <vector>
 #include <string>
 
@@ -189,6 +193,137 @@ TEST(ChunkCacheServed, ACacheThatServedNothingWritesNothing) {
   const std::string root = (dir.path() / "chunks").string();
   { ChunkCache unused(root); }
   EXPECT_FALSE(std::filesystem::exists(ChunkCache::saved_path(root)));
+}
+
+// A stand-in for the block cache: whole files by key, each byte readable unless cut out.
+struct FakeFiles {
+  std::mutex mu;
+  std::map<std::string, std::string> files;
+  int reads = 0;
+  ChunkCache::FileBytes reader() {
+    return [this](const std::string& key, uint64_t offset, uint64_t length) -> std::optional<std::string> {
+      std::lock_guard<std::mutex> lock(mu);
+      ++reads;
+      auto it = files.find(key);
+      if (it == files.end() || offset + length > it->second.size()) return std::nullopt;
+      return it->second.substr(offset, length);
+    };
+  }
+};
+
+// Chunks [first, end) of the test xorb: their hashes and sizes, and their bytes back to back.
+std::vector<HashAndSize> chunks_of(uint32_t first, uint32_t end, std::string* bytes) {
+  std::vector<HashAndSize> chunks;
+  for (uint32_t i = first; i < end; ++i) {
+    const std::string c = content(i);
+    chunks.push_back({chunk_hash(c.data(), c.size()), c.size()});
+    *bytes += c;
+  }
+  return chunks;
+}
+
+TEST(ChunkCacheLocations, ARunIsReadBackFromTheFileItLiesInWithItsEndsKeptInline) {
+  TempDir dir;
+  const std::string root = (dir.path() / "chunks").string();
+  FakeFiles files;
+  ChunkCache cache(root, 0, files.reader());
+  ASSERT_TRUE(cache.keeps_locations());
+  // Chunks 0..6 lie in file "f" from offset 500; the read that fetched them returned file bytes
+  // [1000, 5000): the first 500 bytes and the last (7 * 1001 + 500 - 5000 = 2507) lie outside it,
+  // so they are kept in the run, and the file holds only what the read returned.
+  std::string bytes;
+  const auto chunks = chunks_of(0, 7, &bytes);
+  const uint64_t at = 500, read_begin = 1000, read_end = 5000;
+  std::string file(at + bytes.size() + 300, '?');
+  file.replace(at, bytes.size(), bytes);
+  const size_t head = read_begin - at, tail = at + bytes.size() - read_end;
+  cache.put_location(xorb_of(), 0, chunks, "f", at, std::string_view(bytes).substr(0, head),
+                     std::string_view(bytes).substr(bytes.size() - tail));
+  // What the block cache would hold: only the read's bytes; the rest of the file is garbage.
+  std::string held(file.size(), '#');
+  held.replace(read_begin, read_end - read_begin, file.substr(read_begin, read_end - read_begin));
+  files.files["f"] = held;
+
+  // The run file keeps the ends, not the chunks: far smaller than the copy would be.
+  const std::string hex = xorb_of().hex();
+  const std::string run = root + "/" + hex.substr(0, 2) + "/" + hex + ".0-7";
+  ASSERT_TRUE(std::filesystem::exists(run));
+  EXPECT_LT(std::filesystem::file_size(run), 8 + 7 * 36 + 4 + 1 + 16 + head + tail + 1);
+
+  std::vector<HashAndSize> hashes;
+  auto all = cache.get_range(xorb_of(), 0, 7, &hashes);
+  ASSERT_TRUE(all.has_value());
+  EXPECT_EQ(*all, bytes);
+  EXPECT_EQ(hashes.size(), 7u);
+  // Any sub-range: one from the head alone, one from the middle, one across the tail.
+  for (auto [a, b] : {std::pair<uint32_t, uint32_t>{0, 1}, {2, 4}, {3, 7}, {6, 7}}) {
+    auto got = cache.get_range(xorb_of(), a, b);
+    ASSERT_TRUE(got.has_value()) << a << "-" << b;
+    std::string want;
+    for (uint32_t i = a; i < b; ++i) want += content(i);
+    EXPECT_EQ(*got, want) << a << "-" << b;
+  }
+  EXPECT_EQ(cache.stats().damaged, 0u);
+}
+
+TEST(ChunkCacheLocations, BlocksNotHeldAreAMissThatKeepsTheRunAndWrongBytesAreNeverServed) {
+  TempDir dir;
+  const std::string root = (dir.path() / "chunks").string();
+  FakeFiles files;
+  ChunkCache cache(root, 0, files.reader());
+  std::string bytes;
+  const auto chunks = chunks_of(0, 4, &bytes);
+  cache.put_location(xorb_of(), 0, chunks, "f", 0, {}, {});
+  const std::string hex = xorb_of().hex();
+  const std::string run = root + "/" + hex.substr(0, 2) + "/" + hex + ".0-4";
+
+  // The file's blocks are not (yet, or no longer) in the block cache: a miss, the run stays.
+  EXPECT_FALSE(cache.get_range(xorb_of(), 0, 4).has_value());
+  EXPECT_TRUE(std::filesystem::exists(run));
+  EXPECT_EQ(cache.stats().damaged, 0u);
+  files.files["f"] = bytes;
+  EXPECT_EQ(*cache.get_range(xorb_of(), 0, 4), bytes);
+
+  // The blocks now hold other bytes (one flipped): never served; the run is removed.
+  files.files["f"][2 * (kChunk + 1) + 5] ^= 1;
+  EXPECT_FALSE(cache.get_range(xorb_of(), 0, 4).has_value());
+  EXPECT_FALSE(std::filesystem::exists(run));
+  EXPECT_EQ(cache.stats().damaged, 1u);
+}
+
+TEST(ChunkCacheLocations, WhenOneRunCannotServeAnotherThatHoldsTheChunksDoes) {
+  TempDir dir;
+  const std::string root = (dir.path() / "chunks").string();
+  FakeFiles files;
+  ChunkCache cache(root, 0, files.reader());
+  // Chunks 0..6 in file "gone" (never held), chunks 2..5 copied: a range inside both is served
+  // from the copy, and one reaching past it is a miss.
+  std::string all;
+  const auto located = chunks_of(0, 6, &all);
+  cache.put_location(xorb_of(), 0, located, "gone", 0, {}, {});
+  std::string some;
+  const auto copied = chunks_of(2, 5, &some);
+  cache.put_run(xorb_of(), 2, copied, some.data());
+  std::string want;
+  chunks_of(2, 5, &want);
+  auto got = cache.get_range(xorb_of(), 2, 5);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, want);
+  EXPECT_EQ(cache.stats().damaged, 0u);
+  EXPECT_FALSE(cache.get_range(xorb_of(), 1, 5).has_value());
+  EXPECT_GE(files.reads, 2);
+}
+
+TEST(ChunkCacheLocations, WithoutAFileReaderNothingIsRecorded) {
+  TempDir dir;
+  const std::string root = (dir.path() / "chunks").string();
+  ChunkCache cache(root);
+  EXPECT_FALSE(cache.keeps_locations());
+  std::string bytes;
+  const auto chunks = chunks_of(0, 2, &bytes);
+  cache.put_location(xorb_of(), 0, chunks, "f", 0, {}, {});
+  EXPECT_FALSE(cache.contains(xorb_of(), 0, 2));
+  EXPECT_EQ(cache.stats().stored, 0u);
 }
 
 }  // namespace HUBFS_UNITY_ID
