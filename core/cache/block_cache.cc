@@ -107,6 +107,26 @@ class DiskBlockCache final : public BlockCache {
     return std::move(file.rest);
   }
 
+  bool read_part(std::string_view content_id, uint64_t index, uint64_t offset, char* out, size_t length) override {
+    const Location loc = locate(content_id, index);
+    char header[block_file::kHeaderSize];
+    Result<uint64_t> size = offset > block_file::kMaxDataBytes
+                                ? Result<uint64_t>(Corrupt("past any block"))
+                                : disk_->read_part(loc.path, header, sizeof header, block_file::kHeaderSize + offset,
+                                                   out, length);
+    if (!size.ok() || *size < block_file::kHeaderSize ||
+        !block_file::verify_header(std::string_view(header, sizeof header), *size - block_file::kHeaderSize,
+                                   loc.digest, index)
+             .ok()) {
+      // Absent, shorter, or another key's: a miss (a damaged block is get()'s to find and remove).
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    maybe_touch(loc);
+    return true;
+  }
+
   void put(std::string_view content_id, uint64_t index, std::string_view data) override {
     if (data.size() > block_file::kMaxDataBytes) {
       write_failures_.fetch_add(1, std::memory_order_relaxed);

@@ -66,6 +66,12 @@ class BlockCache {
 
   // The verified bytes of the block, or nullopt (absent, or corrupt and now deleted).
   virtual std::optional<std::string> get(std::string_view content_id, uint64_t index) = 0;
+  // Bytes [offset, offset + length) of the block, read into `out` without checking them against
+  // the block's checksum (its header is checked: key, index, length): for a caller that checks
+  // what it reads itself, where reading and checksumming the whole block for a part of it would
+  // double the work (the Xet chunk cache checks every chunk's BLAKE3 hash). False when the
+  // block is absent or does not hold those bytes; counted as a hit or a miss.
+  virtual bool read_part(std::string_view content_id, uint64_t index, uint64_t offset, char* out, size_t length) = 0;
   // Stores the block; failures are counted, never reported.
   virtual void put(std::string_view content_id, uint64_t index, std::string_view data) = 0;
   // Deletes the block if present (a file whose content failed its hash: its blocks must not be

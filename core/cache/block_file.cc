@@ -141,16 +141,21 @@ Status verify(std::string_view contents, const Digest& digest, uint64_t index) {
 
 Status verify(std::string_view header, std::string_view data, const Digest& digest,
               uint64_t index) {
+  if (Status s = verify_header(header, data.size(), digest, index); !s.ok()) return s;
+  if (get_u32(header.data() + 40) != crc32c::value(data)) return Corrupt("data checksum mismatch");
+  return Status::Ok();
+}
+
+Status verify_header(std::string_view header, uint64_t data_length, const Digest& digest, uint64_t index) {
   if (header.size() != kHeaderSize) return Corrupt("shorter than the block header");
   const char* h = header.data();
   if (get_u32(h + kHeaderCrcOffset) != crc32c::extend(0, h, kHeaderCrcOffset))
     return Corrupt("header checksum mismatch");
   if (get_u32(h + 0) != kMagic) return Corrupt("bad magic");
   if (get_u32(h + 4) != kFormatVersion) return Corrupt("unknown format version");
-  if (get_u64(h + 8) != data.size()) return Corrupt("length mismatch");
+  if (get_u64(h + 8) != data_length) return Corrupt("length mismatch");
   if (get_u64(h + 16) != index) return Corrupt("block index mismatch");
   if (std::memcmp(h + 24, digest.data(), kKeyHashBytes) != 0) return Corrupt("content id mismatch");
-  if (get_u32(h + 40) != crc32c::value(data)) return Corrupt("data checksum mismatch");
   return Status::Ok();
 }
 

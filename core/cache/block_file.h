@@ -61,5 +61,8 @@ std::string encode_header(const Digest& digest, uint64_t index, std::string_view
 Status verify(std::string_view contents, const Digest& digest, uint64_t index);
 // The same, for a file read as its first kHeaderSize bytes and the rest (the block's bytes).
 Status verify(std::string_view header, std::string_view data, const Digest& digest, uint64_t index);
+// Every header field against the expected key and a data length, but not the data's checksum:
+// for a reader of part of a block that checks those bytes itself (BlockCache::read_part).
+Status verify_header(std::string_view header, uint64_t data_length, const Digest& digest, uint64_t index);
 
 }  // namespace hubfs::block_file

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -40,6 +41,20 @@ class CacheDisk {
     split.head = whole->substr(0, head_bytes);
     if (whole->size() > head_bytes) split.rest = whole->substr(head_bytes);
     return split;
+  }
+  // Reads a file's first head_len bytes into `head` and its bytes [offset, offset + length) into
+  // `out` (both must be there: a shorter file is kCorrupt); returns the file's size. For a reader
+  // that needs part of a file and checks it itself. The POSIX disk opens the file once.
+  virtual Result<uint64_t> read_part(const std::string& path, char* head, size_t head_len, uint64_t offset,
+                                     char* out, size_t length) {
+    Result<std::string> whole = read_file(path, UINT64_MAX);
+    if (!whole.ok()) return whole.status();
+    if (whole->size() < head_len || offset > whole->size() || whole->size() - offset < length) {
+      return Corrupt(path + " is shorter than the part asked for");
+    }
+    std::memcpy(head, whole->data(), head_len);
+    std::memcpy(out, whole->data() + offset, length);
+    return static_cast<uint64_t>(whole->size());
   }
   // Creates a fresh file (O_EXCL) and writes all of head, then all of body, to it (two pieces so
   // a block file's header and its data, a slice of a response, need no copy into one buffer).

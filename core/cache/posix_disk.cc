@@ -105,6 +105,31 @@ class PosixDisk final : public CacheDisk {
     return data;
   }
 
+  Result<uint64_t> read_part(const std::string& path, char* head, size_t head_len, uint64_t offset, char* out,
+                             size_t length) override {
+    // O_NONBLOCK, O_NOFOLLOW: as read_file_split.
+    Fd fd(open_retrying(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW));
+    if (fd.get() < 0) return errno_status("opening", path, errno);
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return errno_status("stat", path, errno);
+    if (!S_ISREG(st.st_mode)) return Corrupt(path + " is not a regular file");
+    auto pread_exactly = [&](char* p, size_t n, uint64_t at) -> bool {
+      while (n > 0) {
+        ssize_t r = ::pread(fd.get(), p, n, static_cast<off_t>(at));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        p += r;
+        n -= static_cast<size_t>(r);
+        at += static_cast<uint64_t>(r);
+      }
+      return true;
+    };
+    if (!pread_exactly(head, head_len, 0) || !pread_exactly(out, length, offset)) {
+      return Corrupt(path + " is shorter than the part asked for, or could not be read");
+    }
+    return static_cast<uint64_t>(st.st_size);
+  }
+
   Result<SplitFile> read_file_split(const std::string& path, uint64_t head_bytes,
                                     uint64_t max_bytes) override {
     // O_NONBLOCK: opening a FIFO (or a device) planted where a block belongs must not block a

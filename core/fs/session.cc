@@ -248,20 +248,17 @@ Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision*
 
 namespace {
 // Bytes [offset, offset + length) of the file whose blocks `cache` keeps under `key`, blocks of
-// block_size; nullopt unless every block holding them is there (each checked by the cache).
-std::optional<std::string> read_cached_bytes(BlockCache& cache, const std::string& key, uint32_t block_size,
-                                             uint64_t offset, uint64_t length) {
-  std::string out;
-  out.reserve(length);
+// block_size, into out; false unless every block holding them is there. Read without the blocks' own
+// checksums: the chunk cache checks every chunk it reads back against its BLAKE3 hash.
+bool read_cached_bytes(BlockCache& cache, const std::string& key, uint32_t block_size, uint64_t offset,
+                       uint64_t length, char* out) {
   for (uint64_t at = offset, end = offset + length; at < end;) {
     const uint64_t index = at / block_size, in = at - index * block_size;
-    auto block = cache.get(key, index);
-    if (!block || in >= block->size()) return std::nullopt;
-    const uint64_t n = std::min<uint64_t>(block->size() - in, end - at);
-    out.append(*block, in, n);
+    const uint64_t n = std::min<uint64_t>(block_size - in, end - at);
+    if (!cache.read_part(key, index, in, out + (at - offset), n)) return false;
     at += n;
   }
-  return out;
+  return true;
 }
 }  // namespace
 
@@ -281,8 +278,9 @@ void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsO
     // cache, their chunks' size).
     xet::ChunkCache::FileBytes file_bytes;
     if (s.cache && block_size != 0) {
-      file_bytes = [cache = s.cache.get(), block_size](const std::string& key, uint64_t offset, uint64_t length) {
-        return read_cached_bytes(*cache, key, block_size, offset, length);
+      file_bytes = [cache = s.cache.get(), block_size](const std::string& key, uint64_t offset, uint64_t length,
+                                                       char* out) {
+        return read_cached_bytes(*cache, key, block_size, offset, length, out);
       };
     }
     s.chunk_cache = std::make_unique<xet::ChunkCache>(config.cache_dir + "/" + cache_admin::kXetChunkDir,

@@ -192,10 +192,10 @@ bool ChunkCache::read_run(const Run& run, uint32_t first, uint32_t end, std::str
       if (a < mid_begin) out->append(loc->head, a, std::min(b, mid_begin) - a);
       if (std::max(a, mid_begin) < std::min(b, mid_end)) {
         const uint64_t from = std::max(a, mid_begin), to = std::min(b, mid_end);
-        auto bytes = file_bytes_(loc->file, loc->offset + from, to - from);
-        held = bytes && bytes->size() == to - from;
+        const size_t at = out->size();
+        out->resize(at + (to - from));
+        held = file_bytes_(loc->file, loc->offset + from, to - from, out->data() + at);
         ok = held;
-        if (ok) out->append(*bytes);
       }
       if (ok && b > mid_end) {
         const uint64_t from = std::max(a, mid_end);

@@ -62,10 +62,9 @@ struct ChunkCacheStats {
 
 class ChunkCache {
  public:
-  // Bytes [offset, offset + length) of the file whose block-cache key is `file`, or nullopt when
-  // any of them is not held there. Must be thread-safe.
-  using FileBytes = std::function<std::optional<std::string>(const std::string& file, uint64_t offset,
-                                                             uint64_t length)>;
+  // Reads bytes [offset, offset + length) of the file whose block-cache key is `file` into `out`;
+  // false when any of them is not held there. Must be thread-safe.
+  using FileBytes = std::function<bool(const std::string& file, uint64_t offset, uint64_t length, char* out)>;
 
   // dir is created on first put. max_bytes: the most its files may take (headers included); 0
   // for no bound. file_bytes (may be null): where locations are read back from; without it,

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -201,12 +202,13 @@ struct FakeFiles {
   std::map<std::string, std::string> files;
   int reads = 0;
   ChunkCache::FileBytes reader() {
-    return [this](const std::string& key, uint64_t offset, uint64_t length) -> std::optional<std::string> {
+    return [this](const std::string& key, uint64_t offset, uint64_t length, char* out) {
       std::lock_guard<std::mutex> lock(mu);
       ++reads;
       auto it = files.find(key);
-      if (it == files.end() || offset + length > it->second.size()) return std::nullopt;
-      return it->second.substr(offset, length);
+      if (it == files.end() || offset + length > it->second.size()) return false;
+      std::memcpy(out, it->second.data() + offset, length);
+      return true;
     };
   }
 };
