@@ -46,6 +46,9 @@ struct HttpRequest {
   // bandwidth (a CDN edge gives one stream ~400 Mbit/s), N ranges in flight bring N times that
   // only over N connections; over one they would share one connection's rate.
   bool own_connection = false;
+  // Capacity to reserve for the body beyond its Content-Length, in the same allocation: for a
+  // caller that decodes the body inside its own buffer and needs room to grow (Xet chunks).
+  size_t body_headroom = 0;
   // When the read this request serves gives up: a retrying transport retries transient failures
   // until then (rather than a fixed number of times), and the transport abandons a transfer
   // still running then. Never by default (API requests are bounded by their attempts).

@@ -248,13 +248,14 @@ void XetReader::look_ahead(const MerkleHash& file, uint64_t file_size, uint64_t 
 }
 
 std::future<Result<std::string>> XetReader::get_xorb_range(const std::string& url, const ByteRange& bytes,
-                                                           const Deadline& deadline) {
+                                                           const Deadline& deadline, size_t headroom) {
   auto promise = std::make_shared<std::promise<Result<std::string>>>();
   auto future = promise->get_future();
   HttpRequest req;
   req.url = url;  // signed: no Authorization header goes with it
   req.headers = {{"Range", range_header(bytes.start, bytes.end)}};
   req.own_connection = true;
+  req.body_headroom = headroom;
   req.deadline = deadline;
   req.max_body = bytes.length() + 1;
   const ByteRange want = bytes;
@@ -418,6 +419,14 @@ std::optional<XetReader::Piece> XetReader::narrowed(const ReconstructionPlan& pl
   return p;
 }
 
+size_t XetReader::decode_headroom(const Piece& piece) {
+  // The fetched chunks decode to the piece's bytes plus, for chunks fetched beside them, at most
+  // a largest chunk each. Capacity only: pages the decode does not touch are never allocated.
+  const uint64_t extra_chunks = piece.fetched.chunks.count() - piece.chunks.count();
+  return in_place_headroom(piece.unpacked + extra_chunks * kMaxChunkSize, piece.fetched.bytes.length(),
+                           piece.fetched.chunks.count());
+}
+
 std::optional<std::string> XetReader::from_cache(const Piece& piece, std::vector<HashAndSize>* chunks) {
   ChunkCache* cache = options_.chunk_cache;
   const MerkleHash& xorb = piece.term->xorb;
@@ -539,7 +548,9 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
   std::vector<std::future<Result<std::string>>> bodies(n);
   for (size_t i = 0; i < n; ++i) {
     cached[i] = from_cache(pieces[i], &piece_chunks[i]);
-    if (!cached[i]) bodies[i] = get_xorb_range(*pieces[i].url, pieces[i].fetched.bytes, deadline);
+    if (!cached[i]) {
+      bodies[i] = get_xorb_range(*pieces[i].url, pieces[i].fetched.bytes, deadline, decode_headroom(pieces[i]));
+    }
   }
   for (size_t i = 0; i < n; ++i) {
     if (!cached[i]) (void)footer_of((*reads)[i]);

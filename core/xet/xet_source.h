@@ -172,11 +172,15 @@ class XetReader {
                                                    const Deadline& deadline, bool fresh, bool required);
   Result<std::shared_ptr<const XorbFooter>> fetch_footer(const MerkleHash& xorb, const std::string& url,
                                                          const Deadline& deadline, bool required);
-  // Starts the GET of one xorb byte range; the future holds its body (exactly that range).
+  // Starts the GET of one xorb byte range; the future holds its body (exactly that range), in a
+  // buffer with `headroom` bytes of capacity beyond it (for decoding it in place).
   std::future<Result<std::string>> get_xorb_range(const std::string& url, const ByteRange& bytes,
-                                                  const Deadline& deadline);
+                                                  const Deadline& deadline, size_t headroom);
   // One term's part of a read (xet_source.cc): the chunks it needs and the bytes holding them.
   struct Piece;
+  // The headroom a piece's range needs to be decoded inside its own buffer: its chunks decode
+  // to more than they are stored where LZ4 compressed them (see decode_chunks).
+  static size_t decode_headroom(const Piece& piece);
   // The whole term, as the plan says to fetch it.
   static Piece whole_term(const ReconstructionPlan& plan, const TermRead& t);
   // Only the term's chunks holding the read's bytes, located by the xorb's footer; nullopt when

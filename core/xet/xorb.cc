@@ -231,6 +231,11 @@ namespace {
 struct Scan {
   size_t total = 0;
   bool all_stored_as_is = true;
+  bool well_formed = true;  // every header parsed and fits; the decoder would not fail on sizes
+  // The most the decoded output ever runs ahead of the input read so far (output end minus
+  // input end, after each chunk; at least 0): how far the input must be moved up for an
+  // in-place decode whose output never overwrites input not yet read.
+  size_t growth = 0;
 };
 Scan scan_chunks(const uint8_t* data, size_t len, uint64_t first_chunk, std::optional<size_t> expected_chunks,
                  size_t max_output) {
@@ -240,22 +245,28 @@ Scan scan_chunks(const uint8_t* data, size_t len, uint64_t first_chunk, std::opt
     auto h = parse_chunk_header(data + pos, len - pos, first_chunk + count);
     if (!h.ok() || h->compressed_size > len - pos - kChunkHeaderSize) {
       scan.all_stored_as_is = false;  // the decoder reports it
+      scan.well_formed = false;
       break;
     }
     if (h->scheme != CompressionScheme::kNone) scan.all_stored_as_is = false;
     if (h->uncompressed_size > max_output - scan.total) {
       scan.total = max_output;
+      scan.well_formed = false;
       break;
     }
     scan.total += h->uncompressed_size;
     pos += kChunkHeaderSize + h->compressed_size;
+    if (scan.total > pos) scan.growth = std::max(scan.growth, scan.total - pos);
     ++count;
   }
+  if (expected_chunks ? pos != len : false) scan.well_formed = false;
   return scan;
 }
 
-// decode_chunks; with `in_place` (whose bytes are data[0, len), every chunk stored as-is) the
-// chunks are moved down over their headers inside it, and it becomes the result's data.
+// decode_chunks; with `in_place` (holding data[0, len) at some offset, moved up enough that the
+// output, written from its start, never reaches input not yet read: Scan::growth) each chunk is
+// decoded inside it (stored as-is: moved down over its header; compressed: decoded into a
+// chunk-sized scratch, then copied down), and it becomes the result's data.
 Result<DecodedChunks> decode(const uint8_t* data, size_t len, uint64_t first_chunk,
                              std::optional<size_t> expected_chunks, size_t max_output, std::string* in_place) {
   // Offsets are kept as u32: a xorb is at most 64 MiB, and no caller asks for 4 GiB at once.
@@ -287,6 +298,7 @@ Result<DecodedChunks> decode(const uint8_t* data, size_t len, uint64_t first_chu
   }
   size_t pos = 0, produced = 0;
   uint64_t index = first_chunk;
+  std::string scratch;  // one compressed chunk's output, for an in-place decode
   while (expected_chunks ? out.count() < *expected_chunks : pos < len) {
     if (!expected_chunks && len - pos >= sizeof(kFooterIdent) &&
         std::memcmp(data + pos, kFooterIdent, sizeof(kFooterIdent)) == 0) {
@@ -305,10 +317,24 @@ Result<DecodedChunks> decode(const uint8_t* data, size_t len, uint64_t first_chu
                      " bytes expected for this range: damaged header or a wrong reconstruction term");
     }
     if (in_place) {
-      // Stored as-is (the caller's scan said so; parse_chunk_header checked the two sizes agree):
-      // the output never overtakes the input, which is a header further on.
-      if (h->scheme != CompressionScheme::kNone) return Internal("an in-place decode met a compressed chunk");
-      std::memmove(in_place->data() + produced, data + payload, h->uncompressed_size);
+      // The input this chunk's output may cover ends where the next chunk's header starts.
+      const size_t input_end = static_cast<size_t>(data - reinterpret_cast<const uint8_t*>(in_place->data())) +
+                               payload + h->compressed_size;
+      if (produced + h->uncompressed_size > input_end) {
+        return Internal("an in-place decode would overwrite its own input at " + chunk_name(index));
+      }
+      if (h->scheme == CompressionScheme::kNone) {
+        if (h->compressed_size != h->uncompressed_size) {
+          return Corrupt(chunk_name(index) + ": uncompressed chunk with differing sizes");
+        }
+        std::memmove(in_place->data() + produced, data + payload, h->uncompressed_size);
+      } else {
+        scratch.clear();
+        Status s = decode_chunk_payload(*h, data + payload, index, &scratch);
+        if (!s.ok()) return s;
+        if (scratch.size() != h->uncompressed_size) return Corrupt(chunk_name(index) + ": decoded to the wrong size");
+        std::memcpy(in_place->data() + produced, scratch.data(), scratch.size());
+      }
       produced += h->uncompressed_size;
     } else {
       Status s = decode_chunk_payload(*h, data + payload, index, &out.data);
@@ -341,11 +367,20 @@ Result<DecodedChunks> decode_chunks(const uint8_t* data, size_t len, uint64_t fi
 Result<DecodedChunks> decode_chunks(std::string&& range, uint64_t first_chunk, std::optional<size_t> expected_chunks,
                                     size_t max_output) {
   const auto* data = reinterpret_cast<const uint8_t*>(range.data());
-  if (!scan_chunks(data, range.size(), first_chunk, expected_chunks, max_output).all_stored_as_is) {
-    return decode(data, range.size(), first_chunk, expected_chunks, max_output, nullptr);
+  const size_t len = range.size();
+  const Scan scan = scan_chunks(data, len, first_chunk, expected_chunks, max_output);
+  // In place when the buffer has room for the output to grow past the input (chunks that LZ4
+  // compressed decode larger than they are stored): a second buffer as large as the range is a
+  // range's worth of fresh pages, which on a VM cost the reading application as well (docs/xet.md).
+  if (!scan.well_formed || range.capacity() - len < scan.growth) {
+    return decode(data, len, first_chunk, expected_chunks, max_output, nullptr);
   }
   std::string bytes = std::move(range);
-  return decode(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), first_chunk, expected_chunks,
+  if (scan.growth > 0) {
+    bytes.resize(len + scan.growth);  // within its capacity: no reallocation
+    std::memmove(bytes.data() + scan.growth, bytes.data(), len);
+  }
+  return decode(reinterpret_cast<const uint8_t*>(bytes.data()) + scan.growth, len, first_chunk, expected_chunks,
                 max_output, &bytes);
 }
 

@@ -74,11 +74,18 @@ struct DecodedChunks {
 // is the natural bound); exceeding it is an error before anything is allocated for it.
 Result<DecodedChunks> decode_chunks(const uint8_t* data, size_t len, uint64_t first_chunk,
                                     std::optional<size_t> expected_chunks, size_t max_output);
-// The same, taking the range's buffer: where every chunk is stored as-is (incompressible data,
-// the common case for compressed datasets) they are moved down over their headers inside it,
-// with no second buffer; otherwise as above.
+// The same, taking the range's buffer: where its capacity leaves room for the output to run
+// ahead of the input (chunks stored as-is shrink by their headers; LZ4-compressed ones grow),
+// the chunks are decoded inside it, with no second buffer; otherwise as above.
 Result<DecodedChunks> decode_chunks(std::string&& range, uint64_t first_chunk, std::optional<size_t> expected_chunks,
                                     size_t max_output);
+// Capacity beyond a range's `stored` bytes that lets decode_chunks(std::string&&) decode its
+// `chunks` chunks, `decoded` bytes in all, inside the range's buffer: the output runs ahead of
+// the input by at most what it outgrows it by in the end plus a header per chunk (a chunk stored
+// as-is shrinks by its header, a compressed one only grows).
+inline size_t in_place_headroom(uint64_t decoded, uint64_t stored, uint64_t chunks) {
+  return static_cast<size_t>((decoded > stored ? decoded - stored : 0) + chunks * kChunkHeaderSize);
+}
 
 // A xorb's footer (XorbObjectInfoV1 in xorb_object_format.rs).
 struct XorbFooter {

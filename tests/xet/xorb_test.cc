@@ -114,8 +114,8 @@ TEST(XorbTest, RoundTripEveryScheme) {
   }
 }
 
-// decode_chunks(std::string&&) moves chunks stored as-is down over their headers inside the
-// range's own buffer; it must agree with the copying decoder on every range, scheme and error.
+// decode_chunks(std::string&&) decodes inside the range's own buffer where it has room (chunks
+// stored as-is need none); it must agree with the copying decoder on every range, scheme and error.
 TEST(XorbTest, InPlaceDecodeAgreesWithTheCopyingOne) {
   const std::vector<size_t> sizes = {1, 7, 8192, 65536, 100003, kMaxChunkSize};
   for (auto scheme : {CompressionScheme::kNone, CompressionScheme::kLz4}) {
@@ -144,6 +144,48 @@ TEST(XorbTest, InPlaceDecodeAgreesWithTheCopyingOne) {
   EXPECT_FALSE(decode_chunks(std::string(b.xorb), 0, 3, 5999).ok());
   std::string truncated = b.xorb.substr(0, b.xorb.size() - 1);
   EXPECT_FALSE(decode_chunks(std::move(truncated), 0, 3, SIZE_MAX).ok());
+}
+
+// Ranges mixing LZ4-compressed chunks (which decode larger than they are stored) with chunks
+// stored as-is decode inside their own buffer when it has in_place_headroom's room, and agree
+// with the copying decoder with or without that room.
+TEST(XorbTest, MixedRangesDecodeInPlaceWithTheirHeadroom) {
+  for (auto scheme : {CompressionScheme::kLz4, CompressionScheme::kByteGrouping4Lz4}) {
+    for (int order = 0; order < 3; ++order) {
+      // Compressible chunks first, last, or alternating with incompressible ones.
+      XorbBuilder builder(scheme);
+      std::vector<std::string> chunks;
+      for (size_t i = 0; i < 8; ++i) {
+        const bool compressible = order == 0 ? i < 4 : order == 1 ? i >= 4 : i % 2 == 0;
+        const size_t n = 20000 + 7919 * i;
+        chunks.push_back(compressible ? float_like(n, 100 + i) : random_bytes(n, 200 + i));
+        ASSERT_TRUE(builder.add_chunk(chunks.back().data(), n).ok());
+      }
+      const std::string xorb = builder.finish(true);
+      auto footer = parse_footer(u8(xorb), xorb.size());
+      ASSERT_TRUE(footer.ok());
+      for (auto [lo, hi] : {std::pair<size_t, size_t>{0, 8}, {1, 7}, {3, 5}, {6, 8}}) {
+        const size_t from = lo ? footer->chunk_ends[lo - 1] : 0, to = footer->chunk_ends[hi - 1];
+        const std::string want = concat(chunks, lo, hi);
+        if (lo == 0 && hi == 8) ASSERT_GT(want.size(), to - from) << "the xorb should hold compressed chunks";
+        std::string roomy;
+        roomy.reserve(to - from + in_place_headroom(want.size(), to - from, hi - lo));
+        roomy.assign(xorb, from, to - from);
+        const char* buffer = roomy.data();
+        auto moved = decode_chunks(std::move(roomy), lo, hi - lo, SIZE_MAX);
+        ASSERT_TRUE(moved.ok()) << moved.status().message();
+        EXPECT_EQ(moved->data, want) << int(scheme) << " " << order << " " << lo << "-" << hi;
+        EXPECT_EQ(moved->data.data(), buffer) << "decoded into a second buffer";
+        EXPECT_TRUE(verify_chunks(*moved, lo, *footer).ok());
+        auto tight = decode_chunks(xorb.substr(from, to - from), lo, hi - lo, SIZE_MAX);
+        auto copied = decode_chunks(u8(xorb) + from, to - from, lo, hi - lo, SIZE_MAX);
+        ASSERT_TRUE(tight.ok() && copied.ok());
+        EXPECT_EQ(tight->data, want);
+        EXPECT_EQ(moved->ends, copied->ends);
+        EXPECT_EQ(moved->packed_ends, copied->packed_ends);
+      }
+    }
+  }
 }
 
 TEST(XorbTest, IncompressibleChunksAreStoredAsIs) {
