@@ -46,8 +46,8 @@ from where the resolve redirects.
 Cold: fresh mount, empty cache directory, `echo 3 > /proc/sys/vm/drop_caches`. Warm: a second
 read on the same mount with the page cache dropped again (hubfs's block cache, rclone's VFS
 cache kept). Every figure is the median of --repeat runs; contenders are interleaved within a
-run so load from other processes spreads over all of them. h5py is timed in this process
-(open + read, no interpreter start), `h5chunk read` as the whole command (-o /dev/null): if
+run so load from other processes spreads over all of them, and take turns going first. h5py is
+timed in this process (open + read, no interpreter start), `h5chunk read` as the whole command (-o /dev/null): if
 anything this favours h5py; mmap in this process too (open + map + the 100 copies). MB/s are
 the bytes the reader needed on the wire (zea: the chunks' stored sizes; seq: the file; mmap:
 the slices, overlaps once), so every row compares with the direct limit.
@@ -587,12 +587,18 @@ class Bench:
         combos = [(r, w) for w in WORKLOADS if w in args.workloads for r in READERS_OF[w]]
         for rep in range(args.repeat):
             log("run %d/%d" % (rep + 1, args.repeat))
+            # The contenders take turns going first: on this VM a read's time depends on what ran
+            # just before it (the direct limit ends each round; memory a run frees costs the
+            # next one a host fault per page once the host has taken it back), and a fixed order
+            # charged that to the first contender every round.
+            order = [c for c in ("local", "hubfs", "base", "bridge", "rclone") if c in args.contenders]
+            order = order[rep % len(order):] + order[:rep % len(order)] if order else order
             for reader, workload in combos:
                 path = self.files[FILE_OF[workload]]
-                if "local" in args.contenders:
-                    self.timed_read(("local", reader, workload, "cold"), path)
-                for contender in ("hubfs", "base", "bridge", "rclone"):
-                    if contender in args.contenders:
+                for contender in order:
+                    if contender == "local":
+                        self.timed_read(("local", reader, workload, "cold"), path)
+                    else:
                         self.mounted_reads(contender, reader, workload, rep)
             for workload in WORKLOADS:
                 if "direct" not in args.contenders or workload not in args.workloads:
