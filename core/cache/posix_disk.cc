@@ -43,6 +43,14 @@ class Fd {
   }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = other.fd_;
+      other.fd_ = -1;
+    }
+    return *this;
+  }
   int get() const { return fd_; }
   // Closes now and reports the error: some filesystems (NFS) only report write errors here.
   int close() {
@@ -61,6 +69,19 @@ int open_retrying(const char* path, int flags, mode_t mode = 0) {
     fd = ::open(path, flags | O_CLOEXEC, mode);
   } while (fd < 0 && errno == EINTR);
   return fd;
+}
+
+// Opens a file of the cache for reading and returns its size in *size. O_NONBLOCK: opening a FIFO
+// (or a device) planted where a block belongs must not block a disk thread; O_NOFOLLOW: nor may a
+// symlink lead elsewhere. Both are then refused: only a regular file is opened.
+Status open_regular(const std::string& path, Fd* fd, uint64_t* size) {
+  *fd = Fd(open_retrying(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW));
+  if (fd->get() < 0) return errno_status("opening", path, errno);
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return errno_status("stat", path, errno);
+  if (!S_ISREG(st.st_mode)) return Corrupt(path + " is not a regular file");
+  *size = static_cast<uint64_t>(st.st_size);
+  return Status::Ok();
 }
 
 class PosixDisk final : public CacheDisk {
@@ -83,16 +104,11 @@ class PosixDisk final : public CacheDisk {
   }
 
   Result<std::string> read_file(const std::string& path, uint64_t max_bytes) override {
-    // O_NONBLOCK: opening a FIFO (or a device) planted where a block belongs must not block a
-    // disk thread; O_NOFOLLOW: nor may a symlink lead elsewhere. Both are then refused below.
-    Fd fd(open_retrying(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW));
-    if (fd.get() < 0) return errno_status("opening", path, errno);
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0) return errno_status("stat", path, errno);
-    if (!S_ISREG(st.st_mode)) return Corrupt(path + " is not a regular file");
-    if (static_cast<uint64_t>(st.st_size) > max_bytes)
-      return Corrupt(path + " is larger than any block");
-    std::string data(static_cast<size_t>(st.st_size), '\0');
+    Fd fd(-1);
+    uint64_t size = 0;
+    if (Status s = open_regular(path, &fd, &size); !s.ok()) return s;
+    if (size > max_bytes) return Corrupt(path + " is larger than any block");
+    std::string data(static_cast<size_t>(size), '\0');
     size_t done = 0;
     while (done < data.size()) {  // normally one read; loops only on signals or a short read
       ssize_t n = ::read(fd.get(), data.data() + done, data.size() - done);
@@ -107,12 +123,9 @@ class PosixDisk final : public CacheDisk {
 
   Result<uint64_t> read_part(const std::string& path, char* head, size_t head_len, uint64_t offset, char* out,
                              size_t length) override {
-    // O_NONBLOCK, O_NOFOLLOW: as read_file_split.
-    Fd fd(open_retrying(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW));
-    if (fd.get() < 0) return errno_status("opening", path, errno);
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0) return errno_status("stat", path, errno);
-    if (!S_ISREG(st.st_mode)) return Corrupt(path + " is not a regular file");
+    Fd fd(-1);
+    uint64_t size = 0;
+    if (Status s = open_regular(path, &fd, &size); !s.ok()) return s;
     auto pread_exactly = [&](char* p, size_t n, uint64_t at) -> bool {
       while (n > 0) {
         ssize_t r = ::pread(fd.get(), p, n, static_cast<off_t>(at));
@@ -127,19 +140,14 @@ class PosixDisk final : public CacheDisk {
     if (!pread_exactly(head, head_len, 0) || !pread_exactly(out, length, offset)) {
       return Corrupt(path + " is shorter than the part asked for, or could not be read");
     }
-    return static_cast<uint64_t>(st.st_size);
+    return size;
   }
 
   Result<SplitFile> read_file_split(const std::string& path, uint64_t head_bytes,
                                     uint64_t max_bytes) override {
-    // O_NONBLOCK: opening a FIFO (or a device) planted where a block belongs must not block a
-    // disk thread; O_NOFOLLOW: nor may a symlink lead elsewhere. Both are then refused below.
-    Fd fd(open_retrying(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW));
-    if (fd.get() < 0) return errno_status("opening", path, errno);
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0) return errno_status("stat", path, errno);
-    if (!S_ISREG(st.st_mode)) return Corrupt(path + " is not a regular file");
-    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    Fd fd(-1);
+    uint64_t size = 0;
+    if (Status s = open_regular(path, &fd, &size); !s.ok()) return s;
     if (size > max_bytes) return Corrupt(path + " is larger than any block");
     SplitFile split;
     split.head.resize(static_cast<size_t>(std::min(size, head_bytes)));

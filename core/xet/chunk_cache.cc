@@ -82,6 +82,23 @@ struct Location {
   uint64_t offset = 0;
   std::string head, tail;
 };
+// A run file's start: magic, chunk count, each chunk's hash and size; *length gets their total
+// size. Nullopt for no chunks, too many, or a chunk larger than Xet allows.
+std::optional<std::string> run_head(const char magic[4], uint32_t first, const std::vector<HashAndSize>& chunks,
+                                    uint64_t* length) {
+  if (chunks.empty() || chunks.size() > std::numeric_limits<uint32_t>::max() - first) return std::nullopt;
+  std::string head(magic, 4);
+  put_le32(&head, static_cast<uint32_t>(chunks.size()));
+  *length = 0;
+  for (const HashAndSize& c : chunks) {
+    if (c.size > kMaxChunkSize) return std::nullopt;
+    head.append(reinterpret_cast<const char*>(c.hash.bytes.data()), 32);
+    put_le32(&head, static_cast<uint32_t>(c.size));
+    *length += c.size;
+  }
+  return head;
+}
+
 std::optional<Location> parse_location(const std::string& rest, uint64_t run_bytes) {
   Location l;
   size_t at = 0;
@@ -282,33 +299,20 @@ void ChunkCache::put(const MerkleHash& xorb, uint32_t index, const MerkleHash& h
 
 void ChunkCache::put_run(const MerkleHash& xorb, uint32_t first, const std::vector<HashAndSize>& chunks,
                          const char* data) {
-  if (chunks.empty() || chunks.size() > std::numeric_limits<uint32_t>::max() - first) return;
-  std::string head(kCopyMagic, 4);
-  put_le32(&head, static_cast<uint32_t>(chunks.size()));
   uint64_t length = 0;
-  for (const HashAndSize& c : chunks) {
-    if (c.size > kMaxChunkSize) return;
-    head.append(reinterpret_cast<const char*>(c.hash.bytes.data()), 32);
-    put_le32(&head, static_cast<uint32_t>(c.size));
-    length += c.size;
-  }
-  write_run(xorb, first, static_cast<uint32_t>(chunks.size()), {head, std::string_view(data, length)});
+  auto head = run_head(kCopyMagic, first, chunks, &length);
+  if (!head) return;
+  write_run(xorb, first, static_cast<uint32_t>(chunks.size()), {*head, std::string_view(data, length)});
 }
 
 void ChunkCache::put_location(const MerkleHash& xorb, uint32_t first, const std::vector<HashAndSize>& chunks,
                               const std::string& file, uint64_t file_offset, std::string_view head_bytes,
                               std::string_view tail_bytes) {
   if (!file_bytes_ || file.empty() || file.size() > 1024) return;
-  if (chunks.empty() || chunks.size() > std::numeric_limits<uint32_t>::max() - first) return;
-  std::string head(kLocationMagic, 4);
-  put_le32(&head, static_cast<uint32_t>(chunks.size()));
   uint64_t length = 0;
-  for (const HashAndSize& c : chunks) {
-    if (c.size > kMaxChunkSize) return;
-    head.append(reinterpret_cast<const char*>(c.hash.bytes.data()), 32);
-    put_le32(&head, static_cast<uint32_t>(c.size));
-    length += c.size;
-  }
+  auto made = run_head(kLocationMagic, first, chunks, &length);
+  if (!made) return;
+  std::string& head = *made;
   if (head_bytes.size() + tail_bytes.size() > length ||
       4 + file.size() + 16 + head_bytes.size() + tail_bytes.size() > kMaxLocationTail) {
     return;

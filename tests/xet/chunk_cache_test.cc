@@ -213,6 +213,15 @@ struct FakeFiles {
   }
 };
 
+// A chunk cache whose locations are read back from FakeFiles.
+class ChunkCacheLocations : public ::testing::Test {
+ protected:
+  TempDir dir;
+  std::string root = (dir.path() / "chunks").string();
+  FakeFiles files;
+  ChunkCache cache{root, 0, files.reader()};
+};
+
 // Chunks [first, end) of the test xorb: their hashes and sizes, and their bytes back to back.
 std::vector<HashAndSize> chunks_of(uint32_t first, uint32_t end, std::string* bytes) {
   std::vector<HashAndSize> chunks;
@@ -224,11 +233,7 @@ std::vector<HashAndSize> chunks_of(uint32_t first, uint32_t end, std::string* by
   return chunks;
 }
 
-TEST(ChunkCacheLocations, ARunIsReadBackFromTheFileItLiesInWithItsEndsKeptInline) {
-  TempDir dir;
-  const std::string root = (dir.path() / "chunks").string();
-  FakeFiles files;
-  ChunkCache cache(root, 0, files.reader());
+TEST_F(ChunkCacheLocations, ARunIsReadBackFromTheFileItLiesInWithItsEndsKeptInline) {
   ASSERT_TRUE(cache.keeps_locations());
   // Chunks 0..6 lie in file "f" from offset 500; the read that fetched them returned file bytes
   // [1000, 5000): the first 500 bytes and the last (7 * 1001 + 500 - 5000 = 2507) lie outside it,
@@ -268,11 +273,7 @@ TEST(ChunkCacheLocations, ARunIsReadBackFromTheFileItLiesInWithItsEndsKeptInline
   EXPECT_EQ(cache.stats().damaged, 0u);
 }
 
-TEST(ChunkCacheLocations, BlocksNotHeldAreAMissThatKeepsTheRunAndWrongBytesAreNeverServed) {
-  TempDir dir;
-  const std::string root = (dir.path() / "chunks").string();
-  FakeFiles files;
-  ChunkCache cache(root, 0, files.reader());
+TEST_F(ChunkCacheLocations, BlocksNotHeldAreAMissThatKeepsTheRunAndWrongBytesAreNeverServed) {
   std::string bytes;
   const auto chunks = chunks_of(0, 4, &bytes);
   cache.put_location(xorb_of(), 0, chunks, "f", 0, {}, {});
@@ -293,11 +294,7 @@ TEST(ChunkCacheLocations, BlocksNotHeldAreAMissThatKeepsTheRunAndWrongBytesAreNe
   EXPECT_EQ(cache.stats().damaged, 1u);
 }
 
-TEST(ChunkCacheLocations, WhenOneRunCannotServeAnotherThatHoldsTheChunksDoes) {
-  TempDir dir;
-  const std::string root = (dir.path() / "chunks").string();
-  FakeFiles files;
-  ChunkCache cache(root, 0, files.reader());
+TEST_F(ChunkCacheLocations, WhenOneRunCannotServeAnotherThatHoldsTheChunksDoes) {
   // Chunks 0..6 in file "gone" (never held), chunks 2..5 copied: a range inside both is served
   // from the copy, and one reaching past it is a miss.
   std::string all;
@@ -316,7 +313,7 @@ TEST(ChunkCacheLocations, WhenOneRunCannotServeAnotherThatHoldsTheChunksDoes) {
   EXPECT_GE(files.reads, 2);
 }
 
-TEST(ChunkCacheLocations, WithoutAFileReaderNothingIsRecorded) {
+TEST(ChunkCacheWithoutFileBytes, NoLocationIsRecorded) {
   TempDir dir;
   const std::string root = (dir.path() / "chunks").string();
   ChunkCache cache(root);

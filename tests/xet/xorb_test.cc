@@ -167,7 +167,9 @@ TEST(XorbTest, MixedRangesDecodeInPlaceWithTheirHeadroom) {
       for (auto [lo, hi] : {std::pair<size_t, size_t>{0, 8}, {1, 7}, {3, 5}, {6, 8}}) {
         const size_t from = lo ? footer->chunk_ends[lo - 1] : 0, to = footer->chunk_ends[hi - 1];
         const std::string want = concat(chunks, lo, hi);
-        if (lo == 0 && hi == 8) ASSERT_GT(want.size(), to - from) << "the xorb should hold compressed chunks";
+        if (lo == 0 && hi == 8) {
+          ASSERT_GT(want.size(), to - from) << "the xorb should hold compressed chunks";
+        }
         std::string roomy;
         roomy.reserve(to - from + in_place_headroom(want.size(), to - from, hi - lo));
         roomy.assign(xorb, from, to - from);
