@@ -76,11 +76,11 @@ void put_le64(std::string* s, uint64_t v) {
 }
 uint64_t get_le64(const char* p) { return get_le32(p) | (uint64_t(get_le32(p + 4)) << 32); }
 
-// A location run's own part, after its chunk table.
+// A location run's own part, after its chunk table (views into the bytes it was parsed from).
 struct Location {
-  std::string file;
+  std::string_view file;
   uint64_t offset = 0;
-  std::string head, tail;
+  std::string_view head, tail;
 };
 // A run file's start: magic, chunk count, each chunk's hash and size; *length gets their total
 // size. Nullopt for no chunks, too many, or a chunk larger than Xet allows.
@@ -99,7 +99,7 @@ std::optional<std::string> run_head(const char magic[4], uint32_t first, const s
   return head;
 }
 
-std::optional<Location> parse_location(const std::string& rest, uint64_t run_bytes) {
+std::optional<Location> parse_location(std::string_view rest, uint64_t run_bytes) {
   Location l;
   size_t at = 0;
   auto need = [&](size_t n) { return rest.size() - at >= n; };
@@ -175,8 +175,11 @@ bool ChunkCache::read_run(const Run& run, uint32_t first, uint32_t end, std::str
   std::string table(8 + size_t(count) * kRunEntry, '\0');
   bool ok = pread_all(fd, table.data(), table.size(), 0) && get_le32(table.data() + 4) == count;
   const bool copy = ok && std::memcmp(table.data(), kCopyMagic, 4) == 0;
-  const bool location = ok && std::memcmp(table.data(), kLocationMagic, 4) == 0 && file_bytes_;
-  ok = copy || location;
+  const bool location = ok && std::memcmp(table.data(), kLocationMagic, 4) == 0;
+  // false: a location whose file bytes cannot be had here (no FileBytes, or the block cache does
+  // not hold them): a miss that keeps the run, not a damaged one.
+  bool held = !location || file_bytes_;
+  ok = copy || (location && held);
   // The wanted chunks are the run's bytes [skip, skip + length) of `total`.
   uint64_t skip = 0, length = 0, total = 0;
   for (uint32_t k = 0; k < count && ok; ++k) {
@@ -186,7 +189,6 @@ bool ChunkCache::read_run(const Run& run, uint32_t first, uint32_t end, std::str
     else if (k < end - run.first) length += size;
     total += size;
   }
-  bool held = true;  // false: a location whose file bytes the block cache does not hold (a miss, kept)
   const size_t base = out->size(), chunks_base = chunks ? chunks->size() : 0;
   if (ok && copy) {
     out->resize(base + length);
@@ -211,7 +213,7 @@ bool ChunkCache::read_run(const Run& run, uint32_t first, uint32_t end, std::str
         const uint64_t from = std::max(a, mid_begin), to = std::min(b, mid_end);
         const size_t at = out->size();
         out->resize(at + (to - from));
-        held = file_bytes_(loc->file, loc->offset + from, to - from, out->data() + at);
+        held = file_bytes_(std::string(loc->file), loc->offset + from, to - from, out->data() + at);
         ok = held;
       }
       if (ok && b > mid_end) {

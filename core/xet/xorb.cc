@@ -324,9 +324,7 @@ Result<DecodedChunks> decode(const uint8_t* data, size_t len, uint64_t first_chu
         return Internal("an in-place decode would overwrite its own input at " + chunk_name(index));
       }
       if (h->scheme == CompressionScheme::kNone) {
-        if (h->compressed_size != h->uncompressed_size) {
-          return Corrupt(chunk_name(index) + ": uncompressed chunk with differing sizes");
-        }
+        // parse_chunk_header checked that its two sizes agree.
         std::memmove(in_place->data() + produced, data + payload, h->uncompressed_size);
       } else {
         scratch.clear();

@@ -313,7 +313,7 @@ TEST_F(ChunkCacheLocations, WhenOneRunCannotServeAnotherThatHoldsTheChunksDoes) 
   EXPECT_GE(files.reads, 2);
 }
 
-TEST(ChunkCacheWithoutFileBytes, NoLocationIsRecorded) {
+TEST(ChunkCacheWithoutFileBytes, RecordsNoLocationAndKeepsThoseOthersRecorded) {
   TempDir dir;
   const std::string root = (dir.path() / "chunks").string();
   ChunkCache cache(root);
@@ -323,6 +323,15 @@ TEST(ChunkCacheWithoutFileBytes, NoLocationIsRecorded) {
   cache.put_location(xorb_of(), 0, chunks, "f", 0, {}, {});
   EXPECT_FALSE(cache.contains(xorb_of(), 0, 2));
   EXPECT_EQ(cache.stats().stored, 0u);
+  // A location another cache on the directory wrote is a miss here, kept: not damaged.
+  FakeFiles files;
+  files.files["f"] = bytes;
+  ChunkCache(root, 0, files.reader()).put_location(xorb_of(), 0, chunks, "f", 0, {}, {});
+  ASSERT_TRUE(cache.contains(xorb_of(), 0, 2));
+  EXPECT_FALSE(cache.get_range(xorb_of(), 0, 2).has_value());
+  EXPECT_TRUE(cache.contains(xorb_of(), 0, 2));
+  EXPECT_EQ(cache.stats().damaged, 0u);
+  EXPECT_EQ(*ChunkCache(root, 0, files.reader()).get_range(xorb_of(), 0, 2), bytes);
 }
 
 }  // namespace HUBFS_UNITY_ID
