@@ -139,6 +139,7 @@ std::function<std::string()> status_provider(const Stack& m, const MountConfig& 
     j["hints"] = r.hints;
     j["hinted_bytes"] = r.hinted_bytes;
     j["files_verified"] = r.files_verified;
+    j["files_verified_by_source"] = r.files_verified_by_source;
     j["verify_failures"] = r.verify_failures;
     if (*cache) {
       const CacheStats d = (*cache)->stats();

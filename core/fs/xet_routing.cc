@@ -19,28 +19,35 @@ bool is_storage_service_error(const Status& s) {
 
 class XetRouter::FileSource : public RangeSource {
  public:
+  static void from_bridge(XetRouter& r, const Locator& locate, uint64_t file_size, ByteRange range, Callback done,
+                          const Deadline& deadline) {
+    r.bridge_.fetch_async(
+        locate, file_size, range,
+        [done = std::move(done)](Result<std::string> got) { done(std::move(got), Provenance::kPlain); }, deadline);
+  }
+
   FileSource(std::shared_ptr<XetRouter> router, xet::MerkleHash hash, Locator locate, std::string block_key)
       : router_(std::move(router)), hash_(hash), locate_(std::move(locate)), block_key_(std::move(block_key)) {}
 
   void fetch_async(uint64_t file_size, ByteRange range, Callback done, Deadline deadline) override {
     XetRouter* r = router_.get();
-    if (r->bridge_now()) {
-      r->bridge_.fetch_async(locate_, file_size, range, std::move(done), deadline);
-      return;
-    }
+    if (r->bridge_now()) return from_bridge(*r, locate_, file_size, range, std::move(done), deadline);
     r->xet_.fetch_async(
         hash_, file_size, range,
         [router = router_, locate = locate_, file_size, range, done = std::move(done),
          deadline](Result<std::string> got) mutable {
           if (got.ok() || !is_storage_service_error(got.status())) {
-            done(std::move(got));
+            done(std::move(got), Provenance::kFileHashed);
             return;
           }
           router->note_failure(got.status());
-          router->bridge_.fetch_async(locate, file_size, range, std::move(done), deadline);
+          from_bridge(*router, locate, file_size, range, std::move(done), deadline);
         },
         deadline, block_key_);
   }
+
+  // Over the bytes Xet served: the bridge's are the reader's to hash.
+  FileVerdict file_verdict() override { return router_->xet_.file_verdict(hash_); }
 
  private:
   std::shared_ptr<XetRouter> router_;

@@ -14,28 +14,52 @@
 
 namespace hubfs {
 
+// What a source says of bytes it delivered.
+enum class Provenance {
+  kPlain,       // only the reader's own whole-file hash can check them (the bridge's bytes)
+  kFileHashed,  // covered by the source's own whole-file check: file_verdict() (a Xet read)
+};
+
+// A source's check of the whole file, over every byte it delivered as kFileHashed.
+enum class FileVerdict {
+  kUnknown,   // not (or not yet) checked: the delivered bytes do not tile the file, or records
+              // of them were dropped
+  kMatch,     // every byte delivered is the file's own
+  kMismatch,  // some byte delivered is not
+};
+
 class RangeSource {
  public:
-  using Callback = RangeFetcher::Callback;
+  using Callback = std::function<void(Result<std::string>, Provenance)>;
   virtual ~RangeSource() = default;
 
   // The contract of RangeFetcher::fetch_async for this source's file: returns at once; `done`
   // runs exactly once, on any thread but the caller's, with exactly range.length bytes, each
   // the file's own (never unchecked wrong bytes), or an error (kInvalidArgument for a range past
-  // file_size; kTimeout once `deadline` passed). Thread-safe.
+  // file_size; kTimeout once `deadline` passed); with the bytes, what checks them. Thread-safe.
   virtual void fetch_async(uint64_t file_size, ByteRange range, Callback done, Deadline deadline) = 0;
+
+  // The source's verdict on the whole file. A reader may take kMatch instead of hashing the file
+  // itself when every byte it holds came from here as kFileHashed. kMismatch is reported once:
+  // the source forgets what it delivered (and what told it where to fetch), so the reader's
+  // next fetches, after it dropped the file's bytes, get a fresh verdict. Thread-safe.
+  virtual FileVerdict file_verdict() { return FileVerdict::kUnknown; }
 };
 
 // A file's range from its own source when it has one, else through the fetcher from `locate`,
-// in `parts` requests (RangeFetcher::fetch_async). A source plans its own requests: `parts` is
-// the fetcher's only (a Xet read already fetches a term's xorb ranges side by side).
+// in `parts` requests (RangeFetcher::fetch_async; its bytes are kPlain). A source plans its own
+// requests: `parts` is the fetcher's only (a Xet read already fetches a term's xorb ranges side
+// by side).
 inline void fetch_file_range(RangeFetcher& fetcher, const std::shared_ptr<RangeSource>& source, const Locator& locate,
-                             uint64_t file_size, ByteRange range, RangeFetcher::Callback done, Deadline deadline,
+                             uint64_t file_size, ByteRange range, RangeSource::Callback done, Deadline deadline,
                              uint32_t parts = 1) {
   if (source) {
     source->fetch_async(file_size, range, std::move(done), deadline);
   } else {
-    fetcher.fetch_async(locate, file_size, range, std::move(done), deadline, parts);
+    fetcher.fetch_async(
+        locate, file_size, range,
+        [done = std::move(done)](Result<std::string> got) { done(std::move(got), Provenance::kPlain); }, deadline,
+        parts);
   }
 }
 

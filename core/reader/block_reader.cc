@@ -87,7 +87,7 @@ void BlockReader::complete_batch(const RemoteFile& file, const FileKey& key,
     // The arrival that completes the file hashes before it releases its waiters, so they get the
     // verdict: a reader (or the kernel's read-ahead) that read the other blocks earlier is still
     // waiting on this one. Every other arrival releases its waiters first.
-    FileVerifier::Arrival arrival = verifier_.on_arrival(verified(file, key), index);
+    FileVerifier::Arrival arrival = verifier_.on_arrival(verified(file, key), index, bytes.source_checked);
     served[i] = arrival.verdict.ok();
     if (served[i] && !arrival.completed_file) hash_after = true;
     in_flight_.complete(flight_key(id, index), served[i] ? Result<BlockBytes>(bytes) : Result<BlockBytes>(arrival.verdict));
@@ -133,14 +133,14 @@ void BlockReader::fetch_blocks(const RemoteFile& file, const FileKey& key, const
     requests_in_flight_ += parts;
     fetch_file_range(
         fetcher_, file.source, file.locate, file.size, range,
-        [this, file, key, first, count, range, prefetch, parts](Result<std::string> body) {
+        [this, file, key, first, count, range, prefetch, parts](Result<std::string> body, Provenance provenance) {
           // On the network thread: the splitting and disk writes go to a worker, queued before
           // the fetch counts as done, so shutdown's drain sees it.
           requests_in_flight_ -= parts;
           auto shared = std::make_shared<Result<std::string>>(std::move(body));
-          post([this, file, key, first, count, range, prefetch, shared] {
+          post([this, file, key, first, count, range, prefetch, shared, provenance] {
             if (prefetch) prefetch_bytes_ -= range.length;
-            on_fetched(file, key, first, count, *shared);
+            on_fetched(file, key, first, count, *shared, provenance);
           });
           fetches_.done();
         },
@@ -149,7 +149,7 @@ void BlockReader::fetch_blocks(const RemoteFile& file, const FileKey& key, const
 }
 
 void BlockReader::on_fetched(const RemoteFile& file, const FileKey& key, uint64_t first, uint64_t count,
-                             Result<std::string>& body) {
+                             Result<std::string>& body, Provenance provenance) {
   if (!body.ok()) {
     counters_.add(counters_.fetch_errors, 1);
     return fail(key, BlockRun{first, count}.indices(), body.status().with_context("fetching " + file.path));
@@ -157,8 +157,9 @@ void BlockReader::on_fetched(const RemoteFile& file, const FileKey& key, uint64_
   auto all = std::make_shared<const std::string>(std::move(body).value());
   counters_.add(counters_.bytes_fetched, all->size());
   counters_.add(counters_.blocks_fetched, count);
-  complete_batch(file, key, split_response(all, BlockRun{first, count}, file.size, options_.block_size),
-                 /*from_hub=*/true);
+  auto blocks = split_response(all, BlockRun{first, count}, file.size, options_.block_size);
+  for (auto& [index, bytes] : blocks) bytes.source_checked = provenance == Provenance::kFileHashed;
+  complete_batch(file, key, blocks, /*from_hub=*/true);
 }
 
 std::vector<uint64_t> BlockReader::claim_ahead(const RemoteFile& file, const FileKey& key,
@@ -338,6 +339,7 @@ ReaderStats BlockReader::stats() const {
   s.disk_hits = tiers_.disk_hits();
   s.deferred_writes = tiers_.deferred_writes();
   s.files_verified = verifier_.files_verified();
+  s.files_verified_by_source = verifier_.files_verified_by_source();
   s.verify_failures = verifier_.failures();
   return s;
 }

@@ -178,6 +178,7 @@ struct ReaderStats {
   uint64_t hinted_bytes = 0;        // bytes they started fetching or checking
   uint64_t read_ahead_bytes = 0;    // bytes speculative read-ahead started fetching
   uint64_t files_verified = 0;      // whole files whose hash matched their content id
+  uint64_t files_verified_by_source = 0;  // of those, files whose source's own check stood for it
   uint64_t verify_failures = 0;     // whole files whose hash did not (their blocks were dropped)
   uint64_t deferred_writes = 0;     // shared-tier blocks handed to the low-priority writer
 };
@@ -297,7 +298,7 @@ class BlockReader {
                     size_t max_run, const Deadline& deadline);
   // A response (or its error) for blocks [first, first + count): split and served, on a worker.
   void on_fetched(const RemoteFile& file, const FileKey& key, uint64_t first, uint64_t count,
-                  Result<std::string>& body);
+                  Result<std::string>& body, Provenance provenance);
   // Serves blocks that arrived together: every one into memory and its waiters released before
   // any is stored or hashed. from_hub: offer them to the shared tier and write them to disk.
   void complete_batch(const RemoteFile& file, const FileKey& key,
@@ -318,7 +319,7 @@ class BlockReader {
   std::string cache_id(const std::string& content_id) const;
   FileKey key_of(const RemoteFile& file, uint64_t epoch) const { return FileKey(cache_id(file.content_id), epoch); }
   VerifiedFile verified(const RemoteFile& file, const FileKey& key) const {
-    return VerifiedFile{file.path, file.content_id, key.memory_id, file.size, key.epoch};
+    return VerifiedFile{file.path, file.content_id, key.memory_id, file.size, key.epoch, file.source.get()};
   }
 
   RangeFetcher& fetcher_;

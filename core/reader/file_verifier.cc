@@ -27,7 +27,11 @@ struct FileVerifier::Verification {
   // mutex (and the tiers' removals a failure makes), never while holding either.
   std::mutex mu;
   std::atomic<bool> pending{false};
-  std::unique_ptr<ContentVerifier> verifier;
+  // Whether this file is hashed here: set from the start for a file without a source of its own,
+  // else by the first block that came from elsewhere or a verdict the source did not have. Until
+  // then, nothing is hashed (the source's check stands for it) and next_block stays 0.
+  std::atomic<bool> hashing{false};
+  std::unique_ptr<ContentVerifier> verifier;  // null once finished
   uint64_t next_block = 0;
   std::atomic<uint64_t> hashed{0};  // next_block, for a look without the lock
   Status verdict;                   // the outcome once the hash is finished (verifier reset)
@@ -70,9 +74,13 @@ std::shared_ptr<FileVerifier::Verification> FileVerifier::verification_for(const
   if (!memory_.peek(BlockId{file.cache_id, 0, 0})) return nullptr;
   auto v = std::make_shared<Verification>();
   v->nblocks = blocks_of(file);
+  v->hashing.store(file.source == nullptr);
   // Blocks that came before the first one count as arrived while they are still in memory (one
   // pass over the memory tier, bounded by its budget, once per hash).
-  for (uint64_t b : memory_.indices_of(file.cache_id)) v->record_locked(b);
+  for (const MemoryTier::Held& held : memory_.blocks_of(file.cache_id)) {
+    v->record_locked(held.index);
+    if (!held.source_checked) v->hashing.store(true);
+  }
   v->verifier = ContentVerifier::for_content(std::string(file.content_id), file.size);
   if (!v->verifier) return nullptr;
   verifying_.emplace(id, v);
@@ -84,19 +92,55 @@ std::shared_ptr<FileVerifier::Verification> FileVerifier::verification_for(const
   return v;
 }
 
-FileVerifier::Arrival FileVerifier::on_arrival(const VerifiedFile& file, uint64_t index) {
+FileVerifier::Arrival FileVerifier::on_arrival(const VerifiedFile& file, uint64_t index, bool source_checked) {
   Arrival arrival;
   std::shared_ptr<Verification> v = verification_for(file);
-  if (v && v->mark_arrived(index)) {
+  if (!v) return arrival;
+  // Before the arrival is recorded: the arrival that completes the file (recorded after this one,
+  // under arrival_mu) then sees that the file must be hashed.
+  if (!source_checked) v->hashing.store(true);
+  if (v->mark_arrived(index)) {
     arrival.completed_file = true;
-    arrival.verdict = advance(file, /*wait=*/true);
+    arrival.verdict = v->hashing.load() ? advance(file, /*wait=*/true) : take_source_verdict(file, v);
   }
   return arrival;
+}
+
+Status FileVerifier::take_source_verdict(const VerifiedFile& file, const std::shared_ptr<Verification>& v) {
+  std::unique_lock<std::mutex> lock(v->mu);
+  if (!v->verifier) return v->verdict;  // finished by an earlier call
+  switch (file.source ? file.source->file_verdict() : FileVerdict::kUnknown) {
+    case FileVerdict::kMatch:
+      v->verifier.reset();
+      ++verified_;
+      ++verified_by_source_;
+      return Status::Ok();
+    case FileVerdict::kMismatch:
+      v->verifier.reset();
+      return fail_locked(file, v,
+                         "reading " + std::string(file.path) + ": the " + std::to_string(file.size) +
+                             " bytes received are not the file's, by its Xet hash (a reconstruction described other "
+                             "bytes); its cached blocks were dropped and the next read fetches them again");
+    case FileVerdict::kUnknown:
+      break;
+  }
+  // The source did not check the whole file (records of it dropped, reads that overlapped
+  // unevenly): hashed here, from what memory holds.
+  v->hashing.store(true);
+  lock.unlock();
+  return advance(file, /*wait=*/true);
 }
 
 Status FileVerifier::advance(const VerifiedFile& file, bool wait) {
   std::shared_ptr<Verification> v = verification_for(file);
   if (!v) return Status::Ok();
+  if (!v->hashing.load()) {
+    // Nothing to hash: the source's check stands for it. A read that waits gets the verdict the
+    // completing arrival took (under v->mu), if the file is complete.
+    if (!wait) return Status::Ok();
+    std::lock_guard<std::mutex> lock(v->mu);
+    return v->verifier ? Status::Ok() : v->verdict;
+  }
   const uint64_t nblocks = blocks_of(file);
   v->pending.store(true);
   std::unique_lock<std::mutex> lock(v->mu, std::defer_lock);
@@ -131,6 +175,15 @@ Status FileVerifier::advance(const VerifiedFile& file, bool wait) {
     ++verified_;
     return Status::Ok();
   }
+  return fail_locked(file, v,
+                     "reading " + std::string(file.path) + ": the " + std::to_string(file.size) +
+                         " bytes received hash to " + verdict.computed + " but the Hub lists " + verdict.expected +
+                         " (corrupted in transit?); its cached blocks were dropped and the next read fetches them "
+                         "again");
+}
+
+Status FileVerifier::fail_locked(const VerifiedFile& file, const std::shared_ptr<Verification>& v,
+                                 const std::string& message) {
   ++failures_;
   on_corrupt_(file);  // moves the epoch first (reader/file_epochs.h), then cleans
   {
@@ -146,9 +199,6 @@ Status FileVerifier::advance(const VerifiedFile& file, bool wait) {
       order_.remove(std::string(file.cache_id));
     }
   }
-  std::string message = "reading " + std::string(file.path) + ": the " + std::to_string(file.size) +
-                        " bytes received hash to " + verdict.computed + " but the Hub lists " + verdict.expected +
-                        " (corrupted in transit?); its cached blocks were dropped and the next read fetches them again";
   log_error(message);
   v->verdict = Corrupt(message);
   return v->verdict;
@@ -156,7 +206,8 @@ Status FileVerifier::advance(const VerifiedFile& file, bool wait) {
 
 void FileVerifier::catch_up(const VerifiedFile& file, uint64_t loaded_up_to) {
   std::shared_ptr<Verification> v = verification_for(file);
-  if (!v || loaded_up_to < v->hashed.load(std::memory_order_relaxed) + kMaxHashLagBlocks) return;
+  if (!v || !v->hashing.load() || loaded_up_to < v->hashed.load(std::memory_order_relaxed) + kMaxHashLagBlocks)
+    return;
   // Waits for the thread hashing now, then hashes what is in memory itself (or finds the hash
   // stalled on a missing block, and goes on).
   (void)advance(file, /*wait=*/true);

@@ -58,8 +58,8 @@ void MemoryTier::remove(const BlockId& id) {
   if (auto it = index_.find(k); it != index_.end()) erase_locked(it);
 }
 
-std::vector<uint64_t> MemoryTier::indices_of(std::string_view cache_id) const {
-  std::vector<uint64_t> out;
+std::vector<MemoryTier::Held> MemoryTier::blocks_of(std::string_view cache_id) const {
+  std::vector<Held> out;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [k, bytes] : lru_) {
     if (k.size() <= cache_id.size() || k.compare(0, cache_id.size(), cache_id) != 0 || k[cache_id.size()] != '#')
@@ -67,7 +67,7 @@ std::vector<uint64_t> MemoryTier::indices_of(std::string_view cache_id) const {
     uint64_t b = 0;
     const char* first = k.data() + cache_id.size() + 1;
     auto [end, ec] = std::from_chars(first, k.data() + k.size(), b);
-    if (ec == std::errc() && end == k.data() + k.size()) out.push_back(b);
+    if (ec == std::errc() && end == k.data() + k.size()) out.push_back(Held{b, bytes.source_checked});
   }
   return out;
 }

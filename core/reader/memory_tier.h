@@ -32,8 +32,12 @@ class MemoryTier final : public BlockTier {
 
   // get() without counting as a use: hashing a block or checking for it is not reading it.
   std::optional<BlockBytes> peek(const BlockId& id) const;
-  // The indices of the file's blocks held now (one pass over the tier: for the start of a hash).
-  std::vector<uint64_t> indices_of(std::string_view cache_id) const;
+  // The file's blocks held now (one pass over the tier: for the start of a hash).
+  struct Held {
+    uint64_t index = 0;
+    bool source_checked = false;  // BlockBytes::source_checked
+  };
+  std::vector<Held> blocks_of(std::string_view cache_id) const;
   // Bytes the tier pins (whole buffers).
   uint64_t pinned_bytes() const;
 

@@ -97,8 +97,12 @@ class XetFileSource : public RangeSource {
   XetFileSource(XetReader& reader, MerkleHash file, std::string block_key)
       : reader_(reader), file_(file), block_key_(std::move(block_key)) {}
   void fetch_async(uint64_t file_size, hubfs::ByteRange range, Callback done, Deadline deadline) override {
-    reader_.fetch_async(file_, file_size, range, std::move(done), deadline, block_key_);
+    reader_.fetch_async(
+        file_, file_size, range,
+        [done = std::move(done)](Result<std::string> got) { done(std::move(got), Provenance::kFileHashed); },
+        deadline, block_key_);
   }
+  FileVerdict file_verdict() override { return reader_.file_verdict(file_); }
 
  private:
   XetReader& reader_;
@@ -462,6 +466,7 @@ void XetReader::keep_chunks(const Piece& piece, const std::vector<HashAndSize>& 
 void XetReader::note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t file_offset,
                             const std::vector<HashAndSize>& chunks) {
   std::vector<HashAndSize> ordered;
+  bool conflict = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = files_.find(file);
@@ -471,32 +476,62 @@ void XetReader::note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t
       it->second.size = file_size;
     }
     FileChunks& f = it->second;
-    if (f.checked) return;
+    if (f.verdict != hubfs::FileVerdict::kUnknown) return;
     uint64_t at = file_offset;
     for (const HashAndSize& c : chunks) {
-      if (f.chunks.emplace(at, c).second) f.covered += c.size;
+      auto [where, added] = f.chunks.emplace(at, c);
+      if (added) {
+        f.covered += c.size;
+      } else if (where->second.hash != c.hash || where->second.size != c.size) {
+        conflict = true;
+      }
       at += c.size;
     }
-    if (f.covered < f.size) return;
-    // Every byte may be covered: the chunks must tile the file from 0 without a gap.
-    uint64_t next = 0;
-    for (const auto& [offset, c] : f.chunks) {
-      if (offset != next) return;
-      ordered.push_back(c);
-      next += c.size;
+    if (conflict) {
+      f.verdict = hubfs::FileVerdict::kMismatch;
+    } else {
+      if (f.covered < f.size) return;
+      // Every byte may be covered: the chunks must tile the file from 0 without a gap.
+      uint64_t next = 0;
+      for (const auto& [offset, c] : f.chunks) {
+        if (offset != next) return;
+        ordered.push_back(c);
+        next += c.size;
+      }
+      if (next != f.size) return;
+      // One pass over (hash, size) pairs, never the content: milliseconds for gigabytes.
+      f.verdict = file_hash(ordered) == file ? hubfs::FileVerdict::kMatch : hubfs::FileVerdict::kMismatch;
     }
-    if (next != f.size) return;
-    f.checked = true;
-  }
-  // One pass over (hash, size) pairs, never the content: milliseconds for gigabytes.
-  if (file_hash(ordered) == file) {
-    ++files_verified_;
-    return;
+    if (f.verdict == hubfs::FileVerdict::kMatch) {
+      ++files_verified_;
+      return;
+    }
   }
   ++file_hash_mismatches_;
-  log_error("Xet file " + file.hex() + ": its chunks as served hash to " + file_hash(ordered).hex() +
-            ", not to the file's Xet hash: the reconstruction did not describe this file. The reader's own "
-            "whole-file check drops its cached blocks; report this to the Hub if it repeats");
+  log_error("Xet file " + file.hex() + ": " +
+            (conflict ? std::string("two reads of it were served different chunks at one offset")
+                      : "its chunks as served hash to " + file_hash(ordered).hex() + ", not to the file's Xet hash") +
+            ": a reconstruction did not describe this file. Its bytes are dropped and fetched again with fresh "
+            "plans; report this to the Hub if it repeats");
+}
+
+hubfs::FileVerdict XetReader::file_verdict(const MerkleHash& file) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = files_.find(file);
+  if (it == files_.end()) return hubfs::FileVerdict::kUnknown;
+  const hubfs::FileVerdict verdict = it->second.verdict;
+  if (verdict == hubfs::FileVerdict::kMismatch) {
+    // Reported once: the reads after it (of bytes the caller dropped) start afresh, without the
+    // plans that described other bytes. Footers are checked against their xorb's own hash, so
+    // they stay.
+    files_.erase(it);
+    if (auto p = plans_.find(file); p != plans_.end()) {
+      plan_count_ -= p->second.size();
+      plans_.erase(p);
+    }
+    plan_ends_.erase(file);
+  }
+  return verdict;
 }
 
 Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,

@@ -105,7 +105,7 @@ struct XetReaderStats {
 
 class XetReader {
  public:
-  using Callback = RangeSource::Callback;
+  using Callback = RangeFetcher::Callback;
 
   // transport must outlive this reader.
   XetReader(HttpTransport& transport, TokenSource tokens, XetReaderOptions options = {});
@@ -132,8 +132,14 @@ class XetReader {
   // is forgotten: the first read asks again and reports it).
   void prefetch_token();
 
+  // The check of the whole file (RangeSource::file_verdict): kMatch once the chunks this reader
+  // served of it tile it and their Merkle root is its Xet hash; kMismatch when that root is not,
+  // or two reads served different chunks at one offset, reported once: the file's record, plans
+  // and footers are then forgotten, so the reads after it start afresh.
+  hubfs::FileVerdict file_verdict(const MerkleHash& file);
+
   // A RangeSource reading one file through this reader (which must outlive it); block_key as for
-  // fetch_async.
+  // fetch_async. Its bytes are Provenance::kFileHashed; its file_verdict is the one above.
   std::shared_ptr<RangeSource> source_for(const MerkleHash& file, std::string block_key = {});
 
   XetReaderStats stats() const;
@@ -145,7 +151,9 @@ class XetReader {
   Result<std::string> read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
                                 const Deadline& deadline, bool fresh, const std::string& block_key);
   // Records the chunks (hash, size) a read served from file_offset on; once they tile the whole
-  // file, compares their Merkle root with the file's Xet hash (logged and counted if it differs).
+  // file, compares their Merkle root with the file's Xet hash (file_verdict; logged and counted
+  // if it differs). A chunk recorded at an offset where another one already is, with another
+  // hash or size, is a mismatch at once: one of the two reads served wrong bytes.
   void note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t file_offset,
                    const std::vector<HashAndSize>& chunks);
   // The current token, fetched when there is none, it is within token_margin of exp, or it is
@@ -219,7 +227,7 @@ class XetReader {
   struct FileChunks {
     uint64_t size = 0;
     uint64_t covered = 0;
-    bool checked = false;
+    hubfs::FileVerdict verdict = hubfs::FileVerdict::kUnknown;  // kUnknown until checked
     std::map<uint64_t, HashAndSize> chunks;
   };
   std::map<MerkleHash, FileChunks> files_;

@@ -23,14 +23,27 @@ class FileVerifierTest : public ::testing::Test {
     for (char& c : content_) c = static_cast<char>(rng());
     content_id_ = "sha256:" + sha256_hex(content_);
   }
-  VerifiedFile file() const { return VerifiedFile{"data/f.bin", content_id_, cache_id_, content_.size()}; }
-  // Block b into memory (from `source`, the bytes "received"), then reported as arrived.
-  FileVerifier::Arrival arrive(FileVerifier& v, uint64_t b, const std::string& source) {
+  VerifiedFile file() const {
+    return VerifiedFile{"data/f.bin", content_id_, cache_id_, content_.size(), 0, with_source_ ? &source_ : nullptr};
+  }
+  // Block b into memory (from `source`, the bytes "received"), then reported as arrived;
+  // source_checked: as if fetched from the file's own checking source.
+  FileVerifier::Arrival arrive(FileVerifier& v, uint64_t b, const std::string& source, bool source_checked = false) {
     const size_t len = std::min<size_t>(kBlock, source.size() - b * kBlock);
     memory_.put(BlockId{cache_id_, b, len},
-                BlockBytes{std::make_shared<const std::string>(source.substr(b * kBlock, len)), 0, len});
-    return v.on_arrival(file(), b);
+                BlockBytes{std::make_shared<const std::string>(source.substr(b * kBlock, len)), 0, len, source_checked});
+    return v.on_arrival(file(), b, source_checked);
   }
+  // A source with a verdict the test sets, counting how often it is asked.
+  struct FakeSource : RangeSource {
+    void fetch_async(uint64_t, ByteRange, Callback, Deadline) override { ADD_FAILURE() << "not for fetching"; }
+    FileVerdict file_verdict() override {
+      ++asked;
+      return verdict;
+    }
+    FileVerdict verdict = FileVerdict::kUnknown;
+    int asked = 0;
+  };
   FileVerifier make(FileVerifierOptions o = {.block_size = kBlock}) {
     return FileVerifier(memory_, o, [this](const VerifiedFile& f) {
       // As BlockTiers::drop_failed_file does: the file's blocks leave memory.
@@ -42,6 +55,8 @@ class FileVerifierTest : public ::testing::Test {
   }
 
   std::string content_, content_id_, cache_id_ = "sha256:the-file";
+  mutable FakeSource source_;
+  bool with_source_ = false;
   MemoryTier memory_{1 << 20};
   int corrupt_calls_ = 0;
   std::string dropped_;
@@ -155,6 +170,101 @@ TEST_F(FileVerifierTest, OnlyTheNewestHashesAreKept) {
   EXPECT_EQ(v.failures(), 1u);  // the other file's one byte does not hash to zeros
   EXPECT_EQ(corrupt_calls_, 1);
   EXPECT_EQ(dropped_, other_id);
+}
+
+// A file whose every block came from its own checking source is not hashed: the source's
+// verdict stands. (The content id is wrong here: a hash would fail.)
+TEST_F(FileVerifierTest, AFileItsSourceCheckedTakesTheSourcesMatchUnhashed) {
+  with_source_ = true;
+  content_id_ = "sha256:" + std::string(64, '0');
+  source_.verdict = FileVerdict::kMatch;
+  FileVerifier v = make();
+  for (uint64_t b : {0, 3, 1, 2}) {
+    EXPECT_FALSE(arrive(v, b, content_, true).completed_file) << b;
+    EXPECT_TRUE(v.advance(file(), /*wait=*/false).ok());
+    EXPECT_TRUE(v.advance(file(), /*wait=*/true).ok()) << "incomplete: nothing to wait for";
+  }
+  EXPECT_EQ(source_.asked, 0) << "asked only once the file is complete";
+  FileVerifier::Arrival last = arrive(v, 4, content_, true);
+  EXPECT_TRUE(last.completed_file);
+  EXPECT_TRUE(last.verdict.ok()) << last.verdict.message();
+  EXPECT_EQ(source_.asked, 1);
+  EXPECT_EQ(v.files_verified(), 1u);
+  EXPECT_EQ(v.files_verified_by_source(), 1u);
+  EXPECT_EQ(corrupt_calls_, 0);
+  EXPECT_TRUE(v.advance(file(), /*wait=*/true).ok());  // the last block's read: the verdict stands
+  EXPECT_EQ(source_.asked, 1);
+}
+
+// The source's mismatch is a failed hash: blocks dropped, the completing arrival and the last
+// block's read get kCorrupt.
+TEST_F(FileVerifierTest, TheSourcesMismatchFailsTheFileLikeAFailedHash) {
+  with_source_ = true;
+  source_.verdict = FileVerdict::kMismatch;
+  FileVerifier v = make();
+  for (uint64_t b = 0; b < 4; ++b) arrive(v, b, content_, true);
+  FileVerifier::Arrival last = arrive(v, 4, content_, true);
+  ASSERT_TRUE(last.completed_file);
+  EXPECT_EQ(last.verdict.code(), Code::kCorrupt);
+  EXPECT_NE(last.verdict.message().find("Xet hash"), std::string::npos) << last.verdict.message();
+  EXPECT_EQ(v.failures(), 1u);
+  EXPECT_EQ(corrupt_calls_, 1);
+  EXPECT_EQ(dropped_, cache_id_);
+  EXPECT_EQ(v.files_verified(), 0u);
+}
+
+// Without the source's verdict (it dropped its records), the file is hashed after all, from the
+// blocks in memory: good bytes verify, bad ones fail.
+TEST_F(FileVerifierTest, WithoutTheSourcesVerdictTheFileIsHashed) {
+  with_source_ = true;
+  source_.verdict = FileVerdict::kUnknown;
+  {
+    FileVerifier v = make();
+    for (uint64_t b = 0; b < 4; ++b) arrive(v, b, content_, true);
+    EXPECT_TRUE(arrive(v, 4, content_, true).verdict.ok());
+    EXPECT_EQ(v.files_verified(), 1u);
+    EXPECT_EQ(v.files_verified_by_source(), 0u);
+  }
+  for (uint64_t b = 0; b < 5; ++b) memory_.remove(BlockId{cache_id_, b, 0});  // a fresh start
+  std::string bad = content_;
+  bad[3 * kBlock] ^= 1;
+  FileVerifier v = make();
+  for (uint64_t b = 0; b < 4; ++b) arrive(v, b, bad, true);
+  EXPECT_EQ(arrive(v, 4, bad, true).verdict.code(), Code::kCorrupt);
+  EXPECT_EQ(corrupt_calls_, 1);
+}
+
+// One block from elsewhere (a bridge fallback, the disk cache) and the whole file is hashed,
+// whatever the source says of the bytes it served: here a bad block from elsewhere is caught.
+TEST_F(FileVerifierTest, OneBlockFromElsewhereHasTheWholeFileHashed) {
+  with_source_ = true;
+  source_.verdict = FileVerdict::kMatch;
+  std::string bad = content_;
+  bad[2 * kBlock + 1] ^= 1;
+  FileVerifier v = make();
+  arrive(v, 0, content_, true);
+  arrive(v, 1, content_, true);
+  arrive(v, 2, bad, /*source_checked=*/false);
+  arrive(v, 3, content_, true);
+  FileVerifier::Arrival last = arrive(v, 4, content_, true);
+  ASSERT_TRUE(last.completed_file);
+  EXPECT_EQ(last.verdict.code(), Code::kCorrupt);
+  EXPECT_EQ(corrupt_calls_, 1);
+  EXPECT_EQ(source_.asked, 0);
+}
+
+// The same when that block was in memory before the hash's record began (it arrived ahead of
+// block 0), and for a file with no source of its own: good bytes hash and verify.
+TEST_F(FileVerifierTest, BlocksFromElsewhereBeforeTheFirstStillHaveTheFileHashed) {
+  with_source_ = true;
+  source_.verdict = FileVerdict::kMismatch;  // would fail the file if it were asked
+  FileVerifier v = make();
+  arrive(v, 3, content_, /*source_checked=*/false);
+  for (uint64_t b : {0, 1, 2}) arrive(v, b, content_, true);
+  EXPECT_TRUE(arrive(v, 4, content_, true).verdict.ok());
+  EXPECT_EQ(source_.asked, 0);
+  EXPECT_EQ(v.files_verified(), 1u);
+  EXPECT_EQ(v.files_verified_by_source(), 0u);
 }
 
 }  // namespace

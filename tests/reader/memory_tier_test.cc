@@ -63,15 +63,18 @@ TEST(MemoryTier, ReplacingABlockReleasesItsOldBuffer) {
   EXPECT_EQ(tier.get(id(0))->view(), std::string(50, 'b'));
 }
 
-TEST(MemoryTier, ListsTheIndicesOfOneFile) {
+TEST(MemoryTier, ListsTheBlocksOfOneFileWithWhatChecksThem) {
   MemoryTier tier(1000);
   tier.put(id(3), block(1, 'a'));
-  tier.put(id(12), block(1, 'a'));
+  BlockBytes checked = block(1, 'a');
+  checked.source_checked = true;
+  tier.put(id(12), checked);
   tier.put(id(5, "sha256:aab"), block(1, 'a'));  // another file whose id starts the same
   tier.put(id(7, "sha256:a"), block(1, 'a'));
-  std::vector<uint64_t> held = tier.indices_of("sha256:aa");
+  std::vector<std::pair<uint64_t, bool>> held;
+  for (const MemoryTier::Held& h : tier.blocks_of("sha256:aa")) held.emplace_back(h.index, h.source_checked);
   std::sort(held.begin(), held.end());
-  EXPECT_EQ(held, (std::vector<uint64_t>{3, 12}));
+  EXPECT_EQ(held, (std::vector<std::pair<uint64_t, bool>>{{3, false}, {12, true}}));
 }
 
 }  // namespace

@@ -141,6 +141,11 @@ TEST_F(XetSessionTest, ReadsAXetFileNativelyWithOneTokenAndNoResolve) {
   EXPECT_EQ(x.refetches, 0u);
   EXPECT_EQ(x.files_verified, 1u);
   EXPECT_EQ(s->stack.xet_router->fallbacks(), 0u);
+  // The Xet check stood for the reader's SHA-256: the file counts as verified, unhashed.
+  const ReaderStats r = s->stack.reader->stats();
+  EXPECT_EQ(r.files_verified, 1u);
+  EXPECT_EQ(r.files_verified_by_source, 1u);
+  EXPECT_EQ(r.verify_failures, 0u);
 }
 
 TEST_F(XetSessionTest, CorruptedXorbBytesAreFetchedAgainOnce) {
@@ -233,6 +238,10 @@ TEST_F(XetSessionTest, AStorageServiceErrorFallsBackToTheBridge) {
   EXPECT_EQ(o.wrong, 0u);
   EXPECT_GE(s->stack.xet_router->fallbacks(), 1u);
   EXPECT_GE(hub_->stats()["resolve_requests"].get<int>(), 1);
+  // The bridge's bytes are the reader's to hash.
+  const ReaderStats r = s->stack.reader->stats();
+  EXPECT_EQ(r.files_verified, 1u);
+  EXPECT_EQ(r.files_verified_by_source, 0u);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <cstdio>
 #include <random>
@@ -415,6 +416,32 @@ TEST_F(XetSourceTest, ChunksThatDoNotMakeUpTheFileAreReported) {
   ASSERT_TRUE(r->fetch(other, want.size(), {0, want.size()}).ok());
   EXPECT_EQ(r->stats().files_verified, 0u);
   EXPECT_EQ(r->stats().file_hash_mismatches, 1u);
+  // Reported once, then forgotten with the plan that described other bytes: the next read of
+  // the file asks for a fresh one.
+  EXPECT_EQ(r->file_verdict(other), FileVerdict::kMismatch);
+  EXPECT_EQ(r->file_verdict(other), FileVerdict::kUnknown);
+  const uint64_t plans = r->stats().reconstructions;
+  ASSERT_TRUE(r->fetch(other, want.size(), {0, 1000}).ok());
+  EXPECT_EQ(r->stats().reconstructions, plans + 1);
+}
+
+TEST_F(XetSourceTest, AWholeReadMatchesItsFileAndPartsDoNotDecide) {
+  auto r = reader();
+  const std::string& want = cas_.content();
+  ASSERT_TRUE(r->fetch(cas_.file(), want.size(), {0, want.size() / 2}).ok());
+  EXPECT_EQ(r->file_verdict(cas_.file()), FileVerdict::kUnknown) << "half the file checks nothing whole";
+  ASSERT_TRUE(r->fetch(cas_.file(), want.size(), {want.size() / 2, want.size() - want.size() / 2}).ok());
+  EXPECT_EQ(r->file_verdict(cas_.file()), FileVerdict::kMatch);
+  EXPECT_EQ(r->file_verdict(cas_.file()), FileVerdict::kMatch) << "a match stands";
+  // Through a source: its bytes say what checks them, its verdict is the reader's.
+  auto source = r->source_for(cas_.file());
+  std::promise<Provenance> provenance;
+  source->fetch_async(want.size(), {0, 100}, [&](Result<std::string> got, Provenance p) {
+    EXPECT_TRUE(got.ok());
+    provenance.set_value(p);
+  }, Deadline::never());
+  EXPECT_EQ(provenance.get_future().get(), Provenance::kFileHashed);
+  EXPECT_EQ(source->file_verdict(), FileVerdict::kMatch);
 }
 
 }  // namespace
