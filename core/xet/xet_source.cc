@@ -60,6 +60,7 @@ XetReaderStats XetReader::stats() const {
   XetReaderStats s;
   s.token_requests = token_requests_.load();
   s.reconstructions = reconstructions_.load();
+  s.plans_joined = plans_joined_.load();
   s.xorb_requests = xorb_requests_.load();
   s.xorb_bytes = xorb_bytes_.load();
   s.footer_requests = footer_requests_.load();
@@ -162,8 +163,9 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
   if (first_out) *first_out = false;
   int version;
   uint64_t ask = range.length;
+  auto mine = std::make_shared<std::promise<PlanAnswer>>();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     auto& cached = plans_[file];
     // A fresh plan that covers the range serves it: no round trip.
     for (auto it = cached.begin(); it != cached.end();) {
@@ -179,6 +181,28 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
       }
       ++it;
     }
+    // A plan on its way that will cover the range (one asked for at open, a window planned
+    // ahead) serves it too, once it comes: one round trip for all who need it.
+    if (!fresh) {
+      for (const PendingPlan& pending : pending_plans_[file]) {
+        if (pending.start > range.offset || range.offset + range.length > pending.end) continue;
+        std::shared_future<PlanAnswer> answer = pending.answer;
+        lock.unlock();
+        ++plans_joined_;
+        // Waits no longer than this read may (the plan's own deadline may be later).
+        if (deadline.is_never()) {
+          answer.wait();
+        } else if (answer.wait_until(deadline.at()) != std::future_status::ready) {
+          return Timeout("asking the Xet service for a reconstruction of " + file.hex() + ": no answer in time");
+        }
+        const PlanAnswer& got = answer.get();
+        if (!got.plan.ok()) break;  // asked again below, with this read's deadline
+        *version_out = got.version;
+        *covered_out = got.covered;
+        return got.plan;
+      }
+      if (!lock.owns_lock()) lock.lock();
+    }
     version = version_;
     // A read that starts where the file's last plan ended is a stream: its plan covers the next
     // window too, so the reads after it need none (V1 only: narrowing a window's terms to a
@@ -191,15 +215,44 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
     if (first_out) *first_out = last == plan_ends_.end() && version == 1;
     if (plan_ends_.size() >= options_.max_plans && last == plan_ends_.end()) plan_ends_.clear();  // bounded
     plan_ends_[file] = range.offset + ask;
+    pending_plans_[file].push_back(PendingPlan{range.offset, range.offset + ask, mine->get_future().share()});
   }
+  PlanAnswer answer{ask_plan(file, range.offset, ask, deadline, &version), version, {}};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (answer.plan.ok()) {
+      if (plan_count_ >= options_.max_plans) {  // rare; plans are cheap to ask again
+        plans_.clear();
+        plan_count_ = 0;
+      }
+      const uint64_t covered = std::min(ask, (*answer.plan)->content_length());
+      answer.covered = {range.offset, covered};
+      plans_[file].push_back(
+          CachedPlan{*answer.plan, options_.env->system_now(), version, range.offset, range.offset + covered});
+      ++plan_count_;
+    }
+    auto& pending = pending_plans_[file];
+    std::erase_if(pending, [&](const PendingPlan& p) { return p.start == range.offset && p.end == range.offset + ask; });
+    if (pending.empty()) pending_plans_.erase(file);
+  }
+  mine->set_value(answer);
+  if (!answer.plan.ok()) return answer.plan.status();
+  *version_out = answer.version;
+  *covered_out = answer.covered;
+  return answer.plan;
+}
+
+Result<std::shared_ptr<const ReconstructionPlan>> XetReader::ask_plan(const MerkleHash& file, uint64_t offset,
+                                                                      uint64_t length, const Deadline& deadline,
+                                                                      int* version) {
   bool refreshed_token = false;
   for (;;) {
     auto tok = token(nullptr);
     if (!tok.ok()) return tok.status();
     HttpRequest req;
-    req.url = tok->cas_url + "/v" + std::to_string(version) + "/reconstructions/" + file.hex();
+    req.url = tok->cas_url + "/v" + std::to_string(*version) + "/reconstructions/" + file.hex();
     req.headers = {{"Authorization", "Bearer " + tok->access_token},
-                   {"Range", range_header(range.offset, range.offset + ask - 1)}};
+                   {"Range", range_header(offset, offset + length - 1)}};
     req.deadline = deadline;
     req.max_body = 64u << 20;
     ++reconstructions_;
@@ -210,32 +263,27 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
       if (auto t = token(&tok->access_token); !t.ok()) return t.status();
       continue;
     }
-    if (version == 2 && (resp->status == 404 || resp->status == 501)) {
+    if (*version == 2 && (resp->status == 404 || resp->status == 501)) {
       // xet-core's rule: a service without V2 answers 404 or 501; V1 from then on.
       std::lock_guard<std::mutex> lock(mu_);
-      version_ = version = 1;
+      version_ = *version = 1;
       continue;
     }
     if (resp->status != 200) return service_error("reconstruction of " + file.hex(), *resp);
-    auto parsed = version == 2 ? parse_reconstruction_v2(resp->body) : parse_reconstruction_v1(resp->body);
+    auto parsed = *version == 2 ? parse_reconstruction_v2(resp->body) : parse_reconstruction_v1(resp->body);
     if (!parsed.ok()) return parsed.status();
-    auto p = std::make_shared<const ReconstructionPlan>(std::move(parsed).value());
-    std::lock_guard<std::mutex> lock(mu_);
-    if (plan_count_ >= options_.max_plans) {  // rare; plans are cheap to ask again
-      plans_.clear();
-      plan_count_ = 0;
-    }
-    const uint64_t covered = std::min(ask, p->content_length());
-    plans_[file].push_back(CachedPlan{p, options_.env->system_now(), version, range.offset, range.offset + covered});
-    ++plan_count_;
-    *version_out = version;
-    *covered_out = {range.offset, covered};
-    return std::shared_ptr<const ReconstructionPlan>(p);
+    return std::make_shared<const ReconstructionPlan>(std::move(parsed).value());
   }
 }
 
 void XetReader::look_ahead(const MerkleHash& file, uint64_t file_size, uint64_t from, const Deadline& deadline) {
   if (options_.plan_window_bytes == 0 || from >= file_size || file_size - from < options_.plan_window_bytes / 4) return;
+  {
+    // V1 only: a V2 plan's URLs are signed for its terms' exact ranges, so a window planned
+    // ahead could not be narrowed to a read's chunks (no footers): each read asks for its own.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (version_ != 1) return;
+  }
   work_.post([this, file, file_size, from, deadline] {
     int version = 1;
     hubfs::ByteRange covered;
@@ -539,8 +587,17 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
   int version = 1;
   hubfs::ByteRange covered = range;
   bool first_plan = false;
+  const bool debug = log_enabled(LogLevel::kDebug);
+  const auto started = options_.env->now();
+  auto since = [&] {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(options_.env->now() - started).count()) +
+           " ms";
+  };
   auto p = plan(file, file_size, range, deadline, fresh, &version, &covered, &first_plan);
   if (!p.ok()) return p.status();
+  if (debug)
+    log_debug("xet " + file.hex().substr(0, 8) + " bytes " + std::to_string(range.offset) + "+" +
+              std::to_string(range.length) + ": plan after " + since());
   const ReconstructionPlan& plan = **p;
   if (first_plan) look_ahead(file, file_size, range.offset + range.length, deadline);
   auto reads = map_read(plan, covered.offset, range.offset, range.length);
@@ -590,6 +647,9 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
   for (size_t i = 0; i < n; ++i) {
     if (!cached[i]) (void)footer_of((*reads)[i]);
   }
+  if (debug)
+    log_debug("xet " + file.hex().substr(0, 8) + " bytes " + std::to_string(range.offset) + "+" +
+              std::to_string(range.length) + ": " + std::to_string(n) + " pieces out after " + since());
   // The pieces are appended in file order, each copied once from its decoded chunks.
   std::string out;
   if (n > 1) {
@@ -671,6 +731,9 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
   }
   if (!first_error.ok()) return first_error;
   for (size_t i = 0; i < n; ++i) note_chunks(file, file_size, pieces[i].file_offset, piece_chunks[i]);
+  if (debug)
+    log_debug("xet " + file.hex().substr(0, 8) + " bytes " + std::to_string(range.offset) + "+" +
+              std::to_string(range.length) + ": served after " + since());
   if (out.size() != range.length) {
     return Corrupt("Xet read assembled " + std::to_string(out.size()) + " bytes for a " +
                    std::to_string(range.length) + "-byte range: the reconstruction does not cover it");

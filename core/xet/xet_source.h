@@ -91,6 +91,7 @@ struct XetReaderOptions {
 struct XetReaderStats {
   uint64_t token_requests = 0;
   uint64_t reconstructions = 0;
+  uint64_t plans_joined = 0;       // reads that waited for a plan already on its way instead of asking
   uint64_t xorb_requests = 0;
   uint64_t xorb_bytes = 0;         // bytes of xorb ranges received (compressed, headers included)
   uint64_t footer_requests = 0;
@@ -173,6 +174,10 @@ class XetReader {
   // at once, as through the bridge, instead of waiting a plan's round trip. Not for files within
   // a quarter window of their end (small files: no requests a read may never need).
   void look_ahead(const MerkleHash& file, uint64_t file_size, uint64_t from, const Deadline& deadline);
+  // One reconstruction request (and its token refresh, its fall back from V2) for file bytes
+  // [offset, offset + length); *version: asked with, answered by.
+  Result<std::shared_ptr<const ReconstructionPlan>> ask_plan(const MerkleHash& file, uint64_t offset, uint64_t length,
+                                                             const Deadline& deadline, int* version);
   // The footer of a xorb, fetched once. Null when the URL refuses it and it is not `required`
   // (a V2 URL signed for other bytes: the xorb's chunks go unverified); with `required` (a V1
   // URL, signed for the whole xorb) a refusal is an error like any other.
@@ -222,6 +227,17 @@ class XetReader {
   std::map<MerkleHash, std::vector<CachedPlan>> plans_;  // by file
   size_t plan_count_ = 0;
   std::map<MerkleHash, uint64_t> plan_ends_;  // where the last plan asked for each file ends
+  // Plans on their way, by file: a read inside one's range waits for it instead of asking.
+  struct PlanAnswer {
+    Result<std::shared_ptr<const ReconstructionPlan>> plan;
+    int version = 1;
+    hubfs::ByteRange covered;
+  };
+  struct PendingPlan {
+    uint64_t start = 0, end = 0;
+    std::shared_future<PlanAnswer> answer;
+  };
+  std::map<MerkleHash, std::vector<PendingPlan>> pending_plans_;
   std::map<MerkleHash, std::shared_future<Result<std::shared_ptr<const XorbFooter>>>> footers_;
   // Chunks served so far per file, by file offset, until they cover it and its hash is checked.
   struct FileChunks {
@@ -232,7 +248,7 @@ class XetReader {
   };
   std::map<MerkleHash, FileChunks> files_;
 
-  std::atomic<uint64_t> token_requests_{0}, reconstructions_{0}, xorb_requests_{0}, xorb_bytes_{0},
+  std::atomic<uint64_t> token_requests_{0}, reconstructions_{0}, plans_joined_{0}, xorb_requests_{0}, xorb_bytes_{0},
       footer_requests_{0}, chunks_verified_{0}, unverified_bytes_{0}, cache_bytes_{0}, refetches_{0}, corrupt_{0},
       files_verified_{0}, file_hash_mismatches_{0};
 

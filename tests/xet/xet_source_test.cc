@@ -326,6 +326,48 @@ TEST_F(XetSourceTest, AReadsOwnPlanSendsItsBytesBesideTheFooter) {
   EXPECT_EQ(r.stats().footer_requests, 1u);
 }
 
+// A read inside the range of a plan on its way waits for that plan instead of asking for its
+// own: here the first plan is held until a second read has joined it.
+TEST_F(XetSourceTest, AReadInsideAPlanOnItsWayWaitsForIt) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> plans_asked{0};
+  testing::FakeTransport transport([&](const HttpRequest& r) {
+    if (r.url.find("/reconstructions/") != std::string::npos) {
+      ++plans_asked;
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return release; });
+    }
+    return cas_.handle(r);
+  });
+  XetReaderOptions o;
+  o.env = &env_;
+  o.plan_window_bytes = 0;
+  XetReader r(transport, [this]() -> Result<XetToken> {
+    return XetToken{"http://cas", "tok", now_.load() + std::chrono::seconds(100)};
+  }, o);
+  const std::string& want = cas_.content();
+  std::promise<Result<std::string>> first, second;
+  r.fetch_async(cas_.file(), want.size(), {0, 200'000}, [&](Result<std::string> got) { first.set_value(got); });
+  testing::wait_for_state([&] { return plans_asked.load() == 1; });
+  r.fetch_async(cas_.file(), want.size(), {1000, 5000}, [&](Result<std::string> got) { second.set_value(got); });
+  testing::wait_for_state([&] { return r.stats().plans_joined == 1; });
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  auto a = first.get_future().get();
+  auto b = second.get_future().get();
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_TRUE(*a == want.substr(0, 200'000));
+  EXPECT_TRUE(*b == want.substr(1000, 5000));
+  EXPECT_EQ(plans_asked.load(), 1);
+  EXPECT_EQ(r.stats().reconstructions, 1u);
+}
+
 // V2's URLs are signed for exactly the plan's ranges and give no footers to narrow a window's
 // terms with: every read asks for its own plan there.
 TEST_F(XetSourceTest, V2ReadsAskForTheirOwnPlans) {
