@@ -21,9 +21,7 @@ class XetRouter::FileSource : public RangeSource {
  public:
   static void from_bridge(XetRouter& r, const Locator& locate, uint64_t file_size, ByteRange range, Callback done,
                           const Deadline& deadline) {
-    r.bridge_.fetch_async(
-        locate, file_size, range,
-        [done = std::move(done)](Result<std::string> got) { done(std::move(got), Provenance::kPlain); }, deadline);
+    r.bridge_.fetch_async(locate, file_size, range, with_provenance(std::move(done), Provenance::kPlain), deadline);
   }
 
   FileSource(std::shared_ptr<XetRouter> router, xet::MerkleHash hash, Locator locate, std::string block_key)

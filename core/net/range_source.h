@@ -46,6 +46,11 @@ class RangeSource {
   virtual FileVerdict file_verdict() { return FileVerdict::kUnknown; }
 };
 
+// A fetcher's callback that hands its result on to `done` with `provenance`.
+inline RangeFetcher::Callback with_provenance(RangeSource::Callback done, Provenance provenance) {
+  return [done = std::move(done), provenance](Result<std::string> got) { done(std::move(got), provenance); };
+}
+
 // A file's range from its own source when it has one, else through the fetcher from `locate`,
 // in `parts` requests (RangeFetcher::fetch_async; its bytes are kPlain). A source plans its own
 // requests: `parts` is the fetcher's only (a Xet read already fetches a term's xorb ranges side
@@ -56,10 +61,7 @@ inline void fetch_file_range(RangeFetcher& fetcher, const std::shared_ptr<RangeS
   if (source) {
     source->fetch_async(file_size, range, std::move(done), deadline);
   } else {
-    fetcher.fetch_async(
-        locate, file_size, range,
-        [done = std::move(done)](Result<std::string> got) { done(std::move(got), Provenance::kPlain); }, deadline,
-        parts);
+    fetcher.fetch_async(locate, file_size, range, with_provenance(std::move(done), Provenance::kPlain), deadline, parts);
   }
 }
 

@@ -98,10 +98,8 @@ class XetFileSource : public RangeSource {
   XetFileSource(XetReader& reader, MerkleHash file, std::string block_key)
       : reader_(reader), file_(file), block_key_(std::move(block_key)) {}
   void fetch_async(uint64_t file_size, hubfs::ByteRange range, Callback done, Deadline deadline) override {
-    reader_.fetch_async(
-        file_, file_size, range,
-        [done = std::move(done)](Result<std::string> got) { done(std::move(got), Provenance::kFileHashed); },
-        deadline, block_key_);
+    reader_.fetch_async(file_, file_size, range, with_provenance(std::move(done), Provenance::kFileHashed), deadline,
+                        block_key_);
   }
   FileVerdict file_verdict() override { return reader_.file_verdict(file_); }
 
@@ -181,8 +179,8 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
       }
       ++it;
     }
-    // A plan on its way that will cover the range (one asked for at open, a window planned
-    // ahead) serves it too, once it comes: one round trip for all who need it.
+    // A plan on its way that will cover the range (a window planned ahead, another read's)
+    // serves it too, once it comes: one round trip for all who need it.
     if (!fresh) {
       for (const PendingPlan& pending : pending_plans_[file]) {
         if (pending.start > range.offset || range.offset + range.length > pending.end) continue;
@@ -514,6 +512,7 @@ void XetReader::keep_chunks(const Piece& piece, const std::vector<HashAndSize>& 
 void XetReader::note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t file_offset,
                             const std::vector<HashAndSize>& chunks) {
   std::vector<HashAndSize> ordered;
+  MerkleHash served;  // the Merkle root of the chunks as served, once they tile the file
   bool conflict = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -548,7 +547,8 @@ void XetReader::note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t
       }
       if (next != f.size) return;
       // One pass over (hash, size) pairs, never the content: milliseconds for gigabytes.
-      f.verdict = file_hash(ordered) == file ? hubfs::FileVerdict::kMatch : hubfs::FileVerdict::kMismatch;
+      served = file_hash(ordered);
+      f.verdict = served == file ? hubfs::FileVerdict::kMatch : hubfs::FileVerdict::kMismatch;
     }
     if (f.verdict == hubfs::FileVerdict::kMatch) {
       ++files_verified_;
@@ -558,7 +558,7 @@ void XetReader::note_chunks(const MerkleHash& file, uint64_t file_size, uint64_t
   ++file_hash_mismatches_;
   log_error("Xet file " + file.hex() + ": " +
             (conflict ? std::string("two reads of it were served different chunks at one offset")
-                      : "its chunks as served hash to " + file_hash(ordered).hex() + ", not to the file's Xet hash") +
+                      : "its chunks as served hash to " + served.hex() + ", not to the file's Xet hash") +
             ": a reconstruction did not describe this file. Its bytes are dropped and fetched again with fresh "
             "plans; report this to the Hub if it repeats");
 }
