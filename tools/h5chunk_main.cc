@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "h5chunk/h5chunk.h"
+#include "common/log.h"
 #include "h5hub/hub_byte_source.h"
 
 namespace {
@@ -320,6 +321,11 @@ int main(int argc, char** argv) {
   // handler then prints "infinite loop closing library" with its internal state. h5chunk only
   // reads: the process's exit closes the file, and there is nothing to flush.
   H5dont_atexit();
+  // hf:// reads log as the mount does (HUBFS_LOG_LEVEL=debug shows each fetch and hint).
+  if (!hubfs::set_log_level_from_env()) {
+    std::fprintf(stderr, "h5chunk: HUBFS_LOG_LEVEL must be debug, info, warning or error\n");
+    return 2;
+  }
   CLI::App app{"h5chunk: fast parallel reads of chunked HDF5 datasets"};
   app.require_subcommand(1);
   std::string file, dataset, selection, out, route = "auto";

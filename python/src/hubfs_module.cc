@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/log.h"
 #include "fs/session.h"
 #include "h5hub/hub_byte_source.h"
 
@@ -186,6 +187,9 @@ py::tuple path_info(const hubfs::PathInfo& p) { return py::make_tuple(p.path, p.
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "hf:// files without a mount: the mount's reader, cache and verification in-process";
+  // HUBFS_LOG_LEVEL as the programs read it; a bad value must not make the import fail.
+  if (!hubfs::set_log_level_from_env())
+    hubfs::log_warning("HUBFS_LOG_LEVEL must be debug, info, warning or error; it is ignored");
 
   m.def("parse_url", [](const std::string& url, std::optional<std::string> revision) {
         auto u = hubfs::parse_hf_url(url, std::move(revision));
