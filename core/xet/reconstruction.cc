@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 #include "xet/chunker.h"
@@ -139,19 +140,30 @@ uint64_t ReconstructionPlan::content_length() const {
   return total - offset_into_first_range;
 }
 
-Result<ReconstructionPlan> parse_reconstruction_v1(std::string_view text) {
+namespace {
+
+// One xorb's entry of a plan's fetch list, as `where` names it in errors: the XorbFetch it
+// stands for (its URL already checked), or why it is refused.
+using EntryParser = std::function<Result<XorbFetch>(const json& entry, std::string url, const std::string& where)>;
+
+// What both versions share: the terms, then `field`, an object from xorb hash to a list of
+// entries, each an object with a non-empty "url" that `parse_entry` reads the rest of; then
+// every term must have a source. V2 lists no xorb without an entry (`allow_empty` false).
+Result<ReconstructionPlan> parse_plan(std::string_view text, const char* field, bool allow_empty,
+                                      const EntryParser& parse_entry) {
   auto j = parse_json(text);
   if (!j.ok()) return j.status();
   ReconstructionPlan plan;
   Status s = parse_terms(*j, &plan);
   if (!s.ok()) return s;
-  auto fi = get_obj(*j, "fetch_info", "the response");
-  if (!fi.ok()) return fi.status();
-  for (const auto& [key, list] : (*fi)->items()) {
-    const std::string where = "fetch_info[" + key.substr(0, 80) + "]";
+  auto lists = get_obj(*j, field, "the response");
+  if (!lists.ok()) return lists.status();
+  for (const auto& [key, list] : (*lists)->items()) {
+    const std::string where = std::string(field) + "[" + key.substr(0, 80) + "]";
     auto hash = parse_hash(key, where);
     if (!hash.ok()) return hash.status();
-    if (!list.is_array()) return bad(where + " is not an array");
+    if (!list.is_array() || (!allow_empty && list.empty()))
+      return bad(where + (allow_empty ? " is not an array" : " is not a non-empty array"));
     auto& fetches = plan.fetches[*hash];
     for (size_t i = 0; i < list.size(); ++i) {
       const json& e = list[i];
@@ -159,14 +171,9 @@ Result<ReconstructionPlan> parse_reconstruction_v1(std::string_view text) {
       if (!e.is_object()) return bad(w + " is not an object");
       auto url = e.find("url");
       if (url == e.end() || !url->is_string() || url->get<std::string>().empty()) return bad(w + " has no url");
-      auto chunks = get_chunk_range(e, "range", w);
-      if (!chunks.ok()) return chunks.status();
-      auto bytes = get_byte_range(e, "url_range", w);
-      if (!bytes.ok()) return bytes.status();
-      XorbRange r{*chunks, *bytes};
-      Status fit = check_range_fits(r, w);
-      if (!fit.ok()) return fit;
-      fetches.push_back({url->get<std::string>(), {r}});
+      auto fetch = parse_entry(e, url->get<std::string>(), w);
+      if (!fetch.ok()) return fetch.status();
+      fetches.push_back(std::move(*fetch));
     }
   }
   s = check_every_term_has_a_source(plan);
@@ -174,53 +181,48 @@ Result<ReconstructionPlan> parse_reconstruction_v1(std::string_view text) {
   return plan;
 }
 
+}  // namespace
+
+// V1: one chunk range per entry ("range"), its bytes in the xorb ("url_range").
+Result<ReconstructionPlan> parse_reconstruction_v1(std::string_view text) {
+  return parse_plan(text, "fetch_info", true, [](const json& e, std::string url, const std::string& w) -> Result<XorbFetch> {
+    auto chunks = get_chunk_range(e, "range", w);
+    if (!chunks.ok()) return chunks.status();
+    auto bytes = get_byte_range(e, "url_range", w);
+    if (!bytes.ok()) return bytes.status();
+    XorbRange r{*chunks, *bytes};
+    Status fit = check_range_fits(r, w);
+    if (!fit.ok()) return fit;
+    return XorbFetch{std::move(url), {r}};
+  });
+}
+
+// V2: one URL per entry for several ranges ("ranges": chunks and bytes each).
 Result<ReconstructionPlan> parse_reconstruction_v2(std::string_view text) {
-  auto j = parse_json(text);
-  if (!j.ok()) return j.status();
-  ReconstructionPlan plan;
-  Status s = parse_terms(*j, &plan);
-  if (!s.ok()) return s;
-  auto xorbs = get_obj(*j, "xorbs", "the response");
-  if (!xorbs.ok()) return xorbs.status();
-  for (const auto& [key, list] : (*xorbs)->items()) {
-    const std::string where = "xorbs[" + key.substr(0, 80) + "]";
-    auto hash = parse_hash(key, where);
-    if (!hash.ok()) return hash.status();
-    if (!list.is_array() || list.empty()) return bad(where + " is not a non-empty array");
-    auto& fetches = plan.fetches[*hash];
-    for (size_t i = 0; i < list.size(); ++i) {
-      const json& e = list[i];
-      const std::string w = where + "[" + std::to_string(i) + "]";
-      if (!e.is_object()) return bad(w + " is not an object");
-      auto url = e.find("url");
-      if (url == e.end() || !url->is_string() || url->get<std::string>().empty()) return bad(w + " has no url");
-      auto ranges = e.find("ranges");
-      if (ranges == e.end() || !ranges->is_array() || ranges->empty()) return bad(w + " has no ranges");
-      XorbFetch f{url->get<std::string>(), {}};
-      for (size_t k = 0; k < ranges->size(); ++k) {
-        const json& r = (*ranges)[k];
-        const std::string wr = w + ".ranges[" + std::to_string(k) + "]";
-        if (!r.is_object()) return bad(wr + " is not an object");
-        auto chunks = get_chunk_range(r, "chunks", wr);
-        if (!chunks.ok()) return chunks.status();
-        auto bytes = get_byte_range(r, "bytes", wr);
-        if (!bytes.ok()) return bytes.status();
-        XorbRange xr{*chunks, *bytes};
-        Status fit = check_range_fits(xr, wr);
-        if (!fit.ok()) return fit;
-        // Sorted and disjoint, as documented: a multi-range request is built from them in order.
-        if (!f.ranges.empty() &&
-            (xr.chunks.start < f.ranges.back().chunks.end || xr.bytes.start <= f.ranges.back().bytes.end)) {
-          return bad(wr + " overlaps or precedes the range before it");
-        }
-        f.ranges.push_back(xr);
+  return parse_plan(text, "xorbs", false, [](const json& e, std::string url, const std::string& w) -> Result<XorbFetch> {
+    auto ranges = e.find("ranges");
+    if (ranges == e.end() || !ranges->is_array() || ranges->empty()) return bad(w + " has no ranges");
+    XorbFetch f{std::move(url), {}};
+    for (size_t k = 0; k < ranges->size(); ++k) {
+      const json& r = (*ranges)[k];
+      const std::string wr = w + ".ranges[" + std::to_string(k) + "]";
+      if (!r.is_object()) return bad(wr + " is not an object");
+      auto chunks = get_chunk_range(r, "chunks", wr);
+      if (!chunks.ok()) return chunks.status();
+      auto bytes = get_byte_range(r, "bytes", wr);
+      if (!bytes.ok()) return bytes.status();
+      XorbRange xr{*chunks, *bytes};
+      Status fit = check_range_fits(xr, wr);
+      if (!fit.ok()) return fit;
+      // Sorted and disjoint, as documented: a multi-range request is built from them in order.
+      if (!f.ranges.empty() &&
+          (xr.chunks.start < f.ranges.back().chunks.end || xr.bytes.start <= f.ranges.back().bytes.end)) {
+        return bad(wr + " overlaps or precedes the range before it");
       }
-      fetches.push_back(std::move(f));
+      f.ranges.push_back(xr);
     }
-  }
-  s = check_every_term_has_a_source(plan);
-  if (!s.ok()) return s;
-  return plan;
+    return f;
+  });
 }
 
 Result<TermSource> find_term_source(const ReconstructionPlan& plan, size_t term_index) {
