@@ -135,6 +135,7 @@ void Stack::shutdown() {
   // Retries waiting out a long Retry-After would hold up the reader's shutdown (it waits for
   // fetches in flight): answer them now, and fail what is still on the wire. Then the reader
   // drains while everything its tasks reach (fetcher, cache, hub) still exists.
+  if (xet_router) xet_router->shutdown();  // first: what fails from here on is the shutdown
   if (transport) transport->shutdown();
   if (curl) curl->shutdown();
   if (fetcher) fetcher->shutdown();  // fetches waiting to re-ask a refusing CDN end now

@@ -34,7 +34,9 @@ class XetRouter::FileSource : public RangeSource {
         hash_, file_size, range,
         [router = router_, locate = locate_, file_size, range, done = std::move(done),
          deadline](Result<std::string> got) mutable {
-          if (got.ok() || !is_storage_service_error(got.status())) {
+          // A read failed by the stack's own shutdown (the transport refusing or dropping it)
+          // says nothing about the storage service: no warning, no bridge for the next minute.
+          if (got.ok() || !is_storage_service_error(got.status()) || router->stopping_.load()) {
             done(std::move(got), Provenance::kFileHashed);
             return;
           }

@@ -33,6 +33,10 @@ class XetRouter : public std::enable_shared_from_this<XetRouter> {
   // Reads the bridge served after a Xet failure.
   uint64_t fallbacks() const { return fallbacks_.load(); }
 
+  // The stack is shutting down (Stack::shutdown, before the transport): the failures that
+  // follow are its own, so they neither count against the storage service nor go to the bridge.
+  void shutdown() { stopping_.store(true); }
+
  private:
   class FileSource;
   bool bridge_now() const;
@@ -43,6 +47,7 @@ class XetRouter : public std::enable_shared_from_this<XetRouter> {
   const std::chrono::seconds fallback_for_;
   std::atomic<std::chrono::steady_clock::rep> bridge_until_{0};
   std::atomic<bool> logged_{false};
+  std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> fallbacks_{0};
 };
 

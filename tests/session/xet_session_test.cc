@@ -3,8 +3,11 @@
 // with the spec's chunking and hashes. Exact bytes, one token per repo and no resolve per file,
 // no Authorization on xorb requests, corrupted xorb bytes refetched or refused (never served),
 // a second revision fetching only its changed chunks, and the bridge as the fallback.
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <future>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -242,6 +245,30 @@ TEST_F(XetSessionTest, AStorageServiceErrorFallsBackToTheBridge) {
   const ReaderStats r = s->stack.reader->stats();
   EXPECT_EQ(r.files_verified, 1u);
   EXPECT_EQ(r.files_verified_by_source, 0u);
+}
+
+// A read the session's own shutdown fails (its xorb range on the wire when the transport stops)
+// is not the storage service failing: no warning, no minute of bridge reads, no fallback fetch.
+TEST_F(XetSessionTest, AReadFailedByTheShutdownIsNotAStorageServiceError) {
+  auto s = open("v1", config());
+  ASSERT_TRUE(s);
+  auto f = HubFile::open(s, "data/big.bin");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  // Held 30 s (the read's deadline is 60 s): only the shutdown ends this read early.
+  hub_->add_fault({{"mode", "stall"}, {"stall_ms", 30000}, {"path_contains", "/xorbs/"}, {"count", 1000}});
+  auto read = std::async(std::launch::async, [&f] {
+    std::string buf(1 << 20, '\0');
+    return (*f)->pread(buf.data(), 0, buf.size()).status();
+  });
+  // Waits for the server (another process) to hold a xorb request.
+  for (int i = 0; i < 1000 && hub_->stats()["faults_injected"].get<int>() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GE(hub_->stats()["faults_injected"].get<int>(), 1);
+  s->stack.shutdown();
+  const Status st = read.get();
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(s->stack.xet_router->fallbacks(), 0u) << st.message();
+  EXPECT_EQ(hub_->stats()["resolve_requests"], 0) << "no bridge fetch on the way out";
 }
 
 }  // namespace
