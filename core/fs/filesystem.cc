@@ -128,8 +128,9 @@ Result<std::vector<TreeEntry>> FileSystem::listed_entries(const std::string& pat
         const size_t slash = e.path.rfind('/');
         by_dir[slash == std::string::npos ? std::string() : e.path.substr(0, slash)].push_back(std::move(e));
       }
-      if (options_.listings) {
-        for (const auto& [dir, entries] : by_dir) (void)options_.listings->save_dir(repo_.revision, dir, entries);
+      for (const auto& [dir, entries] : by_dir) {
+        if (options_.listings) (void)options_.listings->save_dir(repo_.revision, dir, entries);
+        if (options_.on_listed_from_hub) options_.on_listed_from_hub(entries);
       }
       std::vector<TreeEntry> mine = std::move(by_dir[path]);
       by_dir.erase(path);
@@ -138,8 +139,10 @@ Result<std::vector<TreeEntry>> FileSystem::listed_entries(const std::string& pat
     // Too big to take whole: this directory alone, its subdirectories each in turn.
   }
   auto entries = hub_.list_dir(repo_, path);
+  if (!entries.ok()) return entries;
   // Best effort: a listing that cannot be stored is only asked for again at the next mount.
-  if (entries.ok() && options_.listings) (void)options_.listings->save_dir(repo_.revision, path, *entries);
+  if (options_.listings) (void)options_.listings->save_dir(repo_.revision, path, *entries);
+  if (options_.on_listed_from_hub) options_.on_listed_from_hub(*entries);
   return entries;
 }
 

@@ -62,6 +62,12 @@ struct FsOptions {
   // file's source from the Xet service (fs/xet_routing.h). Null or returning null: the bridge.
   // Never called for an offline mount.
   std::function<std::shared_ptr<RangeSource>(const TreeEntry&, const Locator&)> range_source;
+  // Called with the entries of every listing that came from the Hub (not from `listings`), on
+  // the thread that listed, while the listed directory's list_mu is held: must be cheap and must
+  // not call back into this FileSystem. The Xet path fetches its read token here when it sees a
+  // Xet file, so a cold first read does not wait for it, while a session that finds everything
+  // in the cache asks the Hub nothing.
+  std::function<void(const std::vector<TreeEntry>&)> on_listed_from_hub;
 };
 
 // Request economy (docs/hub-http-contract.md, section 5): a directory below the mount root is

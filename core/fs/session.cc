@@ -299,6 +299,9 @@ void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsO
   fs_options.range_source = [router = s.xet_router, locations, block_size](const TreeEntry& e, const Locator& locate) {
     return router->source_for(e, locate, locations ? BlockReader::disk_key(e.content_id(), block_size) : std::string());
   };
+  fs_options.on_listed_from_hub = [router = s.xet_router](const std::vector<TreeEntry>& entries) {
+    router->note_listing(entries);
+  };
 }
 
 std::function<void(const RemoteFile&)> index_recorder(const std::string& cache_dir, const std::string& repo_label,

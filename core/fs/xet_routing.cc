@@ -64,10 +64,16 @@ std::shared_ptr<RangeSource> XetRouter::source_for(const TreeEntry& entry, const
   if (entry.is_dir || !entry.xet_hash) return nullptr;
   auto hash = xet::MerkleHash::from_hex(*entry.xet_hash);
   if (!hash) return nullptr;
-  // The repo has Xet files: its read token is fetched now, in the background, so the first read
-  // does not wait a round trip for it.
-  xet_.prefetch_token();
   return std::make_shared<FileSource>(shared_from_this(), *hash, locate, std::move(block_key));
+}
+
+void XetRouter::note_listing(const std::vector<TreeEntry>& entries) {
+  for (const TreeEntry& e : entries) {
+    if (!e.is_dir && e.xet_hash) {
+      xet_.prefetch_token();  // once per reader, however often it is asked
+      return;
+    }
+  }
 }
 
 bool XetRouter::bridge_now() const {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <vector>
 
 #include "hub/hub_client.h"
 #include "net/range_fetcher.h"
@@ -29,6 +30,11 @@ class XetRouter : public std::enable_shared_from_this<XetRouter> {
   // A source for a Xet-stored file; null for any other (the reader then uses the bridge).
   // block_key: where the reader keeps the file's blocks on disk (XetReader::fetch_async), or empty.
   std::shared_ptr<RangeSource> source_for(const TreeEntry& entry, const Locator& locate, std::string block_key = {});
+
+  // A listing from the Hub: if it holds a Xet file, the read token is fetched now, in the
+  // background, so the first read does not wait a round trip for it. (Listings read back from
+  // the cache fetch nothing: a session whose blocks are all cached asks the Hub nothing.)
+  void note_listing(const std::vector<TreeEntry>& entries);
 
   // Reads the bridge served after a Xet failure.
   uint64_t fallbacks() const { return fallbacks_.load(); }

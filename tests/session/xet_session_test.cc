@@ -218,6 +218,30 @@ TEST_F(XetSessionTest, SecondRevisionFetchesOnlyItsChangedChunks) {
   EXPECT_GT(usage->xet_served_chunks, 0u);
 }
 
+// A second session on the same cache finds the listing and every block there: it asks for no
+// read token, no plan and no xorb; the one request left pins the revision name.
+TEST_F(XetSessionTest, ASecondSessionOnAWarmCacheAsksNoTokenAndNoData) {
+  {
+    auto first = open("v1", config());
+    ASSERT_TRUE(first);
+    Outcome o = read_all(first, *one_);
+    ASSERT_EQ(o.failed, 0u) << o.first_error;
+    ASSERT_EQ(hub_->stats()["xet_token_requests"], 1);
+  }  // shut down: its deferred block writes are on disk
+  hub_->reset_stats();
+  auto second = open("v1", config());
+  ASSERT_TRUE(second);
+  Outcome o = read_all(second, *one_);
+  EXPECT_EQ(o.failed, 0u) << o.first_error;
+  EXPECT_EQ(o.wrong, 0u);
+  auto stats = hub_->stats();
+  EXPECT_EQ(stats["xet_token_requests"], 0) << stats.dump();
+  EXPECT_EQ(stats["xet_reconstructions"], 0) << stats.dump();
+  EXPECT_EQ(stats["xorb_requests"], 0) << stats.dump();
+  EXPECT_EQ(stats["resolve_requests"], 0) << stats.dump();
+  EXPECT_EQ(stats["requests"], 1) << "only the revision name's pinning: " << stats.dump();
+}
+
 TEST_F(XetSessionTest, DisableXetReadsThroughTheBridge) {
   ::setenv("HF_HUB_DISABLE_XET", "1", 1);
   auto s = open("v1", config());
