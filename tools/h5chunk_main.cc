@@ -366,6 +366,12 @@ int main(int argc, char** argv) {
                     "$XDG_CACHE_HOME/hubfs, else ~/.cache/hubfs)");
   }
 
+  // Set after the subcommands (they copy their parent's footer when added): shown once, here.
+  app.footer(
+      "hf:// files are read in this process through hubfs's reader, block cache and verification "
+      "(the mounts' cache directory); the token is found as huggingface_hub finds it ($HF_TOKEN, the "
+      "token file). HUBFS_LOG_LEVEL=debug (or info, warning, error) sets what is logged to stderr: at "
+      "debug, every request the reader sends and every hint, with millisecond timestamps.");
   // Selections like '-1' look like options to a parser; everything after the dataset is
   // positional for read and bench.
   app.allow_extras(false);
