@@ -34,10 +34,10 @@ import sys
 import time
 from typing import Any, Iterable, List, Optional, Union
 
-from ._remote import HubFile, exists, glob, info, ls, open, walk  # noqa: A004 (hubfs.open is the API)
+from ._remote import HubFile, close_sessions, exists, glob, info, ls, open, walk  # noqa: A004 (hubfs.open is the API)
 
 __all__ = ["mount", "unmount", "Mount", "MountError", "find_program",
-           "open", "ls", "info", "glob", "walk", "exists", "HubFile"]
+           "open", "ls", "info", "glob", "walk", "exists", "close_sessions", "HubFile"]
 
 try:  # fsspec's "hubfs" protocol, where fsspec is installed (Debian: python3-fsspec)
     from . import _fsspec

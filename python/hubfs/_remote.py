@@ -35,7 +35,7 @@ import threading
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
-__all__ = ["open", "ls", "info", "glob", "walk", "exists", "HubFile"]
+__all__ = ["open", "ls", "info", "glob", "walk", "exists", "close_sessions", "HubFile"]
 
 _DEFAULT_CACHE_SIZE = "10G"  # as `hubfs mount`
 _DEFAULT_MAX_REQUESTS = 16
@@ -56,6 +56,14 @@ def _core():
             # Queued cache writes finish, and connections close, before the interpreter goes.
             atexit.register(core.close_sessions)
     return _core_module
+
+
+def close_sessions() -> None:
+    """Ends every hf:// session no open file holds: their memory caches (up to 256 MiB each),
+    connections and threads. Queued cache writes finish first; the next open builds a session
+    again, warm from the disk cache. (Idle sessions beyond the few used last end on their own.)"""
+    if _core_module is not None:
+        _core_module.close_sessions()
 
 
 def _truthy(value: Optional[str]) -> bool:

@@ -3,9 +3,12 @@
 //
 // A Session is fs/session.h's RepoSession: one repo pinned to a commit, read through the same
 // transport, block cache (same directory and keys as a mount), shared tier and verification as
-// a mount. Sessions are kept per (repo, revision, options) for the process's life, so a thousand
-// opens of files of one repo build one cache and one connection pool; close_sessions() ends
-// them (hubfs registers it with atexit, so queued cache writes finish before the process goes).
+// a mount. Sessions are kept per (repo, revision, options), so a thousand opens of files of one
+// repo build one cache and one connection pool. Memory stays bounded: a session holds a memory
+// cache of up to 256 MiB, its connections and threads, so whenever a session is made, the idle
+// ones (no open file holds them) beyond the kIdleSessions used last shut down (their blocks are
+// in the disk cache: reopening them is warm). close_sessions() ends them all (hubfs registers it with atexit, so queued cache
+// writes finish before the process goes).
 //
 // A read releases the GIL. On the main thread (the only one a Ctrl-C reaches) it runs on a
 // helper thread while the caller wakes every kPollInterval to run Python's signal handlers: a
@@ -16,6 +19,7 @@
 
 #include <Python.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -117,10 +121,35 @@ struct File {
 
 // Sessions by everything that decides what they read and how. Never destroyed with the module
 // (a static destructor would run after the interpreter is gone): close_sessions() empties it.
-std::mutex registry_mu;  // a leaf lock: held only to find or insert, never across a session's build
-std::map<std::string, std::shared_ptr<hubfs::RepoSession>>& registry() {
-  static auto* r = new std::map<std::string, std::shared_ptr<hubfs::RepoSession>>();
+struct Registered {
+  std::shared_ptr<hubfs::RepoSession> session;
+  uint64_t last_used = 0;  // registry_clock at its last get_session
+};
+std::mutex registry_mu;  // a leaf lock: held only to find, insert or pick idle sessions, never across a build or a shutdown
+uint64_t registry_clock = 0;  // guarded by registry_mu
+std::map<std::string, Registered>& registry() {
+  static auto* r = new std::map<std::string, Registered>();
   return *r;
+}
+
+// Idle sessions kept for reuse (idle: no open file, no Python Session object holds it).
+constexpr size_t kIdleSessions = 4;
+
+// Takes out of the registry the idle sessions beyond the kIdleSessions used last; the caller
+// destroys them without the lock (a shutdown waits for the cache's queued writes).
+std::vector<std::shared_ptr<hubfs::RepoSession>> take_excess_idle_locked() {
+  std::vector<std::map<std::string, Registered>::iterator> idle;
+  for (auto it = registry().begin(); it != registry().end(); ++it) {
+    if (it->second.session.use_count() == 1) idle.push_back(it);  // the registry's is the only reference
+  }
+  std::vector<std::shared_ptr<hubfs::RepoSession>> gone;
+  if (idle.size() <= kIdleSessions) return gone;
+  std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a->second.last_used < b->second.last_used; });
+  for (size_t i = 0; i + kIdleSessions < idle.size(); ++i) {
+    gone.push_back(std::move(idle[i]->second.session));
+    registry().erase(idle[i]);
+  }
+  return gone;
 }
 
 std::string key_of(const hubfs::RepoRef& repo, const hubfs::SessionConfig& c) {
@@ -167,7 +196,10 @@ Session get_session(const std::string& type, const std::string& id, const std::s
   {
     std::lock_guard<std::mutex> lock(registry_mu);
     auto it = registry().find(key);
-    if (it != registry().end()) return Session{it->second};
+    if (it != registry().end()) {
+      it->second.last_used = ++registry_clock;
+      return Session{it->second.session};
+    }
   }
   // Built outside the lock (it may wait on the Hub); two threads racing build two, one is kept.
   auto built = run_interruptibly<std::pair<Status, std::shared_ptr<hubfs::RepoSession>>>([ref = *ref, c] {
@@ -176,9 +208,18 @@ Session get_session(const std::string& type, const std::string& id, const std::s
     return std::make_pair(st, st.ok() ? s : nullptr);
   });
   if (!built.first.ok()) raise_status(built.first);
-  std::lock_guard<std::mutex> lock(registry_mu);
-  auto [it, inserted] = registry().emplace(key, built.second);
-  return Session{it->second};
+  Session out;
+  std::vector<std::shared_ptr<hubfs::RepoSession>> gone;
+  {
+    std::lock_guard<std::mutex> lock(registry_mu);
+    auto [it, inserted] = registry().emplace(key, Registered{built.second, 0});
+    it->second.last_used = ++registry_clock;
+    out = Session{it->second.session};  // held: never idle while being handed out
+    gone = take_excess_idle_locked();
+  }
+  py::gil_scoped_release nogil;
+  gone.clear();  // their shutdowns (queued cache writes first), without the registry's lock
+  return out;
 }
 
 py::tuple path_info(const hubfs::PathInfo& p) { return py::make_tuple(p.path, p.is_dir, p.size); }
@@ -210,7 +251,7 @@ PYBIND11_MODULE(_core, m) {
         py::arg("read_timeout"), py::arg("shared_cache"), py::arg("shared_cache_key_file"),
         py::arg("shared_cache_private"), py::arg("offline"), py::arg("ca_bundle"));
   m.def("close_sessions", [] {
-    std::map<std::string, std::shared_ptr<hubfs::RepoSession>> gone;
+    std::map<std::string, Registered> gone;
     {
       std::lock_guard<std::mutex> lock(registry_mu);
       gone.swap(registry());
@@ -222,6 +263,7 @@ PYBIND11_MODULE(_core, m) {
     std::lock_guard<std::mutex> lock(registry_mu);
     return registry().size();
   });
+  m.attr("IDLE_SESSIONS") = kIdleSessions;
 
   py::class_<Session>(m, "Session")
       .def_property_readonly("commit", [](const Session& s) { return s.s->info.commit; })

@@ -201,6 +201,7 @@ def test_listing_ls_info_glob_walk(hub, opts):
 
 def test_sessions_are_shared_and_reopening_costs_no_request(hub, opts):
     endpoint = hub["endpoint"]
+    hubfs._remote._core().close_sessions()  # counted from none (earlier tests left idle ones)
     with hubfs.open(f"{URL}/README.md", **opts) as f:
         assert f.read() == b"# remote\n"
     before = hubfs._remote._core().session_count()
@@ -213,6 +214,30 @@ def test_sessions_are_shared_and_reopening_costs_no_request(hub, opts):
     with hubfs.open(f"{URL}@main/README.md", **{**opts, "max_requests": 4}):
         pass
     assert hubfs._remote._core().session_count() == before + 1
+
+
+def test_idle_sessions_are_bounded_and_open_files_keep_theirs(hub, opts):
+    # Each option set is a session of its own, with its memory cache, connections and threads:
+    # of those no open file holds, only the few used last are kept.
+    core = hubfs._remote._core()
+    core.close_sessions()
+    held = hubfs.open(f"{URL}/README.md", **{**opts, "max_requests": 3})
+    for n in range(4, 4 + core.IDLE_SESSIONS + 3):
+        with hubfs.open(f"{URL}/README.md", **{**opts, "max_requests": n}) as f:
+            assert f.read() == b"# remote\n"
+        # Trimmed when a session is made: the idle ones kept, the held one, and the one just
+        # used (idle since its file closed, trimmed at the next).
+        assert core.session_count() <= core.IDLE_SESSIONS + 2, n
+    assert core.session_count() == core.IDLE_SESSIONS + 2
+    # The held file's session was never dropped: it still reads, and so does a new open with
+    # its options (a session kept, or built again from the warm cache).
+    assert held.read() == b"# remote\n"
+    held.close()
+    with hubfs.open(f"{URL}/README.md", **{**opts, "max_requests": 3}) as f:
+        assert f.read() == b"# remote\n"
+    assert core.session_count() <= core.IDLE_SESSIONS + 2
+    hubfs.close_sessions()  # the public door: every idle session ends
+    assert core.session_count() == 0
 
 
 def _read_through_mount(endpoint, cache_dir, mnt, path):
