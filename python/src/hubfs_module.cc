@@ -7,8 +7,8 @@
 // repo build one cache and one connection pool. Memory stays bounded: a session holds a memory
 // cache of up to 256 MiB, its connections and threads, so whenever a session is made, the idle
 // ones (no open file holds them) beyond the kIdleSessions used last shut down (their blocks are
-// in the disk cache: reopening them is warm). close_sessions() ends them all (hubfs registers it with atexit, so queued cache
-// writes finish before the process goes).
+// in the disk cache: reopening them is warm). close_sessions() ends every idle one (hubfs
+// registers it with atexit, so queued cache writes finish before the process goes).
 //
 // A read releases the GIL. On the main thread (the only one a Ctrl-C reaches) it runs on a
 // helper thread while the caller wakes every kPollInterval to run Python's signal handlers: a
@@ -219,6 +219,7 @@ Session get_session(const std::string& type, const std::string& id, const std::s
   }
   py::gil_scoped_release nogil;
   gone.clear();  // their shutdowns (queued cache writes first), without the registry's lock
+  built.second.reset();  // the loser of a race to build this key shuts down here too
   return out;
 }
 
