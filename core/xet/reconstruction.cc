@@ -80,6 +80,19 @@ Status check_range_fits(const XorbRange& r, const std::string& where) {
   return Status::Ok();
 }
 
+// One xorb range of a fetch entry: its chunks under `chunks_key`, their bytes under `bytes_key`
+// (V1: "range" and "url_range"; V2: "chunks" and "bytes"), the bytes able to hold the chunks.
+Result<XorbRange> get_xorb_range(const json& obj, const char* chunks_key, const char* bytes_key,
+                                 const std::string& where) {
+  auto chunks = get_chunk_range(obj, chunks_key, where);
+  if (!chunks.ok()) return chunks.status();
+  auto bytes = get_byte_range(obj, bytes_key, where);
+  if (!bytes.ok()) return bytes.status();
+  XorbRange r{*chunks, *bytes};
+  if (Status fit = check_range_fits(r, where); !fit.ok()) return fit;
+  return r;
+}
+
 Result<json> parse_json(std::string_view text) {
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return bad("not valid JSON");
@@ -186,14 +199,9 @@ Result<ReconstructionPlan> parse_plan(std::string_view text, const char* field, 
 // V1: one chunk range per entry ("range"), its bytes in the xorb ("url_range").
 Result<ReconstructionPlan> parse_reconstruction_v1(std::string_view text) {
   return parse_plan(text, "fetch_info", true, [](const json& e, std::string url, const std::string& w) -> Result<XorbFetch> {
-    auto chunks = get_chunk_range(e, "range", w);
-    if (!chunks.ok()) return chunks.status();
-    auto bytes = get_byte_range(e, "url_range", w);
-    if (!bytes.ok()) return bytes.status();
-    XorbRange r{*chunks, *bytes};
-    Status fit = check_range_fits(r, w);
-    if (!fit.ok()) return fit;
-    return XorbFetch{std::move(url), {r}};
+    auto r = get_xorb_range(e, "range", "url_range", w);
+    if (!r.ok()) return r.status();
+    return XorbFetch{std::move(url), {*r}};
   });
 }
 
@@ -207,13 +215,9 @@ Result<ReconstructionPlan> parse_reconstruction_v2(std::string_view text) {
       const json& r = (*ranges)[k];
       const std::string wr = w + ".ranges[" + std::to_string(k) + "]";
       if (!r.is_object()) return bad(wr + " is not an object");
-      auto chunks = get_chunk_range(r, "chunks", wr);
-      if (!chunks.ok()) return chunks.status();
-      auto bytes = get_byte_range(r, "bytes", wr);
-      if (!bytes.ok()) return bytes.status();
-      XorbRange xr{*chunks, *bytes};
-      Status fit = check_range_fits(xr, wr);
-      if (!fit.ok()) return fit;
+      auto got = get_xorb_range(r, "chunks", "bytes", wr);
+      if (!got.ok()) return got.status();
+      const XorbRange& xr = *got;
       // Sorted and disjoint, as documented: a multi-range request is built from them in order.
       if (!f.ranges.empty() &&
           (xr.chunks.start < f.ranges.back().chunks.end || xr.bytes.start <= f.ranges.back().bytes.end)) {
