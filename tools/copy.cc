@@ -76,7 +76,7 @@ int run_copy(const CopyCommand& c) {
   // time (0.2 s of CPU for 300 MB, on 2 cores shared with the network), so it is off here.
   SessionConfig config = c.session;
   config.verify_whole_files = false;
-  if (Status st = open_repo_session(config, RepoSpec{url->repo, ""}, *session); !st.ok()) return fail(st);
+  if (Status st = open_repo_session(config, RepoSpec{url->repo, ""}, *session, {}, url->path); !st.ok()) return fail(st);
   auto file = HubFile::open(session, url->path);
   if (!file.ok()) return fail(file.status());
 

@@ -102,6 +102,11 @@ std::string dir_document(const std::string& repo_dir, const std::string& commit,
   return repo_dir + "/" + commit_name + "/" + short_hash(dir) + ".json";
 }
 
+std::string file_document(const std::string& repo_dir, const std::string& commit, const std::string& path) {
+  const std::string commit_name = is_commit_sha(commit) ? commit : "c" + short_hash(commit);
+  return repo_dir + "/" + commit_name + "/f" + short_hash(path) + ".json";  // never a listing's name
+}
+
 std::string ref_document(const std::string& repo_dir, const std::string& revision) {
   return repo_dir + "/refs/" + short_hash(revision) + ".json";
 }

@@ -32,6 +32,8 @@ std::string repo_dir(const std::string& cache_dir, const std::string& endpoint, 
 // Paths of the two kinds of document under repo_dir.
 std::string dir_document(const std::string& repo_dir, const std::string& commit, const std::string& dir);
 std::string ref_document(const std::string& repo_dir, const std::string& revision);
+// One file's record at a commit (ListingCache::save_file), beside that commit's listings.
+std::string file_document(const std::string& repo_dir, const std::string& commit, const std::string& path);
 
 // Temp file + rename; best effort (the caller decides whether to log).
 Status write(const std::string& path, const std::string& text);

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cerrno>
 
+#include "common/log.h"
+
 namespace hubfs {
 
 namespace {
@@ -149,17 +151,84 @@ Result<std::vector<TreeEntry>> FileSystem::listed_entries(const std::string& pat
 void FileSystem::fill_children(Node* dir, std::vector<TreeEntry> entries, Subtree* subtree) {
   for (auto& e : entries) {
     std::string name(base_name(e.path));
-    if (name.empty() || name == "." || name == ".." || dir->children.count(name)) continue;
-    Node* child = add_node(std::move(e));
-    dir->children.emplace(std::move(name), child->ino);
+    if (name.empty() || name == "." || name == "..") continue;
+    Node* child = nullptr;
+    if (auto known = dir->children.find(name); known != dir->children.end()) {
+      // Known before this listing (know_file), or a name the listing repeats.
+      child = node(known->second);
+      check_listed_agrees(*child, e);
+      if (!child->is_dir || !e.is_dir) continue;
+    } else {
+      child = add_node(std::move(e));
+      dir->children.emplace(std::move(name), child->ino);
+    }
     if (!child->is_dir || !subtree) continue;
     auto it = subtree->find(child->entry.path);
     if (it == subtree->end()) continue;
     std::vector<TreeEntry> grandchildren = std::move(it->second);
     subtree->erase(it);
     std::lock_guard<std::mutex> lock(child->list_mu);  // parent before child (see the header)
+    if (child->listed) continue;
     fill_children(child, std::move(grandchildren), subtree);
     child->listed = true;
+  }
+}
+
+void FileSystem::check_listed_agrees(const Node& known, const TreeEntry& listed) const {
+  if (known.is_dir && listed.is_dir) return;
+  if (known.is_dir == listed.is_dir && known.entry.size == listed.size &&
+      known.remote.content_id == listed.content_id()) {
+    return;
+  }
+  // Both came from the Hub for this commit; if they differ, reads of this node go on with what
+  // it was opened with (its bytes are verified against that content id, never mixed).
+  log_error("/" + listed.path + " at commit " + repo_.revision + ": the listing says " +
+            (listed.is_dir ? "a directory" : std::to_string(listed.size) + " bytes, " + listed.content_id()) +
+            ", but it was opened as " +
+            (known.is_dir ? "a directory" : std::to_string(known.entry.size) + " bytes, " + known.remote.content_id) +
+            " from its resolve answer");
+}
+
+void FileSystem::know_file(TreeEntry entry, bool from_hub) {
+  if (entry.is_dir) return;
+  const std::string& root = options_.root_path;
+  std::string rel;
+  if (root.empty()) {
+    rel = entry.path;
+  } else if (entry.path.size() > root.size() + 1 && entry.path.starts_with(root) && entry.path[root.size()] == '/') {
+    rel = entry.path.substr(root.size() + 1);
+  } else {
+    return;
+  }
+  Node* dir = node(kRootIno);
+  std::string walked = root;
+  for (;;) {
+    const size_t slash = rel.find('/');
+    const std::string name = rel.substr(0, slash);
+    if (name.empty() || name == "." || name == "..") return;
+    std::lock_guard<std::mutex> lock(dir->list_mu);  // one directory at a time, parent first
+    auto it = dir->children.find(name);
+    if (slash == std::string::npos) {
+      if (dir->listed || it != dir->children.end()) return;
+      Node* file = add_node(std::move(entry));
+      dir->children.emplace(name, file->ino);
+      // As a listing's entries: a Xet file's read token is fetched now, before its first read.
+      if (from_hub && options_.on_listed_from_hub) options_.on_listed_from_hub({file->entry});
+      return;
+    }
+    walked += (walked.empty() ? "" : "/") + name;
+    Node* next = it != dir->children.end() ? node(it->second) : nullptr;
+    if (!next) {
+      if (dir->listed) return;  // listed without it: the probe is wrong, the listing decides
+      TreeEntry sub;
+      sub.path = walked;
+      sub.is_dir = true;
+      next = add_node(std::move(sub));
+      dir->children.emplace(name, next->ino);
+    }
+    if (!next->is_dir) return;
+    dir = next;
+    rel.erase(0, slash + 1);
   }
 }
 
@@ -199,12 +268,17 @@ FsResult<EntryReply> FileSystem::lookup(Ino parent, const std::string& name) {
   Node* dir = node(parent);
   if (!dir) return errno_only(ENOENT);
   if (!dir->is_dir) return errno_only(ENOTDIR);
-  if (Status st = ensure_listed(dir); !st.ok()) return upstream(st, "listing /" + dir->entry.path);
   EntryReply reply;
-  {
+  auto find_child = [&] {
     std::lock_guard<std::mutex> lock(dir->list_mu);
     auto it = dir->children.find(name);
     if (it != dir->children.end()) reply.ino = it->second;
+  };
+  // Names never leave a directory, so one known before its listing (know_file) needs none.
+  find_child();
+  if (reply.ino == 0) {
+    if (Status st = ensure_listed(dir); !st.ok()) return upstream(st, "listing /" + dir->entry.path);
+    find_child();
   }
   // ino 0 is a negative entry: HDF5 and Python probe for many files that are not there.
   if (reply.ino != 0) reply.attr = attributes(*node(reply.ino));

@@ -96,6 +96,16 @@ class FileSystem : public FsApi {
   // access lists again.
   Status list_root();
 
+  // A file learned of without a listing (a door's probe of the one file it opens:
+  // HubClient::probe_file), shown in its directory before that directory is listed, with the
+  // directories on its way: a lookup of its path is then answered without listing anything.
+  // Any other lookup there, or a readdir, lists the directory as before; the listing keeps this
+  // node (same inode) and logs an error if the two disagree on size or content. Does nothing for
+  // a path outside the root, a directory, or a directory listed already (its listing is the
+  // truth). from_hub: the entry came from the Hub now, not from the cache (as
+  // FsOptions::on_listed_from_hub, which it is then given to).
+  void know_file(TreeEntry entry, bool from_hub);
+
   FsResult<EntryReply> lookup(Ino parent, const std::string& name) override;
   FsResult<struct stat> getattr(Ino ino) override;
 
@@ -145,6 +155,8 @@ class FileSystem : public FsApi {
   // Adds `entries` as dir's children; directories among them that `subtree` lists are filled
   // too (and marked listed), depth first. dir->list_mu held by the caller.
   void fill_children(Node* dir, std::vector<TreeEntry> entries, Subtree* subtree);
+  // A name dir already had (a known file, a directory on its way) met again in its listing.
+  void check_listed_agrees(const Node& known, const TreeEntry& listed) const;
   struct stat attributes(const Node& n) const;
 
   HubClient& hub_;

@@ -73,16 +73,44 @@ std::optional<std::vector<TreeEntry>> ListingCache::load_dir(const std::string& 
   return std::move(parsed).value();
 }
 
+namespace {
+
+// An entry in the Hub's own format, so the Hub's parser reads it back.
+nlohmann::json entry_json(const TreeEntry& e) {
+  nlohmann::json item = {{"type", e.is_dir ? "directory" : "file"}, {"path", e.path}, {"oid", e.oid}};
+  item["size"] = e.size;
+  if (e.lfs_sha256) item["lfs"] = {{"oid", *e.lfs_sha256}, {"size", e.size}};
+  if (e.xet_hash) item["xetHash"] = *e.xet_hash;
+  return item;
+}
+
+}  // namespace
+
+std::optional<TreeEntry> ListingCache::load_file(const std::string& commit, const std::string& path) const {
+  auto j = parse_document(listing_store::read(listing_store::file_document(repo_dir_, commit, path)), shown_endpoint_,
+                          repo_label_);
+  if (!j) return std::nullopt;
+  if (j->value("commit", "") != commit || j->value("file", std::string("\x01")) != path) return std::nullopt;
+  auto entries = j->find("entries");
+  if (entries == j->end() || !entries->is_array()) return std::nullopt;
+  auto parsed = hub_json::parse_tree_entries(entries->dump(), "the listing cache");
+  if (!parsed.ok() || parsed->size() != 1) return std::nullopt;
+  TreeEntry& e = parsed->front();
+  if (e.is_dir || e.path != path || (e.lfs_sha256 && !is_hex(*e.lfs_sha256, 64))) return std::nullopt;
+  if (!e.lfs_sha256 && !is_hex(e.oid, 40)) return std::nullopt;
+  return std::move(e);
+}
+
+Status ListingCache::save_file(const std::string& commit, const TreeEntry& entry) const {
+  nlohmann::json doc = {{"format", kFormat}, {"endpoint", shown_endpoint_}, {"repo", repo_label_},
+                        {"commit", commit},  {"file", entry.path},          {"entries", nlohmann::json::array({entry_json(entry)})}};
+  return listing_store::write(listing_store::file_document(repo_dir_, commit, entry.path), doc.dump() + "\n");
+}
+
 Status ListingCache::save_dir(const std::string& commit, const std::string& dir,
                               const std::vector<TreeEntry>& entries) const {
   nlohmann::json list = nlohmann::json::array();
-  for (const TreeEntry& e : entries) {
-    nlohmann::json item = {{"type", e.is_dir ? "directory" : "file"}, {"path", e.path}, {"oid", e.oid}};
-    item["size"] = e.size;
-    if (e.lfs_sha256) item["lfs"] = {{"oid", *e.lfs_sha256}, {"size", e.size}};
-    if (e.xet_hash) item["xetHash"] = *e.xet_hash;
-    list.push_back(std::move(item));
-  }
+  for (const TreeEntry& e : entries) list.push_back(entry_json(e));
   nlohmann::json doc = {{"format", kFormat},  {"endpoint", shown_endpoint_}, {"repo", repo_label_},
                         {"commit", commit},   {"dir", dir},                  {"count", entries.size()},
                         {"entries", std::move(list)}};

@@ -44,6 +44,12 @@ class ListingCache {
   std::optional<std::vector<TreeEntry>> load_dir(const std::string& commit, const std::string& dir) const;
   Status save_dir(const std::string& commit, const std::string& dir, const std::vector<TreeEntry>& entries) const;
 
+  // One file's entry at a commit, as its resolve answer described it (open_repo_session's probe
+  // of the file a door opens): the next session opens that file at this commit without the Hub,
+  // as a stored listing of its directory would let it.
+  std::optional<TreeEntry> load_file(const std::string& commit, const std::string& path) const;
+  Status save_file(const std::string& commit, const TreeEntry& entry) const;
+
   std::optional<PinnedRevision> load_ref(const std::string& revision) const;
   Status save_ref(const std::string& revision, const PinnedRevision& pinned) const;
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <future>
 
 #include "cache/cache_admin.h"
 #include "cache/cache_index.h"
@@ -315,8 +316,61 @@ std::function<void(const RemoteFile&)> index_recorder(const std::string& cache_d
   };
 }
 
+namespace {
+
+// What the cache knows of `path` at `commit` without the Hub: nothing, a stored listing of its
+// directory, or the file's own record (a probe's, stored by an earlier session).
+struct StoredFirstFile {
+  bool dir_listed = false;
+  std::optional<TreeEntry> record;
+  bool known() const { return dir_listed || record.has_value(); }
+};
+StoredFirstFile stored_first_file(const ListingCache* listings, const std::string& commit, const std::string& path) {
+  StoredFirstFile out;
+  if (!listings || path.empty()) return out;
+  const size_t slash = path.rfind('/');
+  out.dir_listed = listings->load_dir(commit, slash == std::string::npos ? "" : path.substr(0, slash)).has_value();
+  if (!out.dir_listed) out.record = listings->load_file(commit, path);
+  return out;
+}
+
+// A probe of the first file, started beside the pin and waited for after it.
+class FirstFileProbe {
+ public:
+  FirstFileProbe(Env& env, HubClient& hub, const RepoRef& repo, const std::string& path)
+      : executor_(env.new_executor(1)) {
+    auto promise = std::make_shared<std::promise<Result<HubClient::FileProbe>>>();
+    answer_ = promise->get_future();
+    if (!executor_->post([&hub, repo, path, promise] { promise->set_value(hub.probe_file(repo, path)); })) {
+      promise->set_value(Unavailable("not probed"));
+    }
+  }
+  ~FirstFileProbe() { executor_->drain(); }
+  // The probe's entry and location if the pin's commit served it; nullopt otherwise (the
+  // caller lists, which also produces the errors a missing or forbidden file deserves).
+  std::optional<HubClient::FileProbe> wait(const std::string& commit) {
+    Result<HubClient::FileProbe> r = answer_.get();
+    if (!r.ok()) {
+      log_debug("probe of the first file: " + r.status().message() + "; listing instead");
+      return std::nullopt;
+    }
+    if (r->commit != commit) {
+      log_debug("probe of the first file: served from commit " + r->commit + ", pinned " + commit + "; listing instead");
+      return std::nullopt;
+    }
+    return std::move(*r);
+  }
+
+ private:
+  std::unique_ptr<Executor> executor_;
+  std::future<Result<HubClient::FileProbe>> answer_;
+};
+
+}  // namespace
+
 Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, RepoSession& s,
-                         const std::function<void(RepoSession&, FsOptions&)>& customize) {
+                         const std::function<void(RepoSession&, FsOptions&)>& customize,
+                         const std::string& first_file) {
   // HF_HUB_OFFLINE asks huggingface_hub for no network at all: the same as the offline option.
   const bool offline = config.offline || offline_requested();
   if (offline && config.cache_size == 0) {
@@ -332,13 +386,40 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   // Listings live with the blocks; cache_size 0 writes nothing to the cache directory.
   std::shared_ptr<const ListingCache> listings;
   if (config.cache_size != 0) listings = std::make_shared<ListingCache>(config.cache_dir, config.endpoint, s.repo);
+  // The first file is probed beside the pin unless the cache knows it at the commit this
+  // revision was pinned to last (the pin then most likely confirms that commit).
+  const bool may_probe = !offline && !first_file.empty() && spec.subfolder.empty();
+  std::optional<FirstFileProbe> probe;
+  if (may_probe) {
+    auto last = listings ? listings->load_ref(s.repo.revision) : std::nullopt;
+    if (!last || !stored_first_file(listings.get(), last->commit, first_file).known()) {
+      probe.emplace(*s.stack.env, *s.stack.hub, s.repo, first_file);
+    }
+  }
   auto info = pin_revision(*s.stack.hub, s.repo, listings.get(), offline);
   if (!info.ok()) return info.status();
+  std::optional<TreeEntry> first;  // known without listing its directory
+  std::optional<Location> first_location;
+  bool probed_first = false;
+  if (spec.subfolder.empty()) {
+    StoredFirstFile stored = stored_first_file(listings.get(), info->commit, first_file);
+    if (stored.record) first = std::move(stored.record);
+    if (probe && !stored.known()) {
+      if (auto probed = probe->wait(info->commit)) {
+        first = std::move(probed->entry);
+        probed_first = true;
+        first_location = std::move(probed->location);
+        // Best effort, as listings are: the next session opens this file without the Hub.
+        if (listings) (void)listings->save_file(info->commit, *first);
+      }
+    }
+  }
+  probe.reset();  // waits for a probe still running (bounded by the metadata timeout)
   s.info = *info;
   RepoRef pinned = s.repo;
   pinned.revision = info->commit;  // every later request names the commit: the view never moves
   const std::string& subfolder = s.subfolder;
-  if (offline && !listings->load_dir(info->commit, subfolder)) {
+  if (offline && !first && !listings->load_dir(info->commit, subfolder)) {
     return NotFound("offline: the cache " + config.cache_dir + " holds " + s.label + " at revision " +
                     s.repo.revision + " (commit " + info->commit + ") but not the listing of " +
                     (subfolder.empty() ? "its root" : "'" + subfolder + "'") +
@@ -381,6 +462,12 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   if (!offline) build_xet(config, s.stack, pinned, fs_options);
   if (customize) customize(s, fs_options);
   s.fs = std::make_unique<FileSystem>(*s.stack.hub, pinned, *s.stack.reader, fs_options);
+  if (first) {
+    // The first file is known without a listing; whatever else is asked for lists then.
+    if (first_location) s.stack.hub->adopt_location(pinned, first->path, *first_location);
+    s.fs->know_file(std::move(*first), /*from_hub=*/probed_first);
+    return Status::Ok();
+  }
   // Paid by the first access anyway (a lookup lists its whole directory); here it is off the
   // first read's path. A second session on the same commit finds it in the listing cache.
   if (Status st = s.fs->list_root(); !st.ok()) log_warning("listing the root ahead of the first access: " + st.message());

@@ -149,8 +149,18 @@ struct RepoSession {
 // and the FileSystem with the listings kept in the cache. `customize` may add to the FileSystem's
 // options before it is built (the mount adds its status attribute). Lists the root ahead of the
 // first access (a failure there is only logged).
+//
+// `first_file`: the repo path of the file the caller opens next (the hf:// doors open one file
+// per session they make). Unless the cache knows it at the commit this revision was pinned to
+// last (a stored listing of its directory, or its own record), its HEAD resolve runs beside the
+// pin (HubClient::probe_file). If that was served from the pinned commit, the FileSystem knows
+// the file from it (FileSystem::know_file), its CDN location is kept, its record is stored
+// (ListingCache::save_file: the next session, offline ones too, needs no request for it) and
+// the root is not listed ahead: the file's first block is one round trip after the pin instead
+// of three (the listing, the resolve, the block). Whatever else is looked up lists as before.
 Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, RepoSession& s,
-                         const std::function<void(RepoSession&, FsOptions&)>& customize = {});
+                         const std::function<void(RepoSession&, FsOptions&)>& customize = {},
+                         const std::string& first_file = "");
 
 // ---- A file without a mount --------------------------------------------------------------
 

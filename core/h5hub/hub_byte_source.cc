@@ -97,7 +97,7 @@ Result<std::shared_ptr<HubByteSource>> open_hf_source(const std::string& url, co
   if (!parsed.ok()) return parsed.status();
   if (parsed->path.empty()) return InvalidArgument(url + " names a repo, not a file in it");
   auto session = std::make_shared<RepoSession>();
-  if (Status st = open_repo_session(config, RepoSpec{parsed->repo, ""}, *session); !st.ok()) return st;
+  if (Status st = open_repo_session(config, RepoSpec{parsed->repo, ""}, *session, {}, parsed->path); !st.ok()) return st;
   auto file = HubFile::open(session, parsed->path);
   if (!file.ok()) return file.status();
   return std::make_shared<HubByteSource>(std::shared_ptr<HubFile>(std::move(file).value()), url);

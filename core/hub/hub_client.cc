@@ -3,6 +3,7 @@
 #include "common/url.h"
 
 #include <algorithm>
+#include <cctype>
 #include <unordered_set>
 
 #include "hub/hub_errors.h"
@@ -411,7 +412,7 @@ void HubClient::remember_location(const std::string& key, const Location& locati
   locations_.insert_or_assign(key, location);
 }
 
-Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_view path) {
+Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_view path, HttpResponse* answer) {
   const std::optional<std::string> token = current_token();
   hub_errors::Context ctx{shown_endpoint_, &repo, std::string(path), false, &token};
   std::string current = resolve_url(config_.endpoint, repo, path);
@@ -431,6 +432,7 @@ Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_vi
     if (!resp.ok()) return hub_errors::from_transport(resp.status(), url::host_for_messages(current), ctx);
     quota_waited += resp->quota_waited;
     if (resp->status >= 200 && resp->status < 300) {
+      if (answer) *answer = *resp;
       // Served directly: the URL stays valid, and it is on the endpoint, so it carries the token.
       return Location{current, auth_headers_for(current), steady_clock::time_point::max(), quota_waited};
     }
@@ -452,12 +454,87 @@ Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_vi
       current = std::move(*target);
       continue;
     }
+    if (answer) *answer = *resp;
     // Another host (the CDN): the URL is signed, so it travels without the token.
     return Location{*target, {}, expiry_of(*target), quota_waited};
   }
   return Unavailable("resolving file '" + std::string(path) + "' of repository '" + repo.id + "' at " +
                      shown_endpoint_ + " took more than " + std::to_string(kMaxRedirects) +
                      " redirects: the server is redirecting in a loop; check --endpoint / HF_ENDPOINT");
+}
+
+namespace {
+
+bool is_hex_of(std::string_view s, size_t n) {
+  return s.size() == n && s.find_first_not_of("0123456789abcdefABCDEF") == std::string_view::npos;
+}
+
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// An ETag's value: W/ (a proxy's weak form) and the quotes dropped, hex lowercased.
+std::string bare_etag(std::string v) {
+  if (v.starts_with("W/")) v.erase(0, 2);
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+  return lowercase(std::move(v));
+}
+
+// A header's byte count: digits only, at most what a listing may claim.
+std::optional<uint64_t> header_size(const std::optional<std::string>& v) {
+  if (!v || v->empty() || v->size() > 16 || v->find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const uint64_t n = std::stoull(*v);
+  if (n > hub_json::kMaxListedSize) return std::nullopt;
+  return n;
+}
+
+}  // namespace
+
+Result<HubClient::FileProbe> HubClient::probe_file(const RepoRef& repo, std::string_view path_in) {
+  if (Status s = check_revision(repo.revision); !s.ok()) return s;
+  auto path = normalize_repo_path(path_in, /*allow_root=*/false);
+  if (!path.ok()) return path.status();
+  HttpResponse answer;
+  auto location = resolve_location(repo, *path, &answer);
+  if (!location.ok()) return location.status();
+  auto lacking = [&](const std::string& what) {
+    return Unsupported("the resolve answer for '" + *path + "' " + what);
+  };
+  FileProbe p;
+  p.commit = lowercase(answer.header("x-repo-commit").value_or(""));
+  if (!is_hex_of(p.commit, 40)) return lacking("names no commit (X-Repo-Commit)");
+  p.entry.path = *path;
+  const bool direct = answer.status >= 200 && answer.status < 300;
+  const auto linked_etag = answer.header("x-linked-etag");
+  // A file on the CDN is an LFS (or Xet) file: its size and sha256 are the linked ones. One
+  // served directly is a git blob, named by its ETag, unless the Hub links it all the same.
+  auto size = header_size(answer.header(linked_etag || !direct ? "x-linked-size" : "content-length"));
+  if (!size) return lacking("gives no size it could be read at");
+  p.entry.size = *size;
+  if (linked_etag) {
+    std::string sha = bare_etag(*linked_etag);
+    if (!is_hex_of(sha, 64)) return lacking("links an ETag that is no sha256");
+    p.entry.lfs_sha256 = std::move(sha);
+  } else if (direct) {
+    std::string oid = bare_etag(answer.header("etag").value_or(""));
+    if (!is_hex_of(oid, 40)) return lacking("has an ETag that is no git blob id");
+    p.entry.oid = std::move(oid);
+  } else {
+    return lacking("redirects without the file's sha256 (X-Linked-Etag)");
+  }
+  if (auto xet = answer.header("x-xet-hash"); xet && is_hex_of(*xet, 64)) p.entry.xet_hash = lowercase(*xet);
+  if (!direct) p.location = *location;
+  return p;
+}
+
+void HubClient::adopt_location(const RepoRef& pinned, std::string_view path_in, const Location& location) {
+  auto path = normalize_repo_path(path_in, /*allow_root=*/false);
+  if (!path.ok()) return;
+  Location kept = location;
+  kept.quota_waited = std::chrono::milliseconds(0);  // a later caller waits for nothing
+  std::lock_guard<std::mutex> lock(mu_);
+  remember_location(location_key(pinned, *path), kept);
 }
 
 steady_clock::time_point HubClient::expiry_of(const std::string& signed_url) const {

@@ -121,6 +121,25 @@ class HubClient {
   // at most the time it waited for it; a location remembered from earlier has none.
   Result<Location> locate(const RepoRef& repo, std::string_view path, bool refresh = false);
 
+  // What one resolve answer says of a file (huggingface_hub's get_hf_file_metadata reads the
+  // same headers): the commit it was served from (X-Repo-Commit), its size (X-Linked-Size, else
+  // Content-Length), its identity (X-Linked-Etag: the LFS sha256; else ETag: the git blob id),
+  // its Xet hash (X-Xet-Hash) and, for a file on the CDN, the signed location.
+  struct FileProbe {
+    std::string commit;
+    TreeEntry entry;                  // path, size, oid or lfs_sha256, xet_hash
+    std::optional<Location> location; // a cross-origin redirect's; none for a file served directly
+  };
+  // HEAD resolve/{revision as named}/{path}: lets a door that opens one file learn all of the
+  // above in one round trip, beside the revision's pin, instead of pinning, listing and then
+  // resolving in turn. Counted as a resolve. kUnsupported when the answer lacks any of commit,
+  // size or identity, or carries one in a form the Hub does not send (the caller then lists as
+  // before); errors as locate.
+  Result<FileProbe> probe_file(const RepoRef& repo, std::string_view path);
+  // Keeps `location` as locate's answer for (pinned repo, path): a probe's, once its commit is
+  // known to be the pinned one. The signed URL names the content, not the revision.
+  void adopt_location(const RepoRef& pinned, std::string_view path, const Location& location);
+
   // A read token for the Xet storage service (GET /api/{type}s/{id}/xet-read-token/{rev}):
   // where the CAS service is, the bearer token it takes, and when that expires. Counted as an
   // API request. Errors as repo_info.
@@ -152,7 +171,9 @@ class HubClient {
   // else kUnsupported.
   Result<std::optional<std::vector<TreeEntry>>> fetch_tree(const RepoRef& repo, const std::string& dir, bool recursive,
                                                            size_t page_budget, bool budget_is_soft);
-  Result<Location> resolve_location(const RepoRef& repo, std::string_view path);
+  // The location of `path`; `answer` (optional) receives the response that ended the walk (the
+  // 2xx or the cross-origin redirect), whose headers describe the file.
+  Result<Location> resolve_location(const RepoRef& repo, std::string_view path, HttpResponse* answer = nullptr);
   std::chrono::steady_clock::time_point expiry_of(const std::string& signed_url) const;
   void remember_location(const std::string& key, const Location& location);
 

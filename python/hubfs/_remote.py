@@ -70,8 +70,10 @@ def _truthy(value: Optional[str]) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _session(url: str, options: Dict[str, Any]):
-    """(session, repo-relative path, URL prefix of the repo) for an hf:// URL."""
+def _session(url: str, options: Dict[str, Any], opening: bool = False):
+    """(session, repo-relative path, URL prefix of the repo) for an hf:// URL. opening: the URL's
+    file is opened next (a new session then resolves it beside the revision's pin, instead of
+    listing the repo first)."""
     unknown = set(options) - _OPTIONS
     if unknown:
         raise TypeError(f"unknown option(s) {sorted(unknown)}; hubfs.open takes {sorted(_OPTIONS)}")
@@ -103,7 +105,8 @@ def _session(url: str, options: Dict[str, Any]):
         shared_cache_key_file=os.fspath(options.get("shared_cache_key_file") or ""),
         shared_cache_private=bool(options.get("shared_cache_private", False)),
         offline=bool(offline),
-        ca_bundle=os.fspath(options.get("ca_bundle") or ""))
+        ca_bundle=os.fspath(options.get("ca_bundle") or ""),
+        first_file=path if opening else "")
     prefix = "hf://" + ("" if rtype == "model" else rtype + "s/") + rid
     if "@" in url or options.get("revision"):
         prefix += "@" + quote(revision, safe="")
@@ -218,7 +221,7 @@ def open(url: Union[str, "os.PathLike[str]"], mode: str = "rb", **options: Any) 
     malformed URL or option), OSError (anything else: the message says why and what to do)."""
     if mode not in ("rb", "r"):
         raise ValueError(f"hubfs.open is read-only and binary: mode must be 'rb', not {mode!r}")
-    session, path, prefix = _session(url, options)
+    session, path, prefix = _session(url, options, opening=True)
     if not path:
         raise IsADirectoryError(21, f"{url} names a repo, not a file in it")
     return HubFile(session.open(path), f"{prefix}/{path}", session)

@@ -173,7 +173,7 @@ Session get_session(const std::string& type, const std::string& id, const std::s
                     const std::string& endpoint, const std::string& cache_dir, uint64_t cache_size,
                     std::optional<std::string> token, int max_requests, int read_timeout,
                     std::vector<std::string> shared_cache, std::string shared_cache_key_file,
-                    bool shared_cache_private, bool offline, std::string ca_bundle) {
+                    bool shared_cache_private, bool offline, std::string ca_bundle, std::string first_file) {
   auto ref = hubfs::parse_repo_ref(type + "s/" + id, std::nullopt, revision);
   if (!ref.ok()) raise_status(ref.status());
   hubfs::SessionConfig c;
@@ -202,9 +202,9 @@ Session get_session(const std::string& type, const std::string& id, const std::s
     }
   }
   // Built outside the lock (it may wait on the Hub); two threads racing build two, one is kept.
-  auto built = run_interruptibly<std::pair<Status, std::shared_ptr<hubfs::RepoSession>>>([ref = *ref, c] {
+  auto built = run_interruptibly<std::pair<Status, std::shared_ptr<hubfs::RepoSession>>>([ref = *ref, c, first_file] {
     auto s = std::make_shared<hubfs::RepoSession>();
-    Status st = hubfs::open_repo_session(c, hubfs::RepoSpec{ref, ""}, *s);
+    Status st = hubfs::open_repo_session(c, hubfs::RepoSpec{ref, ""}, *s, {}, first_file);
     return std::make_pair(st, st.ok() ? s : nullptr);
   });
   if (!built.first.ok()) raise_status(built.first);
@@ -250,7 +250,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("get_session", &get_session, py::arg("type"), py::arg("id"), py::arg("revision"), py::arg("endpoint"),
         py::arg("cache_dir"), py::arg("cache_size"), py::arg("token"), py::arg("max_requests"),
         py::arg("read_timeout"), py::arg("shared_cache"), py::arg("shared_cache_key_file"),
-        py::arg("shared_cache_private"), py::arg("offline"), py::arg("ca_bundle"));
+        py::arg("shared_cache_private"), py::arg("offline"), py::arg("ca_bundle"), py::arg("first_file") = "");
   m.def("close_sessions", [] {
     std::map<std::string, Registered> gone;
     {

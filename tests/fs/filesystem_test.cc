@@ -371,6 +371,39 @@ namespace HUBFS_UNITY_ID {
 
 // --- Listings kept with the cache (fs/listing_cache.h) and --offline -------------------------
 
+// A door that probed the one file it opens (open_repo_session's first_file) tells the
+// FileSystem: that path is then looked up without a listing; anything else lists as before, and
+// the listing keeps the known node. A directory already listed is not second-guessed.
+TEST_F(FileSystemTest, AKnownFileIsLookedUpWithoutListingAndKeptByTheListing) {
+  fs_->know_file(TreeEntry{"data/big.bin", false, kBody.size(), "b1", std::string(64, 'e'), std::nullopt},
+                 /*from_hub=*/true);
+  Ino data = lookup_ok(kRootIno, "data");
+  ASSERT_NE(data, 0u);
+  Ino big = lookup_ok(data, "big.bin");
+  ASSERT_NE(big, 0u);
+  EXPECT_EQ(hub_.listings.load(), 0);
+  EXPECT_EQ(static_cast<uint64_t>(fs_->getattr(big).value().st_size), kBody.size());
+  EXPECT_EQ(fs_->getxattr(big, "user.hubfs.sha256").value(), std::string(64, 'e'));
+  EXPECT_EQ(read_all(big, 5, 100), kBody.substr(5, 100));
+  EXPECT_EQ(hub_.listings.load(), 0);
+
+  EXPECT_NE(lookup_ok(kRootIno, "readme.md"), 0u);  // another name: the root is listed
+  EXPECT_EQ(hub_.listings.load(), 1);
+  auto dir = fs_->opendir(data);  // the whole directory: listed, the known node kept
+  ASSERT_TRUE(dir.ok());
+  EXPECT_EQ(hub_.listings.load(), 2);
+  std::vector<std::pair<std::string, Ino>> names;
+  for (const DirEntry& e : fs_->readdir(dir.value(), 0))
+    if (e.name != "." && e.name != "..") names.emplace_back(e.name, e.ino);
+  fs_->releasedir(dir.value());
+  ASSERT_EQ(names.size(), 1u);
+  EXPECT_EQ(names[0], std::make_pair(std::string("big.bin"), big));
+
+  // The root is listed now: a file it does not hold is not made up by a late probe.
+  fs_->know_file(TreeEntry{"ghost.bin", false, 5, std::string(40, 'a'), std::nullopt, std::nullopt}, true);
+  EXPECT_EQ(lookup_ok(kRootIno, "ghost.bin"), 0u);
+}
+
 class ListingCacheTest : public FileSystemTest {
  protected:
   std::shared_ptr<ListingCache> listings() {
@@ -432,6 +465,20 @@ TEST_F(ListingCacheTest, StoredDocumentsRoundTripAndArePrivateToTheUser) {
   EXPECT_TRUE(ref->is_private);
   EXPECT_GT(ref->resolved_at, 0);
   EXPECT_FALSE(l->load_ref("v1").has_value());
+
+  // One file's record (a probe's): only for its own commit and path, never mistaken for a listing.
+  const TreeEntry file{"d/e/w.bin", false, 77, "", std::string(64, 'c'), std::string(64, '1')};
+  ASSERT_TRUE(l->save_file(kCommit, file).ok());
+  auto rec = l->load_file(kCommit, "d/e/w.bin");
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->path, file.path);
+  EXPECT_EQ(rec->size, 77u);
+  EXPECT_EQ(rec->content_id(), "sha256:" + std::string(64, 'c'));
+  EXPECT_EQ(rec->xet_hash, file.xet_hash);
+  EXPECT_FALSE(l->load_file(kCommit, "d/e/x.bin").has_value());
+  EXPECT_FALSE(l->load_file(std::string(40, 'd'), "d/e/w.bin").has_value());
+  EXPECT_FALSE(l->load_dir(kCommit, "d/e").has_value());
+  EXPECT_FALSE(elsewhere.load_file(kCommit, "d/e/w.bin").has_value());
 
   // Every file is the user's alone, every directory too (listings of private repos).
   for (auto& e : std::filesystem::recursive_directory_iterator(dir_.path() / "cache" / "listings")) {

@@ -367,5 +367,101 @@ TEST_F(LocateTest, ConcurrentLocatesShareAFailureToo) {
   EXPECT_EQ(not_found.load(), kThreads);
 }
 
+// ---- probe_file: what one resolve answer says of a file (huggingface_hub's get_hf_file_metadata)
+
+const char kCommit[] = "0123456789abcdef0123456789abcdef01234567";
+const char kSha[] = "ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef0123456789";
+const char kXet[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+TEST_F(LocateTest, ProbeOfAnLfsFileGivesCommitSizeShaXetHashAndTheCdnLocation) {
+  FakeTransport t([](const HttpRequest&) {
+    return respond(302, "", {{"location", kCdn}, {"x-repo-commit", kCommit}, {"x-linked-size", "3300000"},
+                             {"x-linked-etag", std::string("\"") + kSha + "\""}, {"etag", "\"other\""},
+                             {"x-xet-hash", kXet}});
+  });
+  HubClient c(config(), t);
+  auto p = c.probe_file(kRepo, "w 1.bin");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->commit, kCommit);
+  EXPECT_EQ(p->entry.path, "w 1.bin");
+  EXPECT_FALSE(p->entry.is_dir);
+  EXPECT_EQ(p->entry.size, 3300000u);
+  ASSERT_TRUE(p->entry.lfs_sha256);
+  EXPECT_EQ(*p->entry.lfs_sha256, "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789");
+  EXPECT_EQ(p->entry.content_id(), "sha256:abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789");
+  ASSERT_TRUE(p->entry.xet_hash);
+  EXPECT_EQ(*p->entry.xet_hash, kXet);
+  ASSERT_TRUE(p->location);
+  EXPECT_EQ(p->location->url, kCdn);
+  auto reqs = t.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(reqs[0].method, "HEAD");
+  EXPECT_EQ(reqs[0].url, kResolve);
+  EXPECT_EQ(c.request_counts().resolves, 1u);
+}
+
+TEST_F(LocateTest, ProbeOfAGitFileTakesItsEtagAndLengthAndKeepsNoLocation) {
+  FakeTransport t([](const HttpRequest&) {
+    // A proxy's weak ETag form, as _normalize_etag accepts it.
+    return respond(200, "", {{"x-repo-commit", kCommit}, {"etag", "W/\"0123456789abcdef0123456789ABCDEF01234567\""},
+                             {"content-length", "12"}});
+  });
+  HubClient c(config(), t);
+  auto p = c.probe_file(kRepo, "w 1.bin");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->entry.size, 12u);
+  EXPECT_FALSE(p->entry.lfs_sha256);
+  EXPECT_EQ(p->entry.content_id(), "oid:0123456789abcdef0123456789abcdef01234567");
+  EXPECT_FALSE(p->location);  // the resolve URL names the branch: the pinned one is asked later
+}
+
+TEST_F(LocateTest, AProbeMissingOrMangledMetadataIsUnsupportedNotGuessed) {
+  const Headers lfs = {{"location", kCdn}, {"x-repo-commit", kCommit}, {"x-linked-size", "3300000"},
+                       {"x-linked-etag", std::string("\"") + kSha + "\""}};
+  auto without = [&](std::string_view drop, Headers add = {}) {
+    Headers h;
+    for (const auto& kv : lfs)
+      if (kv.first != drop) h.push_back(kv);
+    for (auto& kv : add) h.push_back(kv);
+    return h;
+  };
+  const std::vector<Headers> answers = {
+      without("x-repo-commit"),
+      without("x-repo-commit", {{"x-repo-commit", "main"}}),
+      without("x-linked-size"),
+      without("x-linked-size", {{"x-linked-size", "-1"}}),
+      without("x-linked-size", {{"x-linked-size", "18446744073709551616"}}),
+      without("x-linked-etag"),
+      without("x-linked-etag", {{"x-linked-etag", "\"0123456789abcdef0123456789abcdef01234567\""}}),
+  };
+  for (const Headers& h : answers) {
+    FakeTransport t([&](const HttpRequest&) { return respond(302, "", h); });
+    HubClient c(config(), t);
+    auto p = c.probe_file(kRepo, "w 1.bin");
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.status().code(), Code::kUnsupported) << p.status().message();
+  }
+  FakeTransport missing([](const HttpRequest&) {
+    return respond(404, "", {{"x-error-code", "EntryNotFound"}, {"x-repo-commit", kCommit}});
+  });
+  HubClient c(config(), missing);
+  EXPECT_EQ(c.probe_file(kRepo, "w 1.bin").status().code(), Code::kNotFound);
+}
+
+TEST_F(LocateTest, AnAdoptedLocationAnswersLocateOfThePinnedPathWithoutARequest) {
+  FakeTransport t([](const HttpRequest&) { return redirect(302, "https://cdn.test/other"); });
+  HubClient c(config(), t);
+  RepoRef pinned = kRepo;
+  pinned.revision = kCommit;
+  c.adopt_location(pinned, "w 1.bin", Location{kCdn, {}, clock.env()->now() + seconds(600), {}});
+  auto r = c.locate(pinned, "w 1.bin");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->url, kCdn);
+  EXPECT_EQ(t.request_count(), 0u);
+  auto other = c.locate(kRepo, "w 1.bin");  // the branch's own key is not touched
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->url, "https://cdn.test/other");
+}
+
 }  // namespace
 }  // namespace hubfs

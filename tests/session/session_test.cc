@@ -116,11 +116,12 @@ class SessionTest : public ::testing::Test {
     return c;
   }
 
-  std::shared_ptr<RepoSession> open(const std::string& url, SessionConfig c) {
+  // first_file: as the hf:// doors pass the file they open (open_repo_session).
+  std::shared_ptr<RepoSession> open(const std::string& url, SessionConfig c, const std::string& first_file = "") {
     auto parsed = parse_hf_url(url);
     EXPECT_TRUE(parsed.ok()) << parsed.status().message();
     auto s = std::make_shared<RepoSession>();
-    Status st = open_repo_session(c, RepoSpec{parsed->repo, ""}, *s);
+    Status st = open_repo_session(c, RepoSpec{parsed->repo, ""}, *s, {}, first_file);
     if (!st.ok()) {
       last_error_ = st;
       return nullptr;
@@ -378,6 +379,111 @@ TEST_F(SessionTest, SecondSessionOnTheSameCacheMakesNoDataRequest) {
   read_all("hf://datasets/lab/scans@" + commit);
   st = hub_->stats();
   EXPECT_EQ(st["requests"].get<int>(), 0) << st.dump();
+}
+
+// Requests the server saw whose path contains `part`.
+int requests_for(const nlohmann::json& stats, const std::string& part) {
+  int n = 0;
+  for (const auto& [path, count] : stats["by_path"].items())
+    if (path.find(part) != std::string::npos) n += count.get<int>();
+  return n;
+}
+
+// The hf:// doors name the file they open: a cold session resolves it beside the pin (one round
+// trip for both) and lists nothing, the read goes straight to the CDN location that resolve
+// gave; the next session, online or offline, opens it from its stored record without a request.
+TEST_F(SessionTest, AColdOpenResolvesItsFileBesideThePinAndListsNothing) {
+  hub_->reset_stats();
+  std::string commit;
+  {
+    auto s = open("hf://datasets/lab/scans", config(), "data/big.bin");
+    ASSERT_TRUE(s) << last_error_.message();
+    commit = s->info.commit;
+    auto f = HubFile::open(s, "data/big.bin");
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    EXPECT_EQ((*f)->size(), kBigSize);
+    EXPECT_EQ((*f)->content_id().rfind("sha256:", 0), 0u) << (*f)->content_id();
+    std::string buf(kBigSize, '\0');
+    auto n = (*f)->pread(buf.data(), 0, buf.size());
+    ASSERT_TRUE(n.ok()) << n.status().message();
+    ASSERT_EQ(*n, kBigSize);
+    EXPECT_EQ(testing::count_pattern_mismatches(kBigSeed, 0, buf.data(), *n), 0u);
+    nlohmann::json st = hub_->stats();
+    EXPECT_EQ(requests_for(st, "/tree/"), 0) << st.dump();
+    EXPECT_EQ(requests_for(st, "/paths-info/"), 0) << st.dump();
+    EXPECT_EQ(st["resolve_requests"].get<int>(), 1) << st.dump();  // the probe, by branch name
+    EXPECT_EQ(requests_for(st, "/resolve/main/data/big.bin"), 1) << st.dump();
+    // Everything else lists as before, and shows the same file.
+    auto data = list_dir(*s, "data");
+    ASSERT_TRUE(data.ok()) << data.status().message();
+    ASSERT_EQ(data->size(), 1u);
+    EXPECT_EQ((*data)[0].size, kBigSize);
+    auto root = list_dir(*s, "");
+    ASSERT_TRUE(root.ok()) << root.status().message();
+    EXPECT_EQ(root->size(), 2u);
+    EXPECT_GE(requests_for(hub_->stats(), "/tree/"), 1);
+  }
+  auto reread = [&](SessionConfig c, const std::string& url) {
+    hub_->reset_stats();
+    auto s = open(url, c, "data/big.bin");
+    ASSERT_TRUE(s) << last_error_.message();
+    auto f = HubFile::open(s, "data/big.bin");
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    std::string buf(kBigSize, '\0');
+    auto n = (*f)->pread(buf.data(), 0, buf.size());
+    ASSERT_TRUE(n.ok()) << n.status().message();
+    EXPECT_EQ(testing::count_pattern_mismatches(kBigSeed, 0, buf.data(), *n), 0u);
+  };
+  // This cache dir never listed the repo: the file's own record answers.
+  reread(config(), "hf://datasets/lab/scans");
+  nlohmann::json st = hub_->stats();
+  EXPECT_EQ(st["requests"].get<int>(), 1) << st.dump();  // the branch's pin, nothing else
+  SessionConfig offline = config();
+  offline.offline = true;
+  reread(offline, "hf://datasets/lab/scans");
+  reread(config(), "hf://datasets/lab/scans@" + commit);
+  EXPECT_EQ(hub_->stats()["requests"].get<int>(), 0) << hub_->stats().dump();
+}
+
+// The probe asks by branch name and the pin may see the branch before it moved: a probe served
+// from another commit than the pinned one is not believed, and the session lists that commit.
+TEST_F(SessionTest, AProbeFromAnotherCommitThanThePinIsNotBelieved) {
+  const auto repo = root_->path() / "datasets" / "lab" / "moving";
+  testing::write_pattern_file((repo / "snapshots" / "c1" / "x.bin").string(), 21, 40'000);
+  testing::write_pattern_file((repo / "snapshots" / "c2" / "x.bin").string(), 22, 50'000);
+  auto write_refs = [&](const char* main) {
+    std::ofstream(repo / "hub.json") << R"({"refs": {"main": ")" << main
+                                     << R"("}, "commits": {"c1": {"date": "2024-01-01T00:00:00Z"},)"
+                                     << R"( "c2": {"date": "2024-02-01T00:00:00Z"}}})";
+  };
+  write_refs("c1");
+  hub_->reset_stats();
+  // The probe is held at the server until the pin has been answered and main has moved on.
+  hub_->add_fault({{"mode", "stall"}, {"stall_ms", 2000}, {"method", "HEAD"},
+                   {"path_contains", "moving/resolve/main/x.bin"}});
+  std::thread mover([&] {
+    for (int i = 0; i < 2000; ++i) {
+      bool pinned = false;
+      for (const auto& r : hub_->trace())
+        if (r.value("path", "").find("moving/revision/main") != std::string::npos && r.contains("end")) pinned = true;
+      if (pinned) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    write_refs("c2");
+  });
+  auto s = open("hf://datasets/lab/moving", config(), "x.bin");
+  mover.join();
+  ASSERT_TRUE(s) << last_error_.message();
+  EXPECT_EQ(hub_->stats()["faults_injected"].get<int>(), 1);
+  auto f = HubFile::open(s, "x.bin");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ((*f)->size(), 40'000u);  // c1's, as pinned
+  std::string buf(40'000, '\0');
+  auto n = (*f)->pread(buf.data(), 0, buf.size());
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  ASSERT_EQ(*n, 40'000u);
+  EXPECT_EQ(testing::count_pattern_mismatches(21, 0, buf.data(), *n), 0u);
+  EXPECT_GE(requests_for(hub_->stats(), "/tree/"), 1);  // listed, as without a probe
 }
 
 }  // namespace

@@ -257,6 +257,8 @@ std::string LocalHub::control(const std::string& method, const std::string& path
 
 nlohmann::json LocalHub::stats() { return nlohmann::json::parse(control("GET", "/_hubfs/stats", "")); }
 
+nlohmann::json LocalHub::trace() { return nlohmann::json::parse(control("GET", "/_hubfs/trace", "")); }
+
 void LocalHub::reset_stats() { control("POST", "/_hubfs/reset", ""); }
 
 void LocalHub::add_fault(const nlohmann::json& fault) { control("POST", "/_hubfs/faults", fault.dump()); }

@@ -53,6 +53,9 @@ class LocalHub {
   // peak_concurrency, cdn_authorization_headers, range_requests, head_requests,
   // faults_injected, in_flight, by_path, by_status.
   nlohmann::json stats();
+  // GET /_hubfs/trace: the requests since the last reset, in order, each with "method", "path",
+  // "begin" and, once answered, "end" (seconds since the reset) and "status".
+  nlohmann::json trace();
   void reset_stats();
   // Queues a fault for the next matching requests, e.g. {"status": 503, "count": 2,
   // "retry_after": 1} or {"mode": "reset", "path_contains": "/blobs/"}. Throws on a bad spec.

@@ -80,7 +80,7 @@ cdn_authorization_headers, range_requests, head_requests, faults_injected, tls_h
 tls_handshake_failures, tls_refused_by_client, rate_limited, xet_token_requests, xet_reconstructions, xorb_requests,
 xorb_bytes, xorb_authorization_headers, in_flight, in_flight_seconds, by_path, by_status. Trace (GET
 /_hubfs/trace, emptied by the same reset): one object per counted request, oldest first, at most
-20000: begin and end (seconds since the reset), kind, method, range (the Range header) and status.
+20000: begin and end (seconds since the reset), kind, method, path, range (the Range header) and status.
 
 Modules, one job each:
   common.py          HubError, log, ISO dates, the plain view's prefix

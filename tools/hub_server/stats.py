@@ -70,14 +70,14 @@ class Stats:
             self._in_flight += 1
             c["peak_concurrency"] = max(c["peak_concurrency"], self._in_flight)
             entry = {"begin": round(time.monotonic() - self._epoch, 6), "kind": kind, "method": method,
-                     "range": headers.get("Range")}
+                     "path": path, "range": headers.get("Range")}
             if len(self._trace) < MAX_TRACE:
                 self._trace.append(entry)
             return entry
 
     def trace(self):
         """The requests since the last reset: seconds since the reset at which each began and
-        ended (absent while in flight), kind, method, Range header and status."""
+        ended (absent while in flight), kind, method, path, Range header and status."""
         with self._lock:
             return [dict(e) for e in self._trace]
 
