@@ -152,6 +152,39 @@ def curl_ranges(location, size, piece=8 << 20, connections=16):
     assert got == size, "curl fetched %d bytes of %d" % (got, size)
 
 
+# How much memory settle() touches and frees before each contender (see there). 0: none.
+WARM_PAGES_MB = 1024
+
+
+def settle(endpoint):
+    """Between contenders, untimed: the in-process hf:// sessions end (their queued cache writes
+    and read-ahead finish instead of running on into the next contender's time), the server has
+    no request left in flight, and the guest's free memory is backed by the host again.
+
+    That last step is for this VM (a Firecracker guest with free page reporting): memory free for
+    more than ~2 s is handed back to the host, and the next process to use it pays a host fault
+    per page as it first writes it (~2.5 ms per MB here; a cold `h5chunk read` of the 16 frames
+    took 0.80-1.02 s after a 6 s pause against 0.63-0.82 s right after another run). Which
+    contender pays depends on how long the machine sat idle before it, not on the contender.
+    Touching and freeing WARM_PAGES_MB first gives each the same start: free memory that is
+    backed, as on a machine without page reporting. --no-warm-pages turns it off."""
+    hubfs.close_sessions()
+    if WARM_PAGES_MB:
+        warm = np.ones(WARM_PAGES_MB << 20, dtype=np.uint8)  # every page written once
+        del warm
+    u = urllib.parse.urlsplit(endpoint)
+    for _ in range(500):
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+        try:
+            conn.request("GET", "/_hubfs/stats")
+            in_flight = json.loads(conn.getresponse().read())["in_flight"]
+        finally:
+            conn.close()
+        if in_flight <= 1:  # this request itself
+            return
+        time.sleep(0.01)
+
+
 def timed(fn):
     t0 = time.perf_counter()
     value = fn()
@@ -166,8 +199,13 @@ def main():
     ap.add_argument("--no-mount", action="store_true")
     ap.add_argument("--cp-mb", type=int, default=300, help="size of hubfs cp's file in MB (0: no cp run)")
     ap.add_argument("--only-cp", action="store_true", help="run only hubfs cp and its direct limit")
+    ap.add_argument("--no-warm-pages", action="store_true",
+                    help="do not touch and free memory before each contender (see settle())")
     ap.add_argument("--baseline-bin", help="a build's bin directory whose hubfs cp runs beside this one's")
     args = ap.parse_args()
+    global WARM_PAGES_MB
+    if args.no_warm_pages:
+        WARM_PAGES_MB = 0
     work = tempfile.mkdtemp(prefix="hubfs-h5hf-bench-")
     repo = os.path.join(work, "hub", "datasets", "lab", "zea")
     os.makedirs(repo)
@@ -278,14 +316,17 @@ def main():
                 k = i % len(readers)
                 for reader in readers[k:] + readers[:k]:
                     reader()
+                    settle(endpoint)
 
             if cp_size:
                 location = cdn_location(endpoint, "datasets/lab/zea/resolve/main/big.bin")
+                settle(endpoint)
                 t, _ = timed(lambda: curl_ranges(location, cp_size))
                 runs["cp_direct"].append(t)
                 order = list(copiers) if i % 2 == 0 else list(reversed(copiers))
                 for name in order:
                     dest = os.path.join(work, "big.copy")
+                    settle(endpoint)
                     t, r = timed(lambda: subprocess.run(
                         [copiers[name], "cp", "hf://datasets/lab/zea/big.bin", dest, "--endpoint", endpoint,
                          "--cache-dir", cache(name), "-q"], capture_output=True, text=True, env=env))
@@ -300,7 +341,7 @@ def main():
         proc.wait()
         subprocess.run(["rm", "-rf", work])
     med = {k: round(statistics.median(v), 3) for k, v in runs.items() if v}
-    out = {"latency_ms": args.latency_ms, "bandwidth_mbps": args.bandwidth_mbps, "repeat": args.repeat,
+    out = {"latency_ms": args.latency_ms, "bandwidth_mbps": args.bandwidth_mbps, "repeat": args.repeat, "warm_pages_mb": WARM_PAGES_MB,
            "median_s": med, "runs_s": {k: [round(x, 3) for x in v] for k, v in runs.items() if v},
            "ratios": {}}
     if "seed" in med:
