@@ -55,6 +55,7 @@ BUILD = os.environ.get("HUBFS_BUILD_DIR", os.path.join(REPO_ROOT, "build"))
 sys.path.insert(0, os.path.join(BUILD, "python"))
 import h5chunk  # noqa: E402
 import hubfs  # noqa: E402
+import warm_pages  # noqa: E402  (bench/, beside this script)
 
 SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
 H5CHUNK = os.path.join(BUILD, "bin", "h5chunk")
@@ -152,26 +153,17 @@ def curl_ranges(location, size, piece=8 << 20, connections=16):
     assert got == size, "curl fetched %d bytes of %d" % (got, size)
 
 
-# How much memory settle() touches and frees before each contender (see there). 0: none.
-WARM_PAGES_MB = 1024
+# How much memory settle() touches and frees before each contender (warm_pages.py). 0: none.
+WARM_PAGES_MB = warm_pages.DEFAULT_MB
 
 
 def settle(endpoint):
     """Between contenders, untimed: the in-process hf:// sessions end (their queued cache writes
     and read-ahead finish instead of running on into the next contender's time), the server has
-    no request left in flight, and the guest's free memory is backed by the host again.
-
-    That last step is for this VM (a Firecracker guest with free page reporting): memory free for
-    more than ~2 s is handed back to the host, and the next process to use it pays a host fault
-    per page as it first writes it (~2.5 ms per MB here; a cold `h5chunk read` of the 16 frames
-    took 0.80-1.02 s after a 6 s pause against 0.63-0.82 s right after another run). Which
-    contender pays depends on how long the machine sat idle before it, not on the contender.
-    Touching and freeing WARM_PAGES_MB first gives each the same start: free memory that is
-    backed, as on a machine without page reporting. --no-warm-pages turns it off."""
+    no request left in flight, and the guest's free memory is backed by the host again
+    (warm_pages.py says why; --no-warm-pages turns that off)."""
     hubfs.close_sessions()
-    if WARM_PAGES_MB:
-        warm = np.ones(WARM_PAGES_MB << 20, dtype=np.uint8)  # every page written once
-        del warm
+    warm_pages.warm_free_pages(WARM_PAGES_MB)
     u = urllib.parse.urlsplit(endpoint)
     for _ in range(500):
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
@@ -200,7 +192,7 @@ def main():
     ap.add_argument("--cp-mb", type=int, default=300, help="size of hubfs cp's file in MB (0: no cp run)")
     ap.add_argument("--only-cp", action="store_true", help="run only hubfs cp and its direct limit")
     ap.add_argument("--no-warm-pages", action="store_true",
-                    help="do not touch and free memory before each contender (see settle())")
+                    help="do not touch and free memory before each contender (warm_pages.py)")
     ap.add_argument("--baseline-bin", help="a build's bin directory whose hubfs cp runs beside this one's")
     args = ap.parse_args()
     global WARM_PAGES_MB

@@ -88,6 +88,8 @@ import zlib
 import h5py
 import numpy as np
 
+import warm_pages  # bench/, beside this script
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(HERE)
 BIN = os.path.join(REPO_ROOT, "build", "bin")
@@ -510,6 +512,7 @@ class Bench:
         if self.hub is not None:
             self.hub.wait_quiet()
             self.hub.reset()
+        self.warm_pages()
         before = self.hub.stats() if self.hub is not None else None
         # A read on a wedged FUSE mount would block forever; the alarm interrupts it (FUSE reads
         # are interruptible) and the finally blocks unmount.
@@ -523,6 +526,11 @@ class Bench:
             signal.alarm(0)
         self.check(reader, workload, got, value)
         self.record(key, seconds, before if contender != "local" else None)
+
+    def warm_pages(self):
+        """Every timed read starts on host-backed free memory (warm_pages.py)."""
+        if not self.args.no_warm_pages:
+            warm_pages.warm_free_pages()
 
     def mounted_reads(self, contender, reader, workload, rep):
         cache = os.path.join(self.work, "cache-%s-%s-%s-%d" % (contender, reader, workload, rep))
@@ -609,6 +617,7 @@ class Bench:
                 drop_caches()  # the server reads the file from disk, as for the mounts' cold reads
                 self.hub.wait_quiet()
                 self.hub.reset()
+                self.warm_pages()
                 before = self.hub.stats()
                 s = direct_fetch(self.hub, location, self.ranges[workload])
                 self.record(("direct", "ranges", workload, "cold"), s, before)
@@ -631,9 +640,10 @@ class Bench:
 
     def shaping(self):
         a = self.args
-        return "%g ms per request, %s per connection, %s for the host" % (
+        return "%g ms per request, %s per connection, %s for the host; %s" % (
             a.latency_ms, "%g Mbit/s" % a.bandwidth_mbps if a.bandwidth_mbps else "unlimited",
-            "%g Mbit/s" % a.host_mbps if a.host_mbps else "no cap")
+            "%g Mbit/s" % a.host_mbps if a.host_mbps else "no cap",
+            "no memory warmed" if a.no_warm_pages else "%d MiB warmed before each read" % warm_pages.DEFAULT_MB)
 
     def describe_workloads(self):
         out = []
@@ -813,6 +823,8 @@ def main():
     p.add_argument("--workloads", default="zea16,zea5,seq",
                    help="comma-separated subset of %s" % ",".join(WORKLOADS))
     p.add_argument("--keep", action="store_true", help="keep the run's directory (logs, caches)")
+    p.add_argument("--no-warm-pages", action="store_true",
+                   help="do not touch and free memory before each timed read (warm_pages.py)")
     args = p.parse_args()
     args.contenders = set(args.contenders.split(","))
     args.workloads = set(args.workloads.split(","))

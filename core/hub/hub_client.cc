@@ -505,24 +505,19 @@ Result<HubClient::FileProbe> HubClient::probe_file(const RepoRef& repo, std::str
   p.commit = lowercase(answer.header("x-repo-commit").value_or(""));
   if (!is_hex_of(p.commit, 40)) return lacking("names no commit (X-Repo-Commit)");
   p.entry.path = *path;
-  const bool direct = answer.status >= 200 && answer.status < 300;
+  // Only LFS (and Xet) files are described from here: their sha256 is the linked ETag, which
+  // the whole-file hash checks. A small file served directly would be named by its plain ETag,
+  // which a proxy or mirror may compute its own way (then every read of it would fail its hash):
+  // its listing names it instead, and it is small enough that the listing costs little.
   const auto linked_etag = answer.header("x-linked-etag");
-  // A file on the CDN is an LFS (or Xet) file: its size and sha256 are the linked ones. One
-  // served directly is a git blob, named by its ETag, unless the Hub links it all the same.
-  auto size = header_size(answer.header(linked_etag || !direct ? "x-linked-size" : "content-length"));
-  if (!size) return lacking("gives no size it could be read at");
+  if (!linked_etag) return lacking("links no sha256 (X-Linked-Etag): a file served directly is listed");
+  std::string sha = bare_etag(*linked_etag);
+  if (!is_hex_of(sha, 64)) return lacking("links an ETag that is no sha256");
+  p.entry.lfs_sha256 = std::move(sha);
+  auto size = header_size(answer.header("x-linked-size"));
+  if (!size) return lacking("gives no size it could be read at (X-Linked-Size)");
   p.entry.size = *size;
-  if (linked_etag) {
-    std::string sha = bare_etag(*linked_etag);
-    if (!is_hex_of(sha, 64)) return lacking("links an ETag that is no sha256");
-    p.entry.lfs_sha256 = std::move(sha);
-  } else if (direct) {
-    std::string oid = bare_etag(answer.header("etag").value_or(""));
-    if (!is_hex_of(oid, 40)) return lacking("has an ETag that is no git blob id");
-    p.entry.oid = std::move(oid);
-  } else {
-    return lacking("redirects without the file's sha256 (X-Linked-Etag)");
-  }
+  const bool direct = answer.status >= 200 && answer.status < 300;
   if (auto xet = answer.header("x-xet-hash"); xet && is_hex_of(*xet, 64)) p.entry.xet_hash = lowercase(*xet);
   if (!direct) p.location = *location;
   return p;

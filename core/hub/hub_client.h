@@ -121,10 +121,10 @@ class HubClient {
   // at most the time it waited for it; a location remembered from earlier has none.
   Result<Location> locate(const RepoRef& repo, std::string_view path, bool refresh = false);
 
-  // What one resolve answer says of a file (huggingface_hub's get_hf_file_metadata reads the
-  // same headers): the commit it was served from (X-Repo-Commit), its size (X-Linked-Size, else
-  // Content-Length), its identity (X-Linked-Etag: the LFS sha256; else ETag: the git blob id),
-  // its Xet hash (X-Xet-Hash) and, for a file on the CDN, the signed location.
+  // What one resolve answer says of an LFS or Xet file (huggingface_hub's get_hf_file_metadata
+  // reads the same headers): the commit it was served from (X-Repo-Commit), its size
+  // (X-Linked-Size), its sha256 (X-Linked-Etag), its Xet hash (X-Xet-Hash) and, for a file on
+  // the CDN, the signed location.
   struct FileProbe {
     std::string commit;
     TreeEntry entry;                  // path, size, oid or lfs_sha256, xet_hash
@@ -134,7 +134,7 @@ class HubClient {
   // above in one round trip, beside the revision's pin, instead of pinning, listing and then
   // resolving in turn. Counted as a resolve. kUnsupported when the answer lacks any of commit,
   // size or identity, or carries one in a form the Hub does not send (the caller then lists as
-  // before); errors as locate.
+  // before; so is a file served directly, which has no linked sha256); errors as locate.
   Result<FileProbe> probe_file(const RepoRef& repo, std::string_view path);
   // Keeps `location` as locate's answer for (pinned repo, path): a probe's, once its commit is
   // known to be the pinned one. The signed URL names the content, not the revision.

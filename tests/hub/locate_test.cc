@@ -400,19 +400,28 @@ TEST_F(LocateTest, ProbeOfAnLfsFileGivesCommitSizeShaXetHashAndTheCdnLocation) {
   EXPECT_EQ(c.request_counts().resolves, 1u);
 }
 
-TEST_F(LocateTest, ProbeOfAGitFileTakesItsEtagAndLengthAndKeepsNoLocation) {
-  FakeTransport t([](const HttpRequest&) {
-    // A proxy's weak ETag form, as _normalize_etag accepts it.
-    return respond(200, "", {{"x-repo-commit", kCommit}, {"etag", "W/\"0123456789abcdef0123456789ABCDEF01234567\""},
+// A small file served directly has only its plain ETag, which a proxy may compute its own way:
+// it is listed, not described from the answer. One the Hub serves directly but links all the
+// same is described, with no location (the resolve URL names the branch).
+TEST_F(LocateTest, AProbeOfAFileServedDirectlyNeedsItsLinkedSha) {
+  FakeTransport plain([](const HttpRequest&) {
+    return respond(200, "", {{"x-repo-commit", kCommit}, {"etag", "\"0123456789abcdef0123456789abcdef01234567\""},
                              {"content-length", "12"}});
   });
-  HubClient c(config(), t);
-  auto p = c.probe_file(kRepo, "w 1.bin");
+  HubClient c(config(), plain);
+  EXPECT_EQ(c.probe_file(kRepo, "w 1.bin").status().code(), Code::kUnsupported);
+
+  FakeTransport linked([](const HttpRequest&) {
+    // A weak linked ETag, as _normalize_etag accepts it.
+    return respond(200, "", {{"x-repo-commit", kCommit}, {"x-linked-etag", std::string("W/\"") + kSha + "\""},
+                             {"x-linked-size", "12"}, {"content-length", "12"}});
+  });
+  HubClient d(config(), linked);
+  auto p = d.probe_file(kRepo, "w 1.bin");
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p->entry.size, 12u);
-  EXPECT_FALSE(p->entry.lfs_sha256);
-  EXPECT_EQ(p->entry.content_id(), "oid:0123456789abcdef0123456789abcdef01234567");
-  EXPECT_FALSE(p->location);  // the resolve URL names the branch: the pinned one is asked later
+  EXPECT_EQ(p->entry.content_id(), "sha256:abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789");
+  EXPECT_FALSE(p->location);
 }
 
 TEST_F(LocateTest, AProbeMissingOrMangledMetadataIsUnsupportedNotGuessed) {
