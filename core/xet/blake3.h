@@ -39,6 +39,10 @@ class Blake3 {
   // Whether long input may be hashed eight chunks at a time with AVX2 where the CPU has it (the
   // default; the digest is the same). Tests turn it off to compare the two paths.
   static void allow_simd(bool allowed);
+  // Within that, whether sixteen chunks at a time with AVX-512 (where the CPU has it) may be
+  // used before eight with AVX2 (the default). For tests; has_avx512 says whether it can be.
+  static void allow_avx512(bool allowed);
+  static bool has_avx512();
 
   static constexpr size_t kBlockLen = 64;
   static constexpr size_t kChunkLen = 1024;

@@ -89,20 +89,23 @@ TEST(Blake3Test, IncrementalMatchesOneShotForEverySplit) {
   }
 }
 
-// Long input is hashed eight chunks at a time where the CPU has AVX2 (the official vectors above
-// reach 8193, 16384, 31744 and 102400 bytes, so they cover it too): the digest must not depend on
-// the path, whatever the length, the chunk counter's starting point or the key.
+// Long input is hashed sixteen chunks at a time where the CPU has AVX-512, eight where it has
+// AVX2 (the official vectors above reach 8193, 16384, 31744 and 102400 bytes, so they cover the
+// path the CPU takes): the digest must not depend on the path, whatever the length, the chunk
+// counter's starting point or the key.
 TEST(Blake3Test, EightChunksAtOnceGiveTheScalarDigest) {
   std::mt19937 rng(7);
   std::vector<uint8_t> in(300 * 1024 + 77);
   for (auto& b : in) b = static_cast<uint8_t>(rng());
   for (size_t n : {size_t(2 * 1024 + 1), size_t(3 * 1024), size_t(5 * 1024 + 9), size_t(8 * 1024),
-                   size_t(8 * 1024 + 1), size_t(9 * 1024), size_t(16 * 1024 + 1),
+                   size_t(8 * 1024 + 1), size_t(9 * 1024), size_t(10 * 1024 + 1), size_t(16 * 1024), size_t(16 * 1024 + 1),
+                   size_t(17 * 1024 + 5), size_t(33 * 1024),
                    size_t(64 * 1024), size_t(100 * 1024 + 3), in.size()}) {
     for (size_t prefix : {size_t(0), size_t(1024), size_t(3000)}) {  // later chunk counters, partial chunks
       if (prefix + n > in.size()) continue;
-      auto digest = [&](bool simd) {
+      auto digest = [&](bool simd, bool avx512 = true) {
         Blake3::allow_simd(simd);
+        Blake3::allow_avx512(avx512);
         Blake3 h(vector_key());
         h.update(in.data(), prefix);
         h.update(in.data() + prefix, n);
@@ -111,9 +114,11 @@ TEST(Blake3Test, EightChunksAtOnceGiveTheScalarDigest) {
         const auto a = h.finalize(), b = plain.finalize();
         return to_hex(a.data(), a.size()) + to_hex(b.data(), b.size());
       };
-      const std::string fast = digest(true), scalar = digest(false);
+      const std::string fast = digest(true), eight = digest(true, false), scalar = digest(false);
       Blake3::allow_simd(true);
+      Blake3::allow_avx512(true);
       EXPECT_EQ(fast, scalar) << "length " << n << " after " << prefix;
+      EXPECT_EQ(eight, scalar) << "eight lanes, length " << n << " after " << prefix;
     }
   }
 }
