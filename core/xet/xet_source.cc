@@ -156,9 +156,10 @@ Result<XetToken> XetReader::token(const std::string* refused) {
 Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHash& file, uint64_t file_size,
                                                                   hubfs::ByteRange range, const Deadline& deadline,
                                                                   bool fresh, int* version_out,
-                                                                  hubfs::ByteRange* covered_out, bool* first_out) {
+                                                                  hubfs::ByteRange* covered_out,
+                                                                  const std::function<void()>& on_first) {
   const auto now = options_.env->system_now();
-  if (first_out) *first_out = false;
+  bool first = false;
   int version;
   uint64_t ask = range.length;
   auto mine = std::make_shared<std::promise<PlanAnswer>>();
@@ -210,11 +211,12 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::plan(const MerkleHa
         last->second == range.offset && range.offset < file_size) {
       ask = std::max<uint64_t>(range.length, std::min<uint64_t>(options_.plan_window_bytes, file_size - range.offset));
     }
-    if (first_out) *first_out = last == plan_ends_.end() && version == 1;
+    first = last == plan_ends_.end() && version == 1;
     if (plan_ends_.size() >= options_.max_plans && last == plan_ends_.end()) plan_ends_.clear();  // bounded
     plan_ends_[file] = range.offset + ask;
     pending_plans_[file].push_back(PendingPlan{range.offset, range.offset + ask, mine->get_future().share()});
   }
+  if (first && on_first) on_first();
   PlanAnswer answer{ask_plan(file, range.offset, ask, deadline, &version), version, {}};
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -286,7 +288,7 @@ void XetReader::look_ahead(const MerkleHash& file, uint64_t file_size, uint64_t 
     int version = 1;
     hubfs::ByteRange covered;
     const uint64_t window = std::min<uint64_t>(options_.plan_window_bytes, file_size - from);
-    auto p = plan(file, file_size, {from, window}, deadline, /*fresh=*/false, &version, &covered, nullptr);
+    auto p = plan(file, file_size, {from, window}, deadline, /*fresh=*/false, &version, &covered, {});
     if (!p.ok() || version != 1) return;  // the reads will ask (and report) for themselves
     for (const auto& [xorb, fetches] : (*p)->fetches) {
       if (fetches.empty()) continue;
@@ -586,20 +588,22 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
                                          const Deadline& deadline, bool fresh, const std::string& block_key) {
   int version = 1;
   hubfs::ByteRange covered = range;
-  bool first_plan = false;
   const bool debug = log_enabled(LogLevel::kDebug);
   const auto started = options_.env->now();
   auto since = [&] {
     return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(options_.env->now() - started).count()) +
            " ms";
   };
-  auto p = plan(file, file_size, range, deadline, fresh, &version, &covered, &first_plan);
+  // The file's first plan: the window after this read is planned at the same time, so its plan
+  // and footers are there by the time the application asks for more (HDF5's chunks, after the
+  // metadata this read brings).
+  auto p = plan(file, file_size, range, deadline, fresh, &version, &covered,
+                [&] { look_ahead(file, file_size, range.offset + range.length, deadline); });
   if (!p.ok()) return p.status();
   if (debug)
     log_debug("xet " + file.hex().substr(0, 8) + " bytes " + std::to_string(range.offset) + "+" +
               std::to_string(range.length) + ": plan after " + since());
   const ReconstructionPlan& plan = **p;
-  if (first_plan) look_ahead(file, file_size, range.offset + range.length, deadline);
   auto reads = map_read(plan, covered.offset, range.offset, range.length);
   if (!reads.ok()) return reads.status().with_context("reconstruction of " + file.hex());
   const size_t n = reads->size();

@@ -163,14 +163,15 @@ class XetReader {
   // A plan covering the range: a cached one, or one asked for it (or, for a read that starts where
   // the file's last plan ended, for the next plan_window_bytes). *version_out: the API version
   // (1, 2) that answered; *covered_out: the file range the plan was asked for (wider than `range`
-  // for a window). *first_out (if given): this was the file's first V1 plan.
+  // for a window). on_first (if given) runs when this is the file's first V1 plan, once it is
+  // registered and before it is asked for, so what it starts (look_ahead) shares the round trip.
   Result<std::shared_ptr<const ReconstructionPlan>> plan(const MerkleHash& file, uint64_t file_size,
                                                          hubfs::ByteRange range, const Deadline& deadline, bool fresh,
                                                          int* version_out, hubfs::ByteRange* covered_out,
-                                                         bool* first_out);
-  // After a file's first read (an application opening it: HDF5's superblock, a header), in the
-  // background: the plan for the next window from `from`, then the footers of its xorbs, each
-  // once. The reads that follow (a hint's wave, a stream) then find both and send their ranges
+                                                         const std::function<void()>& on_first);
+  // At a file's first read (an application opening it: HDF5's superblock, a header), beside that
+  // read's own plan, in the background: the plan for the next window from `from`, then the
+  // footers of its xorbs, each once. The reads that follow (a hint's wave, a stream) then find both and send their ranges
   // at once, as through the bridge, instead of waiting a plan's round trip. Not for files within
   // a quarter window of their end (small files: no requests a read may never need).
   void look_ahead(const MerkleHash& file, uint64_t file_size, uint64_t from, const Deadline& deadline);
