@@ -75,13 +75,14 @@ class XetSessionTest : public ::testing::Test {
     return c;
   }
 
-  std::shared_ptr<RepoSession> open(const std::string& revision, SessionConfig c) {
+  // first_file: as the hf:// doors pass the file they open (open_repo_session).
+  std::shared_ptr<RepoSession> open(const std::string& revision, SessionConfig c, const std::string& first_file = "") {
     auto s = std::make_shared<RepoSession>();
     RepoRef ref;
     ref.type = RepoType::kDataset;
     ref.id = "lab/xet";
     ref.revision = revision;
-    Status st = open_repo_session(c, RepoSpec{ref, ""}, *s);
+    Status st = open_repo_session(c, RepoSpec{ref, ""}, *s, {}, first_file);
     EXPECT_TRUE(st.ok()) << st.message();
     return st.ok() ? s : nullptr;
   }
@@ -239,6 +240,35 @@ TEST_F(XetSessionTest, ASecondSessionOnAWarmCacheAsksNoTokenAndNoData) {
   EXPECT_EQ(stats["xet_reconstructions"], 0) << stats.dump();
   EXPECT_EQ(stats["xorb_requests"], 0) << stats.dump();
   EXPECT_EQ(stats["resolve_requests"], 0) << stats.dump();
+  EXPECT_EQ(stats["requests"], 1) << "only the revision name's pinning: " << stats.dump();
+}
+
+// An hf:// door's session probes its file instead of listing: the probe's X-Xet-Hash makes the
+// read native (a token, plans, xorbs; no bridge), its token is fetched as for a listed Xet file,
+// and the next session, finding the probe's record, asks for nothing but the pin.
+TEST_F(XetSessionTest, AProbedXetFileIsReadNativelyAndItsRecordServesTheNextSession) {
+  hub_->reset_stats();
+  {
+    auto first = open("v1", config(), "data/big.bin");
+    ASSERT_TRUE(first);
+    Outcome o = read_all(first, *one_);
+    ASSERT_EQ(o.failed, 0u) << o.first_error;
+    EXPECT_EQ(o.wrong, 0u);
+    auto stats = hub_->stats();
+    EXPECT_EQ(stats["resolve_requests"], 1) << "the probe, and no bridge read: " << stats.dump();
+    EXPECT_EQ(stats["xet_token_requests"], 1) << stats.dump();
+    EXPECT_GE(stats["xorb_requests"].get<int>(), 1) << stats.dump();
+    for (const auto& [path, count] : stats["by_path"].items())
+      EXPECT_EQ(path.find("/tree/"), std::string::npos) << "listed: " << path;
+    EXPECT_EQ(first->stack.xet_router->fallbacks(), 0u);
+  }
+  hub_->reset_stats();
+  auto second = open("v1", config(), "data/big.bin");
+  ASSERT_TRUE(second);
+  Outcome o = read_all(second, *one_);
+  EXPECT_EQ(o.failed, 0u) << o.first_error;
+  EXPECT_EQ(o.wrong, 0u);
+  auto stats = hub_->stats();
   EXPECT_EQ(stats["requests"], 1) << "only the revision name's pinning: " << stats.dump();
 }
 
