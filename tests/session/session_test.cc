@@ -129,6 +129,20 @@ class SessionTest : public ::testing::Test {
     return s;
   }
 
+  // Opens `url` (naming data/big.bin as its first file when asked) and reads big.bin whole,
+  // checking every byte.
+  void read_big_exactly(const std::string& url, SessionConfig c, bool name_first_file = false) {
+    auto s = open(url, c, name_first_file ? "data/big.bin" : "");
+    ASSERT_TRUE(s) << last_error_.message();
+    auto f = HubFile::open(s, "data/big.bin");
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    std::string buf(kBigSize, '\0');
+    auto n = (*f)->pread(buf.data(), 0, buf.size());
+    ASSERT_TRUE(n.ok()) << n.status().message();
+    ASSERT_EQ(*n, kBigSize);
+    EXPECT_EQ(testing::count_pattern_mismatches(kBigSeed, 0, buf.data(), *n), 0u);
+  }
+
   static TempDir* root_;
   static LocalHub* hub_;
   TempDir cache_;
@@ -360,23 +374,13 @@ TEST_F(SessionTest, SecondSessionOnTheSameCacheMakesNoDataRequest) {
     ASSERT_EQ(*n, kBigSize);
   }  // the session's cache writes are finished when it is gone
   hub_->reset_stats();
-  auto read_all = [&](const std::string& url) {
-    auto s = open(url, config());
-    ASSERT_TRUE(s) << last_error_.message();
-    auto f = HubFile::open(s, "data/big.bin");
-    ASSERT_TRUE(f.ok()) << f.status().message();
-    std::string buf(kBigSize, '\0');
-    auto n = (*f)->pread(buf.data(), 0, buf.size());
-    ASSERT_TRUE(n.ok()) << n.status().message();
-    EXPECT_EQ(testing::count_pattern_mismatches(kBigSeed, 0, buf.data(), *n), 0u);
-  };
-  read_all("hf://datasets/lab/scans");
+  read_big_exactly("hf://datasets/lab/scans", config());
   nlohmann::json st = hub_->stats();
   EXPECT_EQ(st["cdn_requests"].get<int>(), 0) << st.dump();
   EXPECT_EQ(st["resolve_requests"].get<int>(), 0) << st.dump();
   EXPECT_LE(st["requests"].get<int>(), 1) << st.dump();  // at most the branch's resolution
   hub_->reset_stats();
-  read_all("hf://datasets/lab/scans@" + commit);
+  read_big_exactly("hf://datasets/lab/scans@" + commit, config());
   st = hub_->stats();
   EXPECT_EQ(st["requests"].get<int>(), 0) << st.dump();
 }
@@ -423,25 +427,16 @@ TEST_F(SessionTest, AColdOpenResolvesItsFileBesideThePinAndListsNothing) {
     EXPECT_EQ(root->size(), 2u);
     EXPECT_GE(requests_for(hub_->stats(), "/tree/"), 1);
   }
-  auto reread = [&](SessionConfig c, const std::string& url) {
-    hub_->reset_stats();
-    auto s = open(url, c, "data/big.bin");
-    ASSERT_TRUE(s) << last_error_.message();
-    auto f = HubFile::open(s, "data/big.bin");
-    ASSERT_TRUE(f.ok()) << f.status().message();
-    std::string buf(kBigSize, '\0');
-    auto n = (*f)->pread(buf.data(), 0, buf.size());
-    ASSERT_TRUE(n.ok()) << n.status().message();
-    EXPECT_EQ(testing::count_pattern_mismatches(kBigSeed, 0, buf.data(), *n), 0u);
-  };
   // This cache dir never listed the repo: the file's own record answers.
-  reread(config(), "hf://datasets/lab/scans");
+  hub_->reset_stats();
+  read_big_exactly("hf://datasets/lab/scans", config(), /*name_first_file=*/true);
   nlohmann::json st = hub_->stats();
   EXPECT_EQ(st["requests"].get<int>(), 1) << st.dump();  // the branch's pin, nothing else
   SessionConfig offline = config();
   offline.offline = true;
-  reread(offline, "hf://datasets/lab/scans");
-  reread(config(), "hf://datasets/lab/scans@" + commit);
+  read_big_exactly("hf://datasets/lab/scans", offline, true);
+  hub_->reset_stats();
+  read_big_exactly("hf://datasets/lab/scans@" + commit, config(), true);
   EXPECT_EQ(hub_->stats()["requests"].get<int>(), 0) << hub_->stats().dump();
 }
 
