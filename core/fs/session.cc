@@ -334,21 +334,25 @@ StoredFirstFile stored_first_file(const ListingCache* listings, const std::strin
   return out;
 }
 
-// A probe of the first file, started beside the pin and waited for after it.
+// A probe of the first file, started beside the pin (on `executor`, which must outlive `hub`'s
+// requests: the session's background executor) and waited for after it, for a while.
 class FirstFileProbe {
  public:
-  FirstFileProbe(Env& env, HubClient& hub, const RepoRef& repo, const std::string& path)
-      : executor_(env.new_executor(1)) {
+  FirstFileProbe(Executor& executor, HubClient& hub, const RepoRef& repo, const std::string& path) {
     auto promise = std::make_shared<std::promise<Result<HubClient::FileProbe>>>();
     answer_ = promise->get_future();
-    if (!executor_->post([&hub, repo, path, promise] { promise->set_value(hub.probe_file(repo, path)); })) {
+    if (!executor.post([&hub, repo, path, promise] { promise->set_value(hub.probe_file(repo, path)); })) {
       promise->set_value(Unavailable("not probed"));
     }
   }
-  ~FirstFileProbe() { executor_->drain(); }
-  // The probe's entry and location if the pin's commit served it; nullopt otherwise (the
-  // caller lists, which also produces the errors a missing or forbidden file deserves).
-  std::optional<HubClient::FileProbe> wait(const std::string& commit) {
+  // The probe's entry and location if the pin's commit served it within `grace`; nullopt
+  // otherwise (the caller lists, which also produces the errors a missing or forbidden file
+  // deserves; a probe still running finishes on the executor, unheard).
+  std::optional<HubClient::FileProbe> wait(const std::string& commit, std::chrono::milliseconds grace) {
+    if (answer_.wait_for(grace) != std::future_status::ready) {
+      log_debug("probe of the first file: no answer " + std::to_string(grace.count()) + " ms after the pin; listing instead");
+      return std::nullopt;
+    }
     Result<HubClient::FileProbe> r = answer_.get();
     if (!r.ok()) {
       log_debug("probe of the first file: " + r.status().message() + "; listing instead");
@@ -362,9 +366,13 @@ class FirstFileProbe {
   }
 
  private:
-  std::unique_ptr<Executor> executor_;
   std::future<Result<HubClient::FileProbe>> answer_;
 };
+
+// How long the pin's caller waits, after the pin, for the first file's probe: a second, or as
+// long as the pin itself took (a slow link). A probe slower than that is held somewhere (the
+// resolvers' quota, a stalled connection): listing costs one round trip instead.
+constexpr std::chrono::milliseconds kProbeGrace{1000};
 
 }  // namespace
 
@@ -393,9 +401,11 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   if (may_probe) {
     auto last = listings ? listings->load_ref(s.repo.revision) : std::nullopt;
     if (!last || !stored_first_file(listings.get(), last->commit, first_file).known()) {
-      probe.emplace(*s.stack.env, *s.stack.hub, s.repo, first_file);
+      s.background = s.stack.env->new_executor(1);
+      probe.emplace(*s.background, *s.stack.hub, s.repo, first_file);
     }
   }
+  const auto pin_started = s.stack.env->now();
   auto info = pin_revision(*s.stack.hub, s.repo, listings.get(), offline);
   if (!info.ok()) return info.status();
   std::optional<TreeEntry> first;  // known without listing its directory
@@ -405,7 +415,9 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
     StoredFirstFile stored = stored_first_file(listings.get(), info->commit, first_file);
     if (stored.record) first = std::move(stored.record);
     if (probe && !stored.known()) {
-      if (auto probed = probe->wait(info->commit)) {
+      const auto pin_took =
+          std::chrono::duration_cast<std::chrono::milliseconds>(s.stack.env->now() - pin_started);
+      if (auto probed = probe->wait(info->commit, std::max(kProbeGrace, pin_took))) {
         first = std::move(probed->entry);
         probed_first = true;
         first_location = std::move(probed->location);
@@ -414,7 +426,6 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
       }
     }
   }
-  probe.reset();  // waits for a probe still running (bounded by the metadata timeout)
   s.info = *info;
   RepoRef pinned = s.repo;
   pinned.revision = info->commit;  // every later request names the commit: the view never moves

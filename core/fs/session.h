@@ -137,6 +137,10 @@ struct RepoSession {
   PinnedRevision info;    // the commit it is pinned to, private/gated
   bool offline = false;
   Stack stack;
+  // Work open_repo_session started and did not wait for (a first file's probe that was slow to
+  // answer: see open_repo_session). Drained after the stack's shutdown, which ends its requests,
+  // and before the stack goes.
+  std::unique_ptr<Executor> background;
   std::unique_ptr<FileSystem> fs;  // declared last: destroyed first
 
   ~RepoSession() {
@@ -153,7 +157,9 @@ struct RepoSession {
 // `first_file`: the repo path of the file the caller opens next (the hf:// doors open one file
 // per session they make). Unless the cache knows it at the commit this revision was pinned to
 // last (a stored listing of its directory, or its own record), its HEAD resolve runs beside the
-// pin (HubClient::probe_file). If that was served from the pinned commit, the FileSystem knows
+// pin (HubClient::probe_file), on RepoSession::background; one not answered within a second of
+// the pin (or the pin's own time, if longer: a probe held for the resolvers' quota, say) is not
+// waited for. If it was served from the pinned commit, the FileSystem knows
 // the file from it (FileSystem::know_file), its CDN location is kept, its record is stored
 // (ListingCache::save_file: the next session, offline ones too, needs no request for it) and
 // the root is not listed ahead: the file's first block is one round trip after the pin instead

@@ -440,6 +440,28 @@ TEST_F(SessionTest, AColdOpenResolvesItsFileBesideThePinAndListsNothing) {
   EXPECT_EQ(hub_->stats()["requests"].get<int>(), 0) << hub_->stats().dump();
 }
 
+// A probe held somewhere (a stalled connection, the resolvers' quota) is not waited for past a
+// short grace after the pin: the session lists instead, and its end is not held by the probe.
+TEST_F(SessionTest, AProbeThatDoesNotAnswerIsNotWaitedFor) {
+  hub_->reset_stats();
+  hub_->add_fault({{"mode", "stall"}, {"stall_ms", 5000}, {"method", "HEAD"},
+                   {"path_contains", "scans/resolve/main/data/big.bin"}});
+  {
+    auto s = open("hf://datasets/lab/scans", config(), "data/big.bin");
+    ASSERT_TRUE(s) << last_error_.message();
+    nlohmann::json st = hub_->stats();
+    EXPECT_EQ(st["faults_injected"].get<int>(), 1) << st.dump();
+    EXPECT_EQ(st["in_flight"].get<int>(), 1) << "the probe, still held: " << st.dump();
+    EXPECT_GE(requests_for(st, "/tree/"), 1) << st.dump();
+    auto f = HubFile::open(s, "data/big.bin");
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    std::string buf(100'000, '\0');
+    auto n = (*f)->pread(buf.data(), 1'000'000, buf.size());
+    ASSERT_TRUE(n.ok()) << n.status().message();
+    EXPECT_EQ(testing::count_pattern_mismatches(kBigSeed, 1'000'000, buf.data(), *n), 0u);
+  }  // the session's shutdown ends the probe's request
+}
+
 // The probe asks by branch name and the pin may see the branch before it moved: a probe served
 // from another commit than the pinned one is not believed, and the session lists that commit.
 TEST_F(SessionTest, AProbeFromAnotherCommitThanThePinIsNotBelieved) {
@@ -453,8 +475,9 @@ TEST_F(SessionTest, AProbeFromAnotherCommitThanThePinIsNotBelieved) {
   };
   write_refs("c1");
   hub_->reset_stats();
-  // The probe is held at the server until the pin has been answered and main has moved on.
-  hub_->add_fault({{"mode", "stall"}, {"stall_ms", 2000}, {"method", "HEAD"},
+  // The probe is held at the server until the pin has been answered and main has moved on, and
+  // not so long that the session stops waiting for it (kProbeGrace, a second).
+  hub_->add_fault({{"mode", "stall"}, {"stall_ms", 700}, {"method", "HEAD"},
                    {"path_contains", "moving/resolve/main/x.bin"}});
   std::thread mover([&] {
     for (int i = 0; i < 2000; ++i) {
@@ -470,6 +493,10 @@ TEST_F(SessionTest, AProbeFromAnotherCommitThanThePinIsNotBelieved) {
   mover.join();
   ASSERT_TRUE(s) << last_error_.message();
   EXPECT_EQ(hub_->stats()["faults_injected"].get<int>(), 1);
+  bool probe_answered = false;  // before the session was open: its answer was heard, and refused
+  for (const auto& r : hub_->trace())
+    if (r.value("method", "") == "HEAD" && r.contains("end")) probe_answered = true;
+  EXPECT_TRUE(probe_answered) << hub_->trace().dump();
   auto f = HubFile::open(s, "x.bin");
   ASSERT_TRUE(f.ok()) << f.status().message();
   EXPECT_EQ((*f)->size(), 40'000u);  // c1's, as pinned
