@@ -398,9 +398,14 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   // revision was pinned to last (the pin then most likely confirms that commit).
   const bool may_probe = !offline && !first_file.empty() && spec.subfolder.empty();
   std::optional<FirstFileProbe> probe;
+  std::optional<std::string> last_commit;  // what `stored_at_last` was read for
+  StoredFirstFile stored_at_last;
   if (may_probe) {
-    auto last = listings ? listings->load_ref(s.repo.revision) : std::nullopt;
-    if (!last || !stored_first_file(listings.get(), last->commit, first_file).known()) {
+    if (auto last = listings ? listings->load_ref(s.repo.revision) : std::nullopt) {
+      last_commit = last->commit;
+      stored_at_last = stored_first_file(listings.get(), last->commit, first_file);
+    }
+    if (!stored_at_last.known()) {
       s.background = s.stack.env->new_executor(1);
       probe.emplace(*s.background, *s.stack.hub, s.repo, first_file);
     }
@@ -412,7 +417,9 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   std::optional<Location> first_location;
   bool probed_first = false;
   if (spec.subfolder.empty()) {
-    StoredFirstFile stored = stored_first_file(listings.get(), info->commit, first_file);
+    // Read once: the pin usually confirms the commit the cache was asked about before it.
+    StoredFirstFile stored = last_commit == info->commit ? std::move(stored_at_last)
+                                                         : stored_first_file(listings.get(), info->commit, first_file);
     if (stored.record) first = std::move(stored.record);
     if (probe && !stored.known()) {
       const auto pin_took =

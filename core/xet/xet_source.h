@@ -171,9 +171,10 @@ class XetReader {
                                                          const std::function<void()>& on_first);
   // At a file's first read (an application opening it: HDF5's superblock, a header), beside that
   // read's own plan, in the background: the plan for the next window from `from`, then the
-  // footers of its xorbs, each once. The reads that follow (a hint's wave, a stream) then find both and send their ranges
-  // at once, as through the bridge, instead of waiting a plan's round trip. Not for files within
-  // a quarter window of their end (small files: no requests a read may never need).
+  // footers of its xorbs, each once. The reads that follow (a hint's wave, a stream) then find
+  // both and send their ranges at once, as through the bridge, instead of waiting a plan's round
+  // trip. Not for files within a quarter window of their end (small files: no requests a read
+  // may never need).
   void look_ahead(const MerkleHash& file, uint64_t file_size, uint64_t from, const Deadline& deadline);
   // One reconstruction request (and its token refresh, its fall back from V2) for file bytes
   // [offset, offset + length); *version: asked with, answered by.
