@@ -299,7 +299,7 @@ int main(int real_argc, char** real_argv) {
   mount->add_option("--cache-size", cache_size,
                     "Byte budget of the block cache, suffixes K M G T (default 10G); least recently "
                     "used blocks are evicted first; the Xet chunk index beside it takes a few percent more (at most a quarter); 0 means no disk cache");
-  mount->add_option("--max-requests", config.max_requests, "HTTP requests in flight at once (default 16)")
+  mount->add_option("--max-requests", config.max_requests, "HTTP requests in flight at once (default 16; a Xet read spanning two xorbs sends its second range beside them: up to N/4 more)")
       ->check(CLI::Range(1, 256));
   mount->add_option("--read-timeout", config.read_timeout_s,
                     "Seconds after which a read the Hub cannot serve fails with EIO (default 120)")
@@ -353,7 +353,7 @@ int main(int real_argc, char** real_argv) {
                     "Block cache directory, the mounts' (default $HUBFS_CACHE_DIR, else $XDG_CACHE_HOME/hubfs, "
                     "else ~/.cache/hubfs)");
     cmd->add_option("--cache-size", copy_cache_size, "Byte budget of the block cache (default 10G; 0: none)");
-    cmd->add_option("--max-requests", copy.session.max_requests, "HTTP requests in flight at once (default 16)")
+    cmd->add_option("--max-requests", copy.session.max_requests, "HTTP requests in flight at once (default 16; a Xet read spanning two xorbs sends its second range beside them: up to N/4 more)")
         ->check(CLI::Range(1, 256));
     cmd->add_option("--read-timeout", copy.session.read_timeout_s, "Seconds before a stuck read fails (default 120)")
         ->check(CLI::Range(1, 86400));

@@ -46,6 +46,12 @@ struct HttpRequest {
   // bandwidth (a CDN edge gives one stream ~400 Mbit/s), N ranges in flight bring N times that
   // only over N connections; over one they would share one connection's rate.
   bool own_connection = false;
+  // A further request of one read whose first request was submitted just before it (a Xet read
+  // whose bytes lie in two xorbs: one range from each). The transport's cap counts reads, not
+  // their pieces: a companion may run beyond it (CurlTransport: up to a quarter more), so it
+  // does not wait for another read's transfer to end, which, with every slot taken by ranges
+  // that share the link and end together, is the end of the whole wave.
+  bool companion = false;
   // Capacity to reserve for the body beyond its Content-Length, in the same allocation: for a
   // caller that decodes the body inside its own buffer and needs room to grow (Xet chunks).
   size_t body_headroom = 0;

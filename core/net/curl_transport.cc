@@ -244,8 +244,9 @@ struct CurlTransport::Impl {
       // One connection per running transfer is the most HTTP/1.1 can use; HTTP/2 multiplexes
       // them over fewer. The pool keeps that many alive for reuse between transfers, plus a
       // few for the API host, so a stream of ranges does not push the Hub's connection out.
-      curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(options.max_in_flight));
-      curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, static_cast<long>(options.max_in_flight) + kSpareConnections);
+      const long most_running = static_cast<long>(options.max_in_flight + companion_slots());
+      curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, most_running);
+      curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, most_running + kSpareConnections);
     }
     loop = std::thread([this] { run(); });
   }
@@ -396,13 +397,28 @@ struct CurlTransport::Impl {
     return Status::Ok();
   }
 
-  // Moves queued transfers into the multi handle while there is room.
+  // Companions (HttpRequest::companion) that may run beyond max_in_flight.
+  size_t companion_slots() const { return std::max<size_t>(1, static_cast<size_t>(options.max_in_flight) / 4); }
+
+  // Whether a transfer for `request` may start now: max_in_flight transfers, and beside them up
+  // to companion_slots() companions. A hedge's twin counts as an ordinary transfer.
+  bool room_for(const HttpRequest& request) const {
+    size_t companions = 0;
+    for (const auto& [h, t] : running) companions += t->request.companion && !t->is_twin;
+    if (request.companion) return companions < companion_slots();
+    return running.size() - companions < static_cast<size_t>(options.max_in_flight);
+  }
+
+  // Whether the queue's first transfer may start now. With mu held.
+  bool front_may_start() const { return !queue.empty() && room_for(queue.front()->request); }
+
+  // Moves queued transfers into the multi handle, in order, while there is room for the first.
   void start_queued() {
-    while (running.size() < static_cast<size_t>(options.max_in_flight)) {
+    for (;;) {
       std::unique_ptr<Transfer> t;
       {
         std::lock_guard<std::mutex> lock(mu);
-        if (queue.empty()) return;
+        if (!front_may_start()) return;
         t = std::move(queue.front());
         queue.pop_front();
       }
@@ -637,7 +653,7 @@ struct CurlTransport::Impl {
         // A finished transfer freed a slot: start the next one before sleeping.
         std::lock_guard<std::mutex> lock(mu);
         if (stopping) break;
-        if (!queue.empty() && running.size() < static_cast<size_t>(options.max_in_flight)) continue;
+        if (front_may_start()) continue;
       }
       auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(nearest - Clock::now());
       int wait_ms = static_cast<int>(std::clamp<int64_t>(wait.count() + 1, 1, kMaxPollWait.count()));

@@ -12,7 +12,7 @@
 namespace hubfs {
 
 struct CurlOptions {
-  int max_in_flight = 16;             // transfers running at once; more wait in a queue
+  int max_in_flight = 16;             // transfers running at once (companions aside); more wait in a queue
   long connect_timeout_ms = 10'000;
   long first_byte_timeout_ms = 30'000;  // the Hub's CDN stalls ~3 s on cold objects; allow that
   long stall_timeout_ms = 20'000;       // no byte for this long aborts the transfer (kTimeout)
@@ -59,7 +59,9 @@ struct CurlStats {
 // Callbacks run on the one event-loop thread: they must not block (no perform() on this
 // transport, no disk-heavy work) and must not throw, or every other transfer waits (or the
 // process ends). Submitting more work from a
-// callback is fine. Requests beyond max_in_flight wait in a FIFO queue.
+// callback is fine. Requests beyond max_in_flight wait in a FIFO queue; companions
+// (HttpRequest::companion: a read's further pieces) have max_in_flight / 4 slots (at least one)
+// beside them.
 // Failures: kTimeout for connect, first-byte and stall timeouts; kUnavailable for connect
 // errors, resets and bodies cut short; kPermissionDenied for a TLS peer whose certificate is
 // not trusted or a CA bundle that cannot be used (never transient: RetryingTransport does not

@@ -300,13 +300,15 @@ void XetReader::look_ahead(const MerkleHash& file, uint64_t file_size, uint64_t 
 }
 
 std::future<Result<std::string>> XetReader::get_xorb_range(const std::string& url, const ByteRange& bytes,
-                                                           const Deadline& deadline, size_t headroom) {
+                                                           const Deadline& deadline, size_t headroom,
+                                                           bool companion) {
   auto promise = std::make_shared<std::promise<Result<std::string>>>();
   auto future = promise->get_future();
   HttpRequest req;
   req.url = url;  // signed: no Authorization header goes with it
   req.headers = {{"Range", range_header(bytes.start, bytes.end)}};
   req.own_connection = true;
+  req.companion = companion;
   req.body_headroom = headroom;
   req.deadline = deadline;
   req.max_body = bytes.length() + 1;
@@ -642,10 +644,15 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
   // Each piece's chunks (hash, size), for the file's own hash (see note_chunks).
   std::vector<std::vector<HashAndSize>> piece_chunks(n);
   std::vector<std::future<Result<std::string>>> bodies(n);
+  bool first_out = true;
   for (size_t i = 0; i < n; ++i) {
     cached[i] = from_cache(pieces[i], &piece_chunks[i]);
     if (!cached[i]) {
-      bodies[i] = get_xorb_range(*pieces[i].url, pieces[i].fetched.bytes, deadline, decode_headroom(pieces[i]));
+      // The read holds one of the reader's slots: its pieces after the first go out beside it
+      // (HttpRequest::companion), not after some other read's transfer ends.
+      bodies[i] = get_xorb_range(*pieces[i].url, pieces[i].fetched.bytes, deadline, decode_headroom(pieces[i]),
+                                 /*companion=*/!first_out);
+      first_out = false;
     }
   }
   for (size_t i = 0; i < n; ++i) {

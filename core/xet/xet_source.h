@@ -188,9 +188,10 @@ class XetReader {
   Result<std::shared_ptr<const XorbFooter>> fetch_footer(const MerkleHash& xorb, const std::string& url,
                                                          const Deadline& deadline, bool required);
   // Starts the GET of one xorb byte range; the future holds its body (exactly that range), in a
-  // buffer with `headroom` bytes of capacity beyond it (for decoding it in place).
+  // buffer with `headroom` bytes of capacity beyond it (for decoding it in place). companion: a
+  // further piece of a read whose first piece just went out (HttpRequest::companion).
   std::future<Result<std::string>> get_xorb_range(const std::string& url, const ByteRange& bytes,
-                                                  const Deadline& deadline, size_t headroom);
+                                                  const Deadline& deadline, size_t headroom, bool companion);
   // One term's part of a read (xet_source.cc): the chunks it needs and the bytes holding them.
   struct Piece;
   // The headroom a piece's range needs to be decoded inside its own buffer: its chunks decode

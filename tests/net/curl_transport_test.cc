@@ -3,9 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "net/scripted_http_server.h"
@@ -400,6 +404,58 @@ TEST(CurlTransport, ConcurrentSubmittersBoundedByMaxInFlight) {
   EXPECT_EQ(server.requests_handled(), kThreads * kPerThread);
   EXPECT_EQ(server.peak_concurrent(), kMaxInFlight);
   EXPECT_LE(server.connections_accepted(), kMaxInFlight);
+}
+
+// A read's further piece (HttpRequest::companion) runs beside the transfers that fill every
+// slot, in a slot of its own (max_in_flight / 4 of them: here one); an ordinary request, and a
+// companion past those slots, wait for a transfer to end. Before, a Xet read whose bytes lay in
+// two xorbs waited with its second range until the whole wave of ranges had ended.
+TEST(CurlTransport, ACompanionRunsBesideAFullSetOfTransfers) {
+  constexpr int kMaxInFlight = 4;
+  std::mutex mu;
+  std::vector<std::string> arrivals;  // targets, in the order their requests arrived
+  std::atomic<ScriptedHttpServer*> srv{nullptr};
+  ScriptedHttpServer server([&](const ServerRequest& req, ServerConnection& c) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      arrivals.push_back(req.target);
+    }
+    // Hold the answers while more transfers could still arrive (bounded): a transport that
+    // starts too few, or too many, shows in the peak.
+    srv.load()->wait_until([&] { return srv.load()->concurrent_now() > kMaxInFlight + 1; },
+                           std::chrono::milliseconds(700));
+    c.respond(206, "range " + req.target);
+  });
+  srv = &server;
+  CurlOptions options;
+  options.max_in_flight = kMaxInFlight;
+  CurlTransport transport(options);
+  std::vector<std::string> targets;
+  std::vector<std::unique_ptr<Pending>> pending;
+  auto submit = [&](const std::string& target, bool companion) {
+    HttpRequest r = get(server.url(target));
+    r.own_connection = true;
+    r.companion = companion;
+    targets.push_back(target);
+    pending.push_back(std::make_unique<Pending>());
+    transport.submit(std::move(r), pending.back()->callback());
+  };
+  for (int i = 0; i < kMaxInFlight; ++i) submit("/read" + std::to_string(i), false);
+  submit("/second-piece", true);
+  submit("/another-second-piece", true);
+  submit("/next-read", false);
+  for (size_t i = 0; i < pending.size(); ++i) {
+    auto r = pending[i]->future.get();
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->body, "range " + targets[i]);
+  }
+  EXPECT_EQ(server.peak_concurrent(), kMaxInFlight + 1);
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(arrivals.size(), targets.size());
+  std::vector<std::string> first(arrivals.begin(), arrivals.begin() + kMaxInFlight + 1);
+  EXPECT_NE(std::find(first.begin(), first.end(), "/second-piece"), first.end());
+  EXPECT_EQ(std::find(first.begin(), first.end(), "/next-read"), first.end());
+  EXPECT_EQ(std::find(first.begin(), first.end(), "/another-second-piece"), first.end());
 }
 
 // On a fresh transport, transfers submitted together to a plain-http host run at once, each on

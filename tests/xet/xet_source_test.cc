@@ -58,6 +58,12 @@ class FakeCas {
   }
 
   const std::string& content() const { return content_; }
+  // Where the second xorb's bytes begin in the file.
+  uint64_t second_xorb_offset() const {
+    for (const Chunk& c : table_)
+      if (c.xorb == 1) return c.offset;
+    return content_.size();
+  }
   MerkleHash file() const { return file_; }
 
   Result<HttpResponse> handle(const HttpRequest& r) {
@@ -86,6 +92,7 @@ class FakeCas {
       return status(416);
     } else {
       ++data_gets;
+      companion_gets += r.companion;
       data_bytes += b - a + 1;
     }
     HttpResponse resp{206, {{"content-range", "bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" +
@@ -101,6 +108,7 @@ class FakeCas {
   int reconstructions = 0;
   int xorb_gets = 0;
   int data_gets = 0;
+  int companion_gets = 0;  // data ranges sent as a read's further piece (HttpRequest::companion)
   uint64_t data_bytes = 0;  // xorb bytes sent for data ranges (not footers)
   int xorb_authorization = 0;
   int corrupt = 0;  // data answers to damage, one byte each
@@ -207,6 +215,26 @@ TEST_F(XetSourceTest, ReadsAnyRangeExactlyAndVerifiesEveryChunk) {
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());
   EXPECT_EQ(r->fetch(cas_.file(), size, {size - 1, 2}).status().code(), Code::kInvalidArgument);
+}
+
+// A read whose bytes lie in two xorbs sends a range from each at once; the second goes as the
+// first's companion (HttpRequest::companion: the transport does not make it wait for a slot that
+// the read already holds). A read inside one xorb sends one ordinary range.
+TEST_F(XetSourceTest, AReadAcrossTwoXorbsSendsItsSecondRangeAsACompanion) {
+  auto r = reader();
+  const std::string& want = cas_.content();
+  const uint64_t boundary = cas_.second_xorb_offset();
+  ASSERT_GT(boundary, 20'000u);
+  ASSERT_LT(boundary + 20'000, want.size());
+  auto inside = r->fetch(cas_.file(), want.size(), {boundary - 20'000, 10'000});
+  ASSERT_TRUE(inside.ok()) << inside.status().message();
+  EXPECT_EQ(cas_.data_gets, 1);
+  EXPECT_EQ(cas_.companion_gets, 0);
+  auto across = r->fetch(cas_.file(), want.size(), {boundary - 10'000, 20'000});
+  ASSERT_TRUE(across.ok()) << across.status().message();
+  EXPECT_TRUE(*across == want.substr(boundary - 10'000, 20'000));
+  EXPECT_EQ(cas_.data_gets, 3);
+  EXPECT_EQ(cas_.companion_gets, 1);
 }
 
 TEST_F(XetSourceTest, DamagedBytesAreFetchedAgainOnceThenRefused) {
