@@ -1,6 +1,7 @@
 #include "reader/block_ranges.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace hubfs {
@@ -32,6 +33,25 @@ std::vector<BlockRun> coalesce(const std::vector<uint64_t>& ascending, size_t ma
     runs.push_back(BlockRun{ascending[i], j - i});
   }
   return runs;
+}
+
+std::vector<uint64_t> graded_groups(uint64_t blocks, uint32_t requests, double ratio, uint64_t largest) {
+  if (requests == 0 || blocks < requests || !(ratio >= 1.0) || largest == 0) return {};
+  // Request k ends at the cumulative share (ratio^(k+1) - 1) / (ratio^n - 1) of the blocks
+  // (k + 1) / n when ratio is 1.
+  const double n = requests;
+  const double total = ratio == 1.0 ? n : std::pow(ratio, n) - 1.0;
+  std::vector<uint64_t> sizes;
+  uint64_t done = 0;
+  for (uint32_t k = 0; k < requests; ++k) {
+    const double share = ratio == 1.0 ? (k + 1) / n : (std::pow(ratio, k + 1) - 1.0) / total;
+    uint64_t end = k + 1 == requests ? blocks : static_cast<uint64_t>(std::llround(share * static_cast<double>(blocks)));
+    end = std::clamp<uint64_t>(end, done + 1, blocks - (requests - k - 1));  // room for the rest
+    if (end - done > largest) return {};
+    sizes.push_back(end - done);
+    done = end;
+  }
+  return sizes;
 }
 
 std::vector<std::pair<uint64_t, BlockBytes>> split_response(std::shared_ptr<const std::string> body, BlockRun run,

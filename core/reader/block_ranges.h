@@ -36,6 +36,15 @@ struct BlockRun {
 // range request per run.
 std::vector<BlockRun> coalesce(const std::vector<uint64_t>& ascending, size_t max_run);
 
+// Sizes (in blocks) of the `requests` requests that carry `blocks` blocks, each about `ratio`
+// times the one before it (the cumulative share rounded, so they add up exactly), or empty when
+// that cannot be done with every size at least 1 and at most `largest` (the caller then splits
+// evenly). Why: a file's hash runs over its blocks in order, and ranges that share the link
+// evenly all end together, leaving the whole hash for after the last byte; graded ranges end in
+// file order, so the hash (and the decoding of what they hold) runs while later ones arrive
+// (docs/benchmarks.md).
+std::vector<uint64_t> graded_groups(uint64_t blocks, uint32_t requests, double ratio, uint64_t largest);
+
 // A response to the range of `run` cut into its blocks: slices of `body`, no copy. The last block
 // of the file is short (file_size says where it ends); a body too short for a block leaves that
 // block (and the ones after it) short or empty, which the reader refuses as a short block.

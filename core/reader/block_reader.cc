@@ -295,12 +295,34 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
   if (log_enabled(LogLevel::kDebug))
     log_debug("hint " + file.path + ": " + std::to_string(ranges.size()) + " ranges, " + std::to_string(wanted->size()) +
               " blocks, " + std::to_string(claimed.size()) + " to load");
+  if (claimed.empty()) return claimed_bytes;
+  // A whole file, hashed once its last block is in: graded requests, ending in file order
+  // (ReaderOptions::whole_file_hint_grade).
+  const uint64_t file_blocks = (file.size + options_.block_size - 1) / options_.block_size;
+  if (options_.verify_whole_files && wanted->size() == file_blocks) {
+    const auto sizes = graded_groups(claimed.size(), options_.parallel_requests, options_.whole_file_hint_grade,
+                                     options_.max_blocks_per_hinted_request);
+    if (!sizes.empty()) {
+      queue_load_groups(file, key, claimed, sizes);
+      return claimed_bytes;
+    }
+  }
   // Spread over every request slot, in one wave: 48 blocks hinted at 16 requests in flight go
   // out as 16 requests of 3 blocks, not 6 of 8, and 160 blocks as 16 of 10, not 20 of 8 (a
   // second wave of 4 would cost another round trip plus 8 MiB at one connection's rate).
-  if (!claimed.empty())
-    queue_load(file, key, claimed, read_ahead_policy_.request_blocks(claimed.size(), options_.max_blocks_per_hinted_request));
+  queue_load(file, key, claimed, read_ahead_policy_.request_blocks(claimed.size(), options_.max_blocks_per_hinted_request));
   return claimed_bytes;
+}
+
+void BlockReader::queue_load_groups(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& claimed,
+                                    const std::vector<uint64_t>& sizes) {
+  size_t at = 0;
+  for (uint64_t n : sizes) {
+    queue_load(file, key, std::vector<uint64_t>(claimed.begin() + static_cast<long>(at),
+                                                claimed.begin() + static_cast<long>(at + n)),
+               n);
+    at += n;
+  }
 }
 
 // Loads claimed blocks on the workers (disk cache first, then coalesced fetches), a request's

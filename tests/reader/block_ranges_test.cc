@@ -29,5 +29,29 @@ TEST(BlockRanges, NeighboursShareARequestUpToTheRunCap) {
   EXPECT_TRUE(coalesce({}, 8).empty());
 }
 
+// A whole file's hint in graded requests (ReaderOptions::whole_file_hint_grade): they add up to
+// the blocks, each at least 1, none smaller than the one before, the last the largest; ratio 1
+// is the even split; what cannot be graded within the bounds is left to the even split (empty).
+TEST(BlockRanges, GradedGroupsGrowByTheRatioAndAddUp) {
+  const std::vector<uint64_t> zea = graded_groups(161, 16, 1.08, 32);  // the 16-frame read's hint
+  ASSERT_EQ(zea.size(), 16u);
+  uint64_t sum = 0;
+  for (size_t k = 0; k < zea.size(); ++k) {
+    sum += zea[k];
+    EXPECT_GE(zea[k], 1u);
+    if (k) EXPECT_GE(zea[k], zea[k - 1]) << k;
+  }
+  EXPECT_EQ(sum, 161u);
+  EXPECT_LE(zea.front(), 6u);
+  EXPECT_GE(zea.back(), 15u);
+  EXPECT_EQ(graded_groups(11, 4, 1.0, 32), (std::vector<uint64_t>{3, 3, 2, 3}));
+  EXPECT_EQ(graded_groups(11, 4, 1.5, 32), (std::vector<uint64_t>{1, 2, 3, 5}));
+  EXPECT_EQ(graded_groups(4, 4, 2.0, 32), (std::vector<uint64_t>{1, 1, 1, 1}));  // at least 1 each
+  EXPECT_TRUE(graded_groups(3, 4, 1.08, 32).empty());    // fewer blocks than requests
+  EXPECT_TRUE(graded_groups(100, 2, 1.0, 32).empty());   // 50 > 32 per request
+  EXPECT_TRUE(graded_groups(100, 4, 0.9, 32).empty());   // shrinking is not graded
+  EXPECT_TRUE(graded_groups(100, 0, 1.08, 32).empty());
+}
+
 }  // namespace
 }  // namespace hubfs

@@ -560,7 +560,7 @@ TEST_F(BlockReaderTest, HintedRangesAreFetchedAtOnceAndReadsShareThem) {
 
 // A hint is split into parallel_requests requests of equal size, in one wave: with one slot
 // the whole 11-block file is one request (not 8 + 3 as max_blocks_per_request would cut it), up
-// to max_blocks_per_hinted_request blocks each.
+// to max_blocks_per_hinted_request blocks each. (Grading, for whole files: the next test.)
 TEST_F(BlockReaderTest, HintsGoOutInOneWaveOfEqualRequests) {
   for (uint32_t slots : {1u, 2u, 4u}) {
     SCOPED_TRACE("slots " + std::to_string(slots));
@@ -568,6 +568,7 @@ TEST_F(BlockReaderTest, HintsGoOutInOneWaveOfEqualRequests) {
     RangeFetcher fetcher(transport);
     ReaderOptions o;
     o.parallel_requests = slots;
+    o.whole_file_hint_grade = 1.0;
     BlockReader reader(nullptr, fetcher, o);
     cdn_.close_gate();  // everything hinted must be asked for at once
     ASSERT_TRUE(reader.prefetch(file_, {{0, file_.size}}).ok());
@@ -601,6 +602,42 @@ TEST_F(BlockReaderTest, HintsGoOutInOneWaveOfEqualRequests) {
   ASSERT_TRUE(reader.prefetch(file_, {{0, file_.size}}).ok());
   EXPECT_EQ(read(reader, 0, file_.size), cdn_.content);
   EXPECT_EQ(transport.request_count(), 3u);
+}
+
+// A hint for the whole file (hashed once its last block is in) goes out in graded requests that
+// end in file order, 1 + 2 + 3 + 5 blocks at a ratio of 1.5 over 4 slots; a hint for part of it,
+// or with whole-file checks off, in equal ones.
+TEST_F(BlockReaderTest, AWholeFileHintGoesOutInGradedRequests) {
+  struct Case {
+    std::vector<ByteRange> hint;
+    bool verify;
+    std::vector<uint64_t> blocks;  // per request, in file order
+  };
+  for (const Case& c : {Case{{{0, file_.size}}, true, {1, 2, 3, 5}},
+                        Case{{{0, 10 * kBlock}}, true, {3, 3, 3, 1}},
+                        Case{{{0, file_.size}}, false, {3, 3, 3, 2}}}) {
+    SCOPED_TRACE(std::to_string(c.hint[0].length) + " bytes, verify " + std::to_string(c.verify));
+    FakeTransport transport([this](const HttpRequest& r) { return cdn_.answer(r); });
+    RangeFetcher fetcher(transport);
+    ReaderOptions o;
+    o.parallel_requests = 4;
+    o.whole_file_hint_grade = 1.5;
+    o.verify_whole_files = c.verify;
+    BlockReader reader(nullptr, fetcher, o);
+    cdn_.close_gate();  // everything hinted must be asked for at once
+    ASSERT_TRUE(reader.prefetch(file_, c.hint).ok());
+    uint64_t hinted = 0;
+    for (uint64_t b : c.blocks) hinted += b;
+    const uint64_t hinted_bytes = std::min<uint64_t>(hinted * kBlock, file_.size);
+    wait_for_state([&] { return transport.bytes_asked() == hinted_bytes; });
+    std::vector<ByteRange> ranges = transport.ranges_asked();
+    cdn_.open_gate();
+    std::sort(ranges.begin(), ranges.end(), [](const ByteRange& a, const ByteRange& b) { return a.offset < b.offset; });
+    std::vector<uint64_t> got;
+    for (const ByteRange& r : ranges) got.push_back((r.length + kBlock - 1) / kBlock);
+    EXPECT_EQ(got, c.blocks);
+    EXPECT_EQ(read(reader, 0, hinted_bytes), cdn_.content.substr(0, hinted_bytes));
+  }
 }
 
 TEST_F(BlockReaderTest, MalformedHintsChangeNothing) {
