@@ -37,7 +37,7 @@ std::vector<BlockRun> coalesce(const std::vector<uint64_t>& ascending, size_t ma
 
 std::vector<uint64_t> graded_groups(uint64_t blocks, uint32_t requests, double ratio, uint64_t largest) {
   if (requests == 0 || blocks < requests || !(ratio >= 1.0) || largest == 0) return {};
-  // Request k ends at the cumulative share (ratio^(k+1) - 1) / (ratio^n - 1) of the blocks
+  // Request k ends at the cumulative share (ratio^(k+1) - 1) / (ratio^n - 1) of the blocks, or
   // (k + 1) / n when ratio is 1.
   const double n = requests;
   const double total = ratio == 1.0 ? n : std::pow(ratio, n) - 1.0;
