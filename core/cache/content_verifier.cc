@@ -2,7 +2,7 @@
 
 #include <openssl/evp.h>
 
-#include <cctype>
+#include "common/text.h"
 
 namespace hubfs {
 
@@ -10,23 +10,6 @@ struct ContentVerifier::Hasher {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   ~Hasher() { EVP_MD_CTX_free(ctx); }
 };
-
-namespace {
-
-bool is_hex(std::string_view s, size_t length) {
-  if (s.size() != length) return false;
-  for (char c : s)
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
-  return true;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-}  // namespace
 
 std::unique_ptr<ContentVerifier> ContentVerifier::for_content(const std::string& content_id, uint64_t size) {
   std::string_view id(content_id);
@@ -46,7 +29,7 @@ std::unique_ptr<ContentVerifier> ContentVerifier::for_content(const std::string&
   auto hasher = std::make_unique<Hasher>();
   if (!hasher->ctx || EVP_DigestInit_ex(hasher->ctx, md, nullptr) != 1) return nullptr;
   if (!prefix.empty()) EVP_DigestUpdate(hasher->ctx, prefix.data(), prefix.size());
-  return std::unique_ptr<ContentVerifier>(new ContentVerifier(std::move(hasher), lower(hex), size));
+  return std::unique_ptr<ContentVerifier>(new ContentVerifier(std::move(hasher), ascii_lower(hex), size));
 }
 
 ContentVerifier::ContentVerifier(std::unique_ptr<Hasher> hasher, std::string expected, uint64_t size)

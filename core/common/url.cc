@@ -1,5 +1,7 @@
 #include "common/url.h"
 
+#include "common/text.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -10,12 +12,6 @@ namespace {
 
 bool is_unreserved(unsigned char c) {
   return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
 }
 
 std::string_view trim(std::string_view s) {
@@ -84,7 +80,7 @@ std::optional<Origin> origin_of(std::string_view u) {
   auto s = split_url(u);
   if (!s) return std::nullopt;
   Origin o;
-  o.scheme = lower(s->scheme);
+  o.scheme = ascii_lower(s->scheme);
   uint16_t default_port;
   if (o.scheme == "https") {
     default_port = 443;
@@ -110,7 +106,7 @@ std::optional<Origin> origin_of(std::string_view u) {
     port = auth.substr(c + 1);
   }
   if (host.empty()) return std::nullopt;
-  o.host = lower(host);
+  o.host = ascii_lower(host);
   o.port = default_port;
   if (!port.empty()) {
     unsigned value = 0;
@@ -197,8 +193,8 @@ bool params_say_next(std::string_view params) {
     std::string_view param = trim(params.substr(0, semi));
     params = semi == std::string_view::npos ? std::string_view() : params.substr(semi + 1);
     size_t eq = param.find('=');
-    if (eq == std::string_view::npos || lower(trim(param.substr(0, eq))) != "rel") continue;
-    std::string value = lower(trim(param.substr(eq + 1)));
+    if (eq == std::string_view::npos || ascii_lower(trim(param.substr(0, eq))) != "rel") continue;
+    std::string value = ascii_lower(trim(param.substr(eq + 1)));
     if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
     std::string_view types = value;
     while (!types.empty()) {
@@ -235,7 +231,7 @@ std::optional<std::string> next_in_header(std::string_view value) {
 
 std::optional<std::string> next_link(const Headers& headers) {
   for (const auto& [name, value] : headers) {
-    if (lower(name) != "link") continue;
+    if (ascii_lower(name) != "link") continue;
     if (auto next = next_in_header(value)) return next;
   }
   return std::nullopt;

@@ -3,9 +3,9 @@
 #include "common/url.h"
 
 #include <algorithm>
-#include <cctype>
 #include <unordered_set>
 
+#include "common/text.h"
 #include "hub/hub_errors.h"
 #include "hub/hub_json.h"
 #include <nlohmann/json.hpp>
@@ -465,20 +465,11 @@ Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_vi
 
 namespace {
 
-bool is_hex_of(std::string_view s, size_t n) {
-  return s.size() == n && s.find_first_not_of("0123456789abcdefABCDEF") == std::string_view::npos;
-}
-
-std::string lowercase(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // An ETag's value: W/ (a proxy's weak form) and the quotes dropped, hex lowercased.
 std::string bare_etag(std::string v) {
   if (v.starts_with("W/")) v.erase(0, 2);
   if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-  return lowercase(std::move(v));
+  return ascii_lower(std::move(v));
 }
 
 // A header's byte count: digits only, at most what a listing may claim.
@@ -502,8 +493,8 @@ Result<HubClient::FileProbe> HubClient::probe_file(const RepoRef& repo, std::str
     return Unsupported("the resolve answer for '" + *path + "' " + what);
   };
   FileProbe p;
-  p.commit = lowercase(answer.header("x-repo-commit").value_or(""));
-  if (!is_hex_of(p.commit, 40)) return lacking("names no commit (X-Repo-Commit)");
+  p.commit = ascii_lower(answer.header("x-repo-commit").value_or(""));
+  if (!is_hex(p.commit, 40)) return lacking("names no commit (X-Repo-Commit)");
   p.entry.path = *path;
   // Only LFS (and Xet) files are described from here: their sha256 is the linked ETag, which
   // the whole-file hash checks. A small file served directly would be named by its plain ETag,
@@ -512,13 +503,13 @@ Result<HubClient::FileProbe> HubClient::probe_file(const RepoRef& repo, std::str
   const auto linked_etag = answer.header("x-linked-etag");
   if (!linked_etag) return lacking("links no sha256 (X-Linked-Etag): a file served directly is listed");
   std::string sha = bare_etag(*linked_etag);
-  if (!is_hex_of(sha, 64)) return lacking("links an ETag that is no sha256");
+  if (!is_hex(sha, 64)) return lacking("links an ETag that is no sha256");
   p.entry.lfs_sha256 = std::move(sha);
   auto size = header_size(answer.header("x-linked-size"));
   if (!size) return lacking("gives no size it could be read at (X-Linked-Size)");
   p.entry.size = *size;
   const bool direct = answer.status >= 200 && answer.status < 300;
-  if (auto xet = answer.header("x-xet-hash"); xet && is_hex_of(*xet, 64)) p.entry.xet_hash = lowercase(*xet);
+  if (auto xet = answer.header("x-xet-hash"); xet && is_hex(*xet, 64)) p.entry.xet_hash = ascii_lower(*xet);
   if (!direct) p.location = *location;
   return p;
 }
