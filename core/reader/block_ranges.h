@@ -21,6 +21,9 @@ namespace hubfs {
 Result<std::vector<uint64_t>> blocks_of_ranges(const std::vector<ByteRange>& ranges, uint64_t file_size,
                                                uint32_t block_size, std::string_view path);
 
+// How many blocks a file of `file_size` bytes has (the last one short).
+inline uint64_t blocks_in(uint64_t file_size, uint64_t block_size) { return (file_size + block_size - 1) / block_size; }
+
 // Consecutive blocks [first, first + count).
 struct BlockRun {
   uint64_t first = 0;

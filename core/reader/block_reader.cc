@@ -298,8 +298,7 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
   if (claimed.empty()) return claimed_bytes;
   // A whole file, hashed once its last block is in: graded requests, ending in file order
   // (ReaderOptions::whole_file_hint_grade).
-  const uint64_t file_blocks = (file.size + options_.block_size - 1) / options_.block_size;
-  if (options_.verify_whole_files && wanted->size() == file_blocks) {
+  if (options_.verify_whole_files && wanted->size() == blocks_in(file.size, options_.block_size)) {
     const auto sizes = graded_groups(claimed.size(), options_.parallel_requests, options_.whole_file_hint_grade,
                                      options_.max_blocks_per_hinted_request);
     if (!sizes.empty()) {

@@ -6,6 +6,7 @@
 
 #include "cache/content_verifier.h"
 #include "common/log.h"
+#include "reader/block_ranges.h"
 
 namespace hubfs {
 
@@ -62,7 +63,7 @@ FileVerifier::FileVerifier(const MemoryTier& memory, FileVerifierOptions options
     : memory_(memory), options_(options), on_corrupt_(std::move(on_corrupt)) {}
 
 uint64_t FileVerifier::blocks_of(const VerifiedFile& file) const {
-  return (file.size + options_.block_size - 1) / options_.block_size;
+  return blocks_in(file.size, options_.block_size);
 }
 
 std::shared_ptr<FileVerifier::Verification> FileVerifier::verification_for(const VerifiedFile& file) {

@@ -1,5 +1,7 @@
 #include "reader/read_ahead.h"
 
+#include "reader/block_ranges.h"
+
 #include <algorithm>
 
 namespace hubfs {
@@ -30,7 +32,7 @@ uint32_t ReadAheadPolicy::demand_parts(uint64_t bytes, uint64_t requests, uint64
 std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uint64_t offset, uint64_t end,
                                                       uint64_t file_size, bool hinted) const {
   const uint64_t bs = config_.block_size;
-  const uint64_t file_blocks = (file_size + bs - 1) / bs;
+  const uint64_t file_blocks = blocks_in(file_size, config_.block_size);
   const uint64_t slack = uint64_t(std::max(state.window_blocks, config_.min_window_blocks)) * bs;
   const bool sequential = state.next_offset != UINT64_MAX && offset + slack >= state.next_offset &&
                           offset <= state.next_offset + slack;

@@ -39,7 +39,9 @@ TEST(BlockRanges, GradedGroupsGrowByTheRatioAndAddUp) {
   for (size_t k = 0; k < zea.size(); ++k) {
     sum += zea[k];
     EXPECT_GE(zea[k], 1u);
-    if (k) EXPECT_GE(zea[k], zea[k - 1]) << k;
+    if (k) {
+      EXPECT_GE(zea[k], zea[k - 1]) << k;
+    }
   }
   EXPECT_EQ(sum, 161u);
   EXPECT_LE(zea.front(), 6u);
