@@ -239,6 +239,13 @@ bool cpu_has_avx2() {
   return has;
 }
 
+// GCC 12's avx512fintrin.h builds the unmasked forms of these intrinsics on an
+// _mm512_undefined_epi32() source and then warns that it is uninitialized (GCC PR 105593, fixed
+// in GCC 13): a false alarm in the header, silenced for these functions only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 // Sixteen chunks at once in the lanes of AVX-512 registers: the eight-way path twice as wide,
 // with the rotations one instruction each (vprord) where AVX2 needs a shift, a shift and an or
 // for two of the four. On the 2-core VM a Xet read's chunk hashes were ~10% of the mount's CPU
@@ -352,6 +359,8 @@ __attribute__((target("avx512f"))) void sixteen_chunk_cvs(const uint8_t* in, int
   for (int j = 0; j < lanes; ++j)
     for (int i = 0; i < 8; ++i) out[j][i] = words[i][j];
 }
+
+#pragma GCC diagnostic pop
 
 bool cpu_has_avx512() {
   static const bool has = __builtin_cpu_supports("avx512f");
