@@ -14,6 +14,9 @@
 #   ./scripts/test.sh --quick  the edit loop: an incremental build of the tests, then the unit and
 #                              integration tests (not the slow ones) and the Python tests, no
 #                              sanitizers.
+#   ./scripts/test.sh --unit   the unit tests alone (label `unit`, not the slow ones): an
+#                              incremental build of the test programs, no server, no mount, no
+#                              Python, no sanitizers.
 #
 # Extra arguments after the mode go to ctest (e.g. -R BlockReader).
 #
@@ -29,8 +32,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 quick=0
+unit_only=0
 if [ "${1:-}" = "--quick" ]; then
   quick=1
+  shift
+elif [ "${1:-}" = "--unit" ]; then
+  quick=1
+  unit_only=1
   shift
 fi
 CTEST_ARGS=("$@")
@@ -113,7 +121,14 @@ finish_pytest() {
   rm -f "$py_log"
 }
 
-if [ "$quick" = 1 ]; then
+if [ "$unit_only" = 1 ]; then
+  step "incremental build of the test programs"
+  BUILD_TARGETS="all_tests" ./scripts/build.sh
+  step "unit tests (not slow)"
+  ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 600 -L '^unit$' -LE slow "${CTEST_ARGS[@]}"
+  step "unit tests passed"
+  exit 0
+elif [ "$quick" = 1 ]; then
   step "incremental build of the tests and the Python packages"
   BUILD_TARGETS="all_tests python" ./scripts/build.sh
   # The Python tests run beside ctest (their output is printed after it): the integration tests
