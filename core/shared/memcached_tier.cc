@@ -11,7 +11,12 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <cstring>
 #include <unordered_map>
 
@@ -33,6 +38,10 @@ constexpr int kDefaultPort = 11211;
 // from the Hub at ~100 MB/s on this 2-core machine (bench/shared_tier_bench.py: 1-10% of the
 // blocks dropped); four keep up.
 constexpr size_t kWriters = 4;
+// Lookup threads: a lookup spanning several nodes asks all but one of them from these (the
+// calling thread asks the last). Fixed, so a burst of lookups never starts a thread per node per
+// lookup; a part no pool thread has started when the caller is free again is run by the caller.
+constexpr size_t kMaxLookupThreads = 4;
 
 // Rendezvous hashing: the node with the highest score for a key owns it. FNV-1a then a
 // splitmix64 finaliser: stable across machines and builds (std::hash is neither).
@@ -289,6 +298,9 @@ MemcachedTier::MemcachedTier(MemcachedTierOptions options) : options_(std::move(
   for (const auto& s : options_.servers) nodes_.push_back(std::make_unique<Node>(s, options_.breaker, *options_.env));
   stats_.nodes = nodes_.size();
   for (size_t i = 0; i < kWriters; ++i) writers_.push_back(options_.env->new_executor(1));
+  if (nodes_.size() > 1) {
+    lookups_ = options_.env->new_executor(static_cast<int>(std::min(nodes_.size() - 1, kMaxLookupThreads)));
+  }
 }
 
 Result<std::unique_ptr<MemcachedTier>> MemcachedTier::create(MemcachedTierOptions options) {
@@ -312,6 +324,9 @@ MemcachedTier::~MemcachedTier() {
   }
   // Ops being run finish (each bounded by store_budget); the rest drop at once.
   for (auto& w : writers_) w->drain();
+  // Every lookup waited for its parts before returning: what is left are parts a caller ran
+  // itself, which return at once.
+  if (lookups_) lookups_->drain();
 }
 
 std::string MemcachedTier::describe() const {
@@ -355,15 +370,47 @@ std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<Sha
   // parallel (a read-ahead of 8 blocks spans every node; one at a time would add their times).
   std::unordered_map<Node*, std::vector<size_t>> by_node;
   for (size_t i = 0; i < items.size(); ++i) by_node[&node_for(items[i].key)].push_back(i);
-  std::vector<std::thread> helpers;
+  // Each node's part once: by a lookup thread or, if none has started it when this thread is
+  // done with its own node, by this thread. The parts outlive this call only as claimed flags
+  // (a pool task that finds its part claimed returns without touching anything else).
+  struct Part {
+    Node* node;
+    const std::vector<size_t>* which;
+    std::atomic<bool> claimed{false};
+    bool done = false;  // under Parts::mu
+  };
+  struct Parts {
+    std::deque<Part> parts;
+    std::mutex mu;  // a leaf
+    std::condition_variable done_cv;
+  };
+  auto shared = std::make_shared<Parts>();
   auto it = by_node.begin();
   for (auto other = std::next(it); other != by_node.end(); ++other) {
-    Node* node = other->first;
-    const std::vector<size_t>* which = &other->second;
-    helpers.emplace_back([this, node, which, &items, &out, &deadline] { get_from(*node, *which, items, out, deadline); });
+    Part& part = shared->parts.emplace_back();
+    part.node = other->first;
+    part.which = &other->second;
+  }
+  auto run_part = [this, &items, &out, &deadline](Parts& all, Part& part) {
+    get_from(*part.node, *part.which, items, out, deadline);
+    std::lock_guard<std::mutex> lock(all.mu);
+    part.done = true;
+    all.done_cv.notify_all();
+  };
+  for (Part& part : shared->parts) {
+    (void)lookups_->post([shared, &part, run_part] {
+      if (!part.claimed.exchange(true)) run_part(*shared, part);
+    });
   }
   if (it != by_node.end()) get_from(*it->first, it->second, items, out, deadline);  // one node on this thread
-  for (auto& t : helpers) t.join();
+  for (Part& part : shared->parts) {
+    if (!part.claimed.exchange(true)) run_part(*shared, part);
+  }
+  // Parts a lookup thread started: each is bounded by the same deadline.
+  std::unique_lock<std::mutex> lock(shared->mu);
+  shared->done_cv.wait(lock, [&] {
+    return std::all_of(shared->parts.begin(), shared->parts.end(), [](const Part& p) { return p.done; });
+  });
   return out;
 }
 

@@ -138,6 +138,8 @@ class MemcachedTier : public SharedTier {
   // kWriters one-thread executors; a key always goes to the same one. Last: drained (by the
   // destructor) before anything above goes.
   std::vector<std::unique_ptr<Executor>> writers_;
+  // Threads that ask the other nodes of a lookup spanning several (none with one node).
+  std::unique_ptr<Executor> lookups_;
 };
 
 }  // namespace hubfs

@@ -4,6 +4,7 @@
 #include "shared/memcached_tier.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -156,6 +157,70 @@ TEST(MemcachedTier, RepeatedLookupsOnPooledConnectionsStayExact) {
     EXPECT_NE(got[5]->size(), big - 7) << round;
   }
   EXPECT_EQ(t.stats().get_errors, 0u);
+}
+
+// Threads of this process now (one entry per thread in /proc/self/task).
+size_t live_threads() {
+  size_t n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+// Lookups spanning several nodes, from many threads at once, are exact and start no thread:
+// the other nodes are asked from the tier's fixed lookup threads, or by the caller itself.
+TEST(MemcachedTier, ConcurrentLookupsAcrossNodesAreExactAndStartNoThreads) {
+  auto n1 = MemcachedServer::start();
+  auto n2 = MemcachedServer::start();
+  auto n3 = MemcachedServer::start();
+  MemcachedTierOptions o = patient_options();
+  o.servers = {n1->address(), n2->address(), n3->address()};
+  auto tier = MemcachedTier::create(o);
+  ASSERT_TRUE(tier.ok()) << tier.status().message();
+  MemcachedTier& t = **tier;
+  for (int i = 0; i < 12; ++i) t.put("c" + std::to_string(i), value_of(5000 + i, i));
+  t.wait_idle();
+  constexpr int kCallers = 6;
+  std::atomic<int> started{0};
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> most{0};
+  const size_t before = live_threads();  // the tier's writers and lookup threads are running
+  std::thread watcher([&] {
+    while (!stop) {
+      size_t now = live_threads();
+      size_t seen = most.load();
+      while (now > seen && !most.compare_exchange_weak(seen, now)) {
+      }
+      std::this_thread::yield();
+    }
+  });
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&, c] {
+      ++started;
+      for (int round = 0; round < 30; ++round) {
+        std::vector<SharedGet> gets;
+        for (int i = 0; i < 12; ++i) gets.push_back({"c" + std::to_string((i + c + round) % 12), 5000u + (i + c + round) % 12});
+        auto got = t.get(gets, Deadline::never());
+        for (int i = 0; i < 12; ++i) {
+          const int k = (i + c + round) % 12;
+          if (!got[i] || *got[i] != value_of(5000 + k, k)) ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& th : callers) th.join();
+  stop = true;
+  watcher.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(t.stats().get_errors, 0u);
+  // The callers and the watcher are the only threads added (a thread per other node per lookup
+  // would add up to 2 per caller).
+  EXPECT_LE(most.load(), before + kCallers + 1);
 }
 
 // A listening TCP socket on 127.0.0.1 and a free port (its address in *addr), or -1.
