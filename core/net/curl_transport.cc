@@ -17,6 +17,7 @@
 
 #include "common/big_buffer.h"
 #include "common/url.h"
+#include "net/hedge_policy.h"
 
 namespace hubfs {
 namespace {
@@ -36,10 +37,6 @@ constexpr long kSpareConnections = 4;
 // Of an error response's body (a 503 page), only this much is kept: enough for the Hub's JSON
 // error message, never a reason to abort the transfer and lose the status.
 constexpr size_t kErrorBodyLimit = 64 * 1024;
-// First-byte times remembered for the hedge delay: enough for a stable p95, recent enough to
-// follow a CDN that slows down.
-constexpr size_t kFirstByteSamples = 128;
-constexpr size_t kMinSamplesForHedge = 16;
 
 // curl_global_init is not thread-safe on every build; do it exactly once per process.
 void global_init_once() {
@@ -228,14 +225,21 @@ struct CurlTransport::Impl {
   // Owned by the loop thread only.
   std::unordered_map<CURL*, std::unique_ptr<Transfer>> running;
   std::vector<CURL*> idle_handles;  // reused: keeps each handle's DNS and TLS session caches
-  std::deque<Clock::duration> first_byte_times;  // recent, for the hedge delay
-  size_t hedges_running = 0;
+  HedgePolicy hedging;  // when a slow GET gets a twin (net/hedge_policy.h)
 
   mutable std::mutex stats_mu;
   CurlStats counters;  // requests, hedges, hedge_wins (in_flight/queued computed on demand)
   uint64_t running_count = 0;  // mirrors running.size() for stats() (guarded by stats_mu)
 
-  explicit Impl(CurlOptions o) : options(std::move(o)) {
+  static HedgeOptions hedge_options(const CurlOptions& o) {
+    HedgeOptions h;
+    h.min_delay = std::chrono::milliseconds(o.hedge_min_delay_ms);
+    h.initial_delay = std::chrono::milliseconds(o.hedge_initial_delay_ms);
+    h.max_in_flight = std::max(1, o.max_in_flight);
+    return h;
+  }
+
+  explicit Impl(CurlOptions o) : options(std::move(o)), hedging(hedge_options(options)) {
     options.max_in_flight = std::max(1, options.max_in_flight);
     global_init_once();
     multi = curl_multi_init();
@@ -455,7 +459,7 @@ struct CurlTransport::Impl {
     running.erase(it);
     release_handle(h);
     if (t->partner) t->partner->partner = nullptr;
-    if (t->is_twin) --hedges_running;
+    if (t->is_twin) hedging.ended();
     return t;
   }
 
@@ -499,36 +503,23 @@ struct CurlTransport::Impl {
   void learn_first_byte_times() {
     for (auto& [h, t] : running) {
       if (!t->first_byte_after) continue;
-      first_byte_times.push_back(*t->first_byte_after);
-      if (first_byte_times.size() > kFirstByteSamples) first_byte_times.pop_front();
+      hedging.learn(*t->first_byte_after);
       t->first_byte_after.reset();
     }
   }
 
-  Clock::duration hedge_delay() const {
-    using std::chrono::milliseconds;
-    if (first_byte_times.size() < kMinSamplesForHedge) return milliseconds(options.hedge_initial_delay_ms);
-    std::vector<Clock::duration> sorted(first_byte_times.begin(), first_byte_times.end());
-    size_t p95 = sorted.size() * 95 / 100;
-    std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(p95), sorted.end());
-    return std::max<Clock::duration>(sorted[p95] * 3 / 2, milliseconds(options.hedge_min_delay_ms));
-  }
-
-  // Starts a twin for each GET still waiting for its first byte past the hedge delay. At most a
-  // quarter of the slots go to hedges, so a slow server is not answered with twice the load.
+  // Starts a twin for each GET still waiting for its first byte past the hedge delay, while the
+  // policy has hedge slots.
   void hedge_slow_requests(Clock::time_point now) {
     if (!options.hedge) return;
-    const size_t max_hedges = std::max<size_t>(1, static_cast<size_t>(options.max_in_flight) / 4);
-    if (hedges_running >= max_hedges) return;
-    const Clock::duration delay = hedge_delay();
     std::vector<Transfer*> slow;
     for (auto& [h, t] : running) {
       if (!t->got_first_byte && !t->partner && !t->is_twin && !t->cancelled && t->request.method == "GET" &&
-          now - t->started >= delay)
+          hedging.should_hedge(now - t->started))
         slow.push_back(t.get());
     }
     for (Transfer* original : slow) {
-      if (hedges_running >= max_hedges) break;
+      if (!hedging.slots_left()) break;
       auto twin = std::make_unique<Transfer>();
       twin->request = original->request;
       twin->done = original->done;
@@ -547,7 +538,7 @@ struct CurlTransport::Impl {
       twin->partner = original;
       original->partner = twin.get();
       running.emplace(h, std::move(twin));
-      ++hedges_running;
+      hedging.started();
       std::lock_guard<std::mutex> lock(stats_mu);
       ++counters.hedges;
     }
