@@ -8,13 +8,17 @@ The differences left, and why, are listed in docs/usage.md ("fsspec")."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import hashlib
 import io
+import os
 from typing import Any, Dict, List
 
+from fsspec.callbacks import _DEFAULT_CALLBACK
 from fsspec.spec import AbstractFileSystem
+from fsspec.utils import isfilelike
 
 from . import _remote
 
@@ -112,6 +116,32 @@ class HubfsFileSystem(AbstractFileSystem):
                 return b""
             f.seek(start)
             return f.read(end - start)
+
+    def get_file(self, rpath, lpath, callback=None, outfile=None, **kwargs):
+        # As LocalFileSystem's: the Hub file is opened before the local one is made, so a missing
+        # one leaves no empty file behind (fsspec's default opens the local one first), and a copy
+        # that fails part way removes what it wrote.
+        if isfilelike(lpath) or outfile is not None:
+            return super().get_file(rpath, lpath, callback=callback or _DEFAULT_CALLBACK, outfile=outfile, **kwargs)
+        if self.isdir(rpath):
+            os.makedirs(lpath, exist_ok=True)
+            return None
+        callback = callback or _DEFAULT_CALLBACK
+        with self.open(rpath, "rb", **kwargs) as source:
+            callback.set_size(source.size)
+            try:
+                with open(lpath, "wb") as target:
+                    while True:
+                        data = source.read(_BUFFER_SIZE)
+                        if not data:
+                            break
+                        target.write(data)
+                        callback.relative_update(len(data))
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(lpath)
+                raise
+        return None
 
     def _session(self, path) -> Any:
         return _remote._session(self._url(path), self._options)[0]
