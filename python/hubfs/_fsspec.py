@@ -48,6 +48,12 @@ class HubfsBufferedFile(io.BufferedReader):
         super().__init__(raw, buffer_size=buffer_size)
         self.fs = fs
         self.path = path
+        self._buffer_size = buffer_size
+
+    def __reduce__(self):
+        # As fsspec's LocalFileOpener: a pickled open file opens again at its position (dask and
+        # multiprocessing hand open files to other processes). A closed one refuses (tell()).
+        return _reopen, (self.fs, self.path, self.tell(), self._buffer_size)
 
     @property
     def size(self) -> int:
@@ -55,6 +61,12 @@ class HubfsBufferedFile(io.BufferedReader):
 
     def info(self) -> Dict[str, Any]:
         return self.fs.info(self.path)
+
+
+def _reopen(fs: "HubfsFileSystem", path: str, position: int, buffer_size: int) -> HubfsBufferedFile:
+    f = fs.open(path, "rb", block_size=buffer_size)
+    f.seek(position)
+    return f
 
 
 class HubfsFileSystem(AbstractFileSystem):

@@ -18,6 +18,7 @@ import errno
 import io
 import json
 import os
+import pickle
 import random
 import subprocess
 
@@ -436,6 +437,21 @@ def _opened_size(fs, root, tmp):
         return f.size, f.read(5), f.seek(-4, 2), f.read()
 
 
+def _pickled_open_file(fs, root, tmp):
+    with fs.open(f"{root}/{B}", "rb") as f:
+        f.seek(100_000)
+        f.read(5)
+        g = pickle.loads(pickle.dumps(f))
+        with g:
+            return g.tell(), g.read(7), g.size, f.read(7)
+
+
+def _pickled_closed_file(fs, root, tmp):
+    f = fs.open(f"{root}/{B}", "rb")
+    f.close()
+    return pickle.dumps(f)
+
+
 def _mapper(fs, root, tmp):
     m = fs.get_mapper(f"{root}/data")
     return sorted(m), m["sub/note.txt"], "empty.bin" in m, "nope" in m
@@ -590,6 +606,9 @@ FS_CHECKS = [
     ("get list to new dir/", _get([L, "data/sub/note.txt"], "newdir/")),
     ("get missing", _get("nope", "")),
     ("mapper", _mapper),
+    ("pickle the filesystem", lambda fs, r, t: pickle.loads(pickle.dumps(fs)).cat_file(f"{r}/{CSV}", 10, 40)),
+    ("pickle an open file", _pickled_open_file),
+    ("pickle a closed file", _pickled_closed_file),
     ("checksum", _checksum_stable),
     ("ukey", _ukey_stable),
     ("modified", _dated("modified")),
