@@ -568,7 +568,7 @@ FS_CHECKS = [
     ("read_block lines at the end", lambda fs, r, t: fs.read_block(f"{r}/{CSV}", 30_000, None, delimiter=b"\n")),
     ("read_block lines cover the file", lambda fs, r, t: b"".join(
         fs.read_block(f"{r}/{CSV}", o, 4096, delimiter=b"\n") for o in range(0, 40_000, 4096))),
-    ("read_block two-byte delimiter", lambda fs, r, t: fs.read_block(f"{r}/{L}", 2000, 3000, delimiter=b"\r\n")),
+    ("read_block two-byte delimiter", lambda fs, r, t: fs.read_block(f"{r}/{L}", 100, 20_000, delimiter=b"\r\n")),
     ("read_text", lambda fs, r, t: fs.read_text(f"{r}/{CSV}")),
     ("open rb", _open_read("rb")),
     ("open r", _open_read("r")),
@@ -661,6 +661,8 @@ def test_fsspec_filesystem_matches_local(hub, opts, tmp_path):
     assert results["cat_file"][0] == ("value", hub["files"]["lines.txt"])
     assert results["tail 10"][0] == ("value", hub["files"]["data/blob.bin"][-10:])
     assert results["find"][0][1] == sorted(f"ROOT/{p}" for p in hub["files"])
+    block = results["read_block two-byte delimiter"][0][1]
+    assert not block.startswith(b"\r\n") and block.endswith(b"\r\n") and len(block) > 1000
 
 
 def test_fsspec_url_forms_and_revisions(hub, opts):
