@@ -74,8 +74,11 @@ def hub(tmp_path_factory):
             p = repo / "snapshots" / commit / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(data)
-    (repo / "hub.json").write_text(json.dumps({"refs": {"main": "c2", "v1": "c1"},
-                                               "commits": {"c1": {"date": C1_DATE}, "c2": {"date": C2_DATE}}}))
+    # "undated": a commit the Hub gives no date for.
+    (repo / "snapshots" / "c0").mkdir()
+    (repo / "snapshots" / "c0" / "x.txt").write_bytes(b"x\n")
+    (repo / "hub.json").write_text(json.dumps({"refs": {"main": "c2", "v1": "c1", "undated": "c0"},
+                                               "commits": {"c0": {}, "c1": {"date": C1_DATE}, "c2": {"date": C2_DATE}}}))
     proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", str(root), "--host", "127.0.0.1",
                              "--exit-on-stdin-eof"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -698,6 +701,9 @@ def test_fsspec_modified_is_the_commit_date(hub, opts):
     assert fs.modified(f"{REPO}@v1/{L}") == datetime.datetime(2023, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
     with pytest.raises(FileNotFoundError):
         fs.modified(f"{REPO}/nope")
+    with pytest.raises(OSError, match="no date") as e:
+        fs.modified(f"{REPO}@undated/x.txt")
+    assert e.value.errno == errno.ENODATA
 
 
 # Every write, with what LocalFileSystem would do with it.
