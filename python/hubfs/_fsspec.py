@@ -52,8 +52,9 @@ class HubfsBufferedFile(io.BufferedReader):
 
     def __reduce__(self):
         # As fsspec's LocalFileOpener: a pickled open file opens again at its position (dask and
-        # multiprocessing hand open files to other processes). A closed one refuses (tell()).
-        return _reopen, (self.fs, self.path, self.tell(), self._buffer_size)
+        # multiprocessing hand open files to other processes), and at its commit: a branch that
+        # moved meanwhile must not mix two commits' bytes in one read. A closed one refuses (tell()).
+        return _reopen, (self.fs, self.path, self.raw.commit, self.tell(), self._buffer_size)
 
     @property
     def size(self) -> int:
@@ -63,8 +64,11 @@ class HubfsBufferedFile(io.BufferedReader):
         return self.fs.info(self.path)
 
 
-def _reopen(fs: "HubfsFileSystem", path: str, position: int, buffer_size: int) -> HubfsBufferedFile:
-    f = fs.open(path, "rb", block_size=buffer_size)
+def _reopen(fs: "HubfsFileSystem", path: str, commit: str, position: int, buffer_size: int) -> HubfsBufferedFile:
+    options = dict(fs._options)
+    rtype, rid, _revision, rel = _remote._core().parse_url(fs._url(path), options.pop("revision", None))
+    repo = rid if rtype == "model" else f"{rtype}s/{rid}"
+    f = HubfsBufferedFile(_remote.open(f"hf://{repo}@{commit}/{rel}", **options), fs, path, buffer_size)
     f.seek(position)
     return f
 

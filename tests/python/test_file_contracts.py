@@ -694,6 +694,32 @@ def test_fsspec_get_of_a_missing_file_leaves_nothing(hub, opts, tmp_path):
     assert (tmp_path / "blob.bin").read_bytes() == hub["files"][B]
 
 
+def test_fsspec_a_pickled_file_reads_its_own_commit(hub, opts, tmp_path):
+    # main moves to v1's commit (same size, other bytes) between pickling and unpickling: the
+    # unpickled file still reads the commit the pickled one read.
+    fs = fsspec.filesystem("hubfs", **opts)
+    with fs.open(f"{REPO}/{L}", "rb") as f:
+        f.read(5)
+        blob = pickle.dumps(f)
+    hubfs.close_sessions()  # the next open pins main again
+    config = os.path.join(os.path.dirname(hub["local"]), "..", "hub.json")
+    with open(config) as c:
+        before = c.read()
+    try:
+        with open(config, "w") as c:
+            c.write(before.replace('"main": "c2"', '"main": "c1"'))
+        assert fs.cat_file(f"{REPO}/{L}", 0, 20) != hub["files"][L][:20]  # main moved
+        with pickle.loads(blob) as g:
+            assert g.tell() == 5 and g.read(15) == hub["files"][L][5:20]
+            g.seek(0)
+            assert g.read() == hub["files"][L]
+    finally:
+        with open(config, "w") as c:
+            c.write(before)
+        hubfs.close_sessions()
+    assert fs.cat_file(f"{REPO}/{L}", 0, 20) == hub["files"][L][:20]
+
+
 def test_fsspec_modified_is_the_commit_date(hub, opts):
     fs = fsspec.filesystem("hubfs", **opts)
     main = datetime.datetime(2024, 3, 5, 6, 7, 8, tzinfo=datetime.timezone.utc)
