@@ -27,10 +27,13 @@ process: reopening costs no request.
 from __future__ import annotations
 
 import atexit
+import errno
 import fnmatch
 import io
+import operator
 import os
 import posixpath
+import sys
 import threading
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
@@ -42,6 +45,10 @@ _DEFAULT_MAX_REQUESTS = 16
 _DEFAULT_READ_TIMEOUT = 120
 _OPTIONS = {"endpoint", "cache_dir", "cache_size", "revision", "token", "max_requests", "read_timeout",
             "shared_cache", "shared_cache_key_file", "shared_cache_private", "offline", "ca_bundle"}
+
+# lseek(2)'s SEEK_DATA and SEEK_HOLE (Linux values), which io.FileIO passes on.
+_SEEK_DATA = getattr(os, "SEEK_DATA", 3)
+_SEEK_HOLE = getattr(os, "SEEK_HOLE", 4)
 
 _core_module = None
 _core_lock = threading.Lock()
@@ -113,9 +120,33 @@ def _session(url: str, options: Dict[str, Any], opening: bool = False):
     return session, path, prefix
 
 
+# Positions as lseek(2) takes them (off_t): seek refuses a target beyond, as io.FileIO does.
+_MAX_POSITION = (1 << 63) - 1
+# readline's first look ahead for the end of a line, doubled until one is found (up to _LINE_CHUNK_MAX):
+# a short line costs one small read, a long one a few.
+_LINE_CHUNK = 1024
+_LINE_CHUNK_MAX = 1 << 20
+
+
+def _size_arg(size: Any) -> int:
+    """A read()/readline() size as io.FileIO takes it: an integer, or None for "all" (-1)."""
+    if size is None:
+        return -1
+    try:
+        n = operator.index(size)
+    except TypeError:
+        raise TypeError(f"argument should be integer or None, not '{type(size).__name__}'") from None
+    if not -sys.maxsize - 1 <= n <= sys.maxsize:
+        raise OverflowError("cannot fit 'int' into an index-sized integer")
+    return n
+
+
 class HubFile(io.RawIOBase):
     """A read-only binary file of a Hub repo (io.RawIOBase): readinto (the GIL released), seek,
-    tell, a context manager, and hint() for readers that know what they will need."""
+    tell, a context manager, and hint() for readers that know what they will need. It behaves as
+    io.FileIO opened "rb" (tests/python/test_file_contracts.py compares them), except that it has
+    no file descriptor (fileno() raises io.UnsupportedOperation) and any position up to 2**63-1
+    can be sought (a read there gives b"")."""
 
     def __init__(self, core_file, name: str, session):
         super().__init__()
@@ -136,15 +167,35 @@ class HubFile(io.RawIOBase):
         return True
 
     def writable(self) -> bool:
+        self._check_open()
         return False
 
     def readinto(self, buffer) -> int:
         self._check_open()
-        if self._pos >= self._size:
-            return 0
+        try:
+            view = memoryview(buffer)
+        except TypeError:
+            view = None
+        if view is None or view.readonly or not view.c_contiguous:
+            if view is not None:
+                view.release()
+            raise TypeError(f"readinto() argument must be read-write bytes-like object, not {type(buffer).__name__}")
+        with view:
+            if self._pos >= self._size or view.nbytes == 0:
+                return 0
         n = self._f.readinto(buffer, self._pos)
         self._pos += n
         return n
+
+    def read(self, size: Any = -1) -> bytes:
+        self._check_open()
+        n = _size_arg(size)
+        if n < 0:
+            return self.readall()
+        # Never more than what is left: read(2**40) of a small file allocates the file, not 1 TiB.
+        buf = bytearray(min(n, max(0, self._size - self._pos)))
+        got = self.readinto(buf) if buf else 0
+        return bytes(buf) if got == len(buf) else bytes(buf[:got])
 
     def readall(self) -> bytes:
         # One read of what is left (io's default reads 8 KiB at a time).
@@ -161,18 +212,49 @@ class HubFile(io.RawIOBase):
         del view
         return bytes(buf[:got]) if got < left else bytes(buf)
 
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+    def readline(self, size: Any = -1) -> bytes:
+        # io's default reads one byte per call; this reads ahead and gives back what follows the line.
         self._check_open()
+        limit = _size_arg(size)
+        line = bytearray()
+        chunk = _LINE_CHUNK
+        while limit < 0 or len(line) < limit:
+            data = self.read(chunk if limit < 0 else min(chunk, limit - len(line)))
+            if not data:
+                break
+            end = data.find(b"\n")
+            if end >= 0:
+                line += data[:end + 1]
+                self._pos -= len(data) - end - 1
+                break
+            line += data
+            chunk = min(chunk * 2, _LINE_CHUNK_MAX)
+        return bytes(line)
+
+    def seek(self, offset: Any, whence: Any = io.SEEK_SET) -> int:
+        # As lseek(2) through io.FileIO: integers only, EINVAL for a negative target or an unknown
+        # whence; SEEK_DATA and SEEK_HOLE see one data extent (a Hub file has no holes).
+        self._check_open()
+        offset = operator.index(offset)
+        whence = operator.index(whence)
+        if not -_MAX_POSITION - 1 <= offset <= _MAX_POSITION:
+            raise OverflowError("Python int too large to convert to C long")
         if whence == io.SEEK_SET:
             pos = offset
         elif whence == io.SEEK_CUR:
             pos = self._pos + offset
         elif whence == io.SEEK_END:
             pos = self._size + offset
+        elif whence in (_SEEK_DATA, _SEEK_HOLE):
+            if not 0 <= offset < self._size:
+                raise OSError(errno.ENXIO, f"no data at or after offset {offset} (the file has {self._size} bytes)")
+            pos = offset if whence == _SEEK_DATA else self._size
         else:
-            raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
+            raise OSError(errno.EINVAL, f"invalid whence ({whence}, should be 0, 1, 2, 3 or 4)")
         if pos < 0:
-            raise OSError(22, f"negative seek position {pos}")
+            raise OSError(errno.EINVAL, f"negative seek position {pos}")
+        if pos > _MAX_POSITION:
+            raise OSError(errno.EINVAL, f"seek position {pos} is beyond 2**63-1")
         self._pos = pos
         return pos
 
@@ -180,12 +262,21 @@ class HubFile(io.RawIOBase):
         self._check_open()
         return self._pos
 
+    def write(self, data) -> int:
+        self._check_open()
+        raise io.UnsupportedOperation("File not open for writing (hubfs files are read-only)")
+
+    def truncate(self, size: Any = None) -> int:
+        self._check_open()
+        raise io.UnsupportedOperation("File not open for writing (hubfs files are read-only)")
+
     def close(self) -> None:
         if not self.closed:
             self._f.close()
         super().close()
 
     def fileno(self) -> int:
+        self._check_open()
         raise io.UnsupportedOperation("a hubfs.open file has no file descriptor (it is not a mounted file)")
 
     # hubfs
@@ -224,7 +315,14 @@ def open(url: Union[str, "os.PathLike[str]"], mode: str = "rb", **options: Any) 
     session, path, prefix = _session(url, options, opening=True)
     if not path:
         raise IsADirectoryError(21, f"{url} names a repo, not a file in it")
-    return HubFile(session.open(path), f"{prefix}/{path}", session)
+    try:
+        core_file = session.open(path)
+    except ValueError as e:
+        # As open(2) and io.FileIO: a directory is IsADirectoryError (the core's message says so).
+        if session.stat(path)[1]:
+            raise IsADirectoryError(errno.EISDIR, str(e)) from None
+        raise
+    return HubFile(core_file, f"{prefix}/{path}", session)
 
 
 def _entry(prefix: str, item) -> Dict[str, Any]:

@@ -268,6 +268,8 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<Session>(m, "Session")
       .def_property_readonly("commit", [](const Session& s) { return s.s->info.commit; })
+      // The commit's date, unix seconds (0: the Hub did not say): fsspec's modified().
+      .def_property_readonly("last_modified", [](const Session& s) { return s.s->info.last_modified; })
       .def_property_readonly("label", [](const Session& s) { return s.s->label; })
       .def_property_readonly("private", [](const Session& s) { return s.s->info.is_private; })
       .def_property_readonly("gated", [](const Session& s) { return s.s->info.gated; })

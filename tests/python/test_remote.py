@@ -173,7 +173,7 @@ def test_errors_are_python_exceptions_with_the_cause(hub, opts):
         assert f.read() == b"secret\n"
     with pytest.raises(ValueError):
         hubfs.open("hf://datasets/lab/remote/a/../b", **opts)
-    with pytest.raises(ValueError, match="directory"):
+    with pytest.raises(IsADirectoryError, match="directory"):
         hubfs.open(f"{URL}/data", **opts)
     with pytest.raises(IsADirectoryError):
         hubfs.open(URL, **opts)
