@@ -981,11 +981,15 @@ class XetModelTest(unittest.TestCase):
                                                           "commits": {"c1": {}, "c2": {}}}))
         write(os.path.join(repo, "snapshots", "c1", "w.bin"), cls.one)
         write(os.path.join(repo, "snapshots", "c2", "w.bin"), cls.two)
-        cls.hub = Server(cls.root, "--xet", "--xet-pack", XET_PACK)
+        # Strict whatever the suite's default: the model as the service signs (issue 39).
+        cls.hub = Server(cls.root, "--xet", "--xet-pack", XET_PACK, "--strict-xet-ranges", "on")
 
     @classmethod
     def tearDownClass(cls):
+        # The shutdown check every test's launcher makes: only the ranges refused on purpose.
+        seen = request(cls.hub.url + "/_hubfs/refused-ranges").json()
         cls.hub.stop()
+        assert seen["count"] == 0 or seen["expected"], seen
         shutil.rmtree(cls.root, ignore_errors=True)
 
     def token(self):
@@ -1039,19 +1043,85 @@ class XetModelTest(unittest.TestCase):
                 skip = p["offset_into_first_range"]
                 self.assertEqual(content[skip:skip + b - a + 1], self.one[a:b + 1], (version, a, b))
 
-    def test_v2_urls_refuse_bytes_they_were_not_signed_for(self):
-        token, h = self.token(), self.xet_hash("v1")
-        p = self.plan(2, h, "bytes=0-1000", token).json()
-        x = next(iter(p["xorbs"].values()))[0]
-        last = x["ranges"][-1]["bytes"]["end"]
-        self.assertEqual(request(x["url"], headers={"Range": "bytes=0-%d" % last}).status, 206)
-        self.assertEqual(request(x["url"], headers={"Range": "bytes=-100"}).status, 403)
-        self.assertEqual(request(x["url"], headers={"Range": "bytes=0-%d" % (last + 1)}).status, 403)
-        # A V1 URL is signed for the whole xorb: its footer's tail is reachable.
+    def refused(self):
+        return request(self.hub.url + "/_hubfs/refused-ranges").json()
+
+    def test_v2_urls_serve_exactly_their_listed_ranges(self):
+        token, h = self.token(), self.xet_hash("main")
+        p = self.plan(2, h, "bytes=0-%d" % (len(self.two) - 1), token).json()
+        # The changed chunk splits the first revision's xorb in two listed ranges of one URL.
+        x = next(e for entries in p["xorbs"].values() for e in entries if len(e["ranges"]) > 1)
+        ranges = [(r["bytes"]["start"], r["bytes"]["end"]) for r in x["ranges"]]
+        self.assertIn("X-Xet-Signed-Range=bytes%3D", x["url"])
+        for a, b in ranges:
+            got = request(x["url"], headers={"Range": "bytes=%d-%d" % (a, b)})
+            self.assertEqual((got.status, len(got.body)), (206, b - a + 1))
+        # The whole listed set in one request: multipart/byteranges, a part per range, in order.
+        whole = request(x["url"], headers={"Range": "bytes=" + ",".join("%d-%d" % r for r in ranges)})
+        self.assertEqual(whole.status, 206, whole.body)
+        ctype = whole.headers["Content-Type"]
+        self.assertTrue(ctype.startswith("multipart/byteranges; boundary="), ctype)
+        boundary = ctype.split("boundary=", 1)[1].encode()
+        parts = whole.body.split(b"\r\n--" + boundary)
+        self.assertEqual(parts[0], b"")
+        self.assertEqual(parts[-1], b"--\r\n")
+        for part, (a, b) in zip(parts[1:-1], ranges):
+            head, _, data = part.partition(b"\r\n\r\n")
+            self.assertIn(b"Content-Range: bytes %d-%d/" % (a, b), head)
+            single = request(x["url"], headers={"Range": "bytes=%d-%d" % (a, b)}).body
+            self.assertEqual(data, single)
+        self.assertEqual(len(parts) - 2, len(ranges))
+
+    def test_strict_urls_refuse_every_other_range_and_count_it(self):
+        token, h = self.token(), self.xet_hash("main")
+        before = self.refused()["count"]
+        request(self.hub.url + "/_hubfs/refused-ranges/expect", "POST")  # sent on purpose below
+        p = self.plan(2, h, "bytes=0-%d" % (len(self.two) - 1), token).json()
+        x = next(e for entries in p["xorbs"].values() for e in entries if len(e["ranges"]) > 1)
+        (a, b), (c, d) = [(r["bytes"]["start"], r["bytes"]["end"]) for r in x["ranges"][:2]]
         p1 = self.plan(1, h, "bytes=0-1000", token).json()
         e = next(iter(p1["fetch_info"].values()))[0]
-        self.assertEqual(request(e["url"], headers={"Range": "bytes=-100"}).status, 206)
-        self.assertEqual(request(e["url"] + "x", headers={"Range": "bytes=0-10"}).status, 403)
+        e0, e1 = e["url_range"]["start"], e["url_range"]["end"]
+        self.assertIn("X-Xet-Signed-Range=bytes%%3D%d-%d" % (e0, e1), e["url"])
+        self.assertEqual(request(e["url"], headers={"Range": "bytes=%d-%d" % (e0, e1)}).status, 206)
+        refused = [
+            (x["url"], "bytes=%d-%d" % (a, b - 1)),  # inside a listed range: narrowing
+            (x["url"], "bytes=%d-%d" % (a, d)),  # spanning two, with the gap
+            (x["url"], "bytes=%d-%d,%d-%d" % (c, d, a, b)),  # the set, reordered
+            (x["url"], "bytes=-100"),  # a footer
+            (x["url"], None),  # everything
+            (e["url"], "bytes=-100"),  # V1 too: a footer
+            (e["url"], "bytes=%d-%d" % (e0, e1 + 1)),  # past its url_range
+        ]
+        for url, rng in refused:
+            got = request(url, headers={"Range": rng} if rng else {})
+            self.assertEqual(got.status, 403, (rng, got.body))
+            self.assertEqual(got.headers["X-Error-Code"], "AccessDenied")
+        # A bad signature is refused too, but is no refused range.
+        self.assertEqual(request(e["url"] + "x", headers={"Range": "bytes=%d-%d" % (e0, e1)}).status, 403)
+        seen = self.refused()
+        self.assertEqual(seen["count"] - before, len(refused))
+        self.assertTrue(seen["expected"] and seen["strict"])
+        self.assertEqual(request(self.hub.url + "/_hubfs/stats").json()["refused_ranges"] >= len(refused), True)
+
+    def test_without_strictness_v1_urls_open_the_whole_xorb(self):
+        lax = Server(self.root, "--xet", "--xet-pack", XET_PACK, "--strict-xet-ranges", "off")
+        try:
+            token = request(lax.url + "/api/datasets/org/xet/xet-read-token/v1").json()["accessToken"]
+            h = request(lax.url + "/api/datasets/org/xet/tree/v1").json()[0]["xetHash"]
+            auth = {"Authorization": "Bearer " + token, "Range": "bytes=0-1000"}
+            e = next(iter(request("%s/v1/reconstructions/%s" % (lax.cdn, h), headers=auth)
+                          .json()["fetch_info"].values()))[0]
+            self.assertNotIn("X-Xet-Signed-Range", e["url"])
+            self.assertEqual(request(e["url"], headers={"Range": "bytes=-100"}).status, 206)
+            x = next(iter(request("%s/v2/reconstructions/%s" % (lax.cdn, h), headers=auth)
+                          .json()["xorbs"].values()))[0]
+            a, b = x["ranges"][0]["bytes"]["start"], x["ranges"][0]["bytes"]["end"]
+            self.assertEqual(request(x["url"], headers={"Range": "bytes=%d-%d" % (a, b - 1)}).status, 206)
+            self.assertEqual(request(x["url"], headers={"Range": "bytes=-100"}).status, 403)
+            self.assertEqual(request(lax.url + "/_hubfs/refused-ranges").json()["count"], 0)
+        finally:
+            lax.stop()
 
     def test_tokens_are_required_and_expire_with_the_keys(self):
         h = self.xet_hash("v1")

@@ -42,6 +42,8 @@ API origin:
   GET  /_hubfs/stats   GET /_hubfs/trace   POST /_hubfs/reset   POST /_hubfs/expire
   GET  /_hubfs/quotas  (the current window's use per bucket and caller, and 429s answered)
   GET  /_hubfs/health
+  GET  /_hubfs/refused-ranges   POST /_hubfs/refused-ranges/expect   (xorb Ranges refused under
+       --strict-xet-ranges on, kept across resets; "expect": the test sends them on purpose)
   GET|POST|DELETE /_hubfs/faults   (POST a fault object or a list of them; see Faults)
 CDN origin:
   GET|HEAD /blobs/{sha256}?<signature>   200/206/416; 403 expired or bad signature. The
@@ -78,7 +80,7 @@ Stats (GET /_hubfs/stats, zeroed by POST /_hubfs/reset): requests, api_requests,
 resolve_requests, cdn_requests, plain_requests, bytes_sent, peak_concurrency,
 cdn_authorization_headers, range_requests, head_requests, faults_injected, tls_handshakes,
 tls_handshake_failures, tls_refused_by_client, rate_limited, xet_token_requests, xet_reconstructions, xorb_requests,
-xorb_bytes, xorb_authorization_headers, in_flight, in_flight_seconds, by_path, by_status. Trace (GET
+xorb_bytes, xorb_authorization_headers, refused_ranges, in_flight, in_flight_seconds, by_path, by_status. Trace (GET
 /_hubfs/trace, emptied by the same reset): one object per counted request, oldest first, at most
 20000: begin and end (seconds since the reset), kind, method, path, range (the Range header) and status.
 
