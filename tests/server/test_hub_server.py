@@ -70,6 +70,7 @@ def build_root(root):
         write(os.path.join(repo, "hub.json"), json.dumps(dict(cfg, refs={"main": "c1"}, commits={"c1": {}})))
         write(os.path.join(repo, "snapshots", "c1", "secret.txt"), "s3cret")
         write(os.path.join(repo, "snapshots", "c1", "README.md"), "# %s\n" % name)
+        write(os.path.join(repo, "snapshots", "c1", ".gitattributes"), "*.bin filter=lfs\n")
 
 
 class Server:
@@ -412,9 +413,32 @@ class HubServerTest(unittest.TestCase):
         self.assertEqual(info.status, 200, info.body)
         self.assertEqual(info.json()["gated"], "manual")
         entries, _ = self.list_all("/api/models/org/gated/tree/main")
-        self.assertEqual(sorted(e["path"] for e in entries), ["README.md", "secret.txt"])
+        self.assertEqual(sorted(e["path"] for e in entries), [".gitattributes", "README.md", "secret.txt"])
         card = self.api("/org/gated/resolve/main/README.md")
         self.assertEqual((card.status, card.body), (200, b"# gated\n"))
+        # The live Hub gates .gitattributes too: only the card is public.
+        self.assertHubError(self.api("/org/gated/resolve/main/.gitattributes"), 401, "GatedRepo")
+
+    def test_small_files_redirect_to_the_resolve_cache(self):
+        hub = Server(self.root, "--resolve-cache")
+        try:
+            r = request(hub.url + "/datasets/org/versioned/resolve/v1/a.txt")
+            self.assertEqual(r.status, 307, r.body)
+            commit = sha1_commit("org/versioned", "c1")
+            self.assertEqual(r.headers["Location"],
+                             "/api/resolve-cache/datasets/org/versioned/%s/a.txt?%s=&etag=%s" % (
+                                 commit, urllib.parse.quote("/datasets/org/versioned/resolve/v1/a.txt", safe=""),
+                                 urllib.parse.quote(r.headers["ETag"], safe="")))
+            self.assertEqual(r.headers["X-Repo-Commit"], commit)
+            got = request(hub.url + r.headers["Location"], headers={"Range": "bytes=1-2"})
+            self.assertEqual((got.status, got.body, got.headers["ETag"]), (206, b"ne", r.headers["ETag"]))
+            # LFS files still go straight to the CDN; both hops above are resolver calls.
+            self.assertEqual(request(hub.url + "/org/plain/resolve/main/big.dat").status, 302)
+            self.assertEqual(request(hub.url + "/_hubfs/stats").json()["resolve_requests"], 3)
+            gated = request(hub.url + "/org/gated/resolve/main/secret.txt")
+            self.assertEqual(gated.status, 401)  # the gate comes before the redirect
+        finally:
+            hub.stop()
 
     def test_invalid_token_is_refused_everywhere(self):
         for path in ("/api/models/org/plain", "/api/models/org/plain/tree/main", "/org/plain/resolve/main/README.md",
@@ -1122,6 +1146,21 @@ class XetModelTest(unittest.TestCase):
             self.assertEqual(request(lax.url + "/_hubfs/refused-ranges").json()["count"], 0)
         finally:
             lax.stop()
+
+    def test_a_xet_aware_client_gets_the_file_info_instead_of_the_bridge(self):
+        # huggingface.js fileDownloadInfo: GET resolve, Range 0-0, Accept xet-fileinfo; it reads
+        # X-Linked-Size, X-Xet-Hash, X-Linked-ETag and the two Link relations.
+        r = request(self.hub.url + "/datasets/org/xet/resolve/v1/w.bin",
+                    headers={"Range": "bytes=0-0", "Accept": "application/vnd.xet-fileinfo+json, */*"})
+        self.assertEqual(r.status, 200, r.body)
+        self.assertIn("application/vnd.xet-fileinfo+json", r.headers["Content-Type"])
+        h = self.xet_hash("v1")
+        self.assertEqual((r.headers["X-Xet-Hash"], int(r.headers["X-Linked-Size"])), (h, len(self.one)))
+        self.assertEqual(r.headers["X-Linked-Etag"], '"%s"' % hashlib.sha256(self.one).hexdigest())
+        self.assertIn('<%s/v1/reconstructions/%s>; rel="xet-reconstruction-info"' % (self.hub.cdn, h),
+                      r.headers["Link"])
+        self.assertIn('rel="xet-auth"', r.headers["Link"])
+        self.assertIsNone(r.headers.get("Location"))
 
     def test_tokens_are_required_and_expire_with_the_keys(self):
         h = self.xet_hash("v1")

@@ -34,7 +34,11 @@ API origin:
   POST /api/{t}/{org}/{name}/paths-info/{rev}   form paths=a&paths=b (or JSON {"paths": []})
   GET|HEAD /[datasets/|spaces/]{org}/{name}/resolve/{rev}/{path}   200/206/416, or 302 to CDN
        (with --redirect-chain: first a relative 307 to /api/resolve-chain/{t}/{org}/{name}/{sha}/{path},
-       which answers the 302: two hops)
+       which answers the 302: two hops; with --resolve-cache, a small file's resolve answers a
+       relative 307 to /api/resolve-cache/{t}/{org}/{name}/{sha}/{path}?<original path>=&etag=..., which
+       answers the bytes, as the Hub does). With --xet and Accept: application/vnd.xet-fileinfo+json,
+       a Xet file's resolve answers 200 with its Xet description (X-Xet-Hash, X-Linked-Size, Link
+       rel="xet-auth" and rel="xet-reconstruction-info") instead of the 302, as huggingface.js asks
   GET|HEAD /_plain/{models|datasets|spaces}/{org}/{name}/{rev}/[{path}]   the plain HTTP view:
        a directory (trailing slash) is an HTML index of links, a file is its bytes with Range
        (206/416), Last-Modified the commit date, no redirect. For peers that only speak plain
@@ -66,7 +70,7 @@ With neither limit, bodies go out by sendfile. Small JSON and HTML answers are n
 
 As the real Hub: a token that is neither --token nor --token-no-access gets 401 "Invalid
 credentials in Authorization header" on every request; a gated repo's info, listings and
-README.md/.gitattributes are open to anyone, its other files answer 401 (no token) or 403 (a
+README.md is open to anyone (the live Hub gates .gitattributes too), its other files answer 401 (no token) or 403 (a
 token without access) with X-Error-Code: GatedRepo; with --quota, API calls and resolves are
 counted per caller in fixed windows (quotas.py), every counted answer carries RateLimit and
 RateLimit-Policy, and a spent quota answers 429 until its window resets.

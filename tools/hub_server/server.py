@@ -75,6 +75,7 @@ class ServerState:
         self.signer = UrlSigner(args.url_ttl, args.url_style)
         self.quotas = QuotaTable(args.quota, args.quota_window)
         self.redirect_chain = args.redirect_chain
+        self.resolve_cache = args.resolve_cache
         self.stats = Stats()
         self.faults = FaultTable()
         self.shaping = Shaping(args.latency_ms, args.bandwidth_mbps, args.host_mbps)
@@ -123,6 +124,10 @@ def parse_args(argv):
     p.add_argument("--redirect-chain", action="store_true",
                    help="resolve of an LFS file answers a relative 307 on the Hub first, which then "
                         "redirects to the CDN: two hops")
+    p.add_argument("--resolve-cache", action="store_true",
+                   help="resolve of a small (non-LFS) file answers a relative 307 to "
+                        "/api/resolve-cache/{t}/{org}/{name}/{sha}/{path}?...&etag=..., which answers the "
+                        "bytes, as the Hub does; both hops are resolver calls")
     p.add_argument("--lfs-threshold", type=int, default=10240, help="files this big or bigger are LFS")
     p.add_argument("--exit-on-stdin-eof", action="store_true",
                    help="exit when stdin closes (the launcher holds the other end, so the server "
