@@ -49,8 +49,10 @@ def install_client(build_dir):
         if shutil.which(tool) is None:
             raise SystemExit("%s is not installed: ./scripts/deps.sh installs nodejs and npm" % tool)
     try:
-        ping = subprocess.run(["npm", "ping"], capture_output=True, text=True, timeout=NPM_PING_TIMEOUT_S)
-        reachable, why = ping.returncode == 0, (ping.stderr or ping.stdout).strip()[-500:]
+        ping = subprocess.run(["npm", "ping", "--fetch-retries=0", "--fetch-timeout=%d" % (NPM_PING_TIMEOUT_S * 500)],
+                              capture_output=True, text=True, timeout=NPM_PING_TIMEOUT_S)
+        said = [line for line in (ping.stderr + ping.stdout).splitlines() if line.strip()]
+        reachable, why = ping.returncode == 0, " / ".join(said[:2])[:300]
     except subprocess.TimeoutExpired:
         reachable, why = False, "no answer in %d s" % NPM_PING_TIMEOUT_S
     if not reachable:
