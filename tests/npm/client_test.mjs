@@ -10,7 +10,7 @@ import { pathToFileURL } from "node:url";
 
 const fx = JSON.parse(readFileSync(process.env.HUBFS_NPM_FIXTURE, "utf8"));
 const hub = await import(pathToFileURL(path.join(fx.clientDir, "node_modules/@huggingface/hub/dist/index.mjs")).href);
-const { listFiles, downloadFile, HubApiError, __internal_XetBlob: XetBlob } = hub;
+const { listFiles, downloadFile, pathsInfo, modelInfo, fileExists, HubApiError, __internal_XetBlob: XetBlob } = hub;
 
 const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
 const local = (p) => readFileSync(p);
@@ -150,6 +150,26 @@ await check("a v2 revision rebuilt from shared and new xorbs", async () => {
     const got = Buffer.from(await blob.slice(a, b).arrayBuffer());
     assert.ok(got.equals(local(fx.v2.local).subarray(a, b)), `v2 slice ${a}-${b}${changed.has(a) ? " (changed)" : ""}`);
   }
+});
+
+await check("modelInfo (revision HEAD), pathsInfo, fileExists (/raw/)", async () => {
+  const info = await modelInfo({ name: fx.repo, hubUrl: fx.hubUrl });
+  assert.equal(info.name, fx.repo);
+  assert.equal(info.private, false);
+  assert.equal(info.gated, false);
+  assert.match(info.id, /^[0-9a-f]{24}$/);
+  assert.equal(info.updatedAt.toISOString(), "2025-01-01T00:00:00.000Z");
+  const got = await pathsInfo({ repo: xetRepo, paths: ["README.md", fx.xet.path, "no/such"], hubUrl: fx.hubUrl });
+  assert.deepEqual(got.map((e) => e.path).sort(), ["README.md", fx.xet.path]);
+  const xet = got.find((e) => e.path === fx.xet.path);
+  assert.equal(xet.lfs?.oid, files[fx.xet.path].sha256);
+  assert.equal(xet.size, files[fx.xet.path].size);
+  for (const [p, want] of [["README.md", true], [fx.xet.path, true], ["many/f0.txt", true], ["no/such", false]]) {
+    assert.equal(await fileExists({ repo: xetRepo, path: p, hubUrl: fx.hubUrl }), want, p);
+  }
+  // (A gated file's HEAD answer is an error without a body; the client then fails parsing it as
+  // JSON, whatever the server: not asserted here.)
+  assert.equal(await fileExists({ repo: { type: "model", name: fx.gatedRepo }, path: "README.md", hubUrl: fx.hubUrl }), true);
 });
 
 await check("private repo: 401 without a token, 404 with one that has no access, readable with access", async () => {

@@ -419,6 +419,24 @@ class HubServerTest(unittest.TestCase):
         # The live Hub gates .gitattributes too: only the card is public.
         self.assertHubError(self.api("/org/gated/resolve/main/.gitattributes"), 401, "GatedRepo")
 
+    def test_raw_gives_git_content_and_head_is_the_default_branch(self):
+        # huggingface.js fileExists asks HEAD /raw/; modelInfo asks /revision/HEAD.
+        r = self.api("/org/plain/raw/main/README.md")
+        self.assertEqual((r.status, r.body), (200, b"# hello\n"))
+        pointer = self.api("/org/plain/raw/main/big.dat")
+        self.assertEqual(pointer.status, 200)
+        self.assertEqual(pointer.body, ("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n"
+                                        % (hashlib.sha256(BIG).hexdigest(), len(BIG))).encode())
+        self.assertEqual(pointer.headers["ETag"], '"%s"' % hashlib.sha1(b"blob %d\0" % len(pointer.body)
+                                                                        + pointer.body).hexdigest())
+        self.assertHubError(self.api("/org/plain/raw/main/nope.txt"), 404, "EntryNotFound")
+        self.assertEqual(self.api("/org/plain/raw/main/README.md", method="HEAD").status, 200)
+        self.assertHubError(self.api("/org/gated/raw/main/secret.txt"), 401, "GatedRepo")
+        info = self.api("/api/models/org/plain/revision/HEAD")
+        self.assertEqual(info.status, 200, info.body)
+        self.assertEqual(info.json()["sha"], self.api("/api/models/org/plain").json()["sha"])
+        self.assertRegex(info.json()["_id"], "^[0-9a-f]{24}$")
+
     def test_small_files_redirect_to_the_resolve_cache(self):
         hub = Server(self.root, "--resolve-cache")
         try:

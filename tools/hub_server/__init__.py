@@ -39,6 +39,8 @@ API origin:
        answers the bytes, as the Hub does). With --xet and Accept: application/vnd.xet-fileinfo+json,
        a Xet file's resolve answers 200 with its Xet description (X-Xet-Hash, X-Linked-Size, Link
        rel="xet-auth" and rel="xet-reconstruction-info") instead of the 302, as huggingface.js asks
+  GET|HEAD /[datasets/|spaces/]{org}/{name}/raw/{rev}/{path}   the file as git stores it (an LFS
+       file's pointer), no redirect. The revision HEAD is the default branch, everywhere.
   GET|HEAD /_plain/{models|datasets|spaces}/{org}/{name}/{rev}/[{path}]   the plain HTTP view:
        a directory (trailing slash) is an HTML index of links, a file is its bytes with Range
        (206/416), Last-Modified the commit date, no redirect. For peers that only speak plain

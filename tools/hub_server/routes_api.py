@@ -3,13 +3,14 @@ gated, renamed repos), repo info, paged tree listing, paths-info, and resolve (s
 inline, LFS files a 302 to a signed CDN URL)."""
 
 import base64
+import hashlib
 import json
 import os
 import urllib.parse
 
 from . import listed_sizes
 from .common import PLAIN_PREFIX, HubError
-from .store import REPO_TYPES, walk_entries
+from .store import LFS_POINTER_TEMPLATE, REPO_TYPES, walk_entries
 
 
 class ApiRoutes:
@@ -31,6 +32,10 @@ class ApiRoutes:
             return self.handle_resolve(segs[0], segs[1], segs[2], segs[4:])
         if len(segs) >= 4 and segs[2] == "resolve":
             return self.handle_resolve("models", segs[0], segs[1], segs[3:])
+        if len(segs) >= 5 and segs[0] in ("datasets", "spaces") and segs[3] == "raw":
+            return self.handle_raw(segs[0], segs[1], segs[2], segs[4:])
+        if len(segs) >= 4 and segs[2] == "raw":
+            return self.handle_raw("models", segs[0], segs[1], segs[3:])
         raise HubError(404, None, "no such endpoint: %s %s" % (self.method, self.raw_path))
 
     # Files of a gated repo anyone may read (the Hub shows it on the repo page before access is
@@ -92,7 +97,8 @@ class ApiRoutes:
         return "/".join(segs) + ("?" + query if query else "")
 
     def open_revision(self, repo, rev, refresh=False):
-        commit = repo.resolve_revision(rev, refresh)
+        # "HEAD" is the default branch (huggingface.js modelInfo asks /revision/HEAD).
+        commit = repo.resolve_revision("main" if rev == "HEAD" else rev, refresh)
         if commit is None:
             raise HubError(404, "RevisionNotFound", "Invalid rev id: %s" % rev)
         return commit
@@ -140,12 +146,17 @@ class ApiRoutes:
 
     def repo_info(self, repo, commit):
         info = {
+            # The Hub's database id (24 hex digits), which huggingface.js modelInfo returns as
+            # `id`; stable per repo here.
+            "_id": hashlib.sha1(("%s:%s" % (repo.rtype, repo.id)).encode()).hexdigest()[:24],
             "id": repo.id,
             "sha": commit.sha,
             "lastModified": commit.date,
             "private": repo.private,
             "gated": repo.gated,
             "disabled": False,
+            "downloads": 0,
+            "likes": 0,
             "siblings": [{"rfilename": rel} for rel in repo.siblings(commit)],
         }
         if repo.rtype == "models":
@@ -268,6 +279,32 @@ class ApiRoutes:
                 return self.send_bytes(200, json.dumps(info).encode(), headers,
                                        content_type="application/vnd.xet-fileinfo+json")
         self.send_bytes(302, b"", headers)
+
+
+    def handle_raw(self, rtype, org, name, rest):
+        """GET|HEAD /{prefix}{id}/raw/{rev}/{path}: the file as git stores it, so an LFS (or Xet)
+        file's pointer, never a redirect (huggingface.js fileExists asks HEAD here)."""
+        if self.method not in ("GET", "HEAD"):
+            raise HubError(405, None, "raw is GET/HEAD only")
+        state = self.server.state
+        repo = self.open_repo(rtype, org, name)
+        if len(rest) < 2:
+            raise HubError(404, "EntryNotFound", "raw needs a revision and a path")
+        commit = self.open_revision(repo, rest[0])
+        rel = "/".join(rest[1:])
+        found = state.store.stat_path(commit, rel)
+        if found is None or found[1]:
+            raise HubError(404, "EntryNotFound", "%s does not exist at revision %s" % (rel, commit.sha),
+                           {"X-Repo-Commit": commit.sha})
+        self.check_gated_file(repo, rtype, rel)
+        path, _, st = found
+        oid, lfs = state.store.file_identity(path, rel, st)
+        headers = {"ETag": '"%s"' % oid, "X-Repo-Commit": commit.sha}
+        if lfs is None:
+            with open(path, "rb") as f:
+                return self.send_file(f, os.fstat(f.fileno()).st_size, headers)
+        pointer = LFS_POINTER_TEMPLATE.format(oid=lfs["oid"], size=lfs["size"]).encode()
+        self.send_bytes(200, pointer, headers, content_type="text/plain; charset=utf-8")
 
 
 def encode_cursor(offset):
