@@ -60,7 +60,13 @@ Xet-stored, packed by hubfs-xet-pack into one store shared by every revision (de
   listings and paths-info carry "xetHash"; resolve adds X-Xet-Hash and Link rel="xet-auth"
   GET  /api/{t}/{org}/{name}/xet-read-token/{rev}   {"accessToken", "exp", "casUrl"} (+ X-Xet-*)
   CDN origin: GET /v1|v2/reconstructions/{xetHash}  (Bearer token, Range in file coordinates)
-              GET /xorbs/default/{xorb}?expires=&sig=[&r=a-b,...]  (V2 URLs: only those bytes)
+              GET /xorbs/default/{xorb}?expires=&X-Xet-Signed-Range=bytes=a-b[,...]&sig=
+                  --strict-xet-ranges on (as the service): V1 and V2 URLs list their ranges, and
+                  the Range must be one of them or exactly all of them (multipart/byteranges);
+                  anything else is 403, counted in /_hubfs/refused-ranges. off: V1 URLs open the
+                  whole xorb, V2 ones any Range inside a listed range
+  A Xet-aware resolve (Accept: application/vnd.xet-fileinfo+json) answers 200 with the file's
+  Xet description instead of the 302 (huggingface.js fileDownloadInfo)
 Control requests are neither counted nor delayed by --latency-ms.
 
 Shaping (shaping.py): --latency-ms delays every counted request before it is answered;
