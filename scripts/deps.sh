@@ -20,7 +20,11 @@ PACKAGES=(
   python-tables-data
   rclone
   b3sum  # the BLAKE3 reference tool: tests/xet checks core/xet/blake3 against it
+  nodejs  # the official JavaScript Hub client judges the local Hub (tests/npm)
 )
+# npm: Debian's package, unless a Node.js that bundles its own npm is installed (NodeSource's
+# nodejs does, and conflicts with Debian's npm package).
+command -v npm >/dev/null || PACKAGES+=(npm)
 # `./scripts/deps.sh --bench`: also what the benchmarks' contenders need (bench/*.py: the seed's
 # remote path runs on fsspec's HTTP files, which need aiohttp and requests, and decodes with numcodecs).
 if [ "${1:-}" = "--bench" ]; then

@@ -507,8 +507,7 @@ Result<HfUrl> parse_hf_url(std::string_view url, std::optional<std::string> revi
   HfUrl out;
   out.repo = spec->repo;
   out.path = spec->subfolder;
-  // HfFileSystem percent-encodes a revision holding '/' (refs%2Fpr%2F1): one path segment.
-  if (out.repo.revision.find('%') != std::string::npos) out.repo.revision = url::percent_decode(out.repo.revision);
+  // HfFileSystem percent-encodes a revision holding '/' (refs%2Fpr%2F1): parse_repo_ref decodes it.
   if (revision_override) {
     const bool named = rest.find('@') != std::string_view::npos;
     if (named && out.repo.revision != *revision_override) {

@@ -276,7 +276,20 @@ Result<std::optional<std::vector<TreeEntry>>> HubClient::fetch_tree(const RepoRe
     auto answer = fetch_api(std::move(req), ctx);
     if (!answer.ok()) return answer.status();
     const HttpResponse& resp = answer->response;
-    if (resp.status != 200) return hub_errors::from_response(resp, ctx);
+    if (resp.status != 200) {
+      Status refused = hub_errors::from_response(resp, ctx);
+      // The token goes to the endpoint's host only (huggingface_hub drops Authorization on a
+      // redirect to another host, and a Link is no different): a next page elsewhere that wants
+      // one is refused, and the message must say why, not blame the token.
+      if (page > 0 && !url::same_origin(answer->url, config_.endpoint) && (resp.status == 401 || resp.status == 403)) {
+        return refused.with_context("listing " + where + " of repository '" + repo.id + "': page " +
+                                    std::to_string(page + 1) + " is on " + url::host_for_messages(answer->url) +
+                                    ", another host than " + shown_endpoint_ +
+                                    " (its next-page link says so), and hubfs sends the token only to " +
+                                    shown_endpoint_ + "; that host refused the page without it");
+      }
+      return refused;
+    }
     auto parsed = hub_json::parse_tree_entries(resp.body, url::host_for_messages(answer->url));
     if (!parsed.ok()) return parsed.status();
     for (TreeEntry& e : *parsed) {

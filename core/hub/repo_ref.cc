@@ -121,7 +121,10 @@ Result<RepoRef> parse_repo_ref(std::string_view spec, std::optional<std::string>
   std::string_view id = spec;
   std::optional<std::string> spec_revision;
   if (size_t at = spec.find('@'); at != std::string_view::npos) {
-    spec_revision = std::string(spec.substr(at + 1));
+    // A revision holding '/' may come percent-encoded, as one path segment
+    // (ORG/NAME@refs%2Fconvert%2Fparquet): decoded, as hf:// URLs are and as huggingface_hub's
+    // HfFileSystem decodes them (unquote). check_revision below then sees the decoded name.
+    spec_revision = url::percent_decode(spec.substr(at + 1));
     id = spec.substr(0, at);
     if (spec_revision->empty()) {
       return InvalidArgument("repo " + quoted + " ends with '@' but names no revision: write ORG/NAME@REVISION, or drop the '@'");

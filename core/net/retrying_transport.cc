@@ -129,8 +129,10 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
-  // The wait before the next attempt: what the server asked for if it said, else backoff.
-  milliseconds delay_before_retry(const Result<HttpResponse>& r, int failed_attempts) const {
+  // The wait before the next attempt: what the server asked for if it said, else backoff. A
+  // request serving a read waits as long as the server asks (huggingface_hub caps no Retry-After):
+  // its deadline, checked by the caller, bounds it. One without a deadline is capped.
+  milliseconds delay_before_retry(const Result<HttpResponse>& r, int failed_attempts, const Deadline& deadline) const {
     if (r.ok()) {
       std::optional<milliseconds> asked;
       if (auto v = r->header("retry-after")) asked = parse_retry_after(*v);
@@ -142,7 +144,7 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
           asked = asked ? std::max(*asked, wait) : wait;
         }
       }
-      if (asked) return std::min(*asked, policy.max_retry_after);
+      if (asked) return deadline.is_never() ? std::min(*asked, policy.max_retry_after) : *asked;
     }
     // Full jitter: uniform in [0, base * 2^(n-1)], capped; spreads out a thundering herd.
     milliseconds cap = policy.base_delay;
@@ -193,8 +195,8 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
       call->answer(final_answer(std::move(r), fault, call->attempt));
       return;
     }
-    milliseconds delay = delay_before_retry(r, call->attempt);
     const Deadline& deadline = call->request.deadline;
+    milliseconds delay = delay_before_retry(r, call->attempt, deadline);
     std::string which;
     if (deadline.is_never()) {
       if (call->attempt >= policy.max_attempts) {

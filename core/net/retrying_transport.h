@@ -25,7 +25,9 @@ struct RetryPolicy {
   int max_attempts = 5;  // first try included; requests without a deadline only
   std::chrono::milliseconds base_delay{1000};
   std::chrono::milliseconds max_delay{8000};
-  std::chrono::milliseconds max_retry_after{60000};  // a server asking for more is capped
+  // A server asking a request without a deadline to wait longer is capped; a request serving a
+  // read waits what the server asks, up to the read's deadline (past it: a timeout at once).
+  std::chrono::milliseconds max_retry_after{60000};
   // Uniform in [0, 1): the full-jitter draw. Empty means a thread-local PRNG; tests pin it.
   std::function<double()> jitter;
   // The Hub's quotas (net/quota_gate.h), or null. When set, a request may be held before it is

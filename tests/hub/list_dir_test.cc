@@ -105,6 +105,22 @@ TEST(ListDir, NoTokenToANextPageOnAnotherHost) {
   EXPECT_FALSE(has_header(reqs[2], "Authorization"));
 }
 
+TEST(ListDir, ANextPageOnAnotherHostThatWantsTheTokenSaysWhy) {
+  const std::string foreign = "https://mirror.test/api/models/org/x/tree/main?cursor=2";
+  FakeTransport t(pages({
+      {kRootUrl, respond(200, "[" + file_json("a") + "]", next(foreign))},
+      {foreign, respond(401, "{\"error\":\"Repository Not Found\"}", {{"x-error-code", "RepoNotFound"}})},
+  }));
+  HubClient c(testing::test_config(), t);
+  auto r = c.list_dir(kRepo, "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("page 2 is on https://mirror.test, another host than https://hub.test"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("sends the token only to"), std::string::npos) << r.status().message();
+  ASSERT_EQ(t.requests().size(), 2u);
+  EXPECT_FALSE(has_header(t.requests()[1], "Authorization"));
+}
+
 TEST(ListDir, RepeatedNextUrlStopsWithAnError) {
   const std::string p2 = "https://hub.test/api/models/org/x/tree/main?cursor=2";
   FakeTransport t(pages({

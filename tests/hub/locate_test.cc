@@ -218,6 +218,30 @@ TEST_F(LocateTest, DirectAnswerGivesTheResolveUrlWithToken) {
   EXPECT_EQ(r->expires, std::chrono::steady_clock::time_point::max());
 }
 
+TEST_F(LocateTest, ASmallFilesResolveCacheHopIsFollowedAndCountedAsAResolve) {
+  // The Hub answers a small file's resolve with a relative 307 to /api/resolve-cache/ (captured:
+  // huggingface/swift-transformers PR 209), which then serves the bytes.
+  const std::string hop =
+      "/api/resolve-cache/models/org/x/0123456789abcdef0123456789abcdef01234567/w%201.bin"
+      "?%2Forg%2Fx%2Fresolve%2Fmain%2Fw%201.bin=&etag=%22abc%22";
+  FakeTransport t([&](const HttpRequest& req) {
+    if (req.url == kResolve) return redirect(307, hop);
+    return respond(200, "", {{"etag", "\"abc\""}});
+  });
+  HubClient c(config(), t);
+  auto r = c.locate(kRepo, "w 1.bin");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->url, "https://hub.test" + hop);
+  // On the endpoint: the token goes along, and the URL (commit and ETag in it) stays valid.
+  EXPECT_EQ(find_header(r->headers, "Authorization").value_or(""), std::string("Bearer ") + testing::kToken);
+  EXPECT_EQ(r->expires, std::chrono::steady_clock::time_point::max());
+  auto reqs = t.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[1].method, "HEAD");
+  EXPECT_TRUE(has_header(reqs[1], "Authorization"));
+  EXPECT_EQ(c.request_counts().resolves, 2u);  // both hops are resolver calls (the Hub's quota too)
+}
+
 TEST_F(LocateTest, DirectAnswerWithoutTokenHasNoHeaders) {
   FakeTransport t([](const HttpRequest&) { return respond(200); });
   HubConfig cfg = config();

@@ -209,7 +209,23 @@ INSTANTIATE_TEST_SUITE_P(
                       SpecCase{"org/name@refs/pr/1", RepoType::kModel, "org/name", "refs/pr/1", ""},
                       SpecCase{"org/name@refs/pr/1/a/b", RepoType::kModel, "org/name", "refs/pr/1", "a/b"},
                       SpecCase{"datasets/org/name@refs/convert/parquet/default", RepoType::kDataset, "org/name",
-                               "refs/convert/parquet", "default"}));
+                               "refs/convert/parquet", "default"},
+                      // Percent-encoded as one segment, as hf:// URLs carry it: decoded.
+                      SpecCase{"datasets/org/name@refs%2Fconvert%2Fparquet", RepoType::kDataset, "org/name",
+                               "refs/convert/parquet", ""},
+                      SpecCase{"org/name@refs%2Fpr%2F3/sub", RepoType::kModel, "org/name", "refs/pr/3", "sub"},
+                      SpecCase{"org/name@caf%C3%A9", RepoType::kModel, "org/name", "caf\xC3\xA9", ""}));
+
+TEST(ParseRepoSpec, EncodedRevisionIsCheckedDecoded) {
+  // "%2E%2E" is ".." once decoded: refused like the plain spelling, not sent as a segment.
+  auto dots = parse_repo_spec("org/name@%2E%2E");
+  ASSERT_FALSE(dots.ok());
+  EXPECT_NE(dots.status().message().find("'.' or '..'"), std::string::npos) << dots.status().message();
+  EXPECT_FALSE(parse_repo_spec("org/name@a%00b").ok());
+  // The decoded name is what --revision is compared with.
+  EXPECT_TRUE(parse_repo_spec("org/name@refs%2Fpr%2F1", std::nullopt, std::string("refs/pr/1")).ok());
+  EXPECT_FALSE(parse_repo_spec("org/name@refs%2Fpr%2F1", std::nullopt, std::string("refs/pr/2")).ok());
+}
 
 TEST(ParseRepoSpec, SubfolderOptionAppliesAndAgreesOrConflicts) {
   auto r = parse_repo_spec("datasets/org/name", std::nullopt, std::nullopt, "/a/b/");

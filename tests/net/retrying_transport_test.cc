@@ -109,12 +109,39 @@ TEST(RetryingTransport, HonoursRetryAfterSeconds) {
   EXPECT_THAT(sched.delays(), ElementsAre(milliseconds(7000)));
 }
 
-TEST(RetryingTransport, RetryAfterIsCapped) {
+TEST(RetryingTransport, RetryAfterIsCappedWithoutADeadline) {
   FakeTransport fake(scripted({response(429, {{"retry-after", "3600"}}), response(200)}));
   RecordingScheduler sched;
   RetryingTransport retrying(fake, pinned_jitter(0.5), sched.scheduler());
   ASSERT_TRUE(retrying.perform(get("https://hub/x")).ok());
   EXPECT_THAT(sched.delays(), ElementsAre(milliseconds(60000)));
+}
+
+TEST(RetryingTransport, RetryAfterBeyondTheCapIsHonouredWithinAReadsDeadline) {
+  // huggingface_hub waits whatever Retry-After says: a read with 5 minutes left waits 2 of them.
+  FakeTransport fake(scripted({response(503, {{"retry-after", "120"}}), response(200)}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, pinned_jitter(0.5), sched.scheduler());
+  HttpRequest req = get("https://cdn/x");
+  req.deadline = Deadline::after(std::chrono::minutes(5), sched.clock());
+  auto r = retrying.perform(req);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_THAT(sched.delays(), ElementsAre(milliseconds(120000)));
+}
+
+TEST(RetryingTransport, RetryAfterPastTheReadsDeadlineFailsAtOnce) {
+  FakeTransport fake(scripted({response(503, {{"retry-after", "600"}}), response(200)}));
+  RecordingScheduler sched;
+  RetryingTransport retrying(fake, pinned_jitter(0.5), sched.scheduler());
+  HttpRequest req = get("https://cdn/x");
+  req.deadline = Deadline::after(std::chrono::minutes(5), sched.clock());
+  auto r = retrying.perform(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kTimeout);
+  EXPECT_THAT(r.status().message(), HasSubstr("due in 600000 ms"));
+  EXPECT_EQ(fake.request_count(), 1u);
+  EXPECT_TRUE(sched.delays().empty());
 }
 
 TEST(RetryingTransport, RetryAfterDateInThePastMeansNow) {

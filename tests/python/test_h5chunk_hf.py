@@ -16,6 +16,7 @@ import pytest
 import h5chunk
 import hubfs
 from conftest import PYTHON_DIR, REPO_ROOT
+from local_hub import assert_no_refused_ranges  # tests/python/local_hub.py
 
 SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
 URL = "hf://datasets/lab/h5"
@@ -49,6 +50,7 @@ def hub(tmp_path_factory):
         proc.kill()
         raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
     yield {"endpoint": line[1], "frames": frames}
+    assert_no_refused_ranges(line[1])
     proc.terminate()
     proc.wait(timeout=10)
 

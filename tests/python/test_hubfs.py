@@ -10,6 +10,7 @@ import pytest
 import h5chunk
 import hubfs
 from conftest import REPO_ROOT
+from local_hub import assert_no_refused_ranges  # tests/python/local_hub.py
 
 SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
 REPO = "datasets/lab/scans"
@@ -34,6 +35,7 @@ def hub(tmp_path_factory):
         proc.kill()
         raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
     yield line[1], data
+    assert_no_refused_ranges(line[1])
     proc.terminate()
     proc.wait(timeout=10)
 

@@ -20,6 +20,7 @@ import pytest
 
 import hubfs
 from conftest import PYTHON_DIR, REPO_ROOT
+from local_hub import assert_no_refused_ranges  # tests/python/local_hub.py
 
 SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
 TOKEN = "hf_remotetoken"
@@ -73,6 +74,7 @@ def hub(tmp_path_factory):
         proc.kill()
         raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
     yield {"endpoint": line[1], "big": big, "copy": copy, "frames": frames, "array": array}
+    assert_no_refused_ranges(line[1])
     proc.terminate()
     proc.wait(timeout=10)
 

@@ -7,8 +7,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include "net/curl_transport.h"
 #include "support/local_hub.h"
 #include "support/temp_dir.h"
 
@@ -59,6 +61,60 @@ TEST(LocalHub, DestructorStopsTheServer) {
   }
   // Reaped by the destructor: the pid no longer names our child.
   EXPECT_NE(::kill(pid, 0), 0);
+}
+
+// A strict Xet Hub and one of its V2 xorb URLs with the bytes it lists: {url, "bytes=a-b"}.
+struct StrictXorb {
+  TempDir root;
+  std::unique_ptr<LocalHub> hub;
+  CurlTransport http;
+  std::string url;
+  std::string listed;
+
+  StrictXorb() {
+    std::string content(300000, '\0');
+    for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>((i * 2654435761u) >> 13);
+    write_file((root / "models/org/x/w.bin").string(), content);
+    hub = LocalHub::start({.root = root.str(), .extra_args = {"--strict-xet-ranges", "on"}, .xet = true});
+    auto get = [&](const std::string& u, Headers h = {}) {
+      HttpRequest req;
+      req.url = u;
+      req.headers = std::move(h);
+      auto r = http.perform(req);
+      if (!r.ok() || r->status != 200) throw std::runtime_error("GET " + u + " failed");
+      return nlohmann::json::parse(r->body);
+    };
+    auto token = get(hub->url() + "/api/models/org/x/xet-read-token/main")["accessToken"].get<std::string>();
+    auto hash = get(hub->url() + "/api/models/org/x/tree/main")[0]["xetHash"].get<std::string>();
+    auto plan = get(hub->cdn_url() + "/v2/reconstructions/" + hash, {{"Authorization", "Bearer " + token}});
+    const auto& fetch = plan["xorbs"].begin().value()[0];
+    url = fetch["url"];
+    const auto& bytes = fetch["ranges"][0]["bytes"];
+    listed = "bytes=" + std::to_string(bytes["start"].get<int64_t>()) + "-" + std::to_string(bytes["end"].get<int64_t>());
+  }
+
+  long status_of(const std::string& range) {
+    HttpRequest req;
+    req.url = url;
+    req.headers = {{"Range", range}};
+    auto r = http.perform(req);
+    return r.ok() ? r->status : -1;
+  }
+};
+
+TEST(LocalHub, ARefusedXorbRangeFailsTheTestAtShutdown) {
+  auto strict = std::make_unique<StrictXorb>();
+  EXPECT_EQ(strict->status_of(strict->listed), 206);
+  EXPECT_EQ(strict->status_of("bytes=-100"), 403);  // a footer: not a listed range
+  EXPECT_EQ(strict->hub->refused_ranges()["count"], 1);
+  EXPECT_NONFATAL_FAILURE(strict.reset(), "refused 1 xorb Range(s)");
+}
+
+TEST(LocalHub, ARefusedRangeSentOnPurposePassesTheShutdownCheck) {
+  StrictXorb strict;
+  strict.hub->expect_refused_ranges();
+  EXPECT_EQ(strict.status_of("bytes=0-1"), 403);
+  EXPECT_TRUE(strict.hub->refused_ranges()["expected"].get<bool>());
 }
 
 }  // namespace

@@ -70,6 +70,7 @@ def build_root(root):
         write(os.path.join(repo, "hub.json"), json.dumps(dict(cfg, refs={"main": "c1"}, commits={"c1": {}})))
         write(os.path.join(repo, "snapshots", "c1", "secret.txt"), "s3cret")
         write(os.path.join(repo, "snapshots", "c1", "README.md"), "# %s\n" % name)
+        write(os.path.join(repo, "snapshots", "c1", ".gitattributes"), "*.bin filter=lfs\n")
 
 
 class Server:
@@ -412,9 +413,50 @@ class HubServerTest(unittest.TestCase):
         self.assertEqual(info.status, 200, info.body)
         self.assertEqual(info.json()["gated"], "manual")
         entries, _ = self.list_all("/api/models/org/gated/tree/main")
-        self.assertEqual(sorted(e["path"] for e in entries), ["README.md", "secret.txt"])
+        self.assertEqual(sorted(e["path"] for e in entries), [".gitattributes", "README.md", "secret.txt"])
         card = self.api("/org/gated/resolve/main/README.md")
         self.assertEqual((card.status, card.body), (200, b"# gated\n"))
+        # The live Hub gates .gitattributes too: only the card is public.
+        self.assertHubError(self.api("/org/gated/resolve/main/.gitattributes"), 401, "GatedRepo")
+
+    def test_raw_gives_git_content_and_head_is_the_default_branch(self):
+        # huggingface.js fileExists asks HEAD /raw/; modelInfo asks /revision/HEAD.
+        r = self.api("/org/plain/raw/main/README.md")
+        self.assertEqual((r.status, r.body), (200, b"# hello\n"))
+        pointer = self.api("/org/plain/raw/main/big.dat")
+        self.assertEqual(pointer.status, 200)
+        self.assertEqual(pointer.body, ("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n"
+                                        % (hashlib.sha256(BIG).hexdigest(), len(BIG))).encode())
+        self.assertEqual(pointer.headers["ETag"], '"%s"' % hashlib.sha1(b"blob %d\0" % len(pointer.body)
+                                                                        + pointer.body).hexdigest())
+        self.assertHubError(self.api("/org/plain/raw/main/nope.txt"), 404, "EntryNotFound")
+        self.assertEqual(self.api("/org/plain/raw/main/README.md", method="HEAD").status, 200)
+        self.assertHubError(self.api("/org/gated/raw/main/secret.txt"), 401, "GatedRepo")
+        info = self.api("/api/models/org/plain/revision/HEAD")
+        self.assertEqual(info.status, 200, info.body)
+        self.assertEqual(info.json()["sha"], self.api("/api/models/org/plain").json()["sha"])
+        self.assertRegex(info.json()["_id"], "^[0-9a-f]{24}$")
+
+    def test_small_files_redirect_to_the_resolve_cache(self):
+        hub = Server(self.root, "--resolve-cache")
+        try:
+            r = request(hub.url + "/datasets/org/versioned/resolve/v1/a.txt")
+            self.assertEqual(r.status, 307, r.body)
+            commit = sha1_commit("org/versioned", "c1")
+            self.assertEqual(r.headers["Location"],
+                             "/api/resolve-cache/datasets/org/versioned/%s/a.txt?%s=&etag=%s" % (
+                                 commit, urllib.parse.quote("/datasets/org/versioned/resolve/v1/a.txt", safe=""),
+                                 urllib.parse.quote(r.headers["ETag"], safe="")))
+            self.assertEqual(r.headers["X-Repo-Commit"], commit)
+            got = request(hub.url + r.headers["Location"], headers={"Range": "bytes=1-2"})
+            self.assertEqual((got.status, got.body, got.headers["ETag"]), (206, b"ne", r.headers["ETag"]))
+            # LFS files still go straight to the CDN; both hops above are resolver calls.
+            self.assertEqual(request(hub.url + "/org/plain/resolve/main/big.dat").status, 302)
+            self.assertEqual(request(hub.url + "/_hubfs/stats").json()["resolve_requests"], 3)
+            gated = request(hub.url + "/org/gated/resolve/main/secret.txt")
+            self.assertEqual(gated.status, 401)  # the gate comes before the redirect
+        finally:
+            hub.stop()
 
     def test_invalid_token_is_refused_everywhere(self):
         for path in ("/api/models/org/plain", "/api/models/org/plain/tree/main", "/org/plain/resolve/main/README.md",
@@ -981,11 +1023,15 @@ class XetModelTest(unittest.TestCase):
                                                           "commits": {"c1": {}, "c2": {}}}))
         write(os.path.join(repo, "snapshots", "c1", "w.bin"), cls.one)
         write(os.path.join(repo, "snapshots", "c2", "w.bin"), cls.two)
-        cls.hub = Server(cls.root, "--xet", "--xet-pack", XET_PACK)
+        # Strict whatever the suite's default: the model as the service signs (issue 39).
+        cls.hub = Server(cls.root, "--xet", "--xet-pack", XET_PACK, "--strict-xet-ranges", "on")
 
     @classmethod
     def tearDownClass(cls):
+        # The shutdown check every test's launcher makes: only the ranges refused on purpose.
+        seen = request(cls.hub.url + "/_hubfs/refused-ranges").json()
         cls.hub.stop()
+        assert seen["count"] == 0 or seen["expected"], seen
         shutil.rmtree(cls.root, ignore_errors=True)
 
     def token(self):
@@ -1039,19 +1085,100 @@ class XetModelTest(unittest.TestCase):
                 skip = p["offset_into_first_range"]
                 self.assertEqual(content[skip:skip + b - a + 1], self.one[a:b + 1], (version, a, b))
 
-    def test_v2_urls_refuse_bytes_they_were_not_signed_for(self):
-        token, h = self.token(), self.xet_hash("v1")
-        p = self.plan(2, h, "bytes=0-1000", token).json()
-        x = next(iter(p["xorbs"].values()))[0]
-        last = x["ranges"][-1]["bytes"]["end"]
-        self.assertEqual(request(x["url"], headers={"Range": "bytes=0-%d" % last}).status, 206)
-        self.assertEqual(request(x["url"], headers={"Range": "bytes=-100"}).status, 403)
-        self.assertEqual(request(x["url"], headers={"Range": "bytes=0-%d" % (last + 1)}).status, 403)
-        # A V1 URL is signed for the whole xorb: its footer's tail is reachable.
+    def refused(self):
+        return request(self.hub.url + "/_hubfs/refused-ranges").json()
+
+    def test_v2_urls_serve_exactly_their_listed_ranges(self):
+        token, h = self.token(), self.xet_hash("main")
+        p = self.plan(2, h, "bytes=0-%d" % (len(self.two) - 1), token).json()
+        # The changed chunk splits the first revision's xorb in two listed ranges of one URL.
+        x = next(e for entries in p["xorbs"].values() for e in entries if len(e["ranges"]) > 1)
+        ranges = [(r["bytes"]["start"], r["bytes"]["end"]) for r in x["ranges"]]
+        self.assertIn("X-Xet-Signed-Range=bytes%3D", x["url"])
+        for a, b in ranges:
+            got = request(x["url"], headers={"Range": "bytes=%d-%d" % (a, b)})
+            self.assertEqual((got.status, len(got.body)), (206, b - a + 1))
+        # The whole listed set in one request: multipart/byteranges, a part per range, in order.
+        whole = request(x["url"], headers={"Range": "bytes=" + ",".join("%d-%d" % r for r in ranges)})
+        self.assertEqual(whole.status, 206, whole.body)
+        ctype = whole.headers["Content-Type"]
+        self.assertTrue(ctype.startswith("multipart/byteranges; boundary="), ctype)
+        boundary = ctype.split("boundary=", 1)[1].encode()
+        parts = whole.body.split(b"\r\n--" + boundary)
+        self.assertEqual(parts[0], b"")
+        self.assertEqual(parts[-1], b"--\r\n")
+        for part, (a, b) in zip(parts[1:-1], ranges):
+            head, _, data = part.partition(b"\r\n\r\n")
+            self.assertIn(b"Content-Range: bytes %d-%d/" % (a, b), head)
+            single = request(x["url"], headers={"Range": "bytes=%d-%d" % (a, b)}).body
+            self.assertEqual(data, single)
+        self.assertEqual(len(parts) - 2, len(ranges))
+
+    def test_strict_urls_refuse_every_other_range_and_count_it(self):
+        token, h = self.token(), self.xet_hash("main")
+        before = self.refused()["count"]
+        request(self.hub.url + "/_hubfs/refused-ranges/expect", "POST")  # sent on purpose below
+        p = self.plan(2, h, "bytes=0-%d" % (len(self.two) - 1), token).json()
+        x = next(e for entries in p["xorbs"].values() for e in entries if len(e["ranges"]) > 1)
+        (a, b), (c, d) = [(r["bytes"]["start"], r["bytes"]["end"]) for r in x["ranges"][:2]]
         p1 = self.plan(1, h, "bytes=0-1000", token).json()
         e = next(iter(p1["fetch_info"].values()))[0]
-        self.assertEqual(request(e["url"], headers={"Range": "bytes=-100"}).status, 206)
-        self.assertEqual(request(e["url"] + "x", headers={"Range": "bytes=0-10"}).status, 403)
+        e0, e1 = e["url_range"]["start"], e["url_range"]["end"]
+        self.assertIn("X-Xet-Signed-Range=bytes%%3D%d-%d" % (e0, e1), e["url"])
+        self.assertEqual(request(e["url"], headers={"Range": "bytes=%d-%d" % (e0, e1)}).status, 206)
+        refused = [
+            (x["url"], "bytes=%d-%d" % (a, b - 1)),  # inside a listed range: narrowing
+            (x["url"], "bytes=%d-%d" % (a, d)),  # spanning two, with the gap
+            (x["url"], "bytes=%d-%d,%d-%d" % (c, d, a, b)),  # the set, reordered
+            (x["url"], "bytes=-100"),  # a footer
+            (x["url"], None),  # everything
+            (e["url"], "bytes=-100"),  # V1 too: a footer
+            (e["url"], "bytes=%d-%d" % (e0, e1 + 1)),  # past its url_range
+        ]
+        for url, rng in refused:
+            got = request(url, headers={"Range": rng} if rng else {})
+            self.assertEqual(got.status, 403, (rng, got.body))
+            self.assertEqual(got.headers["X-Error-Code"], "AccessDenied")
+        # A bad signature is refused too, but is no refused range.
+        self.assertEqual(request(e["url"] + "x", headers={"Range": "bytes=%d-%d" % (e0, e1)}).status, 403)
+        seen = self.refused()
+        self.assertEqual(seen["count"] - before, len(refused))
+        self.assertTrue(seen["expected"] and seen["strict"])
+        self.assertEqual(request(self.hub.url + "/_hubfs/stats").json()["refused_ranges"] >= len(refused), True)
+
+    def test_without_strictness_v1_urls_open_the_whole_xorb(self):
+        lax = Server(self.root, "--xet", "--xet-pack", XET_PACK, "--strict-xet-ranges", "off")
+        try:
+            token = request(lax.url + "/api/datasets/org/xet/xet-read-token/v1").json()["accessToken"]
+            h = request(lax.url + "/api/datasets/org/xet/tree/v1").json()[0]["xetHash"]
+            auth = {"Authorization": "Bearer " + token, "Range": "bytes=0-1000"}
+            e = next(iter(request("%s/v1/reconstructions/%s" % (lax.cdn, h), headers=auth)
+                          .json()["fetch_info"].values()))[0]
+            self.assertNotIn("X-Xet-Signed-Range", e["url"])
+            self.assertEqual(request(e["url"], headers={"Range": "bytes=-100"}).status, 206)
+            x = next(iter(request("%s/v2/reconstructions/%s" % (lax.cdn, h), headers=auth)
+                          .json()["xorbs"].values()))[0]
+            a, b = x["ranges"][0]["bytes"]["start"], x["ranges"][0]["bytes"]["end"]
+            self.assertEqual(request(x["url"], headers={"Range": "bytes=%d-%d" % (a, b - 1)}).status, 206)
+            self.assertEqual(request(x["url"], headers={"Range": "bytes=-100"}).status, 403)
+            self.assertEqual(request(lax.url + "/_hubfs/refused-ranges").json()["count"], 0)
+        finally:
+            lax.stop()
+
+    def test_a_xet_aware_client_gets_the_file_info_instead_of_the_bridge(self):
+        # huggingface.js fileDownloadInfo: GET resolve, Range 0-0, Accept xet-fileinfo; it reads
+        # X-Linked-Size, X-Xet-Hash, X-Linked-ETag and the two Link relations.
+        r = request(self.hub.url + "/datasets/org/xet/resolve/v1/w.bin",
+                    headers={"Range": "bytes=0-0", "Accept": "application/vnd.xet-fileinfo+json, */*"})
+        self.assertEqual(r.status, 200, r.body)
+        self.assertIn("application/vnd.xet-fileinfo+json", r.headers["Content-Type"])
+        h = self.xet_hash("v1")
+        self.assertEqual((r.headers["X-Xet-Hash"], int(r.headers["X-Linked-Size"])), (h, len(self.one)))
+        self.assertEqual(r.headers["X-Linked-Etag"], '"%s"' % hashlib.sha256(self.one).hexdigest())
+        self.assertIn('<%s/v1/reconstructions/%s>; rel="xet-reconstruction-info"' % (self.hub.cdn, h),
+                      r.headers["Link"])
+        self.assertIn('rel="xet-auth"', r.headers["Link"])
+        self.assertIsNone(r.headers.get("Location"))
 
     def test_tokens_are_required_and_expire_with_the_keys(self):
         h = self.xet_hash("v1")

@@ -508,5 +508,50 @@ TEST_F(SessionTest, AProbeFromAnotherCommitThanThePinIsNotBelieved) {
   EXPECT_GE(requests_for(hub_->stats(), "/tree/"), 1);  // listed, as without a probe
 }
 
+// The Hub answers a small file's resolve with a relative 307 to /api/resolve-cache/, which serves
+// the bytes (docs/hub-http-contract.md section 7): the session follows it with the token, reads
+// exact bytes, and both hops are resolver calls. The revision is percent-encoded, as hf:// URLs
+// and mount specs may carry it.
+TEST(SessionResolveCache, ASmallFileIsReadThroughTheResolveCacheHop) {
+  TempDir root;
+  const auto repo = root.path() / "datasets" / "lab" / "notes";
+  std::filesystem::create_directories(repo / "snapshots" / "c1");
+  std::ofstream(repo / "hub.json") << R"({"refs": {"main": "c1", "refs/pr/2": "c1"}, "commits": {"c1": {}}})";
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "line " + std::to_string(i) + "\n";
+  std::ofstream(repo / "snapshots" / "c1" / "notes.txt") << text;
+  LocalHubOptions options;
+  options.root = root.str();
+  options.extra_args = {"--resolve-cache"};
+  auto hub = LocalHub::start(options);
+  TempDir cache;
+  SessionConfig c;
+  c.endpoint = hub->url();
+  c.cache_dir = (cache.path() / "cache").string();
+  c.cache_size = 1ull << 30;
+  c.read_timeout_s = 30;
+  c.token = "";
+  auto parsed = parse_hf_url("hf://datasets/lab/notes@refs%2Fpr%2F2");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->repo.revision, "refs/pr/2");
+  auto s = std::make_shared<RepoSession>();
+  Status st = open_repo_session(c, RepoSpec{parsed->repo, ""}, *s, {}, "");
+  ASSERT_TRUE(st.ok()) << st.message();
+  auto f = HubFile::open(s, "notes.txt");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  std::string buf(text.size() + 10, '\0');
+  auto n = (*f)->pread(buf.data(), 0, buf.size());
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  buf.resize(*n);
+  EXPECT_EQ(buf, text);
+  auto stats = hub->stats();
+  int hops = 0;
+  for (const auto& [path, count] : stats["by_path"].items()) {
+    if (path.rfind("/api/resolve-cache/datasets/lab/notes/", 0) == 0) hops += count.get<int>();
+  }
+  EXPECT_GE(hops, 2) << stats.dump();  // the resolve's HEAD and the read both go there
+  EXPECT_GE(stats["resolve_requests"].get<int>(), 3) << stats.dump();
+}
+
 }  // namespace
 }  // namespace hubfs

@@ -20,6 +20,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 extern char** environ;
 
 namespace hubfs::testing {
@@ -214,10 +216,12 @@ std::unique_ptr<LocalHub> LocalHub::start(const LocalHubOptions& options) {
   hub->url_ = url;
   hub->cdn_url_ = cdn_url;
   hub->api_port_ = port_of(url);
+  hub->tls_ = !options.tls_cert.empty();
   return hub;
 }
 
 LocalHub::~LocalHub() {
+  check_refused_ranges();
   stop();
   if (stdin_fd_ >= 0) ::close(stdin_fd_);
   if (stdout_fd_ >= 0) ::close(stdout_fd_);
@@ -268,6 +272,27 @@ void LocalHub::clear_faults() { control("DELETE", "/_hubfs/faults", ""); }
 nlohmann::json LocalHub::pending_faults() { return nlohmann::json::parse(control("GET", "/_hubfs/faults", "")); }
 
 void LocalHub::expire_urls() { control("POST", "/_hubfs/expire", ""); }
+
+nlohmann::json LocalHub::refused_ranges() {
+  return nlohmann::json::parse(control("GET", "/_hubfs/refused-ranges", ""));
+}
+
+void LocalHub::expect_refused_ranges() { control("POST", "/_hubfs/refused-ranges/expect", ""); }
+
+void LocalHub::check_refused_ranges() {
+  if (pid_ <= 0 || tls_) return;
+  nlohmann::json seen;
+  try {
+    seen = refused_ranges();
+  } catch (const std::exception&) {
+    return;  // a server that died or hangs: the test that did it fails on its own
+  }
+  if (seen.value("count", 0) == 0 || seen.value("expected", false)) return;
+  ADD_FAILURE() << "the local Hub refused " << seen["count"] << " xorb Range(s) that their signed URLs do not "
+                << "list (the real service refuses them too; a client must send exactly a listed range or "
+                << "the listed set). First ones: " << seen["samples"].dump()
+                << ". A test that sends them on purpose calls LocalHub::expect_refused_ranges().";
+}
 
 void write_file(const std::string& path, std::string_view bytes) {
   std::filesystem::path p(path);

@@ -39,7 +39,10 @@ class LocalHub {
   // Spawns the server and waits (at most 10 s) for it to listen. Throws std::runtime_error with
   // the server's stderr if it exits or stays silent.
   static std::unique_ptr<LocalHub> start(const LocalHubOptions& options);
-  // Stops the server: SIGTERM, then SIGKILL if it is still alive after 3 s.
+  // Stops the server: SIGTERM, then SIGKILL if it is still alive after 3 s. First, the shutdown
+  // check: a xorb Range the server refused under --strict-xet-ranges (the client asked for bytes
+  // its URL does not sign, which the real service refuses) fails the running test (ADD_FAILURE),
+  // unless expect_refused_ranges() was called.
   ~LocalHub();
   LocalHub(const LocalHub&) = delete;
   LocalHub& operator=(const LocalHub&) = delete;
@@ -65,6 +68,10 @@ class LocalHub {
   nlohmann::json pending_faults();
   // Every signed CDN URL handed out so far answers 403 from now on.
   void expire_urls();
+  // GET /_hubfs/refused-ranges: {"count", "expected", "strict", "samples": [{"path", "range", "why"}]}.
+  nlohmann::json refused_ranges();
+  // This test sends xorb Ranges its URLs do not sign on purpose: the shutdown check lets them by.
+  void expect_refused_ranges();
   // What the server has written to stderr so far (its tracebacks, or every request when
   // verbose), for a failing test's message.
   std::string server_stderr() const;
@@ -72,6 +79,7 @@ class LocalHub {
  private:
   LocalHub() = default;
   void stop();  // SIGTERM, SIGKILL after 3 s, reap; idempotent
+  void check_refused_ranges();  // the shutdown check (see ~LocalHub)
   // One blocking request to the control endpoints; returns the body, throws on non-2xx.
   std::string control(const std::string& method, const std::string& path, const std::string& body);
 
@@ -82,6 +90,7 @@ class LocalHub {
   std::string url_;
   std::string cdn_url_;
   int api_port_ = 0;
+  bool tls_ = false;  // the control calls speak plain http: no shutdown check over TLS
 };
 
 // Writes `bytes` to `path`, creating parent directories; throws std::runtime_error on failure.

@@ -34,7 +34,13 @@ API origin:
   POST /api/{t}/{org}/{name}/paths-info/{rev}   form paths=a&paths=b (or JSON {"paths": []})
   GET|HEAD /[datasets/|spaces/]{org}/{name}/resolve/{rev}/{path}   200/206/416, or 302 to CDN
        (with --redirect-chain: first a relative 307 to /api/resolve-chain/{t}/{org}/{name}/{sha}/{path},
-       which answers the 302: two hops)
+       which answers the 302: two hops; with --resolve-cache, a small file's resolve answers a
+       relative 307 to /api/resolve-cache/{t}/{org}/{name}/{sha}/{path}?<original path>=&etag=..., which
+       answers the bytes, as the Hub does). With --xet and Accept: application/vnd.xet-fileinfo+json,
+       a Xet file's resolve answers 200 with its Xet description (X-Xet-Hash, X-Linked-Size, Link
+       rel="xet-auth" and rel="xet-reconstruction-info") instead of the 302, as huggingface.js asks
+  GET|HEAD /[datasets/|spaces/]{org}/{name}/raw/{rev}/{path}   the file as git stores it (an LFS
+       file's pointer), no redirect. The revision HEAD is the default branch, everywhere.
   GET|HEAD /_plain/{models|datasets|spaces}/{org}/{name}/{rev}/[{path}]   the plain HTTP view:
        a directory (trailing slash) is an HTML index of links, a file is its bytes with Range
        (206/416), Last-Modified the commit date, no redirect. For peers that only speak plain
@@ -42,6 +48,8 @@ API origin:
   GET  /_hubfs/stats   GET /_hubfs/trace   POST /_hubfs/reset   POST /_hubfs/expire
   GET  /_hubfs/quotas  (the current window's use per bucket and caller, and 429s answered)
   GET  /_hubfs/health
+  GET  /_hubfs/refused-ranges   POST /_hubfs/refused-ranges/expect   (xorb Ranges refused under
+       --strict-xet-ranges on, kept across resets; "expect": the test sends them on purpose)
   GET|POST|DELETE /_hubfs/faults   (POST a fault object or a list of them; see Faults)
 CDN origin:
   GET|HEAD /blobs/{sha256}?<signature>   200/206/416; 403 expired or bad signature. The
@@ -52,7 +60,13 @@ Xet-stored, packed by hubfs-xet-pack into one store shared by every revision (de
   listings and paths-info carry "xetHash"; resolve adds X-Xet-Hash and Link rel="xet-auth"
   GET  /api/{t}/{org}/{name}/xet-read-token/{rev}   {"accessToken", "exp", "casUrl"} (+ X-Xet-*)
   CDN origin: GET /v1|v2/reconstructions/{xetHash}  (Bearer token, Range in file coordinates)
-              GET /xorbs/default/{xorb}?expires=&sig=[&r=a-b,...]  (V2 URLs: only those bytes)
+              GET /xorbs/default/{xorb}?expires=&X-Xet-Signed-Range=bytes=a-b[,...]&sig=
+                  --strict-xet-ranges on (as the service): V1 and V2 URLs list their ranges, and
+                  the Range must be one of them or exactly all of them (multipart/byteranges);
+                  anything else is 403, counted in /_hubfs/refused-ranges. off: V1 URLs open the
+                  whole xorb, V2 ones any Range inside a listed range
+  A Xet-aware resolve (Accept: application/vnd.xet-fileinfo+json) answers 200 with the file's
+  Xet description instead of the 302 (huggingface.js fileDownloadInfo)
 Control requests are neither counted nor delayed by --latency-ms.
 
 Shaping (shaping.py): --latency-ms delays every counted request before it is answered;
@@ -64,7 +78,7 @@ With neither limit, bodies go out by sendfile. Small JSON and HTML answers are n
 
 As the real Hub: a token that is neither --token nor --token-no-access gets 401 "Invalid
 credentials in Authorization header" on every request; a gated repo's info, listings and
-README.md/.gitattributes are open to anyone, its other files answer 401 (no token) or 403 (a
+README.md is open to anyone (the live Hub gates .gitattributes too), its other files answer 401 (no token) or 403 (a
 token without access) with X-Error-Code: GatedRepo; with --quota, API calls and resolves are
 counted per caller in fixed windows (quotas.py), every counted answer carries RateLimit and
 RateLimit-Policy, and a spent quota answers 429 until its window resets.
@@ -78,7 +92,7 @@ Stats (GET /_hubfs/stats, zeroed by POST /_hubfs/reset): requests, api_requests,
 resolve_requests, cdn_requests, plain_requests, bytes_sent, peak_concurrency,
 cdn_authorization_headers, range_requests, head_requests, faults_injected, tls_handshakes,
 tls_handshake_failures, tls_refused_by_client, rate_limited, xet_token_requests, xet_reconstructions, xorb_requests,
-xorb_bytes, xorb_authorization_headers, in_flight, in_flight_seconds, by_path, by_status. Trace (GET
+xorb_bytes, xorb_authorization_headers, refused_ranges, in_flight, in_flight_seconds, by_path, by_status. Trace (GET
 /_hubfs/trace, emptied by the same reset): one object per counted request, oldest first, at most
 20000: begin and end (seconds since the reset), kind, method, path, range (the Range header) and status.
 

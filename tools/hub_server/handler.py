@@ -166,7 +166,7 @@ class Handler(BodyCopy, http.server.BaseHTTPRequestHandler):
     def _kind(self):
         if self.origin == "cdn":
             return "cas" if self.raw_path.startswith(("/v1/", "/v2/")) else "cdn"
-        if self.raw_path.startswith("/api/resolve-chain/"):
+        if self.raw_path.startswith(("/api/resolve-chain/", "/api/resolve-cache/")):
             return "resolve"
         if self.raw_path.startswith("/api/"):
             return "api"

@@ -3,13 +3,14 @@ gated, renamed repos), repo info, paged tree listing, paths-info, and resolve (s
 inline, LFS files a 302 to a signed CDN URL)."""
 
 import base64
+import hashlib
 import json
 import os
 import urllib.parse
 
 from . import listed_sizes
 from .common import PLAIN_PREFIX, HubError
-from .store import REPO_TYPES, walk_entries
+from .store import LFS_POINTER_TEMPLATE, REPO_TYPES, walk_entries
 
 
 class ApiRoutes:
@@ -23,17 +24,24 @@ class ApiRoutes:
             segs = segs[:-1]  # tolerate one trailing slash
         if len(segs) >= 7 and segs[:2] == ["api", "resolve-chain"] and segs[2] in REPO_TYPES:
             return self.handle_resolve(segs[2], segs[3], segs[4], segs[5:], from_chain=True)
+        if len(segs) >= 7 and segs[:2] == ["api", "resolve-cache"] and segs[2] in REPO_TYPES:
+            return self.handle_resolve(segs[2], segs[3], segs[4], segs[5:], from_cache=True)
         if len(segs) >= 4 and segs[0] == "api" and segs[1] in REPO_TYPES:
             return self.handle_repo_api(segs[1], segs[2], segs[3], segs[4:])
         if len(segs) >= 5 and segs[0] in ("datasets", "spaces") and segs[3] == "resolve":
             return self.handle_resolve(segs[0], segs[1], segs[2], segs[4:])
         if len(segs) >= 4 and segs[2] == "resolve":
             return self.handle_resolve("models", segs[0], segs[1], segs[3:])
+        if len(segs) >= 5 and segs[0] in ("datasets", "spaces") and segs[3] == "raw":
+            return self.handle_raw(segs[0], segs[1], segs[2], segs[4:])
+        if len(segs) >= 4 and segs[2] == "raw":
+            return self.handle_raw("models", segs[0], segs[1], segs[3:])
         raise HubError(404, None, "no such endpoint: %s %s" % (self.method, self.raw_path))
 
-    # Files of a gated repo anyone may read (the Hub shows them on the repo page before access
-    # is granted): the model card and the git attributes.
-    GATED_PUBLIC_FILES = ("README.md", ".gitattributes")
+    # Files of a gated repo anyone may read (the Hub shows it on the repo page before access is
+    # granted): the model card only. The live Hub gates .gitattributes too (401 without a token on
+    # a gated model; docs/hub-http-contract.md).
+    GATED_PUBLIC_FILES = ("README.md",)
 
     def caller_token(self):
         """The bearer token sent, or None. A token the Hub does not know is refused with 401
@@ -89,7 +97,8 @@ class ApiRoutes:
         return "/".join(segs) + ("?" + query if query else "")
 
     def open_revision(self, repo, rev, refresh=False):
-        commit = repo.resolve_revision(rev, refresh)
+        # "HEAD" is the default branch (huggingface.js modelInfo asks /revision/HEAD).
+        commit = repo.resolve_revision("main" if rev == "HEAD" else rev, refresh)
         if commit is None:
             raise HubError(404, "RevisionNotFound", "Invalid rev id: %s" % rev)
         return commit
@@ -137,12 +146,17 @@ class ApiRoutes:
 
     def repo_info(self, repo, commit):
         info = {
+            # The Hub's database id (24 hex digits), which huggingface.js modelInfo returns as
+            # `id`; stable per repo here.
+            "_id": hashlib.sha1(("%s:%s" % (repo.rtype, repo.id)).encode()).hexdigest()[:24],
             "id": repo.id,
             "sha": commit.sha,
             "lastModified": commit.date,
             "private": repo.private,
             "gated": repo.gated,
             "disabled": False,
+            "downloads": 0,
+            "likes": 0,
             "siblings": [{"rfilename": rel} for rel in repo.siblings(commit)],
         }
         if repo.rtype == "models":
@@ -197,7 +211,7 @@ class ApiRoutes:
                 out.append(store.entry(commit, p, found[1], found[2]))
         self.send_json(200, listed_sizes.apply(repo, out), {"X-Repo-Commit": commit.sha})
 
-    def handle_resolve(self, rtype, org, name, rest, from_chain=False):
+    def handle_resolve(self, rtype, org, name, rest, from_chain=False, from_cache=False):
         if self.method not in ("GET", "HEAD"):
             raise HubError(405, None, "resolve is GET/HEAD only")
         state = self.server.state
@@ -213,6 +227,17 @@ class ApiRoutes:
         self.check_gated_file(repo, rtype, rel)
         path, _, st = found
         oid, lfs = state.store.file_identity(path, rel, st)
+        if lfs is None and state.resolve_cache and not from_cache:
+            # The Hub answers a small file's resolve with a 307 to a relative /api/resolve-cache/
+            # URL naming the commit, the original path and the ETag (captured headers:
+            # huggingface/swift-transformers PR 209); that URL then answers the bytes.
+            prefix = "" if rtype == "models" else rtype + "/"
+            original = "/%s%s/resolve/%s/%s" % (prefix, repo.id, rest[0], rel)
+            hop = "/api/resolve-cache/%s/%s/%s/%s/%s?%s=&etag=%s" % (
+                rtype, urllib.parse.quote(org), urllib.parse.quote(name), commit.sha, urllib.parse.quote(rel),
+                urllib.parse.quote(original, safe=""), urllib.parse.quote('"%s"' % oid, safe=""))
+            return self.send_bytes(307, b"", {"Location": hop, "X-Repo-Commit": commit.sha, "ETag": '"%s"' % oid,
+                                              "Accept-Ranges": "bytes"})
         if lfs is None:
             with open(path, "rb") as f:
                 self.send_file(f, os.fstat(f.fileno()).st_size,
@@ -237,10 +262,49 @@ class ApiRoutes:
         if state.xet is not None:
             # Xet storage: the bridge URL as before, plus the file's hash and where its read token
             # comes from (huggingface_hub's parse_xet_file_data_from_response reads both).
-            headers["X-Xet-Hash"] = state.xet.info(path, st)["xet_hash"]
+            xet_hash = state.xet.info(path, st)["xet_hash"]
+            headers["X-Xet-Hash"] = xet_hash
             headers["Link"] = '<%s/api/%s/%s/xet-read-token/%s>; rel="xet-auth"' % (
                 state.api_url, rtype, repo.id, commit.sha)
+            if "application/vnd.xet-fileinfo+json" in (self.headers.get("Accept") or ""):
+                # A client that can read Xet asks for the file's Xet description instead of the
+                # bridge: 200, no redirect, the size and hash in headers and the V1 reconstruction
+                # URL as a link (huggingface.js file-download-info.ts reads exactly these).
+                del headers["Location"]
+                headers["Link"] += ', <%s/v1/reconstructions/%s>; rel="xet-reconstruction-info"' % (
+                    state.cdn_url, xet_hash)
+                info = {"hash": xet_hash, "refreshUrl": "%s/api/%s/%s/xet-read-token/%s" % (
+                    state.api_url, rtype, repo.id, commit.sha), "reconstructionUrl": "%s/v1/reconstructions/%s" % (
+                    state.cdn_url, xet_hash), "etag": sha256, "size": st.st_size}
+                return self.send_bytes(200, json.dumps(info).encode(), headers,
+                                       content_type="application/vnd.xet-fileinfo+json")
         self.send_bytes(302, b"", headers)
+
+
+    def handle_raw(self, rtype, org, name, rest):
+        """GET|HEAD /{prefix}{id}/raw/{rev}/{path}: the file as git stores it, so an LFS (or Xet)
+        file's pointer, never a redirect (huggingface.js fileExists asks HEAD here)."""
+        if self.method not in ("GET", "HEAD"):
+            raise HubError(405, None, "raw is GET/HEAD only")
+        state = self.server.state
+        repo = self.open_repo(rtype, org, name)
+        if len(rest) < 2:
+            raise HubError(404, "EntryNotFound", "raw needs a revision and a path")
+        commit = self.open_revision(repo, rest[0])
+        rel = "/".join(rest[1:])
+        found = state.store.stat_path(commit, rel)
+        if found is None or found[1]:
+            raise HubError(404, "EntryNotFound", "%s does not exist at revision %s" % (rel, commit.sha),
+                           {"X-Repo-Commit": commit.sha})
+        self.check_gated_file(repo, rtype, rel)
+        path, _, st = found
+        oid, lfs = state.store.file_identity(path, rel, st)
+        headers = {"ETag": '"%s"' % oid, "X-Repo-Commit": commit.sha}
+        if lfs is None:
+            with open(path, "rb") as f:
+                return self.send_file(f, os.fstat(f.fileno()).st_size, headers)
+        pointer = LFS_POINTER_TEMPLATE.format(oid=lfs["oid"], size=lfs["size"]).encode()
+        self.send_bytes(200, pointer, headers, content_type="text/plain; charset=utf-8")
 
 
 def encode_cursor(offset):

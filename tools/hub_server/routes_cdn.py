@@ -2,6 +2,7 @@
 once its signature and expiry check out (any of the --url-style spellings, signing.py)."""
 
 import os
+import secrets
 
 from .common import HubError
 from . import xet
@@ -53,15 +54,21 @@ class CdnRoutes:
             raise HubError(404, None, "no file with Xet hash %s" % xet_hash)
         state.stats.add("xet_reconstructions", 1)
         self.send_json(200, xet.reconstruction(state.xet, state.xet_auth, info, state.cdn_url, version,
-                                               self.headers.get("Range")))
+                                               self.headers.get("Range"), state.strict_xet_ranges))
 
     def handle_xorb(self, xorb):
-        """A xorb's bytes from a signed URL (no Authorization expected)."""
+        """A xorb's bytes from a signed URL (no Authorization expected): one signed range, or
+        the URL's whole listed set as multipart/byteranges (RFC 9110 14.6), as huggingface.js
+        XetBlob and xet-core's multi-range fetch ask for it."""
         state = self.server.state
         if self.method not in ("GET", "HEAD"):
             raise HubError(405, None, "xorbs are GET/HEAD only")
-        why = state.xet_auth.check_xorb(xorb, self.query, self.headers.get("Range"))
+        range_header = self.headers.get("Range")
+        why, refused_range = state.xet_auth.check_xorb(xorb, self.query, range_header, state.strict_xet_ranges)
         if why is not None:
+            if refused_range and state.strict_xet_ranges:
+                state.refused_ranges.add(self.raw_path, range_header, why)
+                state.stats.add("refused_ranges", 1)
             raise HubError(403, "AccessDenied", why)
         path = state.xet.xorb_path(xorb)
         if path is None:
@@ -69,9 +76,38 @@ class CdnRoutes:
         state.stats.add("xorb_requests", 1)
         if self.headers.get("Authorization") is not None:
             state.stats.add("xorb_authorization_headers", 1)
+        ranges = xet.parse_ranges(range_header) if range_header else None
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            rng = parse_range(self.headers.get("Range"), size)
+            if ranges is not None and len(ranges) > 1:
+                return self.send_multipart(f, size, ranges)
+            rng = parse_range(range_header, size)
             if self.method == "GET" and rng != "unsatisfiable":
                 state.stats.add("xorb_bytes", size if rng is None else rng[1] - rng[0] + 1)
             self.send_file(f, size, {})
+
+    def send_multipart(self, f, size, ranges):
+        """206 multipart/byteranges: each range a part with its Content-Range, in the order asked."""
+        if any(b >= size for _, b in ranges):
+            raise HubError(416, None, "a range ends past the xorb's %d bytes" % size,
+                           {"Content-Range": "bytes */%d" % size})
+        boundary = "hubfs-%s" % secrets.token_hex(12)
+        heads = [("\r\n--%s\r\nContent-Type: application/octet-stream\r\nContent-Range: bytes %d-%d/%d\r\n\r\n"
+                  % (boundary, a, b, size)).encode() for a, b in ranges]
+        tail = ("\r\n--%s--\r\n" % boundary).encode()
+        length = sum(len(h) for h in heads) + sum(b - a + 1 for a, b in ranges) + len(tail)
+        headers = {"Content-Type": "multipart/byteranges; boundary=%s" % boundary, "Content-Length": length,
+                   "Accept-Ranges": "bytes"}
+        self.start_response(206, headers, last_write=self.method == "HEAD")
+        if self.method == "HEAD":
+            return
+        state = self.server.state
+        state.stats.add("xorb_bytes", sum(b - a + 1 for a, b in ranges))
+        for head, (a, b) in zip(heads, ranges):
+            state.stats.add("bytes_sent", len(head))
+            self.wfile.write(head)
+            if self._copy_body(f, a, b - a + 1) < b - a + 1:
+                self.close_connection = True
+                return
+        state.stats.add("bytes_sent", len(tail))
+        self.wfile.write(tail)

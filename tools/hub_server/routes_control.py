@@ -1,5 +1,6 @@
-"""Test control on the API origin, /_hubfs/: stats, trace, reset, expire, health, and the fault
-queue.
+"""Test control on the API origin, /_hubfs/: stats, trace, reset, expire, health, the fault
+queue, and the xorb Ranges refused under --strict-xet-ranges (and the switch saying a test sends
+them on purpose).
 Control requests are neither counted nor delayed."""
 
 import json
@@ -19,6 +20,11 @@ class ControlRoutes:
             return self.send_json(200, state.stats.trace())
         if route == ("GET", "/_hubfs/quotas"):
             return self.send_json(200, state.quotas.snapshot())
+        if route == ("GET", "/_hubfs/refused-ranges"):
+            return self.send_json(200, dict(state.refused_ranges.snapshot(), strict=state.strict_xet_ranges))
+        if route == ("POST", "/_hubfs/refused-ranges/expect"):
+            state.refused_ranges.expect()
+            return self.send_json(200, {"ok": True})
         if route == ("GET", "/_hubfs/health"):
             return self.send_json(200, {"ok": True})
         if route == ("POST", "/_hubfs/reset"):

@@ -17,7 +17,7 @@ class Stats:
               "bytes_sent", "peak_concurrency", "cdn_authorization_headers", "range_requests",
               "head_requests", "faults_injected", "tls_handshakes", "tls_handshake_failures", "tls_refused_by_client",
               "rate_limited", "xet_token_requests", "xet_reconstructions", "xorb_requests", "xorb_bytes",
-              "xorb_authorization_headers")
+              "xorb_authorization_headers", "refused_ranges")
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -104,3 +104,35 @@ class Stats:
             out["by_path"] = dict(self._by_path)
             out["by_status"] = dict(self._by_status)
             return out
+
+
+# GET /_hubfs/refused-ranges quotes at most this many refused requests (the count is exact).
+MAX_REFUSED_SAMPLES = 20
+
+
+class RefusedRanges:
+    """Xorb requests refused for their Range under --strict-xet-ranges on: a client that asked
+    for bytes its URL does not sign, which the real service refuses too (issue 39). Kept for the
+    server's whole life (POST /_hubfs/reset does not clear them): each test's launcher reads them
+    at shutdown and fails the test unless it said it sends such ranges on purpose (POST
+    /_hubfs/refused-ranges/expect)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._count = 0
+        self._samples = []
+        self._expected = False
+
+    def add(self, path, range_header, why):
+        with self._lock:
+            self._count += 1
+            if len(self._samples) < MAX_REFUSED_SAMPLES:
+                self._samples.append({"path": path, "range": range_header, "why": why})
+
+    def expect(self):
+        with self._lock:
+            self._expected = True
+
+    def snapshot(self):
+        with self._lock:
+            return {"count": self._count, "expected": self._expected, "samples": list(self._samples)}

@@ -12,10 +12,15 @@
   * The CAS service lives on the CDN origin: GET /v1/reconstructions/{xetHash} and
     /v2/reconstructions/{xetHash}, Authorization: Bearer <accessToken> (401 without, or with an
     expired or unknown one), an optional Range in file coordinates (416 outside the file).
-  * Xorbs: GET /xorbs/default/{xorb hash}?<signature>, no Authorization. A V1 URL is signed for
-    the whole xorb (any range of it: a presigned S3 GET does not sign the Range header); a V2 URL
-    is signed for exactly the byte ranges its plan lists (r=a-b,c-d in the query), and a Range
-    outside every one of them is refused with 403, as huggingface.js says the service does.
+  * Xorbs: GET /xorbs/default/{xorb hash}?<signature>, no Authorization. Every URL is signed for
+    the byte ranges it lists in X-Xet-Signed-Range=bytes=a-b[,c-d...], as the service signs them:
+    a V1 fetch_info URL for its url_range (a V1 URL captured from the service carries the
+    parameter: xet-core issue 238), a V2 URL for its listed ranges. With --strict-xet-ranges on,
+    the Range must be exactly one listed range or exactly the listed set (answered as
+    multipart/byteranges); anything else is refused with 403 and counted in /_hubfs/refused-ranges
+    (xet-core cas_types: "Client must send exactly the signed range value as the Range header";
+    huggingface.js XetBlob.ts: "requesting bytes outside that set fails authorization"). With it
+    off, V1 URLs open the whole xorb and V2 ones any Range inside a listed range.
 
 Token and URL signatures rotate with POST /_hubfs/expire, like the CDN's."""
 
@@ -142,58 +147,88 @@ class XetAuth:
         return None
 
     def xorb_query(self, xorb, ranges=None):
-        """A V1 query (the whole xorb) or, with ranges [(a, b)], a V2 one signed for exactly those."""
+        """A signed xorb URL's query. With ranges [(a, b)] it is signed for exactly those bytes
+        and lists them as the service does, X-Xet-Signed-Range=bytes=a-b[,c-d...]; without, for
+        the whole xorb (the model's old V1 URLs, which --strict-xet-ranges off still hands out)."""
         exp = int(self.clock()) + self.url_ttl + 1
-        spec = ",".join("%d-%d" % r for r in ranges) if ranges else ""
+        spec = format_ranges(ranges) if ranges else ""
         q = [("expires", str(exp))]
         if spec:
-            q.append(("r", spec))
+            q.append((SIGNED_RANGE_PARAM, spec))
         q.append(("sig", self._mac("xorb:%s:%d:%s" % (xorb, exp, spec))))
         return urllib.parse.urlencode(q)
 
-    def check_xorb(self, xorb, query, range_header):
-        """None when the URL's signature holds and, for a V2 URL, the Range lies inside one of
-        its signed ranges; else why not."""
+    def check_xorb(self, xorb, query, range_header, strict):
+        """(None, None) when the request may have the xorb's bytes; else (why, refused_range):
+        refused_range is True when the signature holds but the Range is not one the URL signs.
+        Strict (the service, issue 39): the Range must be exactly one of the URL's listed ranges
+        or exactly the listed set; not strict: any Range inside one listed range, any at all on
+        a URL that lists none."""
         first = lambda k: (query.get(k) or [None])[0]  # noqa: E731
         try:
             exp = int(first("expires") or "")
         except ValueError:
-            return "missing or malformed expires"
-        spec = first("r") or ""
+            return "missing or malformed expires", False
+        spec = first(SIGNED_RANGE_PARAM) or ""
         sig = first("sig")
         if not sig or not hmac.compare_digest(self._mac("xorb:%s:%d:%s" % (xorb, exp, spec)), sig):
-            return "signature does not match"
+            return "signature does not match", False
         if exp <= self.clock():
-            return "Request has expired"
+            return "Request has expired", False
         if not spec:
-            return None
-        signed = []
-        for part in spec.split(","):
-            a, _, b = part.partition("-")
-            signed.append((int(a), int(b)))
+            return None, None
+        signed = parse_ranges(spec)
+        if strict:
+            asked = parse_ranges((range_header or "").strip())
+            if asked is not None and (asked == signed or (len(asked) == 1 and asked[0] in signed)):
+                return None, None
+            return ("this URL is signed for exactly %s: the Range must be one of those ranges or all of them, "
+                    "as listed; got %r" % (spec, range_header)), True
         asked = parse_simple_range(range_header)
         if asked is None or not any(a <= asked[0] and asked[1] <= b for a, b in signed):
-            return "this URL is signed for bytes %s only; Range %r is outside them" % (spec, range_header)
+            return "this URL is signed for bytes %s only; Range %r is outside them" % (spec, range_header), True
+        return None, None
+
+
+# The query parameter naming the bytes a xorb URL is signed for, as the service spells it (a V1
+# URL captured in April 2025 carries X-Xet-Signed-Range=bytes%3D0-57252804: xet-core issue 238;
+# huggingface.js XetBlob.ts names it for V2).
+SIGNED_RANGE_PARAM = "X-Xet-Signed-Range"
+
+
+def format_ranges(ranges):
+    """'bytes=a-b,c-d' for [(a, b), (c, d)] (inclusive ends)."""
+    return "bytes=" + ",".join("%d-%d" % r for r in ranges)
+
+
+def parse_ranges(header):
+    """[(first, last), ...] of a 'bytes=a-b[,c-d...]' header with only closed ranges, in the
+    order given; None for anything else (suffix or open ranges, another unit, garbage)."""
+    unit, sep, spec = (header or "").partition("=")
+    if not sep or unit.strip().lower() != "bytes":
         return None
+    out = []
+    for part in spec.split(","):
+        first, dash, last = part.strip().partition("-")
+        if not dash or not first.isdigit() or not last.isdigit():
+            return None
+        a, b = int(first), int(last)
+        if b < a:
+            return None
+        out.append((a, b))
+    return out
 
 
 def parse_simple_range(header):
     """(first, last) of a 'bytes=a-b' header, else None."""
-    if not header:
-        return None
-    unit, _, spec = header.strip().partition("=")
-    first, sep, last = spec.partition("-")
-    if unit.strip().lower() != "bytes" or not sep or "," in spec:
-        return None
-    try:
-        a, b = int(first), int(last)
-    except ValueError:
-        return None
-    return (a, b) if 0 <= a <= b else None
+    ranges = parse_ranges(header)
+    return ranges[0] if ranges is not None and len(ranges) == 1 else None
 
 
-def reconstruction(store, auth, info, cdn_url, version, range_header):
-    """The V1 or V2 answer for the file's bytes the Range asks (all of them without one)."""
+def reconstruction(store, auth, info, cdn_url, version, range_header, sign_v1_ranges):
+    """The V1 or V2 answer for the file's bytes the Range asks (all of them without one).
+    sign_v1_ranges: each V1 fetch_info URL is signed for its url_range, as the service signs
+    them (xet-core issue 238); else for the whole xorb."""
     size = info["size"]
     chunks = info["chunks"]
     if range_header:
@@ -241,8 +276,9 @@ def reconstruction(store, auth, info, cdn_url, version, range_header):
             if any(e["range"]["start"] == r[0] and e["range"]["end"] == r[1] for e in entries):
                 continue
             first_byte, last_byte = store.packed_range(t["hash"], r[0], r[1])
+            query = auth.xorb_query(t["hash"], [(first_byte, last_byte)] if sign_v1_ranges else None)
             entries.append({"range": {"start": r[0], "end": r[1]},
-                            "url": "%s/xorbs/default/%s?%s" % (cdn_url, t["hash"], auth.xorb_query(t["hash"])),
+                            "url": "%s/xorbs/default/%s?%s" % (cdn_url, t["hash"], query),
                             "url_range": {"start": first_byte, "end": last_byte}})
         answer["fetch_info"] = fetch_info
         return answer
