@@ -508,6 +508,14 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
              !(state->refusal = check_virtual_sources(file.get(), dcpl.get(), link, source)).ok()) {
     state->info.readable = false;
     state->info.unsupported_type.clear();  // not h5py's to read either: the refusal stands
+  } else if (state->info.layout == "virtual" && link && !state->info.readable && corrupt.empty() &&
+             !state->info.null_space) {
+    // Python hands datasets h5chunk cannot return to h5py over hubfs.open, whose file-object
+    // driver looks a virtual dataset's sources up in the file itself (docs/usage.md).
+    state->refusal = hubfs::IoError(source + " is a virtual dataset of a type h5chunk cannot return (" +
+                                    state->info.type_text + "), and h5py over hubfs.open would not read its "
+                                    "sources from the repo; read it from a mount or a download of the repo");
+    state->info.unsupported_type.clear();
   } else if (external_storage && link) {
     auto segments = state->info.readable && state->element.fast_path_blocker.empty()
                         ? open_external_segments(dcpl.get(), state->info.nbytes, link, source)

@@ -49,11 +49,9 @@ hubfs::Result<std::shared_ptr<SourceLink>> link_for(const std::shared_ptr<Source
   if (name == hdf5_file_name(*from)) return from;
   const std::shared_ptr<FileTree> tree = from->tree();
   if (!tree) {
-    std::string why = "'" + from->name() + "' names another file ('" + name +
-                      "'), which h5chunk cannot open for a file given as a file object; open the file by its "
-                      "hf:// URL or local path instead";
-    from->note_unopened(why);
-    return hubfs::Unsupported(why);
+    return hubfs::Unsupported("'" + from->name() + "' names another file ('" + name +
+                              "'), which h5chunk cannot open for a file given as a file object; open the file "
+                              "by its hf:// URL or local path instead");
   }
   const std::string root = "/" + tree->name() + "/";
   if (name.compare(0, root.size(), root) != 0) {
@@ -61,16 +59,10 @@ hubfs::Result<std::shared_ptr<SourceLink>> link_for(const std::shared_ptr<Source
                            from->name() + "'");
   }
   auto path = resolve_in_tree("", name.substr(root.size()));
-  if (!path.ok()) {
-    from->note_unopened(path.status().message());
-    return path.status();
-  }
+  if (!path.ok()) return path.status();
   if (*path == from->tree_path()) return from;
   auto source = tree->open(*path);
-  if (!source.ok()) {
-    from->note_unopened(tree->name() + "/" + *path + ": " + source.status().message());
-    return source.status();
-  }
+  if (!source.ok()) return source.status().with_context(tree->name() + "/" + *path);
   return std::make_shared<SourceLink>(std::move(source).value(), from);
 }
 

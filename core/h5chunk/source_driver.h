@@ -63,18 +63,6 @@ class SourceLink : public ByteSource {
   std::string tree_path() const override { return source_->tree_path(); }
 
   const ByteSource* inner() const { return source_.get(); }
-  // The file names libhdf5 asked the driver for on this file's behalf that it could not open
-  // (a virtual dataset's missing source, a name outside the repo), each with why; libhdf5 itself
-  // reads a missing source as fill values without saying so.
-  void note_unopened(const std::string& what) {
-    if (report_to_) return report_to_->note_unopened(what);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (unopened_.size() < kMaxUnopenedNoted) unopened_.push_back(what);
-  }
-  std::vector<std::string> take_unopened() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return std::exchange(unopened_, {});
-  }
   // Failed reads so far (a failure between two looks at it was the source's).
   uint64_t error_count() const { return errors_.load(); }
   // The first error since the last call, then Ok.
@@ -84,9 +72,6 @@ class SourceLink : public ByteSource {
   }
 
  private:
-  // A file noting more names than this names many (an unlimited virtual dataset's pattern).
-  static constexpr size_t kMaxUnopenedNoted = 64;
-
   void record(const hubfs::Status& s) {
     if (report_to_) report_to_->record(s);
     errors_.fetch_add(1);
@@ -98,7 +83,6 @@ class SourceLink : public ByteSource {
   std::atomic<uint64_t> errors_{0};
   std::mutex mu_;  // leaf (a link reports to its parent after releasing its own)
   hubfs::Status error_;
-  std::vector<std::string> unopened_;
 };
 
 // The name the driver gives libhdf5 for `source`'s file: "/" + tree name + "/" + path for a
@@ -115,8 +99,8 @@ hubfs::Result<std::string> resolve_in_tree(const std::string& from, const std::s
 // A file access property list that opens files through `link`'s source: H5Fopen of
 // hdf5_file_name(*link) opens the source itself; another name (a virtual dataset's source, an
 // external link's target) opens the file of that path in the source's tree, never a local file,
-// and fails (noted in the link, see note_unopened) when the source has no tree, the name lies
-// outside it or the tree has no such file. The caller closes it (H5Pclose). kInternal if libhdf5 refuses
+// and fails (the message on libhdf5's error stack saying why) when the source has no tree, the
+// name lies outside it or the tree has no such file. The caller closes it (H5Pclose). kInternal if libhdf5 refuses
 // to register the driver.
 hubfs::Result<hid_t> source_fapl(std::shared_ptr<SourceLink> link);
 
