@@ -112,7 +112,8 @@ Status check_external_links(hid_t file, const std::string& dataset_path, const s
   return Status::Ok();
 }
 
-Status check_virtual_sources(hid_t file, hid_t dcpl, const std::shared_ptr<SourceLink>& link, const std::string& where) {
+Status check_virtual_sources(hid_t file, const std::string& home, hid_t dcpl, const std::shared_ptr<SourceLink>& link,
+                             const std::string& where) {
   const std::shared_ptr<FileTree> tree = link->tree();
   if (!tree) {
     return hubfs::IoError(where + " is a virtual dataset whose data lives in other files, " + kNoTreeFix);
@@ -126,14 +127,14 @@ Status check_virtual_sources(hid_t file, hid_t dcpl, const std::shared_ptr<Sourc
     const Mapping& m = mappings[i];
     const std::string source = "'" + m.file + ":" + m.dataset + "'";
     const std::string mapping = where + ": its mapping " + std::to_string(i) + " reads " + source;
-    auto resolved = resolve_in_tree(link->tree_path(), m.file);
+    auto resolved = resolve_in_tree(home, m.file);
     if (!resolved.ok()) {
       return hubfs::IoError(mapping + ", outside " + tree->name() + " (" + resolved.status().message() +
                             "); h5chunk reads only files of the same repo for an hf:// file");
     }
     if (is_pattern(m.file) || is_pattern(m.dataset)) continue;
     hid_t in = file;
-    if (*resolved != link->tree_path()) {
+    if (*resolved != home) {
       auto it = opened.find(*resolved);
       if (it == opened.end()) {
         if (auto probe = tree->open(*resolved); !probe.ok()) {
@@ -291,6 +292,7 @@ void ExternalSegments::hint(const std::vector<std::pair<uint64_t, uint64_t>>& ra
 
 hubfs::Result<std::shared_ptr<ExternalSegments>> open_external_segments(hid_t dcpl, uint64_t nbytes,
                                                                         const std::shared_ptr<SourceLink>& link,
+                                                                        const std::string& home,
                                                                         const std::string& where) {
   const std::shared_ptr<FileTree> tree = link->tree();
   if (!tree) return hubfs::IoError(where + " is stored in external files, " + std::string(kNoTreeFix));
@@ -306,7 +308,7 @@ hubfs::Result<std::shared_ptr<ExternalSegments>> open_external_segments(hid_t dc
     }
     const std::string raw(name.data());
     const std::string segment = where + ": its external segment " + std::to_string(i) + " ('" + raw + "')";
-    auto resolved = resolve_in_tree(link->tree_path(), raw);
+    auto resolved = resolve_in_tree(home, raw);
     if (!resolved.ok()) {
       return hubfs::IoError(segment + " lies outside " + tree->name() + " (" + resolved.status().message() +
                             "); h5chunk reads only files of the same repo for an hf:// file, never a local one");

@@ -29,12 +29,12 @@ namespace h5chunk {
 hubfs::Status check_external_links(hid_t file, const std::string& dataset_path,
                                    const std::shared_ptr<SourceLink>& link, const std::string& where);
 
-// Ok, or why the virtual dataset with creation list `dcpl` in `file` (read through `link`)
-// cannot be read exactly: a mapping names a file outside the tree, a file the tree lacks, or a
+// Ok, or why the virtual dataset with creation list `dcpl` in `file` (at tree path `home`, read
+// through `link` or a file an external link of it leads to) cannot be read exactly: a mapping names a file outside the tree, a file the tree lacks, or a
 // source dataset that file lacks. Mappings with printf-style names (%b: an unlimited dataset's
 // files, some not yet written) are checked for the tree's bounds only.
-hubfs::Status check_virtual_sources(hid_t file, hid_t dcpl, const std::shared_ptr<SourceLink>& link,
-                                    const std::string& where);
+hubfs::Status check_virtual_sources(hid_t file, const std::string& home, hid_t dcpl,
+                                    const std::shared_ptr<SourceLink>& link, const std::string& where);
 
 // The sources ("FILE:/DATASET (why)") of the virtual dataset `dataset` (creation list `dcpl`)
 // in the local file `file_path` that libhdf5 will not find, and so reads as fill values; it
@@ -68,13 +68,15 @@ class ExternalSegments : public ByteSource {
   std::vector<Segment> segments_;
 };
 
-// The external raw storage of a dataset (creation list `dcpl`, `nbytes` bytes) in `link`'s
-// file, each segment's file opened in its tree (names resolved against the file's folder, as
+// The external raw storage of a dataset (creation list `dcpl`, `nbytes` bytes) in the file at
+// tree path `home` (`link`'s, or one an external link of it leads to), each segment's file
+// opened in the tree (names resolved against the file's folder, as
 // libhdf5 resolves them against the current directory by default, or against the file's with
 // the prefix "${ORIGIN}"). An error names the segment and why (outside the repo, not in it, no
 // tree).
 hubfs::Result<std::shared_ptr<ExternalSegments>> open_external_segments(hid_t dcpl, uint64_t nbytes,
                                                                         const std::shared_ptr<SourceLink>& link,
+                                                                        const std::string& home,
                                                                         const std::string& where);
 
 }  // namespace h5chunk

@@ -474,6 +474,25 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
                            hdf5_error_text() + ")");
   }
   state->info.path = name;
+  // A dataset an external link leads to lives in another file: h5chunk's own readers read this
+  // one (its chunk index, chunks and contiguous data at that file's offsets would be this file's
+  // bytes), so H5Dread reads it, and names in it resolve against that file's folder.
+  bool foreign = false;
+  std::string home = link ? link->tree_path() : std::string();
+  Hid home_file(H5Iget_file_id(state->dataset.get()));
+  {
+    H5O_info_t here, there;
+    foreign = H5Oget_info2(file.get(), &here, H5O_INFO_BASIC) < 0 ||
+              H5Oget_info2(state->dataset.get(), &there, H5O_INFO_BASIC) < 0 || here.fileno != there.fileno;
+    const std::shared_ptr<FileTree> tree = link ? link->tree() : nullptr;
+    if (foreign && tree) {
+      std::vector<char> buf(4096, '\0');
+      const ssize_t n = H5Fget_name(state->dataset.get(), buf.data(), buf.size());
+      const std::string opened(buf.data(), n > 0 ? std::min<size_t>(size_t(n), buf.size() - 1) : 0);
+      const std::string root = "/" + tree->name() + "/";
+      if (opened.compare(0, root.size(), root) == 0) home = opened.substr(root.size());
+    }
+  }
   Hid type(H5Dget_type(state->dataset.get()));
   Hid dcpl(H5Dget_create_plist(state->dataset.get()));
   if (!type.valid() || !dcpl.valid()) {
@@ -485,6 +504,10 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
       !s.ok()) {
     return s.with_context("describing '" + name + "' in " + where);
   }
+  if (foreign && state->info.fast_path_blocker.empty()) {
+    state->info.fast_path_blocker = "lives in another file (an external link's target)";
+    state->info.fix = "Open that file itself to read the dataset in parallel.";
+  }
   bool third_party_filter = false;
   for (const FilterStep& f : state->info.filters) {
     if (H5Zfilter_avail(static_cast<H5Z_filter_t>(f.id)) <= 0) state->h5dread_lacks_filter = true;
@@ -495,7 +518,7 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
   // is one h5chunk decodes, and the grid can be numbered (the fast path's own preconditions;
   // other blockers, e.g. an element type H5Dread converts, leave the chunks decodable).
   state->verify_before_h5dread =
-      third_party_filter && corrupt.empty() && state->info.readable && state->info.layout == "chunked" &&
+      !foreign && third_party_filter && corrupt.empty() && state->info.readable && state->info.layout == "chunked" &&
       unsupported_filter(state->info.filters).empty() &&
       chunk_grid_problem(state->info.shape, state->info.chunk).empty();
   const std::string source = "file '" + path + "', dataset '" + name + "'";
@@ -505,7 +528,7 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
     state->info.readable = false;
   } else if (state->info.layout == "virtual" && link &&
              // libhdf5 reads a source it cannot open, or a dataset missing from it, as fill values.
-             !(state->refusal = check_virtual_sources(file.get(), dcpl.get(), link, source)).ok()) {
+             !(state->refusal = check_virtual_sources(home_file.get(), home, dcpl.get(), link, source)).ok()) {
     state->info.readable = false;
     state->info.unsupported_type.clear();  // not h5py's to read either: the refusal stands
   } else if (state->info.layout == "virtual" && link && !state->info.readable && corrupt.empty() &&
@@ -518,7 +541,7 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
     state->info.unsupported_type.clear();
   } else if (external_storage && link) {
     auto segments = state->info.readable && state->element.fast_path_blocker.empty()
-                        ? open_external_segments(dcpl.get(), state->info.nbytes, link, source)
+                        ? open_external_segments(dcpl.get(), state->info.nbytes, link, home, source)
                         : hubfs::Result<std::shared_ptr<ExternalSegments>>(hubfs::IoError(
                               source + " is stored in external files and has a type (" + state->info.type_text +
                               ") h5chunk cannot convert itself; h5chunk reads the external storage of an hf:// "
@@ -536,7 +559,7 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
     }
   } else if (!state->info.readable) {
     state->refusal = Unsupported(source + " " + state->info.fast_path_blocker + "; " + state->info.fix);
-  } else if (state->info.layout == "contiguous" || state->info.layout == "compact") {
+  } else if (!foreign && (state->info.layout == "contiguous" || state->info.layout == "compact")) {
     // These layouts store exactly the dataspace's bytes. A dataspace that disagrees with the
     // storage (dims patched on disk) sends H5Dread past it, and HDF5 1.10.8 then answers the
     // same read with an error once and stale bytes the next time.
@@ -566,13 +589,17 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
     // adding the base again read 512 bytes too far.
     state->contiguous_offset = H5Dget_offset(state->dataset.get());
   }
-  if (state->info.layout == "chunked") {
+  if (state->info.layout == "chunked" && !foreign) {
     state->manifest = std::make_unique<ChunkManifest>(state->dataset.get(), state->info.shape,
                                                       state->info.chunk, base_address,
                                                       link.get());
   }
   if (state->info.layout == "virtual" && !link && state->refusal.ok()) {
-    state->info.missing_sources = missing_virtual_sources(file.get(), state->dataset.get(), dcpl.get(), path);
+    std::vector<char> buf(4096, '\0');
+    const ssize_t n = H5Fget_name(state->dataset.get(), buf.data(), buf.size());
+    const std::string home_path = n > 0 ? std::string(buf.data(), std::min<size_t>(size_t(n), buf.size() - 1)) : path;
+    state->info.missing_sources =
+        missing_virtual_sources(home_file.get(), state->dataset.get(), dcpl.get(), home_path);
   }
   state->info.refusal = state->refusal.message();
   std::lock_guard<std::mutex> lock(mu);

@@ -274,6 +274,37 @@ TEST_F(ExternalFilesTest, AnExternalLinkOpensItsTargetInTheTree) {
   EXPECT_EQ(ints_of(*local), iota(200, 0));
 }
 
+// h5chunk's own readers read the file it opened: a dataset an external link leads to lives in
+// another file, at offsets of that file, and is read by H5Dread, whatever the route.
+TEST_F(ExternalFilesTest, ADatasetBehindAnExternalLinkIsReadFromItsOwnFileOnEveryRoute) {
+  fs::create_directories(repo);
+  for (bool chunked : {false, true}) {
+    SCOPED_TRACE(chunked ? "chunked" : "contiguous");
+    DatasetSpec spec;
+    spec.shape = {64, 1024};
+    if (chunked) spec.chunk = {8, 1024};
+    spec.codec = chunked ? Codec::kDeflateShuffle : Codec::kNone;
+    const Bytes data = make_data(spec);
+    const std::string big = chunked ? "big_chunked.h5" : "big_contiguous.h5";
+    const std::string front = chunked ? "front_chunked.h5" : "front_contiguous.h5";
+    write_dataset((repo / big).string(), spec, data);
+    hid_t f = create(repo / front);
+    put_ints(f, "/pad", iota(100000, 9));  // the parent's bytes differ at every offset
+    check_h5(H5Lcreate_external(big.c_str(), spec.name.c_str(), f, "/link", H5P_DEFAULT, H5P_DEFAULT), "elink");
+    H5Fclose(f);
+    for (bool in_tree : {true, false}) {
+      auto file = in_tree ? open_in_tree(front) : File::open((repo / front).string(), quiet_options());
+      ASSERT_TRUE(file.ok());
+      for (Route route : {Route::kAuto, Route::kFastPath, Route::kH5Dread}) {
+        auto a = read_all(file, "/link", route);
+        ASSERT_TRUE(a.ok()) << a.status().message();
+        EXPECT_TRUE(bytes_of(*a) == data) << (in_tree ? "tree" : "local") << " route " << int(route);
+      }
+      EXPECT_FALSE(file->dataset("/link")->info().fast_path_blocker.empty());
+    }
+  }
+}
+
 TEST_F(ExternalFilesTest, ExternalStorageIsReadThroughTheTreeNeverFromALocalDecoy) {
   // Two segments: 100 ints of a.bin from byte 8, then b.bin cut short after 40 ints (the rest
   // reads as zeros, as libhdf5 reads a short external file).
