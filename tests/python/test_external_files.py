@@ -25,6 +25,7 @@ SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
 URL = "hf://datasets/lab/linked"
 SRC = np.arange(200, dtype="int32")
 DECOY = np.arange(5000, 5200, dtype="int32")
+BIG = np.arange(512 * 1024, dtype="float32").reshape(512, 1024)
 
 
 def _vds(f, name, src_file, src_dset, n=200):
@@ -53,8 +54,10 @@ def write_linked_files(folder):
         f.create_dataset("names", data=["decoy", "decoy"], dtype=h5py.string_dtype())
     with h5py.File(folder / "target.h5", "w") as f:
         f["data"] = SRC
+        f.create_dataset("big", data=BIG, chunks=(64, 1024), compression="gzip")
     with h5py.File(sub / "elink.h5", "w") as f:
         f["link"] = h5py.ExternalLink("../target.h5", "/data")
+        f["big_link"] = h5py.ExternalLink("../target.h5", "/big")  # a read large enough for the fast path
         f["dangling"] = h5py.ExternalLink("gone.h5", "/data")
         f["data"] = DECOY
     SRC.tofile(sub / "ext.bin")
@@ -65,7 +68,7 @@ def write_linked_files(folder):
         "sub/vds.h5": {"/vds": SRC},
         "sub/vds_decoy.h5": {"/vds": SRC, "/src": DECOY, "/missing": "nope.h5",
                              "/names_vds": "h5py over hubfs.open would not read its sources"},
-        "sub/elink.h5": {"/link": SRC, "/data": DECOY, "/dangling": "gone.h5"},
+        "sub/elink.h5": {"/link": SRC, "/big_link": BIG, "/data": DECOY, "/dangling": "gone.h5"},
         "sub/ext.h5": {"/ext": SRC, "/abs": "outside"},
     }
 
@@ -181,7 +184,8 @@ def test_cli_hf_reads_never_return_the_decoys(hub, opts, decoy_cwd, tmp_path):
             assert not out.exists() or out.stat().st_size == 0
         else:
             assert r.returncode == 0, (path, name, r.stderr)
-            np.testing.assert_array_equal(np.fromfile(out, dtype="int32"), want, err_msg=f"{path}:{name}")
+            np.testing.assert_array_equal(np.fromfile(out, dtype=want.dtype).reshape(want.shape), want,
+                                          err_msg=f"{path}:{name}")
 
 
 def test_cli_json_names_missing_local_sources(hub, tmp_path, monkeypatch):
