@@ -30,9 +30,10 @@ hubfs::Status check_external_links(hid_t file, const std::string& dataset_path,
                                    const std::shared_ptr<SourceLink>& link, const std::string& where);
 
 // Ok, or why the virtual dataset with creation list `dcpl` in `file` (at tree path `home`, read
-// through `link` or a file an external link of it leads to) cannot be read exactly: a mapping names a file outside the tree, a file the tree lacks, or a
-// source dataset that file lacks. Mappings with printf-style names (%b: an unlimited dataset's
-// files, some not yet written) are checked for the tree's bounds only.
+// through `link` or a file an external link of it leads to) cannot be read exactly: a mapping
+// names a file outside the tree, a file the tree lacks, or a source dataset that file lacks.
+// Mappings with printf-style names (%b: an unlimited dataset's files, some not yet written) are
+// checked for the tree's bounds only.
 hubfs::Status check_virtual_sources(hid_t file, const std::string& home, hid_t dcpl,
                                     const std::shared_ptr<SourceLink>& link, const std::string& where);
 

@@ -81,7 +81,7 @@ class SourceLink : public ByteSource {
   std::shared_ptr<ByteSource> source_;
   std::shared_ptr<SourceLink> report_to_;
   std::atomic<uint64_t> errors_{0};
-  std::mutex mu_;  // leaf (a link reports to its parent after releasing its own)
+  std::mutex mu_;  // leaf (a link reports to its parent before taking its own)
   hubfs::Status error_;
 };
 
@@ -100,8 +100,8 @@ hubfs::Result<std::string> resolve_in_tree(const std::string& from, const std::s
 // hdf5_file_name(*link) opens the source itself; another name (a virtual dataset's source, an
 // external link's target) opens the file of that path in the source's tree, never a local file,
 // and fails (the message on libhdf5's error stack saying why) when the source has no tree, the
-// name lies outside it or the tree has no such file. The caller closes it (H5Pclose). kInternal if libhdf5 refuses
-// to register the driver.
+// name lies outside it or the tree has no such file. The caller closes it (H5Pclose). kInternal
+// if libhdf5 refuses to register the driver.
 hubfs::Result<hid_t> source_fapl(std::shared_ptr<SourceLink> link);
 
 }  // namespace h5chunk

@@ -92,7 +92,9 @@ std::vector<int32_t> iota(size_t n, int32_t first) {
   return v;
 }
 
-std::vector<int32_t> ints_of(const Array& a) { return std::vector<int32_t>(a.as<int32_t>(), a.as<int32_t>() + a.num_elements()); }
+std::vector<int32_t> ints_of(const Array& a) {
+  return std::vector<int32_t>(a.as<int32_t>(), a.as<int32_t>() + a.num_elements());
+}
 
 hid_t create(const fs::path& p) {
   fs::create_directories(p.parent_path());
@@ -123,7 +125,9 @@ void put_external(hid_t f, const std::string& name, const std::vector<std::tuple
   hsize_t n = 200;
   hid_t space = H5Screate_simple(1, &n, nullptr);
   hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  for (const auto& [file, offset, size] : segs) check_h5(H5Pset_external(dcpl, file.c_str(), offset, size), "H5Pset_external");
+  for (const auto& [file, offset, size] : segs) {
+    check_h5(H5Pset_external(dcpl, file.c_str(), offset, size), "H5Pset_external");
+  }
   hid_t d = H5Dcreate2(f, name.c_str(), H5T_STD_I32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   check_h5(d, "H5Dcreate2 (external)");
   H5Dclose(d);
