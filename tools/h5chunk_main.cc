@@ -211,6 +211,7 @@ json describe(const Dataset& d) {
   }
   j["filters"] = filters;
   if (!info.missing_sources.empty()) j["missing_sources"] = info.missing_sources;
+  if (!info.refusal.empty()) j["refusal"] = info.refusal;  // every read fails with this
   j["fast_path"] = info.fast_path_blocker.empty();
   if (!info.fast_path_blocker.empty()) {
     j["why_not"] = "the dataset " + info.fast_path_blocker;
@@ -262,6 +263,7 @@ int cmd_info(const std::string& path, const std::string& name, bool as_json) {
       std::cout << "\n  missing virtual sources (libhdf5 reads them as fill values):";
       for (const auto& m : j["missing_sources"]) std::cout << "\n    " << m.get<std::string>();
     }
+    if (j.contains("refusal")) std::cout << "\n  unreadable: " << j["refusal"].get<std::string>();
     std::cout << "\n  fast path: ";
     if (j["fast_path"].get<bool>()) {
       std::cout << "yes\n";

@@ -188,6 +188,16 @@ def test_cli_hf_reads_never_return_the_decoys(hub, opts, decoy_cwd, tmp_path):
                                           err_msg=f"{path}:{name}")
 
 
+def test_cli_info_over_hf_names_what_reads_would_refuse(hub, opts):
+    r = subprocess.run([_h5chunk_bin(), "info", f"{URL}/sub/vds_decoy.h5", "--json", "--endpoint", opts["endpoint"],
+                        "--cache-dir", opts["cache_dir"]], capture_output=True, text=True,
+                       env={**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"})
+    assert r.returncode == 0, r.stderr
+    infos = {i["path"]: i for i in map(json.loads, r.stdout.splitlines())}
+    assert "nope.h5" in infos["/missing"]["refusal"]
+    assert "refusal" not in infos["/vds"] and "missing_sources" not in infos["/missing"]
+
+
 def test_cli_json_names_missing_local_sources(hub, tmp_path, monkeypatch):
     monkeypatch.chdir(hub["repo"] / "sub")
     r = subprocess.run([_h5chunk_bin(), "read", str(hub["repo"] / "sub" / "vds_decoy.h5"), "/missing",
