@@ -482,8 +482,8 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
   Hid home_file(H5Iget_file_id(state->dataset.get()));
   {
     H5O_info_t here, there;
-    foreign = H5Oget_info2(file.get(), &here, H5O_INFO_BASIC) < 0 ||
-              H5Oget_info2(state->dataset.get(), &there, H5O_INFO_BASIC) < 0 || here.fileno != there.fileno;
+    foreign = H5Oget_info2(file.get(), &here, H5O_INFO_BASIC) >= 0 &&
+              H5Oget_info2(state->dataset.get(), &there, H5O_INFO_BASIC) >= 0 && here.fileno != there.fileno;
     const std::shared_ptr<FileTree> tree = link ? link->tree() : nullptr;
     if (foreign && tree) {
       std::vector<char> buf(4096, '\0');
