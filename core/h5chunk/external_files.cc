@@ -1,5 +1,6 @@
 #include "h5chunk/external_files.h"
 
+#include <limits.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -168,7 +169,7 @@ std::vector<std::string> missing_virtual_sources(hid_t file, hid_t dataset, hid_
   std::string folder;
   if (const size_t slash = file_path.rfind('/'); slash != std::string::npos) folder = file_path.substr(0, slash + 1);
   if (file_path.empty() || file_path[0] != '/') {
-    std::vector<char> cwd(4096);
+    std::vector<char> cwd(PATH_MAX + 1);
     if (::getcwd(cwd.data(), cwd.size())) folder = std::string(cwd.data()) + "/" + folder;
   }
   std::string dapl_prefix;
@@ -300,7 +301,7 @@ hubfs::Result<std::shared_ptr<ExternalSegments>> open_external_segments(hid_t dc
   std::vector<ExternalSegments::Segment> segments;
   std::map<std::string, std::shared_ptr<ByteSource>> files;
   for (int i = 0; i < count; ++i) {
-    std::vector<char> name(4096, '\0');
+    std::vector<char> name(PATH_MAX + 1, '\0');  // a longer name would not open locally either
     off_t offset = 0;
     hsize_t size = 0;
     if (H5Pget_external(dcpl, static_cast<unsigned>(i), name.size() - 1, name.data(), &offset, &size) < 0) {

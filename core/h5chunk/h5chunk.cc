@@ -436,6 +436,20 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
 
 }  // namespace
 
+namespace {
+
+// The name libhdf5 opened the file holding `object` with ("" if it cannot say).
+std::string file_name_of(hid_t object) {
+  const ssize_t n = H5Fget_name(object, nullptr, 0);
+  if (n <= 0) return {};
+  std::string name(static_cast<size_t>(n) + 1, '\0');
+  if (H5Fget_name(object, name.data(), name.size()) != n) return {};
+  name.resize(static_cast<size_t>(n));
+  return name;
+}
+
+}  // namespace
+
 Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string& raw_name) {
   std::string name = raw_name.empty() || raw_name[0] != '/' ? "/" + raw_name : raw_name;
   {
@@ -486,9 +500,7 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
               H5Oget_info2(state->dataset.get(), &there, H5O_INFO_BASIC) >= 0 && here.fileno != there.fileno;
     const std::shared_ptr<FileTree> tree = link ? link->tree() : nullptr;
     if (foreign && tree) {
-      std::vector<char> buf(4096, '\0');
-      const ssize_t n = H5Fget_name(state->dataset.get(), buf.data(), buf.size());
-      const std::string opened(buf.data(), n > 0 ? std::min<size_t>(size_t(n), buf.size() - 1) : 0);
+      const std::string opened = file_name_of(state->dataset.get());
       const std::string root = "/" + tree->name() + "/";
       if (opened.compare(0, root.size(), root) == 0) home = opened.substr(root.size());
     }
@@ -595,9 +607,8 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
                                                       link.get());
   }
   if (state->info.layout == "virtual" && !link && state->refusal.ok()) {
-    std::vector<char> buf(4096, '\0');
-    const ssize_t n = H5Fget_name(state->dataset.get(), buf.data(), buf.size());
-    const std::string home_path = n > 0 ? std::string(buf.data(), std::min<size_t>(size_t(n), buf.size() - 1)) : path;
+    std::string home_path = file_name_of(state->dataset.get());
+    if (home_path.empty()) home_path = path;
     state->info.missing_sources =
         missing_virtual_sources(home_file.get(), state->dataset.get(), dcpl.get(), home_path);
   }
