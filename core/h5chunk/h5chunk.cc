@@ -543,13 +543,15 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
              !(state->refusal = check_virtual_sources(home_file.get(), home, dcpl.get(), link, source)).ok()) {
     state->info.readable = false;
     state->info.unsupported_type.clear();  // not h5py's to read either: the refusal stands
-  } else if (state->info.layout == "virtual" && link && !state->info.readable && corrupt.empty() &&
+  } else if ((state->info.layout == "virtual" || foreign) && link && !state->info.readable && corrupt.empty() &&
              !state->info.null_space) {
     // Python hands datasets h5chunk cannot return to h5py over hubfs.open, whose file-object
-    // driver looks a virtual dataset's sources up in the file itself (docs/usage.md).
-    state->refusal = hubfs::IoError(source + " is a virtual dataset of a type h5chunk cannot return (" +
-                                    state->info.type_text + "), and h5py over hubfs.open would not read its "
-                                    "sources from the repo; read it from a mount or a download of the repo");
+    // driver looks other files up in the file itself (docs/usage.md).
+    state->refusal = hubfs::IoError(
+        source + (foreign ? " lives in another file (an external link's target)" : " is a virtual dataset") +
+        " of a type h5chunk cannot return (" + state->info.type_text +
+        "), and h5py over hubfs.open would not read the other files from the repo; read it from a mount or a "
+        "download of the repo");
     state->info.unsupported_type.clear();
   } else if (external_storage && link) {
     auto segments = state->info.readable && state->element.fast_path_blocker.empty()

@@ -58,6 +58,7 @@ def write_linked_files(folder):
     with h5py.File(sub / "elink.h5", "w") as f:
         f["link"] = h5py.ExternalLink("../target.h5", "/data")
         f["big_link"] = h5py.ExternalLink("../target.h5", "/big")  # a read large enough for the fast path
+        f["names_link"] = h5py.ExternalLink("vds_src.h5", "/names")  # a type only h5py reads
         f["dangling"] = h5py.ExternalLink("gone.h5", "/data")
         f["data"] = DECOY
     SRC.tofile(sub / "ext.bin")
@@ -67,8 +68,9 @@ def write_linked_files(folder):
     return {
         "sub/vds.h5": {"/vds": SRC},
         "sub/vds_decoy.h5": {"/vds": SRC, "/src": DECOY, "/missing": "nope.h5",
-                             "/names_vds": "h5py over hubfs.open would not read its sources"},
-        "sub/elink.h5": {"/link": SRC, "/big_link": BIG, "/data": DECOY, "/dangling": "gone.h5"},
+                             "/names_vds": "h5py over hubfs.open would not read the other files"},
+        "sub/elink.h5": {"/link": SRC, "/big_link": BIG, "/data": DECOY, "/dangling": "gone.h5",
+                         "/names_link": "h5py over hubfs.open would not read the other files"},
         "sub/ext.h5": {"/ext": SRC, "/abs": "outside"},
     }
 
