@@ -81,6 +81,11 @@ class File:
     as one range hint, all in flight at once. Keyword options other than the ones above are
     ``hubfs.open``'s (``endpoint``, ``cache_dir``, ``revision``, ``token``, ...).
 
+    Over hf://, datasets whose data lives in other files (virtual datasets, external links,
+    external storage) read those files from the same repo and revision, never local files; what
+    the repo lacks is an OSError naming it. On a local file, a virtual dataset's sources libhdf5
+    cannot find read as its fill value, with a :class:`MissingSourceWarning`.
+
     Raises FileNotFoundError when ``path`` does not exist (for hf://: the repo, revision or
     path), PermissionError for a gated or private repo without access, and OSError when it is
     not HDF5 or cannot be read (the message says why and what to do).
