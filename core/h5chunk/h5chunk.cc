@@ -434,10 +434,6 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
   return Status::Ok();
 }
 
-}  // namespace
-
-namespace {
-
 // The name libhdf5 opened the file holding `object` with ("" if it cannot say).
 std::string file_name_of(hid_t object) {
   const ssize_t n = H5Fget_name(object, nullptr, 0);
@@ -530,8 +526,8 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
   // is one h5chunk decodes, and the grid can be numbered (the fast path's own preconditions;
   // other blockers, e.g. an element type H5Dread converts, leave the chunks decodable).
   state->verify_before_h5dread =
-      !foreign && third_party_filter && corrupt.empty() && state->info.readable && state->info.layout == "chunked" &&
-      unsupported_filter(state->info.filters).empty() &&
+      !foreign && third_party_filter && corrupt.empty() && state->info.readable &&
+      state->info.layout == "chunked" && unsupported_filter(state->info.filters).empty() &&
       chunk_grid_problem(state->info.shape, state->info.chunk).empty();
   const std::string source = "file '" + path + "', dataset '" + name + "'";
   const bool external_storage = state->info.layout == "contiguous" && H5Pget_external_count(dcpl.get()) > 0;
