@@ -188,6 +188,8 @@ int cmd_read(const std::string& path, const std::string& name, const std::string
                {"fast_path", array->stats.fast_path},
                {"ms", std::round(ms * 1000) / 1000}};
   if (!array->stats.fast_path) line["fallback"] = array->stats.fallback_cause;
+  // libhdf5 read these virtual sources as fill values (a local file; hf:// refuses instead).
+  if (!info.missing_sources.empty()) line["missing_sources"] = info.missing_sources;
   std::cout << line.dump() << std::endl;
   return 0;
 }
@@ -208,6 +210,8 @@ json describe(const Dataset& d) {
     filters.push_back({{"id", f.id}, {"name", f.name}, {"cd_values", f.cd_values}});
   }
   j["filters"] = filters;
+  if (!info.missing_sources.empty()) j["missing_sources"] = info.missing_sources;
+  if (!info.refusal.empty()) j["refusal"] = info.refusal;  // every read fails with this
   j["fast_path"] = info.fast_path_blocker.empty();
   if (!info.fast_path_blocker.empty()) {
     j["why_not"] = "the dataset " + info.fast_path_blocker;
@@ -255,6 +259,11 @@ int cmd_info(const std::string& path, const std::string& name, bool as_json) {
     for (const auto& f : j["filters"]) {
       std::cout << " " << f["name"].get<std::string>() << " (" << f["id"].get<unsigned>() << ")";
     }
+    if (j.contains("missing_sources")) {
+      std::cout << "\n  missing virtual sources (libhdf5 reads them as fill values):";
+      for (const auto& m : j["missing_sources"]) std::cout << "\n    " << m.get<std::string>();
+    }
+    if (j.contains("refusal")) std::cout << "\n  unreadable: " << j["refusal"].get<std::string>();
     std::cout << "\n  fast path: ";
     if (j["fast_path"].get<bool>()) {
       std::cout << "yes\n";
@@ -308,6 +317,7 @@ int cmd_bench(const std::string& path, const std::string& name, const std::strin
                {"fast_path", fast_stats.fast_path},
                {"chunks", fast_stats.chunks}};
   if (!fast_stats.fast_path) line["fallback"] = fast_stats.fallback_cause;
+  if (!info.missing_sources.empty()) line["missing_sources"] = info.missing_sources;
   std::cout << line.dump() << std::endl;
   return 0;
 }

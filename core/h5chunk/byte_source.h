@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,22 @@
 #include "common/status.h"
 
 namespace h5chunk {
+
+class ByteSource;
+
+// The other files a source's file may name (a virtual dataset's sources, an external link's
+// target, external raw storage): for an hf:// file, the files of its repo at the same revision.
+class FileTree {
+ public:
+  virtual ~FileTree() = default;
+  // Names the tree in messages and in the file names libhdf5 is given ("hf://datasets/ORG/NAME");
+  // no trailing '/'.
+  virtual const std::string& name() const = 0;
+  // The file at `path`, relative to the tree's root and normalised (no leading '/', no "." or
+  // ".." component, no empty one). kNotFound when the tree has no such file; other errors carry
+  // their cause (a timeout, a gated repo).
+  virtual hubfs::Result<std::shared_ptr<ByteSource>> open(const std::string& path) = 0;
+};
 
 class ByteSource {
  public:
@@ -37,6 +54,12 @@ class ByteSource {
   // The caller will read these (offset, length) ranges soon: the source may start fetching all
   // of them at once. Best effort: never fails, and reads work whether or not it was called.
   virtual void hint(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) = 0;
+  // The tree this file lives in, for the files it names, and its path there (normalised as
+  // FileTree::open's). Null (the default): the source can reach no other file (a Python file
+  // object), so h5chunk refuses the datasets whose data lives in other files. Two sources are
+  // the same file when they have the same tree object and path.
+  virtual std::shared_ptr<FileTree> tree() const { return nullptr; }
+  virtual std::string tree_path() const { return {}; }
 };
 
 }  // namespace h5chunk

@@ -20,6 +20,7 @@
 #include "h5chunk/checked.h"
 #include "h5chunk/contiguous.h"
 #include "h5chunk/element_type.h"
+#include "h5chunk/external_files.h"
 #include "h5chunk/fallback.h"
 #include "h5chunk/hdf5_handle.h"
 #include "h5chunk/manifest.h"
@@ -175,6 +176,10 @@ class DatasetState {
   // own decoders accepted each of them (once per chunk: `verified`).
   bool verify_before_h5dread = false;
   VerifiedChunks verified;
+  // External raw storage of a file read through a source: h5chunk reads its segments through
+  // the source's tree (libhdf5 would open them on the local disk), whatever the route.
+  std::shared_ptr<ExternalSegments> external;
+  std::unique_ptr<WorkerStatePool> external_workers;
   // Why every read is refused (variable-length type, null dataspace, corrupt); Ok when reads may proceed.
   Status refusal;
 };
@@ -429,6 +434,16 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
   return Status::Ok();
 }
 
+// The name libhdf5 opened the file holding `object` with ("" if it cannot say).
+std::string file_name_of(hid_t object) {
+  const ssize_t n = H5Fget_name(object, nullptr, 0);
+  if (n <= 0) return {};
+  std::string name(static_cast<size_t>(n) + 1, '\0');
+  if (H5Fget_name(object, name.data(), name.size()) != n) return {};
+  name.resize(static_cast<size_t>(n));
+  return name;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string& raw_name) {
@@ -445,6 +460,13 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
   }
   auto state = std::make_shared<DatasetState>();
   clear_source_error();
+  if (link) {
+    // An external link on the way opens another file: only one of the tree, checked first.
+    if (Status s = check_external_links(file.get(), name, link, "file '" + path + "', dataset '" + name + "'");
+        !s.ok()) {
+      return s;
+    }
+  }
   state->dataset = Hid(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT));
   if (!state->dataset.valid()) {
     if (Status e = source_error_or(Status::Ok(), "opening '" + name + "' in " + where); !e.ok()) return e;
@@ -462,6 +484,23 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
                            hdf5_error_text() + ")");
   }
   state->info.path = name;
+  // A dataset an external link leads to lives in another file: h5chunk's own readers read this
+  // one (its chunk index, chunks and contiguous data at that file's offsets would be this file's
+  // bytes), so H5Dread reads it, and names in it resolve against that file's folder.
+  bool foreign = false;
+  std::string home = link ? link->tree_path() : std::string();
+  Hid home_file(H5Iget_file_id(state->dataset.get()));
+  {
+    H5O_info_t here, there;
+    foreign = H5Oget_info2(file.get(), &here, H5O_INFO_BASIC) >= 0 &&
+              H5Oget_info2(state->dataset.get(), &there, H5O_INFO_BASIC) >= 0 && here.fileno != there.fileno;
+    const std::shared_ptr<FileTree> tree = link ? link->tree() : nullptr;
+    if (foreign && tree) {
+      const std::string opened = file_name_of(state->dataset.get());
+      const std::string root = "/" + tree->name() + "/";
+      if (opened.compare(0, root.size(), root) == 0) home = opened.substr(root.size());
+    }
+  }
   Hid type(H5Dget_type(state->dataset.get()));
   Hid dcpl(H5Dget_create_plist(state->dataset.get()));
   if (!type.valid() || !dcpl.valid()) {
@@ -473,6 +512,10 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
       !s.ok()) {
     return s.with_context("describing '" + name + "' in " + where);
   }
+  if (foreign && state->info.fast_path_blocker.empty()) {
+    state->info.fast_path_blocker = "lives in another file (an external link's target)";
+    state->info.fix = "Open that file itself to read the dataset in parallel.";
+  }
   bool third_party_filter = false;
   for (const FilterStep& f : state->info.filters) {
     if (H5Zfilter_avail(static_cast<H5Z_filter_t>(f.id)) <= 0) state->h5dread_lacks_filter = true;
@@ -483,16 +526,50 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
   // is one h5chunk decodes, and the grid can be numbered (the fast path's own preconditions;
   // other blockers, e.g. an element type H5Dread converts, leave the chunks decodable).
   state->verify_before_h5dread =
-      third_party_filter && corrupt.empty() && state->info.readable && state->info.layout == "chunked" &&
-      unsupported_filter(state->info.filters).empty() &&
+      !foreign && third_party_filter && corrupt.empty() && state->info.readable &&
+      state->info.layout == "chunked" && unsupported_filter(state->info.filters).empty() &&
       chunk_grid_problem(state->info.shape, state->info.chunk).empty();
   const std::string source = "file '" + path + "', dataset '" + name + "'";
+  const bool external_storage = state->info.layout == "contiguous" && H5Pget_external_count(dcpl.get()) > 0;
   if (!corrupt.empty()) {
     state->refusal = hubfs::Corrupt(source + " is corrupt: " + corrupt);
     state->info.readable = false;
+  } else if (state->info.layout == "virtual" && link &&
+             // libhdf5 reads a source it cannot open, or a dataset missing from it, as fill values.
+             !(state->refusal = check_virtual_sources(home_file.get(), home, dcpl.get(), link, source)).ok()) {
+    state->info.readable = false;
+    state->info.unsupported_type.clear();  // not h5py's to read either: the refusal stands
+  } else if ((state->info.layout == "virtual" || foreign) && link && !state->info.readable && corrupt.empty() &&
+             !state->info.null_space) {
+    // Python hands datasets h5chunk cannot return to h5py over hubfs.open, whose file-object
+    // driver looks other files up in the file itself (docs/usage.md).
+    state->refusal = hubfs::IoError(
+        source + (foreign ? " lives in another file (an external link's target)" : " is a virtual dataset") +
+        " of a type h5chunk cannot return (" + state->info.type_text +
+        "), and h5py over hubfs.open would not read the other files from the repo; read it from a mount or a "
+        "download of the repo");
+    state->info.unsupported_type.clear();
+  } else if (external_storage && link) {
+    auto segments = state->info.readable && state->element.fast_path_blocker.empty()
+                        ? open_external_segments(dcpl.get(), state->info.nbytes, link, home, source)
+                        : hubfs::Result<std::shared_ptr<ExternalSegments>>(hubfs::IoError(
+                              source + " is stored in external files and has a type (" + state->info.type_text +
+                              ") h5chunk cannot convert itself; h5chunk reads the external storage of an hf:// "
+                              "file itself (libhdf5 would read local files), so it cannot read this one: download "
+                              "the repo's files and read them locally"));
+    if (segments.ok()) {
+      state->external = *segments;
+      state->external_workers = std::make_unique<WorkerStatePool>(state->external.get());
+      state->info.fast_path_blocker.clear();
+      state->info.fix.clear();
+    } else {
+      state->refusal = segments.status();
+      state->info.readable = false;
+      state->info.unsupported_type.clear();
+    }
   } else if (!state->info.readable) {
     state->refusal = Unsupported(source + " " + state->info.fast_path_blocker + "; " + state->info.fix);
-  } else if (state->info.layout == "contiguous" || state->info.layout == "compact") {
+  } else if (!foreign && (state->info.layout == "contiguous" || state->info.layout == "compact")) {
     // These layouts store exactly the dataspace's bytes. A dataspace that disagrees with the
     // storage (dims patched on disk) sends H5Dread past it, and HDF5 1.10.8 then answers the
     // same read with an error once and stale bytes the next time.
@@ -516,16 +593,22 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
       state->info.readable = false;
     }
   }
-  if (state->info.layout == "contiguous" && state->info.fast_path_blocker.empty()) {
+  if (state->info.layout == "contiguous" && state->info.fast_path_blocker.empty() && !state->external) {
     // Unlike chunk addresses, H5Dget_offset includes the user block already (HDF5 adds the
     // base address): a 512-byte user block put the data at 2560 with the base at 512, and
     // adding the base again read 512 bytes too far.
     state->contiguous_offset = H5Dget_offset(state->dataset.get());
   }
-  if (state->info.layout == "chunked") {
+  if (state->info.layout == "chunked" && !foreign) {
     state->manifest = std::make_unique<ChunkManifest>(state->dataset.get(), state->info.shape,
                                                       state->info.chunk, base_address,
                                                       link.get());
+  }
+  if (state->info.layout == "virtual" && !link && state->refusal.ok()) {
+    std::string home_path = file_name_of(state->dataset.get());
+    if (home_path.empty()) home_path = path;
+    state->info.missing_sources =
+        missing_virtual_sources(home_file.get(), state->dataset.get(), dcpl.get(), home_path);
   }
   state->info.refusal = state->refusal.message();
   std::lock_guard<std::mutex> lock(mu);
@@ -598,7 +681,7 @@ Result<File> File::open(std::shared_ptr<ByteSource> source, Options options) {
   if (!fapl_id.ok()) return fapl_id.status();
   Hid fapl(*fapl_id);
   QuietHdf5Errors quiet;
-  state->file = Hid(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get()));
+  state->file = Hid(H5Fopen(hdf5_file_name(*state->link).c_str(), H5F_ACC_RDONLY, fapl.get()));
   if (!state->file.valid()) {
     // A read that failed says why (a timeout, a lost token); otherwise the bytes are not HDF5.
     if (Status e = state->source_error_or(Status::Ok(), "opening '" + name + "'"); !e.ok()) return e;
@@ -712,6 +795,8 @@ Result<ReadStats> Dataset::read_into_unmapped(const Selection& selection, void* 
     return stats;
   }
 
+  if (state_->external) return read_external(*norm, out, options, source);
+
   // Every selection maps to chunks (selection.h); only the dataset itself, or a small read on
   // the automatic route, sends a read to H5Dread.
   std::string cause;
@@ -811,6 +896,28 @@ Result<ReadStats> Dataset::read_into_unmapped(const Selection& selection, void* 
     return read_with_h5dread(fast.status().message());
   }
   return fast;
+}
+
+Result<ReadStats> Dataset::read_external(const NormalizedSelection& selection, void* out,
+                                         const ReadOptions& options, const std::string& source) const {
+  ContiguousRead req;
+  req.layout = &state_->layout;
+  req.data_offset = 0;  // the segments laid end to end are the dataset's bytes
+  req.workers = state_->external_workers.get();
+  req.helpers = &file_->helpers;
+  req.selection = &selection;
+  req.out = static_cast<uint8_t*>(out);
+  req.threads = file_->threads;
+  req.progress = options.progress;
+  req.cancel = options.cancel;
+  req.source = source;
+  auto r = read_contiguous(req);
+  if (!r.ok() && r.status().code() == hubfs::Code::kUnsupported) {
+    // H5Dread, the usual answer to such a selection, would read local files: not an option.
+    return hubfs::IoError(source + ": " + r.status().message() +
+                          "; its external storage is read by h5chunk only: read it in fewer, larger pieces");
+  }
+  return r;
 }
 
 }  // namespace h5chunk

@@ -157,6 +157,9 @@ struct DatasetInfo {
   uint64_t nbytes = 0;         // uncompressed size; UINT64_MAX when that overflows (a corrupt shape)
   std::string fast_path_blocker;  // empty when parallel reads are possible (chunked or contiguous), else why not
   std::string fix;                // what would remove the blocker
+  // A virtual dataset of a local file: its sources ("FILE:/DATASET (why)") libhdf5 will not
+  // find, and so reads as fill values (external_files.h). Over hf:// these are refused instead.
+  std::vector<std::string> missing_sources;
 };
 
 class FileState;
@@ -183,6 +186,9 @@ class Dataset {
  private:
   Result<ReadStats> read_into_unmapped(const Selection& selection, void* out, size_t out_bytes,
                                        const ReadOptions& options) const;
+  // External raw storage of a file read through a source, read through its tree.
+  Result<ReadStats> read_external(const NormalizedSelection& selection, void* out, const ReadOptions& options,
+                                  const std::string& source) const;
   friend class File;
   std::shared_ptr<FileState> file_;
   std::shared_ptr<DatasetState> state_;

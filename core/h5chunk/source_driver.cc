@@ -3,7 +3,9 @@
 #include <sys/types.h>
 
 #include <cstring>
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace h5chunk {
 namespace {
@@ -38,6 +40,32 @@ herr_t fapl_free(void* info) {
   return 0;
 }
 
+// The link of the file libhdf5 names `name`, asked for on behalf of `from`'s file: `from` itself
+// for its own name, else the file of that path in its tree. libhdf5 tries several names for a
+// file that another names (each prefix from the environment and property lists, the current
+// directory, the naming file's folder); only names in the tree can open, so a remote file never
+// reads a local one.
+hubfs::Result<std::shared_ptr<SourceLink>> link_for(const std::shared_ptr<SourceLink>& from, const std::string& name) {
+  if (name == hdf5_file_name(*from)) return from;
+  const std::shared_ptr<FileTree> tree = from->tree();
+  if (!tree) {
+    return hubfs::Unsupported("'" + from->name() + "' names another file ('" + name +
+                              "'), which h5chunk cannot open for a file given as a file object; open the file "
+                              "by its hf:// URL or local path instead");
+  }
+  const std::string root = "/" + tree->name() + "/";
+  if (name.compare(0, root.size(), root) != 0) {
+    return hubfs::NotFound("'" + name + "' is not in " + tree->name() + ": h5chunk opens no local file for '" +
+                           from->name() + "'");
+  }
+  auto path = resolve_in_tree("", name.substr(root.size()));
+  if (!path.ok()) return path.status();
+  if (*path == from->tree_path()) return from;
+  auto source = tree->open(*path);
+  if (!source.ok()) return source.status().with_context(tree->name() + "/" + *path);
+  return std::make_shared<SourceLink>(std::move(source).value(), from);
+}
+
 H5FD_t* open(const char* name, unsigned flags, hid_t fapl, haddr_t maxaddr) {
   if (flags & (H5F_ACC_RDWR | H5F_ACC_CREAT | H5F_ACC_TRUNC | H5F_ACC_EXCL)) {
     push_error(H5E_ARGS, H5E_BADVALUE, __func__, "h5chunk's source driver is read-only");
@@ -48,10 +76,14 @@ H5FD_t* open(const char* name, unsigned flags, hid_t fapl, haddr_t maxaddr) {
     push_error(H5E_PLIST, H5E_BADVALUE, __func__, "no byte source in the file access property list");
     return nullptr;
   }
-  (void)name;     // a label only: the source is the file
   (void)maxaddr;  // the source's size bounds every read
+  auto link = link_for(info->link, name ? name : "");
+  if (!link.ok()) {
+    push_error(H5E_FILE, H5E_CANTOPENFILE, __func__, link.status().message());
+    return nullptr;
+  }
   auto* f = new SourceFile{};
-  f->info = new FaplInfo(*info);
+  f->info = new FaplInfo{std::move(link).value()};
   f->eoa = 0;
   return &f->pub;
 }
@@ -63,11 +95,21 @@ herr_t close(H5FD_t* file) {
   return 0;
 }
 
-// Files are the same when they read the same source (libhdf5 then shares one open file).
+// Files are the same when they are the same path of the same tree (a virtual dataset whose
+// source is its own file, by name), or read the same source: libhdf5 then shares one open file.
 int cmp(const H5FD_t* a, const H5FD_t* b) {
-  const ByteSource* x = self(a)->info->link->inner();
-  const ByteSource* y = self(b)->info->link->inner();
-  return x < y ? -1 : x > y ? 1 : 0;
+  const SourceLink& x = *self(a)->info->link;
+  const SourceLink& y = *self(b)->info->link;
+  const std::shared_ptr<FileTree> tx = x.tree(), ty = y.tree();
+  if (tx && ty) {
+    if (tx != ty) return std::less<const FileTree*>()(tx.get(), ty.get()) ? -1 : 1;
+    const int c = x.tree_path().compare(y.tree_path());
+    return c < 0 ? -1 : c > 0 ? 1 : 0;
+  }
+  if (tx || ty) return tx ? 1 : -1;
+  const ByteSource* p = x.inner();
+  const ByteSource* q = y.inner();
+  return std::less<const ByteSource*>()(p, q) ? -1 : p == q ? 0 : 1;
 }
 
 // As sec2 minus what writing needs: libhdf5 gathers small metadata reads into its accumulator
@@ -147,6 +189,41 @@ H5FD_class_t make_class() {
 }
 
 }  // namespace
+
+std::string hdf5_file_name(const ByteSource& source) {
+  const std::shared_ptr<FileTree> tree = source.tree();
+  return tree ? "/" + tree->name() + "/" + source.tree_path() : source.name();
+}
+
+hubfs::Result<std::string> resolve_in_tree(const std::string& from, const std::string& name) {
+  if (name == ".") return from;
+  const std::string quoted = "'" + name + "'";
+  if (name.empty()) return hubfs::InvalidArgument("an empty file name");
+  if (name[0] == '/') return hubfs::InvalidArgument(quoted + " is an absolute path, outside the repo");
+  if (name.find("://") != std::string::npos) return hubfs::InvalidArgument(quoted + " is a URL, outside the repo");
+  const size_t slash = from.rfind('/');
+  const std::string joined = (slash == std::string::npos ? std::string() : from.substr(0, slash + 1)) + name;
+  std::vector<std::string> parts;
+  for (size_t at = 0; at <= joined.size();) {
+    size_t end = joined.find('/', at);
+    if (end == std::string::npos) end = joined.size();
+    const std::string part = joined.substr(at, end - at);
+    at = end + 1;
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      if (parts.empty()) {
+        return hubfs::InvalidArgument(quoted + " (from '" + from + "') leaves the repo's root folder");
+      }
+      parts.pop_back();
+      continue;
+    }
+    parts.push_back(part);
+  }
+  if (parts.empty()) return hubfs::InvalidArgument(quoted + " names the repo's root folder, not a file");
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "/") + p;
+  return out;
+}
 
 hubfs::Result<hid_t> source_fapl(std::shared_ptr<SourceLink> link) {
   static const H5FD_class_t kClass = make_class();

@@ -11,7 +11,9 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "h5chunk/byte_source.h"
@@ -40,9 +42,14 @@ class ScopedReadCancel {
 // this keeps the source's own cause (a timeout, a revoked token) for the message the caller
 // returns, and tells the chunk manifest that a failure was the source's, not the file's (so it
 // is not remembered as damage: the next read tries again).
+//
+// A file that names another file (a virtual dataset's source, an external link's target) is
+// opened by libhdf5 through the driver too: the link of that file reports its failed reads to
+// the link of the file h5chunk opened (`report_to`), whose caller sees them.
 class SourceLink : public ByteSource {
  public:
-  explicit SourceLink(std::shared_ptr<ByteSource> source) : source_(std::move(source)) {}
+  explicit SourceLink(std::shared_ptr<ByteSource> source, std::shared_ptr<SourceLink> report_to = nullptr)
+      : source_(std::move(source)), report_to_(std::move(report_to)) {}
   const std::string& name() const override { return source_->name(); }
   uint64_t size() const override { return source_->size(); }
   hubfs::Result<size_t> pread(void* dst, uint64_t offset, size_t len,
@@ -52,6 +59,8 @@ class SourceLink : public ByteSource {
     return r;
   }
   void hint(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) override { source_->hint(ranges); }
+  std::shared_ptr<FileTree> tree() const override { return source_->tree(); }
+  std::string tree_path() const override { return source_->tree_path(); }
 
   const ByteSource* inner() const { return source_.get(); }
   // Failed reads so far (a failure between two looks at it was the source's).
@@ -64,19 +73,35 @@ class SourceLink : public ByteSource {
 
  private:
   void record(const hubfs::Status& s) {
+    if (report_to_) report_to_->record(s);
     errors_.fetch_add(1);
     std::lock_guard<std::mutex> lock(mu_);
     if (error_.ok()) error_ = s;
   }
   std::shared_ptr<ByteSource> source_;
+  std::shared_ptr<SourceLink> report_to_;
   std::atomic<uint64_t> errors_{0};
-  std::mutex mu_;  // leaf
+  std::mutex mu_;  // leaf (a link reports to its parent before taking its own)
   hubfs::Status error_;
 };
 
-// A file access property list that opens files through `link`'s source (the name given to
-// H5Fopen is then only a label). The caller closes it (H5Pclose). kInternal if libhdf5 refuses
-// to register the driver.
+// The name the driver gives libhdf5 for `source`'s file: "/" + tree name + "/" + path for a
+// source in a tree (an absolute name, so libhdf5 resolves a relative name the file gives
+// against the file's folder, as it does for a local file), else the source's name.
+std::string hdf5_file_name(const ByteSource& source);
+
+// Resolves `name`, which the file at `from` (a tree path) gives for another file, as libhdf5
+// resolves a relative name against the folder of a local file: the normalised tree path. "."
+// names the file itself. kInvalidArgument, naming the cause, for a name outside the tree: an
+// absolute path, a URL (another host), or one whose ".." leaves the tree's root.
+hubfs::Result<std::string> resolve_in_tree(const std::string& from, const std::string& name);
+
+// A file access property list that opens files through `link`'s source: H5Fopen of
+// hdf5_file_name(*link) opens the source itself; another name (a virtual dataset's source, an
+// external link's target) opens the file of that path in the source's tree, never a local file,
+// and fails (the message on libhdf5's error stack saying why) when the source has no tree, the
+// name lies outside it or the tree has no such file. The caller closes it (H5Pclose). kInternal
+// if libhdf5 refuses to register the driver.
 hubfs::Result<hid_t> source_fapl(std::shared_ptr<SourceLink> link);
 
 }  // namespace h5chunk

@@ -26,6 +26,21 @@ struct PendingRead {
 
 }  // namespace
 
+HubByteSource::HubByteSource(std::shared_ptr<HubFile> file, std::string name)
+    : file_(std::move(file)), name_(std::move(name)) {
+  const std::string suffix = "/" + file_->path();
+  if (name_.size() > suffix.size() && name_.compare(name_.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    tree_ = std::make_shared<HubFileTree>(file_->session(), name_.substr(0, name_.size() - suffix.size()));
+  }
+}
+
+Result<std::shared_ptr<h5chunk::ByteSource>> HubFileTree::open(const std::string& path) {
+  auto file = HubFile::open(session_, path);
+  if (!file.ok()) return file.status();
+  return std::shared_ptr<h5chunk::ByteSource>(std::make_shared<HubByteSource>(
+      std::shared_ptr<HubFile>(std::move(file).value()), name_ + "/" + path, shared_from_this()));
+}
+
 Result<size_t> HubByteSource::pread(void* dst, uint64_t offset, size_t len, const std::atomic<bool>* cancel) {
   if (!cancel) {
     auto r = file_->pread(dst, offset, len);

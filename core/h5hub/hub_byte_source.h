@@ -21,10 +21,28 @@
 
 namespace hubfs {
 
+// The files of a repo session (its pinned revision), as the FileTree through which an hf://
+// file's virtual datasets, external links and external raw storage reach the files they name.
+class HubFileTree : public h5chunk::FileTree, public std::enable_shared_from_this<HubFileTree> {
+ public:
+  // `name`: the repo's URL ("hf://datasets/ORG/NAME[@REVISION]"), no trailing '/'.
+  HubFileTree(std::shared_ptr<RepoSession> session, std::string name)
+      : session_(std::move(session)), name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  Result<std::shared_ptr<h5chunk::ByteSource>> open(const std::string& path) override;
+
+ private:
+  std::shared_ptr<RepoSession> session_;
+  std::string name_;
+};
+
 class HubByteSource : public h5chunk::ByteSource {
  public:
-  // `name`: the file's URL, for messages.
-  HubByteSource(std::shared_ptr<HubFile> file, std::string name) : file_(std::move(file)), name_(std::move(name)) {}
+  // `name`: the file's URL, for messages. The file's tree is its session's repo, named by the
+  // URL without the file's path (none when `name` does not end with the path).
+  HubByteSource(std::shared_ptr<HubFile> file, std::string name);
+  HubByteSource(std::shared_ptr<HubFile> file, std::string name, std::shared_ptr<HubFileTree> tree)
+      : file_(std::move(file)), name_(std::move(name)), tree_(std::move(tree)) {}
   // Waits for the helpers of cancelled reads still running (each ends within the session's read
   // timeout): none outlives the source, so none still uses the session, its transport or the
   // process's statics while the program exits.
@@ -38,6 +56,8 @@ class HubByteSource : public h5chunk::ByteSource {
   // is bounded by the session's read timeout), never touching `dst`; the destructor waits for it.
   Result<size_t> pread(void* dst, uint64_t offset, size_t len, const std::atomic<bool>* cancel = nullptr) override;
   void hint(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) override;
+  std::shared_ptr<h5chunk::FileTree> tree() const override { return tree_; }
+  std::string tree_path() const override { return tree_ ? file_->path() : std::string(); }
 
   const std::shared_ptr<HubFile>& file() const { return file_; }
 
@@ -52,6 +72,7 @@ class HubByteSource : public h5chunk::ByteSource {
 
   std::shared_ptr<HubFile> file_;
   std::string name_;
+  std::shared_ptr<HubFileTree> tree_;
   std::shared_ptr<Helpers> helpers_ = std::make_shared<Helpers>();
 };
 

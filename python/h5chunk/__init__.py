@@ -45,7 +45,7 @@ import numpy as np
 from . import _core, _selection
 from ._core import ReadStats
 
-__all__ = ["File", "Dataset", "read", "FallbackWarning", "ReadStats"]
+__all__ = ["File", "Dataset", "read", "FallbackWarning", "MissingSourceWarning", "ReadStats"]
 
 
 class FallbackWarning(UserWarning):
@@ -53,6 +53,14 @@ class FallbackWarning(UserWarning):
 
     The message names the file and dataset, says why (layout, compression, byte order, the
     selection) and how to avoid it. Issued once per dataset and cause for each open File.
+    """
+
+
+class MissingSourceWarning(UserWarning):
+    """A virtual dataset of a local file (or one on a mount) has sources libhdf5 cannot find: it
+    reads their part as the fill value, as h5py does, without an error. The message lists them
+    (``FILE:/DATASET (why)``; ``Dataset.missing_sources`` too). Over hf:// such a dataset is
+    refused with OSError instead.
     """
 
 
@@ -72,6 +80,11 @@ class File:
     cache in this process. libhdf5 reads the metadata through it, and each read's chunks go out
     as one range hint, all in flight at once. Keyword options other than the ones above are
     ``hubfs.open``'s (``endpoint``, ``cache_dir``, ``revision``, ``token``, ...).
+
+    Over hf://, datasets whose data lives in other files (virtual datasets, external links,
+    external storage) read those files from the same repo and revision, never local files; what
+    the repo lacks is an OSError naming it. On a local file, a virtual dataset's sources libhdf5
+    cannot find read as its fill value, with a :class:`MissingSourceWarning`.
 
     Raises FileNotFoundError when ``path`` does not exist (for hf://: the repo, revision or
     path), PermissionError for a gated or private repo without access, and OSError when it is
@@ -259,6 +272,8 @@ class Dataset:
         self.fallback_cause: str = (
             f"the dataset {core.fast_path_blocker}. {core.fix}".strip() if core.fast_path_blocker else "")
         self.fast_path: bool = not core.fast_path_blocker
+        # A local virtual dataset's sources libhdf5 will not find (it reads them as fill values).
+        self.missing_sources: list = list(core.missing_sources)
         self._readable = core.readable
         self._type_text = core.type_text
         self._refusal = core.refusal
@@ -381,6 +396,10 @@ class Dataset:
         if names:
             return self._read_fields(names, selection, out, progress, route, return_stats, stacklevel + 1)
         core = self._require_open()
+        if self.missing_sources:
+            warnings.warn(f"'{self.name}' in '{self.file.filename}' is a virtual dataset with sources libhdf5 "
+                          f"cannot find, read as its fill value (as h5py reads them): "
+                          f"{'; '.join(self.missing_sources)}", MissingSourceWarning, stacklevel=stacklevel + 1)
         if not self._readable and self._h5py_only and out is None and _h5py_or_none() is not None:
             return self._read_with_h5py(selection, return_stats, stacklevel + 1)
         if self._null_space:

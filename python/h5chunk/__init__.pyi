@@ -10,6 +10,7 @@ Progress = Union[bool, None, Callable[[int], Any]]
 Route = Literal["auto", "fast", "h5dread"]
 
 class FallbackWarning(UserWarning): ...
+class MissingSourceWarning(UserWarning): ...
 
 class File:
     filename: str
@@ -39,6 +40,7 @@ class Dataset:
     nbytes: int
     fast_path: bool
     fallback_cause: str
+    missing_sources: list[str]
     @property
     def ndim(self) -> int: ...
     @property

@@ -1,5 +1,5 @@
 # Type hints for the compiled extension (python/src/h5chunk_module.cc).
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -36,6 +36,7 @@ class Dataset:
     nbytes: int
     fast_path_blocker: str
     fix: str
+    missing_sources: List[str]
     manifest_queries: int
     def read_into(self, items: Sequence[Any], out: np.ndarray[Any, Any], route: str = ...,
                   progress: Optional[Callable[[int], Any]] = ...) -> ReadStats: ...

@@ -239,7 +239,7 @@ class PyDataset {
 
 // The capsule hubfs's extension wraps an h5chunk::ByteSource in (hubfs.HubFile's byte_source):
 // a heap std::shared_ptr<h5chunk::ByteSource>, built from the same h5chunk/byte_source.h.
-constexpr const char* kByteSourceCapsule = "h5chunk.ByteSource.v1";
+constexpr const char* kByteSourceCapsule = "h5chunk.ByteSource.v2";
 
 std::shared_ptr<h5chunk::ByteSource> source_from_capsule(const py::object& capsule) {
   if (!PyCapsule_IsValid(capsule.ptr(), kByteSourceCapsule)) {
@@ -379,6 +379,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("nbytes", [](const PyDataset& d) { return d.info().nbytes; })
       .def_property_readonly("fast_path_blocker", [](const PyDataset& d) { return d.info().fast_path_blocker; })
       .def_property_readonly("fix", [](const PyDataset& d) { return d.info().fix; })
+      .def_property_readonly("missing_sources", [](const PyDataset& d) { return d.info().missing_sources; })
       .def("read_into", &PyDataset::read_into, py::arg("items"), py::arg("out"), py::arg("route") = "auto",
            py::arg("progress") = py::none())
       .def("selection_shape", &PyDataset::selection_shape, py::arg("items"))

@@ -50,7 +50,7 @@ constexpr auto kPollInterval = std::chrono::milliseconds(25);
 // The capsule name under which File.byte_source() hands an h5chunk::ByteSource to h5chunk's
 // extension (python/src/h5chunk_module.cc checks it). Both extensions are built from the same
 // h5chunk/byte_source.h in one build; the version suffix changes with that interface.
-constexpr const char* kByteSourceCapsule = "h5chunk.ByteSource.v1";
+constexpr const char* kByteSourceCapsule = "h5chunk.ByteSource.v2";
 
 // The Python exception for a Status, with the errno as OSError's first argument: a missing
 // repo, revision or path is FileNotFoundError; a private or gated repo without access is
