@@ -61,9 +61,12 @@ Read read_whole(const std::string& endpoint, const std::string& cache, const std
   if (!st.ok()) r.error = st.message();
   if (s->stack.xet) {
     auto x = s->stack.xet->stats();
-    std::printf("    xet: %llu plans, %llu xorb requests, %llu chunks verified, %llu bytes from the chunk cache\n",
-                (unsigned long long)x.reconstructions, (unsigned long long)x.xorb_requests,
-                (unsigned long long)x.chunks_verified, (unsigned long long)x.cache_bytes);
+    std::printf("    xet: V%d, %llu tokens, %llu plans, %llu xorb requests, %llu xorb bytes, %llu files verified, "
+                "%llu bytes from the chunk cache, %llu bridge fallbacks\n",
+                x.reconstruction_version, (unsigned long long)x.token_requests, (unsigned long long)x.reconstructions,
+                (unsigned long long)x.xorb_requests, (unsigned long long)x.xorb_bytes,
+                (unsigned long long)x.files_verified, (unsigned long long)x.cache_bytes,
+                (unsigned long long)s->stack.xet_router->fallbacks());
   }
   return r;
 }

@@ -60,10 +60,11 @@ struct XetReaderOptions {
   size_t max_plans = 1024;
   // A plan's answer past this is refused as the service failing (docs/constants.md).
   uint64_t max_plan_bytes = 16ull << 20;
-  // Each attempt at a read may use at most this share of the time the read has left (the rest
-  // is the retry's and then the bridge's), and at most `attempt_budget` for a read without a
-  // deadline (docs/constants.md).
-  int attempt_share_divisor = 2;
+  // Each attempt at a read may use at most 1/attempt_share_divisor of the time the read has left
+  // (the rest is the retry's and then the bridge's: the transport retries a failing xorb range
+  // until its attempt's deadline), and `attempt_budget` for a read without a deadline
+  // (docs/constants.md).
+  int attempt_share_divisor = 4;
   std::chrono::milliseconds attempt_budget{60'000};
   // A plan request's own limit inside its attempt: a plan is small, so one that trickles is the
   // service failing.

@@ -379,7 +379,8 @@ TEST_F(XetSourceTest, AFailingServiceIsAServiceErrorRetriedOnce) {
 // seconds of it: a service that trickles leaves the bridge its time.
 TEST_F(XetSourceTest, AnAttemptUsesOnlyItsShareOfTheReadsDeadline) {
   auto r = reader();
-  const Deadline deadline = Deadline::after(std::chrono::seconds(40), env_.clock());
+  // 80 s left: an attempt gets a quarter of it, a plan request at most 10 s of that.
+  const Deadline deadline = Deadline::after(std::chrono::seconds(80), env_.clock());
   ASSERT_TRUE(r->fetch(cas_.file(), cas_.size(), {0, 1000}, deadline).ok());
   const auto requests = transport_.requests();
   ASSERT_GE(requests.size(), 2u);
