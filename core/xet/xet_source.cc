@@ -168,10 +168,10 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::ask_plan(const Merk
   bool refreshed_token = false;
   const std::string* refused = nullptr;
   std::string refused_token;
+  int v = version_.load();
   for (;;) {
     auto tok = tokens_.get(deadline, refused);
     if (!tok.ok()) return tok.status();
-    const int v = version_.load();
     HttpRequest req;
     req.url = tok->cas_url + "/v" + std::to_string(v) + "/reconstructions/" + file.hex();
     req.headers = {{"Authorization", "Bearer " + tok->access_token},
@@ -188,16 +188,18 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::ask_plan(const Merk
       continue;
     }
     if (v == 2 && (resp->status == 404 || resp->status == 501)) {
-      // xet-core's rule (remote_client.rs): a service without V2 answers 404 or 501; V1 from then on.
-      int expected = 2;
-      if (version_.compare_exchange_strong(expected, 1)) {
-        log_info("the Xet service has no V2 reconstructions (" + status_text(*resp) + "): using V1");
-      }
+      // xet-core's rule (xet_client/src/cas_client/remote_client.rs): a service without V2
+      // answers 404 or 501; V1 is asked, and used from then on once it answers.
+      v = 1;
       continue;
     }
     if (resp->status != 200) return service_error("reconstruction of " + file.hex(), *resp);
     auto parsed = v == 2 ? parse_reconstruction_v2(resp->body) : parse_reconstruction_v1(resp->body);
     if (!parsed.ok()) return Unavailable(parsed.status().message());
+    int expected = 2;
+    if (v == 1 && version_.compare_exchange_strong(expected, 1)) {
+      log_info("the Xet service has no V2 reconstructions (404/501): using V1");
+    }
     *version = v;
     return std::make_shared<const ReconstructionPlan>(std::move(parsed).value());
   }
