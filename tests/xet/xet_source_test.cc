@@ -389,6 +389,15 @@ TEST_F(XetSourceTest, AnAttemptUsesOnlyItsShareOfTheReadsDeadline) {
     EXPECT_LE(q.deadline.remaining(), plan ? std::chrono::milliseconds(10'000) : std::chrono::milliseconds(20'000))
         << q.url;
     EXPECT_FALSE(q.deadline.is_never());
+    // A plan past 16 MiB, or a body past its range, is cut off by the transport as it arrives.
+    unsigned long long a = 0, b = 0;
+    if (plan) {
+      EXPECT_EQ(q.max_body, uint64_t(16) << 20);
+    } else if (std::sscanf(find_header(q.headers, "Range").value_or("").c_str(), "bytes=%llu-%llu", &a, &b) == 2) {
+      EXPECT_EQ(q.max_body, b - a + 2) << "one byte past the range: a longer body is refused";
+    } else {
+      ADD_FAILURE() << "a xorb request without a closed range: " << q.url;
+    }
   }
 }
 
