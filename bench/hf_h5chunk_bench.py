@@ -5,7 +5,7 @@ issue's conditions: 50 ms, 400 Mbit/s). Prints one JSON object; ratios are from 
 
     ./scripts/deps.sh --bench && ./scripts/build.sh && /usr/bin/python3 bench/hf_h5chunk_bench.py [--latency-ms 50]
         [--bandwidth-mbps 400] [--repeat 3] [--no-mount] [--cp-mb 300] [--only-cp]
-        [--baseline-bin OTHER/build/bin]
+        [--baseline-bin OTHER/build/bin] [--xet]
 
 The file: the zea-like workload of bench_mount, float32 (16, 24, 2048, 64, 1), one 12.6 MB frame
 per chunk, Blosc lz4 clevel 5 byte shuffle (201 MB raw). Every contender reads all 16 frames
@@ -23,6 +23,12 @@ the decoded array:
 
 And the issue's h5py case, frames 0:5 of the same file: h5py.File(hubfs.open(...)) against
 h5py over an fsspec HTTP file object.
+
+With --xet the server stores the files on Xet (build/bin/hubfs-xet-pack packs them at startup):
+hf:// and the mount read them natively (plans, xorb ranges); the seed and the direct limits still
+fetch the file's own bytes from where the resolve redirects. Then `direct_16` runs too: the 16
+frames' chunks as 16 byte ranges over 16 connections by curl, the limit the issue's Xet target
+compares with (mount_h5chunk and h5chunk_cli at least 0.5 of it).
 
 And `hubfs cp` of a --cp-mb MB random file (default 300; 0 skips it) into a new cache directory,
 against the direct limit: the same bytes as 8 MiB ranges over 16 connections by curl
@@ -153,6 +159,20 @@ def curl_ranges(location, size, piece=8 << 20, connections=16):
     assert got == size, "curl fetched %d bytes of %d" % (got, size)
 
 
+def curl_byte_ranges(location, ranges, connections=16):
+    """A limit: each (offset, size) of `ranges` as one range, all at once over `connections`."""
+    cmd = ["curl", "--parallel", "--parallel-max", str(connections)]
+    for k, (offset, size) in enumerate(ranges):
+        if k:
+            cmd.append("--next")
+        cmd += ["-s", "-f", "-w", "%{size_download}\n", "-r", "%d-%d" % (offset, offset + size - 1),
+                "-o", "/dev/null", location]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, "curl: exit %d %s" % (r.returncode, r.stderr[-300:])
+    got = sum(int(x) for x in r.stdout.split())
+    assert got == sum(n for _, n in ranges), "curl fetched %d bytes" % got
+
+
 # How much memory settle() touches and frees before each contender (warm_pages.py). 0: none.
 WARM_PAGES_MB = warm_pages.DEFAULT_MB
 
@@ -194,6 +214,7 @@ def main():
     ap.add_argument("--no-warm-pages", action="store_true",
                     help="do not touch and free memory before each contender (warm_pages.py)")
     ap.add_argument("--baseline-bin", help="a build's bin directory whose hubfs cp runs beside this one's")
+    ap.add_argument("--xet", action="store_true", help="the server stores the files on Xet (see above)")
     args = ap.parse_args()
     global WARM_PAGES_MB
     if args.no_warm_pages:
@@ -205,6 +226,10 @@ def main():
     write_zea_like(path)
     with h5py.File(path) as h5:
         want16 = h5["data/raw_data"][0:16]
+        frame_ranges = []
+        for k in range(16):
+            info = h5["data/raw_data"].id.get_chunk_info_by_coord((k, 0, 0, 0, 0))
+            frame_ranges.append((info.byte_offset, info.size))
     cp_size = args.cp_mb * 1000 * 1000
     if cp_size:
         write_random(os.path.join(repo, "big.bin"), cp_size)
@@ -212,13 +237,15 @@ def main():
             cp_sha = hashlib.file_digest(f, "sha256").hexdigest()
     proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", os.path.join(work, "hub"), "--host", "127.0.0.1",
                              "--latency-ms", str(args.latency_ms), "--bandwidth-mbps", str(args.bandwidth_mbps),
-                             "--exit-on-stdin-eof"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                             "--exit-on-stdin-eof"]
+                            + (["--xet", "--xet-pack", os.path.join(BUILD, "bin", "hubfs-xet-pack")] if args.xet else []),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     endpoint = proc.stdout.readline().split()[1]
     url = "hf://datasets/lab/zea/scan.hdf5"
     http = f"{endpoint}/datasets/lab/zea/resolve/main/scan.hdf5"
     env = {**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
     runs = {k: [] for k in ("h5chunk_cli", "h5chunk_python", "seed", "mount_h5chunk", "h5py_hubfs_open_5",
-                            "h5py_fsspec_5", "cp", "cp_base", "cp_direct")}
+                            "h5py_fsspec_5", "direct_16", "cp", "cp_base", "cp_direct")}
     copiers = {"cp": HUBFS}
     if args.baseline_bin:
         copiers["cp_base"] = os.path.join(args.baseline_bin, "hubfs")
@@ -302,7 +329,14 @@ def main():
                 # just before it (memory the previous run freed costs the next one a host fault
                 # per page once the host has taken it back), and a fixed order would charge that
                 # to the same contender every round.
+                def direct_16():
+                    location = cdn_location(endpoint, "datasets/lab/zea/resolve/main/scan.hdf5")
+                    t, _ = timed(lambda: curl_byte_ranges(location, frame_ranges))
+                    runs["direct_16"].append(t)
+
                 readers = [h5chunk_cli, h5chunk_python, seed, h5py_hubfs_open, h5py_fsspec]
+                if args.xet:
+                    readers.append(direct_16)
                 if not args.no_mount:
                     readers.insert(3, mount_h5chunk)
                 k = i % len(readers)
@@ -347,6 +381,10 @@ def main():
     if "cp_base" in med:
         out["ratios"]["cp_direct / cp_base (the baseline build)"] = round(med["cp_direct"] / med["cp_base"], 2)
         out["ratios"]["cp_base / cp (this build against the baseline)"] = round(med["cp_base"] / med["cp"], 2)
+    if "direct_16" in med:
+        out["ratios"]["direct_16 / h5chunk_cli (Xet target >= 0.5)"] = round(med["direct_16"] / med["h5chunk_cli"], 2)
+        if "mount_h5chunk" in med:
+            out["ratios"]["direct_16 / mount_h5chunk (Xet target >= 0.5)"] = round(med["direct_16"] / med["mount_h5chunk"], 2)
     if "mount_h5chunk" in med:
         out["ratios"]["mount_h5chunk / h5chunk_cli (target >= 1)"] = round(med["mount_h5chunk"] / med["h5chunk_cli"], 2)
     print(json.dumps(out, indent=1))

@@ -3,7 +3,10 @@
 //      SHA-256 checked) natively from Xet, and the same through the bridge (HF_HUB_DISABLE_XET);
 //   2. revision 2 (1% of the bytes changed in a few places) read after revision 1 with the same
 //      cache: bytes fetched from the xorbs, as a fraction of the file (the target: at most
-//      5%), and through the bridge for comparison (the block cache keys by content: all of it).
+//      5%), and through the bridge for comparison (the block cache keys by content: all of it);
+//   3. revision 1 cold with 3 xorb answers corrupted (one flipped byte each), then again on the
+//      same cache: the first refused by its check (copy_file's SHA-256 and the Xet check), the
+//      second exact.
 // Conditions: --latency-ms per request and --bandwidth-mbps per connection (default 50 ms and
 // 400 Mbit/s, the issue's), 16 requests in flight, random (incompressible) content.
 //
@@ -61,9 +64,12 @@ Read read_whole(const std::string& endpoint, const std::string& cache, const std
   if (!st.ok()) r.error = st.message();
   if (s->stack.xet) {
     auto x = s->stack.xet->stats();
-    std::printf("    xet: %llu plans, %llu xorb requests, %llu chunks verified, %llu bytes from the chunk cache\n",
-                (unsigned long long)x.reconstructions, (unsigned long long)x.xorb_requests,
-                (unsigned long long)x.chunks_verified, (unsigned long long)x.cache_bytes);
+    std::printf("    xet: V%d, %llu tokens, %llu plans, %llu xorb requests, %llu xorb bytes, %llu files verified, "
+                "%llu bytes from the chunk cache, %llu bridge fallbacks\n",
+                x.reconstruction_version, (unsigned long long)x.token_requests, (unsigned long long)x.reconstructions,
+                (unsigned long long)x.xorb_requests, (unsigned long long)x.xorb_bytes,
+                (unsigned long long)x.files_verified, (unsigned long long)x.cache_bytes,
+                (unsigned long long)s->stack.xet_router->fallbacks());
   }
   return r;
 }
@@ -149,6 +155,18 @@ int main(int argc, char** argv) {
   Read x2 = read_whole(hub->url(), xet_cache, "main");
   report("Xet, revision 2 after revision 1:", x2, hub->stats()["xorb_bytes"].get<uint64_t>(), "xorb");
 
+  // 3. Corrupt xorb bytes: 3 flipped bytes in xorb answers during a cold whole read (no chunk hash
+  // can catch them in the read that gets them: the whole-file check does), then the whole read
+  // again on the same cache: exact, and nothing of the bad bytes kept.
+  const std::string fault_cache = (caches.path() / "faults").string();
+  hub->reset_stats();
+  hub->add_fault({{"mode", "flip_byte"}, {"path_contains", "/xorbs/"}, {"count", 3}});
+  Read f1 = read_whole(hub->url(), fault_cache, "v1");
+  std::printf("%-44s %s (%d faults injected)\n", "Xet, revision 1, 3 corrupt xorb answers:",
+              f1.ok ? "exact" : ("refused: " + f1.error).c_str(), hub->stats()["faults_injected"].get<int>());
+  Read f2 = read_whole(hub->url(), fault_cache, "v1");
+  report("Xet, revision 1 again, same cache:", f2, hub->stats()["xorb_bytes"].get<uint64_t>(), "xorb (both reads)");
+
   ::setenv("HF_HUB_DISABLE_XET", "1", 1);
   const std::string bridge_cache = (caches.path() / "bridge").string();
   hub->reset_stats();
@@ -158,5 +176,5 @@ int main(int argc, char** argv) {
   Read b2 = read_whole(hub->url(), bridge_cache, "main");
   report("bridge, revision 2 after revision 1:", b2, hub->stats()["bytes_sent"].get<uint64_t>(), "sent");
   ::unsetenv("HF_HUB_DISABLE_XET");
-  return x1.ok && x2.ok && b1.ok && b2.ok ? 0 : 1;
+  return x1.ok && x2.ok && f2.ok && b1.ok && b2.ok ? 0 : 1;
 }

@@ -170,6 +170,29 @@ std::function<std::string()> status_provider(const Stack& m, const MountConfig& 
   };
 }
 
+// The native Xet reads of a repo's stack (docs/xet.md), or null without them (HF_HUB_DISABLE_XET,
+// --offline). Partial reads are not content-verified: the service gives no chunk hashes, so only a
+// file read whole is checked (its Merkle root against its Xet hash); `unverified_bytes` counts
+// what was served of files not (yet) checked whole.
+nlohmann::json xet_status(const Stack& stack) {
+  if (!stack.xet) return nullptr;
+  const xet::XetReaderStats x = stack.xet->stats();
+  return {{"reconstruction_version", x.reconstruction_version},
+          {"token_requests", x.token_requests},
+          {"reconstructions", x.reconstructions},
+          {"xorb_requests", x.xorb_requests},
+          {"xorb_bytes", x.xorb_bytes},
+          {"served_bytes", x.served_bytes},
+          {"chunk_cache_bytes", x.cache_bytes},
+          {"files_verified", x.files_verified},
+          {"file_hash_mismatches", x.file_hash_mismatches},
+          {"unverified_bytes", x.unverified_bytes},
+          {"partial_reads", "not content-verified (the Xet service gives no chunk hashes); whole files are"},
+          {"retries", x.retries},
+          {"service_errors", x.service_errors},
+          {"bridge_fallbacks", stack.xet_router ? stack.xet_router->fallbacks() : 0}};
+}
+
 // One repo (or one directory of it), pinned now (fs/session.h). Returns the FUSE fsname's repo part.
 Result<std::string> build_repo_fs(const MountConfig& config, const std::string& mountpoint, Mount& m) {
   auto spec = parse_repo_spec(config.repo_spec, config.repo_type, config.revision, config.subfolder);
@@ -177,10 +200,11 @@ Result<std::string> build_repo_fs(const MountConfig& config, const std::string& 
   m.repo = std::make_unique<RepoSession>();
   Status st = open_repo_session(config, *spec, *m.repo, [&](RepoSession& s, FsOptions& fs_options) {
     auto base = status_provider(s.stack, config, mountpoint, s.label, s.repo.revision, s.info.commit, s.subfolder);
-    fs_options.status_json = [base, gated = s.info.gated, is_private = s.info.is_private] {
+    fs_options.status_json = [base, gated = s.info.gated, is_private = s.info.is_private, stack = &s.stack] {
       nlohmann::json j = nlohmann::json::parse(base());
       j["gated"] = gated;
       j["private"] = is_private;
+      j["xet"] = xet_status(*stack);
       return j.dump();
     };
   });

@@ -32,6 +32,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/deadline.h"
+
 namespace hubfs {
 
 template <typename K, typename V, typename Hash = std::hash<K>>
@@ -96,6 +98,17 @@ class SingleFlight {
     std::unique_lock<std::mutex> lock(mu_);
     if (!flight->cv_.wait_until(lock, deadline, [&] { return flight->value_.has_value(); })) return std::nullopt;
     return flight->value_;
+  }
+
+  // The same, until `deadline` on its own clock (a manual one in tests): nullopt at once when it
+  // has passed, else a wait of the time it has left.
+  std::optional<V> wait(const FlightPtr& flight, const Deadline& deadline) {
+    if (deadline.is_never()) return wait_until(flight, std::chrono::steady_clock::time_point::max());
+    if (deadline.expired()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      return flight->value_;
+    }
+    return wait_until(flight, std::chrono::steady_clock::now() + deadline.remaining());
   }
 
   // Flights in progress (for tests and stats).

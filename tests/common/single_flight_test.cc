@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/manual_clock.h"
+
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
 
@@ -69,6 +71,21 @@ TEST(SingleFlight, AWaitEndsAtItsDeadlineAndTheFlightGoesOn) {
   EXPECT_EQ(flights.wait_until(wait.flight, std::chrono::steady_clock::now() - std::chrono::seconds(1)), std::nullopt);
   flights.complete("k", 5);
   EXPECT_EQ(flights.wait_until(wait.flight, std::chrono::steady_clock::now() - std::chrono::seconds(1)), 5);
+}
+
+// A Deadline on a manual clock (a test's Env) is judged on that clock: past, no value at once,
+// whatever the real clock says; a finished flight's value comes back all the same.
+TEST(SingleFlight, AWaitOnADeadlineJudgesItOnItsOwnClock) {
+  Flights flights;
+  testing::ManualClock clock;
+  Flights::Ticket lead = flights.join("k");
+  Flights::Ticket wait = flights.join("k");
+  const Deadline passed = Deadline::after(std::chrono::milliseconds(5), clock);
+  clock.advance(std::chrono::milliseconds(5));
+  EXPECT_EQ(flights.wait(wait.flight, passed), std::nullopt);
+  flights.complete("k", 7);
+  EXPECT_EQ(flights.wait(wait.flight, passed), 7);
+  EXPECT_EQ(flights.wait(lead.flight, Deadline::never()), 7);
 }
 
 // Many threads, one key: exactly one leader, everybody gets its value.

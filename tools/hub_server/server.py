@@ -28,7 +28,7 @@ from .xet import XetAuth, XetStore
 # failing the test that sent them: tests/support/local_hub.cc, tests/python/local_hub.py) when
 # --strict-xet-ranges is not given. THE one switch for the whole suite, the benchmarks and the
 # demo: "off" until the C++ Xet reader stops asking for xorb footers (issue 39 item 1), then "on".
-STRICT_XET_RANGES_DEFAULT = "off"
+STRICT_XET_RANGES_DEFAULT = "on"
 
 # The listen backlog: benchmarks open many connections at once and a short queue would turn
 # that burst into SYN retries (1 s each) that look like server latency.

@@ -1,0 +1,99 @@
+#include "xet/xorb_fetch.h"
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+namespace hubfs::xet {
+namespace {
+
+std::string xorb_range_header(const ByteRange& r) {
+  return "bytes=" + std::to_string(r.start) + "-" + std::to_string(r.end);
+}
+
+// "bytes a-b/total" → (a, b); nullopt unless well formed.
+std::optional<ByteRange> parse_xorb_content_range(const std::string& v) {
+  unsigned long long a = 0, b = 0, t = 0;
+  char tail = 0;
+  if (std::sscanf(v.c_str(), "bytes %llu-%llu/%llu%c", &a, &b, &t, &tail) != 3 || a > b || b >= t) return std::nullopt;
+  return ByteRange{a, b};
+}
+
+std::string answer_text(const HttpResponse& r) {
+  std::string body = r.body.substr(0, 200);
+  for (char& c : body) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return "HTTP " + std::to_string(r.status) + (body.empty() ? "" : " (" + body + ")");
+}
+
+}  // namespace
+
+std::future<Result<std::string>> fetch_xorb_range(HttpTransport& transport, const std::string& url,
+                                                  const ByteRange& range, const Deadline& deadline, size_t headroom,
+                                                  bool companion, XorbFetchCounters& counters) {
+  auto promise = std::make_shared<std::promise<Result<std::string>>>();
+  auto future = promise->get_future();
+  HttpRequest req;
+  req.url = url;  // signed: no Authorization header goes with it
+  req.headers = {{"Range", xorb_range_header(range)}};
+  req.own_connection = true;
+  req.companion = companion;
+  req.body_headroom = headroom;
+  req.deadline = deadline;
+  req.max_body = range.length() + 1;  // a longer body is refused as it arrives
+  const ByteRange want = range;
+  req.validate = [want](const HttpResponse& r) -> Status {
+    if (r.status != 206) return Status::Ok();  // judged below (a 403 or 404 is not transient)
+    auto cr = parse_xorb_content_range(r.header("content-range").value_or(""));
+    if (!cr || !(*cr == want) || r.body.size() != want.length()) {
+      return Unavailable("the Xet storage service answered xorb range " + xorb_range_header(want) +
+                         " with Content-Range '" + r.header("content-range").value_or("") + "' and " +
+                         std::to_string(r.body.size()) + " bytes");
+    }
+    return Status::Ok();
+  };
+  ++counters.requests;
+  transport.submit(std::move(req), [promise, want, &counters](Result<HttpResponse> r) {
+    const std::string what = "xorb range " + xorb_range_header(want);
+    if (!r.ok()) {
+      // A validation refusal (or a transfer cut short) is the service's fault, never the data's.
+      const Status s = r.status();
+      promise->set_value(s.code() == Code::kCorrupt ? Unavailable(s.message()) : s.with_context("fetching a " + what));
+      return;
+    }
+    if (r->status == 401 || r->status == 403) {
+      promise->set_value(PermissionDenied(what + ": " + answer_text(*r) + ": the Xet service refused the signed URL"));
+      return;
+    }
+    if (r->status != 206 || r->body.size() != want.length()) {
+      promise->set_value(Unavailable(what + ": " + answer_text(*r) + " with " + std::to_string(r->body.size()) +
+                                     " bytes: the Xet storage service failed"));
+      return;
+    }
+    counters.bytes += r->body.size();
+    promise->set_value(std::move(r->body));
+  });
+  return future;
+}
+
+size_t listed_range_headroom(const XorbRange& listed, uint64_t known_unpacked, uint32_t unknown_chunks) {
+  return in_place_headroom(known_unpacked + uint64_t(unknown_chunks) * kMaxChunkSize, listed.bytes.length(),
+                           listed.chunks.count());
+}
+
+Result<DecodedChunks> decode_listed_range(std::string body, const MerkleHash& xorb, const XorbRange& listed) {
+  const size_t count = listed.chunks.count();
+  auto decoded = decode_chunks(std::move(body), listed.chunks.start, count, count * kMaxChunkSize);
+  if (!decoded.ok()) {
+    return Unavailable("the Xet storage service sent bytes of xorb " + xorb.hex() + " that do not decode (" +
+                       decoded.status().message() + ")");
+  }
+  if (decoded->count() != count) {
+    return Unavailable("xorb " + xorb.hex() + ": the range decoded to " + std::to_string(decoded->count()) +
+                       " chunks, the plan lists " + std::to_string(count));
+  }
+  return decoded;
+}
+
+}  // namespace hubfs::xet

@@ -1,0 +1,46 @@
+// One signed xorb range on the wire and decoded (docs/xet.md, "The read path", steps 3 and 4):
+// exactly the range the plan lists (V2: one of the URL's listed ranges; V1: a term's
+// url_range), never a footer, a suffix or a narrower range inside it, since the service signs
+// each URL for those ranges only. Chunk boundaries come from the chunk headers in the bytes.
+// What the service sends that does not fit (a status, a Content-Range, a body length, a header
+// that lies, a frame that does not decode or decodes past its bound) is a service error
+// (kUnavailable: the read may go to the bridge), not corrupt data: only a failed hash is that.
+// Pure functions and a transport call: safe from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <string>
+
+#include "common/deadline.h"
+#include "common/http.h"
+#include "common/status.h"
+#include "xet/reconstruction.h"
+#include "xet/xorb.h"
+
+namespace hubfs::xet {
+
+struct XorbFetchCounters {
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> bytes{0};  // received (compressed, headers included)
+};
+
+// Starts the GET of one listed range from its signed URL (no Authorization header; on a
+// connection of its own). The future holds exactly range.length() bytes, in a buffer with
+// `headroom` bytes of capacity beyond them (to decode in place), or a service error. companion:
+// a further range of a read whose first one just went out (HttpRequest::companion). transport
+// and counters must outlive the future's completion.
+std::future<Result<std::string>> fetch_xorb_range(HttpTransport& transport, const std::string& url,
+                                                  const ByteRange& range, const Deadline& deadline, size_t headroom,
+                                                  bool companion, XorbFetchCounters& counters);
+
+// The capacity decode_listed_range needs beyond a listed range's bytes to decode it in place,
+// when `known_unpacked` bytes of it are known (terms) and `unknown_chunks` chunks are not.
+size_t listed_range_headroom(const XorbRange& listed, uint64_t known_unpacked, uint32_t unknown_chunks);
+
+// Decodes a listed range's bytes: exactly listed.chunks.count() chunks filling them, at most
+// kMaxChunkSize bytes each. Any failure is kUnavailable naming the xorb.
+Result<DecodedChunks> decode_listed_range(std::string body, const MerkleHash& xorb, const XorbRange& listed);
+
+}  // namespace hubfs::xet
