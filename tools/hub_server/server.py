@@ -27,7 +27,8 @@ from .xet import XetAuth, XetStore
 # Whether xorb URLs are signed for exactly their ranges and other Ranges refused (and counted,
 # failing the test that sent them: tests/support/local_hub.cc, tests/python/local_hub.py) when
 # --strict-xet-ranges is not given. THE one switch for the whole suite, the benchmarks and the
-# demo: "off" until the C++ Xet reader stops asking for xorb footers (issue 39 item 1), then "on".
+# demo: "on", as the live service signs (docs/hub-http-contract.md section 7b); "off" only to try an
+# older client that still asks for xorb footers.
 STRICT_XET_RANGES_DEFAULT = "on"
 
 # The listen backlog: benchmarks open many connections at once and a short queue would turn
