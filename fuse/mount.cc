@@ -352,6 +352,10 @@ int run_mount(const MountConfig& config) {
     std::cerr << "hubfs: " << checked.status().message() << "\n";
     return 1;
   }
+  if (Status s = check_fuse_options_allowed(config.fuse_options); !s.ok()) {
+    std::cerr << "hubfs: " << s.message() << "\n";
+    return 1;
+  }
   const std::string mountpoint = *checked;
 
   if (config.foreground) {

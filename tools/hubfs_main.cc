@@ -12,6 +12,7 @@
 
 #include "cache/cache_admin.h"
 #include "cache_verify.h"
+#include "cli_docs.h"
 #include "common/log.h"
 #include "copy.h"
 #include "hub/environment.h"
@@ -270,7 +271,7 @@ int main(int real_argc, char** real_argv) {
       "Reads go through a content-keyed block cache on local disk and a concurrent range fetcher:\n"
       "only the bytes you read cross the network, and each of them only once."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "hubfs 0.1.0");
+  app.set_version_flag("--version", std::string("hubfs ") + HUBFS_VERSION);
 
   hubfs::MountConfig config;
   std::string cache_size = "10G";
@@ -368,7 +369,10 @@ int main(int real_argc, char** real_argv) {
       "cp", "Download a repo file without a mount: verified against its content hash, written to a temp file "
             "renamed into place (never a partial DEST), resumed from the cache when run again.");
   cp->add_option("url", copy.url, "hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH")->required();
-  cp->add_option("dest", copy.dest, "A file, or an existing directory to copy into")->required();
+  cp->add_option("dest", copy.dest,
+                 "A file, or an existing directory to copy into; a symlink's target is replaced, not the link")
+      ->required();
+  cp->add_flag("-f,--force", copy.force, "Replace a DEST without write permission too (refused otherwise, as by cp)");
   add_copy_options(cp);
 
   std::string unmount_point;
@@ -463,6 +467,17 @@ int main(int real_argc, char** real_argv) {
       "comment=, x-*) and rw are dropped (the mount is always read-only); anything else goes to "
       "FUSE (allow_other, nonempty, ...).");
 
+  // Hidden: the man page and the bash completion, generated from the tables above (scripts/package.sh).
+  if (argc == 2 && std::strcmp(argv[1], "--help-man") == 0) {
+    std::cout << hubfs::cli_docs::man_page(app, kProgram, HUBFS_VERSION,
+                                           "mount a Hugging Face Hub repo as a read-only directory",
+                                           "h5chunk(1), mount.fuse3(8), fusermount3(1), fstab(5), systemd.mount(5)");
+    return 0;
+  }
+  if (argc == 2 && std::strcmp(argv[1], "--help-completion") == 0) {
+    std::cout << hubfs::cli_docs::bash_completion(app, kProgram);
+    return 0;
+  }
   CLI11_PARSE(app, argc, argv);
 
   if (*prefetch) return hubfs::run_prefetch(prefetch_config);
