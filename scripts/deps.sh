@@ -20,6 +20,8 @@ PACKAGES=(
   python-tables-data
   rclone
   b3sum  # the BLAKE3 reference tool: tests/xet checks core/xet/blake3 against it
+  debhelper  # scripts/package.sh builds the Debian package with it
+  lintian    # only for scripts/package_test.sh, which lints the package
 )
 # `./scripts/deps.sh --bench`: also what the benchmarks' contenders need (bench/*.py: the seed's
 # remote path runs on fsspec's HTTP files, which need aiohttp and requests, and decodes with numcodecs).
