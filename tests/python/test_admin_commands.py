@@ -9,6 +9,7 @@ import os
 import pwd
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import tempfile
@@ -84,11 +85,37 @@ def _cp(hub, dest, cache, *extra, **kw):
 
 # --- hubfs unmount --------------------------------------------------------------------------------
 
-def test_unmount_returns_once_the_daemon_has_exited(hub, tmp_path):
+@pytest.fixture
+def silent_memcached():
+    """A shared-tier node that accepts connections and never answers: the daemon's teardown then
+    spends its drain time (up to 2 s) on the stores queued for it, after the unmount itself."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held = []
+
+    def accept():
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+    for c in held:
+        c.close()
+
+
+def test_unmount_returns_once_the_daemon_has_exited(hub, tmp_path, silent_memcached):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
+    key = tmp_path / "tier.key"
+    key.write_bytes(os.urandom(32))
+    key.chmod(0o600)
     r = subprocess.run([HUBFS, "mount", "--endpoint", hub["endpoint"], "--cache-dir", str(tmp_path / "cache"),
-                        REPO, str(mnt)], capture_output=True, text=True, env=ENV)
+                        "--shared-cache", silent_memcached, "--shared-cache-key-file", str(key), REPO, str(mnt)],
+                       capture_output=True, text=True, env=ENV)
     assert r.returncode == 0, r.stderr
     try:
         assert (mnt / "data" / "big.bin").read_bytes() == hub["big"]
@@ -99,7 +126,8 @@ def test_unmount_returns_once_the_daemon_has_exited(hub, tmp_path):
         r = subprocess.run([HUBFS, "unmount", str(mnt)], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         # At once, no waiting: the command has already waited for the daemon (it used to return
-        # 1.5-1.75 s before the daemon's exit, its cache writes still going on).
+        # 1.5-1.75 s before the daemon's exit, its cache writes still going on; here the stores
+        # queued for the silent tier keep its teardown going).
         assert _process_gone(pid), f"the daemon (pid {pid}) still runs after `hubfs unmount` returned"
         assert _mounted(mnt) is None
         shutil.rmtree(tmp_path / "cache")  # nothing writes there any more
