@@ -27,6 +27,8 @@ struct MountConfig : SessionConfig {
   bool debug = false;
   // --hub: the whole Hub at the mountpoint (MNT/datasets/ORG/NAME[@REV]/...); repo_spec is empty.
   bool hub = false;
+  // --metrics [ADDR:]PORT: Prometheus text at http://ADDR:PORT/metrics (fuse/metrics.h); "" = off.
+  std::string metrics;
 };
 
 // Runs the mount; returns the process exit code. Without foreground it returns once the mount

@@ -22,6 +22,7 @@ PACKAGES=(
   b3sum  # the BLAKE3 reference tool: tests/xet checks core/xet/blake3 against it
   debhelper  # scripts/package.sh builds the Debian package with it
   lintian    # only for scripts/package_test.sh, which lints the package
+  python3-prometheus-client  # tests/python/test_metrics.py parses the exposition with it
 )
 # `./scripts/deps.sh --bench`: also what the benchmarks' contenders need (bench/*.py: the seed's
 # remote path runs on fsspec's HTTP files, which need aiohttp and requests, and decodes with numcodecs).

@@ -110,6 +110,9 @@ std::string apply_option(const std::string& opt, hubfs::MountConfig& config, std
     auto servers = hubfs::parse_shared_cache_servers(value);
     if (!servers.ok()) return "-o shared_cache=" + value + ": " + servers.status().message();
     config.shared_cache = *servers;
+  } else if (key == "metrics") {
+    if (!has_value) return needs_value();
+    config.metrics = value;
   } else if (key == "shared_cache_key_file") {
     if (!has_value) return needs_value();
     config.shared_cache_key_file = value;
@@ -332,6 +335,9 @@ int main(int real_argc, char** real_argv) {
                     "else passed to FUSE (allow_other, ...); nonempty allows a non-empty mountpoint")
       ->allow_extra_args(false);
   mount->add_option("--log-file", config.log_file, "In the background, append logs to this file");
+  mount->add_option("--metrics", config.metrics,
+                    "Serve the mount's counters as Prometheus text at http://ADDR:PORT/metrics: PORT (on "
+                    "127.0.0.1), ADDR:PORT or [ADDR]:PORT; port 0 picks a free one (hubfs status --json shows it)");
   mount->add_flag("--debug", config.debug, "Log every FUSE request libfuse sees (useful with -f)");
   mount->add_flag("--offline", config.offline,
                   "Mount from the cache alone, asking the Hub nothing (also when HF_HUB_OFFLINE is set): the "
@@ -405,6 +411,10 @@ int main(int real_argc, char** real_argv) {
                    "unknown), repo, revision, commit, subfolder, cache_dir, uptime_s, requests (upstream HTTP "
                    "requests since mount), bytes_fetched, in_flight, retries, errors, hedges, memory_hits, "
                    "disk_hits, read_ahead_bytes, hints, hinted_bytes, ...; null where unknown");
+  bool status_prometheus = false;
+  status->add_flag("--prometheus", status_prometheus,
+                   "The live mounts' counters in Prometheus's text format, as --metrics serves them (labelled "
+                   "with their mountpoint): for a node exporter's textfile collector, or a look without the port");
   status->footer(
       "A dead mount (its daemon killed) or one that does not answer within 3 s is listed as such; it "
       "never hangs the command. Any tool can read the same JSON: getfattr -n user.hubfs.status MOUNTPOINT");
@@ -461,7 +471,7 @@ int main(int real_argc, char** real_argv) {
       "As a mount helper (what `mount -t fuse.hubfs REPO MOUNTPOINT -o ...` and fstab lines of type "
       "fuse.hubfs run):\n  hubfs REPO MOUNTPOINT -o KEY=VALUE,...\nwhere the keys are the mount "
       "options without dashes (endpoint, cache_dir, cache_size, revision, repo_type, subfolder, max_requests, "
-      "read_timeout, rate_limit_wait, log_file, ca_bundle, shared_cache with '+' between servers, shared_cache_key_file; foreground, debug, "
+      "read_timeout, rate_limit_wait, log_file, metrics, ca_bundle, shared_cache with '+' between servers, shared_cache_key_file; foreground, debug, "
       "offline, hub and shared_cache_private take no value; with hub, REPO is only a label); options for mount(8) "
       "and systemd (_netdev, nofail, noauto, auto, user, users, nouser, owner, group, defaults, "
       "comment=, x-*) and rw are dropped (the mount is always read-only); anything else goes to "
@@ -514,7 +524,7 @@ int main(int real_argc, char** real_argv) {
     return finish_and_mount(config, cache_size);
   }
   if (*unmount) return hubfs::run_unmount(unmount_point);
-  if (*status) return hubfs::run_status(status_point, status_json);
+  if (*status) return hubfs::run_status(status_point, status_json, status_prometheus);
 
   namespace admin = hubfs::cache_admin;
   if (cache_dir.empty()) cache_dir = hubfs::default_cache_dir();
