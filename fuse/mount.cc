@@ -359,6 +359,7 @@ int serve(Mount& m, const std::string& mountpoint) {
 }  // namespace
 
 int run_mount(const MountConfig& config) {
+  if (config.log_json) set_log_format(LogFormat::kJson);
   if (Status s = url::check_endpoint(config.endpoint); !s.ok()) {
     std::cerr << "hubfs: " << s.message() << "\n";
     return 2;

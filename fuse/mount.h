@@ -29,6 +29,8 @@ struct MountConfig : SessionConfig {
   bool hub = false;
   // --metrics [ADDR:]PORT: Prometheus text at http://ADDR:PORT/metrics (fuse/metrics.h); "" = off.
   std::string metrics;
+  // --log-format json: the log as one JSON object per line (common/log.h).
+  bool log_json = false;
 };
 
 // Runs the mount; returns the process exit code. Without foreground it returns once the mount

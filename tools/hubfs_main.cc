@@ -110,6 +110,9 @@ std::string apply_option(const std::string& opt, hubfs::MountConfig& config, std
     auto servers = hubfs::parse_shared_cache_servers(value);
     if (!servers.ok()) return "-o shared_cache=" + value + ": " + servers.status().message();
     config.shared_cache = *servers;
+  } else if (key == "log_format") {
+    if (value != "text" && value != "json") return "-o log_format=" + value + ": use text or json";
+    config.log_json = value == "json";
   } else if (key == "metrics") {
     if (!has_value) return needs_value();
     config.metrics = value;
@@ -335,6 +338,11 @@ int main(int real_argc, char** real_argv) {
                     "else passed to FUSE (allow_other, ...); nonempty allows a non-empty mountpoint")
       ->allow_extra_args(false);
   mount->add_option("--log-file", config.log_file, "In the background, append logs to this file");
+  std::string log_format = "text";
+  mount->add_option("--log-format", log_format,
+                    "text (default) or json: one JSON object per line with the fields time, level, program, "
+                    "pid and message")
+      ->check(CLI::IsMember({"text", "json"}));
   mount->add_option("--metrics", config.metrics,
                     "Serve the mount's counters as Prometheus text at http://ADDR:PORT/metrics: PORT (on "
                     "127.0.0.1), ADDR:PORT or [ADDR]:PORT; port 0 picks a free one (hubfs status --json shows it)");
@@ -471,7 +479,7 @@ int main(int real_argc, char** real_argv) {
       "As a mount helper (what `mount -t fuse.hubfs REPO MOUNTPOINT -o ...` and fstab lines of type "
       "fuse.hubfs run):\n  hubfs REPO MOUNTPOINT -o KEY=VALUE,...\nwhere the keys are the mount "
       "options without dashes (endpoint, cache_dir, cache_size, revision, repo_type, subfolder, max_requests, "
-      "read_timeout, rate_limit_wait, log_file, metrics, ca_bundle, shared_cache with '+' between servers, shared_cache_key_file; foreground, debug, "
+      "read_timeout, rate_limit_wait, log_file, log_format, metrics, ca_bundle, shared_cache with '+' between servers, shared_cache_key_file; foreground, debug, "
       "offline, hub and shared_cache_private take no value; with hub, REPO is only a label); options for mount(8) "
       "and systemd (_netdev, nofail, noauto, auto, user, users, nouser, owner, group, defaults, "
       "comment=, x-*) and rw are dropped (the mount is always read-only); anything else goes to "
@@ -517,6 +525,7 @@ int main(int real_argc, char** real_argv) {
       }
       config.shared_cache = *servers;
     }
+    config.log_json = log_format == "json";
     if (std::string err = apply_options(raw_options, config, cache_size); !err.empty()) {
       std::cerr << "hubfs: " << err << "\n";
       return 2;

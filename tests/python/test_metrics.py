@@ -109,3 +109,29 @@ def test_metrics_address_refused_with_the_accepted_forms(hub, tmp_path):
     assert r.returncode != 0
     assert "ADDRESS:PORT" in r.stderr
     assert _mounted(mnt) is None
+
+
+def test_log_format_json_gives_one_object_per_line_with_stable_fields(hub, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = tmp_path / "hubfs.log"
+    r = subprocess.run([HUBFS, "mount", "--endpoint", hub["endpoint"], "--cache-dir", str(tmp_path / "cache"),
+                        "--log-format", "json", "--log-file", str(log), REPO, str(mnt)],
+                       capture_output=True, text=True, env=ENV)
+    assert r.returncode == 0, r.stderr
+    try:
+        assert (mnt / "note.txt").read_text() == "a small file\n"
+        assert not os.path.exists(mnt / "no such file")
+    finally:
+        assert subprocess.run([HUBFS, "unmount", str(mnt)]).returncode == 0
+    # The daemon has exited (hubfs unmount waits for it): the log is complete.
+    lines = log.read_text().splitlines()
+    assert len(lines) >= 2, lines  # at least "mounting ..." and "unmounting"
+    for line in lines:
+        entry = json.loads(line)
+        assert set(entry) == {"time", "level", "program", "pid", "message"}, entry
+        assert entry["level"] in ("debug", "info", "warning", "error") and entry["program"] == "hubfs"
+        assert entry["time"].endswith("Z") and isinstance(entry["pid"], int)
+    messages = [json.loads(line)["message"] for line in lines]
+    assert any(m.startswith("mounting ") and "lab/admin" in m for m in messages), messages
+    assert "unmounting" in messages
