@@ -66,11 +66,12 @@ check "package.sh builds the package from $build" build_package
 [ -f "$deb" ] || finish
 dpkg-deb --info "$deb" | sed -n 's/^ \(Package\|Version\|Depends\|Installed-Size\):/  \1:/p'
 lint() {
-  lintian --fail-on error --tag-display-limit 0 "$deb" 2>&1 | grep -v "running with root privileges" | tee "$work/lintian.txt"
-  echo "lintian: $(grep -c '^E:' "$work/lintian.txt") errors, $(grep -c '^W:' "$work/lintian.txt") warnings"
+  lintian --fail-on error --tag-display-limit 0 "$deb" 2>&1 | grep -v "running with root privileges" >"$work/lintian.txt"
+  cat "$work/lintian.txt"
   ! grep -q '^E:' "$work/lintian.txt"
 }
 check "lintian reports no errors" lint
+echo "      lintian: $(grep -c '^E:' "$work/lintian.txt") errors, $(grep -c '^W:' "$work/lintian.txt") warnings"
 sed 's/^/      /' "$work/lintian.txt"
 
 # --- what the checks read: a local Hub repo with a text file and Zstd- and LZF-compressed HDF5 ------
@@ -182,8 +183,9 @@ unit_file() {
 check "the systemd unit template hubfs@.service" unit_file
 
 # --- purge -----------------------------------------------------------------------------------------
-purge_package() { DEBIAN_FRONTEND=noninteractive apt-get purge -y -q hubfs; }
-check "apt-get purge hubfs" purge_package
+# dpkg, not apt-get: the same removal and purge, without apt reading its package lists again.
+purge_package() { DEBIAN_FRONTEND=noninteractive dpkg --purge hubfs; }
+check "dpkg --purge hubfs" purge_package
 nothing_left() {
   local left=0 f
   while read -r f; do
