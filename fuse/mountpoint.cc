@@ -5,7 +5,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -261,7 +260,10 @@ constexpr auto kDaemonExitWait = std::chrono::seconds(30);
 // The PID a live hubfs mount's daemon reports in its status (user.hubfs.status), if it is a
 // hubfs process this process can see (another PID namespace's number would name someone else).
 pid_t daemon_pid_of(const std::string& path) {
-  std::string buf(64 * 1024, '\0');
+  // Sized first: a whole-Hub mount's status lists every repo touched.
+  const ssize_t size = ::getxattr(path.c_str(), "user.hubfs.status", nullptr, 0);
+  if (size <= 0) return 0;
+  std::string buf(static_cast<size_t>(size) + 4096, '\0');  // room for counters that grew meanwhile
   const ssize_t n = ::getxattr(path.c_str(), "user.hubfs.status", buf.data(), buf.size());
   if (n <= 0) return 0;
   auto status = nlohmann::json::parse(buf.substr(0, static_cast<size_t>(n)), nullptr, false);
