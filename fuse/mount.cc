@@ -30,6 +30,7 @@
 #include "fs/listing_cache.h"
 #include "daemon.h"
 #include "fuse_ops.h"
+#include "metrics.h"
 #include "mountpoint.h"
 #include "net/curl_transport.h"
 #include "net/quota_gate.h"
@@ -59,10 +60,15 @@ struct Mount {
   fuse_session* session = nullptr;
   bool mounted = false;
   bool signals = false;
+  // The status JSON (as user.hubfs.status serves it), and --metrics's server of it.
+  std::function<std::string()> status_json;
+  std::shared_ptr<std::string> metrics_address = std::make_shared<std::string>();  // "" = none
+  std::unique_ptr<MetricsServer> metrics;
 
   FsApi* fs() const { return repo ? static_cast<FsApi*>(repo->fs.get()) : hub_fs.get(); }
 
   ~Mount() {
+    metrics.reset();  // it reads the components torn down below
     if (session) {
       if (signals) fuse_remove_signal_handlers(session);
       if (mounted) fuse_session_unmount(session);
@@ -200,13 +206,16 @@ Result<std::string> build_repo_fs(const MountConfig& config, const std::string& 
   m.repo = std::make_unique<RepoSession>();
   Status st = open_repo_session(config, *spec, *m.repo, [&](RepoSession& s, FsOptions& fs_options) {
     auto base = status_provider(s.stack, config, mountpoint, s.label, s.repo.revision, s.info.commit, s.subfolder);
-    fs_options.status_json = [base, gated = s.info.gated, is_private = s.info.is_private, stack = &s.stack] {
+    fs_options.status_json = [base, gated = s.info.gated, is_private = s.info.is_private, stack = &s.stack,
+                              metrics = m.metrics_address] {
       nlohmann::json j = nlohmann::json::parse(base());
       j["gated"] = gated;
       j["private"] = is_private;
       j["xet"] = xet_status(*stack);
+      j["metrics"] = metrics->empty() ? nlohmann::json(nullptr) : nlohmann::json(*metrics);
       return j.dump();
     };
+    m.status_json = fs_options.status_json;
   });
   if (!st.ok()) return st;
   const RepoSession& s = *m.repo;
@@ -268,8 +277,10 @@ Result<std::string> build_hub_namespace(const MountConfig& config, const std::st
     j["repos"] = std::move(repos);
     j["revision"] = nullptr;
     j["commit"] = nullptr;
+    j["metrics"] = mp->metrics_address->empty() ? nlohmann::json(nullptr) : nlohmann::json(*mp->metrics_address);
     return j.dump();
   };
+  m.status_json = options.status_json;
   m.hub_fs = std::make_unique<HubNamespace>(*stack.hub, *stack.reader, std::move(options));
   return std::string("hub");
 }
@@ -281,6 +292,13 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
   auto fsname = config.hub ? build_hub_namespace(config, mountpoint, offline, m)
                            : build_repo_fs(config, mountpoint, m);
   if (!fsname.ok()) return fsname.status();
+  if (!config.metrics.empty()) {
+    auto address = parse_metrics_address(config.metrics);
+    if (!address.ok()) return address.status();
+    auto server = MetricsServer::start(*address, m.status_json, m.metrics_address.get());
+    if (!server.ok()) return server.status();
+    m.metrics = std::move(*server);
+  }
 
   std::vector<std::string> args = {"hubfs"};
   if (config.debug) args.push_back("-d");
@@ -365,6 +383,7 @@ int serve(Mount& m, const std::string& mountpoint) {
 }  // namespace
 
 int run_mount(const MountConfig& config) {
+  if (config.log_json) set_log_format(LogFormat::kJson);
   if (Status s = url::check_endpoint(config.endpoint); !s.ok()) {
     std::cerr << "hubfs: " << s.message() << "\n";
     return 2;
@@ -374,6 +393,10 @@ int run_mount(const MountConfig& config) {
   auto checked = check_mountpoint(config.mountpoint, nonempty);
   if (!checked.ok()) {
     std::cerr << "hubfs: " << checked.status().message() << "\n";
+    return 1;
+  }
+  if (Status s = check_fuse_options_allowed(config.fuse_options); !s.ok()) {
+    std::cerr << "hubfs: " << s.message() << "\n";
     return 1;
   }
   const std::string mountpoint = *checked;

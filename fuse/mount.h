@@ -27,6 +27,10 @@ struct MountConfig : SessionConfig {
   bool debug = false;
   // --hub: the whole Hub at the mountpoint (MNT/datasets/ORG/NAME[@REV]/...); repo_spec is empty.
   bool hub = false;
+  // --metrics [ADDR:]PORT: Prometheus text at http://ADDR:PORT/metrics (fuse/metrics.h); "" = off.
+  std::string metrics;
+  // --log-format json: the log as one JSON object per line (common/log.h).
+  bool log_json = false;
 };
 
 // Runs the mount; returns the process exit code. Without foreground it returns once the mount

@@ -4,12 +4,16 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -21,6 +25,8 @@
 #include <thread>
 #include <fstream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "common/log.h"
 
@@ -192,12 +198,40 @@ Result<std::string> check_mountpoint(const std::string& mountpoint, bool allow_n
                   "to mount over it (its contents are hidden while mounted)");
   }
   if (access("/dev/fuse", R_OK | W_OK) != 0) {
+    const int err = errno;
+    if (err == EACCES && geteuid() != 0) {
+      // libfuse opens /dev/fuse itself and only then hands the mount to fusermount3.
+      return Status(Code::kUnavailable,
+                    "/dev/fuse is not readable and writable by this user (Permission denied): a user's "
+                    "mount needs it mode 0666, as Debian's udev rule makes it (a container's --device "
+                    "/dev/fuse is 0600: chmod 0666 /dev/fuse in it), and fusermount3 installed setuid "
+                    "root (package fuse3); or mount as root");
+    }
     return Status(Code::kUnavailable,
-                  std::string("/dev/fuse is not usable (") + strerror(errno) +
+                  std::string("/dev/fuse is not usable (") + strerror(err) +
                       "): install fuse3 and load the module (modprobe fuse), or in a container "
                       "pass --device /dev/fuse --cap-add SYS_ADMIN");
   }
   return path;
+}
+
+Status check_fuse_options_allowed(const std::vector<std::string>& fuse_options) {
+  if (geteuid() == 0) return Status::Ok();
+  const bool other = std::find(fuse_options.begin(), fuse_options.end(), "allow_other") != fuse_options.end();
+  const bool root = std::find(fuse_options.begin(), fuse_options.end(), "allow_root") != fuse_options.end();
+  if (!other && !root) return Status::Ok();
+  // fusermount3 reads the same file and refuses the same way, but its message then comes
+  // after the mount was half set up; say it first, with the fix.
+  std::ifstream conf("/etc/fuse.conf");
+  std::string line;
+  while (std::getline(conf, line)) {
+    const size_t start = line.find_first_not_of(" \t");
+    if (start != std::string::npos && line.compare(start, 16, "user_allow_other") == 0) return Status::Ok();
+  }
+  return Status(Code::kPermissionDenied,
+                std::string("-o ") + (other ? "allow_other" : "allow_root") +
+                    " is refused to users other than root unless /etc/fuse.conf has the line "
+                    "user_allow_other: add it (as root), or mount without it (then only you can read the mount)");
 }
 
 namespace {
@@ -213,7 +247,64 @@ struct MountState {
   std::string path;
   bool mounted = false;
   bool dead = false;
+  pid_t daemon_pid = 0;  // as the daemon reports it (0: unknown)
+  int daemon_pidfd = -1;  // taken before the unmount, so a reused PID is never waited for
 };
+
+// How long `hubfs unmount` waits, after the unmount, for the daemon to exit: it finishes its
+// cache writes (the index, queued shared-tier stores: at most kDrainTime) and tears the stack
+// down first, which took 1.5-1.75 s on a busy mount. A script may remove the cache once the
+// command returned 0.
+constexpr auto kDaemonExitWait = std::chrono::seconds(30);
+
+// The PID a live hubfs mount's daemon reports in its status (user.hubfs.status), if it is a
+// hubfs process this process can see (another PID namespace's number would name someone else).
+pid_t daemon_pid_of(const std::string& path) {
+  // Sized first: a whole-Hub mount's status lists every repo touched.
+  const ssize_t size = ::getxattr(path.c_str(), "user.hubfs.status", nullptr, 0);
+  if (size <= 0) return 0;
+  std::string buf(static_cast<size_t>(size) + 4096, '\0');  // room for counters that grew meanwhile
+  const ssize_t n = ::getxattr(path.c_str(), "user.hubfs.status", buf.data(), buf.size());
+  if (n <= 0) return 0;
+  auto status = nlohmann::json::parse(buf.substr(0, static_cast<size_t>(n)), nullptr, false);
+  if (!status.is_object() || !status.contains("pid") || !status["pid"].is_number_integer()) return 0;
+  const pid_t pid = status["pid"].get<pid_t>();
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  return pid > 0 && name.rfind("hubfs", 0) == 0 ? pid : 0;
+}
+
+// Whether `pid` has exited (a zombie has: its memory and files are released).
+bool process_gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] == 'Z' || line[paren + 2] == 'X';
+}
+
+// Waits up to kDaemonExitWait for the daemon to exit; false if it is still running then.
+bool wait_for_daemon_exit(const MountState& state) {
+  const auto deadline = std::chrono::steady_clock::now() + kDaemonExitWait;
+  if (state.daemon_pidfd >= 0) {
+    // Readable once the process has exited.
+    pollfd p{state.daemon_pidfd, POLLIN, 0};
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      const int r = ::poll(&p, 1, static_cast<int>(left.count()));
+      if (r > 0) return true;
+      if (r < 0 && errno != EINTR) break;  // fall back to looking at /proc
+    }
+  }
+  // Kernels before 5.3 (no pidfd): look every 10 ms.
+  while (!process_gone(state.daemon_pid)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
 
 // MountState of `mountpoint`, found on a thread of its own; nothing if that takes longer than
 // kStateAnswerTimeout. A thread still blocked then is left behind: it ends with the process (the
@@ -230,6 +321,10 @@ std::optional<MountState> mount_state_within_timeout(const std::string& mountpoi
     s.path = absolute_mountpoint(mountpoint);
     s.mounted = is_mount_point(s.path);
     s.dead = s.mounted && is_dead_fuse_mount(s.path);
+    if (s.mounted && !s.dead) {
+      s.daemon_pid = daemon_pid_of(s.path);
+      if (s.daemon_pid > 0) s.daemon_pidfd = static_cast<int>(::syscall(SYS_pidfd_open, s.daemon_pid, 0));
+    }
     std::lock_guard<std::mutex> lock(shared->mu);
     shared->state = std::move(s);
     shared->cv.notify_all();
@@ -268,8 +363,20 @@ int run_unmount(const std::string& mountpoint) {
     }
     return 0;
   }
+  // Done once the daemon has exited, its cache writes with it (or after kDaemonExitWait, saying so).
+  auto unmounted = [&state, &path]() {
+    if (state->daemon_pid <= 0) return 0;
+    const bool exited = wait_for_daemon_exit(*state);
+    if (state->daemon_pidfd >= 0) ::close(state->daemon_pidfd);
+    if (exited) return 0;
+    std::cerr << "hubfs: " << path << " is unmounted, but its daemon (pid " << state->daemon_pid
+              << ") is still running after " << kDaemonExitWait.count()
+              << " s, so its cache writes may not be done: wait for it to exit (tail --pid="
+              << state->daemon_pid << " -f /dev/null) before removing or copying its cache\n";
+    return 1;
+  };
   // Root unmounts directly; others go through the setuid helper, as FUSE intends.
-  if (umount2(path.c_str(), 0) == 0) return 0;
+  if (umount2(path.c_str(), 0) == 0) return unmounted();
   int err = errno;
   if (err == EBUSY) {
     std::cerr << "hubfs: " << path << " is busy: a process still uses it (see: fuser -vm " << path
@@ -283,7 +390,7 @@ int run_unmount(const std::string& mountpoint) {
   }
   int status = 0;
   if (pid > 0) waitpid(pid, &status, 0);
-  if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+  if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return unmounted();
   std::cerr << "hubfs: cannot unmount " << path << ": " << strerror(err) << "\n";
   return 1;
 }

@@ -34,6 +34,9 @@ Status detach_mount(const std::string& path);
 // The checks that can fail before anything starts, each naming the cause and the fix; clears a
 // dead hubfs mount left there. Returns the absolute mountpoint.
 Result<std::string> check_mountpoint(const std::string& mountpoint, bool allow_nonempty);
+// allow_other and allow_root as a user other than root need user_allow_other in /etc/fuse.conf
+// (fusermount3 refuses them otherwise): refused here first, naming the file and the fix.
+Status check_fuse_options_allowed(const std::vector<std::string>& fuse_options);
 // `hubfs unmount`: unmounts (a dead mount is detached); returns the exit code, cause on stderr.
 int run_unmount(const std::string& mountpoint);
 

@@ -1,5 +1,7 @@
 #include "status.h"
 
+#include "metrics.h"
+
 #include <sys/xattr.h>
 
 #include <cerrno>
@@ -195,7 +197,7 @@ void print_table(const nlohmann::json& mounts) {
 
 }  // namespace
 
-int run_status(const std::string& mountpoint, bool json) {
+int run_status(const std::string& mountpoint, bool json, bool prometheus) {
   std::vector<HubfsMountEntry> mounts = list_hubfs_mounts();
   if (!mountpoint.empty()) {
     // The path as given first: resolving it stats the mount, which a stopped daemon never answers.
@@ -215,7 +217,12 @@ int run_status(const std::string& mountpoint, bool json) {
   }
   nlohmann::json list = nlohmann::json::array();
   for (const auto& m : mounts) list.push_back(probe_mount(m));
-  if (json) {
+  if (prometheus) {
+    std::vector<nlohmann::json> alive;
+    for (const auto& m : list)
+      if (m["state"] == "alive") alive.push_back(m);
+    std::cout << prometheus_text(alive);
+  } else if (json) {
     std::cout << list.dump(2) << "\n";
   } else if (list.empty()) {
     std::cout << "no hubfs mounts\n";

@@ -11,6 +11,7 @@ namespace hubfs {
 // empty. A dead mount (daemon killed) or one that does not answer within a few seconds is shown
 // as such, never hangs the command. Returns the exit code: 0, or 1 when `mountpoint` is not a
 // hubfs mount or is not alive (cause on stderr).
-int run_status(const std::string& mountpoint, bool json);
+// With prometheus, the live mounts' counters in Prometheus's text format (fuse/metrics.h).
+int run_status(const std::string& mountpoint, bool json, bool prometheus = false);
 
 }  // namespace hubfs

@@ -21,6 +21,9 @@ PACKAGES=(
   rclone
   b3sum  # the BLAKE3 reference tool: tests/xet checks core/xet/blake3 against it
   nodejs  # the official JavaScript Hub client judges the local Hub (tests/npm)
+  debhelper  # scripts/package.sh builds the Debian package with it
+  lintian    # only for scripts/package_test.sh, which lints the package
+  python3-prometheus-client  # tests/python/test_metrics.py parses the exposition with it
 )
 # npm: Debian's package, unless a Node.js that bundles its own npm is installed (NodeSource's
 # nodejs does, and conflicts with Debian's npm package).

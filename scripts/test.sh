@@ -190,4 +190,12 @@ if [ "$run_tsan" = 1 ]; then
     ctest --test-dir build-tsan --output-on-failure -j"$SANITIZER_JOBS" --timeout 900 -LE "slow|server" \
       "${CTEST_ARGS[@]}"
 fi
+
+# --- The Debian package (after every other test, on the build they used): scripts/package_test.sh
+# builds it from build/, lints it, installs it with apt-get, checks what it promises and purges it.
+# HUBFS_SKIP_PACKAGE=1 skips it (it needs root: it installs a package).
+if [ "$quick" = 0 ] && [ "${HUBFS_SKIP_PACKAGE:-0}" != "1" ]; then
+  step "the Debian package: build, lintian, install, check, purge"
+  ./scripts/package_test.sh
+fi
 step "full suite passed"

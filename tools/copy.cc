@@ -1,6 +1,8 @@
 #include "copy.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,7 +21,13 @@ namespace hubfs {
 namespace {
 
 std::atomic<bool> g_stop{false};
-extern "C" void on_stop_signal(int) { g_stop.store(true); }
+std::atomic<int> g_stop_signal{0};  // the signal that stopped the copy: the exit code is 128 + it
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal.store(sig);
+  g_stop.store(true);
+}
+
+constexpr const char* kPartialInfix = ".hubfs-partial-";
 
 // How often the copy looks for a stop signal while a read may be blocked on the network.
 constexpr auto kStopPoll = std::chrono::milliseconds(50);
@@ -55,6 +63,40 @@ Status write_all(int fd, const char* data, size_t n, const std::string& what) {
   return Status::Ok();
 }
 
+// Removes DEST.hubfs-partial-PID files beside `dest` whose process no longer exists (a copy killed
+// by SIGKILL or a crash leaves its temp file); a live copy's temp file is left alone. Ours (the
+// PID reused) goes too: this process has not created it.
+void remove_stale_partials(const std::string& dest) {
+  const size_t slash = dest.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : dest.substr(0, slash == 0 ? 1 : slash);
+  const std::string prefix = (slash == std::string::npos ? dest : dest.substr(slash + 1)) + kPartialInfix;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;  // the create below reports what is wrong with the directory
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid != ::getpid() && (::kill(pid, 0) == 0 || errno != ESRCH)) continue;  // alive (or not ours to judge)
+    const std::string path = dir + "/" + name;
+    if (::unlink(path.c_str()) == 0) log_info("removed " + path + ", left by an interrupted copy");
+  }
+  ::closedir(d);
+}
+
+// What an existing DEST that is not writable means for a copy onto it; "" when it may be replaced.
+std::string refusal_of_read_only(const std::string& dest, const struct stat& st, bool force) {
+  if (force || !S_ISREG(st.st_mode)) return "";
+  // access() says what the caller may write; root may write anything, so for root a file with no
+  // write bit at all is the one a copy must not replace silently (cp(1) would open it for writing,
+  // which succeeds for root; the rename hubfs does needs no permission on the file at all).
+  const bool writable = ::access(dest.c_str(), W_OK) == 0 && (::geteuid() != 0 || (st.st_mode & 0222) != 0);
+  if (writable) return "";
+  return "cannot replace " + dest + ": " + strerror(EACCES) +
+         " (it is read-only); make it writable, remove it, or pass --force to replace it";
+}
+
 }  // namespace
 
 int run_copy(const CopyCommand& c) {
@@ -87,16 +129,33 @@ int run_copy(const CopyCommand& c) {
   int fd = STDOUT_FILENO;
   if (!dest.empty()) {
     struct stat st {};
-    const bool exists = ::stat(dest.c_str(), &st) == 0;
+    bool exists = ::stat(dest.c_str(), &st) == 0;
     if (exists && S_ISDIR(st.st_mode)) {
       const size_t slash = url->path.rfind('/');
       dest += "/" + (slash == std::string::npos ? url->path : url->path.substr(slash + 1));
+      exists = ::stat(dest.c_str(), &st) == 0;
+    }
+    // A symlink DEST stays a symlink: the file it points to is the one replaced.
+    struct stat lst {};
+    if (::lstat(dest.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+      char target[PATH_MAX];
+      if (!exists || ::realpath(dest.c_str(), target) == nullptr) {
+        return fail(IoError("not writing through the dangling symlink " + dest + "; remove it or point it at a file"));
+      }
+      dest = target;
+    }
+    if (exists) {
+      if (std::string refusal = refusal_of_read_only(dest, st, c.force); !refusal.empty()) {
+        std::cerr << "hubfs: cp " << c.url << ": " << refusal << "\n";
+        return 1;
+      }
     }
     if (exists && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
       fd = ::open(dest.c_str(), O_WRONLY | O_CLOEXEC);
       if (fd < 0) return fail(IoError("cannot open " + dest + " for writing (" + strerror(errno) + ")"));
     } else {
-      temp = dest + ".hubfs-partial-" + std::to_string(getpid());
+      remove_stale_partials(dest);
+      temp = dest + kPartialInfix + std::to_string(getpid());
       fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
       if (fd < 0) {
         return fail(IoError("cannot create " + temp + " (" + strerror(errno) + "); check that the directory of " +
@@ -165,7 +224,7 @@ int run_copy(const CopyCommand& c) {
                                 ? std::string("interrupted; the blocks fetched so far stay cached: run it again to resume")
                                 : st.message();
     std::cerr << "hubfs: " << (dest.empty() ? "cat " : "cp ") << c.url << ": " << why << "\n";
-    return g_stop.load() ? 130 : 1;
+    return g_stop.load() ? 128 + g_stop_signal.load() : 1;
   }
   return 0;
 }

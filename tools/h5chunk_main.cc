@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_docs.h"
 #include "h5chunk/h5chunk.h"
 #include "common/log.h"
 #include "h5hub/hub_byte_source.h"
@@ -385,6 +386,16 @@ int main(int argc, char** argv) {
   // Selections like '-1' look like options to a parser; everything after the dataset is
   // positional for read and bench.
   app.allow_extras(false);
+  // Hidden: the man page and the bash completion, generated from the tables above (scripts/package.sh).
+  if (argc == 2 && std::strcmp(argv[1], "--help-man") == 0) {
+    std::cout << hubfs::cli_docs::man_page(app, "h5chunk", HUBFS_VERSION, "fast parallel reads of chunked HDF5 datasets",
+                                           "hubfs(1), h5dump(1)");
+    return 0;
+  }
+  if (argc == 2 && std::strcmp(argv[1], "--help-completion") == 0) {
+    std::cout << hubfs::cli_docs::bash_completion(app, "h5chunk");
+    return 0;
+  }
   CLI11_PARSE(app, argc, argv);
   if (*read) return cmd_read(file, dataset, selection, out, threads, route);
   if (*info) return cmd_info(file, dataset, as_json);

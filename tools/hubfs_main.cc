@@ -12,6 +12,7 @@
 
 #include "cache/cache_admin.h"
 #include "cache_verify.h"
+#include "cli_docs.h"
 #include "common/log.h"
 #include "copy.h"
 #include "hub/environment.h"
@@ -109,6 +110,12 @@ std::string apply_option(const std::string& opt, hubfs::MountConfig& config, std
     auto servers = hubfs::parse_shared_cache_servers(value);
     if (!servers.ok()) return "-o shared_cache=" + value + ": " + servers.status().message();
     config.shared_cache = *servers;
+  } else if (key == "log_format") {
+    if (value != "text" && value != "json") return "-o log_format=" + value + ": use text or json";
+    config.log_json = value == "json";
+  } else if (key == "metrics") {
+    if (!has_value) return needs_value();
+    config.metrics = value;
   } else if (key == "shared_cache_key_file") {
     if (!has_value) return needs_value();
     config.shared_cache_key_file = value;
@@ -270,7 +277,7 @@ int main(int real_argc, char** real_argv) {
       "Reads go through a content-keyed block cache on local disk and a concurrent range fetcher:\n"
       "only the bytes you read cross the network, and each of them only once."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "hubfs 0.1.0");
+  app.set_version_flag("--version", std::string("hubfs ") + HUBFS_VERSION);
 
   hubfs::MountConfig config;
   std::string cache_size = "10G";
@@ -331,6 +338,14 @@ int main(int real_argc, char** real_argv) {
                     "else passed to FUSE (allow_other, ...); nonempty allows a non-empty mountpoint")
       ->allow_extra_args(false);
   mount->add_option("--log-file", config.log_file, "In the background, append logs to this file");
+  std::string log_format = "text";
+  mount->add_option("--log-format", log_format,
+                    "text (default) or json: one JSON object per line with the fields time, level, program, "
+                    "pid and message")
+      ->check(CLI::IsMember({"text", "json"}));
+  mount->add_option("--metrics", config.metrics,
+                    "Serve the mount's counters as Prometheus text at http://ADDR:PORT/metrics: PORT (on "
+                    "127.0.0.1), ADDR:PORT or [ADDR]:PORT; port 0 picks a free one (hubfs status --json shows it)");
   mount->add_flag("--debug", config.debug, "Log every FUSE request libfuse sees (useful with -f)");
   mount->add_flag("--offline", config.offline,
                   "Mount from the cache alone, asking the Hub nothing (also when HF_HUB_OFFLINE is set): the "
@@ -368,7 +383,10 @@ int main(int real_argc, char** real_argv) {
       "cp", "Download a repo file without a mount: verified against its content hash, written to a temp file "
             "renamed into place (never a partial DEST), resumed from the cache when run again.");
   cp->add_option("url", copy.url, "hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH")->required();
-  cp->add_option("dest", copy.dest, "A file, or an existing directory to copy into")->required();
+  cp->add_option("dest", copy.dest,
+                 "A file, or an existing directory to copy into; a symlink's target is replaced, not the link")
+      ->required();
+  cp->add_flag("-f,--force", copy.force, "Replace a DEST without write permission too (refused otherwise, as by cp)");
   add_copy_options(cp);
 
   std::string unmount_point;
@@ -401,6 +419,10 @@ int main(int real_argc, char** real_argv) {
                    "unknown), repo, revision, commit, subfolder, cache_dir, uptime_s, requests (upstream HTTP "
                    "requests since mount), bytes_fetched, in_flight, retries, errors, hedges, memory_hits, "
                    "disk_hits, read_ahead_bytes, hints, hinted_bytes, ...; null where unknown");
+  bool status_prometheus = false;
+  status->add_flag("--prometheus", status_prometheus,
+                   "The live mounts' counters in Prometheus's text format, as --metrics serves them (labelled "
+                   "with their mountpoint): for a node exporter's textfile collector, or a look without the port");
   status->footer(
       "A dead mount (its daemon killed) or one that does not answer within 3 s is listed as such; it "
       "never hangs the command. Any tool can read the same JSON: getfattr -n user.hubfs.status MOUNTPOINT");
@@ -457,12 +479,23 @@ int main(int real_argc, char** real_argv) {
       "As a mount helper (what `mount -t fuse.hubfs REPO MOUNTPOINT -o ...` and fstab lines of type "
       "fuse.hubfs run):\n  hubfs REPO MOUNTPOINT -o KEY=VALUE,...\nwhere the keys are the mount "
       "options without dashes (endpoint, cache_dir, cache_size, revision, repo_type, subfolder, max_requests, "
-      "read_timeout, rate_limit_wait, log_file, ca_bundle, shared_cache with '+' between servers, shared_cache_key_file; foreground, debug, "
+      "read_timeout, rate_limit_wait, log_file, log_format, metrics, ca_bundle, shared_cache with '+' between servers, shared_cache_key_file; foreground, debug, "
       "offline, hub and shared_cache_private take no value; with hub, REPO is only a label); options for mount(8) "
       "and systemd (_netdev, nofail, noauto, auto, user, users, nouser, owner, group, defaults, "
       "comment=, x-*) and rw are dropped (the mount is always read-only); anything else goes to "
       "FUSE (allow_other, nonempty, ...).");
 
+  // Hidden: the man page and the bash completion, generated from the tables above (scripts/package.sh).
+  if (argc == 2 && std::strcmp(argv[1], "--help-man") == 0) {
+    std::cout << hubfs::cli_docs::man_page(app, kProgram, HUBFS_VERSION,
+                                           "mount a Hugging Face Hub repo as a read-only directory",
+                                           "h5chunk(1), mount.fuse3(8), fusermount3(1), fstab(5), systemd.mount(5)");
+    return 0;
+  }
+  if (argc == 2 && std::strcmp(argv[1], "--help-completion") == 0) {
+    std::cout << hubfs::cli_docs::bash_completion(app, kProgram);
+    return 0;
+  }
   CLI11_PARSE(app, argc, argv);
 
   if (*prefetch) return hubfs::run_prefetch(prefetch_config);
@@ -492,6 +525,7 @@ int main(int real_argc, char** real_argv) {
       }
       config.shared_cache = *servers;
     }
+    config.log_json = log_format == "json";
     if (std::string err = apply_options(raw_options, config, cache_size); !err.empty()) {
       std::cerr << "hubfs: " << err << "\n";
       return 2;
@@ -499,7 +533,7 @@ int main(int real_argc, char** real_argv) {
     return finish_and_mount(config, cache_size);
   }
   if (*unmount) return hubfs::run_unmount(unmount_point);
-  if (*status) return hubfs::run_status(status_point, status_json);
+  if (*status) return hubfs::run_status(status_point, status_json, status_prometheus);
 
   namespace admin = hubfs::cache_admin;
   if (cache_dir.empty()) cache_dir = hubfs::default_cache_dir();

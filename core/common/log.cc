@@ -7,11 +7,14 @@
 #include <ctime>
 #include <mutex>
 
+#include <unistd.h>
+
 namespace hubfs {
 
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 std::atomic<std::FILE*> g_file{nullptr};
+std::atomic<bool> g_json{false};
 std::mutex g_mu;
 const char* name(LogLevel l) {
   switch (l) {
@@ -22,7 +25,32 @@ const char* name(LogLevel l) {
   }
   return "?";
 }
+// A JSON string's contents: quotes, backslashes and control characters escaped (bytes >= 0x80
+// pass through: the messages are UTF-8 or ASCII).
+std::string json_escaped(const std::string& s) {
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
 }  // namespace
+
+void set_log_format(LogFormat format) { g_json = format == LogFormat::kJson; }
 
 void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
 bool log_enabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed); }
@@ -54,7 +82,12 @@ void log_line(LogLevel level, const std::string& message) {
   const size_t n = std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
   std::snprintf(stamp + n, sizeof stamp - n, ".%03dZ", static_cast<int>(ms));
   std::lock_guard<std::mutex> lock(g_mu);
-  std::fprintf(out, "%s hubfs %s: %s\n", stamp, name(level), message.c_str());
+  if (g_json.load()) {
+    std::fprintf(out, "{\"time\":\"%s\",\"level\":\"%s\",\"program\":\"hubfs\",\"pid\":%d,\"message\":\"%s\"}\n", stamp,
+                 name(level), static_cast<int>(getpid()), json_escaped(message).c_str());
+  } else {
+    std::fprintf(out, "%s hubfs %s: %s\n", stamp, name(level), message.c_str());
+  }
   std::fflush(out);
 }
 

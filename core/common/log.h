@@ -16,6 +16,10 @@ bool set_log_level_from_env();
 // Whether a line at `level` would be written: check before building an expensive debug line.
 bool log_enabled(LogLevel level);
 void set_log_file(std::FILE* file);  // not owned; default stderr
+// kJson (`--log-format json`): one JSON object per line, for log shippers, with the stable fields
+// "time" (UTC, ISO 8601 with milliseconds), "level", "program" ("hubfs"), "pid" and "message".
+enum class LogFormat { kText, kJson };
+void set_log_format(LogFormat format);
 void log_line(LogLevel level, const std::string& message);
 
 inline void log_debug(const std::string& m) { log_line(LogLevel::kDebug, m); }

@@ -1,6 +1,8 @@
 #include "common/log.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +17,7 @@ struct LogStateGuard {
     unsetenv("HUBFS_LOG_LEVEL");
     set_log_level(LogLevel::kInfo);
     set_log_file(nullptr);
+    set_log_format(LogFormat::kText);
   }
 };
 
@@ -68,6 +71,32 @@ TEST(Log, LinesCarryLevelAndMillisecondStamp) {
   EXPECT_EQ(text[19], '.');
   EXPECT_EQ(text[23], 'Z');
   for (int i : {20, 21, 22}) EXPECT_TRUE(text[i] >= '0' && text[i] <= '9') << text;
+}
+
+TEST(Log, JsonFormatIsOneObjectPerLineWithEveryByteEscaped) {
+  LogStateGuard guard;
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  set_log_file(f);
+  set_log_format(LogFormat::kJson);
+  const std::string hostile = std::string("a \"quoted\" C:\\path\nsecond line\ttab \x01 caf\xc3\xa9");
+  log_warning(hostile);
+  log_info("plain");
+  std::string text = read_all(f);
+  std::fclose(f);
+  const size_t newline = text.find('\n');
+  ASSERT_NE(newline, std::string::npos);
+  ASSERT_EQ(text.find('\n', newline + 1), text.size() - 1) << text;  // two lines, no more
+  auto first = nlohmann::json::parse(text.substr(0, newline));
+  auto second = nlohmann::json::parse(text.substr(newline + 1));
+  EXPECT_EQ(first["message"], hostile);
+  EXPECT_EQ(first["level"], "warning");
+  EXPECT_EQ(first["program"], "hubfs");
+  EXPECT_EQ(first["pid"], static_cast<int>(getpid()));
+  EXPECT_EQ(first["time"].get<std::string>().size(), 24u);
+  EXPECT_EQ(first.size(), 5u);
+  EXPECT_EQ(second["message"], "plain");
+  EXPECT_EQ(second["level"], "info");
 }
 
 }  // namespace
