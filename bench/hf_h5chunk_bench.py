@@ -247,8 +247,12 @@ def idle_cpu(pid, quiet_s=0.2, most_s=5.0):
     return last
 
 
+def mount_status(mnt):
+    return json.loads(os.getxattr(mnt, "user.hubfs.status"))
+
+
 def daemon_pid(mnt):
-    return json.loads(os.getxattr(mnt, "user.hubfs.status"))["pid"]
+    return mount_status(mnt)["pid"]
 
 
 def run_contender(cmd, env, daemon=None):
@@ -326,6 +330,7 @@ def main():
     delivered = {}  # bytes each contender hands back (the decoded array)
     warm_requests = {"h5chunk_cli_warm": [], "mount_h5chunk_warm": []}  # requests to the server per warm read
     can_drop = os.geteuid() == 0
+    unread = {"mount_h5chunk": []}  # read-ahead bytes fetched and never read, per cold mount read
     copiers = {"cp": HUBFS}
     if args.baseline_bin:
         copiers["cp_base"] = os.path.join(args.baseline_bin, "hubfs")
@@ -388,6 +393,8 @@ def main():
                     with hubfs.mount("datasets/lab/zea", mnt, endpoint=endpoint, cache_dir=cache("mount")):
                         pid = daemon_pid(mnt)
                         record("mount_h5chunk", *run_contender(cmd, env, daemon=pid), want16)
+                        # Read-ahead fetched and never read (a hinting reader should leave none).
+                        unread["mount_h5chunk"].append(mount_status(mnt).get("read_ahead_unread_bytes"))
                         if i == 0:  # its values once, untimed, read again (warm) after the timed read
                             check_cli_values([target, "/data/raw_data", "0:16"], "")
                         if can_drop:
@@ -451,7 +458,7 @@ def main():
            "load_before_after": [round(x, 2) for x in load_before] + [round(x, 2) for x in os.getloadavg()],
            "median_s": med, "runs_s": {k: [round(x, 3) for x in v] for k, v in runs.items() if v},
            "cpu_s_per_gb": cpu_per_gb, "median_cpu_s": {k: round(v, 3) for k, v in cpu_med.items()},
-           "warm_requests": warm_requests, "ratios": {}}
+           "warm_requests": warm_requests, "read_ahead_unread_bytes": unread, "ratios": {}}
     if "seed" in med:
         out["ratios"].update({
             "seed / h5chunk_cli (target >= 1.5)": round(med["seed"] / med["h5chunk_cli"], 2),

@@ -307,7 +307,10 @@ class HubfsMount:
                            env=env)
         if r.returncode != 0:
             raise RuntimeError("hubfs mount failed: %s" % (r.stderr or r.stdout).strip())
-        self.pid = json.loads(os.getxattr(mnt, "user.hubfs.status"))["pid"]  # the daemon, for its CPU
+        self.pid = self.status()["pid"]  # the daemon, for its CPU
+
+    def status(self):
+        return json.loads(os.getxattr(self.mnt, "user.hubfs.status"))
 
     def close(self):
         for _ in range(UNMOUNT_TRIES):
@@ -574,6 +577,8 @@ class Bench:
         # are interruptible) and the finally blocks unmount.
         signal.alarm(COMMAND_TIMEOUT_S)
         daemon = self.mount.pid if self.mount is not None else None
+        hubfs_mount = isinstance(self.mount, HubfsMount)
+        unread_before = self.mount.status().get("read_ahead_unread_bytes", 0) if hubfs_mount else None
         try:
             if reader == "h5chunk":
                 # No -o: the array stays in the process, as h5py's does (writing 200 MB even to
@@ -591,6 +596,8 @@ class Bench:
             signal.alarm(0)
         self.check(reader, workload, got, value)
         self.record(key, seconds, before if contender != "local" else None, cpu)
+        if hubfs_mount:  # read-ahead fetched during this read and never read: its waste
+            self.results[key][-1]["unread_bytes"] = self.mount.status().get("read_ahead_unread_bytes", 0) - unread_before
 
     def warm_pages(self):
         """Every timed read starts on host-backed free memory (warm_pages.py)."""
@@ -841,6 +848,10 @@ class Bench:
             if value is None:
                 continue
             print("   %-55s %6.2fx" % (name, value))
+        for key in sorted(self.results):
+            unread = self.median(key, "unread_bytes")
+            if unread is not None and key[3] == "cold":
+                print("   %-55s %6.1f MB" % ("%s+%s %s: read-ahead fetched and never read, cold" % key[:3], unread / 1e6))
         warm = [r.get("data_requests") for k, runs in self.results.items()
                 if k[0] == "hubfs" and k[3] == "warm" for r in runs]
         print("   hubfs warm reads: %d reads, %d data requests in all%s" % (
