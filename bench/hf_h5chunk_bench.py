@@ -9,17 +9,23 @@ issue's conditions: 50 ms, 400 Mbit/s). Prints one JSON object; ratios are from 
 
 The file: the zea-like workload of bench_mount, float32 (16, 24, 2048, 64, 1), one 12.6 MB frame
 per chunk, Blosc lz4 clevel 5 byte shuffle (201 MB raw). Every contender reads all 16 frames
-cold (a new cache directory for hubfs; fsspec caches nothing across opens), timed from open to
-the decoded array:
+cold (a new cache directory for hubfs; fsspec caches nothing across opens). Every contender is a
+process of its own, started the same way (a Python contender is this script run with --child:
+interpreter start and imports included, as `h5chunk read`'s process start is), timed from its
+start to its exit; its values are checked against the local file's (a CRC of the array):
 
-- h5chunk_cli: `h5chunk read hf://... /data/raw_data 0:16` (a process of its own; the array stays in
-  it, as in the others; its values are checked once, untimed, written with -o);
-- h5chunk_python: h5chunk.File("hf://...")["data/raw_data"][0:16] in this process;
+- h5chunk_cli: `h5chunk read hf://... /data/raw_data 0:16` (the array stays in the process, as in
+  the others; its values are checked once, untimed, written with -o);
+- h5chunk_python: h5chunk.File("hf://...")["data/raw_data"][0:16];
 - seed: the seed's remote path (zea's chunk_reader): h5py reads the metadata through an fsspec
   HTTP file, the chunks are fetched with fsspec's async _cat_file gathered at once, and decoded by
   numcodecs' Blosc straight into the output from a thread pool. It verifies nothing;
 - mount_h5chunk: a hubfs mount (new cache directory), then `h5chunk read MOUNT/... 0:16`;
-  needs root and /dev/fuse (--no-mount skips it).
+  needs root and /dev/fuse (--no-mount skips it). Then, warm: the same read again on that mount
+  with the page cache dropped (mount_h5chunk_warm), and the same read of the local file with the
+  page cache dropped (local_h5chunk);
+- h5chunk_cli_warm: `h5chunk read hf://` again on h5chunk_cli's cache, a new process: its
+  requests to the server are counted (only the branch's pin is expected).
 
 And the issue's h5py case, frames 0:5 of the same file: h5py.File(hubfs.open(...)) against
 h5py over an fsspec HTTP file object.
@@ -29,6 +35,13 @@ hf:// and the mount read them natively (plans, xorb ranges); the seed and the di
 fetch the file's own bytes from where the resolve redirects. Then `direct_16` runs too: the 16
 frames' chunks as 16 byte ranges over 16 connections by curl, the limit the issue's Xet target
 compares with (mount_h5chunk and h5chunk_cli at least 0.5 of it).
+
+CPU (issue 42): for every contender, user + system CPU-seconds of its process (its rusage, from
+wait4), plus for the mount the daemon's (utime + stime from /proc/PID/stat, read before the read
+and after the daemon went idle after it); the local server's never. Printed per GB delivered (the
+decoded array's bytes) beside the wall time. The local server runs pinned to one CPU (taskset,
+--server-cpu; the last CPU by default when there are two or more) so that its own CPU does not
+cap the contenders on the others; the output says which.
 
 And `hubfs cp` of a --cp-mb MB random file (default 300; 0 skips it) into a new cache directory,
 against the direct limit: the same bytes as 8 MiB ranges over 16 connections by curl
@@ -48,8 +61,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import h5py
@@ -203,6 +218,91 @@ def timed(fn):
     return time.perf_counter() - t0, value
 
 
+def crc(array):
+    return zlib.crc32(memoryview(np.ascontiguousarray(array)).cast("B"))
+
+
+def child_main(argv):
+    """A Python contender in a process of its own: reads, prints {"bytes", "crc"} as JSON."""
+    name = argv[0]
+    if name == "h5chunk_python":
+        url, endpoint, cache_dir = argv[1:4]
+        with h5chunk.File(url, endpoint=endpoint, cache_dir=cache_dir, token=False) as f:
+            got = f["data/raw_data"][0:16]
+    elif name == "seed":
+        got = seed_read(argv[1], 16)
+    elif name == "h5py_hubfs_open_5":
+        url, endpoint, cache_dir = argv[1:4]
+        with hubfs.open(url, endpoint=endpoint, cache_dir=cache_dir, token=False) as f, h5py.File(f) as h5:
+            got = h5["data/raw_data"][0:5]
+    elif name == "h5py_fsspec_5":
+        import fsspec
+        with fsspec.open(argv[1], "rb") as f, h5py.File(f) as h5:
+            got = h5["data/raw_data"][0:5]
+    else:
+        raise SystemExit("unknown child " + name)
+    print(json.dumps({"bytes": int(got.nbytes), "crc": crc(got)}))
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pid):
+    """User + system CPU-seconds of a running process, all its threads (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14 and 15)
+
+
+def idle_cpu(pid, quiet_s=0.2, most_s=5.0):
+    """The process's CPU once it stopped using any for quiet_s (its cache writes and read-ahead
+    after the read returned belong to the read), waiting at most most_s."""
+    last, deadline = process_cpu(pid), time.monotonic() + most_s
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = process_cpu(pid)
+        if now == last:
+            break
+        last = now
+    return last
+
+
+def mount_status(mnt):
+    return json.loads(os.getxattr(mnt, "user.hubfs.status"))
+
+
+def daemon_pid(mnt):
+    return mount_status(mnt)["pid"]
+
+
+def run_contender(cmd, env, daemon=None):
+    """Runs cmd as a child; returns (wall seconds, CPU-seconds: the child's, plus the daemon's over
+    the same read when given, stdout, stderr, exit status)."""
+    d0 = process_cpu(daemon) if daemon else 0.0
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
+    out, err = [], []
+    readers = [threading.Thread(target=lambda s=s, b=b: b.append(s.read())) for s, b in ((p.stdout, out), (p.stderr, err))]
+    for t in readers:
+        t.start()
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    for t in readers:
+        t.join()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
+    if daemon:
+        cpu += idle_cpu(daemon) - d0
+    return wall, cpu, "".join(out), "".join(err), p.returncode
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--latency-ms", type=int, default=50)
@@ -215,10 +315,13 @@ def main():
                     help="do not touch and free memory before each contender (warm_pages.py)")
     ap.add_argument("--baseline-bin", help="a build's bin directory whose hubfs cp runs beside this one's")
     ap.add_argument("--xet", action="store_true", help="the server stores the files on Xet (see above)")
+    ap.add_argument("--server-cpu", type=int, default=(os.cpu_count() or 1) - 1,
+                    help="the CPU the local server is pinned to (taskset); -1: not pinned")
     args = ap.parse_args()
     global WARM_PAGES_MB
     if args.no_warm_pages:
         WARM_PAGES_MB = 0
+    load_before = os.getloadavg()
     work = tempfile.mkdtemp(prefix="hubfs-h5hf-bench-")
     repo = os.path.join(work, "hub", "datasets", "lab", "zea")
     os.makedirs(repo)
@@ -235,7 +338,10 @@ def main():
         write_random(os.path.join(repo, "big.bin"), cp_size)
         with open(os.path.join(repo, "big.bin"), "rb") as f:
             cp_sha = hashlib.file_digest(f, "sha256").hexdigest()
-    proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", os.path.join(work, "hub"), "--host", "127.0.0.1",
+    # The server on one CPU of its own (issue 42): on two cores it otherwise takes CPU the
+    # contenders need, and its share would move with theirs.
+    pin = ["taskset", "-c", str(args.server_cpu)] if args.server_cpu >= 0 and shutil.which("taskset") else []
+    proc = subprocess.Popen(pin + ["/usr/bin/python3", SERVER, "--root", os.path.join(work, "hub"), "--host", "127.0.0.1",
                              "--latency-ms", str(args.latency_ms), "--bandwidth-mbps", str(args.bandwidth_mbps),
                              "--exit-on-stdin-eof"]
                             + (["--xet", "--xet-pack", os.path.join(BUILD, "bin", "hubfs-xet-pack")] if args.xet else []),
@@ -244,8 +350,14 @@ def main():
     url = "hf://datasets/lab/zea/scan.hdf5"
     http = f"{endpoint}/datasets/lab/zea/resolve/main/scan.hdf5"
     env = {**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
-    runs = {k: [] for k in ("h5chunk_cli", "h5chunk_python", "seed", "mount_h5chunk", "h5py_hubfs_open_5",
-                            "h5py_fsspec_5", "direct_16", "cp", "cp_base", "cp_direct")}
+    runs = {k: [] for k in ("h5chunk_cli", "h5chunk_cli_warm", "h5chunk_python", "seed", "mount_h5chunk",
+                            "mount_h5chunk_warm", "local_h5chunk", "h5py_hubfs_open_5", "h5py_fsspec_5", "direct_16", "cp",
+                            "cp_base", "cp_direct")}
+    cpu_runs = {k: [] for k in runs}  # CPU-seconds per run (the process's, + the daemon's for the mount)
+    delivered = {}  # bytes each contender hands back (the decoded array)
+    warm_requests = {"h5chunk_cli_warm": [], "mount_h5chunk_warm": []}  # requests to the server per warm read
+    can_drop = os.geteuid() == 0
+    unread = {"mount_h5chunk": []}  # read-ahead bytes fetched and never read, per cold mount read
     copiers = {"cp": HUBFS}
     if args.baseline_bin:
         copiers["cp_base"] = os.path.join(args.baseline_bin, "hubfs")
@@ -262,11 +374,6 @@ def main():
         if cache_dir:
             shutil.rmtree(cache_dir, ignore_errors=True)
 
-    def check_read_line(r):
-        assert r.returncode == 0, r.stderr
-        line = json.loads(r.stdout.strip().splitlines()[-1])
-        assert line["bytes"] == want16.nbytes and line["fast_path"], line
-
     if not args.only_cp:
         check_cli_values([url, "/data/raw_data", "0:16", "--endpoint", endpoint, "--cache-dir",
                           os.path.join(work, "cache-check")], os.path.join(work, "cache-check"))
@@ -274,56 +381,67 @@ def main():
         for i in range(args.repeat):
             cache = lambda name: os.path.join(work, f"cache-{name}-{i}")  # noqa: E731
             if not args.only_cp:
+                me = [sys.executable, os.path.abspath(__file__), "--child"]
+
+                def record(name, wall, cpu, out, err, status, want):
+                    assert status == 0, "%s: exit %d: %s" % (name, status, err[-500:])
+                    line = json.loads(out.strip().splitlines()[-1])
+                    if "crc" in line:
+                        assert line["crc"] == crc(want) and line["bytes"] == want.nbytes, name
+                    else:
+                        assert line["bytes"] == want.nbytes and line["fast_path"], line
+                    runs[name].append(wall)
+                    cpu_runs[name].append(cpu)
+                    delivered[name] = want.nbytes
+
                 def h5chunk_cli():
                     # h5chunk read hf:// (its own process: session, open, read, exit).
-                    t, r = timed(lambda: subprocess.run(
-                        [H5CHUNK, "read", url, "/data/raw_data", "0:16", "--endpoint", endpoint,
-                         "--cache-dir", cache("cli")], capture_output=True, text=True, env=env))
-                    check_read_line(r)
-                    runs["h5chunk_cli"].append(t)
+                    cmd = [H5CHUNK, "read", url, "/data/raw_data", "0:16", "--endpoint", endpoint,
+                           "--cache-dir", cache("cli")]
+                    record("h5chunk_cli", *run_contender(cmd, env), want16)
+                    # Again in a new process on the same cache: warm, its requests counted.
+                    settle(endpoint)
+                    server_reset(endpoint)
+                    record("h5chunk_cli_warm", *run_contender(cmd, env), want16)
+                    warm_requests["h5chunk_cli_warm"].append(server_stats(endpoint)["requests"])
 
                 def h5chunk_python():
-                    def python_read():
-                        with h5chunk.File(url, endpoint=endpoint, cache_dir=cache("py"), token=False) as f:
-                            return f["data/raw_data"][0:16]
-                    t, got = timed(python_read)
-                    runs["h5chunk_python"].append(t)
-                    assert np.array_equal(got, want16)
+                    record("h5chunk_python", *run_contender(me + ["h5chunk_python", url, endpoint, cache("py")], env),
+                           want16)
 
                 def seed():
-                    t, got = timed(lambda: seed_read(http, 16))
-                    runs["seed"].append(t)
-                    assert np.array_equal(got, want16)
+                    record("seed", *run_contender(me + ["seed", http], env), want16)
 
                 def mount_h5chunk():
                     mnt = os.path.join(work, f"mnt{i}")
                     os.makedirs(mnt)
+                    target = os.path.join(mnt, "scan.hdf5")
+                    cmd = [H5CHUNK, "read", target, "/data/raw_data", "0:16"]
                     with hubfs.mount("datasets/lab/zea", mnt, endpoint=endpoint, cache_dir=cache("mount")):
-                        t, r = timed(lambda: subprocess.run(
-                            [H5CHUNK, "read", os.path.join(mnt, "scan.hdf5"), "/data/raw_data", "0:16"],
-                            capture_output=True, text=True, env=env))
+                        pid = daemon_pid(mnt)
+                        record("mount_h5chunk", *run_contender(cmd, env, daemon=pid), want16)
+                        # Read-ahead fetched and never read (a hinting reader should leave none).
+                        unread["mount_h5chunk"].append(mount_status(mnt).get("read_ahead_unread_bytes"))
                         if i == 0:  # its values once, untimed, read again (warm) after the timed read
-                            check_cli_values([os.path.join(mnt, "scan.hdf5"), "/data/raw_data", "0:16"], "")
-                    check_read_line(r)
-                    runs["mount_h5chunk"].append(t)
+                            check_cli_values([target, "/data/raw_data", "0:16"], "")
+                        if can_drop:
+                            # Warm through the mount: the page cache dropped, the block cache kept.
+                            settle(endpoint)
+                            drop_caches()
+                            server_reset(endpoint)
+                            record("mount_h5chunk_warm", *run_contender(cmd, env, daemon=pid), want16)
+                            warm_requests["mount_h5chunk_warm"].append(server_stats(endpoint)["requests"])
+                    if can_drop:
+                        drop_caches()
+                        record("local_h5chunk", *run_contender([H5CHUNK, "read", path, "/data/raw_data", "0:16"], env),
+                               want16)
 
                 def h5py_hubfs_open():
-                    def h5py_open():
-                        with hubfs.open(url, endpoint=endpoint, cache_dir=cache("open"), token=False) as f, \
-                                h5py.File(f) as h5:
-                            return h5["data/raw_data"][0:5]
-                    t, got = timed(h5py_open)
-                    runs["h5py_hubfs_open_5"].append(t)
-                    assert np.array_equal(got, want16[0:5])
+                    record("h5py_hubfs_open_5", *run_contender(me + ["h5py_hubfs_open_5", url, endpoint, cache("open")],
+                                                               env), want16[0:5])
 
                 def h5py_fsspec():
-                    def read():
-                        import fsspec
-                        with fsspec.open(http, "rb") as f, h5py.File(f) as h5:
-                            return h5["data/raw_data"][0:5]
-                    t, got = timed(read)
-                    runs["h5py_fsspec_5"].append(t)
-                    assert np.array_equal(got, want16[0:5])
+                    record("h5py_fsspec_5", *run_contender(me + ["h5py_fsspec_5", http], env), want16[0:5])
 
                 # The readers take turns going first: on this VM a run's time depends on what ran
                 # just before it (memory the previous run freed costs the next one a host fault
@@ -367,9 +485,14 @@ def main():
         proc.wait()
         subprocess.run(["rm", "-rf", work])
     med = {k: round(statistics.median(v), 3) for k, v in runs.items() if v}
+    cpu_med = {k: statistics.median(v) for k, v in cpu_runs.items() if v}
+    cpu_per_gb = {k: round(c / (delivered[k] / 1e9), 3) for k, c in cpu_med.items()}
     out = {"latency_ms": args.latency_ms, "bandwidth_mbps": args.bandwidth_mbps, "repeat": args.repeat, "warm_pages_mb": WARM_PAGES_MB,
+           "server_cpu": args.server_cpu if pin else "not pinned",
+           "load_before_after": [round(x, 2) for x in load_before] + [round(x, 2) for x in os.getloadavg()],
            "median_s": med, "runs_s": {k: [round(x, 3) for x in v] for k, v in runs.items() if v},
-           "ratios": {}}
+           "cpu_s_per_gb": cpu_per_gb, "median_cpu_s": {k: round(v, 3) for k, v in cpu_med.items()},
+           "warm_requests": warm_requests, "read_ahead_unread_bytes": unread, "ratios": {}}
     if "seed" in med:
         out["ratios"].update({
             "seed / h5chunk_cli (target >= 1.5)": round(med["seed"] / med["h5chunk_cli"], 2),
@@ -386,9 +509,37 @@ def main():
         if "mount_h5chunk" in med:
             out["ratios"]["direct_16 / mount_h5chunk (Xet target >= 0.5)"] = round(med["direct_16"] / med["mount_h5chunk"], 2)
     if "mount_h5chunk" in med:
-        out["ratios"]["mount_h5chunk / h5chunk_cli (target >= 1)"] = round(med["mount_h5chunk"] / med["h5chunk_cli"], 2)
+        out["ratios"]["mount_h5chunk / h5chunk_cli (target <= 1.15)"] = round(med["mount_h5chunk"] / med["h5chunk_cli"], 2)
+        out["ratios"]["CPU/GB mount_h5chunk / h5chunk_cli (target <= 1.3)"] = round(
+            cpu_per_gb["mount_h5chunk"] / cpu_per_gb["h5chunk_cli"], 2)
+    if "mount_h5chunk_warm" in med and "local_h5chunk" in med:
+        out["ratios"]["mount_h5chunk_warm / local_h5chunk (target <= 1.3)"] = round(
+            med["mount_h5chunk_warm"] / med["local_h5chunk"], 2)
     print(json.dumps(out, indent=1))
 
 
+def server_stats(endpoint):
+    u = urllib.parse.urlsplit(endpoint)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    try:
+        conn.request("GET", "/_hubfs/stats")
+        return json.loads(conn.getresponse().read())
+    finally:
+        conn.close()
+
+
+def server_reset(endpoint):
+    u = urllib.parse.urlsplit(endpoint)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    try:
+        conn.request("POST", "/_hubfs/reset")
+        conn.getresponse().read()
+    finally:
+        conn.close()
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child_main(sys.argv[2:])
+    else:
+        main()

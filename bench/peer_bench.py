@@ -46,9 +46,15 @@ from where the resolve redirects.
 Cold: fresh mount, empty cache directory, `echo 3 > /proc/sys/vm/drop_caches`. Warm: a second
 read on the same mount with the page cache dropped again (hubfs's block cache, rclone's VFS
 cache kept). Every figure is the median of --repeat runs; contenders are interleaved within a
-run so load from other processes spreads over all of them, and take turns going first. h5py is
-timed in this process (open + read, no interpreter start), `h5chunk read` as the whole command (no -o): if
-anything this favours h5py; mmap in this process too (open + map + the 100 copies). MB/s are
+run so load from other processes spreads over all of them, and take turns going first. Every
+reader is a process of its own, started the same way and timed from its start to its exit:
+`h5chunk read` (no -o), and h5py, read() and mmap as this script run with --child (interpreter
+start and imports included; the child checks nothing, it reports a checksum the parent compares).
+CPU (issue 42): "CPU s/GB" is the reader process's user + system CPU-seconds (wait4's rusage)
+plus, through a mount, its daemon's (hubfs's or rclone's utime + stime in /proc/PID/stat, from
+before the read until the daemon went idle after it), per GB the reader handed back; the local
+server's CPU never counts. The server runs pinned to one CPU (taskset, --server-cpu; the last
+CPU by default on two or more), so its work does not cap the contenders on the others. MB/s are
 the bytes the reader needed on the wire (zea: the chunks' stored sizes; seq: the file; mmap:
 the slices, overlaps once), so every row compares with the direct limit.
 Over-read: "fetched MB" is what the server sent during a cold read (its body bytes, counted
@@ -206,13 +212,16 @@ def checksum(array):
 
 
 class Hub:
-    def __init__(self, root, latency_ms, bandwidth_mbps, host_mbps, log_file, xet=False):
+    def __init__(self, root, latency_ms, bandwidth_mbps, host_mbps, log_file, xet=False, cpu=-1):
         # --exit-on-stdin-eof: if this script dies without its finally blocks (SIGKILL), the
         # server still goes with it.
         extra = ["--xet", "--xet-pack", os.path.join(BIN, "hubfs-xet-pack")] if xet else []
+        # On one CPU of its own (issue 42): on two cores it otherwise takes CPU the contenders need.
+        self.pinned = cpu >= 0 and shutil.which("taskset") is not None
+        pin = ["taskset", "-c", str(cpu)] if self.pinned else []
         with open(log_file, "w") as err:
             self.proc = subprocess.Popen(
-                ["/usr/bin/python3", SERVER, "--root", root, "--latency-ms", str(latency_ms),
+                pin + ["/usr/bin/python3", SERVER, "--root", root, "--latency-ms", str(latency_ms),
                  "--bandwidth-mbps", str(bandwidth_mbps), "--host-mbps", str(host_mbps),
                  "--exit-on-stdin-eof"] + extra,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
@@ -298,6 +307,10 @@ class HubfsMount:
                            env=env)
         if r.returncode != 0:
             raise RuntimeError("hubfs mount failed: %s" % (r.stderr or r.stdout).strip())
+        self.pid = self.status()["pid"]  # the daemon, for its CPU
+
+    def status(self):
+        return json.loads(os.getxattr(self.mnt, "user.hubfs.status"))
 
     def close(self):
         for _ in range(UNMOUNT_TRIES):
@@ -323,6 +336,7 @@ class RcloneMount:
                      "--read-only", "--log-file", log_file]
         self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, start_new_session=True)
+        self.pid = self.proc.pid  # the daemon, for its CPU
         deadline = time.monotonic() + MOUNT_WAIT_S
         while not os.path.ismount(mnt):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -353,19 +367,6 @@ def read_h5py(path, frames):
     return time.perf_counter() - t0, a.nbytes, checksum(a)
 
 
-def read_h5chunk(path, frames, bin_dir=BIN):
-    t0 = time.perf_counter()
-    # No -o: the array stays in the process, as h5py's does (writing 200 MB even to /dev/null took
-    # 68 ms on the test VM, a cost of this kernel, not of the read).
-    r = subprocess.run([os.path.join(bin_dir, "h5chunk"), "read", path, DATASET, "0:%d" % frames],
-                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
-    s = time.perf_counter() - t0
-    if r.returncode != 0:
-        raise RuntimeError("h5chunk read %s failed: %s" % (path, r.stderr.strip()))
-    line = json.loads(r.stdout.strip().splitlines()[-1])
-    return s, line["bytes"], line["fast_path"]
-
-
 def read_sequential(path, _frames):
     buf = bytearray(READ_SIZE)
     total = 0
@@ -392,7 +393,63 @@ def read_mmap(path, offsets):
     return time.perf_counter() - t0, sum(len(b) for b in slices), slices
 
 
-READERS = {"h5py": read_h5py, "h5chunk": read_h5chunk, "read": read_sequential, "mmap": read_mmap}
+READERS = {"h5py": read_h5py, "read": read_sequential, "mmap": read_mmap}
+
+
+def child_main(argv):
+    """A reader in a process of its own (--child READER PATH ARG-JSON): prints its bytes and a
+    value the parent checks (h5py: the array's checksum; mmap: each slice's CRC)."""
+    reader, path, arg = argv[0], argv[1], json.loads(argv[2])
+    _, got, value = READERS[reader](path, arg)
+    if reader == "mmap":
+        value = [zlib.crc32(b) for b in value]
+    print(json.dumps({"bytes": got, "value": value}))
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pid):
+    """User + system CPU-seconds of a running process, all its threads (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14 and 15)
+
+
+def idle_cpu(pid, quiet_s=0.2, most_s=5.0):
+    """The process's CPU once it used none for quiet_s (its cache writes and read-ahead after the
+    read returned belong to the read), waiting at most most_s."""
+    last, deadline = process_cpu(pid), time.monotonic() + most_s
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = process_cpu(pid)
+        if now == last:
+            break
+        last = now
+    return last
+
+
+def run_reader(cmd, daemon=None):
+    """Runs a reader process; returns (wall seconds from start to exit, CPU-seconds: its own plus
+    the daemon's over the read when given, its stdout). Raises on a failed exit."""
+    d0 = process_cpu(daemon) if daemon else 0.0
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = [], []
+    pumps = [threading.Thread(target=lambda f=f, b=b: b.append(f.read())) for f, b in ((p.stdout, out), (p.stderr, err))]
+    for t in pumps:
+        t.start()
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    for t in pumps:
+        t.join()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError("%s failed (exit %d): %s" % (" ".join(cmd[:3]), p.returncode, "".join(err).strip()[-500:]))
+    cpu = usage.ru_utime + usage.ru_stime
+    if daemon:
+        cpu += idle_cpu(daemon) - d0
+    return wall, cpu, "".join(out)
 
 
 def direct_fetch(hub, location, ranges):
@@ -462,12 +519,14 @@ class Bench:
         """The programs a contender runs: --baseline-bin's for "base", this tree's otherwise."""
         return self.args.baseline_bin if contender == "base" else BIN
 
-    def record(self, key, seconds, before_stats=None):
+    def record(self, key, seconds, before_stats=None, cpu=None):
         """Stores a read's time and, for reads through the server (before_stats given: the
         counters right after the reset that preceded the read), what the server did for it:
         the counters were zeroed with nothing in flight, and are read once nothing is again, so
         bytes_sent is exactly this read's (its read-ahead included), not a running total."""
         entry = {"s": seconds}
+        if cpu is not None:
+            entry["cpu_s_per_gb"] = cpu / (self.produced_bytes(key[2]) / 1e9)
         if before_stats is not None:
             self.hub.wait_quiet()
             s = self.hub.stats()
@@ -502,7 +561,7 @@ class Bench:
             raise RuntimeError("h5chunk %s fell back to H5Dread" % workload)
         if reader == "mmap":
             for i, (got, want) in enumerate(zip(value, self.reference[workload])):
-                if got != want:
+                if got != zlib.crc32(want):
                     raise RuntimeError("mmap %s: slice %d (offset %d) differs from the local file's"
                                        % (workload, i, self.offsets[workload][i]))
 
@@ -517,15 +576,28 @@ class Bench:
         # A read on a wedged FUSE mount would block forever; the alarm interrupts it (FUSE reads
         # are interruptible) and the finally blocks unmount.
         signal.alarm(COMMAND_TIMEOUT_S)
+        daemon = self.mount.pid if self.mount is not None else None
+        hubfs_mount = isinstance(self.mount, HubfsMount)
+        unread_before = self.mount.status().get("read_ahead_unread_bytes", 0) if hubfs_mount else None
         try:
             if reader == "h5chunk":
-                seconds, got, value = read_h5chunk(path, FRAMES[workload], self.bin_dir(contender))
+                # No -o: the array stays in the process, as h5py's does (writing 200 MB even to
+                # /dev/null took 68 ms on the test VM, a cost of this kernel, not of the read).
+                seconds, cpu, out = run_reader([os.path.join(self.bin_dir(contender), "h5chunk"), "read", path, DATASET,
+                                                "0:%d" % FRAMES[workload]], daemon)
+                line = json.loads(out.strip().splitlines()[-1])
+                got, value = line["bytes"], line["fast_path"]
             else:
-                seconds, got, value = READERS[reader](path, self.reader_arg(workload))
+                seconds, cpu, out = run_reader([sys.executable, os.path.abspath(__file__), "--child", reader, path,
+                                                json.dumps(self.reader_arg(workload))], daemon)
+                line = json.loads(out.strip().splitlines()[-1])
+                got, value = line["bytes"], line["value"]
         finally:
             signal.alarm(0)
         self.check(reader, workload, got, value)
-        self.record(key, seconds, before if contender != "local" else None)
+        self.record(key, seconds, before if contender != "local" else None, cpu)
+        if hubfs_mount:  # read-ahead fetched during this read and never read: its waste
+            self.results[key][-1]["unread_bytes"] = self.mount.status().get("read_ahead_unread_bytes", 0) - unread_before
 
     def warm_pages(self):
         """Every timed read starts on host-backed free memory (warm_pages.py)."""
@@ -586,7 +658,7 @@ class Bench:
             except OSError:
                 shutil.copy(src, dst)
         self.hub = Hub(os.path.join(self.work, "hub"), args.latency_ms, args.bandwidth_mbps, args.host_mbps,
-                       os.path.join(self.logs, "hub_server.log"), xet=args.xet)
+                       os.path.join(self.logs, "hub_server.log"), xet=args.xet, cpu=args.server_cpu)
         # Listing the repo once makes the server hash the files now, not inside a timed read.
         self.hub.request("GET", "/api/%s/tree/main?recursive=true" % REPO)
         self.load_before = os.getloadavg()
@@ -665,7 +737,9 @@ class Bench:
         print()
         print("peer benchmark, %s UTC; load average %.1f/%.1f/%.1f before, %.1f/%.1f/%.1f after; %d cores"
               % (self.started.strftime("%Y-%m-%d %H:%M"), *self.load_before, *self.load_after, os.cpu_count()))
-        print("server: %s; hubfs --max-requests %d; rclone %s" % (self.shaping(), a.requests, rclone_version()))
+        print("server: %s; %s; hubfs --max-requests %d; rclone %s" % (
+            self.shaping(), "pinned to CPU %d (taskset)" % a.server_cpu if self.hub.pinned else "not pinned",
+            a.requests, rclone_version()))
         print("median of %d; MB/s = bytes the reader needed / s (zea: the frames' stored chunks, seq: the"
               " file, mmap: the slices); %s" % (a.repeat, self.describe_workloads()))
         print("requests: data requests to the server during the read (cold/warm); in flight: peak and"
@@ -673,9 +747,9 @@ class Bench:
               " (read-ahead included); x needed: fetched / needed\n")
         rows = [(c, r) for c in ("local", "hubfs", "base", "bridge", "rclone")
                 for r in ("h5py", "h5chunk", "read", "mmap")] + [("direct", "ranges")]
-        header = "%-16s %-7s %9s %8s %9s %8s %13s %12s %10s %8s" % (
+        header = "%-16s %-7s %9s %8s %9s %8s %13s %12s %10s %8s %13s" % (
             "contender", "work", "cold s", "MB/s", "warm s", "MB/s", "requests c/w", "in flight",
-            "fetched MB", "x needed")
+            "fetched MB", "x needed", "CPU s/GB c/w")
         print(header)
         print("-" * len(header))
         for contender, reader in rows:
@@ -691,14 +765,17 @@ class Bench:
                 peak = self.median(key, "peak")
                 mean = self.median(key, "mean_in_flight")
                 fetched = self.median(key, "bytes_sent")
-                print("%-16s %-7s %9.3f %8.0f %9s %8s %13s %12s %10s %8s" % (
+                cpu = self.median(key, "cpu_s_per_gb")
+                cpu_w = self.median((contender, reader, workload, "warm"), "cpu_s_per_gb")
+                print("%-16s %-7s %9.3f %8.0f %9s %8s %13s %12s %10s %8s %13s" % (
                     "%s+%s" % (contender, reader) if contender != "direct" else "direct (limit)", workload,
                     cold, mb / cold,
                     "%.3f" % warm if warm is not None else "-", "%.0f" % (mb / warm) if warm is not None else "-",
                     ("%d/%s" % (reqs, "%d" % reqs_w if reqs_w is not None else "-")) if reqs is not None else "-",
                     "%d, %.1f" % (peak, mean) if peak is not None else "-",
                     "%.1f" % (fetched / 1e6) if fetched is not None else "-",
-                    "%.2f" % (fetched / self.wire_bytes[workload]) if fetched is not None else "-"))
+                    "%.2f" % (fetched / self.wire_bytes[workload]) if fetched is not None else "-",
+                    ("%.2f/%s" % (cpu, "%.2f" % cpu_w if cpu_w is not None else "-")) if cpu is not None else "-"))
         print()
         self.print_ratios()
 
@@ -771,6 +848,10 @@ class Bench:
             if value is None:
                 continue
             print("   %-55s %6.2fx" % (name, value))
+        for key in sorted(self.results):
+            unread = self.median(key, "unread_bytes")
+            if unread is not None and key[3] == "cold":
+                print("   %-55s %6.1f MB" % ("%s+%s %s: read-ahead fetched and never read, cold" % key[:3], unread / 1e6))
         warm = [r.get("data_requests") for k, runs in self.results.items()
                 if k[0] == "hubfs" and k[3] == "warm" for r in runs]
         print("   hubfs warm reads: %d reads, %d data requests in all%s" % (
@@ -823,6 +904,8 @@ def main():
     p.add_argument("--workloads", default="zea16,zea5,seq",
                    help="comma-separated subset of %s" % ",".join(WORKLOADS))
     p.add_argument("--keep", action="store_true", help="keep the run's directory (logs, caches)")
+    p.add_argument("--server-cpu", type=int, default=(os.cpu_count() or 1) - 1,
+                   help="the CPU the local server is pinned to (taskset); -1: not pinned")
     p.add_argument("--no-warm-pages", action="store_true",
                    help="do not touch and free memory before each timed read (warm_pages.py)")
     args = p.parse_args()
@@ -871,4 +954,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child_main(sys.argv[2:])
+    else:
+        main()

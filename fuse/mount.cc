@@ -142,6 +142,8 @@ std::function<std::string()> status_provider(const Stack& m, const MountConfig& 
     j["disk_hits"] = r.disk_hits;
     j["memory_bytes"] = r.memory_bytes;
     j["read_ahead_bytes"] = r.read_ahead_bytes;
+    // Read-ahead fetched and not (yet) read: its waste, once the reads are over.
+    j["read_ahead_unread_bytes"] = r.read_ahead_bytes - std::min(r.read_ahead_bytes, r.read_ahead_used_bytes);
     j["hints"] = r.hints;
     j["hinted_bytes"] = r.hinted_bytes;
     j["files_verified"] = r.files_verified;

@@ -161,7 +161,7 @@ void print_hub_quotas(const nlohmann::json& m) {
 void print_table(const nlohmann::json& mounts) {
   std::vector<std::vector<std::string>> rows = {{"MOUNTPOINT", "STATE", "REPO", "REVISION", "COMMIT", "UPTIME",
                                                  "REQUESTS", "FETCHED", "IN-FLIGHT", "HITS MEM/DISK", "RETRIES",
-                                                 "ERRORS", "HEDGES", "READ-AHEAD", "HINTED"}};
+                                                 "ERRORS", "HEDGES", "READ-AHEAD", "UNREAD", "HINTED"}};
   for (const auto& m : mounts) {
     std::string repo = text_or_dash(m.value("repo", nlohmann::json()));
     if (m.contains("subfolder") && m["subfolder"].is_string() && !m["subfolder"].get<std::string>().empty())
@@ -176,6 +176,7 @@ void print_table(const nlohmann::json& mounts) {
                     uptime_text(m.value("uptime_s", nlohmann::json())), num("requests"),
                     bytes_text(m.value("bytes_fetched", nlohmann::json())), num("in_flight"), hits, num("retries"),
                     num("errors"), num("hedges"), bytes_text(m.value("read_ahead_bytes", nlohmann::json())),
+                    bytes_text(m.value("read_ahead_unread_bytes", nlohmann::json())),
                     bytes_text(m.value("hinted_bytes", nlohmann::json()))});
   }
   std::vector<size_t> width(rows[0].size(), 0);

@@ -418,7 +418,7 @@ int main(int real_argc, char** real_argv) {
                    "A JSON list: one object per mount with mountpoint, state (alive, dead, not responding, "
                    "unknown), repo, revision, commit, subfolder, cache_dir, uptime_s, requests (upstream HTTP "
                    "requests since mount), bytes_fetched, in_flight, retries, errors, hedges, memory_hits, "
-                   "disk_hits, read_ahead_bytes, hints, hinted_bytes, ...; null where unknown");
+                   "disk_hits, read_ahead_bytes, read_ahead_unread_bytes, hints, hinted_bytes, ...; null where unknown");
   bool status_prometheus = false;
   status->add_flag("--prometheus", status_prometheus,
                    "The live mounts' counters in Prometheus's text format, as --metrics serves them (labelled "

@@ -111,6 +111,12 @@ class SingleFlight {
     return wait_until(flight, std::chrono::steady_clock::now() + deadline.remaining());
   }
 
+  // Whether a flight of the key is in progress now (it may end right after: a hint to skip work).
+  bool in_progress(const K& key) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return flights_.count(key) != 0;
+  }
+
   // Flights in progress (for tests and stats).
   size_t size() const {
     std::lock_guard<std::mutex> lock(mu_);

@@ -103,19 +103,29 @@ void BlockReader::fail(const FileKey& key, const std::vector<uint64_t>& indices,
   for (uint64_t b : indices) in_flight_.complete(flight_key(key.memory_id, b), Result<BlockBytes>(error));
 }
 
-bool BlockReader::load_claimed(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& claimed,
-                               bool prefetch, size_t max_run, const Deadline& deadline) {
+BlockReader::Loaded BlockReader::load_claimed(const RemoteFile& file, const FileKey& key,
+                                              const std::vector<uint64_t>& claimed, Origin origin, size_t max_run,
+                                              const Deadline& deadline) {
   std::vector<BlockId> ids;
   for (uint64_t b : claimed) ids.push_back(BlockId{key.cache_id, b, block_length(file, b)});
+  bool from_shared = false;
   std::vector<uint64_t> misses = tiers_.fill_from_lower(
-      ids, key.epoch, deadline, [&](const auto& found) { complete_batch(file, key, found, false); });
-  if (misses.empty()) return true;
-  fetch_blocks(file, key, misses, prefetch, max_run, deadline);
-  return false;
+      ids, key.epoch, deadline,
+      [&](const auto& found) {
+        complete_batch(file, key, found, false);
+        // Read-ahead found them in a cache: no fetch to count as used or wasted.
+        if (origin == Origin::kReadAhead)
+          for (const auto& [index, bytes] : found) marks_.forget(flight_key(key.memory_id, index));
+      },
+      &from_shared);
+  if (misses.empty()) return from_shared ? Loaded::kShared : Loaded::kDisk;
+  fetch_blocks(file, key, misses, origin, max_run, deadline);
+  return Loaded::kFetching;
 }
 
 void BlockReader::fetch_blocks(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& indices,
-                               bool prefetch, size_t max_run, const Deadline& deadline) {
+                               Origin origin, size_t max_run, const Deadline& deadline) {
+  const bool prefetch = origin != Origin::kRead;
   // indices are ascending; neighbours go out together, up to max_run. A read's own requests go
   // in parts over the idle connections (ReadAheadPolicy::demand_parts).
   const std::vector<BlockRun> runs = coalesce(indices, max_run);
@@ -125,6 +135,13 @@ void BlockReader::fetch_blocks(const RemoteFile& file, const FileKey& key, const
     for (uint64_t b = first; b < first + count; ++b) range.length += block_length(file, b);
     const uint32_t parts = prefetch || file.source ? 1 : read_ahead_policy_.demand_parts(range.length, runs.size(), busy);
     if (prefetch) prefetch_bytes_ += range.length;
+    if (origin == Origin::kReadAhead) {
+      uint64_t used = 0;  // by reads that took the marks while the blocks were only claimed
+      for (uint64_t b = first; b < first + count; ++b)
+        used += marks_.fetching(flight_key(key.memory_id, b), block_length(file, b));
+      counters_.add(counters_.read_ahead_bytes, range.length);
+      counters_.add(counters_.read_ahead_used_bytes, used);
+    }
     counters_.add(counters_.requests, parts);
     if (log_enabled(LogLevel::kDebug))
       log_debug("fetch " + file.path + " blocks " + std::to_string(first) + "+" + std::to_string(count) + " in " +
@@ -164,7 +181,7 @@ void BlockReader::on_fetched(const RemoteFile& file, const FileKey& key, uint64_
 
 std::vector<uint64_t> BlockReader::claim_ahead(const RemoteFile& file, const FileKey& key,
                                                const std::vector<uint64_t>& wanted, uint64_t* bytes,
-                                               uint64_t* stopped_at) {
+                                               uint64_t* stopped_at, bool mark) {
   std::vector<uint64_t> claimed;
   *bytes = 0;
   for (uint64_t b : wanted) {
@@ -172,6 +189,7 @@ std::vector<uint64_t> BlockReader::claim_ahead(const RemoteFile& file, const Fil
     // again, a hint's remaining blocks are fetched on demand.
     if (prefetch_bytes_.load() + *bytes + block_length(file, b) > options_.max_prefetch_bytes) break;
     if (claim(file, key, b).leader) {
+      if (mark) marks_.claim(flight_key(key.memory_id, b));
       claimed.push_back(b);
       *bytes += block_length(file, b);
     }
@@ -208,6 +226,8 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
   const uint64_t first = offset / options_.block_size, last = (end - 1) / options_.block_size;
   const FileKey key = key_of(file, *epoch);
   if (Status st = timed_out_.check(file.path, key.memory_id, first, last, tiers_.memory()); !st.ok()) return st;
+  // The marks first: a block read-ahead has in flight is joined below, and its mark says so.
+  const bool marked = take_marks(key, first, last);
   std::vector<Flights::FlightPtr> flights;
   std::vector<uint64_t> claimed;
   for (uint64_t b = first; b <= last; ++b) {
@@ -216,27 +236,37 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     flights.push_back(std::move(t.flight));
   }
   // The blocks this read needs go out first, spread over the connections (each brings its own
-  // bandwidth; a lone block goes in parts); whether the lower tiers had them all tells the policy
-  // whether over-reading costs network bytes (ReadAheadState::local).
-  const bool local = claimed.empty() ||
-                     load_claimed(file, key, claimed, false, read_ahead_policy_.request_blocks(claimed.size()), deadline);
+  // bandwidth; a lone block goes in parts); where they came from tells the policy whether this
+  // read may fetch ahead (ReadFacts).
+  ReadFacts facts;
+  facts.marked = marked;
+  if (!claimed.empty()) {
+    const Loaded loaded =
+        load_claimed(file, key, claimed, Origin::kRead, read_ahead_policy_.request_blocks(claimed.size()), deadline);
+    facts.missed = loaded != Loaded::kDisk;
+    facts.from_disk = loaded == Loaded::kDisk;
+  }
   if (state) {
     // A hinting reader gets no speculative read-ahead: it said what it needs (its contiguous
     // chunks look sequential, and guessing past the last one fetched up to 50% more).
-    const bool hinted = hinted_.marked_ago(key.cache_id).has_value();
+    facts.hinted = hinted_.marked_ago(key.cache_id).has_value();
     std::lock_guard<std::mutex> state_lock(state->mu);
-    if (!claimed.empty()) state->ahead.local = local;
-    if (auto ahead = read_ahead_policy_.on_read(state->ahead, offset, end, file.size, hinted)) {
-      const std::vector<uint64_t> wanted = BlockRun{ahead->blocks.first, ahead->blocks.count()}.indices();
-      uint64_t bytes = 0;
-      std::vector<uint64_t> mine = claim_ahead(file, key, wanted, &bytes, &state->ahead.prefetched_to);
-      if (log_enabled(LogLevel::kDebug))
-        log_debug("read-ahead " + file.path + ": at block " + std::to_string(last) + ", claimed " +
-                  std::to_string(mine.size()) + " of " + std::to_string(ahead->blocks.first) + "-" +
-                  std::to_string(ahead->blocks.last) + ", " + std::to_string(prefetch_bytes_.load() >> 20) + " MiB ahead");
-      counters_.add(counters_.read_ahead_bytes, bytes);
-      if (!mine.empty())
-        queue_load(file, key, std::move(mine), ahead->blocks_per_request);
+    if (auto ahead = read_ahead_policy_.on_read(state->ahead, offset, end, file.size, facts)) {
+      if (!ahead->fetch) {
+        queue_from_disk(file, key, ahead->blocks, ahead->blocks_per_request);
+        state->ahead.prefetched_to = ahead->blocks.last + 1;
+      } else {
+        const std::vector<uint64_t> wanted = BlockRun{ahead->blocks.first, ahead->blocks.count()}.indices();
+        uint64_t bytes = 0;
+        std::vector<uint64_t> mine =
+            claim_ahead(file, key, wanted, &bytes, &state->ahead.prefetched_to, /*mark=*/true);
+        if (log_enabled(LogLevel::kDebug))
+          log_debug("read-ahead " + file.path + ": at block " + std::to_string(last) + ", claimed " +
+                    std::to_string(mine.size()) + " of " + std::to_string(ahead->blocks.first) + "-" +
+                    std::to_string(ahead->blocks.last) + ", " + std::to_string(prefetch_bytes_.load() >> 20) +
+                    " MiB ahead");
+        if (!mine.empty()) queue_load(file, key, std::move(mine), ahead->blocks_per_request, Origin::kReadAhead);
+      }
     }
   }
 
@@ -288,7 +318,7 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
   uint64_t claimed_bytes = 0, stopped_at = 0;
   const FileKey key = key_of(file, content_epoch(file));
   // The same memory bound as read-ahead: hints cannot make the daemon buffer a whole dataset.
-  std::vector<uint64_t> claimed = claim_ahead(file, key, *wanted, &claimed_bytes, &stopped_at);
+  std::vector<uint64_t> claimed = claim_ahead(file, key, *wanted, &claimed_bytes, &stopped_at, /*mark=*/false);
   counters_.add(counters_.hints, 1);
   counters_.add(counters_.hinted_bytes, claimed_bytes);
   hinted_.mark(key.cache_id);
@@ -302,24 +332,25 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
     const auto sizes = graded_groups(claimed.size(), options_.parallel_requests, options_.whole_file_hint_grade,
                                      options_.max_blocks_per_hinted_request);
     if (!sizes.empty()) {
-      queue_load_groups(file, key, claimed, sizes);
+      queue_load_groups(file, key, claimed, sizes, Origin::kHint);
       return claimed_bytes;
     }
   }
   // Spread over every request slot, in one wave: 48 blocks hinted at 16 requests in flight go
   // out as 16 requests of 3 blocks, not 6 of 8, and 160 blocks as 16 of 10, not 20 of 8 (a
   // second wave of 4 would cost another round trip plus 8 MiB at one connection's rate).
-  queue_load(file, key, claimed, read_ahead_policy_.request_blocks(claimed.size(), options_.max_blocks_per_hinted_request));
+  queue_load(file, key, claimed, read_ahead_policy_.request_blocks(claimed.size(), options_.max_blocks_per_hinted_request),
+             Origin::kHint);
   return claimed_bytes;
 }
 
 void BlockReader::queue_load_groups(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& claimed,
-                                    const std::vector<uint64_t>& sizes) {
+                                    const std::vector<uint64_t>& sizes, Origin origin) {
   size_t at = 0;
   for (uint64_t n : sizes) {
     queue_load(file, key, std::vector<uint64_t>(claimed.begin() + static_cast<long>(at),
                                                 claimed.begin() + static_cast<long>(at + n)),
-               n);
+               n, origin);
     at += n;
   }
 }
@@ -327,19 +358,56 @@ void BlockReader::queue_load_groups(const RemoteFile& file, const FileKey& key, 
 // Loads claimed blocks on the workers (disk cache first, then coalesced fetches), a request's
 // worth per task so the disk checks of a large hint run on every worker, or cancels them when
 // the reader is shutting down.
-void BlockReader::queue_load(const RemoteFile& file, const FileKey& key, std::vector<uint64_t> claimed, size_t group) {
+void BlockReader::queue_load(const RemoteFile& file, const FileKey& key, std::vector<uint64_t> claimed, size_t group,
+                             Origin origin) {
   group = std::max<size_t>(group, 1);
   for (size_t i = 0; i < claimed.size(); i += group) {
     std::vector<uint64_t> part(claimed.begin() + static_cast<long>(i),
                                claimed.begin() + static_cast<long>(std::min(claimed.size(), i + group)));
-    post([this, file, key, part = std::move(part), group] {
+    post([this, file, key, part = std::move(part), group, origin] {
       if (stopping_.load()) return fail(key, part, Unavailable("reading " + file.path + ": read-ahead cancelled (unmounting)"));
       // Only blocks served here (disk, shared tier) count: a fetch from the Hub has only started.
       // A read-ahead task has a deadline of its own, as a read does, from when it starts.
-      if (load_claimed(file, key, part, /*prefetch=*/true, group, Deadline::after(options_.read_timeout)))
+      if (load_claimed(file, key, part, origin, group, Deadline::after(options_.read_timeout)) != Loaded::kFetching)
         verifier_.catch_up(verified(file, key), part.back());
     });
   }
+}
+
+void BlockReader::queue_from_disk(const RemoteFile& file, const FileKey& key, BlockRange blocks, size_t group) {
+  group = std::max<size_t>(group, 1);
+  for (uint64_t from = blocks.first; from <= blocks.last; from += group) {
+    const uint64_t to = std::min<uint64_t>(blocks.last, from + group - 1);
+    post([this, file, key, from, to] {
+      if (stopping_.load()) return;
+      std::optional<uint64_t> served_to;
+      for (uint64_t b = from; b <= to; ++b) {
+        const BlockId id{key.cache_id, b, block_length(file, b)};
+        // Read first and claimed after, so a block the disk lacks has no flight to end: a read
+        // that needs it then loads it itself. Not read again if in memory or on its way.
+        const std::string flight = flight_key(key.memory_id, b);
+        if (in_flight_.in_progress(flight) || tiers_.memory().peek(BlockId{key.memory_id, b, id.length})) continue;
+        std::optional<BlockBytes> hit = tiers_.disk_copy(id, key.epoch);
+        if (!hit) continue;
+        Flights::Ticket t = claim(file, key, b);
+        if (!t.leader) continue;  // someone else served it meanwhile
+        complete_batch(file, key, {{b, std::move(*hit)}}, /*from_hub=*/false);
+        served_to = b;
+      }
+      if (served_to) verifier_.catch_up(verified(file, key), *served_to);
+    });
+  }
+}
+
+bool BlockReader::take_marks(const FileKey& key, uint64_t first, uint64_t last) {
+  if (marks_.size() == 0) return false;  // the common warm case: no key built
+  bool marked = false;
+  for (uint64_t b = first; b <= last; ++b) {
+    uint64_t used = 0;
+    if (marks_.take(flight_key(key.memory_id, b), &used)) marked = true;
+    counters_.add(counters_.read_ahead_used_bytes, used);
+  }
+  return marked;
 }
 
 uint64_t BlockReader::content_epoch(const RemoteFile& file) const { return tiers_.epochs().current(cache_id(file.content_id)); }
@@ -359,6 +427,7 @@ ReaderStats BlockReader::stats() const {
   s.memory_bytes = tiers_.memory().pinned_bytes();
   s.disk_hits = tiers_.disk_hits();
   s.deferred_writes = tiers_.deferred_writes();
+  s.blocks_in_flight = in_flight_.size();
   s.files_verified = verifier_.files_verified();
   s.files_verified_by_source = verifier_.files_verified_by_source();
   s.verify_failures = verifier_.failures();

@@ -56,6 +56,7 @@
 #include "reader/block_tiers.h"
 #include "reader/file_verifier.h"
 #include "reader/read_ahead.h"
+#include "reader/read_ahead_marks.h"
 #include "reader/recent_keys.h"
 #include "reader/timed_out_blocks.h"
 #include "reader/shared_blocks.h"
@@ -182,11 +183,13 @@ struct ReaderStats {
   uint64_t memory_bytes = 0;        // bytes the memory cache pins (whole response buffers)
   uint64_t hints = 0;               // prefetch() calls (range hints)
   uint64_t hinted_bytes = 0;        // bytes they started fetching or checking
-  uint64_t read_ahead_bytes = 0;    // bytes speculative read-ahead started fetching
+  uint64_t read_ahead_bytes = 0;    // bytes speculative read-ahead asked of the network
+  uint64_t read_ahead_used_bytes = 0;  // of those, bytes a read has consumed since (the rest: waste)
   uint64_t files_verified = 0;      // whole files whose hash matched their content id
   uint64_t files_verified_by_source = 0;  // of those, files whose source's own check stood for it
   uint64_t verify_failures = 0;     // whole files whose hash did not (their blocks were dropped)
   uint64_t deferred_writes = 0;     // shared-tier blocks handed to the low-priority writer
+  uint64_t blocks_in_flight = 0;    // blocks claimed and being loaded now (0: the reader is idle)
 };
 
 // Per open handle: what the handle read last, to tell sequential streams from random access.
@@ -292,16 +295,28 @@ class BlockReader {
   Flights::Ticket claim(const RemoteFile& file, const FileKey& key, uint64_t index);
   // Claims the blocks for read-ahead or a hint, within the read-ahead memory budget; stops at
   // the first that does not fit. Returns the indices this call must load; `bytes` their size.
+  // mark: read-ahead's claims, marked (ReadAheadMarks); a hint's are not.
   std::vector<uint64_t> claim_ahead(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& wanted,
-                                    uint64_t* bytes, uint64_t* stopped_at);
+                                    uint64_t* bytes, uint64_t* stopped_at, bool mark);
+  // Who asks for a block: a read waiting on it, speculative read-ahead (its blocks are marked:
+  // ReadAheadMarks), or a hint (the reader said it needs them: no mark, no read-ahead follows).
+  enum class Origin { kRead, kReadAhead, kHint };
+  // Where loaded blocks came from.
+  enum class Loaded { kDisk, kShared, kFetching };
   // Loads claimed blocks: the tiers below memory, then the Hub (max_run blocks per request).
-  // True when every block was served by a tier, none left to a fetch.
-  bool load_claimed(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& claimed, bool prefetch,
-                    size_t max_run, const Deadline& deadline);
+  // kDisk: the disk cache served every one; kShared: the shared tier some and none is left to a
+  // fetch; kFetching: some were.
+  Loaded load_claimed(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& claimed, Origin origin,
+                      size_t max_run, const Deadline& deadline);
   // The one place blocks are asked of the network: coalesces neighbouring indices (ascending)
   // into range requests of up to max_run blocks.
-  void fetch_blocks(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& indices, bool prefetch,
+  void fetch_blocks(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& indices, Origin origin,
                     size_t max_run, const Deadline& deadline);
+  // A warm stream's read-ahead: the blocks the disk cache holds go into memory, on the workers;
+  // nothing is fetched.
+  void queue_from_disk(const RemoteFile& file, const FileKey& key, BlockRange blocks, size_t group);
+  // Takes the read-ahead marks of blocks [first, last] (ReadAheadMarks): true if any was marked.
+  bool take_marks(const FileKey& key, uint64_t first, uint64_t last);
   // A response (or its error) for blocks [first, first + count): split and served, on a worker.
   void on_fetched(const RemoteFile& file, const FileKey& key, uint64_t first, uint64_t count,
                   Result<std::string>& body, Provenance provenance);
@@ -312,10 +327,11 @@ class BlockReader {
   // Fails the blocks' flights with `error`.
   void fail(const FileKey& key, const std::vector<uint64_t>& indices, const Status& error);
   // `group`: blocks per task and so at most per request.
-  void queue_load(const RemoteFile& file, const FileKey& key, std::vector<uint64_t> claimed, size_t group);
+  void queue_load(const RemoteFile& file, const FileKey& key, std::vector<uint64_t> claimed, size_t group,
+                  Origin origin);
   // The same in tasks of the given sizes (adding up to claimed.size()), in order.
   void queue_load_groups(const RemoteFile& file, const FileKey& key, const std::vector<uint64_t>& claimed,
-                         const std::vector<uint64_t>& sizes);
+                         const std::vector<uint64_t>& sizes, Origin origin);
   // Waits for one block a read needs, past the read's deadline while a quota wait may hold it.
   Result<BlockBytes> wait_for(const RemoteFile& file, const FileKey& key, uint64_t index,
                               const Flights::FlightPtr& flight, std::chrono::steady_clock::time_point started,
@@ -343,6 +359,10 @@ class BlockReader {
   static constexpr size_t kMaxHintedFiles = 4096;
   RecentKeys hinted_;
   TimedOutBlocks timed_out_;
+  // Blocks read-ahead claimed, is fetching or fetched that no read consumed yet; at most 64 Ki
+  // (64 GiB of 1 MiB blocks: far past the memory tier, so a block still marked is long gone).
+  static constexpr size_t kMaxReadAheadMarks = 1 << 16;
+  ReadAheadMarks marks_{kMaxReadAheadMarks};
   std::atomic<uint64_t> prefetch_bytes_{0};
   // HTTP requests this reader has in flight (a range in parts counts each): what is left of
   // parallel_requests decides how many parts a read's own request goes in.
@@ -351,12 +371,13 @@ class BlockReader {
   // The counters kept here (the tiers and the verifier keep theirs).
   struct Counters {
     std::atomic<uint64_t> memory_hits{0}, joined_flights{0}, blocks_fetched{0}, requests{0}, bytes_fetched{0},
-        fetch_errors{0}, hints{0}, hinted_bytes{0}, read_ahead_bytes{0};
+        fetch_errors{0}, hints{0}, hinted_bytes{0}, read_ahead_bytes{0}, read_ahead_used_bytes{0};
     void add(std::atomic<uint64_t>& counter, uint64_t n = 1) { counter.fetch_add(n, std::memory_order_relaxed); }
     void copy_to(ReaderStats& s) const {
       s.memory_hits = memory_hits, s.joined_flights = joined_flights, s.blocks_fetched = blocks_fetched;
       s.requests = requests, s.bytes_fetched = bytes_fetched, s.fetch_errors = fetch_errors;
       s.hints = hints, s.hinted_bytes = hinted_bytes, s.read_ahead_bytes = read_ahead_bytes;
+      s.read_ahead_used_bytes = read_ahead_used_bytes;
     }
   } counters_;
   // Fetches whose callback has not yet been queued: shutdown waits for them before draining the

@@ -38,7 +38,7 @@ void BlockTiers::shutdown() {
 }
 
 std::vector<uint64_t> BlockTiers::fill_from_lower(const std::vector<BlockId>& ids, uint64_t epoch,
-                                                  const Deadline& deadline, const Serve& serve) {
+                                                  const Deadline& deadline, const Serve& serve, bool* from_shared) {
   std::vector<BlockId> misses;
   for (size_t i = 0; i < ids.size(); ++i) {
     const BlockId& id = ids[i];
@@ -81,11 +81,21 @@ std::vector<uint64_t> BlockTiers::fill_from_lower(const std::vector<BlockId>& id
     }
   }
   if (arrivals.empty()) return rest;
+  if (from_shared) *from_shared = true;
   // Into memory and the hash now (this may be a reader's thread), to the local disk later.
   serve(arrivals);
   if (disk_)
     for (size_t i = 0; i < arrivals.size(); ++i) promote_to_disk(arrived[i], arrivals[i].second, epoch);
   return rest;
+}
+
+std::optional<BlockBytes> BlockTiers::disk_copy(const BlockId& id, uint64_t epoch) {
+  if (!disk_) return std::nullopt;
+  FileEpochs::Access access(epochs_, id.cache_id, epoch);
+  if (!access.granted()) return std::nullopt;
+  auto hit = disk_->get(id);
+  if (hit) disk_hits_.fetch_add(1, std::memory_order_relaxed);
+  return hit;
 }
 
 void BlockTiers::store_fetched(std::string_view cache_id, uint64_t epoch,

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -72,8 +73,12 @@ class BlockTiers {
   // cache first (each hit served as it is read), then the shared tier in one lookup by
   // `deadline` (the hits served together, then queued for the disk cache). Returns the indices
   // neither holds (all of them while the file's epoch is not `epoch` or it is being cleaned).
+  // from_shared (may be null): set when the shared tier served any.
   std::vector<uint64_t> fill_from_lower(const std::vector<BlockId>& ids, uint64_t epoch, const Deadline& deadline,
-                                        const Serve& serve);
+                                        const Serve& serve, bool* from_shared = nullptr);
+  // The block from the disk cache alone, not served (a warm stream's read-ahead, which must never
+  // reach the network); nothing while the file's epoch is not `epoch` or it is being cleaned.
+  std::optional<BlockBytes> disk_copy(const BlockId& id, uint64_t epoch);
   // Blocks the Hub sent for a read of `epoch` (skipped where !served[i]): offered to the shared
   // tier, then written to the disk cache, on this thread; not once the file's epoch moved.
   void store_fetched(std::string_view cache_id, uint64_t epoch, const std::vector<std::pair<uint64_t, BlockBytes>>& blocks,

@@ -30,9 +30,18 @@ uint32_t ReadAheadPolicy::demand_parts(uint64_t bytes, uint64_t requests, uint64
 }
 
 std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uint64_t offset, uint64_t end,
-                                                      uint64_t file_size, bool hinted) const {
+                                                      uint64_t file_size, const ReadFacts& facts) const {
   const uint64_t bs = config_.block_size;
   const uint64_t file_blocks = blocks_in(file_size, config_.block_size);
+  // Only a miss, or a block read-ahead fetched, may fetch ahead. A stream that turns cold asks
+  // again for the blocks its warm window only looked for on disk.
+  const bool may_fetch = facts.missed || facts.marked;
+  if (may_fetch && !state.fetching) {
+    state.fetching = true;
+    if (!state.whole_file) state.prefetched_to = 0;
+  } else if (!may_fetch && facts.from_disk) {
+    state.fetching = false;
+  }
   const uint64_t slack = uint64_t(std::max(state.window_blocks, config_.min_window_blocks)) * bs;
   const bool sequential = state.next_offset != UINT64_MAX && offset + slack >= state.next_offset &&
                           offset <= state.next_offset + slack;
@@ -41,32 +50,35 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
     state.window_blocks = 0;
     state.run_bytes = end - offset;  // a run starts with this read
     if (!state.whole_file) state.prefetched_to = 0;
-    return on_random_read(state, file_size, file_blocks, hinted);
+    return on_random_read(state, file_size, file_blocks, may_fetch, facts.hinted);
   }
   state.run_bytes += end - offset;
-  if (state.whole_file) return hinted ? std::nullopt : whole_file_rest(state, file_blocks);
+  if (state.whole_file) return facts.hinted || !may_fetch ? std::nullopt : whole_file_rest(state, file_blocks);
   const uint64_t run_blocks = state.run_bytes / bs;
   if (run_blocks < config_.min_run_blocks) return std::nullopt;
   // A long run: the random reads before it were not a pattern.
   state.random_reads = 0;
   const uint64_t doubled = state.window_blocks == 0 ? config_.min_window_blocks
                                                     : std::min(state.window_blocks * 2, config_.max_window_blocks);
-  const double factor = state.local ? config_.local_run_factor : config_.per_run_factor;
+  const double factor = state.fetching ? config_.per_run_factor : config_.local_run_factor;
   const uint64_t earned = std::max<uint64_t>(1, static_cast<uint64_t>(factor * double(run_blocks)));
   // A reader that reads N blocks at a time gets at least its next read's worth ahead.
   const uint64_t read_blocks = (end - 1) / bs - offset / bs + 1;
   state.window_blocks = static_cast<uint32_t>(
       std::max(std::min(doubled, earned), std::min<uint64_t>(read_blocks, config_.max_window_blocks)));
-  if (hinted) return std::nullopt;
-  return refill(state, (end - 1) / bs, file_blocks);
+  // A fetching stream between its marks waits for the next one (or a miss).
+  if (facts.hinted || (state.fetching && !may_fetch)) return std::nullopt;
+  auto plan = refill(state, (end - 1) / bs, file_blocks);
+  if (plan) plan->fetch = state.fetching;
+  return plan;
 }
 
 std::optional<ReadAheadPlan> ReadAheadPolicy::on_random_read(ReadAheadState& state, uint64_t file_size,
-                                                             uint64_t file_blocks, bool hinted) const {
-  if (state.random_reads < UINT32_MAX) ++state.random_reads;
-  if (hinted) return std::nullopt;
-  // Not from the local tiers: a warm file's random reads cost no round trips to save.
-  if (!state.whole_file && !state.local && state.random_reads >= config_.random_reads_for_whole_file &&
+                                                             uint64_t file_blocks, bool may_fetch, bool hinted) const {
+  // Only misses count: a warm file's random reads cost no round trips to save.
+  if (may_fetch && state.random_reads < UINT32_MAX) ++state.random_reads;
+  if (hinted || !may_fetch) return std::nullopt;
+  if (!state.whole_file && state.random_reads >= config_.random_reads_for_whole_file &&
       file_size <= config_.whole_file_bytes()) {
     state.whole_file = true;
     state.prefetched_to = 0;

@@ -13,7 +13,7 @@
 //   couple of blocks around the faulting page in order, and that is not a stream.
 // - The window doubles per sequential read up to max_window_blocks and never exceeds
 //   per_run_factor times what the run has read: a run that ends (the last chunk of an HDF5 read)
-//   was fetched at most (1 + per_run_factor) times over. From the local tiers (a warm cache)
+//   was fetched at most (1 + per_run_factor) times over. From the disk cache (a warm stream)
 //   over-reading costs no network bytes, and the window grows at local_run_factor. But a reader
 //   that reads N blocks at a time (h5py reading a 10 MiB chunk through hubfs.open) always gets
 //   its next read's worth ahead, to arrive while it decodes this one: a run that then ends was
@@ -30,6 +30,13 @@
 //   many round trips, and each later one is then served from the cache. A bigger file never is:
 //   its random reads fetch what they touch, not gigabytes they may never.
 // - A file whose reader sends range hints gets no speculative read-ahead: it said what it needs.
+// - Fetching ahead starts only on a miss, and continues only while the reader consumes blocks
+//   read-ahead fetched (the kernel's PG_readahead marker: BlockReader marks every block its
+//   read-ahead asks of the network, and the first read of one takes the mark; ReadFacts). A read
+//   served from memory or the disk cache, or from a hint's or a prefetch's blocks, never starts a
+//   fetch: a warm read asks the network nothing. A warm sequential stream still gets its window
+//   ahead, read from the disk cache only (ReadAheadPlan::fetch false): what is not there is left
+//   to the reads that need it.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +56,8 @@ struct ReadAheadConfig {
   // partial blocks). A stream pays for the slower ramp with at most ~10% (300 MB at 50 ms /
   // 400 Mbit/s per connection, bench/peer_bench.py; factors 0.5 and 1 within the noise).
   double per_run_factor = 0.4;
-  // The same bound for a handle whose blocks come from the local tiers (ReadAheadState::local):
+  // The same bound for a handle whose blocks come from the disk cache (ReadAheadState::fetching
+  // false):
   // over-reading costs disk reads, not network bytes, and a warm 300 MB stream read at 0.49 s
   // with the window at 1/2 of the run against 0.34 s at 4x.
   double local_run_factor = 4;
@@ -81,10 +89,24 @@ struct ReadAheadState {
   uint64_t run_bytes = 0;             // bytes read sequentially in the current run
   uint32_t random_reads = 0;          // random reads since the handle's last long run
   bool whole_file = false;            // the file is being fetched whole (prefetched_to: how far)
-  // The handle's last blocks read from below memory all came from the local tiers (disk cache,
-  // shared tier): read-ahead then costs no network bytes, and the window grows at
-  // local_run_factor (set by the caller).
-  bool local = false;
+  // The last blocks this handle loaded itself came over the network (a miss), or it consumed
+  // blocks read-ahead fetched: its window is fetched, at per_run_factor. False (a new handle, or
+  // its last loads came from the disk cache): its window is read from the disk cache only, at
+  // local_run_factor, and nothing is fetched until a read misses.
+  bool fetching = false;
+};
+
+// What the caller found serving one read: whether it may start or continue fetching ahead.
+struct ReadFacts {
+  // Some of the read's own blocks were in neither memory nor the disk cache (the shared tier or
+  // the Hub served them).
+  bool missed = false;
+  // The read took a block's read-ahead mark: it consumed a block read-ahead fetched.
+  bool marked = false;
+  // The read's own blocks that were not in memory all came from the disk cache.
+  bool from_disk = false;
+  // The file's reader sent a range hint lately: no speculative read-ahead at all.
+  bool hinted = false;
 };
 
 // Blocks [first, last], both included.
@@ -99,6 +121,8 @@ struct BlockRange {
 struct ReadAheadPlan {
   BlockRange blocks;
   uint32_t blocks_per_request = 1;
+  // False: read the blocks the disk cache holds into memory, fetch none (a warm stream).
+  bool fetch = true;
   bool operator==(const ReadAheadPlan&) const = default;
 };
 
@@ -107,12 +131,12 @@ class ReadAheadPolicy {
   explicit ReadAheadPolicy(ReadAheadConfig config) : config_(config) {}
 
   // Records the read [offset, end) (end > offset, end <= file_size) of a file of file_size bytes
-  // and returns the blocks to fetch ahead of it, or nothing. `hinted`: the file's reader sent a
-  // range hint recently. The caller fetches a prefix of the range (its memory budget may stop it
-  // early) and records how far it got in state.prefetched_to (the block after the last one it
-  // took care of), so the next read does not ask for them again.
+  // and returns the blocks to read ahead of it, or nothing. `facts`: what serving the read found.
+  // The caller fetches a prefix of the range (its memory budget may stop it early) and records
+  // how far it got in state.prefetched_to (the block after the last one it took care of), so
+  // the next read does not ask for them again.
   std::optional<ReadAheadPlan> on_read(ReadAheadState& state, uint64_t offset, uint64_t end,
-                                       uint64_t file_size, bool hinted) const;
+                                       uint64_t file_size, const ReadFacts& facts) const;
 
   // The largest request for `blocks` blocks needed at once: spread over every connection, at
   // most `largest` each (0: blocks_per_request).
@@ -133,7 +157,7 @@ class ReadAheadPolicy {
 
  private:
   std::optional<ReadAheadPlan> on_random_read(ReadAheadState& state, uint64_t file_size, uint64_t file_blocks,
-                                              bool hinted) const;
+                                              bool may_fetch, bool hinted) const;
   // Which blocks to request once the window is known (the refill rule).
   std::optional<ReadAheadPlan> refill(const ReadAheadState& state, uint64_t last_read_block,
                                       uint64_t file_blocks) const;

@@ -223,7 +223,8 @@ TEST_F(BlockReaderTest, SequentialReadsFetchAheadRandomReadsDoNot) {
   file_.content_id = "sha256:" + std::string(64, 'b');
   const uint64_t before = transport_.bytes_asked();
   ReadState sequential;
-  // Five blocks: a run earns read-ahead after four (read_ahead.h).
+  // Five blocks: a run earns read-ahead after four (read_ahead.h), at the read that misses the
+  // fifth (only a miss starts a fetch ahead).
   for (uint64_t off = 0; off < 5 * kBlock; off += 128 * 1024) {
     ASSERT_EQ(read(reader, off, 128 * 1024, &sequential), cdn_.content.substr(off, 128 * 1024));
   }
@@ -232,11 +233,11 @@ TEST_F(BlockReaderTest, SequentialReadsFetchAheadRandomReadsDoNot) {
   // Every request the reader sent must also have reached the transport (it is sent from the
   // fetcher's thread), or one still on its way would count against the read below.
   wait_for_state([&] {
-    return reader.stats().blocks_fetched >= 3 + 5 + 2 && transport_.request_count() == reader.stats().requests;
+    return reader.stats().blocks_fetched >= 3 + 5 + 1 && transport_.request_count() == reader.stats().requests;
   });
   size_t after_ahead = transport_.request_count();
   EXPECT_GT(transport_.bytes_asked() - before, 5u * kBlock);  // the five blocks read and at least one ahead
-  ASSERT_EQ(read(reader, 5 * kBlock, 2 * kBlock), cdn_.content.substr(5 * kBlock, 2 * kBlock));
+  ASSERT_EQ(read(reader, 5 * kBlock, kBlock), cdn_.content.substr(5 * kBlock, kBlock));
   EXPECT_EQ(transport_.request_count(), after_ahead);
 }
 
@@ -668,4 +669,105 @@ TEST_F(BlockReaderTest, HintsStayWithinTheReadAheadBudget) {
 }
 
 }  // namespace
+}  // namespace hubfs
+
+namespace hubfs {
+namespace HUBFS_UNITY_ID {
+
+// Issue 42: read-ahead fetches only after a miss, and only while reads consume what it fetched.
+
+class ReadAheadOnMissTest : public BlockReaderTest {
+ protected:
+  // Reads blocks [from_block, to_block) sequentially in the kernel's 128 KiB pieces.
+  void read_pieces(BlockReader& reader, ReadState& state, uint64_t from_block, uint64_t to_block) {
+    const uint64_t end = std::min<uint64_t>(file_.size, to_block * kBlock);
+    for (uint64_t off = from_block * kBlock; off < end; off += 128 * 1024) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(128 * 1024, end - off));
+      ASSERT_EQ(read(reader, off, n, &state), cdn_.content.substr(off, n)) << off;
+    }
+  }
+  // Until the reader is idle: no block claimed and not yet served (read-ahead claims its blocks
+  // before the read returns), and every request it counted has reached the transport (counted
+  // from `sent_before`, the transport's count when this reader started).
+  void settle(BlockReader& reader, size_t sent_before) {
+    wait_for_state([&] {
+      const ReaderStats s = reader.stats();
+      return s.blocks_in_flight == 0 && transport_.request_count() - sent_before == s.requests;
+    });
+  }
+};
+
+// A partial read, then the same read by a new reader over the same cache (a remount): the warm
+// read asks nothing of the network, though its stream runs into blocks nobody fetched.
+TEST_F(ReadAheadOnMissTest, AWarmReadAfterARestartFetchesNothing) {
+  {
+    BlockReader reader(cache_.get(), fetcher_);
+    ReadState cold;
+    read_pieces(reader, cold, 0, 6);
+    settle(reader, 0);
+    EXPECT_GT(reader.stats().read_ahead_bytes, 0u) << "the cold stream read ahead";
+  }  // shutdown: every block fetched is on disk
+  const size_t before = transport_.request_count();
+  BlockReader reader(cache_.get(), fetcher_);
+  ReadState warm;
+  read_pieces(reader, warm, 0, 6);
+  settle(reader, before);
+  EXPECT_EQ(transport_.request_count(), before) << "a warm read fetched";
+  EXPECT_EQ(reader.stats().read_ahead_bytes, 0u);
+  EXPECT_GT(reader.stats().disk_hits, 0u);
+  EXPECT_FALSE(warm.ahead.fetching);
+  // Reading on past what the cache holds misses, and the miss starts read-ahead.
+  read_pieces(reader, warm, 6, 11);
+  settle(reader, before);
+  EXPECT_GT(transport_.request_count(), before);
+  EXPECT_GT(reader.stats().read_ahead_bytes, 0u) << "a miss did not start read-ahead";
+}
+
+// A cold stream read to the end: read-ahead continued while its blocks were consumed, every byte
+// it fetched was read (nothing unread), and a partial read's unread read-ahead is counted.
+TEST_F(ReadAheadOnMissTest, ConsumedReadAheadContinuesAndUnreadReadAheadIsCounted) {
+  {
+    BlockReader reader(cache_.get(), fetcher_);
+    ReadState whole;
+    read_pieces(reader, whole, 0, 11);
+    settle(reader, 0);
+    const ReaderStats s = reader.stats();
+    EXPECT_GT(s.read_ahead_bytes, 2u * kBlock) << "read-ahead did not continue past its first window";
+    EXPECT_EQ(s.read_ahead_used_bytes, s.read_ahead_bytes) << "a whole-file read left read-ahead unread";
+  }
+  file_.content_id = "sha256:" + std::string(64, 'c');  // nothing cached
+  const size_t before = transport_.request_count();
+  BlockReader reader(cache_.get(), fetcher_);
+  ReadState partial;
+  read_pieces(reader, partial, 0, 6);
+  settle(reader, before);
+  const ReaderStats s = reader.stats();
+  EXPECT_GT(s.read_ahead_bytes, s.read_ahead_used_bytes) << "the partial read's unread read-ahead is not counted";
+}
+
+// A file whose blocks a hint (or `hubfs prefetch`) brought: its reads start no fetch, in this
+// reader and in the next one over the same cache.
+TEST_F(ReadAheadOnMissTest, AHintedFilesReadsStartNoFetch) {
+  {
+    BlockReader reader(cache_.get(), fetcher_);
+    ASSERT_TRUE(reader.prefetch(file_, {{0, 6 * kBlock}}).ok());
+    settle(reader, 0);  // a hint claims its blocks before prefetch() returns
+    const size_t hinted = transport_.request_count();
+    EXPECT_GT(hinted, 0u);
+    ReadState state;
+    read_pieces(reader, state, 0, 6);
+    settle(reader, 0);
+    EXPECT_EQ(transport_.request_count(), hinted);
+    EXPECT_EQ(reader.stats().read_ahead_bytes, 0u);
+  }
+  const size_t before = transport_.request_count();
+  BlockReader reader(cache_.get(), fetcher_);
+  ReadState state;
+  read_pieces(reader, state, 0, 6);
+  settle(reader, before);
+  EXPECT_EQ(transport_.request_count(), before);
+  EXPECT_EQ(reader.stats().read_ahead_bytes, 0u);
+}
+
+}  // namespace HUBFS_UNITY_ID
 }  // namespace hubfs

@@ -15,10 +15,21 @@ class ReadAheadPolicyTest : public ::testing::Test {
   ReadAheadPolicy policy_{ReadAheadConfig{}};
   ReadAheadState state_;
 
-  // A read of `blocks` whole blocks starting at block `first`, as the caller records it.
+  // A read that missed (its blocks came over the network), as BlockReader reports it.
+  static ReadFacts missed(bool hinted = false) {
+    ReadFacts f;
+    f.missed = true;
+    f.hinted = hinted;
+    return f;
+  }
+  // A read of `blocks` whole blocks starting at block `first` that missed, as the caller records it.
   std::optional<ReadAheadPlan> read(uint64_t first, uint64_t blocks, uint64_t file_blocks = 1000,
                                     bool hinted = false) {
-    auto r = policy_.on_read(state_, first * kMiB, (first + blocks) * kMiB, file_blocks * kMiB, hinted);
+    return read_with(first, blocks, missed(hinted), file_blocks);
+  }
+  std::optional<ReadAheadPlan> read_with(uint64_t first, uint64_t blocks, const ReadFacts& facts,
+                                         uint64_t file_blocks = 1000) {
+    auto r = policy_.on_read(state_, first * kMiB, (first + blocks) * kMiB, file_blocks * kMiB, facts);
     if (r) state_.prefetched_to = r->blocks.last + 1;  // the caller fetched all of it
     return r;
   }
@@ -95,14 +106,96 @@ TEST_F(ReadAheadPolicyTest, TheWindowGrowsToItsCapAndFillsEveryConnectionWithWho
   EXPECT_LE(state_.prefetched_to, b + 128u);
 }
 
-TEST_F(ReadAheadPolicyTest, FromTheLocalTiersTheWindowGrowsFasterAndNothingIsFetchedWhole) {
-  state_.local = true;  // the caller found the handle's blocks on disk
-  stream(0, 40);
-  EXPECT_EQ(state_.window_blocks, 128u);  // 4x a run of 40 blocks, capped; over the network: 20
+TEST_F(ReadAheadPolicyTest, FromTheDiskCacheTheWindowGrowsFasterFetchesNothingAndNothingIsFetchedWhole) {
+  ReadFacts warm;
+  warm.from_disk = true;  // the caller found the read's blocks on disk
+  bool asked = false;
+  for (uint64_t b = 0; b < 40; ++b) {
+    if (auto r = read_with(b, 1, warm)) {
+      EXPECT_FALSE(r->fetch) << "a warm read asked for a fetch at block " << b;
+      asked = true;
+    }
+  }
+  EXPECT_TRUE(asked) << "a warm stream gets its window from the disk cache";
+  EXPECT_EQ(state_.window_blocks, 128u);  // 4x a run of 40 blocks, capped; over the network: 16
+  EXPECT_FALSE(state_.fetching);
   state_ = ReadAheadState{};
-  state_.local = true;
-  for (uint64_t i = 0; i < 20; ++i) EXPECT_EQ(read(i * 37 % 300, 1, 300), std::nullopt);
+  for (uint64_t i = 0; i < 20; ++i) EXPECT_EQ(read_with(i * 37 % 300, 1, warm, 300), std::nullopt);
   EXPECT_FALSE(state_.whole_file);
+}
+
+// Reads served from memory (nothing of theirs was loaded) or from the disk cache: however long
+// the stream, and however randomly read, nothing is fetched.
+TEST_F(ReadAheadPolicyTest, WarmReadsNeverFetch) {
+  ReadFacts memory;  // no miss, no mark, nothing loaded
+  ReadFacts disk;
+  disk.from_disk = true;
+  for (uint64_t b = 0; b < 300; ++b) {
+    auto r = read_with(b, 1, b % 3 ? memory : disk);
+    EXPECT_TRUE(!r || !r->fetch) << "block " << b;
+  }
+  for (uint64_t i = 0; i < 50; ++i) {
+    auto r = read_with(i * 37 % 300, 1, i % 2 ? memory : disk, 300);
+    EXPECT_TRUE(!r || !r->fetch) << "random read " << i;
+  }
+  EXPECT_FALSE(state_.whole_file);
+  EXPECT_FALSE(state_.fetching);
+}
+
+// A stream starts fetching ahead at a miss; between marks (the other pieces of a block a read
+// already took the mark of, blocks a hint brought) it asks nothing; reading a block read-ahead
+// fetched (its mark) continues it; once its reads come from disk it fetches no more.
+TEST_F(ReadAheadPolicyTest, AMissStartsFetchingAndConsumingReadAheadContinuesIt) {
+  ReadFacts memory, marked, disk;
+  marked.marked = true;
+  disk.from_disk = true;
+  // Blocks 0-3 miss: a run of 4 earns its first window, fetched.
+  std::optional<ReadAheadPlan> r;
+  for (uint64_t b = 0; b < 4; ++b) r = read(b, 1);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(r->fetch);
+  EXPECT_TRUE(state_.fetching);
+  // Reads of what read-ahead fetched: unmarked ones ask nothing, marked ones continue.
+  uint64_t continued = 0;
+  // Each block in two reads (as the kernel sends them): the first takes the block's mark.
+  for (uint64_t b = 4; b < 200; ++b) {
+    if (auto more = policy_.on_read(state_, b * kMiB, b * kMiB + kMiB / 2, 1000 * kMiB, marked)) {
+      EXPECT_TRUE(more->fetch);
+      EXPECT_GT(more->blocks.first, b);
+      state_.prefetched_to = more->blocks.last + 1;
+      ++continued;
+    }
+    EXPECT_EQ(policy_.on_read(state_, b * kMiB + kMiB / 2, (b + 1) * kMiB, 1000 * kMiB, memory), std::nullopt)
+        << "an unmarked read continued the stream at " << b;
+  }
+  EXPECT_GT(continued, 10u);
+  EXPECT_GT(state_.prefetched_to, 200u) << "the stream stopped";
+  // The stream reaches blocks the disk cache held: it turns warm and fetches nothing more.
+  for (uint64_t b = 200; b < 260; ++b) {
+    auto w = read_with(b, 1, disk);
+    EXPECT_TRUE(!w || !w->fetch) << b;
+  }
+  EXPECT_FALSE(state_.fetching);
+  // A miss again: fetching resumes from the read on, not past the disk window (blocks it only
+  // looked for on disk are asked for again).
+  r = read(260, 1);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(r->fetch);
+  EXPECT_EQ(r->blocks.first, 261u);
+}
+
+// A file hinted, prefetched or warm: reads whose blocks a hint brought carry no mark, so however
+// sequential, they fetch nothing; nor does a random pattern fetch the file whole.
+TEST_F(ReadAheadPolicyTest, ReadsOfHintedOrPrefetchedBlocksStartNoFetch) {
+  ReadFacts prefetched;  // in memory, brought by a hint: no miss, no mark
+  for (uint64_t b = 0; b < 100; ++b) EXPECT_TRUE(!read_with(b, 1, prefetched) || !state_.fetching) << b;
+  EXPECT_FALSE(state_.fetching);
+  ReadFacts hinted;
+  hinted.missed = true;  // even a miss of a hinted file: its reader said what it needs
+  hinted.hinted = true;
+  state_ = ReadAheadState{};
+  for (uint64_t b = 0; b < 100; ++b) EXPECT_EQ(read_with(b, 1, hinted), std::nullopt) << b;
+  for (uint64_t i = 0; i < 20; ++i) EXPECT_EQ(read_with(i * 37 % 300, 1, hinted, 300), std::nullopt) << i;
 }
 
 TEST_F(ReadAheadPolicyTest, RequestsAreSpreadOverTheConnections) {
@@ -137,6 +230,7 @@ TEST_F(ReadAheadPolicyTest, RefillsOnlyWholeRequestsExceptAtTheEndOfTheFile) {
   state_.window_blocks = 128;  // at its cap: 8-block requests
   state_.run_bytes = 400 * kMiB;
   state_.prefetched_to = 11 + 125;  // 125 blocks already ahead of block 10: room 3 < one request
+  state_.fetching = true;           // a stream whose window is fetched
   EXPECT_EQ(read(10, 1), std::nullopt);
   // Six blocks further on there is room for 9: one whole request of 8 goes, not 9 blocks.
   state_.next_offset = 16 * kMiB;
@@ -178,18 +272,18 @@ TEST_F(ReadAheadPolicyTest, ASmallFileReadAtRandomIsFetchedWholeAfterEnoughRando
   for (uint64_t i = 0; i < 3; ++i) {
     EXPECT_EQ(read(i * 37 % file_blocks, 1, file_blocks), std::nullopt) << i;
   }
-  r = policy_.on_read(state_, 250 * kMiB, 251 * kMiB, file_blocks * kMiB, false);
+  r = policy_.on_read(state_, 250 * kMiB, 251 * kMiB, file_blocks * kMiB, missed());
   ASSERT_TRUE(r.has_value());
   EXPECT_TRUE(state_.whole_file);
   // A wave per read: 8 blocks on each of the 16 connections.
   EXPECT_EQ(r->blocks, (BlockRange{0, 127}));
   EXPECT_EQ(r->blocks_per_request, 8u);
   state_.prefetched_to = 100;  // the budget stopped the caller at block 100
-  r = policy_.on_read(state_, 3 * kMiB, 4 * kMiB, file_blocks * kMiB, false);
+  r = policy_.on_read(state_, 3 * kMiB, 4 * kMiB, file_blocks * kMiB, missed());
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->blocks, (BlockRange{100, 227}));
   state_.prefetched_to = 228;
-  r = policy_.on_read(state_, 9 * kMiB, 10 * kMiB, file_blocks * kMiB, false);
+  r = policy_.on_read(state_, 9 * kMiB, 10 * kMiB, file_blocks * kMiB, missed());
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->blocks, (BlockRange{228, file_blocks - 1}));  // the rest
   state_.prefetched_to = file_blocks;
@@ -213,7 +307,7 @@ TEST_F(ReadAheadPolicyTest, TheWholeFileSizeFollowsTheLink) {
   ReadAheadPolicy policy(slow);
   ReadAheadState state;
   for (uint64_t i = 0; i < 20; ++i)
-    EXPECT_EQ(policy.on_read(state, (i * 37 % 300) * kMiB, (i * 37 % 300 + 1) * kMiB, 300 * kMiB, false),
+    EXPECT_EQ(policy.on_read(state, (i * 37 % 300) * kMiB, (i * 37 % 300 + 1) * kMiB, 300 * kMiB, missed()),
               std::nullopt);
 }
 
@@ -232,12 +326,12 @@ TEST_F(ReadAheadPolicyTest, ABudgetThatStopsTheCallerEarlyIsAskedForAgainLater) 
   // The caller took only 1 block of the next range (its memory budget was spent).
   std::optional<ReadAheadPlan> r;
   uint64_t b = 40;
-  for (; !r && b < 60; ++b) r = policy_.on_read(state_, b * kMiB, (b + 1) * kMiB, 1000 * kMiB, false);
+  for (; !r && b < 60; ++b) r = policy_.on_read(state_, b * kMiB, (b + 1) * kMiB, 1000 * kMiB, missed());
   ASSERT_TRUE(r.has_value());
   state_.prefetched_to = r->blocks.first + 1;
   std::optional<ReadAheadPlan> again;
   for (uint64_t c = b; !again && c < b + 20; ++c)
-    again = policy_.on_read(state_, c * kMiB, (c + 1) * kMiB, 1000 * kMiB, false);
+    again = policy_.on_read(state_, c * kMiB, (c + 1) * kMiB, 1000 * kMiB, missed());
   ASSERT_TRUE(again.has_value());
   EXPECT_LE(again->blocks.first, std::max(state_.prefetched_to, b + 20));
   EXPECT_GE(again->blocks.first, state_.prefetched_to);
@@ -248,7 +342,7 @@ TEST_F(ReadAheadPolicyTest, ASmallFileAndPartialBlocksStayInsideTheFile) {
   const uint64_t size = 13 * kMiB / 2;
   bool asked = false;
   for (uint64_t off = 0; off < size; off += 100 << 10) {
-    auto r = policy_.on_read(state_, off, std::min(size, off + (100 << 10)), size, false);
+    auto r = policy_.on_read(state_, off, std::min(size, off + (100 << 10)), size, missed());
     if (r) {
       EXPECT_LE(r->blocks.last, 6u);
       state_.prefetched_to = r->blocks.last + 1;
