@@ -22,6 +22,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 # whatever the frame size, well inside the default 10 GiB disk cache.
 DEFAULT_AHEAD = 64
 DEFAULT_AHEAD_BYTES = 256 << 20
+# The indices a DataLoader hands out before its workers read: prefetch_factor (2) x 4 workers.
+DEFAULT_LEAD = 8
 # The bytes hinted of each hf:// file when a FrameDataset is made: its first block (the reader's
 # 1 MiB), where HDF5 keeps the superblock and, for most writers, the root group and the dataset's
 # header, so the opens that follow find them cached.
@@ -105,11 +107,13 @@ class FrameDataset:
             self._dataset(k).file._hint(ranges)
         return total
 
-    def plan(self, order: Any, ahead: int = DEFAULT_AHEAD, max_bytes: int = DEFAULT_AHEAD_BYTES) -> "FramePlan":
+    def plan(self, order: Any, ahead: int = DEFAULT_AHEAD, max_bytes: int = DEFAULT_AHEAD_BYTES,
+             lead: int = DEFAULT_LEAD) -> "FramePlan":
         """A sampler yielding ``order`` (a list of indices, or a sampler iterated afresh each
-        epoch) that, as it is iterated, hints the frames up to ``ahead`` positions (and at most
-        ``max_bytes`` stored bytes) beyond the one it yields."""
-        return FramePlan(self, order, ahead, max_bytes)
+        epoch) that, as it is iterated, hints the ``ahead`` frames (at most ``max_bytes`` stored
+        bytes) that follow the ``lead`` next ones: those the loader hands its workers at once,
+        which fetch them themselves (a hint of them would race their reads for the same blocks)."""
+        return FramePlan(self, order, ahead, max_bytes, lead)
 
     def close(self) -> None:
         """Closes the files this process opened (they open again on the next read)."""
@@ -133,16 +137,19 @@ class FrameDataset:
 
 
 class FramePlan:
-    """The sampler ``FrameDataset.plan`` returns: iterating it yields ``order``; before each
-    index leaves, the frames up to ``ahead`` beyond it have been hinted (in batches: whenever
-    fewer than half the window is hinted, the next half goes as one hint)."""
+    """The sampler ``FrameDataset.plan`` returns: iterating it yields ``order``. The next ``lead``
+    indices are the workers' own to fetch (a DataLoader hands them out at once: prefetch_factor x
+    workers); the ``ahead`` beyond them are hinted, in batches (whenever half of them are not
+    yet hinted, those go as one hint per file), at most ``max_bytes`` stored bytes hinted and not
+    yet yielded. A frame is hinted at most once per epoch."""
 
-    def __init__(self, dataset: FrameDataset, order: Any, ahead: int, max_bytes: int) -> None:
-        if ahead < 0:
-            raise ValueError("ahead must be 0 or more frames")
+    def __init__(self, dataset: FrameDataset, order: Any, ahead: int, max_bytes: int, lead: int) -> None:
+        if ahead < 0 or lead < 0:
+            raise ValueError("ahead and lead must be 0 or more frames")
         self.dataset = dataset
         self.order = order
         self.ahead = int(ahead)
+        self.lead = int(lead)
         self.max_bytes = int(max_bytes)
         self.hinted_bytes = 0  # stored bytes hinted over every epoch so far
 
@@ -151,32 +158,36 @@ class FramePlan:
 
     def __iter__(self) -> Iterator[int]:
         source = iter(self.order)
-        window: "collections.deque[Tuple[int, int]]" = collections.deque()  # (index, stored bytes)
-        in_window = 0  # stored bytes of the frames in the window
+        buffer: "collections.deque[list]" = collections.deque()  # [index, stored bytes, hinted]
+        hinted_waiting = 0  # stored bytes hinted and not yet yielded
         exhausted = False
+        batch_at = max(1, self.ahead // 2)
         while True:
-            if not exhausted and len(window) <= self.ahead // 2:
-                batch, batch_bytes = [], 0
-                while len(window) + len(batch) < self.ahead + 1:
-                    try:
-                        i = next(source)
-                    except StopIteration:
-                        exhausted = True
-                        break
-                    _, ranges = self.dataset.frame_ranges(i)
-                    size = sum(n for _, n in ranges)
-                    batch.append((i, size))
-                    batch_bytes += size
-                    if in_window + batch_bytes >= self.max_bytes:
-                        break
-                if batch:
-                    self.hinted_bytes += self.dataset.hint([i for i, _ in batch])
-                    window.extend(batch)
-                    in_window += batch_bytes
-            if not window:
+            while not exhausted and len(buffer) < self.lead + self.ahead + 1:
+                try:
+                    i = next(source)
+                except StopIteration:
+                    exhausted = True
+                    break
+                _, ranges = self.dataset.frame_ranges(i)
+                buffer.append([i, sum(n for _, n in ranges), False])
+            if self.ahead:
+                # Positions 1..lead follow the index yielded next: the workers fetch those.
+                todo = [e for k, e in enumerate(buffer) if k > self.lead and not e[2]]
+                if todo and (len(todo) >= batch_at or exhausted):
+                    batch = []
+                    for e in todo:
+                        if batch and hinted_waiting + e[1] > self.max_bytes:
+                            break
+                        batch.append(e)
+                        hinted_waiting += e[1]
+                        e[2] = True
+                    self.hinted_bytes += self.dataset.hint([e[0] for e in batch])
+            if not buffer:
                 return
-            i, size = window.popleft()
-            in_window -= size
+            i, size, hinted = buffer.popleft()
+            if hinted:
+                hinted_waiting -= size
             yield i
 
 

@@ -101,12 +101,17 @@ def test_frame_ranges_are_the_chunks_hdf5_reports(hub, tmp_path):
 def test_plan_yields_the_order_each_epoch_and_hints_ahead(hub, opts):
     ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
     order = list(np.random.default_rng(3).permutation(len(ds)))
-    plan = ds.plan(order, ahead=4)
+    plan = ds.plan(order, ahead=4, lead=0)
     assert len(plan) == len(ds)
     assert list(plan) == order
-    # Every frame was hinted once, in one epoch: all of them, fetched into the cache.
-    stored = sum(n for i in range(len(ds)) for _, n in ds.frame_ranges(i)[1])
-    assert plan.hinted_bytes == stored
+    # Every frame but the first (the workers' own) was hinted once in the epoch.
+    def stored(i):
+        return sum(n for _, n in ds.frame_ranges(i)[1])
+    assert plan.hinted_bytes == sum(stored(i) for i in order[1:])
+    # With a lead, the frames a loader hands out at once are left to its workers.
+    led = ds.plan(order, ahead=4, lead=3)
+    assert list(led) == order
+    assert led.hinted_bytes == sum(stored(i) for i in order[4:])
     # A sampler is iterated afresh each epoch.
     class Shuffled:
         def __init__(self):
@@ -127,7 +132,7 @@ def test_plan_yields_the_order_each_epoch_and_hints_ahead(hub, opts):
 def test_plan_caps_what_it_hints_by_bytes(hub, opts):
     ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
     one = sum(n for _, n in ds.frame_ranges(0)[1])
-    plan = ds.plan(range(len(ds)), ahead=100, max_bytes=2 * one)
+    plan = ds.plan(range(len(ds)), ahead=100, max_bytes=2 * one, lead=0)
     it = iter(plan)
     next(it)
     # With 100 frames allowed, the byte cap stopped the first hint at about two frames.
@@ -138,7 +143,7 @@ def test_plan_caps_what_it_hints_by_bytes(hub, opts):
 def test_workers_find_planned_frames_in_the_cache(hub, opts):
     ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
     order = list(range(len(ds)))
-    list(ds.plan(order, ahead=len(ds)))  # the main process hints every frame
+    ds.hint(order)  # the main process hints every frame
     # Wait for the hinted blocks to land: a read of each frame in this process waits for them.
     for i in order:
         ds[i]
