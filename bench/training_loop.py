@@ -247,6 +247,8 @@ def main():
     root = os.path.join(work, "hub")
     repo_dir = os.path.join(root, peer_bench.REPO)
     os.makedirs(os.path.join(work, "logs"), exist_ok=True)
+    for cache in ("rclone-cache", "mount-cache", "hf-cache"):  # cold: a kept --dir's too
+        shutil.rmtree(os.path.join(work, cache), ignore_errors=True)
     names = write_files(repo_dir, args.files, args.frames, args.seed)
     local_paths = [os.path.join(repo_dir, n) for n in names]
     lengths = [args.frames] * args.files
