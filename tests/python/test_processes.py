@@ -199,3 +199,18 @@ def test_local_files_made_before_fork_read_in_children(hub):
         ds[0]
         got = _run_children(multiprocessing.get_context("fork"), _read_frames, [(ds, [3, 1])])
     assert got == [[(i, _digest(frames[i])) for i in (3, 1)]]
+
+
+def _memory_rule(queue, f):
+    from hubfs import _remote
+    f.read(10)
+    queue.put(_remote._one_of_many)
+
+
+def test_a_forked_child_of_an_hf_user_keeps_a_small_memory_tier(hub, opts, monkeypatch):
+    from hubfs import _remote
+    monkeypatch.setattr(_remote, "_one_of_many", False)  # earlier tests unpickled files here
+    with hubfs.open(f"{URL}/rec0.hdf5", **opts) as f:
+        assert not _remote._one_of_many  # this process is on its own: 256 MiB
+        got = _run_children(multiprocessing.get_context("fork"), _memory_rule, [(f,)])
+    assert got == [True]  # each worker: 32 MiB beside the disk tier they share
