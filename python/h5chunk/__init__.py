@@ -157,7 +157,7 @@ class File:
         if self.closed:
             raise ValueError(f"cannot pickle the h5chunk File {self.filename!r}: it is closed")
         threads, min_fast, max_in_flight = self._core_args
-        return (_open_file, (self.filename, threads, min_fast, max_in_flight, self._pinned_options()))
+        return (_open_file, (self.filename, threads, min_fast, max_in_flight, self._pinned_options(), os.getpid()))
 
     @contextlib.contextmanager
     def _h5py_file(self) -> Iterator[Any]:
@@ -503,9 +503,9 @@ _fork_lock = threading.Lock()
 
 
 def _open_file(filename: str, threads: int, min_fast_path_bytes: Optional[int],
-               max_bytes_in_flight: Optional[int], hub_options: dict) -> File:
+               max_bytes_in_flight: Optional[int], hub_options: dict, pickled_in: int = 0) -> File:
     """A pickled File in the process that unpickles it."""
-    if filename.startswith("hf://"):
+    if filename.startswith("hf://") and pickled_in != os.getpid():
         _one_of_many()
     return File(filename, threads=threads, min_fast_path_bytes=min_fast_path_bytes,
                 max_bytes_in_flight=max_bytes_in_flight, **hub_options)

@@ -124,11 +124,12 @@ class FrameDataset:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_files"] = {}  # opened again where unpickled, by path and pinned options
+        state["_pid"] = os.getpid()  # the process that pickled it
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        if any(p.startswith("hf://") for p in self.paths):
+        if state["_pid"] != os.getpid() and any(p.startswith("hf://") for p in self.paths):
             from . import _one_of_many
             _one_of_many()  # a pool's worker: a small memory tier beside the shared disk tier
 

@@ -170,7 +170,7 @@ class HubFile(io.RawIOBase):
     def __reduce__(self):
         if self.closed:
             raise ValueError(f"cannot pickle {self.name}: the file is closed")
-        return (_reopen, (self.name, self._options, self.commit, self._pos))
+        return (_reopen, (self.name, self._options, self.commit, self._pos, os.getpid()))
 
     # io.RawIOBase
     def readable(self) -> bool:
@@ -273,10 +273,11 @@ def open(url: Union[str, "os.PathLike[str]"], mode: str = "rb", **options: Any) 
     return HubFile(session.open(path), f"{prefix}/{path}", session, options)
 
 
-def _reopen(name: str, options: Dict[str, Any], commit: str, pos: int) -> HubFile:
+def _reopen(name: str, options: Dict[str, Any], commit: str, pos: int, pickled_in: int = 0) -> HubFile:
     """A pickled HubFile in the process that unpickles it: the same file at the same commit."""
     global _one_of_many
-    _one_of_many = True  # a worker of a pool (spawn, forkserver)
+    if pickled_in != os.getpid():
+        _one_of_many = True  # a worker of a pool (spawn, forkserver)
     f = open(name, **dict(options, revision=commit))
     f.name = name  # as the pickled one was named (open names it by the commit it was given)
     f.seek(pos)

@@ -209,8 +209,9 @@ def _memory_rule(queue, f):
 
 def test_a_forked_child_of_an_hf_user_keeps_a_small_memory_tier(hub, opts, monkeypatch):
     from hubfs import _remote
-    monkeypatch.setattr(_remote, "_one_of_many", False)  # earlier tests unpickled files here
+    monkeypatch.setattr(_remote, "_one_of_many", False)
     with hubfs.open(f"{URL}/rec0.hdf5", **opts) as f:
+        pickle.loads(pickle.dumps(f)).close()  # a copy in the same process is not a worker
         assert not _remote._one_of_many  # this process is on its own: 256 MiB
         got = _run_children(multiprocessing.get_context("fork"), _memory_rule, [(f,)])
     assert got == [True]  # each worker: 32 MiB beside the disk tier they share
