@@ -17,6 +17,7 @@ PACKAGES=(
   python3 python3-numpy python3-h5py curl bc openssl util-linux
   pybind11-dev python3-dev python3-pytest python3-tqdm
   python3-fsspec
+  python3-torch  # tests/python/test_frames.py runs h5chunk.FrameDataset under torch's DataLoader
   python-tables-data
   rclone
   b3sum  # the BLAKE3 reference tool: tests/xet checks core/xet/blake3 against it

@@ -1,5 +1,7 @@
 #include "common/env.h"
 
+#include <pthread.h>
+
 #include <condition_variable>
 #include <new>
 #include <utility>
@@ -13,19 +15,37 @@ namespace {
 
 class RealEnv : public Env {
  public:
+  RealEnv() {
+    // A forked child has none of the parent's threads: its timer is started again on first use
+    // there, and the parent's (its thread gone, its lock perhaps held) is never touched again.
+    // timer_mu_ is held across the fork so the child's copy of it is free.
+    pthread_atfork([] { real_env().timer_mu_.lock(); }, [] { real_env().timer_mu_.unlock(); },
+                   [] {
+                     real_env().timer_ = nullptr;  // left as it is: destroying it would join a thread this process lacks
+                     real_env().timer_mu_.unlock();
+                   });
+  }
+
   const MonotonicClock& clock() const override { return MonotonicClock::real(); }
   std::chrono::system_clock::time_point system_now() const override { return std::chrono::system_clock::now(); }
 
   bool schedule_after(std::chrono::milliseconds delay, std::function<void()> fn) override {
-    std::call_once(timer_once_, [this] { timer_ = new Timer(); });
-    return timer_->schedule(delay, std::move(fn));
+    Timer* timer;
+    {
+      std::lock_guard<std::mutex> lock(timer_mu_);
+      if (!timer_) timer_ = new Timer();
+      timer = timer_;
+    }
+    return timer->schedule(delay, std::move(fn));
   }
 
   std::unique_ptr<Executor> new_executor(int threads) override { return std::make_unique<TaskQueue>(threads); }
 
  private:
-  std::once_flag timer_once_;
-  Timer* timer_ = nullptr;  // never destroyed, as the Env (see Env::real)
+  static RealEnv& real_env() { return static_cast<RealEnv&>(Env::real()); }
+
+  std::mutex timer_mu_;      // a leaf: guards timer_ (held only to read or start it, and across a fork)
+  Timer* timer_ = nullptr;  // this process's; never destroyed, as the Env (see Env::real)
 };
 
 }  // namespace

@@ -55,8 +55,9 @@ class Env {
   virtual std::unique_ptr<Executor> new_executor(int threads) = 0;
 
   // The process's Env: steady_clock, system_clock, one timer thread (started on first use, so
-  // a process that forks before using it forks without threads) and TaskQueues. Never
-  // destroyed: components built on it may outlive any owner of it.
+  // a process that forks before using it forks without threads; a forked child starts its own
+  // on first use and never touches the parent's) and TaskQueues. Never destroyed: components
+  // built on it may outlive any owner of it.
   static Env& real();
 };
 

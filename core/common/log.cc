@@ -7,6 +7,7 @@
 #include <ctime>
 #include <mutex>
 
+#include <pthread.h>
 #include <unistd.h>
 
 namespace hubfs {
@@ -16,6 +17,8 @@ std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 std::atomic<std::FILE*> g_file{nullptr};
 std::atomic<bool> g_json{false};
 std::mutex g_mu;
+// Held across a fork, so a child forked while another thread logs can log (its copy is free).
+[[maybe_unused]] const int g_fork_handlers = pthread_atfork([] { g_mu.lock(); }, [] { g_mu.unlock(); }, [] { g_mu.unlock(); });
 const char* name(LogLevel l) {
   switch (l) {
     case LogLevel::kDebug: return "debug";

@@ -229,6 +229,9 @@ Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision*
   reader_options.quota_wait_end = [quota = s.quota.get()] { return quota->last_wait_end(); };
   reader_options.quota_max_wait = std::chrono::seconds(config.rate_limit_wait_s);
   reader_options.parallel_requests = static_cast<uint32_t>(config.max_requests);
+  reader_options.memory_cache_bytes = config.memory_cache_bytes;
+  reader_options.max_prefetch_bytes = std::min(reader_options.max_prefetch_bytes, config.memory_cache_bytes);
+  reader_options.max_deferred_write_bytes = std::min(reader_options.max_deferred_write_bytes, config.memory_cache_bytes);
   if (!config.shared_cache.empty()) {
     if (repo) {
       if (Status st = open_shared_tier(config, *repo, repo_label, reader_options.block_size, s); !st.ok()) return st;

@@ -2,6 +2,7 @@
 #include "h5chunk/h5chunk.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
@@ -24,6 +25,7 @@
 #include "h5chunk/fallback.h"
 #include "h5chunk/hdf5_handle.h"
 #include "h5chunk/manifest.h"
+#include "h5chunk/range_hints.h"
 #include "h5chunk/reader.h"
 #include "h5chunk/source_driver.h"
 
@@ -706,6 +708,19 @@ Result<Dataset> File::dataset(const std::string& path) const {
   return d;
 }
 
+void File::hint(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) const {
+  if (ranges.empty()) return;
+  if (state_->link) {
+    state_->link->hint(ranges);
+    return;
+  }
+  const int fd = ::open(state_->path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // a hint only: the reads report what is wrong
+  struct stat st;
+  if (::fstat(fd, &st) == 0) (void)send_range_hints(fd, static_cast<uint64_t>(st.st_size), ranges);
+  ::close(fd);
+}
+
 Result<std::vector<std::string>> File::dataset_paths() const {
   std::vector<std::string> out;
   QuietHdf5Errors quiet;
@@ -728,6 +743,44 @@ const DatasetInfo& Dataset::info() const { return state_->info; }
 
 uint64_t Dataset::manifest_queries() const {
   return state_->manifest ? state_->manifest->queries() : 0;
+}
+
+Result<std::vector<std::pair<uint64_t, uint64_t>>> Dataset::row_ranges(uint64_t first, uint64_t count) const {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  const DatasetInfo& info = state_->info;
+  if (info.shape.empty() || count == 0 || first >= info.shape[0]) return ranges;
+  count = std::min(count, info.shape[0] - first);
+  if (!state_->manifest) {
+    if (info.layout != "contiguous" || !state_->contiguous_offset) return ranges;
+    uint64_t row_bytes = info.element.size;
+    for (size_t d = 1; d < info.shape.size(); ++d) row_bytes *= info.shape[d];
+    ranges.emplace_back(state_->contiguous_offset + first * row_bytes, count * row_bytes);
+    return ranges;
+  }
+  const std::vector<uint64_t>& chunk = state_->layout.chunk;
+  const size_t rank = info.shape.size();
+  std::vector<uint64_t> grid(rank, 0), last(rank, 0);
+  grid[0] = first / chunk[0];
+  last[0] = (first + count - 1) / chunk[0];
+  for (size_t d = 1; d < rank; ++d) last[d] = info.shape[d] == 0 ? 0 : (info.shape[d] - 1) / chunk[d];
+  for (size_t d = 1; d < rank; ++d) {
+    if (info.shape[d] == 0) return ranges;  // no elements at all
+  }
+  for (;;) {  // an odometer over the chunk grid, axis 0 slowest
+    auto loc = state_->manifest->locate(grid.data());
+    if (!loc.ok()) return loc.status().with_context("file '" + file_->path + "', dataset '" + info.path + "'");
+    if (loc->allocated && loc->size > 0) ranges.emplace_back(loc->offset, loc->size);
+    size_t d = rank;
+    for (;;) {
+      if (d == 0) return ranges;
+      --d;
+      if (grid[d] < last[d]) {
+        ++grid[d];
+        break;
+      }
+      grid[d] = 0;
+    }
+  }
 }
 
 Result<std::vector<uint64_t>> Dataset::selection_shape(const Selection& selection) const {

@@ -183,6 +183,11 @@ class Dataset {
   // HDF5 chunk queries made for this dataset so far, over all reads.
   uint64_t manifest_queries() const;
 
+  // The file's byte ranges (offset, length) holding rows [first, first + count) along axis 0:
+  // the stored chunks they touch (never-written chunks have none), or a contiguous dataset's
+  // span; empty for other layouts. For hints ahead of reads (File::hint): no data is read.
+  Result<std::vector<std::pair<uint64_t, uint64_t>>> row_ranges(uint64_t first, uint64_t count) const;
+
  private:
   Result<ReadStats> read_into_unmapped(const Selection& selection, void* out, size_t out_bytes,
                                        const ReadOptions& options) const;
@@ -213,6 +218,9 @@ class File {
   unsigned threads() const;
   // Paths of every dataset in the file, in HDF5's traversal order.
   Result<std::vector<std::string>> dataset_paths() const;
+  // Tells the file's source that these ranges will be read soon, so they are fetched at once:
+  // an hf:// source (ByteSource::hint) or a hubfs mount (its range hint); elsewhere nothing.
+  void hint(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) const;
 
  private:
   std::shared_ptr<FileState> state_;

@@ -682,8 +682,11 @@ Result<ReadStats> read_chunks(const FastRead& req) {
   // On a hubfs mount, announce every chunk of a many-chunk read before reading any: the mount
   // fetches them all at once (up to its request limit), so --threads no longer bounds the
   // requests in flight. Locating them first costs nothing extra: the manifest remembers them.
+  // Through a source (hf:// in-process) a one-chunk read is hinted too: the hint costs nothing
+  // there, and tells its reader the file is read by chunks, not streamed (a training loop's
+  // workers, one frame each, otherwise looked like random reads and drew whole-file read-ahead).
   bool hinted = false;
-  if (tasks > 1) {
+  if (tasks > 1 || (*own)->source) {
     std::vector<std::pair<uint64_t, uint64_t>> ranges;
     std::vector<size_t> at(rank, 0);
     std::vector<uint64_t> grid(rank);

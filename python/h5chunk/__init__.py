@@ -28,6 +28,11 @@ of these are read by the parallel fast path straight into the result.
 
 Reads release the GIL for their whole length (threads reading at once run in parallel), and
 Ctrl-C stops a long read promptly with KeyboardInterrupt.
+
+Processes (PyTorch DataLoader workers, multiprocessing): a File or Dataset made before a fork
+works in the child, which opens the file again there on first use (hf:// files at the commit
+the parent read) and never touches the parent's threads or locks. Both pickle, for spawn and
+forkserver workers, as the path or URL and the options.
 """
 
 from __future__ import annotations
@@ -44,8 +49,10 @@ import numpy as np
 
 from . import _core, _selection
 from ._core import ReadStats
+from ._frames import FrameDataset, FramePlan
 
-__all__ = ["File", "Dataset", "read", "FallbackWarning", "MissingSourceWarning", "ReadStats"]
+__all__ = ["File", "Dataset", "read", "FallbackWarning", "MissingSourceWarning", "ReadStats", "FrameDataset",
+           "FramePlan"]
 
 
 class FallbackWarning(UserWarning):
@@ -98,8 +105,11 @@ class File:
             raise ValueError(f"h5chunk opens files read-only (mode 'r'), not {mode!r}")
         self._hub_file: Any = None  # the hubfs.HubFile read, for hf:// files
         self._hub_options = hub_options
+        self._core_args = (threads, min_fast_path_bytes, max_bytes_in_flight)
+        self._pid = os.getpid()  # the process self._core belongs to
         if hasattr(path, "_byte_source"):  # a hubfs.open file
             self.filename = path.name
+            self._hub_options = dict(path._options)
             target: Any = path._byte_source()
         else:
             self.filename = os.fsdecode(path)
@@ -114,14 +124,54 @@ class File:
                 target = self.filename
         self._h5py_warned: set = set()  # (dataset, cause) read with h5py, warned once
         try:
-            self._core: Optional[_core.File] = _core.File(
-                target, threads, min_fast_path_bytes, max_bytes_in_flight)
+            self._core: Optional[_core.File] = _core.File(target, *self._core_args)
         except BaseException:
             if self._hub_file is not None:
                 self._hub_file.close()
             raise
+        # hf://: the commit read, so a child process or an unpickled copy reads the same bytes.
+        self._commit: Optional[str] = getattr(path, "commit", None) or getattr(self._hub_file, "commit", None)
         self._datasets: dict = {}
         self._lock = threading.Lock()
+
+    def _pinned_options(self) -> dict:
+        """hubfs.open's options for this file again, at the commit it was read at."""
+        return dict(self._hub_options, revision=self._commit) if self._commit else dict(self._hub_options)
+
+    def _reopen_in_this_process(self) -> None:
+        """After a fork: this file opened again in the child. The parent's handle (its session's
+        threads and locks) is left to the extension, which never touches it here."""
+        with _fork_lock:
+            if self._pid == os.getpid() or self._core is None:
+                return
+            self._lock = threading.Lock()  # the parent's may have been held at the fork
+            if self.filename.startswith("hf://"):
+                import hubfs
+                hub_file = hubfs.open(self.filename, **self._pinned_options())
+                try:
+                    core = _core.File(hub_file._byte_source(), *self._core_args)
+                except BaseException:
+                    hub_file.close()
+                    raise
+            else:
+                hub_file, core = None, _core.File(self.filename, *self._core_args)
+            self._hub_file, self._core, self._pid = hub_file, core, os.getpid()
+
+    def _pinned_options_with_core_args(self) -> dict:
+        """File's keyword options that open this file again: the same reads, the same commit."""
+        threads, min_fast, max_in_flight = self._core_args
+        return dict(self._pinned_options(), threads=threads, min_fast_path_bytes=min_fast,
+                    max_bytes_in_flight=max_in_flight)
+
+    def _hint(self, ranges: list) -> None:
+        """Fetches these (offset, length) ranges ahead of reads (hf:// and hubfs mounts)."""
+        self._require_open().hint([(int(o), int(n)) for o, n in ranges])
+
+    def __reduce__(self):
+        if self.closed:
+            raise ValueError(f"cannot pickle the h5chunk File {self.filename!r}: it is closed")
+        threads, min_fast, max_in_flight = self._core_args
+        return (_open_file, (self.filename, threads, min_fast, max_in_flight, self._pinned_options(), os.getpid()))
 
     @contextlib.contextmanager
     def _h5py_file(self) -> Iterator[Any]:
@@ -132,7 +182,7 @@ class File:
                 yield hf
             return
         import hubfs
-        with hubfs.open(self.filename, **self._hub_options) as raw, h5py.File(raw, "r") as hf:
+        with hubfs.open(self.filename, **self._pinned_options()) as raw, h5py.File(raw, "r") as hf:
             yield hf
 
     @property
@@ -141,6 +191,8 @@ class File:
         return self._require_open().threads
 
     def _require_open(self) -> _core.File:
+        if self._pid != os.getpid():
+            self._reopen_in_this_process()
         core = self._core
         if core is None:
             raise _closed_error()
@@ -177,6 +229,8 @@ class File:
 
     def close(self) -> None:
         """Closes the file; its Dataset objects stop working. Idempotent."""
+        if self._pid != os.getpid():
+            self._lock = threading.Lock()  # forked: the parent's may have been held at the fork
         with self._lock:
             for ds in self._datasets.values():
                 ds._core = None
@@ -263,6 +317,7 @@ class Dataset:
     def __init__(self, file: File, core: _core.Dataset) -> None:
         self.file = file
         self._core: Optional[_core.Dataset] = core
+        self._pid = os.getpid()  # the process self._core belongs to
         self.name: str = core.path
         self.shape: tuple = tuple(core.shape)
         self.layout: str = core.layout
@@ -388,7 +443,17 @@ class Dataset:
         core = self._core
         if core is None:
             raise _closed_error()
+        if self._pid != os.getpid():  # forked: the dataset of the file opened again here
+            core = self.file._require_open().dataset(self.name)
+            self._core, self._pid = core, os.getpid()
         return core
+
+    def __reduce__(self):
+        return (_dataset_of, (self.file, self.name))
+
+    def _row_ranges(self, first: int, count: int) -> list:
+        """The file's byte ranges (offset, length) holding rows [first, first + count)."""
+        return self._require_open().row_ranges(int(first), int(count))
 
     def _read(self, selection: Any, out: Optional[np.ndarray], progress: Any, route: str,
               return_stats: bool, stacklevel: int) -> Any:
@@ -450,6 +515,41 @@ class Dataset:
         elif plan.scalar:
             result = result[()]
         return (result, stats) if return_stats else result
+
+
+# Held while a forked child opens a file again (threads of the child may race to), and made
+# afresh in every child: a lock held at the fork by another thread would stay held there.
+_fork_lock = threading.Lock()
+
+
+def _open_file(filename: str, threads: int, min_fast_path_bytes: Optional[int],
+               max_bytes_in_flight: Optional[int], hub_options: dict, pickled_in: int = 0) -> File:
+    """A pickled File in the process that unpickles it."""
+    if filename.startswith("hf://") and pickled_in != os.getpid():
+        _one_of_many()
+    return File(filename, threads=threads, min_fast_path_bytes=min_fast_path_bytes,
+                max_bytes_in_flight=max_bytes_in_flight, **hub_options)
+
+
+def _one_of_many() -> None:
+    """This process is one of many reading through the cache directory (a pool's worker): its
+    hf:// sessions keep a small memory tier (hubfs.open's memory_cache)."""
+    from hubfs import _remote
+    _remote._one_of_many = True
+
+
+def _dataset_of(file: File, name: str) -> Dataset:
+    """A pickled Dataset in the process that unpickles it."""
+    return file[name]
+
+
+def _fresh_locks_in_child() -> None:
+    global _fork_lock, _file_cache_lock
+    _fork_lock = threading.Lock()
+    _file_cache_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_locks_in_child)
 
 
 def _h5py_or_none() -> Any:

@@ -17,11 +17,18 @@ $XDG_CACHE_HOME/hubfs, else ~/.cache/hubfs), ``cache_size`` ("10G"; 0 keeps no d
 ``revision``, ``token`` (default: HF_TOKEN or the token file, as huggingface_hub finds it;
 ``False`` sends none), ``max_requests`` (16), ``read_timeout`` (120 s), ``shared_cache`` (a list
 of memcached "host:port", with ``shared_cache_key_file``; ``shared_cache_private``),
-``offline`` ($HF_HUB_OFFLINE: the cache alone), ``ca_bundle``.
+``offline`` ($HF_HUB_OFFLINE: the cache alone), ``ca_bundle``, ``memory_cache`` (the session's
+memory tier: "256M", or "32M" in a process that is one of many sharing the cache directory: a
+forked child of a process that used hf://, or one that unpickled a file).
 
 The repo is pinned to a commit when first opened, and the pinned session (cache, connections,
 listings) is shared by every later open with the same repo, revision and options in the
 process: reopening costs no request.
+
+Processes: a session is its process's own. A file opened before a fork keeps working in the
+child, which opens it again there (a session of its own, at the same commit, at the same
+position) on first use and never touches the parent's threads or locks. A file pickles (for
+spawn and forkserver workers) as its URL, options, commit and position.
 """
 
 from __future__ import annotations
@@ -43,8 +50,16 @@ __all__ = ["open", "ls", "info", "glob", "walk", "exists", "close_sessions", "Hu
 _DEFAULT_CACHE_SIZE = "10G"  # as `hubfs mount`
 _DEFAULT_MAX_REQUESTS = 16
 _DEFAULT_READ_TIMEOUT = 120
+# The memory tier of a session: a process on its own keeps the mount's 256 MiB; one of many
+# processes sharing the cache directory (a training loop's workers) keeps 32 MiB, since the disk
+# tier they share holds the blocks, and 16 workers x 256 MiB held copies of the same ones.
+_DEFAULT_MEMORY_CACHE = 256 << 20
+_ONE_OF_MANY_MEMORY_CACHE = 32 << 20
 _OPTIONS = {"endpoint", "cache_dir", "cache_size", "revision", "token", "max_requests", "read_timeout",
-            "shared_cache", "shared_cache_key_file", "shared_cache_private", "offline", "ca_bundle"}
+            "shared_cache", "shared_cache_key_file", "shared_cache_private", "offline", "ca_bundle",
+            "memory_cache"}
+# True in a forked child of a process that used hf://, or in one that unpickled a file.
+_one_of_many = False
 
 # lseek(2)'s SEEK_DATA and SEEK_HOLE (Linux values), which io.FileIO passes on.
 _SEEK_DATA = getattr(os, "SEEK_DATA", 3)
@@ -52,6 +67,16 @@ _SEEK_HOLE = getattr(os, "SEEK_HOLE", 4)
 
 _core_module = None
 _core_lock = threading.Lock()
+
+
+def _fresh_locks_in_child() -> None:
+    # A lock another thread held at the fork stays held in the child: start with a free one.
+    global _core_lock, _one_of_many
+    _core_lock = threading.Lock()
+    _one_of_many = _one_of_many or _core_module is not None
+
+
+os.register_at_fork(after_in_child=_fresh_locks_in_child)
 
 
 def _core():
@@ -97,6 +122,11 @@ def _session(url: str, options: Dict[str, Any], opening: bool = False):
     shared = options.get("shared_cache") or []
     if isinstance(shared, str):
         shared = [s for s in shared.split(",") if s]
+    memory_cache = options.get("memory_cache")
+    if memory_cache is None:
+        memory_cache = _ONE_OF_MANY_MEMORY_CACHE if _one_of_many else _DEFAULT_MEMORY_CACHE
+    elif isinstance(memory_cache, str):
+        memory_cache = core.parse_size(memory_cache)
     offline = options.get("offline")
     if offline is None:
         offline = _truthy(os.environ.get("HF_HUB_OFFLINE"))
@@ -113,7 +143,8 @@ def _session(url: str, options: Dict[str, Any], opening: bool = False):
         shared_cache_private=bool(options.get("shared_cache_private", False)),
         offline=bool(offline),
         ca_bundle=os.fspath(options.get("ca_bundle") or ""),
-        first_file=path if opening else "")
+        first_file=path if opening else "",
+        memory_cache=int(memory_cache))
     prefix = "hf://" + ("" if rtype == "model" else rtype + "s/") + rid
     if "@" in url or options.get("revision"):
         prefix += "@" + quote(revision, safe="")
@@ -148,14 +179,29 @@ class HubFile(io.RawIOBase):
     no file descriptor (fileno() raises io.UnsupportedOperation) and any position up to 2**63-1
     can be sought (a read there gives b"")."""
 
-    def __init__(self, core_file, name: str, session):
+    def __init__(self, core_file, name: str, session, options: Optional[Dict[str, Any]] = None):
         super().__init__()
         self._f = core_file
+        self._pid = os.getpid()  # the process core_file belongs to
+        self._options = dict(options or {})
         self._pos = 0
         self._size = core_file.size
         self.name = name
         self.mode = "rb"
         self.commit = session.commit
+
+    def _core_file(self):
+        """The extension's file, opened again (same commit) in a process forked after it was made."""
+        if self._pid != os.getpid():
+            session, path, _ = _session(self.name, dict(self._options, revision=self.commit), opening=True)
+            self._f = session.open(path)  # the parent's is kept by the extension, never touched
+            self._pid = os.getpid()
+        return self._f
+
+    def __reduce__(self):
+        if self.closed:
+            raise ValueError(f"cannot pickle {self.name}: the file is closed")
+        return (_reopen, (self.name, self._options, self.commit, self._pos, os.getpid()))
 
     # io.RawIOBase
     def readable(self) -> bool:
@@ -183,7 +229,7 @@ class HubFile(io.RawIOBase):
         with view:
             if self._pos >= self._size or view.nbytes == 0:
                 return 0
-        n = self._f.readinto(buffer, self._pos)
+        n = self._core_file().readinto(buffer, self._pos)
         self._pos += n
         return n
 
@@ -288,13 +334,13 @@ class HubFile(io.RawIOBase):
         """Fetches these (offset, length) ranges into the cache concurrently, ahead of the reads
         that will need them; returns the bytes newly scheduled."""
         self._check_open()
-        return self._f.hint([(int(o), int(n)) for o, n in ranges])
+        return self._core_file().hint([(int(o), int(n)) for o, n in ranges])
 
     def _byte_source(self):
         """This file as the byte source h5chunk.File reads (a capsule for h5chunk's extension);
         it keeps the file open for h5chunk whatever happens to this object."""
         self._check_open()
-        return self._f.byte_source(self.name)
+        return self._core_file().byte_source(self.name)
 
     def _check_open(self) -> None:
         if self.closed:
@@ -322,7 +368,18 @@ def open(url: Union[str, "os.PathLike[str]"], mode: str = "rb", **options: Any) 
         if session.stat(path)[1]:
             raise IsADirectoryError(errno.EISDIR, str(e)) from None
         raise
-    return HubFile(core_file, f"{prefix}/{path}", session)
+    return HubFile(core_file, f"{prefix}/{path}", session, options)
+
+
+def _reopen(name: str, options: Dict[str, Any], commit: str, pos: int, pickled_in: int = 0) -> HubFile:
+    """A pickled HubFile in the process that unpickles it: the same file at the same commit."""
+    global _one_of_many
+    if pickled_in != os.getpid():
+        _one_of_many = True  # a worker of a pool (spawn, forkserver)
+    f = open(name, **dict(options, revision=commit))
+    f.name = name  # as the pickled one was named (open names it by the commit it was given)
+    f.seek(pos)
+    return f
 
 
 def _entry(prefix: str, item) -> Dict[str, Any]:

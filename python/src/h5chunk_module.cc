@@ -12,6 +12,11 @@
 // Ctrl-C must reach). A KeyboardInterrupt sets ReadOptions::cancel; the read stops after the
 // chunks in flight, and the exception propagates once the read thread has finished with the
 // buffer.
+//
+// Fork: a File or Dataset made before a fork belongs to the process that made it (a file read
+// through hubfs holds that process's session and threads). In a forked child it is kept, never
+// destroyed (its destructor could join threads or take locks the child does not have), and a
+// read of it raises OSError; h5chunk.File reopens itself in the child instead, by path or URL.
 #include <hdf5.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -26,6 +31,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "h5chunk/h5chunk.h"
 
@@ -134,14 +141,35 @@ py::tuple to_tuple(const std::vector<uint64_t>& v) {
   return t;
 }
 
+// Files and datasets a forked child's objects held of its parent's (see the top): kept, never
+// destroyed. Touched with the GIL held only.
+template <typename T>
+std::vector<T>& left_by_parent() {
+  static auto* kept = new std::vector<T>();
+  return *kept;
+}
+
+void check_same_process(pid_t owner) {
+  if (owner == ::getpid()) return;
+  py::object args = py::make_tuple(EBADF, std::string("this h5chunk file was opened in another process (before a "
+      "fork); open it again in this process (h5chunk.File and Dataset objects do so on their own)"));
+  PyErr_SetObject(PyExc_OSError, args.ptr());
+  throw py::error_already_set();
+}
+
 class PyDataset {
  public:
   explicit PyDataset(h5chunk::Dataset dataset) : dataset_(std::move(dataset)) {}
+  PyDataset(const PyDataset&) = default;
+  ~PyDataset() {
+    if (pid_ != ::getpid()) left_by_parent<h5chunk::Dataset>().push_back(std::move(dataset_));
+  }
 
   const h5chunk::DatasetInfo& info() const { return dataset_.info(); }
 
   h5chunk::ReadStats read_into(const py::sequence& items, const py::array& out, const std::string& route,
                                const py::object& progress) {
+    check_same_process(pid_);
     h5chunk::Selection sel = to_selection(items);
     if (!(out.flags() & py::array::c_style)) throw py::value_error("out must be C-contiguous");
     if (!out.writeable()) throw py::value_error("out must be writeable");
@@ -233,8 +261,20 @@ class PyDataset {
 
   uint64_t manifest_queries() const { return dataset_.manifest_queries(); }
 
+  std::vector<std::pair<uint64_t, uint64_t>> row_ranges(uint64_t first, uint64_t count) const {
+    check_same_process(pid_);
+    std::optional<hubfs::Result<std::vector<std::pair<uint64_t, uint64_t>>>> r;
+    {
+      py::gil_scoped_release release;
+      r.emplace(dataset_.row_ranges(first, count));
+    }
+    if (!r->ok()) raise_status(r->status(), Context::kRead);
+    return **r;
+  }
+
  private:
   h5chunk::Dataset dataset_;
+  pid_t pid_ = ::getpid();
 };
 
 // The capsule hubfs's extension wraps an h5chunk::ByteSource in (hubfs.HubFile's byte_source):
@@ -279,11 +319,17 @@ class PyFile {
     if (!r->ok()) raise_status(r->status(), Context::kOpenFile);
     file_.emplace(std::move(**r));
   }
+  PyFile(const PyFile&) = delete;
+  PyFile& operator=(const PyFile&) = delete;
+  ~PyFile() {
+    if (file_ && pid_ != ::getpid()) left_by_parent<h5chunk::File>().push_back(std::move(*file_));
+  }
 
   const std::string& path() const { return file_->path(); }
   unsigned threads() const { return file_->threads(); }
 
   PyDataset dataset(const std::string& name) {
+    check_same_process(pid_);
     std::optional<hubfs::Result<h5chunk::Dataset>> r;
     {
       py::gil_scoped_release release;
@@ -294,9 +340,16 @@ class PyFile {
   }
 
   std::vector<std::string> dataset_paths() const {
+    check_same_process(pid_);
     auto r = file_->dataset_paths();
     if (!r.ok()) raise_status(r.status(), Context::kOpenFile);
     return *r;
+  }
+
+  void hint(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+    check_same_process(pid_);
+    py::gil_scoped_release release;
+    file_->hint(ranges);
   }
 
   // The fallback notes logged since the last call.
@@ -308,6 +361,7 @@ class PyFile {
  private:
   std::optional<h5chunk::File> file_;
   std::shared_ptr<Notes> notes_;
+  pid_t pid_ = ::getpid();
 };
 
 }  // namespace
@@ -383,7 +437,9 @@ PYBIND11_MODULE(_core, m) {
       .def("read_into", &PyDataset::read_into, py::arg("items"), py::arg("out"), py::arg("route") = "auto",
            py::arg("progress") = py::none())
       .def("selection_shape", &PyDataset::selection_shape, py::arg("items"))
-      .def_property_readonly("manifest_queries", &PyDataset::manifest_queries);
+      .def_property_readonly("manifest_queries", &PyDataset::manifest_queries)
+      .def("row_ranges", &PyDataset::row_ranges, py::arg("first"), py::arg("count"),
+           "The file's byte ranges (offset, length) holding rows [first, first + count) along axis 0");
 
   py::class_<PyFile>(m, "File")
       .def(py::init<const py::object&, unsigned, std::optional<uint64_t>, std::optional<uint64_t>>(),
@@ -393,7 +449,9 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("threads", &PyFile::threads)
       .def("dataset", &PyFile::dataset, py::arg("name"))
       .def("dataset_paths", &PyFile::dataset_paths)
-      .def("take_notes", &PyFile::take_notes);
+      .def("take_notes", &PyFile::take_notes)
+      .def("hint", &PyFile::hint, py::arg("ranges"),
+           "Fetches these (offset, length) ranges ahead of reads (hf:// and hubfs mounts; elsewhere nothing)");
 
   m.attr("DEFAULT_MIN_FAST_PATH_BYTES") = h5chunk::kDefaultMinFastPathBytes;
   m.attr("DEFAULT_MAX_BYTES_IN_FLIGHT") = h5chunk::kDefaultMaxBytesInFlight;

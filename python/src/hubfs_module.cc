@@ -10,6 +10,12 @@
 // in the disk cache: reopening them is warm). close_sessions() ends every idle one (hubfs
 // registers it with atexit, so queued cache writes finish before the process goes).
 //
+// Fork: a session is a process's own (its transport, cache and reader threads, their locks). A
+// forked child never touches its parent's: the registry is emptied in the child (pthread_atfork),
+// and a Session, File or byte source made before the fork is kept, never destroyed, when the
+// child lets go of it (a destructor would join threads the child does not have). Using one in the
+// child raises OSError; hubfs.HubFile and h5chunk.File reopen themselves there instead, by URL.
+//
 // A read releases the GIL. On the main thread (the only one a Ctrl-C reaches) it runs on a
 // helper thread while the caller wakes every kPollInterval to run Python's signal handlers: a
 // KeyboardInterrupt propagates at once, and the helper finishes into its own slices (never the
@@ -18,6 +24,8 @@
 #include <pybind11/stl.h>
 
 #include <Python.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -107,15 +115,54 @@ T run_interruptibly(std::function<T()> fn) {
   }
 }
 
+// What a forked child's objects held of its parent's sessions: kept, never destroyed (see the
+// top). Touched with the GIL held only.
+std::vector<std::shared_ptr<void>>& left_by_parent() {
+  static auto* kept = new std::vector<std::shared_ptr<void>>();
+  return *kept;
+}
+
+// Drops `p`: released as usual in the process that made it (`owner`), kept in any other.
+template <typename T>
+void let_go(std::shared_ptr<T>& p, pid_t owner) {
+  if (p && owner != ::getpid()) left_by_parent().push_back(std::move(p));
+  p.reset();
+}
+
+[[noreturn]] void raise_made_before_fork(const char* what) {
+  py::object args = py::make_tuple(EBADF, std::string("this ") + what + " was opened in another process (before a "
+      "fork); its connections and threads stayed there. Open it again in this process (hubfs.open and "
+      "h5chunk.File objects do so on their own)");
+  PyErr_SetObject(PyExc_OSError, args.ptr());
+  throw py::error_already_set();
+}
+
 struct Session {
   std::shared_ptr<hubfs::RepoSession> s;
+  pid_t pid = ::getpid();
+  Session() = default;
+  explicit Session(std::shared_ptr<hubfs::RepoSession> session) : s(std::move(session)) {}
+  Session(const Session&) = default;
+  Session& operator=(const Session&) = default;
+  ~Session() { let_go(s, pid); }
+  const std::shared_ptr<hubfs::RepoSession>& get() const {
+    if (pid != ::getpid()) raise_made_before_fork("hf:// session");
+    return s;
+  }
 };
 
 struct File {
   std::shared_ptr<hubfs::HubFile> f;
-  hubfs::HubFile& get() {
+  pid_t pid = ::getpid();
+  explicit File(std::shared_ptr<hubfs::HubFile> file) : f(std::move(file)) {}
+  File(const File&) = default;
+  ~File() { let_go(f, pid); }
+  hubfs::HubFile& get() { return *held(); }
+  // The file, to hold across a read; raises if closed or opened in another process.
+  std::shared_ptr<hubfs::HubFile> held() {
     if (!f) throw py::value_error("I/O operation on closed file");
-    return *f;
+    if (pid != ::getpid()) raise_made_before_fork("hf:// file");
+    return f;
   }
 };
 
@@ -160,6 +207,7 @@ std::string key_of(const hubfs::RepoRef& repo, const hubfs::SessionConfig& c) {
   add(std::to_string(c.cache_size));
   add(std::to_string(c.read_timeout_s));
   add(std::to_string(c.max_requests));
+  add(std::to_string(c.memory_cache_bytes));
   add(c.token ? "t" + *c.token : "env");
   add(c.offline ? "offline" : "online");
   for (const auto& s : c.shared_cache) add("shared=" + s);
@@ -173,7 +221,8 @@ Session get_session(const std::string& type, const std::string& id, const std::s
                     const std::string& endpoint, const std::string& cache_dir, uint64_t cache_size,
                     std::optional<std::string> token, int max_requests, int read_timeout,
                     std::vector<std::string> shared_cache, std::string shared_cache_key_file,
-                    bool shared_cache_private, bool offline, std::string ca_bundle, std::string first_file) {
+                    bool shared_cache_private, bool offline, std::string ca_bundle, std::string first_file,
+                    uint64_t memory_cache) {
   auto ref = hubfs::parse_repo_ref(type + "s/" + id, std::nullopt, revision);
   if (!ref.ok()) raise_status(ref.status());
   hubfs::SessionConfig c;
@@ -185,6 +234,7 @@ Session get_session(const std::string& type, const std::string& id, const std::s
   if (max_requests < 1) throw py::value_error("max_requests must be at least 1");
   if (read_timeout < 1) throw py::value_error("read_timeout must be at least 1 (seconds)");
   c.max_requests = max_requests;
+  c.memory_cache_bytes = memory_cache;
   c.read_timeout_s = read_timeout;
   c.shared_cache = std::move(shared_cache);
   c.shared_cache_key_file = std::move(shared_cache_key_file);
@@ -198,7 +248,7 @@ Session get_session(const std::string& type, const std::string& id, const std::s
     auto it = registry().find(key);
     if (it != registry().end()) {
       it->second.last_used = ++registry_clock;
-      return Session{it->second.session};
+      return Session(it->second.session);
     }
   }
   // Built outside the lock (it may wait on the Hub); two threads racing build two, one is kept.
@@ -214,7 +264,7 @@ Session get_session(const std::string& type, const std::string& id, const std::s
     std::lock_guard<std::mutex> lock(registry_mu);
     auto [it, inserted] = registry().emplace(key, Registered{built.second, 0});
     it->second.last_used = ++registry_clock;
-    out = Session{it->second.session};  // held: never idle while being handed out
+    out = Session(it->second.session);  // held: never idle while being handed out
     gone = take_excess_idle_locked();
   }
   py::gil_scoped_release nogil;
@@ -230,6 +280,13 @@ py::tuple path_info(const hubfs::PathInfo& p) { return py::make_tuple(p.path, p.
 PYBIND11_MODULE(_core, m) {
   m.doc() = "hf:// files without a mount: the mount's reader, cache and verification in-process";
   // HUBFS_LOG_LEVEL as the programs read it; a bad value must not make the import fail.
+  // A child forked with sessions in the registry keeps them (never shut down there: see the top)
+  // and starts with none; registry_mu is held across the fork so the child's copy is free.
+  pthread_atfork([] { registry_mu.lock(); }, [] { registry_mu.unlock(); }, [] {
+    for (auto& [key, r] : registry()) left_by_parent().push_back(std::move(r.session));
+    registry().clear();
+    registry_mu.unlock();
+  });
   if (!hubfs::set_log_level_from_env())
     hubfs::log_warning("HUBFS_LOG_LEVEL must be debug, info, warning or error; it is ignored");
 
@@ -250,7 +307,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("get_session", &get_session, py::arg("type"), py::arg("id"), py::arg("revision"), py::arg("endpoint"),
         py::arg("cache_dir"), py::arg("cache_size"), py::arg("token"), py::arg("max_requests"),
         py::arg("read_timeout"), py::arg("shared_cache"), py::arg("shared_cache_key_file"),
-        py::arg("shared_cache_private"), py::arg("offline"), py::arg("ca_bundle"), py::arg("first_file") = "");
+        py::arg("shared_cache_private"), py::arg("offline"), py::arg("ca_bundle"), py::arg("first_file") = "",
+        py::arg("memory_cache") = uint64_t{256} << 20);
   m.def("close_sessions", [] {
     std::map<std::string, Registered> gone;
     {
@@ -267,31 +325,31 @@ PYBIND11_MODULE(_core, m) {
   m.attr("IDLE_SESSIONS") = kIdleSessions;
 
   py::class_<Session>(m, "Session")
-      .def_property_readonly("commit", [](const Session& s) { return s.s->info.commit; })
+      .def_property_readonly("commit", [](const Session& s) { return s.get()->info.commit; })
       // The commit's date, unix seconds (0: the Hub did not say): fsspec's modified().
-      .def_property_readonly("last_modified", [](const Session& s) { return s.s->info.last_modified; })
-      .def_property_readonly("label", [](const Session& s) { return s.s->label; })
-      .def_property_readonly("private", [](const Session& s) { return s.s->info.is_private; })
-      .def_property_readonly("gated", [](const Session& s) { return s.s->info.gated; })
+      .def_property_readonly("last_modified", [](const Session& s) { return s.get()->info.last_modified; })
+      .def_property_readonly("label", [](const Session& s) { return s.get()->label; })
+      .def_property_readonly("private", [](const Session& s) { return s.get()->info.is_private; })
+      .def_property_readonly("gated", [](const Session& s) { return s.get()->info.gated; })
       .def("open", [](const Session& s, const std::string& path) {
         auto f = run_interruptibly<hubfs::Result<std::shared_ptr<hubfs::HubFile>>>(
-            [session = s.s, path]() -> hubfs::Result<std::shared_ptr<hubfs::HubFile>> {
+            [session = s.get(), path]() -> hubfs::Result<std::shared_ptr<hubfs::HubFile>> {
               auto r = hubfs::HubFile::open(session, path);
               if (!r.ok()) return r.status();
               return std::shared_ptr<hubfs::HubFile>(std::move(r).value());
             });
         if (!f.ok()) raise_status(f.status());
-        return File{*f};
+        return File(*f);
       })
       .def("stat", [](const Session& s, const std::string& path) {
         auto r = run_interruptibly<hubfs::Result<hubfs::PathInfo>>(
-            [session = s.s, path] { return hubfs::stat_path(*session, path); });
+            [session = s.get(), path] { return hubfs::stat_path(*session, path); });
         if (!r.ok()) raise_status(r.status());
         return path_info(*r);
       })
       .def("listdir", [](const Session& s, const std::string& path) {
         auto r = run_interruptibly<hubfs::Result<std::vector<hubfs::PathInfo>>>(
-            [session = s.s, path] { return hubfs::list_dir(*session, path); });
+            [session = s.get(), path] { return hubfs::list_dir(*session, path); });
         if (!r.ok()) raise_status(r.status());
         py::list out;
         for (const auto& p : *r) out.append(path_info(p));
@@ -303,8 +361,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("path", [](File& f) { return f.get().path(); })
       .def_property_readonly("closed", [](const File& f) { return !f.f; })
       .def("readinto", [](File& f, py::object buffer, uint64_t offset) {
-        std::shared_ptr<hubfs::HubFile> file = f.f;
-        if (!file) throw py::value_error("I/O operation on closed file");
+        std::shared_ptr<hubfs::HubFile> file = f.held();
         Py_buffer view;
         if (PyObject_GetBuffer(buffer.ptr(), &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0)
           throw py::error_already_set();
@@ -345,14 +402,21 @@ PYBIND11_MODULE(_core, m) {
       .def("byte_source", [](File& f, const std::string& name) {
         // A heap shared_ptr the capsule owns: h5chunk copies it, so the file stays open for as
         // long as an h5chunk.File reads it, whatever happens to this object.
-        std::shared_ptr<hubfs::HubFile> file = f.f;
-        if (!file) throw py::value_error("I/O operation on closed file");
+        // In a forked child the capsule keeps its source (see the top): its context is the pid
+        // that made it.
+        std::shared_ptr<hubfs::HubFile> file = f.held();
         auto* held = new std::shared_ptr<h5chunk::ByteSource>(std::make_shared<hubfs::HubByteSource>(file, name));
-        return py::capsule(held, kByteSourceCapsule, [](PyObject* capsule) {
-          delete static_cast<std::shared_ptr<h5chunk::ByteSource>*>(PyCapsule_GetPointer(capsule, kByteSourceCapsule));
+        py::capsule capsule(held, kByteSourceCapsule, [](PyObject* capsule) {
+          auto* source = static_cast<std::shared_ptr<h5chunk::ByteSource>*>(PyCapsule_GetPointer(capsule, kByteSourceCapsule));
+          const auto owner = static_cast<pid_t>(reinterpret_cast<intptr_t>(PyCapsule_GetContext(capsule)));
+          let_go(*source, owner);
+          delete source;
         });
+        PyCapsule_SetContext(capsule.ptr(), reinterpret_cast<void*>(static_cast<intptr_t>(::getpid())));
+        return capsule;
       }, py::arg("name"), "The file as an h5chunk byte source (a capsule for h5chunk.File).")
       .def("close", [](File& f) {
+        if (f.pid != ::getpid()) return let_go(f.f, f.pid);
         py::gil_scoped_release nogil;
         f.f.reset();
       });

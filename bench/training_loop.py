@@ -1,0 +1,344 @@
+#!/usr/bin/env python3
+"""A training loop's reads: 4 worker processes reading random whole frames of 16 zea-like files,
+cold and warm, through local disk (h5py), rclone's mount (--vfs-cache-mode full) + h5py, a hubfs
+mount (h5chunk.FrameDataset on the mount's paths) and hf:// (FrameDataset + plan), in one run.
+
+    /usr/bin/python3 bench/training_loop.py [--latency-ms 50] [--bandwidth-mbps 400] [--reads 160]
+        [--files 16] [--frames 30] [--workers 4] [--contenders local,rclone,mount,hf]
+        [--cache-size 0] [--epochs 2] [--dir DIR]
+
+The workload (issue 40): each file holds 30 frames of (24, 1024, 64, 1) int16, a sine plus
+Gaussian noise (sigma 20), Blosc-zstd level 3 with byte shuffle, one frame per chunk; a fixed
+seed. A multiprocessing pool of --workers (forked: the DataLoader's default on Linux) reads one
+frame per task, batch size 1, at most 2 x workers tasks outstanding (the DataLoader's prefetch);
+the time runs from the first index handed out to the last frame back, the workers already
+started. Every frame is checked against local h5py (crc32). Per contender: cold frames/s (empty
+caches), warm frames/s (a second epoch), worker PSS (/proc/PID/smaps_rollup), and CPU-s per GB of
+frames (the bench's process and the workers; not the server nor a mount's daemon); opening the 16 files (16 sequential h5py.File() in a fresh process,
+median of 5) for rclone, the mount and hf://. With --cache-size (e.g. 256M, smaller than the
+data), the hf:// contender runs --epochs epochs and reports the bytes fetched per epoch and the
+cache's size after each. Needs root for the mounts (FUSE); contenders that cannot start are
+reported as skipped. Shaping is the local Hub server's (bench/peer_bench.py).
+"""
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import peer_bench  # noqa: E402  (bench/: the local Hub, the mounts)
+
+sys.path.insert(0, os.path.join(peer_bench.REPO_ROOT, "build", "python"))
+import h5chunk  # noqa: E402
+import hubfs  # noqa: E402
+
+SHAPE = (24, 1024, 64, 1)
+BLOSC = 32001
+BLOSC_ZSTD3_SHUFFLE = (0, 0, 0, 0, 3, 1, 5)  # clevel 3, byte shuffle, zstd
+DATASET = "data/raw_data"
+SUBDIR = "train"
+OPEN_REPEATS = 5
+
+
+def write_files(repo_dir, files, frames, seed):
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(np.prod(SHAPE))).reshape(SHAPE)
+    os.makedirs(os.path.join(repo_dir, SUBDIR), exist_ok=True)
+    names = []
+    for k in range(files):
+        name = f"{SUBDIR}/rec{k:02d}.hdf5"
+        data = np.empty((frames,) + SHAPE, "int16")
+        for i in range(frames):
+            data[i] = (np.sin(t / (50.0 + k + i)) * 2000 + rng.normal(0, 20, SHAPE)).astype("int16")
+        with h5py.File(os.path.join(repo_dir, name), "w") as f:
+            f.create_dataset(DATASET, data=data, chunks=(1,) + SHAPE, compression=BLOSC,
+                             compression_opts=BLOSC_ZSTD3_SHUFFLE)
+        names.append(name)
+    return names
+
+
+class H5pyFrames:
+    """Frames through h5py, each process opening the files on first use (h5py's advice)."""
+
+    def __init__(self, paths, lengths):
+        self.paths, self.starts = paths, np.cumsum([0] + lengths)
+        self._files = {}
+
+    def __len__(self):
+        return int(self.starts[-1])
+
+    def __getitem__(self, i):
+        k = int(np.searchsorted(self.starts, i, side="right") - 1)
+        f = self._files.get(k)
+        if f is None:
+            f = self._files[k] = h5py.File(self.paths[k], "r")
+        return f[DATASET][i - self.starts[k]]
+
+    def __getstate__(self):
+        return {"paths": self.paths, "starts": self.starts, "_files": {}}
+
+
+_dataset = None  # the worker's, set by the pool's initializer (inherited on fork)
+
+
+def _init(ds):
+    global _dataset
+    _dataset = ds
+
+
+def _read(i):
+    a = _dataset[i]
+    return i, zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B"))
+
+
+def _pss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _cpu_s(pids=()):
+    """CPU seconds of this process and of `pids` (the pool's workers, still running)."""
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    total = s.ru_utime + s.ru_stime
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        except OSError:
+            pass
+    return total
+
+
+def run_epoch(pool, indices, workers, planner=None):
+    """(seconds, {index: crc}) of reading `indices` through the pool, 2 x workers outstanding."""
+    outstanding = threading.Semaphore(2 * workers)
+    got, errors = {}, []
+    done = threading.Event()
+    left = [len(indices)]
+    lock = threading.Lock()
+
+    def finished(result):
+        with lock:
+            got[result[0]] = result[1]
+            left[0] -= 1
+            if left[0] == 0:
+                done.set()
+        outstanding.release()
+
+    def failed(e):
+        errors.append(e)
+        done.set()
+        outstanding.release()
+
+    source = iter(planner) if planner is not None else iter(indices)
+    t0 = time.perf_counter()
+    for i in source:
+        outstanding.acquire()
+        if errors:
+            break
+        pool.apply_async(_read, (i,), callback=finished, error_callback=failed)
+    done.wait()
+    seconds = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return seconds, got
+
+
+def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, cache_dir=None):
+    import multiprocessing
+    ctx = multiprocessing.get_context("fork")
+    result = {"name": name}
+    with ctx.Pool(args.workers, initializer=_init, initargs=(ds,)) as pool:
+        pool.map(abs, range(args.workers * 4))  # workers started before the clock
+        epochs = []
+        for e in range(max(2, args.epochs if plan is not None else 2)):
+            before_stats = hub.stats() if hub else None
+            pids = [p.pid for p in pool._pool]
+            cpu0 = _cpu_s(pids)
+            planner = ds.plan(indices, ahead=args.ahead) if plan else None
+            seconds, got = run_epoch(pool, indices, args.workers, planner)
+            cpu = _cpu_s(pids) - cpu0
+            wrong = sum(1 for i, c in got.items() if truth[i] != c)
+            ep = {"s": seconds, "fps": len(indices) / seconds, "wrong": wrong,
+                  "cpu_s_per_gb": cpu / (len(indices) * frame_bytes / 1e9)}
+            if hub:
+                hub.wait_quiet()
+                after = hub.stats()
+                ep["fetched"] = after.get("bytes_sent", 0) - before_stats.get("bytes_sent", 0)
+            if cache_dir:
+                ep["cache_bytes"] = _du(cache_dir)
+            epochs.append(ep)
+        result["epochs"] = epochs
+        result["pss_mib"] = [round(_pss_kib(p.pid) / 1024, 1) for p in pool._pool]
+    return result
+
+
+def _du(path):
+    total = 0
+    for d, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(d, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def open_time(paths, hf_options=None):
+    """Median over OPEN_REPEATS fresh processes of 16 sequential h5py.File() opens."""
+    code = ("import sys, time, json\n"
+            f"sys.path.insert(0, {os.path.join(peer_bench.REPO_ROOT, 'build', 'python')!r})\n"
+            "import h5py\n"
+            "paths, opts = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n"
+            "if opts is not None:\n"
+            "    import hubfs\n"
+            "t0 = time.perf_counter()\n"
+            "for p in paths:\n"
+            "    h5py.File(hubfs.open(p, **opts) if opts is not None else p, 'r').close()\n"
+            "print(time.perf_counter() - t0)\n")
+    import json
+    times = []
+    for _ in range(OPEN_REPEATS):
+        r = subprocess.run(["/usr/bin/python3", "-c", code, json.dumps(paths), json.dumps(hf_options)],
+                           capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(r.stderr)
+        times.append(float(r.stdout))
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--latency-ms", type=float, default=50)
+    ap.add_argument("--bandwidth-mbps", type=float, default=400)
+    ap.add_argument("--files", type=int, default=16)
+    ap.add_argument("--frames", type=int, default=30)
+    ap.add_argument("--reads", type=int, default=160)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--ahead", type=int, default=64)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--cache-size", default="")
+    ap.add_argument("--seed", type=int, default=40)
+    ap.add_argument("--contenders", default="local,rclone,mount,hf")
+    ap.add_argument("--dir", default="")
+    args = ap.parse_args()
+    contenders = args.contenders.split(",")
+    work = args.dir or tempfile.mkdtemp(prefix="hubfs-training-")
+    root = os.path.join(work, "hub")
+    repo_dir = os.path.join(root, peer_bench.REPO)
+    os.makedirs(os.path.join(work, "logs"), exist_ok=True)
+    for cache in ("rclone-cache", "mount-cache", "hf-cache"):  # cold: a kept --dir's too
+        shutil.rmtree(os.path.join(work, cache), ignore_errors=True)
+    names = write_files(repo_dir, args.files, args.frames, args.seed)
+    local_paths = [os.path.join(repo_dir, n) for n in names]
+    lengths = [args.frames] * args.files
+    local = H5pyFrames(local_paths, lengths)
+    truth = {i: _read_local(local, i) for i in range(len(local))}
+    frame_bytes = int(np.prod(SHAPE)) * 2
+    data_bytes = sum(os.path.getsize(p) for p in local_paths)
+    indices = [int(i) for i in np.random.default_rng(args.seed).choice(len(local), args.reads, replace=False)]
+    print(f"{args.files} files x {args.frames} frames {SHAPE} int16, {data_bytes / 1e6:.0f} MB stored; "
+          f"{args.reads} random frames, {args.workers} workers; {args.latency_ms:g} ms/request, "
+          f"{args.bandwidth_mbps:g} Mbit/s/connection", flush=True)
+    hub = peer_bench.Hub(root, args.latency_ms, args.bandwidth_mbps, 0, os.path.join(work, "logs", "hub.log"))
+    results, opens = [], {}
+    try:
+        if "local" in contenders:
+            results.append(contender("local h5py", local, indices, args, truth, frame_bytes))
+        if "rclone" in contenders and shutil.which("rclone"):
+            mnt = os.path.join(work, "rclone-mnt")
+            os.makedirs(mnt, exist_ok=True)
+            try:
+                m = peer_bench.RcloneMount(hub, mnt, os.path.join(work, "rclone-cache"),
+                                           os.path.join(work, "logs", "rclone.log"))
+            except Exception as e:  # noqa: BLE001 (a contender that cannot start is reported)
+                print(f"rclone: skipped ({e})")
+            else:
+                try:
+                    paths = [os.path.join(mnt, n) for n in names]
+                    os.listdir(os.path.join(mnt, SUBDIR))
+                    results.append(contender("rclone + h5py", H5pyFrames(paths, lengths), indices, args,
+                                             truth, frame_bytes, hub=hub))
+                    opens["rclone"] = open_time(paths)
+                finally:
+                    m.close()
+        if "mount" in contenders:
+            mnt = os.path.join(work, "hubfs-mnt")
+            os.makedirs(mnt, exist_ok=True)
+            try:
+                m = peer_bench.HubfsMount(hub, mnt, os.path.join(work, "mount-cache"), 16,
+                                          os.path.join(work, "logs", "mount.log"))
+            except Exception as e:  # noqa: BLE001
+                print(f"mount: skipped ({e})")
+            else:
+                try:
+                    paths = [os.path.join(mnt, n) for n in names]
+                    os.listdir(os.path.join(mnt, SUBDIR))
+                    ds = h5chunk.FrameDataset(paths, DATASET)
+                    results.append(contender("mount + FrameDataset", ds, indices, args, truth, frame_bytes,
+                                             plan=True, hub=hub))
+                    ds.close()
+                    opens["mount"] = open_time(paths)
+                finally:
+                    m.close()
+        if "hf" in contenders:
+            cache = os.path.join(work, "hf-cache")
+            opts = {"endpoint": hub.url, "cache_dir": cache, "token": False}
+            if args.cache_size:
+                opts["cache_size"] = args.cache_size
+            urls = [f"hf://{peer_bench.REPO}/{n}" for n in names]
+            hub.reset()
+            ds = h5chunk.FrameDataset(urls, DATASET, **opts)
+            results.append(contender("hf:// FrameDataset + plan", ds, indices if not args.cache_size
+                                     else list(range(len(ds))), args, truth, frame_bytes, plan=True, hub=hub,
+                                     cache_dir=cache))
+            ds.close()
+            opens["hf://"] = open_time(urls, {k: v for k, v in opts.items()})
+    finally:
+        hub.stop()
+    base = next((r for r in results if r["name"] == "local h5py"), None)
+    print(f"\n{'contender':28} {'cold f/s':>9} {'warm f/s':>9} {'vs local':>9} {'wrong':>6} "
+          f"{'PSS MiB':>12} {'CPU-s/GB':>9}")
+    for r in results:
+        cold, warm = r["epochs"][0], r["epochs"][-1]
+        ratio = f"{warm['fps'] / base['epochs'][-1]['fps']:.2f}" if base else "-"
+        print(f"{r['name']:28} {cold['fps']:9.1f} {warm['fps']:9.1f} {ratio:>9} "
+              f"{sum(e['wrong'] for e in r['epochs']):6d} {max(r['pss_mib']):12.1f} {cold['cpu_s_per_gb']:9.2f}")
+        for n, e in enumerate(r["epochs"]):
+            if "fetched" in e:
+                extra = f", cache {e['cache_bytes'] / 2**20:.0f} MiB" if "cache_bytes" in e else ""
+                print(f"    epoch {n + 1}: fetched {e['fetched'] / 1e6:.1f} MB "
+                      f"({e['fetched'] / data_bytes:.2f} x the dataset){extra}")
+    for k, v in opens.items():
+        print(f"opening {args.files} files ({k}): {v:.3f} s (median of {OPEN_REPEATS})"
+              + (f", {v / opens['rclone']:.2f} x rclone" if "rclone" in opens and k != "rclone" else ""))
+    if not args.dir:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _read_local(ds, i):
+    return zlib.crc32(memoryview(np.ascontiguousarray(ds[i])).cast("B"))
+
+
+if __name__ == "__main__":
+    main()

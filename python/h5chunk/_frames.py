@@ -1,0 +1,215 @@
+"""FrameDataset: the frames (rows along axis 0) of one dataset across many HDF5 files, as a
+map-style dataset for training loops (PyTorch's DataLoader, or any pool of processes).
+
+    ds = h5chunk.FrameDataset(["hf://datasets/ORG/NAME/a.hdf5", ...], "data/raw_data")
+    loader = DataLoader(ds, sampler=ds.plan(RandomSampler(ds), ahead=64), num_workers=4)
+
+It needs no torch. Made in the parent, it works in forked workers (each opens the files again
+on first use) and pickles for spawned ones (paths, dataset, options; hf:// files at the commit
+the parent read). ``plan`` is a sampler run in the process that iterates it (the DataLoader's
+main process): it hints the frames coming up, so the workers find them in the cache.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import os
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+# plan()'s defaults. 64 frames: enough to keep a connection pool of 16 busy behind 4 workers
+# reading one frame each; 256 MiB: a bound on what one plan may hint ahead of its workers
+# whatever the frame size, well inside the default 10 GiB disk cache.
+DEFAULT_AHEAD = 64
+DEFAULT_AHEAD_BYTES = 256 << 20
+# The indices a DataLoader hands out before its workers read: prefetch_factor (2) x 4 workers.
+DEFAULT_LEAD = 8
+# The bytes hinted of each hf:// file when a FrameDataset is made: its first block (the reader's
+# 1 MiB), where HDF5 keeps the superblock and, for most writers, the root group and the dataset's
+# header, so the opens that follow find them cached.
+FIRST_BLOCK = 1 << 20
+
+
+class FrameDataset:
+    """``FrameDataset(paths, dataset, **options)``: ``len(ds)`` frames, ``ds[i]`` the i-th as a
+    numpy array (one row along axis 0 of ``dataset``, counted across ``paths`` in the order
+    given). ``paths``: local paths, paths on a hubfs mount, or ``hf://`` URLs; ``options`` are
+    :class:`h5chunk.File`'s (``threads``, and for hf:// ``hubfs.open``'s: ``endpoint``,
+    ``cache_dir``, ``cache_size``, ``token``, ...)."""
+
+    def __init__(self, paths: Iterable[Any], dataset: str, **options: Any) -> None:
+        from . import File
+        self.paths: List[str] = [os.fspath(p) for p in paths]
+        self.dataset = dataset
+        self._options = dict(options)
+        _hint_first_blocks(self.paths, self._options)
+        self._files: Dict[int, Any] = {}
+        self._file_options: List[dict] = []  # per file: hf:// ones pinned to the commit read here
+        lengths = []
+        for k, path in enumerate(self.paths):
+            f = File(path, **self._options)
+            ds = f[dataset]
+            if not ds.shape:
+                f.close()
+                raise ValueError(f"{path}: '{dataset}' is a scalar dataset: it has no frames")
+            lengths.append(ds.shape[0])
+            self._files[k] = f
+            self._file_options.append(_file_options(f, self._options))
+        self._starts = [0]
+        for n in lengths:
+            self._starts.append(self._starts[-1] + n)
+        self._pid = os.getpid()
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def locate(self, i: int) -> Tuple[int, int]:
+        """(file number, row in that file) of frame i (negative counts from the end)."""
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"frame {i} out of range for {n} frames")
+        k = bisect.bisect_right(self._starts, i) - 1
+        return k, i - self._starts[k]
+
+    def _dataset(self, k: int):
+        f = self._files.get(k)
+        if f is None:
+            from . import File
+            f = File(self.paths[k], **self._file_options[k])
+            self._files[k] = f
+        return f[self.dataset]
+
+    def __getitem__(self, i: int):
+        k, row = self.locate(int(i))
+        return self._dataset(k)[row]
+
+    def frame_ranges(self, i: int) -> Tuple[int, List[Tuple[int, int]]]:
+        """(file number, the byte ranges in that file holding frame i): what a hint fetches."""
+        k, row = self.locate(int(i))
+        return k, self._dataset(k)._row_ranges(row, 1)
+
+    def hint(self, indices: Iterable[int], max_bytes: Optional[int] = None) -> int:
+        """Fetches these frames into the cache, all at once (one hint per file), without reading
+        them here; frames already cached cost nothing. Stops adding frames past ``max_bytes``.
+        Returns the stored bytes hinted. Local files: nothing to fetch (0)."""
+        per_file: Dict[int, List[Tuple[int, int]]] = collections.defaultdict(list)
+        total = 0
+        for i in indices:
+            k, ranges = self.frame_ranges(i)
+            size = sum(n for _, n in ranges)
+            if max_bytes is not None and total and total + size > max_bytes:
+                break
+            per_file[k].extend(ranges)
+            total += size
+        for k, ranges in per_file.items():
+            self._dataset(k).file._hint(ranges)
+        return total
+
+    def plan(self, order: Any, ahead: int = DEFAULT_AHEAD, max_bytes: int = DEFAULT_AHEAD_BYTES,
+             lead: int = DEFAULT_LEAD) -> "FramePlan":
+        """A sampler yielding ``order`` (a list of indices, or a sampler iterated afresh each
+        epoch) that, as it is iterated, hints the ``ahead`` frames (at most ``max_bytes`` stored
+        bytes) that follow the ``lead`` next ones: those the loader hands its workers at once,
+        which fetch them themselves (a hint of them would race their reads for the same blocks)."""
+        return FramePlan(self, order, ahead, max_bytes, lead)
+
+    def close(self) -> None:
+        """Closes the files this process opened (they open again on the next read)."""
+        files, self._files = self._files, {}
+        for f in files.values():
+            f.close()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_files"] = {}  # opened again where unpickled, by path and pinned options
+        state["_pid"] = os.getpid()  # the process that pickled it
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if state["_pid"] != os.getpid() and any(p.startswith("hf://") for p in self.paths):
+            from . import _one_of_many
+            _one_of_many()  # a pool's worker: a small memory tier beside the shared disk tier
+
+    def __repr__(self) -> str:
+        return f"<h5chunk.FrameDataset {self.dataset!r}: {len(self)} frames in {len(self.paths)} files>"
+
+
+class FramePlan:
+    """The sampler ``FrameDataset.plan`` returns: iterating it yields ``order``. The next ``lead``
+    indices are the workers' own to fetch (a DataLoader hands them out at once: prefetch_factor x
+    workers); the ``ahead`` beyond them are hinted, in batches (whenever half of them are not
+    yet hinted, those go as one hint per file), at most ``max_bytes`` stored bytes hinted and not
+    yet yielded. A frame is hinted at most once per epoch."""
+
+    def __init__(self, dataset: FrameDataset, order: Any, ahead: int, max_bytes: int, lead: int) -> None:
+        if ahead < 0 or lead < 0:
+            raise ValueError("ahead and lead must be 0 or more frames")
+        self.dataset = dataset
+        self.order = order
+        self.ahead = int(ahead)
+        self.lead = int(lead)
+        self.max_bytes = int(max_bytes)
+        self.hinted_bytes = 0  # stored bytes hinted over every epoch so far
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __iter__(self) -> Iterator[int]:
+        source = iter(self.order)
+        buffer: "collections.deque[list]" = collections.deque()  # [index, stored bytes, hinted]
+        hinted_waiting = 0  # stored bytes hinted and not yet yielded
+        exhausted = False
+        batch_at = max(1, self.ahead // 2)
+        while True:
+            while not exhausted and len(buffer) < self.lead + self.ahead + 1:
+                try:
+                    i = next(source)
+                except StopIteration:
+                    exhausted = True
+                    break
+                _, ranges = self.dataset.frame_ranges(i)
+                buffer.append([i, sum(n for _, n in ranges), False])
+            if self.ahead:
+                # Positions 1..lead follow the index yielded next: the workers fetch those.
+                todo = [e for k, e in enumerate(buffer) if k > self.lead and not e[2]]
+                if todo and (len(todo) >= batch_at or exhausted):
+                    batch = []
+                    for e in todo:
+                        if batch and hinted_waiting + e[1] > self.max_bytes:
+                            break
+                        batch.append(e)
+                        hinted_waiting += e[1]
+                        e[2] = True
+                    self.hinted_bytes += self.dataset.hint([e[0] for e in batch])
+            if not buffer:
+                return
+            i, size, hinted = buffer.popleft()
+            if hinted:
+                hinted_waiting -= size
+            yield i
+
+
+def _file_options(f: Any, options: dict) -> dict:
+    """The options that open file f again: hf:// files at the commit read."""
+    if not f.filename.startswith("hf://"):
+        return dict(options)
+    return f._pinned_options_with_core_args()
+
+
+def _hint_first_blocks(paths: Sequence[str], options: dict) -> None:
+    """Sends every hf:// file's first block as a hint before any is opened: the opens then find
+    them cached, instead of each waiting its own round trips in turn."""
+    urls = [p for p in paths if p.startswith("hf://")]
+    if len(urls) < 2:
+        return
+    import hubfs
+    hub_options = {k: v for k, v in options.items() if k not in _FILE_ONLY_OPTIONS}
+    for url in urls:
+        with hubfs.open(url, **hub_options) as raw:
+            raw.hint([(0, min(FIRST_BLOCK, raw.size))])
+
+
+_FILE_ONLY_OPTIONS = {"threads", "min_fast_path_bytes", "max_bytes_in_flight"}

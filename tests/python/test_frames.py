@@ -1,0 +1,192 @@
+"""h5chunk.FrameDataset and its plan() sampler, over local files and hf:// (the bundled local Hub
+server on 127.0.0.1, started here), and under torch.utils.data.DataLoader with 4 workers, forked
+and spawned. Frames are compared with the local files' h5py reads."""
+
+import multiprocessing
+import os
+import pickle
+import subprocess
+import json
+import urllib.request
+
+import h5py
+import numpy as np
+import pytest
+
+import h5chunk
+from conftest import REPO_ROOT
+
+SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
+URL = "hf://datasets/lab/rec"
+FILES = 3
+FRAMES = 5  # per file
+# A hang is forever: any bound tells it from a slow loaded machine.
+CHILD_TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hub")
+    repo = root / "datasets" / "lab" / "rec"
+    repo.mkdir(parents=True)
+    frames = []
+    for i in range(FILES):
+        # Frames of 192 KiB, one chunk each (as the zea files keep them), so a frame is its chunk.
+        data = (np.sin(np.arange(FRAMES * 6 * 128 * 128) / 9.0).reshape(FRAMES, 6, 128, 128) * 2000
+                + np.random.default_rng(i).normal(0, 20, size=(FRAMES, 6, 128, 128))).astype("int16")
+        with h5py.File(repo / f"r{i}.hdf5", "w") as f:
+            f.create_dataset("data/raw_data", data=data, chunks=(1, 6, 128, 128), compression="gzip",
+                             compression_opts=1)
+        frames.append(data)
+    proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", str(root), "--host", "127.0.0.1",
+                             "--exit-on-stdin-eof"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().split()
+    if len(line) != 4 or line[0] != "listening":
+        proc.kill()
+        raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
+    yield {"endpoint": line[1], "frames": np.concatenate(frames), "dir": str(repo)}
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _control(endpoint, method, path, body=None):
+    req = urllib.request.Request(endpoint + path, method=method,
+                                 data=None if body is None else json.dumps(body).encode())
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read() or b"null")
+
+
+@pytest.fixture
+def opts(hub, tmp_path):
+    return {"endpoint": hub["endpoint"], "cache_dir": str(tmp_path / "cache"), "token": False}
+
+
+def _urls():
+    return [f"{URL}/r{i}.hdf5" for i in range(FILES)]
+
+
+def test_frames_across_files_in_order(hub):
+    ds = h5chunk.FrameDataset([os.path.join(hub["dir"], f"r{i}.hdf5") for i in range(FILES)], "data/raw_data")
+    assert len(ds) == FILES * FRAMES
+    assert ds.locate(FRAMES + 2) == (1, 2) and ds.locate(-1) == (FILES - 1, FRAMES - 1)
+    for i in (0, FRAMES - 1, FRAMES, len(ds) - 1, -3):
+        np.testing.assert_array_equal(ds[i], hub["frames"][i])
+    with pytest.raises(IndexError):
+        ds[len(ds)]
+    ds2 = pickle.loads(pickle.dumps(ds))
+    np.testing.assert_array_equal(ds2[7], hub["frames"][7])
+
+
+def test_frame_ranges_are_the_chunks_hdf5_reports(hub, tmp_path):
+    path = os.path.join(hub["dir"], "r1.hdf5")
+    ds = h5chunk.FrameDataset([path], "data/raw_data")
+    with h5py.File(path, "r") as f:
+        dsid = f["data/raw_data"].id
+        for i in range(FRAMES):
+            info = dsid.get_chunk_info_by_coord((i, 0, 0, 0))
+            assert ds.frame_ranges(i) == (0, [(info.byte_offset, info.size)])
+    # Frames of two chunks each (along axis 1), and a contiguous dataset's rows.
+    with h5py.File(tmp_path / "two.hdf5", "w") as f:
+        f.create_dataset("c", data=np.arange(4 * 6 * 8, dtype="int32").reshape(4, 6, 8), chunks=(1, 3, 8))
+        f.create_dataset("flat", data=np.arange(40, dtype="int64").reshape(4, 10))
+    with h5py.File(tmp_path / "two.hdf5", "r") as f:
+        want = [(f["c"].id.get_chunk_info_by_coord((2, a, 0)).byte_offset, 3 * 8 * 4) for a in (0, 3)]
+        flat = f["flat"].id.get_offset()
+    two = h5chunk.FrameDataset([tmp_path / "two.hdf5"], "c")
+    assert two.frame_ranges(2) == (0, want)
+    assert h5chunk.FrameDataset([tmp_path / "two.hdf5"], "flat").frame_ranges(3) == (0, [(flat + 3 * 80, 80)])
+
+
+def test_plan_yields_the_order_each_epoch_and_hints_ahead(hub, opts):
+    ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
+    order = list(np.random.default_rng(3).permutation(len(ds)))
+    plan = ds.plan(order, ahead=4, lead=0)
+    assert len(plan) == len(ds)
+    assert list(plan) == order
+    # Every frame but the first (the workers' own) was hinted once in the epoch.
+    def stored(i):
+        return sum(n for _, n in ds.frame_ranges(i)[1])
+    assert plan.hinted_bytes == sum(stored(i) for i in order[1:])
+    # With a lead, the frames a loader hands out at once are left to its workers.
+    led = ds.plan(order, ahead=4, lead=3)
+    assert list(led) == order
+    assert led.hinted_bytes == sum(stored(i) for i in order[4:])
+    # A sampler is iterated afresh each epoch.
+    class Shuffled:
+        def __init__(self):
+            self.epoch = 0
+
+        def __len__(self):
+            return len(ds)
+
+        def __iter__(self):
+            self.epoch += 1
+            return iter(np.random.default_rng(self.epoch).permutation(len(ds)).tolist())
+
+    plan2 = ds.plan(Shuffled(), ahead=3)
+    first, second = list(plan2), list(plan2)
+    assert sorted(first) == sorted(second) == list(range(len(ds))) and first != second
+
+
+def test_plan_caps_what_it_hints_by_bytes(hub, opts):
+    ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
+    one = sum(n for _, n in ds.frame_ranges(0)[1])
+    plan = ds.plan(range(len(ds)), ahead=100, max_bytes=2 * one, lead=0)
+    it = iter(plan)
+    next(it)
+    # With 100 frames allowed, the byte cap stopped the first hint at about two frames.
+    assert plan.hinted_bytes <= 3 * max(sum(n for _, n in ds.frame_ranges(i)[1]) for i in range(3))
+    assert list(it) == list(range(1, len(ds)))
+
+
+def test_workers_find_planned_frames_in_the_cache(hub, opts):
+    ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
+    order = list(range(len(ds)))
+    ds.hint(order)  # the main process hints every frame
+    # Wait for the hinted blocks to land: a read of each frame in this process waits for them.
+    for i in order:
+        ds[i]
+    _control(opts["endpoint"], "POST", "/_hubfs/reset", {})
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as pool:
+        got = pool.map_async(_frame_sum, [(ds, i) for i in order]).get(CHILD_TIMEOUT)
+    assert got == [int(hub["frames"][i].astype(np.int64).sum()) for i in order]
+    s = _control(opts["endpoint"], "GET", "/_hubfs/stats")
+    assert s["range_requests"] == 0, s  # every byte from the shared disk cache
+
+
+def _frame_sum(args):
+    ds, i = args
+    return int(ds[i].astype(np.int64).sum())
+
+
+def _torch_or_skip():
+    try:
+        import torch  # noqa: F401
+        from torch.utils.data import DataLoader  # noqa: F401
+    except ImportError as e:
+        print(f"torch is not installed ({e}): install Debian's python3-torch (scripts/deps.sh) to run this")
+        pytest.skip(f"torch is not installed ({e})")
+    import torch
+    return torch
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_dataloader_with_four_workers_over_hf(hub, opts, context):
+    torch = _torch_or_skip()
+    from torch.utils.data import DataLoader, RandomSampler
+    ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
+    ds[0]  # the parent has read over hf:// before the workers start
+    g = torch.Generator()
+    g.manual_seed(0)
+    sampler = ds.plan(RandomSampler(ds, generator=g), ahead=8)
+    loader = DataLoader(ds, batch_size=1, sampler=sampler, num_workers=4,
+                        multiprocessing_context=context, timeout=CHILD_TIMEOUT)
+    seen = [batch[0].numpy() for batch in loader]
+    # The sampler is iterated afresh each epoch: the same order again from the same seed.
+    g.manual_seed(0)
+    order = list(sampler)
+    assert len(seen) == len(ds)
+    for i, frame in zip(order, seen):
+        np.testing.assert_array_equal(frame, hub["frames"][i])
