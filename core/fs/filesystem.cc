@@ -132,7 +132,6 @@ Result<std::vector<TreeEntry>> FileSystem::listed_entries(const std::string& pat
       }
       for (const auto& [dir, entries] : by_dir) {
         if (options_.listings) (void)options_.listings->save_dir(repo_.revision, dir, entries);
-        if (options_.on_listed_from_hub) options_.on_listed_from_hub(entries);
       }
       std::vector<TreeEntry> mine = std::move(by_dir[path]);
       by_dir.erase(path);
@@ -144,7 +143,6 @@ Result<std::vector<TreeEntry>> FileSystem::listed_entries(const std::string& pat
   if (!entries.ok()) return entries;
   // Best effort: a listing that cannot be stored is only asked for again at the next mount.
   if (options_.listings) (void)options_.listings->save_dir(repo_.revision, path, *entries);
-  if (options_.on_listed_from_hub) options_.on_listed_from_hub(*entries);
   return entries;
 }
 
@@ -189,7 +187,7 @@ void FileSystem::check_listed_agrees(const Node& known, const TreeEntry& listed)
             " from its resolve answer");
 }
 
-void FileSystem::know_file(TreeEntry entry, bool from_hub) {
+void FileSystem::know_file(TreeEntry entry) {
   if (entry.is_dir) return;
   const std::string& root = options_.root_path;
   std::string rel;
@@ -212,8 +210,6 @@ void FileSystem::know_file(TreeEntry entry, bool from_hub) {
       if (dir->listed || it != dir->children.end()) return;
       Node* file = add_node(std::move(entry));
       dir->children.emplace(name, file->ino);
-      // As a listing's entries: a Xet file's read token is fetched now, before its first read.
-      if (from_hub && options_.on_listed_from_hub) options_.on_listed_from_hub({file->entry});
       return;
     }
     walked += (walked.empty() ? "" : "/") + name;

@@ -62,12 +62,6 @@ struct FsOptions {
   // file's source from the Xet service (fs/xet_routing.h). Null or returning null: the bridge.
   // Never called for an offline mount.
   std::function<std::shared_ptr<RangeSource>(const TreeEntry&, const Locator&)> range_source;
-  // Called with the entries of every listing that came from the Hub (not from `listings`), on
-  // the thread that listed, while the listed directory's list_mu is held: must be cheap and must
-  // not call back into this FileSystem. The Xet path fetches its read token here when it sees a
-  // Xet file, so a cold first read does not wait for it, while a session that finds everything
-  // in the cache asks the Hub nothing.
-  std::function<void(const std::vector<TreeEntry>&)> on_listed_from_hub;
 };
 
 // Request economy (docs/hub-http-contract.md, section 5): a directory below the mount root is
@@ -102,9 +96,8 @@ class FileSystem : public FsApi {
   // Any other lookup there, or a readdir, lists the directory as before; the listing keeps this
   // node (same inode) and logs an error if the two disagree on size or content. Does nothing for
   // a path outside the root, a directory, or a directory listed already (its listing is the
-  // truth). from_hub: the entry came from the Hub now, not from the cache (as
-  // FsOptions::on_listed_from_hub, which it is then given to).
-  void know_file(TreeEntry entry, bool from_hub);
+  // truth).
+  void know_file(TreeEntry entry);
 
   FsResult<EntryReply> lookup(Ino parent, const std::string& name) override;
   FsResult<struct stat> getattr(Ino ino) override;

@@ -303,9 +303,6 @@ void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsO
   fs_options.range_source = [router = s.xet_router, locations, block_size](const TreeEntry& e, const Locator& locate) {
     return router->source_for(e, locate, locations ? BlockReader::disk_key(e.content_id(), block_size) : std::string());
   };
-  fs_options.on_listed_from_hub = [router = s.xet_router](const std::vector<TreeEntry>& entries) {
-    router->note_listing(entries);
-  };
 }
 
 std::function<void(const RemoteFile&)> index_recorder(const std::string& cache_dir, const std::string& repo_label,
@@ -418,7 +415,6 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   if (!info.ok()) return info.status();
   std::optional<TreeEntry> first;  // known without listing its directory
   std::optional<Location> first_location;
-  bool probed_first = false;
   if (spec.subfolder.empty()) {
     // Read once: the pin usually confirms the commit the cache was asked about before it.
     StoredFirstFile stored = last_commit == info->commit ? std::move(stored_at_last)
@@ -429,7 +425,6 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
           std::chrono::duration_cast<std::chrono::milliseconds>(s.stack.env->now() - pin_started);
       if (auto probed = probe->wait(info->commit, std::max(kProbeGrace, pin_took))) {
         first = std::move(probed->entry);
-        probed_first = true;
         first_location = std::move(probed->location);
         // Best effort, as listings are: the next session opens this file without the Hub.
         if (listings) (void)listings->save_file(info->commit, *first);
@@ -486,7 +481,7 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   if (first) {
     // The first file is known without a listing; whatever else is asked for lists then.
     if (first_location) s.stack.hub->adopt_location(pinned, first->path, *first_location);
-    s.fs->know_file(std::move(*first), /*from_hub=*/probed_first);
+    s.fs->know_file(std::move(*first));
     return Status::Ok();
   }
   // Paid by the first access anyway (a lookup lists its whole directory); here it is off the

@@ -67,8 +67,6 @@ std::shared_ptr<RangeSource> XetRouter::source_for(const TreeEntry& entry, const
   return std::make_shared<FileSource>(shared_from_this(), *hash, locate, std::move(block_key));
 }
 
-void XetRouter::note_listing(const std::vector<TreeEntry>&) {}
-
 bool XetRouter::bridge_now() const {
   return std::chrono::steady_clock::now().time_since_epoch().count() < bridge_until_.load();
 }

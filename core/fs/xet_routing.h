@@ -31,12 +31,6 @@ class XetRouter : public std::enable_shared_from_this<XetRouter> {
   // block_key: where the reader keeps the file's blocks on disk (XetReader::fetch_async), or empty.
   std::shared_ptr<RangeSource> source_for(const TreeEntry& entry, const Locator& locate, std::string block_key = {});
 
-  // A listing from the Hub. It asks for nothing: the Xet read token is asked for by the first Xet
-  // fetch (XetReader::fetch_async), not as soon as a listing shows a Xet file, so a session whose
-  // reads the disk cache serves (a warm remount) makes no request for it (issue 42). Kept as the
-  // session's hook (FsOptions::on_listed_from_hub) until that wiring goes.
-  void note_listing(const std::vector<TreeEntry>& entries);
-
   // Reads the bridge served after a Xet failure.
   uint64_t fallbacks() const { return fallbacks_.load(); }
 

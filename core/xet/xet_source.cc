@@ -158,11 +158,6 @@ Result<std::string> XetReader::read_range(const MerkleHash& file, uint64_t file_
   return last;
 }
 
-void XetReader::prefetch_token() {
-  if (token_prefetched_.exchange(true)) return;
-  work_.post([this] { (void)tokens_.get(Deadline::after(options_.attempt_budget, env_.clock())); });
-}
-
 Result<std::shared_ptr<const ReconstructionPlan>> XetReader::ask_plan(const MerkleHash& file, hubfs::ByteRange range,
                                                                       const Deadline& deadline, int* version) {
   bool refreshed_token = false;

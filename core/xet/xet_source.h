@@ -121,11 +121,6 @@ class XetReader {
   Result<std::string> fetch(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
                             Deadline deadline = Deadline::never(), std::string block_key = {});
 
-  // Fetches the read token now, on this reader's threads, unless that was done before: called
-  // when a repo turns out to hold Xet files, so the first read finds the token there (a failure
-  // is forgotten: the first read asks again and reports it).
-  void prefetch_token();
-
   // The check of the whole file (RangeSource::file_verdict, XetFileChecks::verdict). A mismatch
   // also drops the file's plans, so the reads after it start afresh.
   hubfs::FileVerdict file_verdict(const MerkleHash& file);
@@ -158,7 +153,6 @@ class XetReader {
   XetFileChecks checks_;
   XorbFetchCounters xorbs_;
   std::atomic<int> version_;
-  std::atomic<bool> token_prefetched_{false};
   std::atomic<uint64_t> served_bytes_{0}, cache_bytes_{0}, retries_{0}, service_errors_{0};
 
   TaskQueue work_;  // declared last: its threads start once everything above exists

@@ -375,8 +375,7 @@ namespace HUBFS_UNITY_ID {
 // FileSystem: that path is then looked up without a listing; anything else lists as before, and
 // the listing keeps the known node. A directory already listed is not second-guessed.
 TEST_F(FileSystemTest, AKnownFileIsLookedUpWithoutListingAndKeptByTheListing) {
-  fs_->know_file(TreeEntry{"data/big.bin", false, kBody.size(), "b1", std::string(64, 'e'), std::nullopt},
-                 /*from_hub=*/true);
+  fs_->know_file(TreeEntry{"data/big.bin", false, kBody.size(), "b1", std::string(64, 'e'), std::nullopt});
   Ino data = lookup_ok(kRootIno, "data");
   ASSERT_NE(data, 0u);
   Ino big = lookup_ok(data, "big.bin");
@@ -400,7 +399,7 @@ TEST_F(FileSystemTest, AKnownFileIsLookedUpWithoutListingAndKeptByTheListing) {
   EXPECT_EQ(names[0], std::make_pair(std::string("big.bin"), big));
 
   // The root is listed now: a file it does not hold is not made up by a late probe.
-  fs_->know_file(TreeEntry{"ghost.bin", false, 5, std::string(40, 'a'), std::nullopt, std::nullopt}, true);
+  fs_->know_file(TreeEntry{"ghost.bin", false, 5, std::string(40, 'a'), std::nullopt, std::nullopt});
   EXPECT_EQ(lookup_ok(kRootIno, "ghost.bin"), 0u);
 }
 

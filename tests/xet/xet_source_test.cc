@@ -486,20 +486,6 @@ TEST_F(XetSourceTest, TokenIsRefreshedBeforeItExpires) {
   EXPECT_EQ(token_calls_.load(), 2);
 }
 
-TEST_F(XetSourceTest, APrefetchedTokenServesTheFirstRead) {
-  auto r = reader();
-  r->prefetch_token();
-  r->prefetch_token();
-  r->shutdown();  // runs what was posted: the prefetch
-  EXPECT_EQ(token_calls_.load(), 1);
-  EXPECT_EQ(r->stats().token_requests, 1u);
-  auto r2 = reader();
-  r2->prefetch_token();
-  auto got = r2->fetch(cas_.file(), cas_.size(), {0, 1000});
-  ASSERT_TRUE(got.ok()) << got.status().message();
-  EXPECT_EQ(token_calls_.load(), 2) << "one token for the second reader, prefetched or not";
-}
-
 TEST_F(XetSourceTest, ChunksThatDoNotMakeUpTheFileAreReported) {
   // The fake CAS answers any hash with its one file: asked for another file, every chunk decodes,
   // but together they are not that file.
