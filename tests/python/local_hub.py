@@ -3,8 +3,13 @@ makes it for the C++ tests: a xorb Range the server refused under --strict-xet-r
 signed URL does not list, which the real service refuses too) fails the test, unless the test
 said it sends such ranges on purpose (POST /_hubfs/refused-ranges/expect)."""
 
+import contextlib
 import json
+import os
+import subprocess
 import urllib.request
+
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "hub_server.py")
 
 
 def assert_no_refused_ranges(endpoint):
@@ -14,3 +19,23 @@ def assert_no_refused_ranges(endpoint):
     assert seen["count"] == 0 or seen["expected"], (
         "the local Hub refused %d xorb Range(s) their signed URLs do not list (a client must send "
         "exactly a listed range or the listed set): %s" % (seen["count"], seen["samples"]))
+
+
+@contextlib.contextmanager
+def local_hub(root, *extra_args):
+    """The local Hub serving `root` on loopback: yields its endpoint (http://127.0.0.1:PORT); at the
+    end checks that it refused no xorb Range (assert_no_refused_ranges) and stops it. Its stdin
+    stays a pipe this process holds, so the server exits with the tests even if they crash."""
+    proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", str(root), "--host", "127.0.0.1",
+                             *extra_args, "--exit-on-stdin-eof"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().split()
+        if len(line) != 4 or line[0] != "listening":
+            proc.kill()
+            raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
+        yield line[1]
+        assert_no_refused_ranges(line[1])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -19,9 +19,9 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import PYTHON_DIR, REPO_ROOT
+from conftest import PYTHON_DIR
+from local_hub import local_hub
 
-SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
 HUBFS = os.path.join(os.path.dirname(PYTHON_DIR), "bin", "hubfs")
 REPO = "datasets/lab/admin"
 URL = f"hf://{REPO}"
@@ -39,16 +39,8 @@ def hub(tmp_path_factory):
     (repo / "data" / "big.bin").write_bytes(big)
     (repo / "note.txt").write_text("a small file\n")
     # stdin stays a pipe we hold: the server exits when this process does, even on a crash.
-    proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", str(root), "--host", "127.0.0.1",
-                             "--exit-on-stdin-eof"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline().split()
-    if len(line) != 4 or line[0] != "listening":
-        proc.kill()
-        raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
-    yield {"endpoint": line[1], "big": big}
-    proc.terminate()
-    proc.wait(timeout=10)
+    with local_hub(str(root)) as endpoint:
+        yield {"endpoint": endpoint, "big": big}
 
 
 def _control(endpoint, method, path, body=None):

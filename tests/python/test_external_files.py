@@ -16,12 +16,12 @@ import pytest
 
 import h5chunk
 import hubfs
-from conftest import PYTHON_DIR, REPO_ROOT
+from conftest import PYTHON_DIR
+from local_hub import local_hub
 
 # Virtual datasets and external storage are read with H5Dread locally: not what is tested here.
 pytestmark = pytest.mark.filterwarnings("ignore::h5chunk.FallbackWarning")
 
-SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
 URL = "hf://datasets/lab/linked"
 SRC = np.arange(200, dtype="int32")
 DECOY = np.arange(5000, 5200, dtype="int32")
@@ -82,16 +82,8 @@ def hub(tmp_path_factory):
     repo.mkdir(parents=True)
     (repo / "README.md").write_text("# linked\n")
     expected = write_linked_files(repo)
-    proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", str(root), "--host", "127.0.0.1",
-                             "--exit-on-stdin-eof"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline().split()
-    if len(line) != 4 or line[0] != "listening":
-        proc.kill()
-        raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
-    yield {"endpoint": line[1], "repo": repo, "expected": expected}
-    proc.terminate()
-    proc.wait(timeout=10)
+    with local_hub(str(root)) as endpoint:
+        yield {"endpoint": endpoint, "repo": repo, "expected": expected}
 
 
 @pytest.fixture

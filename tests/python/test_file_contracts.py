@@ -20,16 +20,14 @@ import json
 import os
 import pickle
 import random
-import subprocess
 
 import fsspec
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 import hubfs
-from conftest import REPO_ROOT
+from local_hub import local_hub
 
-SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
 REPO = "datasets/lab/contracts"
 C2_DATE = "2024-03-05T06:07:08Z"  # main
 C1_DATE = "2023-01-02T03:04:05Z"  # v1
@@ -79,16 +77,8 @@ def hub(tmp_path_factory):
     (repo / "snapshots" / "c0" / "x.txt").write_bytes(b"x\n")
     (repo / "hub.json").write_text(json.dumps({"refs": {"main": "c2", "v1": "c1", "undated": "c0"},
                                                "commits": {"c0": {}, "c1": {"date": C1_DATE}, "c2": {"date": C2_DATE}}}))
-    proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", str(root), "--host", "127.0.0.1",
-                             "--exit-on-stdin-eof"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline().split()
-    if len(line) != 4 or line[0] != "listening":
-        proc.kill()
-        raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
-    yield {"endpoint": line[1], "local": str(repo / "snapshots" / "c2"), "files": trees["c2"]}
-    proc.terminate()
-    proc.wait(timeout=10)
+    with local_hub(str(root)) as endpoint:
+        yield {"endpoint": endpoint, "local": str(repo / "snapshots" / "c2"), "files": trees["c2"]}
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ and spawned. Frames are compared with the local files' h5py reads."""
 import multiprocessing
 import os
 import pickle
-import subprocess
 import json
 import urllib.request
 
@@ -14,9 +13,8 @@ import numpy as np
 import pytest
 
 import h5chunk
-from conftest import REPO_ROOT
+from local_hub import local_hub
 
-SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
 URL = "hf://datasets/lab/rec"
 FILES = 3
 FRAMES = 5  # per file
@@ -38,16 +36,8 @@ def hub(tmp_path_factory):
             f.create_dataset("data/raw_data", data=data, chunks=(1, 6, 128, 128), compression="gzip",
                              compression_opts=1)
         frames.append(data)
-    proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", str(root), "--host", "127.0.0.1",
-                             "--exit-on-stdin-eof"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline().split()
-    if len(line) != 4 or line[0] != "listening":
-        proc.kill()
-        raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
-    yield {"endpoint": line[1], "frames": np.concatenate(frames), "dir": str(repo)}
-    proc.terminate()
-    proc.wait(timeout=10)
+    with local_hub(str(root)) as endpoint:
+        yield {"endpoint": endpoint, "frames": np.concatenate(frames), "dir": str(repo)}
 
 
 def _control(endpoint, method, path, body=None):

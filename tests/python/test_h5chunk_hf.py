@@ -15,10 +15,9 @@ import pytest
 
 import h5chunk
 import hubfs
-from conftest import PYTHON_DIR, REPO_ROOT
-from local_hub import assert_no_refused_ranges  # tests/python/local_hub.py
+from conftest import PYTHON_DIR
+from local_hub import local_hub  # tests/python/local_hub.py
 
-SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
 URL = "hf://datasets/lab/h5"
 
 
@@ -42,17 +41,8 @@ def hub(tmp_path_factory):
                                                 "gated": True}))
     with h5py.File(gated / "snapshots" / "c1" / "x.hdf5", "w") as f:
         f.create_dataset("x", data=np.arange(10))
-    proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", str(root), "--host", "127.0.0.1",
-                             "--exit-on-stdin-eof"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline().split()
-    if len(line) != 4 or line[0] != "listening":
-        proc.kill()
-        raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
-    yield {"endpoint": line[1], "frames": frames}
-    assert_no_refused_ranges(line[1])
-    proc.terminate()
-    proc.wait(timeout=10)
+    with local_hub(str(root)) as endpoint:
+        yield {"endpoint": endpoint, "frames": frames}
 
 
 def _control(endpoint, method, path, body=None):

@@ -1,7 +1,6 @@
 """The hubfs module mounts a repo of the bundled local Hub server (127.0.0.1, started here)."""
 
 import os
-import subprocess
 
 import h5py
 import numpy as np
@@ -9,10 +8,8 @@ import pytest
 
 import h5chunk
 import hubfs
-from conftest import REPO_ROOT
-from local_hub import assert_no_refused_ranges  # tests/python/local_hub.py
+from local_hub import local_hub  # tests/python/local_hub.py
 
-SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
 REPO = "datasets/lab/scans"
 
 
@@ -27,17 +24,8 @@ def hub(tmp_path_factory):
         f.create_dataset("data/raw_data", data=data, chunks=(1, 8, 256, 64), compression="gzip",
                          compression_opts=1)
     # stdin stays a pipe we hold: the server exits when this process does, even on a crash.
-    proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", str(root), "--host", "127.0.0.1",
-                             "--exit-on-stdin-eof"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline().split()
-    if len(line) != 4 or line[0] != "listening":
-        proc.kill()
-        raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
-    yield line[1], data
-    assert_no_refused_ranges(line[1])
-    proc.terminate()
-    proc.wait(timeout=10)
+    with local_hub(str(root)) as endpoint:
+        yield endpoint, data
 
 
 def test_mount_reads_and_unmounts_on_exit(hub, tmp_path):

@@ -7,7 +7,6 @@ import hashlib
 import multiprocessing
 import os
 import pickle
-import subprocess
 
 import h5py
 import numpy as np
@@ -15,9 +14,8 @@ import pytest
 
 import h5chunk
 import hubfs
-from conftest import REPO_ROOT
+from local_hub import local_hub
 
-SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
 URL = "hf://datasets/lab/frames"
 # Long enough for a loaded 2-core machine to start a spawned interpreter and read; a hang is
 # forever, so any bound tells the two apart.
@@ -37,16 +35,8 @@ def hub(tmp_path_factory):
             f.create_dataset("data/raw_data", data=data, chunks=(1, 4, 128, 128), compression="gzip",
                              compression_opts=1)
         frames[f"rec{i}.hdf5"] = data
-    proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", str(root), "--host", "127.0.0.1",
-                             "--exit-on-stdin-eof"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline().split()
-    if len(line) != 4 or line[0] != "listening":
-        proc.kill()
-        raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
-    yield {"endpoint": line[1], "frames": frames, "dir": str(repo)}
-    proc.terminate()
-    proc.wait(timeout=10)
+    with local_hub(str(root)) as endpoint:
+        yield {"endpoint": endpoint, "frames": frames, "dir": str(repo)}
 
 
 @pytest.fixture

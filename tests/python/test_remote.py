@@ -19,10 +19,9 @@ import numpy as np
 import pytest
 
 import hubfs
-from conftest import PYTHON_DIR, REPO_ROOT
-from local_hub import assert_no_refused_ranges  # tests/python/local_hub.py
+from conftest import PYTHON_DIR
+from local_hub import local_hub  # tests/python/local_hub.py
 
-SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
 TOKEN = "hf_remotetoken"
 BIG_SIZE = 2_500_000  # LFS (served by the CDN origin): three 1 MiB blocks
 
@@ -66,17 +65,8 @@ def hub(tmp_path_factory):
                                                 "gated": True}))
     (gated / "snapshots" / "c1" / "x.txt").write_text("gated\n")
     # stdin stays a pipe we hold: the server exits when this process does, even on a crash.
-    proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", str(root), "--host", "127.0.0.1",
-                             "--token", TOKEN, "--exit-on-stdin-eof"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline().split()
-    if len(line) != 4 or line[0] != "listening":
-        proc.kill()
-        raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
-    yield {"endpoint": line[1], "big": big, "copy": copy, "frames": frames, "array": array}
-    assert_no_refused_ranges(line[1])
-    proc.terminate()
-    proc.wait(timeout=10)
+    with local_hub(str(root), "--token", TOKEN) as endpoint:
+        yield {"endpoint": endpoint, "big": big, "copy": copy, "frames": frames, "array": array}
 
 
 def _control(endpoint, method, path, body=None):
