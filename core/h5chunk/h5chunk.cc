@@ -175,7 +175,9 @@ class DatasetState {
   // their input (Debian's LZ4 plugin returned heap bytes for a chunk whose stored size a damaged
   // index understated: mutation fuzz seed 21077). So, except on Route::kH5Dread, H5Dread is
   // handed such a dataset's chunks only after h5chunk's own decoders accepted each of them, to
-  // its exact size (once per chunk: `verified`).
+  // its exact size (once per chunk: `verified`). Also set for pipelines with scale-offset or
+  // n-bit, which libhdf5 decodes trusting the chunk: each chunk's location is checked, and its
+  // header and size where filter_checks.h can.
   bool verify_before_h5dread = false;
   VerifiedChunks verified;
   // Why every read is refused (variable-length type, null dataspace, corrupt); Ok when reads may proceed.

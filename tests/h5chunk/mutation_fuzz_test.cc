@@ -212,6 +212,10 @@ uint64_t check_determinism(uint64_t first_seed, uint64_t count) {
       std::vector<uint8_t> bytes;
       mutants[seed] = make_mutant(fixtures, seed, &bytes);
       write_file_bytes((dir / ("m" + std::to_string(seed) + ".h5")).string(), bytes);
+      if (const char* keep = std::getenv("H5CHUNK_CORPUS_KEEP")) {  // e.g. to run the command on them
+        std::filesystem::create_directories(keep);
+        write_file_bytes(std::string(keep) + "/m" + std::to_string(seed) + ".h5", bytes);
+      }
     }
     auto run = [&](int perturb, const std::string& out) {
       return [&, perturb, out] {
@@ -255,7 +259,8 @@ uint64_t check_determinism(uint64_t first_seed, uint64_t count) {
   return compared;
 }
 
-// H5CHUNK_CORPUS_SEED=<seed> H5CHUNK_CORPUS_COUNT=1 replays one mutant.
+// H5CHUNK_CORPUS_SEED=<seed> H5CHUNK_CORPUS_COUNT=1 replays one mutant; H5CHUNK_CORPUS_KEEP=DIR
+// keeps every mutant's file there.
 TEST(MutationFuzz, DamagedFilesReadTheSameEveryTime) {
   EXPECT_GT(check_determinism(env_u64("H5CHUNK_CORPUS_SEED", 1), env_u64("H5CHUNK_CORPUS_COUNT", 230)), 0u);
 }
