@@ -127,6 +127,10 @@ class OutputFile {
   int fd_ = -1;
 };
 
+// One JSON line. Text from a damaged file (a filter's name in a fallback cause) need not be
+// UTF-8: invalid bytes become U+FFFD rather than an exception that aborted the command.
+std::string json_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 int fail(const std::string& message) {
   std::fprintf(stderr, "h5chunk: %s\n", message.c_str());
   return 1;
@@ -276,7 +280,7 @@ int cmd_read(const std::string& path, const std::string& name, const std::string
                {"fast_path", array->stats.fast_path},
                {"ms", std::round(ms * 1000) / 1000}};
   if (!array->stats.fast_path) line["fallback"] = array->stats.fallback_cause;
-  std::cout << line.dump() << std::endl;
+  std::cout << json_text(line) << std::endl;
   return 0;
 }
 
@@ -326,7 +330,7 @@ int cmd_info(const std::string& path, const std::string& name, bool as_json) {
     if (!d.ok()) return fail(d.status().message());
     json j = describe(*d);
     if (as_json) {
-      std::cout << j.dump() << "\n";
+      std::cout << json_text(j) << "\n";
       continue;
     }
     std::cout << j["path"].get<std::string>() << "\n"
@@ -396,7 +400,7 @@ int cmd_bench(const std::string& path, const std::string& name, const std::strin
                {"fast_path", fast_stats.fast_path},
                {"chunks", fast_stats.chunks}};
   if (!fast_stats.fast_path) line["fallback"] = fast_stats.fallback_cause;
-  std::cout << line.dump() << std::endl;
+  std::cout << json_text(line) << std::endl;
   return 0;
 }
 

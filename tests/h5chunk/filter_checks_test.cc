@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -138,6 +139,29 @@ TEST_F(DamagedScaleOffset, TheCommandGivesTheNamedErrorNotASegfault) {
   EXPECT_THAT(text, HasSubstr("scale-offset: the chunk's header gives 200 bits per element"));
   EXPECT_THAT(text, HasSubstr("dataset '/data'"));
   EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// The filter's name comes from the file: damaged, it need not be UTF-8. The command's JSON line
+// replaces the bad bytes (nlohmann::json threw on them, and the command aborted: mutants 100569
+// and 100882 of the determinism corpus).
+TEST_F(DamagedScaleOffset, TheCommandPrintsAFilterNameThatIsNotUtf8) {
+  const std::string binary = std::string(HUBFS_BIN_DIR) + "/h5chunk";
+  ASSERT_TRUE(std::filesystem::exists(binary)) << binary << " not built (test_h5chunk depends on it)";
+  Bytes bytes = read_file_bytes(pristine);
+  const std::string name = "scaleoffset";
+  auto at = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
+  ASSERT_NE(at, bytes.end()) << "the filter pipeline message names its filter";
+  at[5] = 0xb8;  // "scale\xb8ffset"
+  const std::string file = (dir / "bad_name.h5").string();
+  write_file_bytes(file, bytes);
+  FILE* p = ::popen((binary + " read " + file + " /data 5 2>/dev/null").c_str(), "r");
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
+  const int status = ::pclose(p);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal: " << text;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << text;
+  EXPECT_THAT(text, HasSubstr("\"fallback\":\"is compressed with scale\xef\xbf\xbd" "ffset (6)"));
 }
 
 }  // namespace HUBFS_UNITY_ID
