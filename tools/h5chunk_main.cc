@@ -7,7 +7,10 @@
 //
 // FILE may be hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH: read without a mount, through
 // hubfs's reader and block cache in-process (h5hub/hub_byte_source.h), as `hubfs cat` reads.
+#include <fcntl.h>
 #include <hdf5.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -16,13 +19,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "cli_docs.h"
@@ -41,6 +45,92 @@ using json = nlohmann::json;
 constexpr uint64_t kProgressBarBytes = 64ull << 20;
 // Redraw at most this often: a terminal repaint per chunk would cost more than the chunk.
 constexpr auto kRedrawEvery = std::chrono::milliseconds(100);
+
+// ---------------------------------------------------------------------------------------------
+// Ctrl-C. SIGINT and SIGTERM end the process at once from their handler, with 128 + the signal
+// (130 for Ctrl-C), after removing the output file being written. Ending at once is what makes it
+// prompt wherever the command is: waiting on a stalled network read (which a read's cancel flag
+// would end only after its helper threads), inside libhdf5, or writing the output. Nothing is
+// lost: the command only reads, and the block cache survives a process that stops anywhere (as it
+// survives a killed mount). A signal inherited as ignored (a script's background job) is taken too.
+
+// The temp file being written (a path that outlives the command), removed on a signal; set
+// before the file is created, so that a signal never leaves it behind.
+std::atomic<const char*> g_partial_output{nullptr};
+
+extern "C" void on_stop_signal(int sig) {
+  // Only async-signal-safe calls.
+  if (const char* partial = g_partial_output.load()) ::unlink(partial);
+  const char msg[] = "h5chunk: interrupted\n";
+  (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+  ::_exit(128 + sig);
+}
+
+void take_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigfillset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// The -o file: written as OUT.h5chunk-partial-PID and renamed over OUT once complete, so that an
+// interrupted or failed read leaves neither. A device or pipe (/dev/stdout) is written directly.
+class OutputFile {
+ public:
+  ~OutputFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!temp_.empty()) ::unlink(temp_.c_str());
+    g_partial_output.store(nullptr);
+  }
+  hubfs::Status open(const std::string& dest) {
+    dest_ = dest;
+    struct stat st {};
+    if (::stat(dest.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+      fd_ = ::open(dest.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd_ < 0) return hubfs::IoError("cannot open '" + dest + "' for writing: " + std::strerror(errno));
+      return hubfs::Status::Ok();
+    }
+    temp_ = dest + ".h5chunk-partial-" + std::to_string(::getpid());
+    g_partial_output.store(temp_.c_str());
+    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      return hubfs::IoError("cannot create '" + temp_ + "': " + std::strerror(errno) + "; check that the directory of '" +
+                            dest + "' exists and is writable");
+    }
+    return hubfs::Status::Ok();
+  }
+  hubfs::Status write_all(const uint8_t* data, size_t n) {
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, data, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return hubfs::IoError("cannot write '" + dest_ + "': " + std::strerror(errno));
+      data += w;
+      n -= static_cast<size_t>(w);
+    }
+    return hubfs::Status::Ok();
+  }
+  // Puts the complete file in place (a signal after the rename finds no temp file to remove).
+  hubfs::Status commit() {
+    const int fd = std::exchange(fd_, -1);
+    if (::close(fd) != 0) return hubfs::IoError("cannot write '" + dest_ + "': " + std::strerror(errno));
+    if (temp_.empty()) return hubfs::Status::Ok();
+    if (::rename(temp_.c_str(), dest_.c_str()) != 0) {
+      return hubfs::IoError("cannot rename '" + temp_ + "' to '" + dest_ + "': " + std::strerror(errno));
+    }
+    g_partial_output.store(nullptr);
+    temp_.clear();
+    return hubfs::Status::Ok();
+  }
+
+ private:
+  std::string dest_, temp_;
+  int fd_ = -1;
+};
+
+// One JSON line. Text from a damaged file (a filter's name in a fallback cause) need not be
+// UTF-8: invalid bytes become U+FFFD rather than an exception that aborted the command.
+std::string json_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 int fail(const std::string& message) {
   std::fprintf(stderr, "h5chunk: %s\n", message.c_str());
@@ -177,9 +267,11 @@ int cmd_read(const std::string& path, const std::string& name, const std::string
   if (!array.ok()) return fail(array.status().message());
 
   if (!out_path.empty()) {
-    std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(array->data()), std::streamsize(array->nbytes()));
-    if (!out) return fail("cannot write '" + out_path + "': " + std::strerror(errno));
+    OutputFile out;
+    hubfs::Status st = out.open(out_path);
+    if (st.ok()) st = out.write_all(array->data(), array->nbytes());
+    if (st.ok()) st = out.commit();
+    if (!st.ok()) return fail(st.message());
   }
   json line = {{"shape", array->shape()},
                // numpy's dtype for the bytes written (native order): np.dtype(ast.literal_eval(s))
@@ -191,7 +283,7 @@ int cmd_read(const std::string& path, const std::string& name, const std::string
   if (!array->stats.fast_path) line["fallback"] = array->stats.fallback_cause;
   // libhdf5 read these virtual sources as fill values (a local file; hf:// refuses instead).
   if (!info.missing_sources.empty()) line["missing_sources"] = info.missing_sources;
-  std::cout << line.dump() << std::endl;
+  std::cout << json_text(line) << std::endl;
   return 0;
 }
 
@@ -243,7 +335,7 @@ int cmd_info(const std::string& path, const std::string& name, bool as_json) {
     if (!d.ok()) return fail(d.status().message());
     json j = describe(*d);
     if (as_json) {
-      std::cout << j.dump() << "\n";
+      std::cout << json_text(j) << "\n";
       continue;
     }
     std::cout << j["path"].get<std::string>() << "\n"
@@ -319,7 +411,7 @@ int cmd_bench(const std::string& path, const std::string& name, const std::strin
                {"chunks", fast_stats.chunks}};
   if (!fast_stats.fast_path) line["fallback"] = fast_stats.fallback_cause;
   if (!info.missing_sources.empty()) line["missing_sources"] = info.missing_sources;
-  std::cout << line.dump() << std::endl;
+  std::cout << json_text(line) << std::endl;
   return 0;
 }
 
@@ -332,6 +424,7 @@ int main(int argc, char** argv) {
   // handler then prints "infinite loop closing library" with its internal state. h5chunk only
   // reads: the process's exit closes the file, and there is nothing to flush.
   H5dont_atexit();
+  take_stop_signals();
   // hf:// reads log as the mount does (HUBFS_LOG_LEVEL=debug shows each fetch and hint).
   if (!hubfs::set_log_level_from_env()) {
     std::fprintf(stderr, "h5chunk: HUBFS_LOG_LEVEL must be debug, info, warning or error\n");

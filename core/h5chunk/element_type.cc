@@ -238,6 +238,33 @@ void describe_string(hid_t type, Part& out) {
   }
 }
 
+// The member indexes of a compound in offset order (ties, which only overlapping members of a
+// damaged type can have, by name). libhdf5 numbers members in file order until a conversion of
+// the type sorts its shared copy by offset in place (H5T__sort_value, run by H5T_conv_struct):
+// after h5py (or anyone) read the dataset in this process, an open of the same file sees offset
+// order. Sorting here gives the same dtype whatever the process did before
+// (docs/hdf5-formats.md, "Compound member order").
+std::vector<unsigned> members_by_offset(hid_t type, int n) {
+  struct Key {
+    size_t offset;
+    std::string name;
+    unsigned index;
+  };
+  std::vector<Key> keys;
+  for (int i = 0; i < n; ++i) {
+    const auto u = static_cast<unsigned>(i);
+    char* name = H5Tget_member_name(type, u);
+    keys.push_back({H5Tget_member_offset(type, u), name ? name : "", u});
+    if (name) H5free_memory(name);
+  }
+  std::stable_sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    return a.offset != b.offset ? a.offset < b.offset : a.name < b.name;
+  });
+  std::vector<unsigned> order;
+  for (const Key& k : keys) order.push_back(k.index);
+  return order;
+}
+
 void describe_compound(hid_t type, Part& out) {
   const size_t size = H5Tget_size(type);
   const int n = H5Tget_nmembers(type);
@@ -247,16 +274,18 @@ void describe_compound(hid_t type, Part& out) {
   }
   out.kind = "compound";
   out.mem = Hid(H5Tcreate(H5T_COMPOUND, size));
+  const std::vector<unsigned> order = members_by_offset(type, n);
   std::vector<std::string> names;
   std::vector<Part> members(n);
   std::vector<size_t> offsets;
-  for (int i = 0; i < n; ++i) {
-    char* name = H5Tget_member_name(type, static_cast<unsigned>(i));
+  for (int k = 0; k < n; ++k) {
+    const unsigned i = order[k];
+    char* name = H5Tget_member_name(type, i);
     names.emplace_back(name ? name : "");
     if (name) H5free_memory(name);
-    offsets.push_back(H5Tget_member_offset(type, static_cast<unsigned>(i)));
-    Hid member(H5Tget_member_type(type, static_cast<unsigned>(i)));
-    Part& m = members[i];
+    offsets.push_back(H5Tget_member_offset(type, i));
+    Hid member(H5Tget_member_type(type, i));
+    Part& m = members[k];
     if (!member.valid()) {
       m.unsupported = "a compound member HDF5 cannot describe";
     } else {

@@ -23,6 +23,7 @@
 #include "h5chunk/element_type.h"
 #include "h5chunk/external_files.h"
 #include "h5chunk/fallback.h"
+#include "h5chunk/filter_checks.h"
 #include "h5chunk/hdf5_handle.h"
 #include "h5chunk/manifest.h"
 #include "h5chunk/range_hints.h"
@@ -170,12 +171,16 @@ class DatasetState {
   // A filter with no HDF5 plugin here (zstd, bitshuffle on Debian): H5Dread cannot read the
   // dataset at all, so even small reads take the fast path.
   bool h5dread_lacks_filter = false;
-  // A chunked dataset with a third-party filter (Blosc, LZ4, Zstd, LZF, bitshuffle: plugins
-  // HDF5 loads from outside) whose whole pipeline h5chunk decodes. Those plugins do not all
-  // check their input as HDF5's built-in filters do: Debian's LZ4 plugin returned heap bytes
-  // for a chunk whose stored size a damaged index understated (mutation fuzz seed 21077). So,
-  // except on Route::kH5Dread, H5Dread is handed such a dataset's chunks only after h5chunk's
-  // own decoders accepted each of them (once per chunk: `verified`).
+  // A chunked dataset whose whole pipeline h5chunk decodes (none, or Blosc, LZ4, Zstd, LZF,
+  // bitshuffle, deflate, shuffle, fletcher32). libhdf5 does not check that a filter's output
+  // fills the chunk: a chunk that decodes short leaves the rest of its buffer uninitialised in
+  // H5Dread's output (different bytes on each run), and third-party plugins do not all check
+  // their input (Debian's LZ4 plugin returned heap bytes for a chunk whose stored size a damaged
+  // index understated: mutation fuzz seed 21077). So, except on Route::kH5Dread, H5Dread is
+  // handed such a dataset's chunks only after h5chunk's own decoders accepted each of them, to
+  // its exact size (once per chunk: `verified`). Also set for pipelines with scale-offset or
+  // n-bit, which libhdf5 decodes trusting the chunk: each chunk's location is checked, and its
+  // header and size where filter_checks.h can.
   bool verify_before_h5dread = false;
   VerifiedChunks verified;
   // External raw storage of a file read through a source: h5chunk reads its segments through
@@ -426,6 +431,7 @@ Status describe(hid_t dset, hid_t file_type, hid_t dcpl, DatasetInfo* info, Chun
     layout->elem_size = size;
     layout->pipeline = info->filters;
     layout->conversion = element->conversion;
+    layout->decodable = unsupported_filter(info->filters).empty();
     // The fill value H5Dread gives unwritten chunks; zeros when none was defined.
     layout->fill.assign(layout->elem_size, 0);
     H5D_fill_value_t fill_status = H5D_FILL_VALUE_UNDEFINED;
@@ -518,18 +524,18 @@ Result<std::shared_ptr<DatasetState>> FileState::open_dataset(const std::string&
     state->info.fast_path_blocker = "lives in another file (an external link's target)";
     state->info.fix = "Open that file itself to read the dataset in parallel.";
   }
-  bool third_party_filter = false;
   for (const FilterStep& f : state->info.filters) {
     if (H5Zfilter_avail(static_cast<H5Z_filter_t>(f.id)) <= 0) state->h5dread_lacks_filter = true;
-    // HDF5 numbers its own filters below H5Z_FILTER_RESERVED (256); the rest are plugins.
-    if (f.id >= H5Z_FILTER_RESERVED) third_party_filter = true;
   }
-  // Chunks can be planned and decoded here: the layout is sound (corrupt is empty), every filter
-  // is one h5chunk decodes, and the grid can be numbered (the fast path's own preconditions;
-  // other blockers, e.g. an element type H5Dread converts, leave the chunks decodable).
+  // Chunks can be planned and checked here: the layout is sound (corrupt is empty), every filter
+  // is one h5chunk decodes or scale-offset or n-bit (filter_checks.h), and the grid can be
+  // numbered (the fast path's own preconditions; other blockers, e.g. an element type H5Dread
+  // converts, leave the chunks decodable).
+  const bool checkable = std::all_of(state->info.filters.begin(), state->info.filters.end(), [](const FilterStep& f) {
+    return unsupported_filter({f}).empty() || f.id == kScaleOffsetFilter || f.id == kNbitFilter;
+  });
   state->verify_before_h5dread =
-      !foreign && third_party_filter && corrupt.empty() && state->info.readable &&
-      state->info.layout == "chunked" && unsupported_filter(state->info.filters).empty() &&
+      !foreign && corrupt.empty() && state->info.readable && state->info.layout == "chunked" && checkable &&
       chunk_grid_problem(state->info.shape, state->info.chunk).empty();
   const std::string source = "file '" + path + "', dataset '" + name + "'";
   const bool external_storage = state->info.layout == "contiguous" && H5Pget_external_count(dcpl.get()) > 0;
@@ -902,6 +908,9 @@ Result<ReadStats> Dataset::read_into_unmapped(const Selection& selection, void* 
         if (!verified.ok()) return verified.status();  // names the source and the chunk
       }
     }
+    // Whatever H5Dread leaves unwritten (it does not check every filter's output size) is then
+    // zeros on every run, never the buffer's old bytes.
+    std::memset(out, 0, bytes);
     Status s = h5dread_selection(state_->dataset.get(), state_->element.mem_type.get(), elem_size,
                                  *norm, out);
     if (!s.ok()) return s.with_context(source);

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "h5chunk/checked.h"
+#include "h5chunk/filter_checks.h"
 #include "h5chunk/range_hints.h"
 
 namespace h5chunk {
@@ -508,9 +509,18 @@ Status ChunkPool::process(const Task& task, WorkerState& worker) {
       return Corrupt("stored unfiltered but holds " + std::to_string(task.loc.size) +
                      " bytes instead of the chunk's " + std::to_string(chunk_bytes_));
     }
+    // A pipeline h5chunk does not decode: a scale-offset or n-bit chunk is checked as far as it
+    // can be without decoding; of any other, only the location (checked by the caller).
+    const FilterStep* unchecked =
+        layout_.decodable ? nullptr : sole_unchecked_filter(layout_.pipeline, task.loc.filter_mask);
+    if (!layout_.decodable && !unchecked) return Status::Ok();
     uint8_t* in = worker.compressed.reserve(task.loc.size);
     if (!in) return out_of_memory("a stored chunk", task.loc.size);
     if (Status s = read_exact(worker, in, task.loc.size, task.loc.offset, req_.cancel); !s.ok()) return s;
+    if (unchecked) {
+      return check_unchecked_filter_input(*unchecked, layout_.elem_size, chunk_bytes_ / layout_.elem_size, in,
+                                          task.loc.size);
+    }
     uint8_t* target = need_scratch();
     if (!target) return out_of_memory("a decoded chunk", chunk_bytes_);
     return decode_chunk(layout_.pipeline, task.loc.filter_mask, layout_.elem_size, in, task.loc.size,

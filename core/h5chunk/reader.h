@@ -88,6 +88,9 @@ struct ChunkedLayout {
   bool dont_filter_partial = false;  // H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS
   std::vector<uint8_t> fill;         // one element of fill value, native order
   Conversion conversion;             // stored -> returned element bytes (empty: none needed)
+  // Every filter of the pipeline is one h5chunk decodes; else (scale-offset, n-bit) only a
+  // verify_only read runs, checking what filter_checks.h can.
+  bool decodable = true;
 };
 
 // Chunks of one dataset that the fast path's decoders have accepted (by their position in the
@@ -126,8 +129,9 @@ struct FastRead {
   // Verify instead of read: every touched chunk not yet in `verified` is read and decoded into
   // scratch (nothing is written to `out`, which may be null), and added to `verified` once its
   // decode succeeded. A chunk whose location libhdf5 disputes (locate() says kUnsupported) is
-  // skipped, not verified. Used before H5Dread serves a read of a dataset filtered by
-  // third-party plugins, which do not all check their input (see verify_before_h5dread).
+  // skipped, not verified. Used before H5Dread serves a read (see verify_before_h5dread): a
+  // layout that is not decodable has each chunk's location checked, and its scale-offset or
+  // n-bit input as far as filter_checks.h can.
   bool verify_only = false;
   VerifiedChunks* verified = nullptr;  // required with verify_only
 };

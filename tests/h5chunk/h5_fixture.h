@@ -26,6 +26,8 @@ enum class Codec {
   kNone, kDeflateShuffle, kBloscLz4, kBloscZstdBit, kLz4, kFletcherDeflate,
   kZstdDirect,        // 32015, no plugin: chunks written with H5Dwrite_chunk
   kBitshuffleDirect,  // 32008 (lz4 blocks), no plugin: chunks written with H5Dwrite_chunk
+  kScaleOffset,       // HDF5's scale-offset filter (integers: minimum bits; floats: 2 decimal digits)
+  kNbit,              // HDF5's n-bit filter (full precision: it still frames every chunk)
 };
 
 inline const char* codec_name(Codec c) {
@@ -38,6 +40,8 @@ inline const char* codec_name(Codec c) {
     case Codec::kFletcherDeflate: return "fletcher_deflate";
     case Codec::kZstdDirect: return "zstd";
     case Codec::kBitshuffleDirect: return "bitshuffle";
+    case Codec::kScaleOffset: return "scaleoffset";
+    case Codec::kNbit: return "nbit";
   }
   return "?";
 }
@@ -183,6 +187,13 @@ inline void write_dataset(const std::string& path, const DatasetSpec& spec, cons
         break;
       case Codec::kZstdDirect: check(H5Pset_filter(dcpl, 32015, H5Z_FLAG_OPTIONAL, 0, nullptr) >= 0, "zstd"); break;
       case Codec::kBitshuffleDirect: check(H5Pset_filter(dcpl, 32008, H5Z_FLAG_OPTIONAL, 5, bshuf) >= 0, "bshuf"); break;
+      case Codec::kScaleOffset: {
+        const bool is_float = H5Tget_class(spec.dtype.type) == H5T_FLOAT;
+        check(H5Pset_scaleoffset(dcpl, is_float ? H5Z_SO_FLOAT_DSCALE : H5Z_SO_INT,
+                                 is_float ? 2 : H5Z_SO_INT_MINBITS_DEFAULT) >= 0, "scaleoffset");
+        break;
+      }
+      case Codec::kNbit: check(H5Pset_nbit(dcpl) >= 0, "nbit"); break;
     }
     if (spec.dont_filter_partial) H5Pset_chunk_opts(dcpl, H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS);
   }

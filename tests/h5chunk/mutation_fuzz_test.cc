@@ -11,6 +11,7 @@
 // H5CHUNK_FUZZ_KEEP=DIR keeps every failing file there (and, as libhdf5-seed-N.h5, each file
 // H5Dread itself crashes or hangs on).
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -184,6 +185,90 @@ TEST(MutationFuzz, HostileFilesGiveErrorsOrH5DreadBytes) {
 
 // The long run (Release only, in the slow label): 1,000 seeds no other test uses.
 TEST(MutationFuzz, SlowThousandMutations) { fuzz(10000, 1000); }
+
+// Mutants first_seed .. first_seed + count - 1 of the determinism corpus, each read as the
+// command reads it in two child processes with differently perturbed heaps, a batch of files per
+// child. Every answer must be the same both times (the same bytes, or the same error), and no
+// child may crash or hang. Returns the number of reads compared.
+uint64_t check_determinism(uint64_t first_seed, uint64_t count) {
+  hubfs::testing::TempDir dir;
+  const std::vector<Fixture> fixtures = corpus_seed_files(dir.path().string());
+  EXPECT_GE(fixtures.size(), 20u);
+  for (const Fixture& fx : fixtures) {  // undamaged, every seed file reads
+    const std::string file = (dir / ("pristine_" + fx.name + ".h5")).string();
+    for (const auto& [key, r] : cli_reads(file, fx.datasets, fx.name + " ")) {
+      EXPECT_EQ(r.outcome, Outcome::kOk) << key << ": " << r.payload;
+    }
+  }
+  // Enough files per child that forking costs little, few enough that a crash is found fast.
+  constexpr uint64_t kBatch = 100;
+  Limits limits;
+  limits.deadline_seconds = 120;  // a batch takes well under a second; this is a hang detector
+  uint64_t compared = 0, differing = 0, ok = 0, errors = 0;
+  for (uint64_t batch = first_seed; batch < first_seed + count; batch += kBatch) {
+    const uint64_t end = std::min(first_seed + count, batch + kBatch);
+    std::map<uint64_t, Mutant> mutants;
+    for (uint64_t seed = batch; seed < end; ++seed) {
+      std::vector<uint8_t> bytes;
+      mutants[seed] = make_mutant(fixtures, seed, &bytes);
+      write_file_bytes((dir / ("m" + std::to_string(seed) + ".h5")).string(), bytes);
+      if (const char* keep = std::getenv("H5CHUNK_CORPUS_KEEP")) {  // e.g. to run the command on them
+        std::filesystem::create_directories(keep);
+        write_file_bytes(std::string(keep) + "/m" + std::to_string(seed) + ".h5", bytes);
+      }
+    }
+    auto run = [&](int perturb, const std::string& out) {
+      return [&, perturb, out] {
+        ::mallopt(M_PERTURB, perturb);
+        Records all;
+        for (const auto& [seed, m] : mutants) {
+          const std::string file = (dir / ("m" + std::to_string(seed) + ".h5")).string();
+          Records r = cli_reads(file, fixtures[m.fixture].datasets, std::to_string(seed) + " ");
+          all.insert(r.begin(), r.end());
+        }
+        write_records(out, all);
+      };
+    };
+    const std::string a = (dir / "a.bin").string(), b = (dir / "b.bin").string();
+    auto ends = run_children({run(0x5a, a), run(0xa5, b)}, dir.path().string(), limits);
+    for (size_t i = 0; i < ends.size(); ++i) {
+      EXPECT_FALSE(ends[i].failed()) << "a child reading mutants " << batch << ".." << end - 1 << " "
+                                     << ends[i].describe() << ":\n" << ends[i].stderr_text;
+    }
+    if (ends[0].failed() || ends[1].failed()) continue;
+    const Records ra = read_records(a), rb = read_records(b);
+    EXPECT_EQ(ra.size(), rb.size());
+    for (const auto& [key, r] : ra) {
+      ++compared;
+      (r.outcome == Outcome::kOk ? ok : errors) += 1;
+      auto it = rb.find(key);
+      if (it != rb.end() && it->second.outcome == r.outcome && it->second.payload == r.payload) continue;
+      ++differing;
+      const uint64_t seed = std::stoull(key.substr(0, key.find(' ')));
+      ADD_FAILURE() << "mutant " << seed << " (" << mutants[seed].what << "): " << key
+                    << " differs between two runs";
+    }
+  }
+  std::cout << "determinism corpus: " << count << " mutants of " << fixtures.size() << " seed files, "
+            << compared << " reads compared: " << differing << " differing, " << ok << " returned data, " << errors
+            << " errors\n";
+  EXPECT_EQ(differing, 0u);
+  // The damage must reach both outcomes, or this would pass by testing nothing.
+  EXPECT_GT(ok, 0u);
+  EXPECT_GT(errors, 0u);
+  return compared;
+}
+
+// H5CHUNK_CORPUS_SEED=<seed> H5CHUNK_CORPUS_COUNT=1 replays one mutant; H5CHUNK_CORPUS_KEEP=DIR
+// keeps every mutant's file there.
+TEST(MutationFuzz, DamagedFilesReadTheSameEveryTime) {
+  EXPECT_GT(check_determinism(env_u64("H5CHUNK_CORPUS_SEED", 1), env_u64("H5CHUNK_CORPUS_COUNT", 230)), 0u);
+}
+
+// The full corpus (Release only): 3,000 mutants of the 24 seed files.
+TEST(MutationFuzz, SlowDamagedFilesReadTheSameEveryTime3000) {
+  EXPECT_GT(check_determinism(100000, 3000), 0u);
+}
 
 }  // namespace
 }  // namespace h5chunk::testing::mutation

@@ -104,14 +104,16 @@ inline const std::vector<std::string>& index_signatures() {
   return s;
 }
 
-inline Fixture make_fixture(const std::string& dir, bool latest) {
+// A fixture file named `name` holding `specs`, and where its structures lie.
+inline Fixture make_fixture_from(const std::string& dir, const std::string& name, const std::vector<DatasetSpec>& specs,
+                                 bool latest) {
   Fixture fx;
-  fx.name = latest ? "latest" : "v1";
+  fx.name = name;
   const std::string path = dir + "/pristine_" + fx.name + ".h5";
   FileSpec fs;
   fs.libver_latest = latest;
   uint32_t seed = 1;
-  for (const DatasetSpec& spec : fixture_specs(latest)) {
+  for (const DatasetSpec& spec : specs) {
     write_dataset(path, spec, make_data(spec, seed++), fs);
     fx.datasets.push_back(spec.name);
     fx.shapes.emplace_back(spec.shape.begin(), spec.shape.end());
@@ -175,6 +177,10 @@ inline Fixture make_fixture(const std::string& dir, bool latest) {
     }
   }
   return fx;
+}
+
+inline Fixture make_fixture(const std::string& dir, bool latest) {
+  return make_fixture_from(dir, latest ? "latest" : "v1", fixture_specs(latest), latest);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -692,6 +698,98 @@ inline CaseResult run_case(const Fixture& fx, const std::string& file, const std
     return result;
   }
   return compare(read_records(ref_out), read_records(ours_out));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The determinism corpus: many small seed files (one dataset each: every codec, both formats,
+// contiguous, edge chunks, and the filters libhdf5 decodes unchecked, scale-offset and n-bit),
+// damaged by flips, overwrites and truncations, each read twice as `h5chunk read` reads it, in
+// two processes whose heaps differ (glibc's M_PERTURB): a result that depends on memory nobody
+// wrote shows up as two different answers.
+
+inline std::vector<Fixture> corpus_seed_files(const std::string& dir) {
+  auto one = [](const char* name, DType dtype, std::vector<hsize_t> shape, std::vector<hsize_t> chunk, Codec codec) {
+    DatasetSpec s;
+    s.name = name;
+    s.dtype = dtype;
+    s.shape = std::move(shape);
+    s.chunk = std::move(chunk);
+    s.codec = codec;
+    return std::vector<DatasetSpec>{s};
+  };
+  std::vector<Fixture> out;
+  for (bool latest : {false, true}) {
+    const std::string f = latest ? "latest_" : "v1_";
+    const Codec codecs[] = {Codec::kNone,    Codec::kDeflateShuffle, Codec::kBloscLz4,        Codec::kLz4,
+                            Codec::kFletcherDeflate, Codec::kZstdDirect, Codec::kBitshuffleDirect};
+    for (Codec c : codecs) {
+      out.push_back(make_fixture_from(dir, f + codec_name(c), one("/d", int16_t_(), {24, 20}, {6, 20}, c), latest));
+    }
+    out.push_back(make_fixture_from(dir, f + "contiguous", one("/d", float32_(), {12, 10}, {}, Codec::kNone), latest));
+    out.push_back(make_fixture_from(dir, f + "edges", one("/d", float64_(), {13, 7}, {4, 3}, Codec::kDeflateShuffle),
+                                    latest));
+    out.push_back(make_fixture_from(dir, f + "scaleoffset_int", one("/d", int16_t_(), {16, 12}, {4, 12}, Codec::kScaleOffset),
+                                    latest));
+    out.push_back(make_fixture_from(dir, f + "scaleoffset_float", one("/d", float32_(), {16, 12}, {8, 6}, Codec::kScaleOffset),
+                                    latest));
+    out.push_back(make_fixture_from(dir, f + "nbit", one("/d", int16_t_(), {16, 12}, {4, 12}, Codec::kNbit), latest));
+  }
+  return out;
+}
+
+// What `h5chunk read FILE DATASET SELECTION` answers (default options, the automatic route) for
+// each dataset and selection: the bytes, or the error message.
+inline Records cli_reads(const std::string& path, const std::vector<std::string>& datasets, const std::string& prefix) {
+  Records out;
+  Options options;
+  options.log = [](const std::string&) {};
+  auto file = File::open(path, options);
+  for (const std::string& name : datasets) {
+    auto dset = file.ok() ? file->dataset(name) : Result<Dataset>(file.status());
+    for (const std::string& sel : selections()) {
+      Record& r = out[prefix + name + "[" + sel + "]"];
+      if (!dset.ok()) {
+        r.payload = dset.status().message();
+        continue;
+      }
+      auto shape = dset->selection_shape(*parse_selection(sel));
+      if (shape.ok() && dset->info().readable) {
+        auto bytes = checked_product(*shape, dset->info().element.size);
+        if (bytes && *bytes > kMaxReadBytes && *bytes <= memory_and_swap()) {
+          r.outcome = Outcome::kTooBig;
+          continue;
+        }
+      }
+      auto got = dset->read(sel);
+      if (got.ok()) {
+        r.outcome = Outcome::kOk;
+        r.payload.assign(reinterpret_cast<const char*>(got->data()), got->nbytes());
+      } else {
+        r.payload = got.status().message();
+      }
+    }
+  }
+  return out;
+}
+
+// One damaged file of the corpus: which seed file, and what was done to it.
+struct Mutant {
+  size_t fixture = 0;
+  std::string what;
+};
+
+// Mutant `seed` of the corpus: flips, overwrites (random runs, zeroed pages, absurd dims) and
+// truncations of one of the seed files, as mutate() makes them.
+inline Mutant make_mutant(const std::vector<Fixture>& fixtures, uint64_t seed, std::vector<uint8_t>* bytes) {
+  std::mt19937_64 rng(seed);
+  Mutant m;
+  m.fixture = size_t(seed % fixtures.size());
+  const Fixture& fx = fixtures[m.fixture];
+  Kind kind = Kind(rng() % kKinds);
+  if ((kind == Kind::kDims && fx.dims.empty()) || (kind == Kind::kChunkBytes && fx.chunks.empty())) kind = Kind::kAnyBytes;
+  *bytes = fx.bytes;
+  m.what = fx.name + ", " + kind_name(kind) + ": " + mutate(*bytes, fx, kind, rng);
+  return m;
 }
 
 }  // namespace h5chunk::testing::mutation

@@ -179,6 +179,44 @@ def test_field_names_as_h5py(files):
             f["f4be_chunked"]["a"]
 
 
+# Members stored out of offset order, as PyTables' out_of_order_types.h5 stores them.
+OUT_OF_ORDER = np.dtype({"names": ["test_5", "test_10", "test_15"], "formats": ["S5", "S10", "S15"],
+                         "offsets": [25, 15, 0], "itemsize": 30})
+OFFSET_ORDER = np.dtype({"names": ["test_15", "test_10", "test_5"], "formats": ["S15", "S10", "S5"],
+                         "offsets": [0, 15, 25], "itemsize": 30})
+
+
+def test_compound_member_order_does_not_follow_what_h5py_did(tmp_path):
+    """libhdf5 sorts a compound's shared type by offset once a read converts it (here h5py's
+    astype into another record layout) while the dataset stays open; h5chunk lists members in offset
+    order in either state, so its dtype never changes."""
+    path = tmp_path / "out_of_order.h5"
+    data = np.zeros(40, OUT_OF_ORDER)
+    for name in OUT_OF_ORDER.names:
+        data[name] = [f"{name}-{i}".encode() for i in range(40)]
+    names = ("chunked", "contiguous")
+    with h5py.File(path, "w") as hf:
+        hf.create_dataset("chunked", data=data, chunks=(16,))
+        hf.create_dataset("contiguous", data=data)
+
+    def read_with_h5chunk():
+        with h5chunk.File(path) as f:
+            return {name: (f[name].dtype, f[name][:]) for name in names}
+    with h5py.File(path, "r") as hf:
+        held = [hf[name] for name in names]  # open datasets share libhdf5's copy of the type
+        for dset in held:  # a read that converts the type
+            dset.astype([("test_15", "S15"), ("test_5", "S5")])[:]
+        assert held[0].dtype.names == OFFSET_ORDER.names  # h5py's dtype changed
+        converted = read_with_h5chunk()  # the same datasets, still open in h5py
+    fresh = read_with_h5chunk()
+    for name in names:
+        assert fresh[name][0] == OFFSET_ORDER, name
+        assert converted[name][0] == fresh[name][0], name
+        for field in OUT_OF_ORDER.names:
+            assert np.array_equal(fresh[name][1][field], data[field]), (name, field)
+            assert np.array_equal(converted[name][1][field], data[field]), (name, field)
+
+
 def test_variable_length_and_references_read_through_h5py(tmp_path):
     """What h5chunk cannot return (object arrays) still reads, through h5py, as h5py reads it."""
     path = str(tmp_path / "vlen.h5")

@@ -132,6 +132,41 @@ def _h5chunk_bin():
     return os.path.join(os.path.dirname(PYTHON_DIR), "bin", "h5chunk")
 
 
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+@pytest.mark.parametrize("command", ["read", "info", "bench"])
+def test_cli_ctrl_c_ends_a_stalled_read_with_130_and_no_output(hub, tmp_path, command, inherited):
+    """SIGINT while the CLI waits on a stalled CDN: status 130 long before the stall ends, and no
+    output file. Also when SIGINT comes inherited as ignored (a script's background job)."""
+    endpoint = hub["endpoint"]
+    stall_ms = 60000
+    _control(endpoint, "POST", "/_hubfs/faults",
+             {"mode": "stall", "stall_ms": stall_ms, "path_contains": "/blobs/", "count": 1000})
+    _control(endpoint, "POST", "/_hubfs/reset", {})
+    out = tmp_path / "out" / "frames.bin"
+    out.parent.mkdir()
+    args = {"read": ["read", f"{URL}/scan.hdf5", "/data/raw_data", "-o", str(out)],
+            "info": ["info", f"{URL}/scan.hdf5"],
+            "bench": ["bench", f"{URL}/scan.hdf5", "/data/raw_data", "--repeat", "1"]}[command]
+    env = {**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
+    preexec = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if inherited == "ignored" else None
+    proc = subprocess.Popen([_h5chunk_bin(), *args, "--endpoint", endpoint, "--cache-dir", str(tmp_path / "cache")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=preexec)
+    try:
+        # Interrupt once the CLI is reading: its first file request is held by the stall.
+        while _control(endpoint, "GET", "/_hubfs/stats")["faults_injected"] == 0:
+            assert proc.poll() is None, proc.communicate()
+            threading.Event().wait(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=stall_ms / 2000)  # ended by the signal, not the stall
+    finally:
+        proc.kill()
+        proc.wait()
+        _control(endpoint, "DELETE", "/_hubfs/faults")
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert list(out.parent.iterdir()) == []  # neither the output nor a partial file
+
+
 def test_cli_read_and_info(hub, tmp_path):
     frames = hub["frames"]
     common = ["--endpoint", hub["endpoint"], "--cache-dir", str(tmp_path / "cache")]
