@@ -74,10 +74,10 @@ def build_root(root):
 
 
 class Server:
-    def __init__(self, root, *args):
+    def __init__(self, root, *args, env=None):
         self.proc = subprocess.Popen(
             ["/usr/bin/python3", SERVER, "--root", root] + list(args),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         line = self.proc.stdout.readline().decode()
         words = line.split()
         if len(words) != 4 or words[0] != "listening" or words[2] != "cdn":
@@ -1145,6 +1145,23 @@ class XetModelTest(unittest.TestCase):
         self.assertEqual(seen["count"] - before, len(refused))
         self.assertTrue(seen["expected"] and seen["strict"])
         self.assertEqual(request(self.hub.url + "/_hubfs/stats").json()["refused_ranges"] >= len(refused), True)
+
+    def test_a_store_the_server_made_is_removed_when_it_stops(self):
+        # Without --xet-store the packed xorbs go to a temporary directory of the server's own;
+        # every test and bench run starts servers, so a store left behind fills /tmp.
+        tmp = tempfile.mkdtemp(prefix="hub-server-tmp-")
+        try:
+            hub = Server(self.root, "--xet", "--xet-pack", XET_PACK, env=dict(os.environ, TMPDIR=tmp))
+            try:
+                h = request(hub.url + "/api/datasets/org/xet/tree/v1").json()[0]["xetHash"]
+                self.assertTrue(h)
+                self.assertEqual(len([n for n in os.listdir(tmp) if n.startswith("hubfs-xet-store-")]), 1)
+            finally:
+                hub.stop()
+            self.assertEqual(hub.proc.returncode, 0)
+            self.assertEqual(os.listdir(tmp), [])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def test_without_strictness_v1_urls_open_the_whole_xorb(self):
         lax = Server(self.root, "--xet", "--xet-pack", XET_PACK, "--strict-xet-ranges", "off")

@@ -200,6 +200,8 @@ def main(argv):
     signal.sigwait(stop_signals)
     for server in servers:
         server.server_close()
+    if state.xet is not None:
+        state.xet.close()
     sys.stderr.flush()
     # Handler threads may be mid-sendfile or asleep in a latency/stall; nothing they hold needs
     # cleaning up, so leave without waiting for them.

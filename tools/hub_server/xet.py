@@ -29,6 +29,7 @@ import hmac
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -49,12 +50,20 @@ class XetStore:
             raise SystemExit("--xet needs --xet-pack naming the hubfs-xet-pack binary (build it: "
                              "cmake --build build --target hubfs_xet_pack); got %r" % pack_binary)
         self.pack_binary = pack_binary
+        # A store the server made for itself is its own to remove when it stops (close()); one
+        # named with --xet-store belongs to the caller and is kept.
+        self.owns_store_dir = not store_dir
         self.store_dir = store_dir or tempfile.mkdtemp(prefix="hubfs-xet-store-")
         self.max_xorb_bytes = max_xorb_bytes
         self._lock = threading.Lock()
         self._by_file = {}  # (path, size, mtime_ns) -> info
         self._by_hash = {}  # xet hash -> info
         self._xorb_ends = {}  # xorb hash -> (chunk_ends, unpacked_ends)
+
+    def close(self):
+        """Removes the store if the server made it (a temporary directory per run)."""
+        if self.owns_store_dir:
+            shutil.rmtree(self.store_dir, ignore_errors=True)
 
     def info(self, path, st):
         key = (path, st.st_size, st.st_mtime_ns)
