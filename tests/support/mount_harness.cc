@@ -67,10 +67,14 @@ std::unique_ptr<HubfsMount> HubfsMount::start(const std::string& endpoint, const
   cmd += " " + shell_quote(m->path_);
   auto r = run_command(cmd);
   if (r.exit_code != 0) {
-    std::filesystem::remove(m->path_);
-    std::string path = m->path_;
+    // The log goes into the error rather than being left behind in /tmp.
+    std::string log = read_all(m->log_);
+    std::error_code ec;
+    std::filesystem::remove(m->path_, ec);
+    std::filesystem::remove(m->log_, ec);
     m->path_.clear();
-    throw std::runtime_error("hubfs mount failed (" + std::to_string(r.exit_code) + "): " + r.output);
+    throw std::runtime_error("hubfs mount failed (" + std::to_string(r.exit_code) + "): " + r.output +
+                             (log.empty() ? "" : "; its log: " + log));
   }
   return m;
 }
