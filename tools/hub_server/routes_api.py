@@ -211,22 +211,29 @@ class ApiRoutes:
                 out.append(store.entry(commit, p, found[1], found[2]))
         self.send_json(200, listed_sizes.apply(repo, out), {"X-Repo-Commit": commit.sha})
 
-    def handle_resolve(self, rtype, org, name, rest, from_chain=False, from_cache=False):
+    def open_file(self, route, rtype, org, name, rest):
+        """What resolve and raw share: GET/HEAD only, the repo, the revision (rest[0]) and the file
+        (rest[1:]) with its gate checked; returns (repo, commit, rel, path, st, oid, lfs)."""
         if self.method not in ("GET", "HEAD"):
-            raise HubError(405, None, "resolve is GET/HEAD only")
-        state = self.server.state
+            raise HubError(405, None, "%s is GET/HEAD only" % route)
+        store = self.server.state.store
         repo = self.open_repo(rtype, org, name)
         if len(rest) < 2:
-            raise HubError(404, "EntryNotFound", "resolve needs a revision and a path")
+            raise HubError(404, "EntryNotFound", "%s needs a revision and a path" % route)
         commit = self.open_revision(repo, rest[0])
         rel = "/".join(rest[1:])
-        found = state.store.stat_path(commit, rel)
+        found = store.stat_path(commit, rel)
         if found is None or found[1]:
             raise HubError(404, "EntryNotFound", "%s does not exist at revision %s" % (rel, commit.sha),
                            {"X-Repo-Commit": commit.sha})
         self.check_gated_file(repo, rtype, rel)
         path, _, st = found
-        oid, lfs = state.store.file_identity(path, rel, st)
+        oid, lfs = store.file_identity(path, rel, st)
+        return repo, commit, rel, path, st, oid, lfs
+
+    def handle_resolve(self, rtype, org, name, rest, from_chain=False, from_cache=False):
+        state = self.server.state
+        repo, commit, rel, path, st, oid, lfs = self.open_file("resolve", rtype, org, name, rest)
         if lfs is None and state.resolve_cache and not from_cache:
             # The Hub answers a small file's resolve with a 307 to a relative /api/resolve-cache/
             # URL naming the commit, the original path and the ETag (captured headers:
@@ -280,25 +287,10 @@ class ApiRoutes:
                                        content_type="application/vnd.xet-fileinfo+json")
         self.send_bytes(302, b"", headers)
 
-
     def handle_raw(self, rtype, org, name, rest):
         """GET|HEAD /{prefix}{id}/raw/{rev}/{path}: the file as git stores it, so an LFS (or Xet)
         file's pointer, never a redirect (huggingface.js fileExists asks HEAD here)."""
-        if self.method not in ("GET", "HEAD"):
-            raise HubError(405, None, "raw is GET/HEAD only")
-        state = self.server.state
-        repo = self.open_repo(rtype, org, name)
-        if len(rest) < 2:
-            raise HubError(404, "EntryNotFound", "raw needs a revision and a path")
-        commit = self.open_revision(repo, rest[0])
-        rel = "/".join(rest[1:])
-        found = state.store.stat_path(commit, rel)
-        if found is None or found[1]:
-            raise HubError(404, "EntryNotFound", "%s does not exist at revision %s" % (rel, commit.sha),
-                           {"X-Repo-Commit": commit.sha})
-        self.check_gated_file(repo, rtype, rel)
-        path, _, st = found
-        oid, lfs = state.store.file_identity(path, rel, st)
+        _, commit, _, path, _, oid, lfs = self.open_file("raw", rtype, org, name, rest)
         headers = {"ETag": '"%s"' % oid, "X-Repo-Commit": commit.sha}
         if lfs is None:
             with open(path, "rb") as f:
