@@ -749,7 +749,7 @@ Status copy_file(HubFile& file, const CopyOptions& options) {
               "); its blocks were dropped, copying it once more from the start");
   Status again = copy_once(file, options);
   if (!again.ok() && again.code() != Code::kUnavailable) {
-    return Status(again.code(), again.message() + " (on the second try: the first failed its hash too)");
+    return Status(again.code(), again.message() + " (the second try; the first failed its hash)");
   }
   return again;
 }

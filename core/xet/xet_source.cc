@@ -135,6 +135,7 @@ Result<std::string> XetReader::read_range(const MerkleHash& file, uint64_t file_
                            std::to_string(file_size) + "-byte file");
   }
   Status last = Status::Ok();
+  bool mismatched_before = false;
   for (int attempt = 0; attempt < 2; ++attempt) {
     // Each attempt gets a share of what the read has left, so a service that trickles leaves
     // time for the retry and then for the bridge.
@@ -152,11 +153,13 @@ Result<std::string> XetReader::read_range(const MerkleHash& file, uint64_t file_
     if (last.code() == Code::kInvalidArgument || last.code() == Code::kTimeout) return last;
     if (!mismatch.empty() && attempt == 0) {
       ++whole_read_refetches_;
+      mismatched_before = true;
       log_warning("Xet file " + file.hex() + ": " + mismatch + ": fetching it once more with a fresh plan");
     } else if (!mismatch.empty()) {
-      last = Unavailable("Xet file " + file.hex() + ": fetched twice, and twice " + mismatch +
-                         ": the storage service did not serve this file (nothing of it was kept); it is read "
-                         "through the Hub's bridge instead, checked by its SHA-256");
+      last = Unavailable("Xet file " + file.hex() + ": fetched " +
+                         (mismatched_before ? "twice, and both times " : "twice (the first time failed), and ") +
+                         mismatch + ": the storage service did not serve this file (nothing of it was kept); it is "
+                         "read through the Hub's bridge instead, checked by its SHA-256");
     }
     if (attempt == 0) {
       ++retries_;

@@ -12,7 +12,9 @@
 //      V1: the term's url_range), each range once per read, all in flight at once (xorb_fetch.h);
 //   4. decoded, chunk boundaries from the chunk headers, each chunk hashed on this reader's
 //      thread; the hashes go to the whole-file check (XetFileChecks), which compares their Merkle
-//      root with the file's Xet hash once they tile the file. A partial read is not
+//      root with the file's Xet hash once they tile the file. A read that alone covers the whole
+//      file is checked before it answers: on a mismatch it is fetched once more with a fresh
+//      plan (nothing of the first attempt served or kept). A partial read is not
 //      content-verified: the service's data has no per-chunk hash to check it by.
 // What the service sends that does not fit (a refused or malformed plan, short or long bodies,
 // headers that lie, frames that do not decode, no answer within the attempt's share of the read's
