@@ -5,8 +5,8 @@
 //      cache: bytes fetched from the xorbs, as a fraction of the file (the target: at most
 //      5%), and through the bridge for comparison (the block cache keys by content: all of it);
 //   3. revision 1 cold with 3 xorb answers corrupted (one flipped byte each), then again on the
-//      same cache: the first refused by its check (copy_file's SHA-256 and the Xet check), the
-//      second exact.
+//      same cache: the first caught by the file's Xet check at its last chunk and started over
+//      once by copy_file (its blocks fetched afresh), so exact; the second exact too.
 // Conditions: --latency-ms per request and --bandwidth-mbps per connection (default 50 ms and
 // 400 Mbit/s, the issue's), 16 requests in flight, random (incompressible) content.
 //
@@ -156,8 +156,9 @@ int main(int argc, char** argv) {
   report("Xet, revision 2 after revision 1:", x2, hub->stats()["xorb_bytes"].get<uint64_t>(), "xorb");
 
   // 3. Corrupt xorb bytes: 3 flipped bytes in xorb answers during a cold whole read (no chunk hash
-  // can catch them in the read that gets them: the whole-file check does), then the whole read
-  // again on the same cache: exact, and nothing of the bad bytes kept.
+  // can catch them in the read that gets them: the whole-file check does, and copy_file starts
+  // over once), then the whole read again on the same cache: exact, and nothing of the bad bytes
+  // kept.
   const std::string fault_cache = (caches.path() / "faults").string();
   hub->reset_stats();
   hub->add_fault({{"mode", "flip_byte"}, {"path_contains", "/xorbs/"}, {"count", 3}});

@@ -197,6 +197,7 @@ nlohmann::json xet_status(const Stack& stack) {
           {"unverified_bytes", x.unverified_bytes},
           {"partial_reads", "not content-verified (the Xet service gives no chunk hashes); whole files are"},
           {"retries", x.retries},
+          {"whole_read_refetches", x.whole_read_refetches},
           {"service_errors", x.service_errors},
           {"bridge_fallbacks", stack.xet_router ? stack.xet_router->fallbacks() : 0}};
 }

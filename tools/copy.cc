@@ -180,6 +180,16 @@ int run_copy(const CopyCommand& c) {
     }
     return Status::Ok();
   };
+  if (!temp.empty()) {
+    // A copy that failed its hash starts over once (copy_file): the temp file starts over too.
+    options.rewind = [&, fd]() -> Status {
+      if (::ftruncate(fd, 0) != 0 || ::lseek(fd, 0, SEEK_SET) != 0) {
+        return IoError("truncating " + temp + " to start the copy over: " + strerror(errno));
+      }
+      written = written_back = 0;
+      return Status::Ok();
+    };
+  }
   options.stop = [] { return g_stop.load(); };
   options.progress = [&](uint64_t done, uint64_t total) {
     if (!bar) return;

@@ -668,7 +668,20 @@ Result<std::unique_ptr<HubFile>> HubFile::open(std::shared_ptr<RepoSession> sess
       new HubFile(std::move(session), path, opened.value().handle, size, std::move(content_id)));
 }
 
-HubFile::~HubFile() { session_->fs->release(handle_); }
+HubFile::~HubFile() {
+  if (handle_) session_->fs->release(handle_);
+}
+
+Status HubFile::reopen() {
+  if (handle_) session_->fs->release(handle_);
+  handle_ = 0;
+  auto found = walk(*session_, path_);
+  if (!found.ok()) return found.status();
+  auto opened = session_->fs->open(found->ino, O_RDONLY);
+  if (!opened.ok()) return status_of(opened.error(), "opening '" + path_ + "' in " + session_->label + " again");
+  handle_ = opened.value().handle;
+  return Status::Ok();
+}
 
 Result<std::vector<BlockBytes>> HubFile::read(uint64_t offset, size_t len) {
   if (offset >= size_ || len == 0) return std::vector<BlockBytes>{};
@@ -708,7 +721,42 @@ Result<uint64_t> HubFile::hint(const std::vector<ByteRange>& ranges) {
 constexpr size_t kCopyPiece = 1u << 20;
 constexpr uint64_t kCopyWindow = 128ull << 20;
 
+namespace {
+
+// Whole-file hashes that failed in the session's reader so far.
+uint64_t hash_failures(const HubFile& file) {
+  const auto& reader = file.session()->stack.reader;
+  return reader ? reader->stats().verify_failures : 0;
+}
+
+Status copy_once(HubFile& file, const CopyOptions& options);
+
+}  // namespace
+
 Status copy_file(HubFile& file, const CopyOptions& options) {
+  const uint64_t failures = hash_failures(file);
+  Status st = copy_once(file, options);
+  if (st.ok() || (options.stop && options.stop())) return st;
+  // Only a failed hash is worth a second copy (the blocks that stayed cached make any other
+  // failure's second try cheap, but an outage would only be waited out twice).
+  if (st.code() != Code::kCorrupt && hash_failures(file) == failures) return st;
+  if (options.sink && !options.rewind) return st;
+  if (options.rewind) {
+    if (Status r = options.rewind(); !r.ok()) return st;
+  }
+  if (Status r = file.reopen(); !r.ok()) return st;
+  log_warning("'" + file.path() + "' failed its hash (" + st.message() +
+              "); its blocks were dropped, copying it once more from the start");
+  Status again = copy_once(file, options);
+  if (!again.ok() && again.code() != Code::kUnavailable) {
+    return Status(again.code(), again.message() + " (the second try; the first failed its hash)");
+  }
+  return again;
+}
+
+namespace {
+
+Status copy_once(HubFile& file, const CopyOptions& options) {
   auto verifier = ContentVerifier::for_content(file.content_id(), file.size());
   if (!verifier) {
     return Unsupported("'" + file.path() + "' has no content hash hubfs can check (content id '" +
@@ -750,5 +798,7 @@ Status copy_file(HubFile& file, const CopyOptions& options) {
   }
   return Status::Ok();
 }
+
+}  // namespace
 
 }  // namespace hubfs

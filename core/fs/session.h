@@ -227,6 +227,9 @@ class HubFile {
   // This file's bytes failed a hash the caller took (copy_file's): they leave every cache tier,
   // so running it again fetches them afresh (FileSystem::discard).
   void discard_cached();
+  // Opens the file again (a handle that read bytes which then failed their hash refuses further
+  // reads: reader/file_epochs.h).
+  Status reopen();
   const std::shared_ptr<RepoSession>& session() const { return session_; }
 
  private:
@@ -236,7 +239,7 @@ class HubFile {
         content_id_(std::move(content_id)) {}
   std::shared_ptr<RepoSession> session_;
   std::string path_;
-  uint64_t handle_;
+  uint64_t handle_;  // 0 after a failed reopen
   uint64_t size_;
   std::string content_id_;
 };
@@ -249,8 +252,13 @@ class HubFile {
 // where it stopped.
 // `progress(done, total)` is called after every piece; `stop()` true ends the copy (kUnavailable,
 // "interrupted"). Reads `window` bytes ahead of the sink (concurrent range requests).
+// A copy whose file failed a whole-file hash (copy_file's own, or the reader's: a corrupt byte on
+// the wire, which no hash can see before the whole file is there) starts over once, with the
+// file's blocks fetched afresh, when the sink can start over: no sink, or `rewind` (which drops
+// what the sink took). Only a second failure is returned.
 struct CopyOptions {
   std::function<Status(const char* data, size_t n)> sink;
+  std::function<Status()> rewind;
   std::function<void(uint64_t done, uint64_t total)> progress;
   std::function<bool()> stop;
 };

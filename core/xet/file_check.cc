@@ -14,6 +14,7 @@ XetFileChecks::Recorded XetFileChecks::record(const MerkleHash& file, uint64_t f
   }
   File& f = it->second;
   if (f.verdict != hubfs::FileVerdict::kUnknown) return out;
+  const bool alone = f.chunks.empty();  // no other read's chunks are in this record
   if (f.block_key.empty()) f.block_key = block_key;
   uint64_t at = offset;
   bool conflict = false;
@@ -50,6 +51,11 @@ XetFileChecks::Recorded XetFileChecks::record(const MerkleHash& file, uint64_t f
     f.verdict = out.verdict = hubfs::FileVerdict::kMismatch;
     out.why = "its chunks as served hash to " + served.hex() + ", not to the file's Xet hash";
     ++mismatches_;
+    if (alone) {
+      // Only this call's chunks, not yet served: no verdict to keep for the file's reader.
+      files_.erase(it);
+      out.dropped = true;
+    }
     return out;
   }
   f.verdict = out.verdict = hubfs::FileVerdict::kMatch;

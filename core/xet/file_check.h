@@ -56,6 +56,10 @@ class XetFileChecks {
     std::vector<VerifiedRun> verified_runs;  // on a match: the fetched chunks, for the cache
     std::string block_key;                   // the file's block-cache key (given with its reads)
     std::string why;                         // on a mismatch: what differed
+    // On a mismatch: `chunks` alone tiled the file (no other read served any of it), so the
+    // record was dropped instead of kept as a verdict: nothing else was served, and the caller,
+    // which has not answered yet, may fetch the file again and record that instead.
+    bool dropped = false;
   };
   // Records `chunks`, served back to back from file byte `offset` on, and decides the file once
   // they tile it.

@@ -79,6 +79,7 @@ XetReaderStats XetReader::stats() const {
   s.unverified_bytes = s.served_bytes > verified ? s.served_bytes - verified : 0;
   s.cache_bytes = cache_bytes_.load();
   s.retries = retries_.load();
+  s.whole_read_refetches = whole_read_refetches_.load();
   s.service_errors = service_errors_.load();
   s.files_verified = checks_.files_verified();
   s.file_hash_mismatches = checks_.mismatches();
@@ -134,6 +135,7 @@ Result<std::string> XetReader::read_range(const MerkleHash& file, uint64_t file_
                            std::to_string(file_size) + "-byte file");
   }
   Status last = Status::Ok();
+  bool mismatched_before = false;
   for (int attempt = 0; attempt < 2; ++attempt) {
     // Each attempt gets a share of what the read has left, so a service that trickles leaves
     // time for the retry and then for the bridge.
@@ -141,17 +143,30 @@ Result<std::string> XetReader::read_range(const MerkleHash& file, uint64_t file_
         deadline.is_never()
             ? Deadline::after(options_.attempt_budget, env_.clock())
             : deadline.within(deadline.remaining() / std::max(1, options_.attempt_share_divisor));
-    auto got = read_once(file, file_size, range, mine, /*fresh=*/attempt > 0, block_key);
+    std::string mismatch;
+    auto got = read_once(file, file_size, range, mine, /*fresh=*/attempt > 0, block_key, &mismatch);
     if (got.ok()) {
       served_bytes_ += range.length;
       return got;
     }
     last = as_service_error(got.status(), deadline);
     if (last.code() == Code::kInvalidArgument || last.code() == Code::kTimeout) return last;
+    if (!mismatch.empty() && attempt == 0) {
+      ++whole_read_refetches_;
+      mismatched_before = true;
+      log_warning("Xet file " + file.hex() + ": " + mismatch + ": fetching it once more with a fresh plan");
+    } else if (!mismatch.empty()) {
+      last = Unavailable("Xet file " + file.hex() + ": fetched " +
+                         (mismatched_before ? "twice, and both times " : "twice (the first time failed), and ") +
+                         mismatch + ": the storage service did not serve this file (nothing of it was kept); it is "
+                         "read through the Hub's bridge instead, checked by its SHA-256");
+    }
     if (attempt == 0) {
       ++retries_;
-      log_debug("Xet read of " + file.hex().substr(0, 16) + "... bytes " + range_text(range) + ": " + last.message() +
-                "; trying once more with a fresh plan");
+      if (mismatch.empty()) {
+        log_debug("Xet read of " + file.hex().substr(0, 16) + "... bytes " + range_text(range) + ": " +
+                  last.message() + "; trying once more with a fresh plan");
+      }
     }
   }
   ++service_errors_;
@@ -238,7 +253,8 @@ void XetReader::on_decided(const MerkleHash& file, XetFileChecks::Recorded& deci
 }
 
 Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
-                                         const Deadline& deadline, bool fresh, const std::string& block_key) {
+                                         const Deadline& deadline, bool fresh, const std::string& block_key,
+                                         std::string* mismatch) {
   auto planned = plans_.get(file, range, deadline, fresh,
                             [this](const MerkleHash& f, hubfs::ByteRange r, const Deadline& d, int* v) {
                               return ask_plan(f, r, d, v);
@@ -373,10 +389,21 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
     return Unavailable("Xet read assembled " + std::to_string(out.size()) + " bytes for a " +
                        std::to_string(range.length) + "-byte range: the reconstruction does not cover it");
   }
-  for (size_t i = 0; i < n; ++i) {
-    auto decided = checks_.record(file, file_size, pieces[i].read->file_offset, served[i], block_key);
-    if (decided.verdict != hubfs::FileVerdict::kUnknown) on_decided(file, decided);
+  // The read's chunks, back to back from its first term's first byte, recorded at once: a read
+  // of the whole file is then checked as one before it answers.
+  std::vector<ServedChunk> all;
+  for (auto& s : served) all.insert(all.end(), s.begin(), s.end());
+  auto decided = checks_.record(file, file_size, n ? pieces[0].read->file_offset : range.offset, all, block_key);
+  if (decided.dropped) {
+    // This read alone tiles the file and its bytes are not the file's (a corrupt byte or a plan
+    // that lies): nothing of it was served or kept, so it is not answered (read_range fetches it
+    // once more with a fresh plan).
+    plans_.forget(file);
+    *mismatch = decided.why;
+    return Unavailable("Xet file " + file.hex() + ": " + decided.why +
+                       ": the storage service did not serve this file");
   }
+  if (decided.verdict != hubfs::FileVerdict::kUnknown) on_decided(file, decided);
   return out;
 }
 

@@ -12,7 +12,9 @@
 //      V1: the term's url_range), each range once per read, all in flight at once (xorb_fetch.h);
 //   4. decoded, chunk boundaries from the chunk headers, each chunk hashed on this reader's
 //      thread; the hashes go to the whole-file check (XetFileChecks), which compares their Merkle
-//      root with the file's Xet hash once they tile the file. A partial read is not
+//      root with the file's Xet hash once they tile the file. A read that alone covers the whole
+//      file is checked before it answers: on a mismatch it is fetched once more with a fresh
+//      plan (nothing of the first attempt served or kept). A partial read is not
 //      content-verified: the service's data has no per-chunk hash to check it by.
 // What the service sends that does not fit (a refused or malformed plan, short or long bodies,
 // headers that lie, frames that do not decode, no answer within the attempt's share of the read's
@@ -91,7 +93,9 @@ struct XetReaderStats {
   uint64_t served_bytes = 0;     // bytes served by reads (from xorbs or the chunk cache)
   uint64_t unverified_bytes = 0; // of served_bytes, those of files whose whole-file check has not matched
   uint64_t cache_bytes = 0;      // served from the chunk cache
-  uint64_t retries = 0;          // reads tried a second time after a service error
+  uint64_t retries = 0;          // reads tried a second time after a service error or a whole read's mismatch
+  // Of those, reads of a whole file whose chunks failed its Xet hash, fetched again before answering.
+  uint64_t whole_read_refetches = 0;
   uint64_t service_errors = 0;   // reads that failed twice (the router then reads them through the bridge)
   uint64_t files_verified = 0;   // files whose served chunks, all of them, hash to their Xet hash
   uint64_t file_hash_mismatches = 0;
@@ -134,9 +138,11 @@ class XetReader {
  private:
   Result<std::string> read_range(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
                                  const Deadline& deadline, const std::string& block_key);
-  // One attempt; fresh: ignore kept plans.
+  // One attempt; fresh: ignore kept plans. A read that alone tiles the file and fails its check
+  // answers an error, with *mismatch saying what differed.
   Result<std::string> read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
-                                const Deadline& deadline, bool fresh, const std::string& block_key);
+                                const Deadline& deadline, bool fresh, const std::string& block_key,
+                                std::string* mismatch);
   // One reconstruction request (with its token refresh after a 401 and its fall back from V2).
   Result<std::shared_ptr<const ReconstructionPlan>> ask_plan(const MerkleHash& file, hubfs::ByteRange range,
                                                              const Deadline& deadline, int* version);
@@ -153,7 +159,7 @@ class XetReader {
   XetFileChecks checks_;
   XorbFetchCounters xorbs_;
   std::atomic<int> version_;
-  std::atomic<uint64_t> served_bytes_{0}, cache_bytes_{0}, retries_{0}, service_errors_{0};
+  std::atomic<uint64_t> served_bytes_{0}, cache_bytes_{0}, retries_{0}, service_errors_{0}, whole_read_refetches_{0};
 
   TaskQueue work_;  // declared last: its threads start once everything above exists
 };

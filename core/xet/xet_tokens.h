@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "common/deadline.h"
 #include "common/env.h"
@@ -19,11 +20,15 @@
 
 namespace hubfs::xet {
 
+// Wall time as the stack's Env tells it (Env::system_now): the only clock a token's `exp` is
+// compared with, so a test's manual Env moves it.
+using EnvWallTime = decltype(std::declval<const Env&>().system_now());
+
 // A read token for one repo's files (HubClient::xet_read_token).
 struct XetToken {
   std::string cas_url;  // no trailing slash
   std::string access_token;
-  std::chrono::system_clock::time_point expires;  // the token's own `exp` (a stamp the Hub wrote)
+  EnvWallTime expires;  // the token's own `exp` (a stamp the Hub wrote), compared with env.system_now()
 };
 // Fetches a fresh token (blocking; called on the reader's threads). Must be thread-safe.
 using TokenSource = std::function<Result<XetToken>()>;

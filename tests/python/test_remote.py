@@ -370,6 +370,26 @@ def test_cli_cat_and_cp(hub, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["cache", "out", "pipe", "piped"], os.listdir(tmp_path)
 
 
+def test_cli_cp_starts_over_once_after_a_failed_hash(hub, tmp_path):
+    """A byte flipped on the wire fails the file's hash at its end; `hubfs cp` into a file
+    truncates its temp file and copies once more (its blocks fetched afresh): exact, exit 0."""
+    endpoint, copy = hub["endpoint"], hub["copy"]
+    blob = hashlib.sha256(copy).hexdigest()
+    out = tmp_path / "out"
+    out.mkdir()
+    _control(endpoint, "POST", "/_hubfs/faults", {"mode": "flip_byte", "path_contains": blob, "count": 1})
+    try:
+        r = subprocess.run([_hubfs_bin(), "cp", f"{URL}/data/copy.bin", str(out / "copy.bin"), "--endpoint", endpoint,
+                            "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True,
+                           env={**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}, timeout=120)
+    finally:
+        _control(endpoint, "DELETE", "/_hubfs/faults")
+    assert r.returncode == 0, r.stderr
+    assert "copying it once more" in r.stderr, r.stderr
+    assert (out / "copy.bin").read_bytes() == copy
+    assert os.listdir(out) == ["copy.bin"], "no temp file left"
+
+
 def test_cli_cp_interrupted_leaves_nothing_and_exits_130(hub, tmp_path):
     endpoint = hub["endpoint"]
     out = tmp_path / "out"

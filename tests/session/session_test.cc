@@ -340,6 +340,52 @@ TEST_F(SessionTest, ACopyWhoseReaderDoesNotHashDropsBadBlocksItFinds) {
   EXPECT_EQ(testing::count_pattern_mismatches(kBigSeed, 0, got.data(), got.size()), 0u);
 }
 
+// A copy whose sink can start over (`hubfs cp` truncates its temp file) is not refused for a byte
+// flipped on the wire: the failed hash drops the file's blocks and the copy starts over once, so
+// the first copy is exact. A flip on every answer fails the second try too.
+TEST_F(SessionTest, ACopyThatFailsItsHashStartsOverOnceWhenItsSinkCan) {
+  for (bool reader_hashes : {true, false}) {
+    SCOPED_TRACE(reader_hashes);
+    SessionConfig c = config();
+    c.verify_whole_files = reader_hashes;
+    c.cache_dir = (cache_.path() / (reader_hashes ? "hashing" : "not-hashing")).string();
+    auto s = open("hf://datasets/lab/scans", c);
+    ASSERT_TRUE(s) << last_error_.message();
+    std::string got;
+    int rewinds = 0;
+    CopyOptions options;
+    options.sink = [&got](const char* data, size_t n) {
+      got.append(data, n);
+      return Status::Ok();
+    };
+    options.rewind = [&] {
+      ++rewinds;
+      got.clear();
+      return Status::Ok();
+    };
+    hub_->reset_stats();
+    hub_->add_fault({{"mode", "flip_byte"}, {"path_contains", "/blobs/"}, {"count", 1}});
+    auto f = HubFile::open(s, "data/big.bin");
+    ASSERT_TRUE(f.ok());
+    Status first = copy_file(**f, options);
+    ASSERT_TRUE(first.ok()) << first.message();
+    EXPECT_EQ(hub_->stats()["faults_injected"].get<int>(), 1);
+    EXPECT_EQ(rewinds, 1);
+    EXPECT_EQ(got.size(), kBigSize);
+    EXPECT_EQ(testing::count_pattern_mismatches(kBigSeed, 0, got.data(), got.size()), 0u);
+
+    hub_->add_fault({{"mode", "flip_byte"}, {"path_contains", "/blobs/"}, {"count", 1000}});
+    (*f)->discard_cached();  // fetched again, every answer flipped
+    auto g = HubFile::open(s, "data/big.bin");
+    ASSERT_TRUE(g.ok());
+    rewinds = 0;
+    Status bad = copy_file(**g, options);
+    hub_->clear_faults();
+    EXPECT_FALSE(bad.ok());
+    EXPECT_EQ(rewinds, 1) << "once, not more: " << bad.message();
+  }
+}
+
 // A file with no block: nothing is read, and the copy's check of zero bytes against its
 // content id passes.
 TEST_F(SessionTest, AnEmptyFileCopiesAndChecks) {

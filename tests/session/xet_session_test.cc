@@ -175,6 +175,46 @@ TEST_F(XetSessionTest, ACorruptXorbByteFailsTheFileCheckAndNeverOutlivesIt) {
   EXPECT_EQ(s->stack.xet_router->fallbacks(), 0u) << "wrong bytes are not a service error";
 }
 
+// The same through copy_file (`hubfs cp`'s path), with 3 corrupt xorb answers: the file's check
+// fails at its last chunk, and the copy, whose sink can start over, starts over once on a fresh
+// handle: the first copy is exact, at the price of the file fetched twice, and nothing of the
+// corrupt answers is kept (a read after it is exact and fetches nothing).
+TEST_F(XetSessionTest, CorruptXorbAnswersCostACopyARefetchNotAFailure) {
+  auto s = open("v1", config());
+  ASSERT_TRUE(s);
+  hub_->add_fault({{"mode", "flip_byte"}, {"path_contains", "/xorbs/"}, {"count", 3}});
+  auto f = HubFile::open(s, "data/big.bin");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  std::string got;
+  int rewinds = 0;
+  CopyOptions options;
+  options.sink = [&got](const char* data, size_t n) {
+    got.append(data, n);
+    return Status::Ok();
+  };
+  options.rewind = [&] {
+    ++rewinds;
+    got.clear();
+    return Status::Ok();
+  };
+  Status st = copy_file(**f, options);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(got == *one_) << "exact on the first copy";
+  EXPECT_EQ(hub_->stats()["faults_injected"], 3);
+  EXPECT_LE(rewinds, 1);
+  const uint64_t xorb_bytes = hub_->stats()["xorb_bytes"].get<uint64_t>();
+  // Twice the file, plus the chunks two requests share at their edge (2.14x measured).
+  EXPECT_LE(xorb_bytes, 2 * kSize + kSize / 4) << "the file twice, not more";
+  EXPECT_EQ(s->stack.xet->stats().files_verified, 1u);
+  EXPECT_EQ(s->stack.xet_router->fallbacks(), 0u);
+  EXPECT_GT(s->stack.chunk_cache->stats().stored, 0u) << "the verified fetch's chunks";
+  hub_->reset_stats();
+  Outcome again = read_all(s, *one_);
+  EXPECT_EQ(again.failed, 0u) << again.first_error;
+  EXPECT_EQ(again.wrong, 0u);
+  EXPECT_EQ(hub_->stats()["xorb_requests"], 0) << "served from what the exact copy cached";
+}
+
 TEST_F(XetSessionTest, XorbsCorruptedEveryTimeNeverPassTheFileCheck) {
   auto s = open("v1", config());
   ASSERT_TRUE(s);

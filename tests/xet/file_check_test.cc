@@ -66,12 +66,30 @@ TEST(XetFileChecksTest, ReorderedChunksNeverMatchAndAreReportedOnce) {
   XetFileChecks checks(4);
   auto swapped = f.chunks;
   std::swap(swapped[1], swapped[2]);
-  auto done = checks.record(f.file, f.size, 0, swapped, "key");
+  // Another read served the first chunk: the verdict is the file reader's to take.
+  EXPECT_EQ(checks.record(f.file, f.size, 0, {swapped[0]}, "key").verdict, FileVerdict::kUnknown);
+  auto done = checks.record(f.file, f.size, f.offset_of(1), {swapped.begin() + 1, swapped.end()}, "key");
   EXPECT_EQ(done.verdict, FileVerdict::kMismatch);
+  EXPECT_FALSE(done.dropped);
   EXPECT_TRUE(done.verified_runs.empty());
   EXPECT_EQ(checks.verdict(f.file), FileVerdict::kMismatch);
   EXPECT_EQ(checks.verdict(f.file), FileVerdict::kUnknown) << "reported once, then forgotten";
   EXPECT_EQ(checks.record(f.file, f.size, 0, f.chunks, "key").verdict, FileVerdict::kMatch) << "afresh";
+}
+
+// A read that alone tiles the file is decided before it answers: on a mismatch nothing of it was
+// served, so the record is dropped (the reader fetches the file again) and no verdict is left.
+TEST(XetFileChecksTest, AMismatchOfOneCallAloneLeavesNoVerdict) {
+  FileOfChunks f(6);
+  XetFileChecks checks(4);
+  auto swapped = f.chunks;
+  std::swap(swapped[1], swapped[2]);
+  auto done = checks.record(f.file, f.size, 0, swapped, "key");
+  EXPECT_EQ(done.verdict, FileVerdict::kMismatch);
+  EXPECT_TRUE(done.dropped);
+  EXPECT_EQ(checks.mismatches(), 1u);
+  EXPECT_EQ(checks.verdict(f.file), FileVerdict::kUnknown);
+  EXPECT_EQ(checks.record(f.file, f.size, 0, f.chunks, "key").verdict, FileVerdict::kMatch);
 }
 
 TEST(XetFileChecksTest, TwoDifferentChunksAtOneOffsetAreAMismatchAtOnce) {

@@ -402,8 +402,10 @@ TEST_F(XetSourceTest, AnAttemptUsesOnlyItsShareOfTheReadsDeadline) {
 }
 
 // A plan whose terms are reordered passes every per-chunk test (each term is a real piece of its
-// xorb): the whole-file check is what finds it, and nothing it served reaches the chunk cache.
-TEST_F(XetSourceTest, AReorderedPlanFailsTheFileCheckAndCachesNothing) {
+// xorb): the whole-file check is what finds it. A read of the whole file is checked before it
+// answers: its bytes are dropped (none reaches the chunk cache), fetched once more with a fresh
+// plan, and the answer is exact.
+TEST_F(XetSourceTest, AReorderedPlanFailsTheFileCheckAndTheWholeReadIsFetchedAgain) {
   testing::TempDir dir;
   std::mutex blocks_mu;
   std::string blocks;  // what the caller's block cache would hold of the file
@@ -421,16 +423,11 @@ TEST_F(XetSourceTest, AReorderedPlanFailsTheFileCheckAndCachesNothing) {
   cas_.plan_faults = 1;
   auto got = r->fetch(cas_.file(), cas_.size(), {0, cas_.size()}, Deadline::never(), "key");
   ASSERT_TRUE(got.ok()) << got.status().message();
-  EXPECT_NE(*got, cas_.content()) << "the fake's reordered plan serves other bytes";
+  EXPECT_TRUE(*got == cas_.content()) << "the reordered plan's bytes were never answered";
+  EXPECT_EQ(cas_.reconstructions, 2) << "a fresh plan for the second fetch";
   EXPECT_EQ(r->stats().file_hash_mismatches, 1u);
-  EXPECT_EQ(r->file_verdict(cas_.file()), FileVerdict::kMismatch);
-  EXPECT_EQ(r->file_verdict(cas_.file()), FileVerdict::kUnknown) << "reported once";
-  EXPECT_EQ(cache.stats().stored, 0u);
-  // The reads after it start afresh (a fresh plan) and are exact; the whole read verifies and
-  // its chunks go to the cache as locations in the file's blocks.
-  auto again = r->fetch(cas_.file(), cas_.size(), {0, cas_.size()}, Deadline::never(), "key");
-  ASSERT_TRUE(again.ok());
-  EXPECT_TRUE(*again == cas_.content());
+  EXPECT_EQ(r->stats().whole_read_refetches, 1u);
+  EXPECT_EQ(r->stats().served_bytes, cas_.size()) << "the dropped attempt's bytes were not served";
   EXPECT_EQ(r->file_verdict(cas_.file()), FileVerdict::kMatch);
   EXPECT_GT(cache.stats().stored, 0u);
   {
@@ -443,6 +440,66 @@ TEST_F(XetSourceTest, AReorderedPlanFailsTheFileCheckAndCachesNothing) {
   EXPECT_TRUE(*cached == cas_.content().substr(5000, 500'000));
   EXPECT_EQ(cas_.data_gets, gets) << "every chunk from the cache";
   EXPECT_EQ(r->stats().cache_bytes, 500'000u);
+}
+
+// Corrupt xorb answers (a flipped byte each, which no per-chunk test can see) in a read of the
+// whole file: the read is fetched once more and answers exactly, the first time; what it costs
+// is the first attempt's bytes. A corruption that does not go away is a named service error
+// (the router then reads through the bridge), after two attempts, with nothing served or kept.
+TEST_F(XetSourceTest, CorruptXorbAnswersInAWholeReadCostARefetchNotAnError) {
+  testing::TempDir dir;
+  // A chunk cache per reader (a verified read fills it, and the next would fetch nothing).
+  int caches = 0;
+  auto new_cache = [&] {
+    return std::make_unique<ChunkCache>((dir.path() / ("xet-chunks" + std::to_string(++caches))).string(), 0,
+                                        [&](const std::string&, uint64_t offset, uint64_t length, char* out) {
+                                          if (offset + length > cas_.size()) return false;
+                                          std::memcpy(out, cas_.content().data() + offset, length);
+                                          return true;
+                                        });
+  };
+  XetReaderOptions o;
+  // What a clean whole read fetches (no chunk cache: every chunk from the xorbs).
+  ASSERT_TRUE(reader()->fetch(cas_.file(), cas_.size(), {0, cas_.size()}).ok());
+  const uint64_t clean_bytes = cas_.data_bytes;
+  for (int corrupt : {1, 2}) {
+    SCOPED_TRACE(corrupt);
+    cas_.xorb_fault = XorbFault::kFlip;
+    cas_.xorb_faults = corrupt;
+    cas_.data_bytes = 0;
+    cas_.data_gets = 0;
+    auto cache = new_cache();
+    o.chunk_cache = cache.get();
+    auto r = reader(o);
+    auto got = r->fetch(cas_.file(), cas_.size(), {0, cas_.size()}, Deadline::never(), "key" + std::to_string(corrupt));
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_TRUE(*got == cas_.content());
+    EXPECT_EQ(cas_.xorb_faults, 0);
+    EXPECT_EQ(r->stats().retries, 1u);
+    EXPECT_EQ(r->file_verdict(cas_.file()), FileVerdict::kMatch);
+    // Two xorbs, each one listed range: the file's ranges twice, and nothing else.
+    EXPECT_EQ(cas_.data_gets, 4);
+    EXPECT_EQ(r->stats().xorb_bytes, cas_.data_bytes);
+    EXPECT_EQ(cas_.data_bytes, 2 * clean_bytes) << "the refetch costs one more whole read, no more";
+    EXPECT_EQ(r->stats().served_bytes, cas_.size());
+    EXPECT_EQ(cas_.refused, 0);
+    EXPECT_GT(cache->stats().stored, 0u) << "the second fetch's chunks, verified";
+  }
+  cas_.xorb_fault = XorbFault::kFlip;
+  cas_.xorb_faults = 1000;
+  auto cache = new_cache();
+  o.chunk_cache = cache.get();
+  auto r = reader(o);
+  auto bad = r->fetch(cas_.file(), cas_.size(), {0, cas_.size()}, Deadline::never(), "bad");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kUnavailable) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("fetched twice"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("bridge"), std::string::npos) << bad.status().message();
+  EXPECT_EQ(r->stats().served_bytes, 0u);
+  EXPECT_EQ(r->stats().service_errors, 1u);
+  EXPECT_EQ(r->stats().file_hash_mismatches, 2u);
+  EXPECT_EQ(cache->stats().stored, 0u) << "nothing of the corrupt answers is kept";
+  EXPECT_EQ(r->file_verdict(cas_.file()), FileVerdict::kUnknown) << "nothing was served, so nothing to drop";
 }
 
 // A flipped byte in a partial read cannot be seen (no chunk hashes): it is served, counted
@@ -488,18 +545,26 @@ TEST_F(XetSourceTest, TokenIsRefreshedBeforeItExpires) {
 
 TEST_F(XetSourceTest, ChunksThatDoNotMakeUpTheFileAreReported) {
   // The fake CAS answers any hash with its one file: asked for another file, every chunk decodes,
-  // but together they are not that file.
+  // but together they are not that file. Read in two parts, the second decides: the bytes of the
+  // first were served, so the verdict goes to the caller (which drops them).
   auto r = reader();
   MerkleHash other = cas_.file();
   other.bytes[0] ^= 1;
-  ASSERT_TRUE(r->fetch(other, cas_.size(), {0, cas_.size()}).ok());
+  const uint64_t half = cas_.size() / 2;
+  ASSERT_TRUE(r->fetch(other, cas_.size(), {0, half}).ok());
+  ASSERT_TRUE(r->fetch(other, cas_.size(), {half, cas_.size() - half}).ok());
   EXPECT_EQ(r->stats().files_verified, 0u);
   EXPECT_EQ(r->stats().file_hash_mismatches, 1u);
+  EXPECT_EQ(r->stats().whole_read_refetches, 0u) << "the first part was answered already";
   EXPECT_EQ(r->file_verdict(other), FileVerdict::kMismatch);
   EXPECT_EQ(r->file_verdict(other), FileVerdict::kUnknown);
   const uint64_t plans = r->stats().reconstructions;
-  ASSERT_TRUE(r->fetch(other, cas_.size(), {0, cas_.size()}).ok());
+  ASSERT_TRUE(r->fetch(other, cas_.size(), {0, half}).ok());
   EXPECT_EQ(r->stats().reconstructions, plans + 1) << "the plans that described other bytes were dropped";
+  // Read whole by a reader that served none of it, it is never answered: two attempts, then a
+  // service error.
+  auto whole = reader()->fetch(other, cas_.size(), {0, cas_.size()});
+  EXPECT_EQ(whole.status().code(), Code::kUnavailable);
 }
 
 TEST_F(XetSourceTest, AWholeReadMatchesItsFileAndPartsDoNotDecide) {
