@@ -15,6 +15,7 @@
 #include "cli_docs.h"
 #include "common/log.h"
 #include "copy.h"
+#include "fs/follow.h"
 #include "hub/environment.h"
 #include "hub/hub_client.h"
 #include "mount.h"
@@ -113,6 +114,11 @@ std::string apply_option(const std::string& opt, hubfs::MountConfig& config, std
   } else if (key == "log_format") {
     if (value != "text" && value != "json") return "-o log_format=" + value + ": use text or json";
     config.log_json = value == "json";
+  } else if (key == "follow") {
+    config.follow_s = hubfs::kFollowDefaultIntervalS;
+    if (has_value && !parse_int_in(value, 1, 86400, config.follow_s))
+      return "-o follow=" + value + ": give seconds (follow alone: every " +
+             std::to_string(hubfs::kFollowDefaultIntervalS) + " s)";
   } else if (key == "metrics") {
     if (!has_value) return needs_value();
     config.metrics = value;
@@ -156,7 +162,23 @@ std::string apply_options(const std::vector<std::string>& raw, hubfs::MountConfi
   return "";
 }
 
+// --follow's interval (fs/follow.h): from the least one in force up to a day.
+std::string check_follow(const hubfs::MountConfig& config) {
+  if (config.follow_s == 0) return "";
+  const int least = hubfs::follow_min_interval_s();
+  if (config.follow_s < least || config.follow_s > 86400) {
+    return "--follow=" + std::to_string(config.follow_s) + ": give seconds from " + std::to_string(least) +
+           " to 86400 (each check is one request against the Hub's API quota, so the least is " +
+           std::to_string(hubfs::kFollowMinIntervalS) + " s)";
+  }
+  return "";
+}
+
 int finish_and_mount(hubfs::MountConfig& config, const std::string& cache_size) {
+  if (std::string err = check_follow(config); !err.empty()) {
+    std::cerr << "hubfs: " << err << "\n";
+    return 2;
+  }
   // `hubfs mount --hub MNT`: the one positional is the mountpoint.
   if (config.hub && config.mountpoint.empty()) std::swap(config.mountpoint, config.repo_spec);
   if (config.mountpoint.empty()) {
@@ -346,6 +368,11 @@ int main(int real_argc, char** real_argv) {
   mount->add_option("--metrics", config.metrics,
                     "Serve the mount's counters as Prometheus text at http://ADDR:PORT/metrics: PORT (on "
                     "127.0.0.1), ADDR:PORT or [ADDR]:PORT; port 0 picks a free one (hubfs status --json shows it)");
+  mount->add_flag("--follow{" + std::to_string(hubfs::kFollowDefaultIntervalS) + "}", config.follow_s,
+                  "Follow the branch: ask the Hub where the revision points every SECONDS (--follow=SECONDS; "
+                  "default 60, at least 5) and show each new commit to new lookups and opens; files already "
+                  "open keep reading the commit they were opened at. Without it the mount stays at the commit "
+                  "it pinned");
   mount->add_flag("--debug", config.debug, "Log every FUSE request libfuse sees (useful with -f)");
   mount->add_flag("--offline", config.offline,
                   "Mount from the cache alone, asking the Hub nothing (also when HF_HUB_OFFLINE is set): the "
@@ -479,7 +506,7 @@ int main(int real_argc, char** real_argv) {
       "As a mount helper (what `mount -t fuse.hubfs REPO MOUNTPOINT -o ...` and fstab lines of type "
       "fuse.hubfs run):\n  hubfs REPO MOUNTPOINT -o KEY=VALUE,...\nwhere the keys are the mount "
       "options without dashes (endpoint, cache_dir, cache_size, revision, repo_type, subfolder, max_requests, "
-      "read_timeout, rate_limit_wait, log_file, log_format, metrics, ca_bundle, shared_cache with '+' between servers, shared_cache_key_file; foreground, debug, "
+      "read_timeout, rate_limit_wait, log_file, log_format, metrics, follow[=SECONDS], ca_bundle, shared_cache with '+' between servers, shared_cache_key_file; foreground, debug, "
       "offline, hub and shared_cache_private take no value; with hub, REPO is only a label); options for mount(8) "
       "and systemd (_netdev, nofail, noauto, auto, user, users, nouser, owner, group, defaults, "
       "comment=, x-*) and rw are dropped (the mount is always read-only); anything else goes to "
