@@ -56,6 +56,7 @@ struct FileSystem::View {
   std::mutex mu;  // a leaf: guards the two tables below, never held while listing
   std::unordered_map<Ino, std::unique_ptr<Listing>> dirs;
   std::set<std::pair<Ino, std::string>> negatives;
+  bool idle_seen = false;  // retired_names found no operation on it (under view_mu_)
 
   Listing& listing(Ino dir) {
     std::lock_guard<std::mutex> lock(mu);
@@ -334,11 +335,20 @@ ViewChange FileSystem::retired_names() {
   std::shared_ptr<View> old;
   {
     std::lock_guard<std::mutex> lock(view_mu_);
-    old.swap(retired_);
+    old = retired_;
   }
   if (!old) return {};
+  // retired_ and `old` hold it; any other holder is an operation still answering from it.
+  const bool idle = old.use_count() <= 2;
   ViewChange change = names_of(*old);
   change.new_commit = current_commit();
+  {
+    std::lock_guard<std::mutex> lock(view_mu_);
+    // Forgotten once it was idle at an earlier call too: the last operation on it has long
+    // answered the kernel, and this call's names are told after that answer.
+    if (retired_ == old && idle && old->idle_seen) retired_.reset();
+    else if (retired_ == old) old->idle_seen = idle;
+  }
   return change;
 }
 

@@ -149,8 +149,10 @@ class FileSystem : public FsApi {
   FsResult<std::string> listxattr(Ino ino) override;
   struct statvfs statfs() override;
   double attr_timeout_s() const override { return options_.entry_timeout_s; }
-  // Nothing under a pinned commit changes: the kernel may keep every listing.
-  bool listing_is_stable(Ino) const override { return true; }
+  // Nothing under a pinned commit changes: the kernel may keep every listing. Not with
+  // `follow`: a listing the kernel read from a handle opened before a swap could be cached
+  // after the swap's invalidation; each listing is then answered from the handle's snapshot.
+  bool listing_is_stable(Ino) const override { return !options_.follow; }
 
   const FsOptions& options() const { return options_; }
 
@@ -162,8 +164,10 @@ class FileSystem : public FsApi {
   // reading what they opened (their node names its commit; blocks are keyed by content). Returns
   // what the replaced view told the kernel, to invalidate; empty if `commit` is the current one.
   ViewChange advance(const std::string& commit, time_t mtime, bool list_whole_repo);
-  // The same names of the view replaced by the last advance, collected again (a lookup that
-  // began before the swap may have answered the kernel after the invalidation), then forgotten.
+  // The same names of the view replaced by the last advance, collected again: a lookup that
+  // began before the swap may have answered the kernel after the invalidation. The follower
+  // calls it at each poll; the view is forgotten after a call that found no operation on it,
+  // when an earlier call found none either.
   ViewChange retired_names();
   // The commit new lookups see.
   std::string current_commit() const;
