@@ -275,6 +275,14 @@ Result<std::string> build_repo_fs(const MountConfig& config, const std::string& 
     };
     fs_options.follow = config.follow_s > 0;
     fs_options.follow_interval_s = config.follow_s;
+    if (fs_options.follow && fs_options.on_open) {
+      // The cache index names the commit a file was opened at: the one shown at the open (an
+      // unchanged file's content is the same at both).
+      fs_options.on_open = [cache_dir = config.cache_dir, label = s.label, revision = s.repo.revision,
+                            mp = &m](const RemoteFile& f) {
+        index_recorder(cache_dir, label, revision, mp->repo->fs->current_commit())(f);
+      };
+    }
     m.status_json = fs_options.status_json;
   });
   if (!st.ok()) return st;

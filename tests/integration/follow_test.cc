@@ -166,6 +166,20 @@ TEST(Follow, APushIsSeenByNewOpensWhileOpenFilesReadTheirCommitToTheEnd) {
   EXPECT_EQ(mixed.load(), 0);
   EXPECT_EQ(status_of(*m)["errors"], 0);
 
+  // `hubfs cache info` names the commit each content was opened at: big.bin's two versions, each
+  // with its own.
+  const CommandResult info = run_command(shell_quote(bin_path("hubfs")) + " cache --cache-dir " + shell_quote(cache.str()) +
+                                         " info --json 2>/dev/null");
+  ASSERT_EQ(info.exit_code, 0) << info.output;
+  std::set<std::pair<uint64_t, std::string>> big_versions;  // (size, commit)
+  const nlohmann::json usage = nlohmann::json::parse(info.output);
+  for (const auto& r : usage["repos"])
+    for (const auto& f : r["files"])
+      if (f["path"] == "big.bin") big_versions.emplace(f["size"].get<uint64_t>(), f["commit"].get<std::string>());
+  EXPECT_EQ(big_versions, (std::set<std::pair<uint64_t, std::string>>{{big_v1.size(), old_commit},
+                                                                       {big_v2.size(), after["commit"].get<std::string>()}}))
+      << info.output;
+
   // Without --follow nothing moves: the same commit, listing and bytes as before the push.
   const nlohmann::json pinned = status_of(*still);
   EXPECT_EQ(pinned["commit"], old_commit);
