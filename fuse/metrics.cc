@@ -174,8 +174,8 @@ void add_latency_histograms(MetricExposition& e, const std::string& mount, const
       cumulative += counts[i].get<uint64_t>();
       char bound[32] = "+Inf";  // %g: "0.0005", "2.5", "30", as Prometheus clients print bounds
       if (i < le.size()) std::snprintf(bound, sizeof bound, "%g", le[i].get<double>());
-      e.add_sample(kName, "histogram", kHelp, std::string(kName) + "_bucket", labels + ",le=\"" + std::string(bound) + "\"",
-                   std::to_string(cumulative));
+      const std::string bucket_labels = labels + ",le=\"" + bound + "\"";
+      e.add_sample(kName, "histogram", kHelp, std::string(kName) + "_bucket", bucket_labels, std::to_string(cumulative));
     }
     e.add_sample(kName, "histogram", kHelp, std::string(kName) + "_sum", labels, metric_number(h.value("sum_s", 0.0)));
     e.add_sample(kName, "histogram", kHelp, std::string(kName) + "_count", labels, std::to_string(cumulative));

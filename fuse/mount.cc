@@ -265,11 +265,12 @@ Result<std::string> build_repo_fs(const MountConfig& config, const std::string& 
       if (const BranchFollower* f = mp->follower.get()) {
         const BranchFollower::State followed = f->state();
         j["commit"] = followed.commit;
+        const auto or_null = [](bool none, nlohmann::json v) { return none ? nlohmann::json(nullptr) : v; };
         j["follow"] = {{"interval_s", f->interval().count() / 1000},
-                       {"checked_at", followed.checked_at == 0 ? nlohmann::json(nullptr) : nlohmann::json(followed.checked_at)},
+                       {"checked_at", or_null(followed.checked_at == 0, followed.checked_at)},
                        {"polls", followed.polls},
                        {"changes", followed.changes},
-                       {"last_error", followed.last_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(followed.last_error)}};
+                       {"last_error", or_null(followed.last_error.empty(), followed.last_error)}};
       }
       return j.dump();
     };

@@ -159,7 +159,8 @@ Result<std::vector<TreeEntry>> FileSystem::listed_entries(const View& v, const s
     if (auto stored = options_.listings->load_dir(v.repo.revision, path)) return std::move(*stored);
   }
   if (options_.offline) {
-    return Unavailable("directory /" + path + " of " + (options_.listings ? options_.listings->repo_label() : v.repo.id) +
+    const std::string label = options_.listings ? options_.listings->repo_label() : v.repo.id;
+    return Unavailable("directory /" + path + " of " + label +
                        " at commit " + v.repo.revision + " was never listed while the Hub could be reached, so "
                        "this --offline mount cannot show it; remount without --offline to list it");
   }
