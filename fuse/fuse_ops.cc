@@ -65,7 +65,8 @@ void opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (!r.ok()) return reply_error(req, r.error());
   fi->fh = r.value();
   // A pinned commit's directory never changes: the kernel may cache its listing. The whole-Hub
-  // namespace's own directories gain entries as repos are touched: listed afresh each time.
+  // namespace's own directories gain entries as repos are touched, and a --follow mount's
+  // change with the commit: listed afresh each time (from the daemon's memory).
   const bool stable = fs(req)->listing_is_stable(ino);
   fi->cache_readdir = stable ? 1 : 0;
   fi->keep_cache = stable ? 1 : 0;

@@ -135,6 +135,15 @@ struct MetricExposition {
     }
     samples[name] += name + "{" + labels + "} " + value + "\n";
   }
+  // A sample of family `family` under another name (a histogram's _bucket, _sum, _count).
+  void add_sample(const std::string& family, const char* type, const char* help, const std::string& sample,
+                  const std::string& labels, const std::string& value) {
+    if (!header.count(family)) {
+      order.push_back(family);
+      header[family] = {type, help};
+    }
+    samples[family] += sample + "{" + labels + "} " + value + "\n";
+  }
   std::string str() const {
     std::string out;
     for (const std::string& name : order) {
@@ -145,6 +154,33 @@ struct MetricExposition {
     return out;
   }
 };
+
+// The status's "latency" histograms (bounds, counts per bucket, count, sum) as one Prometheus
+// histogram family with a `source` label: cumulative buckets ending in +Inf, then _sum and _count.
+void add_latency_histograms(MetricExposition& e, const std::string& mount, const nlohmann::json& status) {
+  static const char* kName = "hubfs_read_latency_seconds";
+  static const char* kHelp =
+      "Read latency by source: hub (API calls and resolves), cdn (range requests for file content), disk (disk "
+      "cache hits), shared (blocks asked of the shared tier)";
+  if (!status.contains("latency") || !status["latency"].is_object()) return;
+  for (const auto& [source, h] : status["latency"].items()) {
+    if (!h.is_object() || !h.contains("le") || !h.contains("counts")) continue;
+    const nlohmann::json& le = h["le"];
+    const nlohmann::json& counts = h["counts"];
+    if (!le.is_array() || !counts.is_array() || counts.size() != le.size() + 1) continue;
+    const std::string labels = mount + ",source=\"" + escape_metric_label(source) + "\"";
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      cumulative += counts[i].get<uint64_t>();
+      char bound[32] = "+Inf";  // %g: "0.0005", "2.5", "30", as Prometheus clients print bounds
+      if (i < le.size()) std::snprintf(bound, sizeof bound, "%g", le[i].get<double>());
+      const std::string bucket_labels = labels + ",le=\"" + bound + "\"";
+      e.add_sample(kName, "histogram", kHelp, std::string(kName) + "_bucket", bucket_labels, std::to_string(cumulative));
+    }
+    e.add_sample(kName, "histogram", kHelp, std::string(kName) + "_sum", labels, metric_number(h.value("sum_s", 0.0)));
+    e.add_sample(kName, "histogram", kHelp, std::string(kName) + "_count", labels, std::to_string(cumulative));
+  }
+}
 
 }  // namespace
 
@@ -164,6 +200,7 @@ std::string prometheus_text(const std::vector<nlohmann::json>& statuses) {
       if (f.label) labels += std::string(",") + f.label + "=\"" + f.label_value + "\"";
       e.add(f.name, f.type, f.help, labels, metric_number(*v));
     }
+    add_latency_histograms(e, mount, s);
     if (s.contains("quotas") && s["quotas"].is_object()) {
       for (const auto& [bucket, q] : s["quotas"].items()) {
         for (const MetricQuotaFamily& f : kQuotaFamilies) {

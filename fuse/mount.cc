@@ -23,9 +23,11 @@
 #include "cache/block_cache.h"
 #include "cache/cache_index.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "common/url.h"
 #include "hub/hub_client.h"
 #include "fs/filesystem.h"
+#include "fs/follow.h"
 #include "fs/hub_namespace.h"
 #include "fs/listing_cache.h"
 #include "daemon.h"
@@ -64,22 +66,36 @@ struct Mount {
   std::function<std::string()> status_json;
   std::shared_ptr<std::string> metrics_address = std::make_shared<std::string>();  // "" = none
   std::unique_ptr<MetricsServer> metrics;
+  // --follow: the branch's poller, and the session it tells the kernel through (set once the
+  // session is mounted, cleared before it goes).
+  std::unique_ptr<BranchFollower> follower;
+  std::atomic<fuse_session*> notify_session{nullptr};
 
   FsApi* fs() const { return repo ? static_cast<FsApi*>(repo->fs.get()) : hub_fs.get(); }
 
   ~Mount() {
     metrics.reset();  // it reads the components torn down below
+    if (follower) follower->stop();  // no invalidation reaches the session from here on
+    notify_session.store(nullptr);
     if (session) {
       if (signals) fuse_remove_signal_handlers(session);
       if (mounted) fuse_session_unmount(session);
       fuse_session_destroy(session);
     }
+    if (repo) repo->stack.shutdown();  // a poll waiting on the network fails now
+    follower.reset();                  // waits for it: it reads the FileSystem and the Hub client
     repo.reset();  // ~RepoSession: the stack shuts down, then the FileSystem and the stack go
     if (hub_stack) hub_stack->shutdown();
     hub_fs.reset();
     hub_stack.reset();
   }
 };
+
+// A latency histogram in the status JSON: its bucket bounds (seconds), the count in each (not
+// cumulative; the last is above every bound), their total and the sum of the durations.
+nlohmann::json latency_json(const LatencySnapshot& s) {
+  return {{"le", LatencyHistogram::kBoundsS}, {"counts", s.counts}, {"count", s.count}, {"sum_s", s.sum_s}};
+}
 
 // `hubfs status`: the daemon's identity and live counters as one JSON object (fuse/status.h),
 // read from the components' own stats. Called on FUSE threads while the session runs, so every
@@ -149,6 +165,13 @@ std::function<std::string()> status_provider(const Stack& m, const MountConfig& 
     j["files_verified"] = r.files_verified;
     j["files_verified_by_source"] = r.files_verified_by_source;
     j["verify_failures"] = r.verify_failures;
+    // Read latencies (docs/usage.md, "Metrics"): the Hub's requests (one per api_calls and
+    // resolves), range requests for content (one per range_requests), disk hits (one per
+    // disk_hits) and blocks asked of the shared tier; null for a tier the mount has not.
+    j["latency"] = {{"hub", latency_json(hub->latency())},
+                    {"cdn", latency_json(r.cdn_latency)},
+                    {"disk", *cache ? latency_json(r.disk_latency) : nlohmann::json(nullptr)},
+                    {"shared", *shared ? latency_json(r.shared_latency) : nlohmann::json(nullptr)}};
     if (*cache) {
       const CacheStats d = (*cache)->stats();
       j["disk_cache"] = {{"bytes_used", d.bytes_used}, {"evictions", d.evictions}, {"corrupt", d.corrupt},
@@ -202,25 +225,78 @@ nlohmann::json xet_status(const Stack& stack) {
           {"bridge_fallbacks", stack.xet_router ? stack.xet_router->fallbacks() : 0}};
 }
 
+// --follow: a new commit was installed; the kernel forgets what it was told of the old view
+// (names found or missing, directories' attributes and cached listing pages). On the follower's
+// thread, never a FUSE request's. A name or inode the kernel does not hold answers ENOENT.
+void invalidate_kernel(fuse_session* session, const ViewChange& change) {
+  size_t done = 0;
+  for (const auto& [parent, name] : change.entries)
+    if (fuse_lowlevel_notify_inval_entry(session, parent, name.data(), name.size()) == 0) ++done;
+  for (Ino dir : change.dirs)
+    if (fuse_lowlevel_notify_inval_inode(session, dir, 0, 0) == 0) ++done;
+  log_debug("--follow: the kernel dropped " + std::to_string(done) + " of " +
+            std::to_string(change.entries.size() + change.dirs.size()) + " entries and directories of commit " +
+            change.old_commit);
+}
+
 // One repo (or one directory of it), pinned now (fs/session.h). Returns the FUSE fsname's repo part.
 Result<std::string> build_repo_fs(const MountConfig& config, const std::string& mountpoint, Mount& m) {
   auto spec = parse_repo_spec(config.repo_spec, config.repo_type, config.revision, config.subfolder);
   if (!spec.ok()) return spec.status();
+  if (config.follow_s > 0) {
+    if (config.offline || offline_requested())
+      return InvalidArgument("--follow asks the Hub where the revision points, and --offline (HF_HUB_OFFLINE) "
+                             "asks it nothing: drop one of them");
+    if (is_hex(spec->repo.revision, 40))
+      return InvalidArgument("--follow follows a branch or tag, and " + spec->repo.revision +
+                             " is a commit, which never moves: mount a branch (@main) or drop --follow");
+  }
   m.repo = std::make_unique<RepoSession>();
   Status st = open_repo_session(config, *spec, *m.repo, [&](RepoSession& s, FsOptions& fs_options) {
     auto base = status_provider(s.stack, config, mountpoint, s.label, s.repo.revision, s.info.commit, s.subfolder);
     fs_options.status_json = [base, gated = s.info.gated, is_private = s.info.is_private, stack = &s.stack,
-                              metrics = m.metrics_address] {
+                              metrics = m.metrics_address, mp = &m] {
       nlohmann::json j = nlohmann::json::parse(base());
       j["gated"] = gated;
       j["private"] = is_private;
       j["xet"] = xet_status(*stack);
       j["metrics"] = metrics->empty() ? nlohmann::json(nullptr) : nlohmann::json(*metrics);
+      // --follow: the commit shown now and when the Hub was last asked; null without it.
+      j["follow"] = nullptr;
+      if (const BranchFollower* f = mp->follower.get()) {
+        const BranchFollower::State followed = f->state();
+        j["commit"] = followed.commit;
+        const auto or_null = [](bool none, nlohmann::json v) { return none ? nlohmann::json(nullptr) : v; };
+        j["follow"] = {{"interval_s", f->interval().count() / 1000},
+                       {"checked_at", or_null(followed.checked_at == 0, followed.checked_at)},
+                       {"polls", followed.polls},
+                       {"changes", followed.changes},
+                       {"last_error", or_null(followed.last_error.empty(), followed.last_error)}};
+      }
       return j.dump();
     };
+    fs_options.follow = config.follow_s > 0;
+    fs_options.follow_interval_s = config.follow_s;
+    if (fs_options.follow && fs_options.on_open) {
+      // The cache index names the commit a file was opened at: the one shown at the open (an
+      // unchanged file's content is the same at both).
+      fs_options.on_open = [cache_dir = config.cache_dir, label = s.label, revision = s.repo.revision,
+                            mp = &m](const RemoteFile& f) {
+        index_recorder(cache_dir, label, revision, mp->repo->fs->current_commit())(f);
+      };
+    }
     m.status_json = fs_options.status_json;
   });
   if (!st.ok()) return st;
+  if (config.follow_s > 0) {
+    // Started before the metrics server and the FUSE session (both read it); it tells the
+    // kernel only once the session is mounted (notify_session).
+    m.follower = std::make_unique<BranchFollower>(
+        *m.repo->stack.hub, m.repo->repo, m.repo->fs->options().listings, *m.repo->fs, *m.repo->stack.env,
+        std::chrono::seconds(config.follow_s), [mp = &m](const ViewChange& change) {
+          if (fuse_session* session = mp->notify_session.load()) invalidate_kernel(session, change);
+        });
+  }
   const RepoSession& s = *m.repo;
   log_info("mounting " + s.label + "@" + s.repo.revision + (s.subfolder.empty() ? "" : "/" + s.subfolder) +
            " (commit " + s.info.commit + ") at " + mountpoint +
@@ -232,6 +308,10 @@ Result<std::string> build_repo_fs(const MountConfig& config, const std::string& 
 // pinned when first touched (fs/hub_namespace.h).
 Result<std::string> build_hub_namespace(const MountConfig& config, const std::string& mountpoint, bool offline,
                                         Mount& m) {
+  if (config.follow_s > 0) {
+    return InvalidArgument("--follow follows one repo's branch; a --hub mount pins each repo when first touched "
+                           "(remount to see newer commits there)");
+  }
   if (!config.repo_spec.empty() || config.subfolder || config.revision || config.repo_type) {
     return InvalidArgument("--hub mounts every repo (MNT/datasets/ORG/NAME@REV/...): it takes only a mountpoint, "
                            "no REPO, --revision, --repo-type or --subfolder");
@@ -335,6 +415,7 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
                        "are you root or is fusermount3 installed?");
   }
   m.mounted = true;
+  m.notify_session.store(m.session);
   return Status::Ok();
 }
 

@@ -31,6 +31,9 @@ struct MountConfig : SessionConfig {
   std::string metrics;
   // --log-format json: the log as one JSON object per line (common/log.h).
   bool log_json = false;
+  // --follow[=SECONDS]: poll the revision every this many seconds and show each new commit
+  // (fs/follow.h); 0 = off: the mount stays at the commit it pinned.
+  int follow_s = 0;
 };
 
 // Runs the mount; returns the process exit code. Without foreground it returns once the mount

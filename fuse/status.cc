@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <ctime>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -158,6 +159,27 @@ void print_hub_quotas(const nlohmann::json& m) {
   std::cout << "; token: " << (token.empty() ? "none" : token) << "\n";
 }
 
+// --follow: what the mount follows, the commit it shows and when the Hub was last asked.
+void print_follow(const nlohmann::json& m) {
+  if (!m.contains("follow") || !m["follow"].is_object()) return;
+  const nlohmann::json& f = m["follow"];
+  std::string checked = "not yet";
+  if (f.value("checked_at", nlohmann::json()).is_number()) {
+    const time_t t = f["checked_at"].get<int64_t>();
+    char when[32] = "?";
+    struct tm tm {};
+    if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    checked = when;
+  }
+  std::cout << m["mountpoint"].get<std::string>() << ": follows " << text_or_dash(m.value("revision", nlohmann::json()))
+            << " every " << text_or_dash(f.value("interval_s", nlohmann::json())) << " s; at commit "
+            << text_or_dash(m.value("commit", nlohmann::json())) << ", last checked " << checked << " ("
+            << text_or_dash(f.value("changes", nlohmann::json())) << " new commits)";
+  if (f.value("last_error", nlohmann::json()).is_string())
+    std::cout << "; the last check failed: " << f["last_error"].get<std::string>();
+  std::cout << "\n";
+}
+
 void print_table(const nlohmann::json& mounts) {
   std::vector<std::vector<std::string>> rows = {{"MOUNTPOINT", "STATE", "REPO", "REVISION", "COMMIT", "UPTIME",
                                                  "REQUESTS", "FETCHED", "IN-FLIGHT", "HITS MEM/DISK", "RETRIES",
@@ -192,6 +214,7 @@ void print_table(const nlohmann::json& mounts) {
   }
   for (const auto& m : mounts)
     if (m.contains("error")) std::cout << m["mountpoint"].get<std::string>() << ": " << m["error"].get<std::string>() << "\n";
+  for (const auto& m : mounts) print_follow(m);
   for (const auto& m : mounts) print_shared_cache(m);
   for (const auto& m : mounts) print_hub_quotas(m);
 }

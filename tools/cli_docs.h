@@ -53,6 +53,17 @@ inline std::vector<const CLI::App*> subcommands(const CLI::App& app) {
 
 inline bool is_flag(const CLI::Option* o) { return o->get_type_size() == 0; }
 
+// Every name of an option, comma-separated ("-f,--foreground"), without the default CLI11 shows
+// for a flag that takes an optional value ("--follow{60}" is typed --follow or --follow=N).
+inline std::string option_names(const CLI::Option* o) {
+  std::string names = o->get_name(false, true);
+  for (size_t open = names.find('{'); open != std::string::npos; open = names.find('{', open)) {
+    const size_t close = names.find('}', open);
+    names.erase(open, close == std::string::npos ? std::string::npos : close - open + 1);
+  }
+  return names;
+}
+
 // "hubfs cache prune [OPTIONS] mountpoint ..." for a subcommand's heading.
 inline std::string usage_line(const CLI::App& cmd, const std::string& path) {
   std::string line = "\\fB" + roff_option(path) + "\\fR";
@@ -70,7 +81,7 @@ inline void options_section(std::ostringstream& out, const CLI::App& cmd) {
     out << ".TP\n\\fI" << roff_option(p->get_name(true)) << "\\fR\n" << roff_text(p->get_description()) << "\n";
   }
   for (const CLI::Option* o : visible_options(cmd, false)) {
-    std::string names = o->get_name(false, true);  // "-f,--foreground"
+    std::string names = option_names(o);  // "-f,--foreground"
     for (size_t at = names.find(','); at != std::string::npos; at = names.find(',', at + 2)) names.replace(at, 1, ", ");
     out << ".TP\n\\fB" << roff_option(names) << "\\fR";
     if (!is_flag(o)) out << " \\fI" << roff_text(o->get_type_name()) << "\\fR";
@@ -152,7 +163,7 @@ inline std::string bash_completion(const CLI::App& app, const std::string& name)
       todo.emplace_back(sub, path.empty() ? sub->get_name() : path + " " + sub->get_name());
     }
     for (const CLI::Option* o : visible_options(*cmd, false)) {
-      std::string all = o->get_name(false, true);
+      std::string all = option_names(o);
       for (char& c : all)
         if (c == ',') c = ' ';
       opts += all + " ";

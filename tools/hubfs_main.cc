@@ -15,9 +15,11 @@
 #include "cli_docs.h"
 #include "common/log.h"
 #include "copy.h"
+#include "fs/follow.h"
 #include "hub/environment.h"
 #include "hub/hub_client.h"
 #include "mount.h"
+#include "mount_options.h"
 #include "mountpoint.h"
 #include "prefetch.h"
 #include "shared/memcached_tier.h"
@@ -34,129 +36,8 @@ bool is_subcommand(const std::string& word) {
          word == "prefetch" || word == "cat" || word == "cp";
 }
 
-bool parse_int_in(const std::string& text, int lo, int hi, int& out) {
-  try {
-    size_t used = 0;
-    long v = std::stol(text, &used);
-    if (used != text.size() || v < lo || v > hi) return false;
-    out = static_cast<int>(v);
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
-// Options mount(8) and systemd act on themselves; when they reach us (mount.fuse3 already drops
-// _netdev, nofail, user, users, auto, noauto) they mean nothing to FUSE, which would refuse them.
-bool consumed_by_mount(const std::string& opt) {
-  static const char* const kNames[] = {"_netdev", "noauto", "auto",  "nofail", "user",
-                                       "users",   "nouser", "owner", "group",  "defaults"};
-  for (const char* n : kNames)
-    if (opt == n) return true;
-  // x-systemd.automount, x-systemd.requires=..., x-gvfs-show, and other x-* comments.
-  return opt.rfind("x-", 0) == 0 || opt.rfind("comment=", 0) == 0;
-}
-
-// Applies one -o option: a hubfs setting (every command-line option has a key, with '_' or '-'),
-// dropped (see consumed_by_mount; "rw", since hubfs is read-only whatever is asked), or passed
-// to FUSE. Returns an error message, or "".
-std::string apply_option(const std::string& opt, hubfs::MountConfig& config, std::string& cache_size) {
-  const size_t eq = opt.find('=');
-  std::string key = opt.substr(0, eq);
-  for (char& c : key)
-    if (c == '-') c = '_';
-  const bool has_value = eq != std::string::npos;
-  const std::string value = has_value ? opt.substr(eq + 1) : "";
-  auto needs_value = [&]() -> std::string {
-    return "-o " + key + " needs a value (" + key + "=...)";
-  };
-  if (key == "endpoint") {
-    if (!has_value) return needs_value();
-    config.endpoint = value;
-  } else if (key == "cache_dir") {
-    if (!has_value) return needs_value();
-    config.cache_dir = value;
-  } else if (key == "cache_size") {
-    if (!has_value) return needs_value();
-    cache_size = value;
-  } else if (key == "revision") {
-    if (!has_value) return needs_value();
-    config.revision = value;
-  } else if (key == "subfolder") {
-    if (!has_value) return needs_value();
-    config.subfolder = value;
-  } else if (key == "repo_type") {
-    if (value != "model" && value != "dataset" && value != "space")
-      return "-o repo_type=" + value + ": use model, dataset or space";
-    config.repo_type = value;
-  } else if (key == "max_requests") {
-    if (!parse_int_in(value, 1, 256, config.max_requests))
-      return "-o max_requests=" + value + ": give a number from 1 to 256";
-  } else if (key == "read_timeout") {
-    if (!parse_int_in(value, 1, 3600, config.read_timeout_s))
-      return "-o read_timeout=" + value + ": give seconds from 1 to 3600";
-  } else if (key == "rate_limit_wait") {
-    if (!parse_int_in(value, 0, 86400, config.rate_limit_wait_s))
-      return "-o rate_limit_wait=" + value + ": give seconds from 0 to 86400";
-  } else if (key == "log_file") {
-    if (!has_value) return needs_value();
-    config.log_file = value;
-  } else if (key == "ca_bundle") {
-    if (!has_value) return needs_value();
-    config.ca_bundle = value;
-  } else if (key == "shared_cache") {
-    // Servers separated by '+' here (',' separates -o options): shared_cache=h1:11211+h2:11211.
-    if (!has_value) return needs_value();
-    auto servers = hubfs::parse_shared_cache_servers(value);
-    if (!servers.ok()) return "-o shared_cache=" + value + ": " + servers.status().message();
-    config.shared_cache = *servers;
-  } else if (key == "log_format") {
-    if (value != "text" && value != "json") return "-o log_format=" + value + ": use text or json";
-    config.log_json = value == "json";
-  } else if (key == "metrics") {
-    if (!has_value) return needs_value();
-    config.metrics = value;
-  } else if (key == "shared_cache_key_file") {
-    if (!has_value) return needs_value();
-    config.shared_cache_key_file = value;
-  } else if (key == "shared_cache_private" && !has_value) {
-    config.shared_cache_private = true;
-  } else if (key == "foreground" && !has_value) {
-    config.foreground = true;
-  } else if (key == "debug" && !has_value) {
-    config.debug = true;
-  } else if (key == "offline" && !has_value) {
-    config.offline = true;
-  } else if (key == "hub" && !has_value) {
-    config.hub = true;
-  } else if (consumed_by_mount(opt) || opt == "rw") {
-    // nothing to do
-  } else if (!opt.empty()) {
-    config.fuse_options.push_back(opt);  // allow_other, nonempty, noexec, ...
-  }
-  return "";
-}
-
-// Splits every -o value at commas and applies each option (fuse_options collects the rest).
-std::string apply_options(const std::vector<std::string>& raw, hubfs::MountConfig& config,
-                          std::string& cache_size) {
-  std::vector<std::string> all;
-  for (const std::string& group : raw) {
-    size_t start = 0;
-    while (start <= group.size()) {
-      size_t comma = group.find(',', start);
-      if (comma == std::string::npos) comma = group.size();
-      all.push_back(group.substr(start, comma - start));
-      start = comma + 1;
-    }
-  }
-  config.fuse_options.clear();
-  for (const std::string& opt : all)
-    if (std::string err = apply_option(opt, config, cache_size); !err.empty()) return err;
-  return "";
-}
-
-int finish_and_mount(hubfs::MountConfig& config, const std::string& cache_size) {
+int finish_and_mount(hubfs::MountArgs& args) {
+  hubfs::MountConfig& config = args.config;
   // `hubfs mount --hub MNT`: the one positional is the mountpoint.
   if (config.hub && config.mountpoint.empty()) std::swap(config.mountpoint, config.repo_spec);
   if (config.mountpoint.empty()) {
@@ -166,7 +47,7 @@ int finish_and_mount(hubfs::MountConfig& config, const std::string& cache_size) 
   if (config.endpoint.empty()) config.endpoint = hubfs::default_endpoint();
   while (!config.endpoint.empty() && config.endpoint.back() == '/') config.endpoint.pop_back();
   if (config.cache_dir.empty()) config.cache_dir = hubfs::default_cache_dir();
-  auto size = hubfs::parse_size(cache_size);
+  auto size = hubfs::parse_size(args.cache_size);
   if (!size.ok()) {
     std::cerr << "hubfs: cache size: " << size.status().message() << "\n";
     return 2;
@@ -182,8 +63,8 @@ int finish_and_mount(hubfs::MountConfig& config, const std::string& cache_size) 
 // `hubfs SOURCE MOUNTPOINT [-o OPTIONS]...`: how mount.fuse3 runs us for `mount -t fuse.hubfs`
 // and for fstab lines of type fuse.hubfs (see the README).
 int helper_mount(int argc, char** argv) {
-  hubfs::MountConfig config;
-  std::string cache_size = "10G";
+  hubfs::MountArgs args;
+  hubfs::MountConfig& config = args.config;
   std::vector<std::string> positional, raw_options;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -212,12 +93,12 @@ int helper_mount(int argc, char** argv) {
   }
   config.repo_spec = positional[0];
   config.mountpoint = positional[1];
-  if (std::string err = apply_options(raw_options, config, cache_size); !err.empty()) {
+  if (std::string err = hubfs::apply_o_options(raw_options, args); !err.empty()) {
     std::cerr << "hubfs: " << err << "\n";
     return 2;
   }
   if (config.hub) config.repo_spec.clear();  // -o hub: SOURCE is only a label (fstab needs one)
-  return finish_and_mount(config, cache_size);
+  return finish_and_mount(args);
 }
 
 // "datasets/org/name" for any spelling parse_repo_ref accepts ("org/name" is a model).
@@ -279,8 +160,8 @@ int main(int real_argc, char** real_argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("hubfs ") + HUBFS_VERSION);
 
-  hubfs::MountConfig config;
-  std::string cache_size = "10G";
+  hubfs::MountArgs mount_args;
+  hubfs::MountConfig& config = mount_args.config;
   auto* mount = app.add_subcommand("mount", "Mount REPO at MOUNTPOINT (returns once it answers).");
   mount->add_option("repo", config.repo_spec,
                     "[models/|datasets/|spaces/]ORG/NAME[@REVISION][/SUB/DIR] (models is the default "
@@ -288,69 +169,12 @@ int main(int real_argc, char** real_argv) {
       ->required();
   mount->add_option("mountpoint", config.mountpoint,
                     "An existing empty directory (a dead hubfs mount left by a killed daemon is cleared)");
-  mount->add_flag("--hub", config.hub,
-                  "Mount the whole Hub at MOUNTPOINT (hubfs mount --hub MNT): MNT/datasets/ORG/NAME/..., "
-                  "MNT/models/ORG/NAME/... and .../NAME@REV/... are pinned when first touched; a directory "
-                  "lists only the repos touched so far");
-  mount->add_option("--repo-type", config.repo_type, "model|dataset|space (alternative to the prefix)")
-      ->check(CLI::IsMember({"model", "dataset", "space"}));
-  mount->add_option("--revision", config.revision,
-                    "Branch, tag, commit sha or refs/pr/N (default main); pinned to its commit at mount");
-  mount->add_option("--subfolder", config.subfolder,
-                    "Show only this directory of the repo (as REPO/SUB/DIR); the mount fails if it is "
-                    "not a directory at the pinned commit");
-  mount->add_option("--endpoint", config.endpoint, "Hub URL (default $HF_ENDPOINT, else https://huggingface.co)");
-  mount->add_option("--cache-dir", config.cache_dir,
-                    "Block cache directory (default $HUBFS_CACHE_DIR, else $XDG_CACHE_HOME/hubfs, else "
-                    "~/.cache/hubfs); kept across mounts, shareable between mounts");
-  mount->add_option("--cache-size", cache_size,
-                    "Byte budget of the block cache, suffixes K M G T (default 10G); least recently "
-                    "used blocks are evicted first; the Xet chunk index beside it takes a few percent more (at most a quarter); 0 means no disk cache");
-  mount->add_option("--max-requests", config.max_requests, "HTTP requests in flight at once (default 16; a Xet read spanning two xorbs sends its second range beside them: up to N/4 more)")
-      ->check(CLI::Range(1, 256));
-  mount->add_option("--read-timeout", config.read_timeout_s,
-                    "Seconds after which a read the Hub cannot serve fails with EIO (default 120)")
-      ->check(CLI::Range(1, 3600));
-  mount->add_option("--rate-limit-wait", config.rate_limit_wait_s,
-                    "Seconds a request may wait in all for the Hub's quota windows when it answers 429 "
-                    "(default 330, longer than the Hub's 5-minute window; --read-timeout does not cut "
-                    "these waits short); past it the read fails naming the quota")
-      ->check(CLI::Range(0, 86400));
-  mount->add_option("--ca-bundle", config.ca_bundle,
-                    "PEM file of CA certificates to trust for https (default $REQUESTS_CA_BUNDLE, "
-                    "else $CURL_CA_BUNDLE, else $SSL_CERT_FILE, else the system's); for a "
-                    "TLS-intercepting proxy, its CA certificate");
-  std::string shared_cache;
-  mount->add_option("--shared-cache", shared_cache,
-                    "memcached servers of a shared block tier, HOST[:PORT][,HOST[:PORT]...] (or "
-                    "memcached://...; '+' also separates): on a local miss blocks come from there before "
-                    "the Hub, and blocks fetched from the Hub are stored there for other machines");
-  mount->add_option("--shared-cache-key-file", config.shared_cache_key_file,
-                    "Key file the machines sharing --shared-cache hold (required with it): authenticates "
-                    "every block in the tier; make one with `head -c 32 /dev/urandom > F; chmod 600 F`");
-  mount->add_flag("--shared-cache-private", config.shared_cache_private,
-                  "Also share blocks of private and gated repos (anyone who can reach the servers can "
-                  "read what they hold; off by default)");
-  mount->add_flag("-f,--foreground", config.foreground, "Stay in the foreground, logging to stderr");
+  const hubfs::MountCli mount_cli(mount);  // every other option, from its one table (mount_options.h)
   std::vector<std::string> raw_options;
   mount->add_option("-o", raw_options,
                     "Mount options, comma-separated: any option above as KEY=VALUE (cache_dir=...), "
                     "else passed to FUSE (allow_other, ...); nonempty allows a non-empty mountpoint")
       ->allow_extra_args(false);
-  mount->add_option("--log-file", config.log_file, "In the background, append logs to this file");
-  std::string log_format = "text";
-  mount->add_option("--log-format", log_format,
-                    "text (default) or json: one JSON object per line with the fields time, level, program, "
-                    "pid and message")
-      ->check(CLI::IsMember({"text", "json"}));
-  mount->add_option("--metrics", config.metrics,
-                    "Serve the mount's counters as Prometheus text at http://ADDR:PORT/metrics: PORT (on "
-                    "127.0.0.1), ADDR:PORT or [ADDR]:PORT; port 0 picks a free one (hubfs status --json shows it)");
-  mount->add_flag("--debug", config.debug, "Log every FUSE request libfuse sees (useful with -f)");
-  mount->add_flag("--offline", config.offline,
-                  "Mount from the cache alone, asking the Hub nothing (also when HF_HUB_OFFLINE is set): the "
-                  "revision resolves to the commit it pointed at when last mounted online, directories listed "
-                  "then are shown, cached blocks are served and reads of uncached ones fail with EIO at once");
   mount->footer(
       "Proxies: https_proxy/HTTPS_PROXY, http_proxy (lowercase) and NO_PROXY are honoured as curl "
       "honours them.\nToken: $HF_TOKEN, else $HUGGING_FACE_HUB_TOKEN, else the file $HF_TOKEN_PATH or "
@@ -478,9 +302,7 @@ int main(int real_argc, char** real_argv) {
   app.footer(
       "As a mount helper (what `mount -t fuse.hubfs REPO MOUNTPOINT -o ...` and fstab lines of type "
       "fuse.hubfs run):\n  hubfs REPO MOUNTPOINT -o KEY=VALUE,...\nwhere the keys are the mount "
-      "options without dashes (endpoint, cache_dir, cache_size, revision, repo_type, subfolder, max_requests, "
-      "read_timeout, rate_limit_wait, log_file, log_format, metrics, ca_bundle, shared_cache with '+' between servers, shared_cache_key_file; foreground, debug, "
-      "offline, hub and shared_cache_private take no value; with hub, REPO is only a label); options for mount(8) "
+      "options without dashes (" + hubfs::o_keys_text() + "; with hub, REPO is only a label); options for mount(8) "
       "and systemd (_netdev, nofail, noauto, auto, user, users, nouser, owner, group, defaults, "
       "comment=, x-*) and rw are dropped (the mount is always read-only); anything else goes to "
       "FUSE (allow_other, nonempty, ...).");
@@ -517,20 +339,14 @@ int main(int real_argc, char** real_argv) {
   }
 
   if (*mount) {
-    if (!shared_cache.empty()) {
-      auto servers = hubfs::parse_shared_cache_servers(shared_cache);
-      if (!servers.ok()) {
-        std::cerr << "hubfs: " << servers.status().message() << "\n";
-        return 2;
-      }
-      config.shared_cache = *servers;
-    }
-    config.log_json = log_format == "json";
-    if (std::string err = apply_options(raw_options, config, cache_size); !err.empty()) {
+    // The command line's options, then -o's (the same setters: mount_options.h).
+    std::string err = mount_cli.apply(mount_args);
+    if (err.empty()) err = hubfs::apply_o_options(raw_options, mount_args);
+    if (!err.empty()) {
       std::cerr << "hubfs: " << err << "\n";
       return 2;
     }
-    return finish_and_mount(config, cache_size);
+    return finish_and_mount(mount_args);
   }
   if (*unmount) return hubfs::run_unmount(unmount_point);
   if (*status) return hubfs::run_status(status_point, status_json, status_prometheus);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <set>
 
 #include "common/log.h"
 
@@ -33,13 +34,36 @@ struct FileSystem::Node {
   Ino ino = 0;
   bool is_dir = false;
   TreeEntry entry;    // path, size, oid, lfs sha256
-  RemoteFile remote;  // files only
-  // Directories: children by name, listed once on first use.
+  RemoteFile remote;  // files only; its locate names the commit of the view that made it
+  time_t mtime = 0;   // that commit's date
+  // Files: the reader's content epoch at the last open (see BlockReader::content_epoch).
+  std::atomic<uint64_t> opened_epoch{0};
+};
+
+// A directory's children in one view, listed once on first use.
+struct FileSystem::Listing {
   std::mutex list_mu;
   bool listed = false;
   std::map<std::string, Ino> children;
-  // Files: the reader's content epoch at the last open (see BlockReader::content_epoch).
-  std::atomic<uint64_t> opened_epoch{0};
+};
+
+// What one commit shows: its directories' listings (made as they are first used) and, with
+// --follow, the names it answered as missing. Replaced whole by advance().
+struct FileSystem::View {
+  RepoRef repo;  // revision = the commit
+  time_t mtime = 0;
+  bool list_whole_repo = false;
+  std::mutex mu;  // a leaf: guards the two tables below, never held while listing
+  std::unordered_map<Ino, std::unique_ptr<Listing>> dirs;
+  std::set<std::pair<Ino, std::string>> negatives;
+  bool idle_seen = false;  // retired_names found no operation on it (under view_mu_)
+
+  Listing& listing(Ino dir) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& l = dirs[dir];
+    if (!l) l = std::make_unique<Listing>();
+    return *l;
+  }
 };
 
 struct FileSystem::OpenFile {
@@ -53,12 +77,23 @@ struct FileSystem::DirHandle {
 
 FileSystem::FileSystem(HubClient& hub, RepoRef repo, BlockReader& reader, FsOptions options)
     : hub_(hub), repo_(std::move(repo)), reader_(reader), options_(options) {
+  view_ = std::make_shared<View>();
+  view_->repo = repo_;
+  view_->mtime = options_.mtime;
+  view_->list_whole_repo = options_.list_whole_repo;
   nodes_.emplace_back();  // inode 0 does not exist
   TreeEntry root;
   root.is_dir = true;
   root.path = options_.root_path;
-  add_node(std::move(root));  // inode 1 = kRootIno
+  add_node(*view_, std::move(root));  // inode 1 = kRootIno
 }
+
+std::shared_ptr<FileSystem::View> FileSystem::view() const {
+  std::lock_guard<std::mutex> lock(view_mu_);
+  return view_;
+}
+
+std::string FileSystem::current_commit() const { return view()->repo.revision; }
 
 FileSystem::~FileSystem() {
   // Under the lock: the FUSE threads that last touched the tables were joined inside libfuse,
@@ -74,9 +109,23 @@ FileSystem::Node* FileSystem::node(Ino ino) {
   return nodes_[ino].get();
 }
 
-FileSystem::Node* FileSystem::add_node(TreeEntry entry) {
-  auto n = std::make_unique<Node>();
+FileSystem::Node* FileSystem::node_for(const View& v, TreeEntry entry) {
+  {
+    std::shared_lock<std::shared_mutex> lock(nodes_mu_);
+    if (auto it = by_path_.find(entry.path); it != by_path_.end()) {
+      Node* known = nodes_[it->second].get();
+      if (known->is_dir == entry.is_dir &&
+          (entry.is_dir || (known->entry.size == entry.size && known->remote.content_id == entry.content_id())))
+        return known;
+    }
+  }
+  return add_node(v, std::move(entry));
+}
+
+FileSystem::Node* FileSystem::add_node(const View& v, TreeEntry entry) {
+  auto n = std::make_unique<Node>();  // its reads name v's commit
   n->is_dir = entry.is_dir;
+  n->mtime = v.mtime;
   if (!n->is_dir) {
     n->remote.path = entry.path;
     n->remote.content_id = entry.content_id();
@@ -84,14 +133,14 @@ FileSystem::Node* FileSystem::add_node(TreeEntry entry) {
     // Captures the client and the repo, never this object: queued read-ahead may call it while
     // the mount shuts down, and the client outlives the reader (see BlockReader::shutdown).
     if (options_.offline) {
-      const std::string repo = options_.listings ? options_.listings->repo_label() : repo_.id;
+      const std::string repo = options_.listings ? options_.listings->repo_label() : v.repo.id;
       n->remote.locate = [path = entry.path, repo](bool) -> Result<Location> {
         return Unavailable("/" + path + " of " + repo + ": this part of the file is not in the block cache, and "
                            "the mount is --offline (it never asks the Hub); remount without --offline when the "
                            "Hub can be reached to read it");
       };
     } else {
-      n->remote.locate = [hub = &hub_, repo = repo_, path = entry.path](bool refresh) {
+      n->remote.locate = [hub = &hub_, repo = v.repo, path = entry.path](bool refresh) {
         return hub->locate(repo, path, refresh);
       };
       if (options_.range_source) n->remote.source = options_.range_source(entry, n->remote.locate);
@@ -100,23 +149,25 @@ FileSystem::Node* FileSystem::add_node(TreeEntry entry) {
   n->entry = std::move(entry);
   std::unique_lock<std::shared_mutex> lock(nodes_mu_);
   n->ino = nodes_.size();
+  by_path_[n->entry.path] = n->ino;
   nodes_.push_back(std::move(n));
   return nodes_.back().get();
 }
 
-Result<std::vector<TreeEntry>> FileSystem::listed_entries(const std::string& path, Subtree* subtree) {
+Result<std::vector<TreeEntry>> FileSystem::listed_entries(const View& v, const std::string& path, Subtree* subtree) {
   if (options_.listings) {
-    if (auto stored = options_.listings->load_dir(repo_.revision, path)) return std::move(*stored);
+    if (auto stored = options_.listings->load_dir(v.repo.revision, path)) return std::move(*stored);
   }
   if (options_.offline) {
-    return Unavailable("directory /" + path + " of " + (options_.listings ? options_.listings->repo_label() : repo_.id) +
-                       " at commit " + repo_.revision + " was never listed while the Hub could be reached, so "
+    const std::string label = options_.listings ? options_.listings->repo_label() : v.repo.id;
+    return Unavailable("directory /" + path + " of " + label +
+                       " at commit " + v.repo.revision + " was never listed while the Hub could be reached, so "
                        "this --offline mount cannot show it; remount without --offline to list it");
   }
   const bool is_root = path == options_.root_path;
-  if (!is_root || options_.list_whole_repo) {
+  if (!is_root || v.list_whole_repo) {
     const size_t budget = is_root ? kWholeRepoMaxFiles / 1000 + 1 : kSubtreePageBudget;
-    auto all = hub_.list_subtree(repo_, path, budget);
+    auto all = hub_.list_subtree(v.repo, path, budget);
     // A damaged entry anywhere below (a size no file can have) fails the whole subtree's listing:
     // then this directory is listed alone, so the damage stays with the directory that holds it.
     if (!all.ok() && all.status().code() != Code::kCorrupt) return all.status();
@@ -131,7 +182,7 @@ Result<std::vector<TreeEntry>> FileSystem::listed_entries(const std::string& pat
         by_dir[slash == std::string::npos ? std::string() : e.path.substr(0, slash)].push_back(std::move(e));
       }
       for (const auto& [dir, entries] : by_dir) {
-        if (options_.listings) (void)options_.listings->save_dir(repo_.revision, dir, entries);
+        if (options_.listings) (void)options_.listings->save_dir(v.repo.revision, dir, entries);
       }
       std::vector<TreeEntry> mine = std::move(by_dir[path]);
       by_dir.erase(path);
@@ -139,40 +190,41 @@ Result<std::vector<TreeEntry>> FileSystem::listed_entries(const std::string& pat
     }
     // Too big to take whole: this directory alone, its subdirectories each in turn.
   }
-  auto entries = hub_.list_dir(repo_, path);
+  auto entries = hub_.list_dir(v.repo, path);
   if (!entries.ok()) return entries;
   // Best effort: a listing that cannot be stored is only asked for again at the next mount.
-  if (options_.listings) (void)options_.listings->save_dir(repo_.revision, path, *entries);
+  if (options_.listings) (void)options_.listings->save_dir(v.repo.revision, path, *entries);
   return entries;
 }
 
-void FileSystem::fill_children(Node* dir, std::vector<TreeEntry> entries, Subtree* subtree) {
+void FileSystem::fill_children(View& v, Listing& dir, std::vector<TreeEntry> entries, Subtree* subtree) {
   for (auto& e : entries) {
     std::string name(base_name(e.path));
     if (name.empty() || name == "." || name == "..") continue;
     Node* child = nullptr;
-    if (auto known = dir->children.find(name); known != dir->children.end()) {
+    if (auto known = dir.children.find(name); known != dir.children.end()) {
       // Known before this listing (know_file), or a name the listing repeats.
       child = node(known->second);
-      check_listed_agrees(*child, e);
+      check_listed_agrees(v, *child, e);
       if (!child->is_dir || !e.is_dir) continue;
     } else {
-      child = add_node(std::move(e));
-      dir->children.emplace(std::move(name), child->ino);
+      child = node_for(v, std::move(e));
+      dir.children.emplace(std::move(name), child->ino);
     }
     if (!child->is_dir || !subtree) continue;
     auto it = subtree->find(child->entry.path);
     if (it == subtree->end()) continue;
     std::vector<TreeEntry> grandchildren = std::move(it->second);
     subtree->erase(it);
-    std::lock_guard<std::mutex> lock(child->list_mu);  // parent before child (see the header)
-    if (child->listed) continue;
-    fill_children(child, std::move(grandchildren), subtree);
-    child->listed = true;
+    Listing& sub = v.listing(child->ino);
+    std::lock_guard<std::mutex> lock(sub.list_mu);  // parent before child (see the header)
+    if (sub.listed) continue;
+    fill_children(v, sub, std::move(grandchildren), subtree);
+    sub.listed = true;
   }
 }
 
-void FileSystem::check_listed_agrees(const Node& known, const TreeEntry& listed) const {
+void FileSystem::check_listed_agrees(const View& v, const Node& known, const TreeEntry& listed) const {
   if (known.is_dir && listed.is_dir) return;
   if (known.is_dir == listed.is_dir && known.entry.size == listed.size &&
       known.remote.content_id == listed.content_id()) {
@@ -180,7 +232,7 @@ void FileSystem::check_listed_agrees(const Node& known, const TreeEntry& listed)
   }
   // Both came from the Hub for this commit; if they differ, reads of this node go on with what
   // it was opened with (its bytes are verified against that content id, never mixed).
-  log_error("/" + listed.path + " at commit " + repo_.revision + ": the listing says " +
+  log_error("/" + listed.path + " at commit " + v.repo.revision + ": the listing says " +
             (listed.is_dir ? "a directory" : std::to_string(listed.size) + " bytes, " + listed.content_id()) +
             ", but it was opened as " +
             (known.is_dir ? "a directory" : std::to_string(known.entry.size) + " bytes, " + known.remote.content_id) +
@@ -198,29 +250,31 @@ void FileSystem::know_file(TreeEntry entry) {
   } else {
     return;
   }
+  std::shared_ptr<View> v = view();
   Node* dir = node(kRootIno);
   std::string walked = root;
   for (;;) {
     const size_t slash = rel.find('/');
     const std::string name = rel.substr(0, slash);
     if (name.empty() || name == "." || name == "..") return;
-    std::lock_guard<std::mutex> lock(dir->list_mu);  // one directory at a time, parent first
-    auto it = dir->children.find(name);
+    Listing& listing = v->listing(dir->ino);
+    std::lock_guard<std::mutex> lock(listing.list_mu);  // one directory at a time, parent first
+    auto it = listing.children.find(name);
     if (slash == std::string::npos) {
-      if (dir->listed || it != dir->children.end()) return;
-      Node* file = add_node(std::move(entry));
-      dir->children.emplace(name, file->ino);
+      if (listing.listed || it != listing.children.end()) return;
+      Node* file = node_for(*v, std::move(entry));
+      listing.children.emplace(name, file->ino);
       return;
     }
     walked += (walked.empty() ? "" : "/") + name;
-    Node* next = it != dir->children.end() ? node(it->second) : nullptr;
+    Node* next = it != listing.children.end() ? node(it->second) : nullptr;
     if (!next) {
-      if (dir->listed) return;  // listed without it: the probe is wrong, the listing decides
+      if (listing.listed) return;  // listed without it: the probe is wrong, the listing decides
       TreeEntry sub;
       sub.path = walked;
       sub.is_dir = true;
-      next = add_node(std::move(sub));
-      dir->children.emplace(name, next->ino);
+      next = node_for(*v, std::move(sub));
+      listing.children.emplace(name, next->ino);
     }
     if (!next->is_dir) return;
     dir = next;
@@ -228,25 +282,83 @@ void FileSystem::know_file(TreeEntry entry) {
   }
 }
 
-Status FileSystem::ensure_listed(Node* dir) {
-  std::lock_guard<std::mutex> lock(dir->list_mu);
-  if (dir->listed) return Status::Ok();
+Status FileSystem::ensure_listed(View& v, Node* dir) {
+  Listing& listing = v.listing(dir->ino);
+  std::lock_guard<std::mutex> lock(listing.list_mu);
+  if (listing.listed) return Status::Ok();
   Subtree subtree;
-  auto entries = listed_entries(dir->entry.path, &subtree);
+  auto entries = listed_entries(v, dir->entry.path, &subtree);
   if (!entries.ok()) return entries.status();  // not remembered: the next access tries again
-  fill_children(dir, std::move(*entries), &subtree);
-  dir->listed = true;
+  fill_children(v, listing, std::move(*entries), &subtree);
+  listing.listed = true;
   return Status::Ok();
 }
 
-Status FileSystem::list_root() { return ensure_listed(node(kRootIno)); }
+Status FileSystem::list_root() { return ensure_listed(*view(), node(kRootIno)); }
+
+ViewChange FileSystem::names_of(View& v) {
+  ViewChange change;
+  change.old_commit = v.repo.revision;
+  std::vector<std::pair<Ino, Listing*>> dirs;
+  {
+    std::lock_guard<std::mutex> lock(v.mu);
+    for (const auto& [ino, listing] : v.dirs) dirs.emplace_back(ino, listing.get());
+    change.entries.assign(v.negatives.begin(), v.negatives.end());
+  }
+  for (const auto& [ino, listing] : dirs) {
+    change.dirs.push_back(ino);
+    std::lock_guard<std::mutex> lock(listing->list_mu);
+    for (const auto& [name, child] : listing->children) change.entries.emplace_back(ino, name);
+  }
+  return change;
+}
+
+ViewChange FileSystem::advance(const std::string& commit, time_t mtime, bool list_whole_repo) {
+  auto next = std::make_shared<View>();
+  next->repo = repo_;
+  next->repo.revision = commit;
+  next->mtime = mtime;
+  next->list_whole_repo = list_whole_repo;
+  std::shared_ptr<View> old;
+  {
+    std::lock_guard<std::mutex> lock(view_mu_);
+    if (view_->repo.revision == commit) return {};
+    old = view_;
+    view_ = next;
+    retired_ = old;
+  }
+  ViewChange change = names_of(*old);
+  change.new_commit = commit;
+  return change;
+}
+
+ViewChange FileSystem::retired_names() {
+  std::shared_ptr<View> old;
+  {
+    std::lock_guard<std::mutex> lock(view_mu_);
+    old = retired_;
+  }
+  if (!old) return {};
+  // retired_ and `old` hold it; any other holder is an operation still answering from it.
+  const bool idle = old.use_count() <= 2;
+  ViewChange change = names_of(*old);
+  change.new_commit = current_commit();
+  {
+    std::lock_guard<std::mutex> lock(view_mu_);
+    // Forgotten once it was idle at an earlier call too: the last operation on it has long
+    // answered the kernel, and this call's names are told after that answer.
+    if (retired_ == old && idle && old->idle_seen) retired_.reset();
+    else if (retired_ == old) old->idle_seen = idle;
+  }
+  return change;
+}
 
 struct stat FileSystem::attributes(const Node& n) const {
   struct stat st {};
   st.st_ino = n.ino;
   st.st_uid = getuid();
   st.st_gid = getgid();
-  st.st_mtim.tv_sec = st.st_ctim.tv_sec = st.st_atim.tv_sec = options_.mtime;
+  st.st_mtim.tv_sec = st.st_ctim.tv_sec = st.st_atim.tv_sec = n.mtime;
   if (n.is_dir) {
     st.st_mode = S_IFDIR | 0555;
     st.st_nlink = 2;
@@ -265,16 +377,29 @@ FsResult<EntryReply> FileSystem::lookup(Ino parent, const std::string& name) {
   if (!dir) return errno_only(ENOENT);
   if (!dir->is_dir) return errno_only(ENOTDIR);
   EntryReply reply;
+  std::shared_ptr<View> v = view();  // one view for the whole lookup
+  Listing& listing = v->listing(parent);
   auto find_child = [&] {
-    std::lock_guard<std::mutex> lock(dir->list_mu);
-    auto it = dir->children.find(name);
-    if (it != dir->children.end()) reply.ino = it->second;
+    std::lock_guard<std::mutex> lock(listing.list_mu);
+    auto it = listing.children.find(name);
+    if (it != listing.children.end()) reply.ino = it->second;
   };
-  // Names never leave a directory, so one known before its listing (know_file) needs none.
+  // Names never leave a directory of one view, so one known before its listing (know_file)
+  // needs none.
   find_child();
   if (reply.ino == 0) {
-    if (Status st = ensure_listed(dir); !st.ok()) return upstream(st, "listing /" + dir->entry.path);
+    if (Status st = ensure_listed(*v, dir); !st.ok()) return upstream(st, "listing /" + dir->entry.path);
     find_child();
+  }
+  if (reply.ino == 0 && options_.follow) {
+    std::lock_guard<std::mutex> lock(v->mu);
+    if (v->negatives.size() < kMaxRememberedNegatives) {
+      v->negatives.emplace(parent, name);
+    } else {
+      // Too many to remember: this miss expires by itself within one interval instead.
+      reply.timeout_s = std::min(options_.entry_timeout_s, options_.follow_interval_s);
+      return reply;
+    }
   }
   // ino 0 is a negative entry: HDF5 and Python probe for many files that are not there.
   if (reply.ino != 0) reply.attr = attributes(*node(reply.ino));
@@ -292,13 +417,15 @@ FsResult<uint64_t> FileSystem::opendir(Ino ino) {
   Node* dir = node(ino);
   if (!dir) return errno_only(ENOENT);
   if (!dir->is_dir) return errno_only(ENOTDIR);
-  if (Status st = ensure_listed(dir); !st.ok()) return upstream(st, "listing /" + dir->entry.path);
+  std::shared_ptr<View> v = view();  // the handle lists one view, whole
+  if (Status st = ensure_listed(*v, dir); !st.ok()) return upstream(st, "listing /" + dir->entry.path);
   auto handle = std::make_shared<DirHandle>();
   handle->entries.push_back({".", ino, true, 0});
   handle->entries.push_back({"..", ino, true, 0});  // the kernel fixes up ".." itself
   {
-    std::lock_guard<std::mutex> lock(dir->list_mu);
-    for (auto& [name, child] : dir->children) handle->entries.push_back({name, child, false, 0});
+    Listing& listing = v->listing(ino);
+    std::lock_guard<std::mutex> lock(listing.list_mu);
+    for (auto& [name, child] : listing.children) handle->entries.push_back({name, child, false, 0});
   }
   for (size_t i = 0; i < handle->entries.size(); ++i) {
     DirEntry& e = handle->entries[i];

@@ -4,10 +4,11 @@
 // so every behaviour here is unit-tested without root, /dev/fuse or a server process.
 //
 // Threads: every method is thread-safe (the FUSE loop calls from many threads at once).
-// Lock order: a directory's Node::list_mu, then its descendants' list_mu (a subtree listing fills
-// them, parent first), then nodes_mu_; never the other way round (listing a directory adds nodes
-// while holding its list_mu). No lock of this class is held while the
-// BlockReader runs a read (reads may wait on the network for a long time).
+// Lock order: a directory's Listing::list_mu (in one view), then its descendants' list_mu (a
+// subtree listing fills them, parent first), then a View's mu or nodes_mu_ (leaves); never the
+// other way round (listing a directory adds nodes while holding its list_mu). view_mu_ is a leaf.
+// No lock of this class is held while the BlockReader runs a read (reads may wait on the network
+// for a long time).
 #pragma once
 
 #include <sys/stat.h>
@@ -62,7 +63,29 @@ struct FsOptions {
   // file's source from the Xet service (fs/xet_routing.h). Null or returning null: the bridge.
   // Never called for an offline mount.
   std::function<std::shared_ptr<RangeSource>(const TreeEntry&, const Locator&)> range_source;
+  // `--follow`: the view may move to a newer commit (FileSystem::advance). Negative lookups are
+  // then remembered per view, so that the kernel's cached "no such name" can be invalidated when
+  // a new commit adds the name.
+  bool follow = false;
+  // With `follow`: the check interval, the timeout of a missing name the view cannot remember
+  // (past kMaxRememberedNegatives).
+  double follow_interval_s = 60;
 };
+
+// What the kernel may hold from a view that was replaced (FileSystem::advance): the names it was
+// answered (found or not) by directory, and the directories whose attributes and listing pages it
+// may cache. The mount invalidates them all (fuse_lowlevel_notify_inval_entry / _inval_inode).
+struct ViewChange {
+  std::string old_commit;
+  std::string new_commit;
+  std::vector<std::pair<Ino, std::string>> entries;
+  std::vector<Ino> dirs;
+  bool empty() const { return entries.empty() && dirs.empty(); }
+};
+
+// Negative answers remembered per view for invalidation (FsOptions::follow); past this many a
+// missing name is answered with a timeout of one interval instead (FsOptions::follow_interval_s).
+inline constexpr size_t kMaxRememberedNegatives = 65536;
 
 // Request economy (docs/hub-http-contract.md, section 5): a directory below the mount root is
 // listed with its whole subtree (recursive=true), if that subtree fits this many pages (~1000
@@ -126,38 +149,71 @@ class FileSystem : public FsApi {
   FsResult<std::string> listxattr(Ino ino) override;
   struct statvfs statfs() override;
   double attr_timeout_s() const override { return options_.entry_timeout_s; }
-  // Nothing under a pinned commit changes: the kernel may keep every listing.
-  bool listing_is_stable(Ino) const override { return true; }
+  // Nothing under a pinned commit changes: the kernel may keep every listing. Not with
+  // `follow`: a listing the kernel read from a handle opened before a swap could be cached
+  // after the swap's invalidation; each listing is then answered from the handle's snapshot.
+  bool listing_is_stable(Ino) const override { return !options_.follow; }
 
   const FsOptions& options() const { return options_; }
+
+  // `--follow` (FsOptions::follow): what new lookups, opens and listings see moves to `commit`
+  // (dated `mtime`; `list_whole_repo` as FsOptions has it), atomically: each lookup or listing
+  // works on one view from start to end, and a directory handle keeps the listing it was opened
+  // with. A path whose entry is the same at the new commit (same kind, size and content id) keeps
+  // its inode; a changed path gets a new inode, a deleted one is found no more. Open handles keep
+  // reading what they opened (their node names its commit; blocks are keyed by content). Returns
+  // what the replaced view told the kernel, to invalidate; empty if `commit` is the current one.
+  ViewChange advance(const std::string& commit, time_t mtime, bool list_whole_repo);
+  // The same names of the view replaced by the last advance, collected again: a lookup that
+  // began before the swap may have answered the kernel after the invalidation. The follower
+  // calls it at each poll; the view is forgotten after a call that found no operation on it,
+  // when an earlier call found none either.
+  ViewChange retired_names();
+  // The commit new lookups see.
+  std::string current_commit() const;
 
  private:
   struct Node;
   struct OpenFile;
   struct DirHandle;
+  struct Listing;
+  struct View;
 
+  std::shared_ptr<View> view() const;
   Node* node(Ino ino);
-  Node* add_node(TreeEntry entry);
-  Status ensure_listed(Node* dir);
+  // The node for `entry` at view v: the one its path had if it is the same (a directory, or a
+  // file of the same size and content id), else a new one whose reads name v's commit.
+  Node* node_for(const View& v, TreeEntry entry);
+  Node* add_node(const View& v, TreeEntry entry);
+  Status ensure_listed(View& v, Node* dir);
+  static ViewChange names_of(View& v);
   // A directory's entries: from the stored listings, else (online) from the Hub, then stored.
   // Online, a directory below the root (or the root of a small repo) is listed with its whole
   // subtree when that fits kSubtreePageBudget pages: *subtree then receives every descendant,
   // by parent directory, for fill_subtree.
   using Subtree = std::map<std::string, std::vector<TreeEntry>>;
-  Result<std::vector<TreeEntry>> listed_entries(const std::string& path, Subtree* subtree);
-  // Adds `entries` as dir's children; directories among them that `subtree` lists are filled
-  // too (and marked listed), depth first. dir->list_mu held by the caller.
-  void fill_children(Node* dir, std::vector<TreeEntry> entries, Subtree* subtree);
+  Result<std::vector<TreeEntry>> listed_entries(const View& v, const std::string& path, Subtree* subtree);
+  // Adds `entries` as the children of `listing` (dir's, in view v); directories among them that
+  // `subtree` lists are filled too (and marked listed), depth first. listing.list_mu held by the
+  // caller.
+  void fill_children(View& v, Listing& listing, std::vector<TreeEntry> entries, Subtree* subtree);
   // A name dir already had (a known file, a directory on its way) met again in its listing.
-  void check_listed_agrees(const Node& known, const TreeEntry& listed) const;
+  void check_listed_agrees(const View& v, const Node& known, const TreeEntry& listed) const;
   struct stat attributes(const Node& n) const;
 
   HubClient& hub_;
-  RepoRef repo_;
+  RepoRef repo_;  // as pinned at construction (revision = its commit); the view's may be newer
   BlockReader& reader_;
   FsOptions options_;
+  // The view new operations see, and the one the last advance replaced. A leaf lock, held only
+  // to copy or swap the pointers.
+  mutable std::mutex view_mu_;
+  std::shared_ptr<View> view_;
+  std::shared_ptr<View> retired_;
   std::shared_mutex nodes_mu_;
   std::vector<std::unique_ptr<Node>> nodes_;  // index = inode number; 0 unused
+  // The node each path was last given (under nodes_mu_): a later view reuses it if unchanged.
+  std::unordered_map<std::string, Ino> by_path_;
   // Open handles by number. Shared: a release may come while a read of the same handle still
   // runs on another thread (the kernel orders them, invisibly to ThreadSanitizer), so a read
   // holds its own reference. Handles still open when the mount goes are freed with this object.

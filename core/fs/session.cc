@@ -229,6 +229,7 @@ Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision*
   reader_options.quota_wait_end = [quota = s.quota.get()] { return quota->last_wait_end(); };
   reader_options.quota_max_wait = std::chrono::seconds(config.rate_limit_wait_s);
   reader_options.parallel_requests = static_cast<uint32_t>(config.max_requests);
+  reader_options.env = s.env;
   reader_options.memory_cache_bytes = config.memory_cache_bytes;
   reader_options.max_prefetch_bytes = std::min(reader_options.max_prefetch_bytes, config.memory_cache_bytes);
   reader_options.max_deferred_write_bytes = std::min(reader_options.max_deferred_write_bytes, config.memory_cache_bytes);

@@ -165,7 +165,9 @@ Result<HubClient::Answer> HubClient::fetch_api(HttpRequest request, const hub_er
     api_requests_.fetch_add(1, std::memory_order_relaxed);
     sent.headers = request_headers_for(request.url);
     sent.headers.insert(sent.headers.end(), request.headers.begin(), request.headers.end());
+    const auto sent_at = config_.env->now();
     auto resp = transport_.perform(std::move(sent));
+    latency_.observe(config_.env->now() - sent_at);
     if (!resp.ok()) return hub_errors::from_transport(resp.status(), url::host_for_messages(request.url), ctx);
     // 307/308 repeat the request as is; 301/302/303 only make sense to follow for a GET.
     const bool follow = resp->status == 307 || resp->status == 308 ||
@@ -441,7 +443,9 @@ Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_vi
     req.max_body = kMaxHeadBody;
     req.timeout = config_.metadata_timeout;
     resolve_requests_.fetch_add(1, std::memory_order_relaxed);
+    const auto sent_at = config_.env->now();
     auto resp = transport_.perform(std::move(req));
+    latency_.observe(config_.env->now() - sent_at);
     if (!resp.ok()) return hub_errors::from_transport(resp.status(), url::host_for_messages(current), ctx);
     quota_waited += resp->quota_waited;
     if (resp->status >= 200 && resp->status < 300) {

@@ -18,6 +18,7 @@
 
 #include "common/env.h"
 #include "common/http.h"
+#include "common/latency_histogram.h"
 #include "common/status.h"
 #include "common/url.h"
 #include "hub/environment.h"
@@ -106,6 +107,9 @@ class HubClient {
     uint64_t resolves = 0;
   };
   RequestCounts request_counts() const;
+  // How long each of those requests took, retries and quota holds included (on the Env's clock),
+  // one observation per request counted above.
+  LatencySnapshot latency() const { return latency_.snapshot(); }
 
   // Entries for those of `paths` that exist (missing ones are simply absent), in one or a few
   // POST paths-info requests. Lets a stat of one path skip listing its whole parent.
@@ -183,6 +187,7 @@ class HubClient {
   HttpTransport& transport_;
   std::atomic<uint64_t> api_requests_{0};
   std::atomic<uint64_t> resolve_requests_{0};
+  LatencyHistogram latency_;
   std::mutex mu_;  // guards locations_ and resolving_
   std::unordered_map<std::string, Location> locations_;
   // Resolves in flight, so concurrent locate() calls of one path wait for one answer.

@@ -21,7 +21,8 @@ BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions
       tiers_(cache ? std::make_unique<DiskTier>(*cache) : nullptr,
              shared ? std::make_unique<SharedBlockTier>(*shared) : nullptr,
              BlockTiersOptions{.memory_bytes = options.memory_cache_bytes,
-                               .max_deferred_write_bytes = options.max_deferred_write_bytes},
+                               .max_deferred_write_bytes = options.max_deferred_write_bytes,
+                               .latency_clock = &options.env->clock()},
              [this](std::function<void()> task) { return disk_work_.post(std::move(task)); }),
       verifier_(tiers_.memory(),
                 FileVerifierOptions{options.block_size, options.max_verifying_files, options.verify_whole_files},
@@ -148,11 +149,14 @@ void BlockReader::fetch_blocks(const RemoteFile& file, const FileKey& key, const
                 std::to_string(parts) + (prefetch ? " (ahead)" : " (demand)"));
     fetches_.add();
     requests_in_flight_ += parts;
+    const auto sent_at = options_.env->now();
     fetch_file_range(
         fetcher_, file.source, file.locate, file.size, range,
-        [this, file, key, first, count, range, prefetch, parts](Result<std::string> body, Provenance provenance) {
+        [this, file, key, first, count, range, prefetch, parts, sent_at](Result<std::string> body,
+                                                                          Provenance provenance) {
           // On the network thread: the splitting and disk writes go to a worker, queued before
           // the fetch counts as done, so shutdown's drain sees it.
+          cdn_latency_.observe(options_.env->now() - sent_at, parts);
           requests_in_flight_ -= parts;
           auto shared = std::make_shared<Result<std::string>>(std::move(body));
           post([this, file, key, first, count, range, prefetch, shared, provenance] {
@@ -426,6 +430,9 @@ ReaderStats BlockReader::stats() const {
   counters_.copy_to(s);
   s.memory_bytes = tiers_.memory().pinned_bytes();
   s.disk_hits = tiers_.disk_hits();
+  s.cdn_latency = cdn_latency_.snapshot();
+  s.disk_latency = tiers_.disk_latency();
+  s.shared_latency = tiers_.shared_latency();
   s.deferred_writes = tiers_.deferred_writes();
   s.blocks_in_flight = in_flight_.size();
   s.files_verified = verifier_.files_verified();

@@ -44,6 +44,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/env.h"
+#include "common/latency_histogram.h"
 #include "cache/block_cache.h"
 #include "cache/content_verifier.h"
 #include "common/deadline.h"
@@ -98,6 +100,8 @@ struct ReaderOptions {
   // Requests the transport runs at once (--max-requests): hinted ranges are split over this many
   // requests, since each connection brings its own bandwidth.
   uint32_t parallel_requests = 16;
+  // The clock the latency histograms read (ReaderStats::*_latency): the stack's Env.
+  Env* env = &Env::real();
   // Read-ahead window for a sequential handle: starts small so one stray sequential pair costs
   // little, doubles per sequential read, and caps at 16 requests of 8 blocks: with a bandwidth
   // cap per connection, a stream needs every request slot busy (at 64 blocks it kept 8 in
@@ -190,6 +194,13 @@ struct ReaderStats {
   uint64_t verify_failures = 0;     // whole files whose hash did not (their blocks were dropped)
   uint64_t deferred_writes = 0;     // shared-tier blocks handed to the low-priority writer
   uint64_t blocks_in_flight = 0;    // blocks claimed and being loaded now (0: the reader is idle)
+  // Latencies: each range request for file content (the CDN, or Xet storage), from the request
+  // to its answer, one observation per request counted in `requests` (a range sent in parts
+  // counts each part at the whole range's time); each block read from the disk cache that hit
+  // (one per disk_hits); each block asked of the shared tier (hits and misses).
+  LatencySnapshot cdn_latency;
+  LatencySnapshot disk_latency;
+  LatencySnapshot shared_latency;
 };
 
 // Per open handle: what the handle read last, to tell sequential streams from random access.
@@ -380,6 +391,7 @@ class BlockReader {
       s.read_ahead_used_bytes = read_ahead_used_bytes;
     }
   } counters_;
+  LatencyHistogram cdn_latency_;  // ReaderStats::cdn_latency
   // Fetches whose callback has not yet been queued: shutdown waits for them before draining the
   // disk work (a callback posts to it).
   InFlight fetches_;

@@ -18,6 +18,7 @@ BlockTiers::BlockTiers(std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTie
       disk_(std::move(disk)),
       shared_(std::move(shared)),
       disk_work_(std::move(disk_work)),
+      latency_clock_(options.latency_clock),
       writer_(writer ? nullptr : std::make_unique<TaskQueue>(1)),
       deferred_(options.max_deferred_write_bytes, options.deferred_write_quiet,
                 writer ? std::move(writer)
@@ -53,7 +54,9 @@ std::vector<uint64_t> BlockTiers::fill_from_lower(const std::vector<BlockId>& id
         for (size_t j = i; j < ids.size(); ++j) rest.push_back(ids[j].index);
         return rest;
       }
+      const auto asked = latency_clock_->now();
       hit = disk_->get(id);
+      if (hit) disk_latency_.observe(latency_clock_->now() - asked);
     }
     if (hit) {
       disk_hits_.fetch_add(1, std::memory_order_relaxed);
@@ -68,7 +71,11 @@ std::vector<uint64_t> BlockTiers::fill_from_lower(const std::vector<BlockId>& id
   if (shared_) {
     note_activity();
     FileEpochs::Access access(epochs_, misses.front().cache_id, epoch);
-    if (access.granted()) found = shared_->get_many(misses, deadline);
+    if (access.granted()) {
+      const auto asked = latency_clock_->now();
+      found = shared_->get_many(misses, deadline);
+      shared_latency_.observe(latency_clock_->now() - asked, misses.size());
+    }
   }
   std::vector<std::pair<uint64_t, BlockBytes>> arrivals;
   std::vector<BlockId> arrived;
@@ -93,8 +100,12 @@ std::optional<BlockBytes> BlockTiers::disk_copy(const BlockId& id, uint64_t epoc
   if (!disk_) return std::nullopt;
   FileEpochs::Access access(epochs_, id.cache_id, epoch);
   if (!access.granted()) return std::nullopt;
+  const auto asked = latency_clock_->now();
   auto hit = disk_->get(id);
-  if (hit) disk_hits_.fetch_add(1, std::memory_order_relaxed);
+  if (hit) {
+    disk_latency_.observe(latency_clock_->now() - asked);
+    disk_hits_.fetch_add(1, std::memory_order_relaxed);
+  }
   return hit;
 }
 

@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "common/task_queue.h"
+#include "common/deadline.h"
+#include "common/latency_histogram.h"
 #include "reader/block_tier.h"
 #include "reader/deferred_writes.h"
 #include "reader/file_epochs.h"
@@ -43,6 +45,8 @@ struct BlockTiersOptions {
   // lookups: a stream's read-ahead has claimed its last blocks while the reader still consumes.
   std::chrono::milliseconds deferred_write_quiet{50};
   DeferredWrites::Clock clock = std::chrono::steady_clock::now;
+  // What the tiers' latency histograms read (disk_latency, shared_latency): the stack's Env clock.
+  const MonotonicClock* latency_clock = &MonotonicClock::real();
 };
 
 class BlockTiers {
@@ -98,6 +102,10 @@ class BlockTiers {
   void shutdown();
 
   uint64_t disk_hits() const { return disk_hits_.load(); }
+  // How long each disk hit took to read (one per disk_hits), and each block asked of the shared
+  // tier (the lookup's time, once per block asked).
+  LatencySnapshot disk_latency() const { return disk_latency_.snapshot(); }
+  LatencySnapshot shared_latency() const { return shared_latency_.snapshot(); }
   uint64_t deferred_writes() const { return deferred_.deferred(); }
   DeferredWrites& deferred() { return deferred_; }
 
@@ -113,6 +121,9 @@ class BlockTiers {
   const Executor disk_work_;
   FileEpochs epochs_;
   std::atomic<uint64_t> disk_hits_{0};
+  const MonotonicClock* latency_clock_;
+  LatencyHistogram disk_latency_;
+  LatencyHistogram shared_latency_;
   std::unique_ptr<TaskQueue> writer_;  // the deferred writer's one thread (unless one was given)
   DeferredWrites deferred_;            // after writer_: its pump runs there
 };

@@ -60,7 +60,8 @@ def test_metrics_parse_and_equal_status_json_at_idle(hub, metrics_mount):
     status = _status(mnt)
     printed = subprocess.run([HUBFS, "status", "--prometheus", str(mnt)], capture_output=True, text=True)
     assert printed.returncode == 0, printed.stderr
-    printed = _samples(printed.stdout)
+    printed_text = printed.stdout
+    printed = _samples(printed_text)
 
     mp = ("mountpoint", str(mnt))
 
@@ -95,6 +96,26 @@ def test_metrics_parse_and_equal_status_json_at_idle(hub, metrics_mount):
     for key, v in scraped.items():
         if key[0].endswith("_total"):
             assert printed[key] == v, key
+    # Read-latency histograms: a Prometheus histogram family whose counts equal the request
+    # counters at idle (one observation per request), buckets cumulative and ending in +Inf.
+    families = {f.name: f.type for f in text_string_to_metric_families(printed_text)}
+    assert families.get("hubfs_read_latency_seconds") == "histogram", families
+    counted = {"hub": status["api_calls"] + status["resolves"], "cdn": status["range_requests"],
+               "disk": status["disk_hits"]}
+    assert counted["hub"] > 0 and counted["cdn"] > 0, counted
+    assert status["latency"]["shared"] is None  # no shared tier: no samples
+    for samples in (scraped, printed):
+        for source, want in counted.items():
+            assert value(samples, "hubfs_read_latency_seconds_count", source=source) == want, source
+            buckets = sorted((float(dict(labels)["le"]), v) for (name, labels), v in samples.items()
+                             if name == "hubfs_read_latency_seconds_bucket" and ("source", source) in labels)
+            assert [le for le, _ in buckets][-1] == float("inf") and buckets[-1][1] == want, buckets
+            assert all(a[1] <= b[1] for a, b in zip(buckets, buckets[1:])), buckets
+            assert len(buckets) == len(status["latency"][source]["le"]) + 1
+            assert value(samples, "hubfs_read_latency_seconds_sum", source=source) >= 0
+        assert not any(n.startswith("hubfs_read_latency") and ("source", "shared") in labels
+                       for n, labels in samples)
+    assert value(scraped, "hubfs_read_latency_seconds_sum", source="cdn") > 0
     # Anything but /metrics is a 404.
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(f"http://{address}/", timeout=10)
