@@ -130,11 +130,20 @@ class FrameDataset:
         held = []
         if arrivals is not None:  # marked before the hints go out: no worker fetches them meanwhile
             held = [arrivals.hold(k, ranges) for k, ranges in frames]
+        fetching = set()  # files whose hint started fetching something
         for k, ranges in per_file.items():
-            self._dataset(k).file._hint(ranges)
+            f = self._dataset(k).file
+            if f._hub_file is not None:
+                if f._hub_file.hint(ranges):
+                    fetching.add(k)
+            else:
+                f._hint(ranges)
         if arrivals is not None:
             for (k, ranges), names in zip(frames, held):
-                arrivals.add(k, ranges, names)
+                if k in fetching:
+                    arrivals.add(k, ranges, names)
+                else:
+                    arrivals.release(names)  # all cached already: nothing to wait for
         return total
 
     def _arrivals(self) -> Optional["_Arrivals"]:
@@ -264,6 +273,9 @@ class _Arrivals:
 
     def add(self, k: int, ranges: List[Tuple[int, int]], names: List[str]) -> None:
         self._queue.put((k, ranges, names))
+
+    def release(self, names: List[str]) -> None:
+        self._markers.release(names)
 
     def _run(self) -> None:
         buffer = bytearray(0)

@@ -18,8 +18,9 @@ $XDG_CACHE_HOME/hubfs, else ~/.cache/hubfs), ``cache_size`` ("10G"; 0 keeps no d
 ``False`` sends none), ``max_requests`` (16), ``read_timeout`` (120 s), ``shared_cache`` (a list
 of memcached "host:port", with ``shared_cache_key_file``; ``shared_cache_private``),
 ``offline`` ($HF_HUB_OFFLINE: the cache alone), ``ca_bundle``, ``memory_cache`` (the session's
-memory tier: "256M", or "32M" in a process that is one of many sharing the cache directory: a
-forked child of a process that used hf://, or one that unpickled a file).
+memory tier: "256M", or "8M" in a process that is one of many sharing the cache directory: a
+forked child of a process that used hf://, or one that unpickled a file; such a process also
+returns large freed buffers to the system, glibc's M_MMAP_THRESHOLD fixed at 256 KiB).
 
 The repo is pinned to a commit when first opened, and the pinned session (cache, connections,
 listings) is shared by every later open with the same repo, revision and options in the
@@ -51,10 +52,19 @@ _DEFAULT_CACHE_SIZE = "10G"  # as `hubfs mount`
 _DEFAULT_MAX_REQUESTS = 16
 _DEFAULT_READ_TIMEOUT = 120
 # The memory tier of a session: a process on its own keeps the mount's 256 MiB; one of many
-# processes sharing the cache directory (a training loop's workers) keeps 32 MiB, since the disk
-# tier they share holds the blocks, and 16 workers x 256 MiB held copies of the same ones.
+# processes sharing the cache directory (a training loop's workers) keeps 8 MiB, since the disk
+# tier they share holds the blocks, and 16 workers x 256 MiB held copies of the same ones; 8 MiB
+# holds the blocks of two 3 MB frames, what a worker reading a frame at a time needs (32 MiB
+# measured 25-30 MiB more worker PSS; docs/constants.md).
 _DEFAULT_MEMORY_CACHE = 256 << 20
-_ONE_OF_MANY_MEMORY_CACHE = 32 << 20
+_ONE_OF_MANY_MEMORY_CACHE = 8 << 20
+# glibc's malloc keeps large freed buffers (blocks, responses, decode buffers) in its arenas once
+# its dynamic mmap threshold has grown past them (up to 32 MiB), one arena per thread: in a
+# training loop's worker that was ~25 MiB of PSS. One of many processes fixes the threshold here,
+# so such buffers go back to the system when freed (mallopt's M_MMAP_THRESHOLD).
+_ONE_OF_MANY_MMAP_THRESHOLD = 256 << 10
+_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+_malloc_tuned = False
 _OPTIONS = {"endpoint", "cache_dir", "cache_size", "revision", "token", "max_requests", "read_timeout",
             "shared_cache", "shared_cache_key_file", "shared_cache_private", "offline", "ca_bundle",
             "memory_cache"}
@@ -77,6 +87,21 @@ def _fresh_locks_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_fresh_locks_in_child)
+
+
+def _return_large_buffers() -> None:
+    """In one of many processes: large freed buffers go back to the system (glibc; elsewhere
+    nothing changes)."""
+    global _malloc_tuned
+    if _malloc_tuned:
+        return
+    _malloc_tuned = True
+    try:
+        import ctypes
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, _ONE_OF_MANY_MMAP_THRESHOLD)
 
 
 def _core():
@@ -123,6 +148,8 @@ def _session(url: str, options: Dict[str, Any], opening: bool = False):
     if isinstance(shared, str):
         shared = [s for s in shared.split(",") if s]
     memory_cache = options.get("memory_cache")
+    if _one_of_many:
+        _return_large_buffers()
     if memory_cache is None:
         memory_cache = _ONE_OF_MANY_MEMORY_CACHE if _one_of_many else _DEFAULT_MEMORY_CACHE
     elif isinstance(memory_cache, str):
