@@ -127,23 +127,24 @@ class FrameDataset:
             per_file[k].extend(ranges)
             frames.append((k, ranges))
             total += size
-        held = []
-        if arrivals is not None:  # marked before the hints go out: no worker fetches them meanwhile
-            held = [arrivals.hold(k, ranges) for k, ranges in frames]
-        fetching = set()  # files whose hint started fetching something
+        if arrivals is None:
+            for k, ranges in per_file.items():
+                self._dataset(k).file._hint(ranges)
+            return total
+        # A plan (hf://): only frames with blocks the disk cache lacks are hinted, and those
+        # blocks are marked before the hints go out, so no worker fetches them meanwhile. A
+        # cached frame costs the planner no read of its blocks (a warm epoch hints nothing).
+        per_file.clear()
+        marked = []
+        for k, ranges in frames:
+            missing = arrivals.missing(k, ranges)
+            if missing:
+                per_file[k].extend(ranges)
+                marked.append((k, ranges, arrivals.hold(k, missing)))
         for k, ranges in per_file.items():
-            f = self._dataset(k).file
-            if f._hub_file is not None:
-                if f._hub_file.hint(ranges):
-                    fetching.add(k)
-            else:
-                f._hint(ranges)
-        if arrivals is not None:
-            for (k, ranges), names in zip(frames, held):
-                if k in fetching:
-                    arrivals.add(k, ranges, names)
-                else:
-                    arrivals.release(names)  # all cached already: nothing to wait for
+            self._dataset(k).file._hint(ranges)
+        for k, ranges, names in marked:
+            arrivals.add(k, ranges, names)
         return total
 
     def _arrivals(self) -> Optional["_Arrivals"]:
@@ -268,14 +269,15 @@ class _Arrivals:
         for t in self._threads:
             t.start()
 
-    def hold(self, k: int, ranges: List[Tuple[int, int]]) -> List[str]:
-        return self._markers.hold(self._dataset._marker_keys[k], _inflight.blocks_of(ranges))
+    def missing(self, k: int, ranges: List[Tuple[int, int]]) -> List[int]:
+        """The blocks of these ranges of file k the disk cache lacks."""
+        return self._dataset._dataset(k).file._hub_file._core_file().uncached_blocks(ranges)
+
+    def hold(self, k: int, blocks: List[int]) -> List[str]:
+        return self._markers.hold(self._dataset._marker_keys[k], blocks)
 
     def add(self, k: int, ranges: List[Tuple[int, int]], names: List[str]) -> None:
         self._queue.put((k, ranges, names))
-
-    def release(self, names: List[str]) -> None:
-        self._markers.release(names)
 
     def _run(self) -> None:
         buffer = bytearray(0)

@@ -30,9 +30,11 @@ def hub(tmp_path_factory):
     repo.mkdir(parents=True)
     frames = []
     for i in range(FILES):
-        data = np.random.default_rng(i).integers(-2000, 2000, size=(FRAMES, 4, 96, 96)).astype("int16")
+        # Frames of about 1 MiB stored (noise barely compresses): most of a file's blocks are
+        # not the first one, which a FrameDataset hints when it is made.
+        data = np.random.default_rng(i).integers(-2000, 2000, size=(FRAMES, 8, 256, 256)).astype("int16")
         with h5py.File(repo / f"m{i}.hdf5", "w") as f:
-            f.create_dataset("data/raw_data", data=data, chunks=(1, 4, 96, 96), compression="gzip",
+            f.create_dataset("data/raw_data", data=data, chunks=(1, 8, 256, 256), compression="gzip",
                              compression_opts=1)
         frames.append(data)
     with local_hub(str(root)) as endpoint:
@@ -134,13 +136,21 @@ def test_a_worker_stops_waiting_for_a_planner_that_never_lets_go(hub, ds):
     np.testing.assert_array_equal(frame, hub["frames"][FRAME])
 
 
+def _uncached(ds, i):
+    k, ranges = ds.frame_ranges(i)
+    return ds._dataset(k).file._hub_file._core_file().uncached_blocks(ranges)
+
+
 def test_a_finished_plan_leaves_no_marker_held(hub, ds):
     order = list(range(len(ds)))[::-1]
+    assert any(_uncached(ds, i) for i in order)  # what the plan has to fetch (and mark)
     plan = ds.plan(order, ahead=4, lead=0)
     assert list(plan) == order
     assert plan.hinted_bytes > 0
+    assert os.path.isdir(ds._marker_dir)  # the plan marked blocks on their way
     assert _inflight.markers(ds._marker_dir).held() == 0
     assert os.listdir(ds._marker_dir) == []
+    assert not any(_uncached(ds, i) for i in order)  # all in the disk cache: a next epoch hints nothing
     for i in order:
         np.testing.assert_array_equal(ds[i], hub["frames"][i])
 
