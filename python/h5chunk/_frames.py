@@ -19,6 +19,7 @@ import collections
 import os
 import queue
 import threading
+import time
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from . import _inflight
@@ -248,6 +249,14 @@ class FramePlan:
             yield i
 
 
+# How long a plan waits for a block it has read to reach the disk cache before releasing its
+# marker all the same (a disk that refuses writes: the workers then fetch it themselves), and how
+# often it looks: the write follows the read within milliseconds.
+_DISK_WAIT_SECONDS = 10.0
+_DISK_POLL_FIRST = 0.001
+_DISK_POLL_MAX = 0.02
+
+
 class _Arrivals:
     """A plan's side of the in-flight markers: it holds a marker on each block it hints, and
     releases a frame's once that frame's bytes are in this process's cache. Threads read them
@@ -293,6 +302,12 @@ class _Arrivals:
                         if len(buffer) < length:
                             buffer = bytearray(length)
                         raw.readinto(memoryview(buffer)[:length], offset)
+                    # A read returns once the blocks are in memory; the disk cache, which the
+                    # workers read, has them a moment later (written after the waiters go).
+                    delay, deadline = _DISK_POLL_FIRST, time.monotonic() + _DISK_WAIT_SECONDS
+                    while raw.uncached_blocks(ranges) and time.monotonic() < deadline:
+                        time.sleep(delay)
+                        delay = min(delay * 2, _DISK_POLL_MAX)
             except Exception:  # noqa: BLE001 (a failed fetch: the workers read and report it)
                 pass
             finally:
