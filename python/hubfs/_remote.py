@@ -19,8 +19,7 @@ $XDG_CACHE_HOME/hubfs, else ~/.cache/hubfs), ``cache_size`` ("10G"; 0 keeps no d
 of memcached "host:port", with ``shared_cache_key_file``; ``shared_cache_private``),
 ``offline`` ($HF_HUB_OFFLINE: the cache alone), ``ca_bundle``, ``memory_cache`` (the session's
 memory tier: "256M", or "8M" in a process that is one of many sharing the cache directory: a
-forked child of a process that used hf://, or one that unpickled a file; such a process also
-returns large freed buffers to the system, glibc's M_MMAP_THRESHOLD fixed at 256 KiB).
+forked child of a process that used hf://, or one that unpickled a file).
 
 The repo is pinned to a commit when first opened, and the pinned session (cache, connections,
 listings) is shared by every later open with the same repo, revision and options in the
@@ -58,13 +57,6 @@ _DEFAULT_READ_TIMEOUT = 120
 # measured 25-30 MiB more worker PSS; docs/constants.md).
 _DEFAULT_MEMORY_CACHE = 256 << 20
 _ONE_OF_MANY_MEMORY_CACHE = 8 << 20
-# glibc's malloc keeps large freed buffers (blocks, responses, decode buffers) in its arenas once
-# its dynamic mmap threshold has grown past them (up to 32 MiB), one arena per thread: in a
-# training loop's worker that was ~25 MiB of PSS. One of many processes fixes the threshold here,
-# so such buffers go back to the system when freed (mallopt's M_MMAP_THRESHOLD).
-_ONE_OF_MANY_MMAP_THRESHOLD = 256 << 10
-_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
-_malloc_tuned = False
 _OPTIONS = {"endpoint", "cache_dir", "cache_size", "revision", "token", "max_requests", "read_timeout",
             "shared_cache", "shared_cache_key_file", "shared_cache_private", "offline", "ca_bundle",
             "memory_cache"}
@@ -87,21 +79,6 @@ def _fresh_locks_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_fresh_locks_in_child)
-
-
-def _return_large_buffers() -> None:
-    """In one of many processes: large freed buffers go back to the system (glibc; elsewhere
-    nothing changes)."""
-    global _malloc_tuned
-    if _malloc_tuned:
-        return
-    _malloc_tuned = True
-    try:
-        import ctypes
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(_M_MMAP_THRESHOLD, _ONE_OF_MANY_MMAP_THRESHOLD)
 
 
 def _core():
@@ -148,8 +125,6 @@ def _session(url: str, options: Dict[str, Any], opening: bool = False):
     if isinstance(shared, str):
         shared = [s for s in shared.split(",") if s]
     memory_cache = options.get("memory_cache")
-    if _one_of_many:
-        _return_large_buffers()
     if memory_cache is None:
         memory_cache = _ONE_OF_MANY_MEMORY_CACHE if _one_of_many else _DEFAULT_MEMORY_CACHE
     elif isinstance(memory_cache, str):
