@@ -254,7 +254,7 @@ class FramePlan:
 # often it looks: the write follows the read within milliseconds.
 _DISK_WAIT_SECONDS = 10.0
 _DISK_POLL_FIRST = 0.001
-_DISK_POLL_MAX = 0.02
+_DISK_POLL_MAX = 0.01
 
 
 class _Arrivals:

@@ -29,7 +29,7 @@ BLOCK = 1 << 20
 WAIT_SECONDS = 60.0
 # Polls of a held marker: the first soon (a block of a hint is often about to land), then less often.
 _POLL_FIRST = 0.002
-_POLL_MAX = 0.05
+_POLL_MAX = 0.01
 
 _registry_lock = threading.Lock()
 _registry: Dict[str, "Markers"] = {}
