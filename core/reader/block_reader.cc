@@ -336,14 +336,22 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
     const auto sizes = graded_groups(claimed.size(), options_.parallel_requests, options_.whole_file_hint_grade,
                                      options_.max_blocks_per_hinted_request);
     if (!sizes.empty()) {
+      hint_blocks_queued_ += claimed.size();
       queue_load_groups(file, key, claimed, sizes, Origin::kHint);
       return claimed_bytes;
     }
   }
   // Spread over every request slot, in one wave: 48 blocks hinted at 16 requests in flight go
   // out as 16 requests of 3 blocks, not 6 of 8, and 160 blocks as 16 of 10, not 20 of 8 (a
-  // second wave of 4 would cost another round trip plus 8 MiB at one connection's rate).
-  queue_load(file, key, claimed, read_ahead_policy_.request_blocks(claimed.size(), options_.max_blocks_per_hinted_request),
+  // second wave of 4 would cost another round trip plus 8 MiB at one connection's rate). The
+  // slots are shared with the hinted and read-ahead blocks still waiting to go out or to arrive:
+  // behind them, this hint's runs go whole rather than one block per request (a training loop's
+  // planner hints 16 files of a few frames each at once: 1 MiB requests, a round trip each, ran
+  // at a third of the connections' rate; docs/benchmarks.md, the training loop).
+  const uint64_t waiting = hint_blocks_queued_.load() + prefetch_bytes_.load() / options_.block_size;
+  hint_blocks_queued_ += claimed.size();
+  queue_load(file, key, claimed,
+             read_ahead_policy_.request_blocks(claimed.size() + waiting, options_.max_blocks_per_hinted_request),
              Origin::kHint);
   return claimed_bytes;
 }
@@ -369,6 +377,7 @@ void BlockReader::queue_load(const RemoteFile& file, const FileKey& key, std::ve
     std::vector<uint64_t> part(claimed.begin() + static_cast<long>(i),
                                claimed.begin() + static_cast<long>(std::min(claimed.size(), i + group)));
     post([this, file, key, part = std::move(part), group, origin] {
+      if (origin == Origin::kHint) hint_blocks_queued_ -= part.size();
       if (stopping_.load()) return fail(key, part, Unavailable("reading " + file.path + ": read-ahead cancelled (unmounting)"));
       // Only blocks served here (disk, shared tier) count: a fetch from the Hub has only started.
       // A read-ahead task has a deadline of its own, as a read does, from when it starts.

@@ -375,6 +375,9 @@ class BlockReader {
   static constexpr size_t kMaxReadAheadMarks = 1 << 16;
   ReadAheadMarks marks_{kMaxReadAheadMarks};
   std::atomic<uint64_t> prefetch_bytes_{0};
+  // Hinted blocks claimed whose load task has not started yet: with prefetch_bytes_, the blocks
+  // the connections carry before a new hint's (prefetch(): how finely that hint is split).
+  std::atomic<uint64_t> hint_blocks_queued_{0};
   // HTTP requests this reader has in flight (a range in parts counts each): what is left of
   // parallel_requests decides how many parts a read's own request goes in.
   std::atomic<uint64_t> requests_in_flight_{0};

@@ -7,7 +7,9 @@ map-style dataset for training loops (PyTorch's DataLoader, or any pool of proce
 It needs no torch. Made in the parent, it works in forked workers (each opens the files again
 on first use) and pickles for spawned ones (paths, dataset, options; hf:// files at the commit
 the parent read). ``plan`` is a sampler run in the process that iterates it (the DataLoader's
-main process): it hints the frames coming up, so the workers find them in the cache.
+main process): it hints the frames coming up, so the workers find them in the cache. Over hf://
+it marks the blocks it has on their way (h5chunk._inflight), and a worker that needs one waits
+for it rather than fetching it a second time.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ from __future__ import annotations
 import bisect
 import collections
 import os
+import queue
+import threading
+import time
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from . import _inflight
 
 # plan()'s defaults. 64 frames: enough to keep a connection pool of 16 busy behind 4 workers
 # reading one frame each; 256 MiB: a bound on what one plan may hint ahead of its workers
@@ -59,6 +66,12 @@ class FrameDataset:
         for n in lengths:
             self._starts.append(self._starts[-1] + n)
         self._pid = os.getpid()
+        # Over hf://, with a disk cache the processes share: where plans mark the blocks they
+        # have on their way, and each file's name there (its URL at the commit read).
+        self._marker_dir = _marker_dir(self.paths, self._options)
+        self._marker_keys = [
+            _inflight.file_key(p, o.get("revision") or "") if p.startswith("hf://") else None
+            for p, o in zip(self.paths, self._file_options)]
 
     def __len__(self) -> int:
         return self._starts[-1]
@@ -83,7 +96,13 @@ class FrameDataset:
 
     def __getitem__(self, i: int):
         k, row = self.locate(int(i))
-        return self._dataset(k)[row]
+        ds = self._dataset(k)
+        key = self._marker_keys[k]
+        if key and os.path.isdir(self._marker_dir):
+            # A plan may have this frame's blocks on their way: wait for them rather than
+            # fetching them a second time (bounded; a dead planner holds nothing).
+            _inflight.markers(self._marker_dir).wait(key, _inflight.blocks_of(ds._row_ranges(row, 1)))
+        return ds[row]
 
     def frame_ranges(self, i: int) -> Tuple[int, List[Tuple[int, int]]]:
         """(file number, the byte ranges in that file holding frame i): what a hint fetches."""
@@ -94,7 +113,12 @@ class FrameDataset:
         """Fetches these frames into the cache, all at once (one hint per file), without reading
         them here; frames already cached cost nothing. Stops adding frames past ``max_bytes``.
         Returns the stored bytes hinted. Local files: nothing to fetch (0)."""
+        return self._hint(indices, max_bytes, None)
+
+    def _hint(self, indices: Iterable[int], max_bytes: Optional[int], arrivals: Optional["_Arrivals"]) -> int:
+        """hint(), marking the hinted blocks with ``arrivals`` (a plan's) until they are cached."""
         per_file: Dict[int, List[Tuple[int, int]]] = collections.defaultdict(list)
+        frames: List[Tuple[int, List[Tuple[int, int]]]] = []
         total = 0
         for i in indices:
             k, ranges = self.frame_ranges(i)
@@ -102,10 +126,33 @@ class FrameDataset:
             if max_bytes is not None and total and total + size > max_bytes:
                 break
             per_file[k].extend(ranges)
+            frames.append((k, ranges))
             total += size
+        if arrivals is None:
+            for k, ranges in per_file.items():
+                self._dataset(k).file._hint(ranges)
+            return total
+        # A plan (hf://): only frames with blocks the disk cache lacks are hinted, and those
+        # blocks are marked before the hints go out, so no worker fetches them meanwhile. A
+        # cached frame costs the planner no read of its blocks (a warm epoch hints nothing).
+        per_file.clear()
+        marked = []
+        for k, ranges in frames:
+            missing = arrivals.missing(k, ranges)
+            if missing:
+                per_file[k].extend(ranges)
+                marked.append((k, ranges, arrivals.hold(k, missing)))
         for k, ranges in per_file.items():
             self._dataset(k).file._hint(ranges)
+        for k, ranges, names in marked:
+            arrivals.add(k, ranges, names)
         return total
+
+    def _arrivals(self) -> Optional["_Arrivals"]:
+        """What a plan marks its hints with: hf:// files sharing a disk cache only."""
+        if self._marker_dir is None or not any(self._marker_keys):
+            return None
+        return _Arrivals(self, _inflight.markers(self._marker_dir))
 
     def plan(self, order: Any, ahead: int = DEFAULT_AHEAD, max_bytes: int = DEFAULT_AHEAD_BYTES,
              lead: int = DEFAULT_LEAD) -> "FramePlan":
@@ -158,6 +205,16 @@ class FramePlan:
         return len(self.order)
 
     def __iter__(self) -> Iterator[int]:
+        arrivals = self.dataset._arrivals() if self.ahead else None
+        try:
+            yield from self._iterate(arrivals)
+            if arrivals is not None:
+                arrivals.close(wait_for_bytes=True)  # the workers still read the last frames
+        finally:
+            if arrivals is not None:
+                arrivals.close()
+
+    def _iterate(self, arrivals: Optional["_Arrivals"]) -> Iterator[int]:
         source = iter(self.order)
         buffer: "collections.deque[list]" = collections.deque()  # [index, stored bytes, hinted]
         hinted_waiting = 0  # stored bytes hinted and not yet yielded
@@ -183,13 +240,107 @@ class FramePlan:
                         batch.append(e)
                         hinted_waiting += e[1]
                         e[2] = True
-                    self.hinted_bytes += self.dataset.hint([e[0] for e in batch])
+                    self.hinted_bytes += self.dataset._hint([e[0] for e in batch], None, arrivals)
             if not buffer:
                 return
             i, size, hinted = buffer.popleft()
             if hinted:
                 hinted_waiting -= size
             yield i
+
+
+# How long a plan waits for a block it has read to reach the disk cache before releasing its
+# marker all the same (a disk that refuses writes: the workers then fetch it themselves), and how
+# often it looks: the write follows the read within milliseconds.
+_DISK_WAIT_SECONDS = 10.0
+_DISK_POLL_FIRST = 0.001
+_DISK_POLL_MAX = 0.01
+
+
+class _Arrivals:
+    """A plan's side of the in-flight markers: it holds a marker on each block it hints, and
+    releases a frame's once that frame's bytes are in this process's cache. Threads read them
+    here for that: a read joins the hint's fetches and fetches nothing else (the blocks are
+    claimed), and returns once the blocks are in; the disk cache has them a moment later."""
+
+    # Frames waited on at once: arrivals come roughly in hint order, and a few threads keep a
+    # slow frame from holding back the markers of those behind it.
+    THREADS = 4
+
+    def __init__(self, dataset: FrameDataset, markers: "_inflight.Markers") -> None:
+        self._dataset = dataset
+        self._markers = markers
+        self._queue: "queue.Queue[Optional[tuple]]" = queue.Queue()
+        self._closed = False  # markers go without their bytes being waited for
+        self._stopped = False
+        self._threads = [threading.Thread(target=self._run, name="h5chunk-plan-arrivals", daemon=True)
+                         for _ in range(self.THREADS)]
+        for t in self._threads:
+            t.start()
+
+    def missing(self, k: int, ranges: List[Tuple[int, int]]) -> List[int]:
+        """The blocks of these ranges of file k the disk cache lacks."""
+        return self._dataset._dataset(k).file._hub_file._core_file().uncached_blocks(ranges)
+
+    def hold(self, k: int, blocks: List[int]) -> List[str]:
+        return self._markers.hold(self._dataset._marker_keys[k], blocks)
+
+    def add(self, k: int, ranges: List[Tuple[int, int]], names: List[str]) -> None:
+        self._queue.put((k, ranges, names))
+
+    def _run(self) -> None:
+        buffer = bytearray(0)
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            k, ranges, names = item
+            try:
+                if names and not self._closed:
+                    raw = self._dataset._dataset(k).file._hub_file._core_file()
+                    for offset, length in ranges:
+                        if len(buffer) < length:
+                            buffer = bytearray(length)
+                        raw.readinto(memoryview(buffer)[:length], offset)
+                    # A read returns once the blocks are in memory; the disk cache, which the
+                    # workers read, has them a moment later (written after the waiters go).
+                    delay, deadline = _DISK_POLL_FIRST, time.monotonic() + _DISK_WAIT_SECONDS
+                    while raw.uncached_blocks(ranges) and time.monotonic() < deadline:
+                        time.sleep(delay)
+                        delay = min(delay * 2, _DISK_POLL_MAX)
+            except Exception:  # noqa: BLE001 (a failed fetch: the workers read and report it)
+                pass
+            finally:
+                self._markers.release(names)
+
+    def close(self, wait_for_bytes: bool = False) -> None:
+        """The epoch is over: returns once every marker is released, when their bytes are in
+        (``wait_for_bytes``), or at once for those not being waited on (an abandoned epoch; the
+        reads under way are each bounded by the reader's read timeout). Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._closed = not wait_for_bytes
+        for _ in self._threads:
+            self._queue.put(None)
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join()
+
+
+def _marker_dir(paths: Sequence[str], options: dict) -> Optional[str]:
+    """Where plans over these files mark their blocks: the disk cache's directory (hf:// only;
+    none without a disk cache, which the processes would not share)."""
+    if not any(p.startswith("hf://") for p in paths):
+        return None
+    size = options.get("cache_size")
+    if size in (0, "0"):
+        return None
+    cache_dir = options.get("cache_dir")
+    if not cache_dir:
+        from hubfs import _remote
+        cache_dir = _remote._core().default_cache_dir()
+    return os.path.join(os.fspath(cache_dir), "inflight")
 
 
 def _file_options(f: Any, options: dict) -> dict:

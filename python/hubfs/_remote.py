@@ -18,7 +18,7 @@ $XDG_CACHE_HOME/hubfs, else ~/.cache/hubfs), ``cache_size`` ("10G"; 0 keeps no d
 ``False`` sends none), ``max_requests`` (16), ``read_timeout`` (120 s), ``shared_cache`` (a list
 of memcached "host:port", with ``shared_cache_key_file``; ``shared_cache_private``),
 ``offline`` ($HF_HUB_OFFLINE: the cache alone), ``ca_bundle``, ``memory_cache`` (the session's
-memory tier: "256M", or "32M" in a process that is one of many sharing the cache directory: a
+memory tier: "256M", or "8M" in a process that is one of many sharing the cache directory: a
 forked child of a process that used hf://, or one that unpickled a file).
 
 The repo is pinned to a commit when first opened, and the pinned session (cache, connections,
@@ -51,10 +51,12 @@ _DEFAULT_CACHE_SIZE = "10G"  # as `hubfs mount`
 _DEFAULT_MAX_REQUESTS = 16
 _DEFAULT_READ_TIMEOUT = 120
 # The memory tier of a session: a process on its own keeps the mount's 256 MiB; one of many
-# processes sharing the cache directory (a training loop's workers) keeps 32 MiB, since the disk
-# tier they share holds the blocks, and 16 workers x 256 MiB held copies of the same ones.
+# processes sharing the cache directory (a training loop's workers) keeps 8 MiB, since the disk
+# tier they share holds the blocks, and 16 workers x 256 MiB held copies of the same ones; 8 MiB
+# holds the blocks of two 3 MB frames, what a worker reading a frame at a time needs (32 MiB
+# measured 25-30 MiB more worker PSS; docs/constants.md).
 _DEFAULT_MEMORY_CACHE = 256 << 20
-_ONE_OF_MANY_MEMORY_CACHE = 32 << 20
+_ONE_OF_MANY_MEMORY_CACHE = 8 << 20
 _OPTIONS = {"endpoint", "cache_dir", "cache_size", "revision", "token", "max_requests", "read_timeout",
             "shared_cache", "shared_cache_key_file", "shared_cache_private", "offline", "ca_bundle",
             "memory_cache"}

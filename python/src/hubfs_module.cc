@@ -42,6 +42,7 @@
 
 #include "common/log.h"
 #include "fs/session.h"
+#include "reader/block_reader.h"
 #include "h5hub/hub_byte_source.h"
 
 namespace py = pybind11;
@@ -399,6 +400,31 @@ PYBIND11_MODULE(_core, m) {
         if (!n.ok()) raise_status(n.status());
         return *n;
       })
+      .def("uncached_blocks", [](File& f, const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+        // The blocks of these ranges the disk cache lacks, ascending: what a hint of them would
+        // fetch from the Hub (h5chunk.FrameDataset.plan marks only those as on their way, and
+        // hints nothing for a frame that has none). Every block without a disk cache. Looks at
+        // each block file's header only.
+        std::shared_ptr<hubfs::HubFile> file = f.held();
+        py::gil_scoped_release nogil;
+        const hubfs::Stack& stack = file->session()->stack;
+        const uint64_t block = stack.reader ? stack.reader->options().block_size : (1u << 20);
+        const std::string key = hubfs::BlockReader::disk_key(file->content_id(), static_cast<uint32_t>(block));
+        std::vector<uint64_t> wanted;
+        for (const auto& [offset, length] : ranges) {
+          if (length == 0 || offset >= file->size()) continue;
+          const uint64_t last = (std::min(offset + length, file->size()) - 1) / block;
+          for (uint64_t b = offset / block; b <= last; ++b) wanted.push_back(b);
+        }
+        std::sort(wanted.begin(), wanted.end());
+        wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+        std::vector<uint64_t> missing;
+        for (uint64_t b : wanted) {
+          char byte;
+          if (!stack.cache || !stack.cache->read_part(key, b, 0, &byte, 1)) missing.push_back(b);
+        }
+        return missing;
+      }, py::arg("ranges"), "The blocks of these (offset, length) ranges the disk cache lacks.")
       .def("byte_source", [](File& f, const std::string& name) {
         // A heap shared_ptr the capsule owns: h5chunk copies it, so the file stays open for as
         // long as an h5chunk.File reads it, whatever happens to this object.

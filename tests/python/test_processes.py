@@ -204,4 +204,4 @@ def test_a_forked_child_of_an_hf_user_keeps_a_small_memory_tier(hub, opts, monke
         pickle.loads(pickle.dumps(f)).close()  # a copy in the same process is not a worker
         assert not _remote._one_of_many  # this process is on its own: 256 MiB
         got = _run_children(multiprocessing.get_context("fork"), _memory_rule, [(f,)])
-    assert got == [True]  # each worker: 32 MiB beside the disk tier they share
+    assert got == [True]  # each worker: 8 MiB beside the disk tier they share

@@ -605,6 +605,28 @@ TEST_F(BlockReaderTest, HintsGoOutInOneWaveOfEqualRequests) {
   EXPECT_EQ(transport.request_count(), 3u);
 }
 
+// A hint behind other hinted blocks still on their way shares the request slots with them: its
+// runs go whole instead of one block per request (a planner hinting a few frames of many files at
+// once). Alone, the same two blocks would go as two requests.
+TEST_F(BlockReaderTest, AHintBehindOthersStillOnTheirWayGoesInWholeRuns) {
+  FakeTransport transport([this](const HttpRequest& r) { return cdn_.answer(r); });
+  RangeFetcher fetcher(transport);
+  ReaderOptions o;
+  o.parallel_requests = 4;
+  BlockReader reader(nullptr, fetcher, o);
+  cdn_.close_gate();  // the first hint's answers are held: its blocks are still on their way
+  ASSERT_TRUE(reader.prefetch(file_, {{0, 4 * kBlock}}).ok());
+  wait_for_state([&] { return transport.bytes_asked() == 4 * kBlock; });
+  EXPECT_EQ(transport.request_count(), 4u);  // alone: one block per slot
+  ASSERT_TRUE(reader.prefetch(file_, {{5 * kBlock, 2 * kBlock}}).ok());
+  wait_for_state([&] { return transport.bytes_asked() == 6 * kBlock; });
+  cdn_.open_gate();
+  EXPECT_EQ(transport.request_count(), 5u);  // behind 4 waiting blocks: blocks 5-6 in one request
+  EXPECT_EQ(read(reader, 0, 4 * kBlock), cdn_.content.substr(0, 4 * kBlock));
+  EXPECT_EQ(read(reader, 5 * kBlock, 2 * kBlock), cdn_.content.substr(5 * kBlock, 2 * kBlock));
+  EXPECT_EQ(transport.request_count(), 5u);  // the reads were served by the hinted fetches
+}
+
 // A hint for the whole file (hashed once its last block is in) goes out in graded requests that
 // end in file order, 1 + 2 + 3 + 5 blocks at a ratio of 1.5 over 4 slots; a hint for part of it,
 // or with whole-file checks off, in equal ones.
