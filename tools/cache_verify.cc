@@ -131,7 +131,7 @@ class HubRangeSource {
     fetcher_->fetch_async(
         locate, r.size, ByteRange{offset, length},
         [promise](Result<std::string> bytes) { promise->set_value(std::move(bytes)); },
-        Deadline::after(std::chrono::seconds(config_.read_timeout_s)));
+        Deadline::after(std::chrono::seconds(config_.read_timeout_s), fetcher_->env().clock()));
     return future.get();
   }
 

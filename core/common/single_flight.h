@@ -11,19 +11,18 @@
 //   lock, an owner that puts the value in its store before complete() never starts a second
 //   flight for a value that was just produced (the store's lock is taken inside this one: the
 //   probe must take no lock that is held around a call into this object).
-// - wait_until() blocks until the flight is done or the deadline passes (then nullopt: the
-//   flight goes on, and a later wait may still get it). Waiters are woken by complete() only.
+// - wait() blocks until the flight is done or the waiter's own deadline passes (then nullopt: the
+//   flight goes on, and a later wait may still get it). Waiters are woken by complete(), or by
+//   their deadline's clock.
 // - complete() must be called exactly once per flight by its leader, also on failure (put the
 //   error in V, e.g. Result<T>): otherwise its waiters wait until their deadlines.
 // Thread-safe. One mutex, a leaf unless the probe takes its owner's store lock (then this one
 // first).
 //
-// Used by BlockReader for blocks in flight; written so that other "many askers, one request"
-// sites (the Hub client's resolves, the namespace's per-repo pins, directory listings) can adopt
-// it.
+// The one "many askers, one request" wait of core/: BlockReader's blocks in flight, the Hub
+// client's resolves, the namespace's per-repo pins and listings, Xet's tokens and plans.
 #pragma once
 
-#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -92,23 +91,13 @@ class SingleFlight {
     return true;
   }
 
-  // The flight's value, or nullopt when `deadline` passed first. `deadline` is on the real
-  // steady clock (a condition variable waits on it).
-  std::optional<V> wait_until(const FlightPtr& flight, std::chrono::steady_clock::time_point deadline) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!flight->cv_.wait_until(lock, deadline, [&] { return flight->value_.has_value(); })) return std::nullopt;
-    return flight->value_;
-  }
-
-  // The same, until `deadline` on its own clock (a manual one in tests): nullopt at once when it
-  // has passed, else a wait of the time it has left.
+  // The flight's value, or nullopt when `deadline` passed first, judged on the deadline's own
+  // clock (the Env's: a manual one in tests ends the wait when the test moves it). The flight
+  // goes on either way. Deadline::never(): until the leader completes.
   std::optional<V> wait(const FlightPtr& flight, const Deadline& deadline) {
-    if (deadline.is_never()) return wait_until(flight, std::chrono::steady_clock::time_point::max());
-    if (deadline.expired()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      return flight->value_;
-    }
-    return wait_until(flight, std::chrono::steady_clock::now() + deadline.remaining());
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!deadline.wait(flight->cv_, lock, [&] { return flight->value_.has_value(); })) return std::nullopt;
+    return flight->value_;
   }
 
   // Whether a flight of the key is in progress now (it may end right after: a hint to skip work).

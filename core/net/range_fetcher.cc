@@ -538,4 +538,6 @@ std::vector<Result<std::string>> RangeFetcher::fetch(const Locator& locate, uint
   return results;
 }
 
+Env& RangeFetcher::env() const { return shared_->env; }
+
 }  // namespace hubfs

@@ -91,6 +91,9 @@ class RangeFetcher {
   std::vector<Result<std::string>> fetch(const Locator& locate, uint64_t file_size,
                                          const std::vector<ByteRange>& ranges);
 
+  // The Env it was given: its stack's, which the reader above it reads its time from too.
+  Env& env() const;
+
  private:
   struct Shared;
 

@@ -12,17 +12,16 @@ namespace hubfs {
 // The deferred writer's nice value: well below the readers' threads, still above idle work.
 constexpr int kDeferredWriteNice = 10;
 
-BlockTiers::BlockTiers(std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared, BlockTiersOptions options,
-                       Executor disk_work, Executor writer)
+BlockTiers::BlockTiers(Env& env, std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared,
+                       BlockTiersOptions options, Executor disk_work, Executor writer)
     : memory_(options.memory_bytes),
       disk_(std::move(disk)),
       shared_(std::move(shared)),
       disk_work_(std::move(disk_work)),
-      writer_(writer ? nullptr : std::make_unique<TaskQueue>(1)),
-      deferred_(options.max_deferred_write_bytes, options.deferred_write_quiet,
+      writer_(writer ? nullptr : env.new_executor(1)),
+      deferred_(env, options.max_deferred_write_bytes, options.deferred_write_quiet,
                 writer ? std::move(writer)
-                       : Executor([this](std::function<void()> task) { return writer_->post(std::move(task)); }),
-                options.clock) {
+                       : Executor([this](std::function<void()> task) { return writer_->post(std::move(task)); })) {
   // The writer's one thread runs at a lower CPU priority for good (a thread's nice value is its
   // own on Linux): between the daemon's own threads, readers come first.
   if (writer_)

@@ -83,11 +83,11 @@ TEST(HostileNode, TheCallersDeadlineEndsALookupBeforeTheBudget) {
   FakeMemcachedNode node(64, std::chrono::milliseconds(150));
   node.set("k", std::string(400 * 1024, 'v'));
   auto tier = tier_on(node, std::chrono::hours(1));  // only the caller's deadline can end it
-  auto got = tier->get({SharedGet{"k", 400 * 1024}}, Deadline::after(std::chrono::milliseconds(300)));
+  auto got = tier->get({SharedGet{"k", 400 * 1024}}, Deadline::after(std::chrono::milliseconds(300), Env::real().clock()));
   EXPECT_FALSE(got[0]);
   EXPECT_EQ(tier->stats().get_errors, 1u);
   // An expired deadline asks nothing, and is not the node's fault.
-  EXPECT_FALSE(tier->get({SharedGet{"k", 400 * 1024}}, Deadline::after(std::chrono::milliseconds(0)))[0]);
+  EXPECT_FALSE(tier->get({SharedGet{"k", 400 * 1024}}, Deadline::after(std::chrono::milliseconds(0), Env::real().clock()))[0]);
   EXPECT_EQ(node.hits_served(), 1);
   EXPECT_EQ(tier->stats().nodes_down, 0u);
 }
