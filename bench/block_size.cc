@@ -47,8 +47,10 @@ int main(int argc, char** argv) {
   o.latency_ms = latency_ms;
   auto hub = LocalHub::start(o);
 
-  CurlTransport curl;
-  RetryingTransport transport(curl);
+  CurlOptions curl_options;
+  curl_options.env = &Env::real();
+  CurlTransport curl(curl_options);
+  RetryingTransport transport(curl, RetryPolicy{}, Env::real());
   HubConfig hub_config;
   hub_config.endpoint = hub->url();
   HubClient client(hub_config, transport);

@@ -198,8 +198,9 @@ int main(int argc, char** argv) {
   {
     CurlOptions curl_options;
     curl_options.max_in_flight = max_requests;
+    curl_options.env = &Env::real();
     CurlTransport curl(curl_options);
-    RetryingTransport transport(curl);
+    RetryingTransport transport(curl, RetryPolicy{}, Env::real());
     HubConfig hub_config;
     hub_config.endpoint = hub->url();
     HubClient client(hub_config, transport);

@@ -20,6 +20,7 @@ namespace hubfs {
 class MonotonicClock {
  public:
   using time_point = std::chrono::steady_clock::time_point;
+  using duration = time_point::duration;
   virtual ~MonotonicClock() = default;
   virtual time_point now() const = 0;
   // Blocks on `cv` (`lock` held, as condition_variable::wait) until done() or until this clock

@@ -118,4 +118,37 @@ class SingleFlight {
   std::unordered_map<K, FlightPtr, Hash> flights_;
 };
 
+// One answer that one producer gives once, for whoever waits on it: a submit-and-wait
+// (HttpTransport::perform), a probe waited for a while (the session's first file). The wait of a
+// SingleFlight's waiter without the keys: until the answer, or until the waiter's own deadline
+// on its own clock (the Env's). Shared between producer and waiters (make_shared): the producer
+// may answer after every waiter gave up. Thread-safe; one mutex, a leaf.
+template <typename V>
+class OneShot {
+ public:
+  // The first answer is kept; later ones are dropped (false).
+  bool set(V value) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (value_) return false;
+      value_ = std::move(value);
+    }
+    cv_.notify_all();
+    return true;
+  }
+  // The answer, or nullopt when `deadline` passed first.
+  std::optional<V> wait(const Deadline& deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!deadline.wait(cv_, lock, [&] { return value_.has_value(); })) return std::nullopt;
+    return value_;
+  }
+  // The answer, however long it takes.
+  V get() { return std::move(*wait(Deadline::never())); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<V> value_;
+};
+
 }  // namespace hubfs

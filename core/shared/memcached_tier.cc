@@ -318,7 +318,7 @@ Result<std::unique_ptr<MemcachedTier>> MemcachedTier::create(MemcachedTierOption
 MemcachedTier::~MemcachedTier() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    idle_cv_.wait_for(lock, kDrainTime, [&] { return queued_ops_ == 0 && writing_ == 0; });
+    (void)Deadline::after(kDrainTime, options_.env->clock()).wait(idle_cv_, lock, [&] { return queued_ops_ == 0 && writing_ == 0; });
     stop_ = true;  // what is still queued is dropped as its writer reaches it (write())
     idle_cv_.notify_all();
   }

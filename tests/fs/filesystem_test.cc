@@ -456,13 +456,13 @@ TEST_F(ListingCacheTest, StoredDocumentsRoundTripAndArePrivateToTheUser) {
   ListingCache model((dir_.path() / "cache").string(), "https://hub.test", RepoRef{RepoType::kModel, "org/x"});
   EXPECT_FALSE(model.load_dir(kCommit, "d").has_value());
 
-  ASSERT_TRUE(l->save_ref("main", PinnedRevision{kCommit, 1700000000, true, false, 0, std::nullopt}).ok());
+  ASSERT_TRUE(l->save_ref("main", PinnedRevision{kCommit, 1700000000, true, false, 1700000100, std::nullopt}).ok());
   auto ref = l->load_ref("main");
   ASSERT_TRUE(ref.has_value());
   EXPECT_EQ(ref->commit, kCommit);
   EXPECT_EQ(ref->last_modified, 1700000000);
   EXPECT_TRUE(ref->is_private);
-  EXPECT_GT(ref->resolved_at, 0);
+  EXPECT_EQ(ref->resolved_at, 1700000100);
   EXPECT_FALSE(l->load_ref("v1").has_value());
 
   // One file's record (a probe's): only for its own commit and path, never mistaken for a listing.
