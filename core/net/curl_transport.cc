@@ -29,7 +29,7 @@ using Clock = MonotonicClock;
 constexpr auto kMaxPollWait = std::chrono::milliseconds(1000);
 // curl's receive buffer per transfer (512 KiB x max_in_flight of memory): against the 16 KiB
 // default it took 8 MiB loopback ranges from ~270 to ~360 MiB/s on a 2-core box
-// (tests/net CurlTransport.DISABLED_ThroughputOf8MiBRanges).
+// (tests/server CurlTransport.DISABLED_ThroughputOf8MiBRanges).
 constexpr long kReceiveBufferBytes = 512 * 1024;
 // Idle connections kept beyond one per transfer in flight: ranges each hold a CDN connection of
 // their own, and the Hub's API host needs its own too.
