@@ -148,5 +148,30 @@ TEST(SingleFlight, ConcurrentAskersGetOneLeaderAndOneValue) {
   EXPECT_EQ(flights.size(), 0u);
 }
 
+// OneShot: the first answer is kept; a waiter gets it, or gives up when its own clock reaches its
+// deadline (the manual clock, moved by the test: no real time passes), and a later wait still
+// gets an answer that came after it gave up.
+TEST(OneShot, AWaiterGetsTheFirstAnswerOrGivesUpAtItsDeadline) {
+  testing::ManualClock clock;
+  auto answer = std::make_shared<OneShot<int>>();
+  std::optional<int> got = 1;
+  std::thread waiter([&] { got = answer->wait(Deadline::after(std::chrono::seconds(5), clock)); });
+  ASSERT_TRUE(clock.wait_for_sleepers(1));
+  clock.advance(std::chrono::seconds(5));
+  waiter.join();
+  EXPECT_EQ(got, std::nullopt);
+  EXPECT_TRUE(answer->set(8));
+  EXPECT_FALSE(answer->set(9));  // the first answer stays
+  EXPECT_EQ(answer->wait(Deadline::after(std::chrono::seconds(0), clock)), 8);
+  EXPECT_EQ(answer->get(), 8);
+}
+
+TEST(OneShot, ABlockedWaiterIsWokenByTheAnswer) {
+  auto answer = std::make_shared<OneShot<std::string>>();
+  std::thread producer([answer] { answer->set("done"); });
+  EXPECT_EQ(answer->get(), "done");
+  producer.join();
+}
+
 }  // namespace
 }  // namespace hubfs
