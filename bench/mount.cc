@@ -204,7 +204,9 @@ int main(int argc, char** argv) {
     HubConfig hub_config;
     hub_config.endpoint = hub->url();
     HubClient client(hub_config, transport);
-    RangeFetcher fetcher(transport);
+    RangeFetcherOptions fetcher_options;
+    fetcher_options.env = &Env::real();
+    RangeFetcher fetcher(transport, fetcher_options);
     auto parsed = parse_repo_ref(repo);
     RepoRef ref = *parsed;
     Locator locate = [&](bool refresh) { return client.locate(ref, "big.bin", refresh); };

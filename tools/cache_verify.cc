@@ -95,7 +95,9 @@ class HubRangeSource {
     hub_config.endpoint = config.endpoint;
     hub_config.token = find_token();
     s->hub_ = std::make_unique<HubClient>(hub_config, *s->transport_);
-    s->fetcher_ = std::make_unique<RangeFetcher>(*s->transport_);
+    RangeFetcherOptions fetcher_options;
+    fetcher_options.env = &Env::real();
+    s->fetcher_ = std::make_unique<RangeFetcher>(*s->transport_, fetcher_options);
     return s;
   }
   ~HubRangeSource() {

@@ -20,6 +20,7 @@
 #include "net/range_fetcher.h"
 #include "support/fake_transport.h"
 #include "support/temp_dir.h"
+#include "support/fetcher_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -144,7 +145,7 @@ class FileSystemTest : public ::testing::Test {
   TempDir dir_;
   FakeHub hub_;
   FakeTransport transport_{[this](const HttpRequest& r) { return hub_.answer(r); }};
-  RangeFetcher fetcher_{transport_};
+  RangeFetcher fetcher_{transport_, testing::fetcher_on(Env::real())};
   std::unique_ptr<HubClient> hub_client_;
   std::unique_ptr<BlockCache> cache_;
   std::unique_ptr<BlockReader> reader_;

@@ -17,6 +17,7 @@
 #include "support/sanitized.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
+#include "support/fetcher_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -591,7 +592,7 @@ TEST_F(BlockReaderTest, HintsGoOutInOneWaveOfEqualRequests) {
   for (uint32_t slots : {1u, 2u, 4u}) {
     SCOPED_TRACE("slots " + std::to_string(slots));
     FakeTransport transport([this](const HttpRequest& r) { return cdn_.answer(r); });
-    RangeFetcher fetcher(transport);
+    RangeFetcher fetcher(transport, testing::fetcher_on(Env::real()));
     ReaderOptions o;
     o.parallel_requests = slots;
     o.whole_file_hint_grade = 1.0;
@@ -620,7 +621,7 @@ TEST_F(BlockReaderTest, HintsGoOutInOneWaveOfEqualRequests) {
   }
   // Beyond the cap, more waves: 11 blocks at most 4 per request from one slot.
   FakeTransport transport([this](const HttpRequest& r) { return cdn_.answer(r); });
-  RangeFetcher fetcher(transport);
+  RangeFetcher fetcher(transport, testing::fetcher_on(Env::real()));
   ReaderOptions o;
   o.parallel_requests = 1;
   o.max_blocks_per_hinted_request = 4;
@@ -644,7 +645,7 @@ TEST_F(BlockReaderTest, AWholeFileHintGoesOutInGradedRequests) {
                         Case{{{0, file_.size}}, false, {3, 3, 3, 2}}}) {
     SCOPED_TRACE(std::to_string(c.hint[0].length) + " bytes, verify " + std::to_string(c.verify));
     FakeTransport transport([this](const HttpRequest& r) { return cdn_.answer(r); });
-    RangeFetcher fetcher(transport);
+    RangeFetcher fetcher(transport, testing::fetcher_on(Env::real()));
     ReaderOptions o;
     o.parallel_requests = 4;
     o.whole_file_hint_grade = 1.5;

@@ -15,6 +15,7 @@
 #include "support/fake_transport.h"
 #include "support/pattern.h"
 #include "support/temp_dir.h"
+#include "support/fetcher_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -140,7 +141,7 @@ class SharedBlocksTest : public ::testing::Test {
   RemoteFile file_;
   FakeTier tier_;
   FakeTransport transport_{[this](const HttpRequest& r) { return answer(r); }};
-  RangeFetcher fetcher_{transport_};
+  RangeFetcher fetcher_{transport_, testing::fetcher_on(Env::real())};
 };
 
 TEST_F(SharedBlocksTest, BlocksOneMachineFetchedAreReadByAnotherWithoutTheHub) {

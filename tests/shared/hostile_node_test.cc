@@ -16,6 +16,7 @@
 #include "support/fake_memcached.h"
 #include "support/fake_transport.h"
 #include "support/pattern.h"
+#include "support/fetcher_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -152,7 +153,7 @@ TEST(HostileNode, ReadersOfATricklingTierGetTheHubsBytes) {
                                                 std::to_string(content.size()));
     return r;
   });
-  RangeFetcher fetcher(hub);
+  RangeFetcher fetcher(hub, testing::fetcher_on(Env::real()));
   FakeMemcachedNode node(64, std::chrono::milliseconds(150));
   for (uint64_t i = 0; i < 8; ++i) {
     const std::string k = SharedBlockKey{cluster_key().id(), file.content_id, kBlock, i}.str();
