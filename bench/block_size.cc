@@ -47,12 +47,16 @@ int main(int argc, char** argv) {
   o.latency_ms = latency_ms;
   auto hub = LocalHub::start(o);
 
-  CurlTransport curl;
-  RetryingTransport transport(curl);
+  CurlOptions curl_options;
+  curl_options.env = &Env::real();
+  CurlTransport curl(curl_options);
+  RetryingTransport transport(curl, RetryPolicy{}, Env::real());
   HubConfig hub_config;
   hub_config.endpoint = hub->url();
   HubClient client(hub_config, transport);
-  RangeFetcher fetcher(transport);
+  RangeFetcherOptions fetcher_options;
+  fetcher_options.env = &Env::real();
+  RangeFetcher fetcher(transport, fetcher_options);
   RepoRef ref = *parse_repo_ref("bench/blocks");
 
   printf("block size bench: %llu MB file, %d ms per request\n", (unsigned long long)size_mb, latency_ms);

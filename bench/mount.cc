@@ -198,12 +198,15 @@ int main(int argc, char** argv) {
   {
     CurlOptions curl_options;
     curl_options.max_in_flight = max_requests;
+    curl_options.env = &Env::real();
     CurlTransport curl(curl_options);
-    RetryingTransport transport(curl);
+    RetryingTransport transport(curl, RetryPolicy{}, Env::real());
     HubConfig hub_config;
     hub_config.endpoint = hub->url();
     HubClient client(hub_config, transport);
-    RangeFetcher fetcher(transport);
+    RangeFetcherOptions fetcher_options;
+    fetcher_options.env = &Env::real();
+    RangeFetcher fetcher(transport, fetcher_options);
     auto parsed = parse_repo_ref(repo);
     RepoRef ref = *parsed;
     Locator locate = [&](bool refresh) { return client.locate(ref, "big.bin", refresh); };

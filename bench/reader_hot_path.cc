@@ -60,7 +60,9 @@ int main(int argc, char** argv) {
                                                 std::to_string(content.size()));
     return r;
   });
-  RangeFetcher fetcher(transport);
+  RangeFetcherOptions fetcher_options;
+  fetcher_options.env = &Env::real();
+  RangeFetcher fetcher(transport, fetcher_options);
   RemoteFile file;
   file.path = "bench.bin";
   file.content_id = "sha256:" + std::string(64, 'e');  // not its hash: whole reads are not hashed here

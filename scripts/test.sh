@@ -55,6 +55,7 @@ step() {
 }
 
 ./scripts/deps.sh
+./scripts/check_seams.sh  # time enters core/ only through the Env; no sleeps in unit tests (prints what fails)
 
 # Sanitizer builds at -Og with line tables only; reports still name file and line. -Og, not
 # -O1: an ASan+UBSan file compiles in two thirds of the time (core/hub/hub_json.cc: 10.9 against

@@ -79,21 +79,25 @@ class HubRangeSource {
   static Result<std::unique_ptr<HubRangeSource>> create(const CacheVerifyConfig& config) {
     std::unique_ptr<HubRangeSource> s(new HubRangeSource(config));
     CurlOptions curl_options;
+    curl_options.env = &Env::real();
     if (Status ca = choose_ca_bundle(config.ca_bundle, curl_options); !ca.ok()) return ca;
     s->curl_ = std::make_unique<CurlTransport>(curl_options);
     QuotaGateOptions quota_options;
     quota_options.endpoint = config.endpoint;
+    quota_options.env = &Env::real();
     s->quota_ = std::make_unique<QuotaGate>(quota_options);
     RetryPolicy retry;
     retry.base_delay = std::chrono::milliseconds(200);
     retry.max_delay = std::chrono::milliseconds(4000);
     retry.quota = s->quota_.get();
-    s->transport_ = std::make_unique<RetryingTransport>(*s->curl_, retry);
+    s->transport_ = std::make_unique<RetryingTransport>(*s->curl_, retry, Env::real());
     HubConfig hub_config;
     hub_config.endpoint = config.endpoint;
     hub_config.token = find_token();
     s->hub_ = std::make_unique<HubClient>(hub_config, *s->transport_);
-    s->fetcher_ = std::make_unique<RangeFetcher>(*s->transport_);
+    RangeFetcherOptions fetcher_options;
+    fetcher_options.env = &Env::real();
+    s->fetcher_ = std::make_unique<RangeFetcher>(*s->transport_, fetcher_options);
     return s;
   }
   ~HubRangeSource() {
@@ -131,7 +135,7 @@ class HubRangeSource {
     fetcher_->fetch_async(
         locate, r.size, ByteRange{offset, length},
         [promise](Result<std::string> bytes) { promise->set_value(std::move(bytes)); },
-        Deadline::after(std::chrono::seconds(config_.read_timeout_s)));
+        Deadline::after(std::chrono::seconds(config_.read_timeout_s), fetcher_->env().clock()));
     return future.get();
   }
 

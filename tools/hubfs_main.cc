@@ -370,7 +370,7 @@ int main(int real_argc, char** real_argv) {
       std::cerr << "hubfs: --max-size: " << limit.status().message() << "\n";
       return 2;
     }
-    auto removed = admin::prune(cache_dir, *limit);
+    auto removed = admin::prune(hubfs::Env::real(), cache_dir, *limit);
     if (!removed.ok()) return fail(removed.status());
     std::cout << "removed " << removed->blocks << " blocks (" << admin::human_bytes(removed->bytes)
               << "), least recently used first, and " << removed->index_entries
@@ -390,7 +390,7 @@ int main(int real_argc, char** real_argv) {
       }
       repo = *canonical;
     }
-    auto removed = admin::clear(cache_dir, repo);
+    auto removed = admin::clear(hubfs::Env::real(), cache_dir, repo);
     if (!removed.ok()) return fail(removed.status());
     std::cout << "removed " << removed->blocks << " blocks (" << admin::human_bytes(removed->bytes) << ")"
               << (repo.empty() ? "" : " of " + repo);

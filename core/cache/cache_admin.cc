@@ -29,10 +29,9 @@ constexpr std::chrono::hours kStaleTempAge{1};
 // old: a mount records a file when it opens it, before its first block lands.
 constexpr std::chrono::minutes kIndexGraceAge{10};
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+// Wall time, compared with the files' mtimes (which the kernel stamps on its own clock).
+int64_t now_ns(const Env& env) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(env.system_now().time_since_epoch()).count();
 }
 
 std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
@@ -93,8 +92,8 @@ Listing list_blocks(const std::string& cache_dir) {
 }
 
 // Removes temp files of crashed writers; returns the bytes of those left (writes in flight).
-uint64_t sweep_temps(const std::vector<DiskEntry>& temps, const std::string& index_dir) {
-  const int64_t stale_before = now_ns() - std::chrono::nanoseconds(kStaleTempAge).count();
+uint64_t sweep_temps(const Env& env, const std::vector<DiskEntry>& temps, const std::string& index_dir) {
+  const int64_t stale_before = now_ns(env) - std::chrono::nanoseconds(kStaleTempAge).count();
   auto disk = posix_disk();
   uint64_t live = 0;
   for (const DiskEntry& t : temps) {
@@ -300,11 +299,11 @@ std::string to_text(const Usage& u) {
   return out.str();
 }
 
-Result<Removed> prune(const std::string& cache_dir, uint64_t max_bytes) {
+Result<Removed> prune(Env& env, const std::string& cache_dir, uint64_t max_bytes) {
   if (Status s = check_cache_dir(cache_dir); !s.ok()) return s;
   Listing listing = list_blocks(cache_dir);
   Removed removed;
-  uint64_t total = sweep_temps(listing.temps, cache_index::index_dir(cache_dir));
+  uint64_t total = sweep_temps(env, listing.temps, cache_index::index_dir(cache_dir));
   for (const BlockFile& b : listing.blocks) total += b.entry.size;
   std::sort(listing.blocks.begin(), listing.blocks.end(), [](const BlockFile& a, const BlockFile& b) {
     return a.entry.mtime_ns != b.entry.mtime_ns ? a.entry.mtime_ns < b.entry.mtime_ns : a.entry.path < b.entry.path;
@@ -328,7 +327,7 @@ Result<Removed> prune(const std::string& cache_dir, uint64_t max_bytes) {
   }
   removed.total_bytes_after = total;
   // Entries of content with nothing left cached only clutter `info`.
-  const int64_t grace_before = now_ns() - std::chrono::nanoseconds(kIndexGraceAge).count();
+  const int64_t grace_before = now_ns(env) - std::chrono::nanoseconds(kIndexGraceAge).count();
   for (const IndexEntry& e : cache_index::read_all(cache_dir)) {
     if (!remaining_stems.count(e.stem) && e.mtime_ns < grace_before && disk->remove(e.file).ok())
       removed.index_entries += 1;
@@ -336,7 +335,7 @@ Result<Removed> prune(const std::string& cache_dir, uint64_t max_bytes) {
   return removed;
 }
 
-Result<Removed> clear(const std::string& cache_dir, const std::string& repo) {
+Result<Removed> clear(Env& env, const std::string& cache_dir, const std::string& repo) {
   if (Status s = check_cache_dir(cache_dir); !s.ok()) return s;
   auto disk = posix_disk();
   Removed removed;
@@ -352,7 +351,7 @@ Result<Removed> clear(const std::string& cache_dir, const std::string& repo) {
       return NotFound("nothing of " + repo + " is recorded in " + cache_dir +
                       " (see `hubfs cache info` for the repos it holds)");
   } else {
-    (void)sweep_temps(listing.temps, cache_index::index_dir(cache_dir));
+    (void)sweep_temps(env, listing.temps, cache_index::index_dir(cache_dir));
   }
   for (const BlockFile& b : listing.blocks) {
     if (!repo.empty() && !doomed.count(b.stem)) continue;
@@ -371,7 +370,7 @@ Result<Removed> clear(const std::string& cache_dir, const std::string& repo) {
   }
   // The repo's stored listings go too: after a clear, a remount lists afresh and --offline has
   // nothing of it (its blocks are gone anyway).
-  removed.listing_files = listing_store::remove(cache_dir, repo).files;
+  removed.listing_files = listing_store::remove(env, cache_dir, repo).files;
   // Xet chunks belong to no one repo (any file may share them): only a whole clear takes them.
   if (repo.empty()) {
     std::error_code ec;

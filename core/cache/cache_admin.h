@@ -17,6 +17,7 @@
 
 #include "cache/cache_index.h"
 #include "cache/shared_tier.h"
+#include "common/env.h"
 #include "common/status.h"
 
 namespace hubfs::cache_admin {
@@ -77,11 +78,11 @@ struct Removed {
 // Removes least-recently-used blocks (oldest mtime first) until the blocks take at most
 // max_bytes. Stored listings are kept: they are small (a few hundred bytes an entry), outside
 // the block budget, and what a remount and an --offline mount need even when blocks are gone.
-Result<Removed> prune(const std::string& cache_dir, uint64_t max_bytes);
+Result<Removed> prune(Env& env, const std::string& cache_dir, uint64_t max_bytes);
 // Everything (repo empty), or the blocks of one repo's files ("datasets/org/name") except
 // those of content ids another repo's file also uses, and that repo's index entries and stored
 // listings (under every endpoint).
-Result<Removed> clear(const std::string& cache_dir, const std::string& repo = {});
+Result<Removed> clear(Env& env, const std::string& cache_dir, const std::string& repo = {});
 
 struct Verified {
   uint64_t checked = 0;

@@ -137,11 +137,11 @@ Usage usage(const std::string& cache_dir, const std::string& repo_label) {
   return u;
 }
 
-Usage remove(const std::string& cache_dir, const std::string& repo_label) {
+Usage remove(Env& env, const std::string& cache_dir, const std::string& repo_label) {
   auto disk = posix_disk();
-  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
+  // Wall time, compared with the files' mtimes (which the kernel stamps on its own clock).
+  const int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(env.system_now().time_since_epoch()).count();
   const int64_t stale_before = now_ns - std::chrono::nanoseconds(kStaleTempAge).count();
   Usage removed;
   for (const DiskEntry& e : documents(cache_dir, repo_label, /*with_temps=*/true)) {

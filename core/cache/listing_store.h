@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "common/env.h"
 #include "common/status.h"
 
 namespace hubfs::listing_store {
@@ -48,6 +49,6 @@ struct Usage {
 Usage usage(const std::string& cache_dir, const std::string& repo_label = {});
 // Removes every document (all repos, or one repo's under every endpoint) and stale temp files;
 // directories stay (a writer recreates what it needs anyway). Returns what was removed.
-Usage remove(const std::string& cache_dir, const std::string& repo_label = {});
+Usage remove(Env& env, const std::string& cache_dir, const std::string& repo_label = {});
 
 }  // namespace hubfs::listing_store

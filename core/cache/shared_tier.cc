@@ -158,7 +158,7 @@ std::optional<std::string_view> unwrap(const SharedTierKey& secret, const std::s
 CircuitBreaker::CircuitBreaker(Options options, Env& env)
     : options_(options), env_(env), current_open_for_(options.open_for) {}
 
-std::chrono::steady_clock::time_point CircuitBreaker::now() const {
+MonotonicClock::time_point CircuitBreaker::now() const {
   return env_.now();
 }
 

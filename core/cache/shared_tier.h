@@ -142,7 +142,7 @@ class CircuitBreaker {
     std::chrono::milliseconds max_open_for{30'000};
   };
   // Reads `env`'s clock (tests pass a manual Env); `env` must outlive the breaker.
-  explicit CircuitBreaker(Options options, Env& env = Env::real());
+  CircuitBreaker(Options options, Env& env);
 
   // May this caller ask the node now? In the half-open state only the first caller may (the
   // probe); it must report success() or failure().
@@ -152,7 +152,7 @@ class CircuitBreaker {
   bool open() const;  // not asking now (open, or a probe under way)
 
  private:
-  std::chrono::steady_clock::time_point now() const;
+  MonotonicClock::time_point now() const;
   const Options options_;
   Env& env_;
   mutable std::mutex mu_;  // a leaf: never held across a network call
@@ -160,7 +160,7 @@ class CircuitBreaker {
   bool is_open_ = false;
   bool probing_ = false;
   std::chrono::milliseconds current_open_for_;
-  std::chrono::steady_clock::time_point reopen_at_{};
+  MonotonicClock::time_point reopen_at_{};
 };
 
 }  // namespace hubfs

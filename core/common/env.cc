@@ -3,6 +3,8 @@
 #include <pthread.h>
 
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <utility>
 
@@ -55,6 +57,14 @@ Env& Env::real() {
   // Env (a detached library user's) never sees it destroyed.
   alignas(RealEnv) static unsigned char storage[sizeof(RealEnv)];
   static RealEnv* env = new (storage) RealEnv();
+  return *env;
+}
+
+Env& env_of(Env* env, const char* component) {
+  if (!env) {
+    std::fprintf(stderr, "hubfs: %s was built without an Env (its options' env is required)\n", component);
+    std::abort();
+  }
   return *env;
 }
 

@@ -41,13 +41,16 @@ class Executor {
   virtual size_t pending() const = 0;
 };
 
+// Wall time, as Env::system_now() gives it.
+using WallTime = std::chrono::system_clock::time_point;
+
 class Env {
  public:
   virtual ~Env() = default;
 
   virtual const MonotonicClock& clock() const = 0;
   MonotonicClock::time_point now() const { return clock().now(); }
-  virtual std::chrono::system_clock::time_point system_now() const = 0;
+  virtual WallTime system_now() const = 0;
 
   virtual bool schedule_after(std::chrono::milliseconds delay, std::function<void()> fn) = 0;
 
@@ -60,6 +63,11 @@ class Env {
   // built on it may outlive any owner of it.
   static Env& real();
 };
+
+// The Env an options struct names. Every component's is required (core/ has no default Env: the
+// stack's is handed down from its assembly); a missing one is a programming error, and this
+// aborts naming the component.
+Env& env_of(Env* env, const char* component);
 
 // Functions scheduled on an Env by one owner, which it can flush when it stops: shutdown()
 // runs every one still waiting, at once, on the caller's thread (a retry waiting out its backoff

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <future>
+#include <future>  // core/xet/xorb_fetch.cc has it from here
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/single_flight.h"  // OneShot
 #include "common/status.h"
 
 namespace hubfs {
@@ -84,7 +85,7 @@ struct HttpResponse {
 struct Location {
   std::string url;
   Headers headers;
-  std::chrono::steady_clock::time_point expires = std::chrono::steady_clock::time_point::max();
+  MonotonicClock::time_point expires = MonotonicClock::time_point::max();
   // How long the caller waited, for this answer, on the Hub's quota (resolves held by the
   // QuotaGate, HttpResponse::quota_waited): the range request it leads to keeps that much more
   // time than its read's deadline left (RangeFetcher). Zero for a location served from memory.
@@ -101,12 +102,11 @@ class HttpTransport {
   // errors and resets, kTimeout for connect/first-byte/stall timeouts). Thread-safe.
   virtual void submit(HttpRequest request, Callback done) = 0;
 
-  // Submit and wait.
+  // Submit and wait (the request's own deadline, if any, bounds it: the transport answers).
   Result<HttpResponse> perform(HttpRequest request) {
-    auto promise = std::make_shared<std::promise<Result<HttpResponse>>>();
-    auto future = promise->get_future();
-    submit(std::move(request), [promise](Result<HttpResponse> r) { promise->set_value(std::move(r)); });
-    return future.get();
+    auto answer = std::make_shared<OneShot<Result<HttpResponse>>>();
+    submit(std::move(request), [answer](Result<HttpResponse> r) { answer->set(std::move(r)); });
+    return answer->get();
   }
 };
 

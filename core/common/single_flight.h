@@ -11,19 +11,18 @@
 //   lock, an owner that puts the value in its store before complete() never starts a second
 //   flight for a value that was just produced (the store's lock is taken inside this one: the
 //   probe must take no lock that is held around a call into this object).
-// - wait_until() blocks until the flight is done or the deadline passes (then nullopt: the
-//   flight goes on, and a later wait may still get it). Waiters are woken by complete() only.
+// - wait() blocks until the flight is done or the waiter's own deadline passes (then nullopt: the
+//   flight goes on, and a later wait may still get it). Waiters are woken by complete(), or by
+//   their deadline's clock.
 // - complete() must be called exactly once per flight by its leader, also on failure (put the
 //   error in V, e.g. Result<T>): otherwise its waiters wait until their deadlines.
 // Thread-safe. One mutex, a leaf unless the probe takes its owner's store lock (then this one
 // first).
 //
-// Used by BlockReader for blocks in flight; written so that other "many askers, one request"
-// sites (the Hub client's resolves, the namespace's per-repo pins, directory listings) can adopt
-// it.
+// The one "many askers, one request" wait of core/: BlockReader's blocks in flight, the Hub
+// client's resolves, the namespace's per-repo pins and listings, Xet's tokens and plans.
 #pragma once
 
-#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -92,23 +91,13 @@ class SingleFlight {
     return true;
   }
 
-  // The flight's value, or nullopt when `deadline` passed first. `deadline` is on the real
-  // steady clock (a condition variable waits on it).
-  std::optional<V> wait_until(const FlightPtr& flight, std::chrono::steady_clock::time_point deadline) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!flight->cv_.wait_until(lock, deadline, [&] { return flight->value_.has_value(); })) return std::nullopt;
-    return flight->value_;
-  }
-
-  // The same, until `deadline` on its own clock (a manual one in tests): nullopt at once when it
-  // has passed, else a wait of the time it has left.
+  // The flight's value, or nullopt when `deadline` passed first, judged on the deadline's own
+  // clock (the Env's: a manual one in tests ends the wait when the test moves it). The flight
+  // goes on either way. Deadline::never(): until the leader completes.
   std::optional<V> wait(const FlightPtr& flight, const Deadline& deadline) {
-    if (deadline.is_never()) return wait_until(flight, std::chrono::steady_clock::time_point::max());
-    if (deadline.expired()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      return flight->value_;
-    }
-    return wait_until(flight, std::chrono::steady_clock::now() + deadline.remaining());
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!deadline.wait(flight->cv_, lock, [&] { return flight->value_.has_value(); })) return std::nullopt;
+    return flight->value_;
   }
 
   // Whether a flight of the key is in progress now (it may end right after: a hint to skip work).
@@ -127,6 +116,39 @@ class SingleFlight {
   // A leaf, except that a join's probe runs under it (then this one first, the store's after).
   mutable std::mutex mu_;
   std::unordered_map<K, FlightPtr, Hash> flights_;
+};
+
+// One answer that one producer gives once, for whoever waits on it: a submit-and-wait
+// (HttpTransport::perform), a probe waited for a while (the session's first file). The wait of a
+// SingleFlight's waiter without the keys: until the answer, or until the waiter's own deadline
+// on its own clock (the Env's). Shared between producer and waiters (make_shared): the producer
+// may answer after every waiter gave up. Thread-safe; one mutex, a leaf.
+template <typename V>
+class OneShot {
+ public:
+  // The first answer is kept; later ones are dropped (false).
+  bool set(V value) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (value_) return false;
+      value_ = std::move(value);
+    }
+    cv_.notify_all();
+    return true;
+  }
+  // The answer, or nullopt when `deadline` passed first.
+  std::optional<V> wait(const Deadline& deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!deadline.wait(cv_, lock, [&] { return value_.has_value(); })) return std::nullopt;
+    return value_;
+  }
+  // The answer, however long it takes.
+  V get() { return std::move(*wait(Deadline::never())); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<V> value_;
 };
 
 }  // namespace hubfs

@@ -87,7 +87,7 @@ void BranchFollower::poll() {
       if (failing_) logged = "--follow: " + repo_.id + " answers again";
       failing_ = false;
       state_.last_error.clear();
-      state_.checked_at = static_cast<int64_t>(std::chrono::system_clock::to_time_t(env_.system_now()));
+      state_.checked_at = static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(env_.system_now().time_since_epoch()).count());
     }
   }
   if (!logged.empty()) {

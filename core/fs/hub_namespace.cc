@@ -190,15 +190,22 @@ FsResult<EntryReply> HubNamespace::lookup_repo(Dir* org, const std::string& name
                                                                  : decode_revision(name.substr(at + 1));
   if (!is_id_part(base) || !revision) return EntryReply{};  // can never be a repo: no request
 
-  // One resolution per name at a time: a burst of first lookups (a parallel `ls`) asks once.
-  std::shared_ptr<std::mutex> key_mu;
-  {
-    std::unique_lock<std::shared_mutex> lock(mu_);
-    auto& slot = resolving_[key];
-    if (!slot) slot = std::make_shared<std::mutex>();
-    key_mu = slot;
+  // One resolution per name at a time: a burst of first lookups (a parallel `ls`) asks once. The
+  // others wait for it and look again; a resolution that left nothing known (the Hub was
+  // unreachable) is tried again by one of them, as the next leader.
+  for (;;) {
+    auto ticket = resolving_.join(key);
+    if (ticket.leader) break;
+    // The resolution bounds itself (its requests' deadlines): no deadline of our own.
+    (void)resolving_.wait(ticket.flight, Deadline::never());
+    if (auto answer = known()) return *answer;
   }
-  std::lock_guard<std::mutex> resolving(*key_mu);
+  // Every way out of here ends the flight (its waiters look again).
+  struct EndFlight {
+    SingleFlight<std::string, bool>& flights;
+    const std::string& key;
+    ~EndFlight() { flights.complete(key, true); }
+  } end_flight{resolving_, key};
   if (auto answer = known()) return *answer;
 
   const RepoRef asked{org->type, org->org + "/" + base, *revision};
@@ -209,7 +216,6 @@ FsResult<EntryReply> HubNamespace::lookup_repo(Dir* org, const std::string& name
       const int err = code == Code::kNotFound ? ENOENT : EACCES;
       std::unique_lock<std::shared_mutex> lock(mu_);
       negatives_[key] = Negative{options_.env->now() + options_.negative_ttl, err};
-      resolving_.erase(key);
       if (err == ENOENT) {
         EntryReply reply;
         reply.timeout_s = static_cast<double>(options_.negative_ttl.count());
@@ -231,7 +237,6 @@ FsResult<EntryReply> HubNamespace::lookup_repo(Dir* org, const std::string& name
     repos_.push_back(std::move(r));
     org->children[name] = global(repos_.size(), kRootIno);
     negatives_.erase(key);
-    resolving_.erase(key);
   }
   auto answer = known();
   return answer ? *answer : FsResult<EntryReply>(errno_only(EIO));

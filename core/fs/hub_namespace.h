@@ -15,8 +15,8 @@
 // namespace's own directories), the low 40 bits the number inside that repo's FileSystem.
 //
 // Threads: every method is thread-safe. mu_ guards the tables and is never held across a
-// request to the Hub or a call into a repo's FileSystem; a per-name mutex makes concurrent first
-// lookups of one repo share a single resolution.
+// request to the Hub or a call into a repo's FileSystem; a single-flight per name makes concurrent
+// first lookups of one repo share a single resolution.
 #pragma once
 
 #include <chrono>
@@ -27,6 +27,8 @@
 #include <shared_mutex>
 #include <string>
 #include <vector>
+
+#include "common/single_flight.h"
 
 #include "common/env.h"
 #include "fs/filesystem.h"
@@ -91,7 +93,7 @@ class HubNamespace : public FsApi {
   struct Dir;   // a namespace directory: the root, a type, or an ORG
   struct Repo;  // a pinned repo and its FileSystem
   struct Negative {
-    std::chrono::steady_clock::time_point until;
+    MonotonicClock::time_point until;
     int code = ENOENT;
   };
 
@@ -113,7 +115,9 @@ class HubNamespace : public FsApi {
   std::vector<std::unique_ptr<Dir>> dirs_;    // index = inode number (slot 0); 0 unused
   std::vector<std::unique_ptr<Repo>> repos_;  // index = slot - 1
   std::map<std::string, Negative> negatives_;  // by repo key (see lookup_repo)
-  std::map<std::string, std::shared_ptr<std::mutex>> resolving_;  // one lock per repo key
+  // Resolutions in progress, by repo key: a lookup waits for the one running, then looks again
+  // (and resolves itself if it found nothing: one at a time, as the flight's leader).
+  SingleFlight<std::string, bool> resolving_;
   // The namespace's own directory handles (slot 0).
   std::mutex handles_mu_;
   uint64_t next_handle_ = 1;

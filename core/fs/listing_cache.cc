@@ -146,7 +146,7 @@ Status ListingCache::save_ref(const std::string& revision, const PinnedRevision&
                         {"last_modified", pinned.last_modified},
                         {"private", pinned.is_private},
                         {"gated", pinned.gated},
-                        {"resolved_at", pinned.resolved_at ? pinned.resolved_at : static_cast<int64_t>(time(nullptr))}};
+                        {"resolved_at", pinned.resolved_at}};  // stamped by the caller (pin_revision)
   return listing_store::write(listing_store::ref_document(repo_dir_, revision), doc.dump() + "\n");
 }
 
@@ -187,8 +187,10 @@ Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const L
     }
     return info.status();
   }
-  PinnedRevision pinned{info->sha, info->last_modified, info->is_private, info->gated,
-                        static_cast<int64_t>(time(nullptr)), info->file_count};
+  // Resolved now, on the Hub client's Env's wall clock.
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(hub.config().env->system_now().time_since_epoch()).count();
+  PinnedRevision pinned{info->sha, info->last_modified, info->is_private, info->gated, now_s, info->file_count};
   // Best effort: without it only a later --offline mount of this revision is impossible.
   if (listings) {
     (void)listings->save_ref(repo.revision, pinned);

@@ -28,7 +28,7 @@ struct PinnedRevision {
   int64_t last_modified = 0;  // the commit date (unix seconds), for file times
   bool is_private = false;
   bool gated = false;         // (stored records older than this field read as not gated)
-  int64_t resolved_at = 0;    // when (unix seconds): messages say how old an offline view is
+  int64_t resolved_at = 0;    // when (unix seconds, the Env's wall time): messages say how old an offline view is
   // Files in the commit, when the Hub said (online pins only; not stored): decides whether the
   // repo is listed whole (FsOptions::list_whole_repo).
   std::optional<size_t> file_count;

@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <future>
 
 #include "cache/cache_admin.h"
 #include "cache/cache_index.h"
@@ -158,6 +157,7 @@ Status build_stack(const SessionConfig& config, Stack& s) {
     s.shared_key = std::move(key).value();
   }
   CurlOptions curl_options;
+  curl_options.env = s.env;
   curl_options.max_in_flight = config.max_requests;
   if (Status ca = choose_ca_bundle(config.ca_bundle, curl_options); !ca.ok()) return ca;
   curl_options.hedge = true;  // a CDN stalling on a cold object costs a duplicate, not the stall
@@ -178,7 +178,7 @@ Status build_stack(const SessionConfig& config, Stack& s) {
   QuotaGateOptions quota_options;
   quota_options.endpoint = config.endpoint;
   quota_options.max_wait = std::chrono::seconds(config.rate_limit_wait_s);
-  quota_options.now = [env = s.env] { return env->now(); };
+  quota_options.env = s.env;
   s.quota = std::make_unique<QuotaGate>(quota_options);
   retry_policy.quota = s.quota.get();
   s.transport = std::make_unique<RetryingTransport>(*s.curl, retry_policy, *s.env);
@@ -188,7 +188,7 @@ Status build_stack(const SessionConfig& config, Stack& s) {
   if (config.metadata_timeout_s) hub_config.metadata_timeout = std::chrono::seconds(*config.metadata_timeout_s);
   // Followed while the session lives: a token file rewritten (a refreshed or new login) is used
   // from the next request on. A token the caller gave wins over the environment's.
-  s.tokens = std::make_shared<TokenWatcher>();
+  s.tokens = std::make_shared<TokenWatcher>(*s.env);
   if (config.token) {
     hub_config.token_source = [token = *config.token]() -> std::optional<std::string> {
       if (token.empty()) return std::nullopt;
@@ -229,7 +229,6 @@ Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision*
   reader_options.quota_wait_end = [quota = s.quota.get()] { return quota->last_wait_end(); };
   reader_options.quota_max_wait = std::chrono::seconds(config.rate_limit_wait_s);
   reader_options.parallel_requests = static_cast<uint32_t>(config.max_requests);
-  reader_options.env = s.env;
   reader_options.memory_cache_bytes = config.memory_cache_bytes;
   reader_options.max_prefetch_bytes = std::min(reader_options.max_prefetch_bytes, config.memory_cache_bytes);
   reader_options.max_deferred_write_bytes = std::min(reader_options.max_deferred_write_bytes, config.memory_cache_bytes);
@@ -336,25 +335,26 @@ StoredFirstFile stored_first_file(const ListingCache* listings, const std::strin
 }
 
 // A probe of the first file, started beside the pin (on `executor`, which must outlive `hub`'s
-// requests: the session's background executor) and waited for after it, for a while.
+// requests: the session's background executor) and waited for after it, for a while (on
+// `env`'s clock).
 class FirstFileProbe {
  public:
-  FirstFileProbe(Executor& executor, HubClient& hub, const RepoRef& repo, const std::string& path) {
-    auto promise = std::make_shared<std::promise<Result<HubClient::FileProbe>>>();
-    answer_ = promise->get_future();
-    if (!executor.post([&hub, repo, path, promise] { promise->set_value(hub.probe_file(repo, path)); })) {
-      promise->set_value(Unavailable("not probed"));
+  FirstFileProbe(Env& env, Executor& executor, HubClient& hub, const RepoRef& repo, const std::string& path)
+      : env_(env), answer_(std::make_shared<OneShot<Result<HubClient::FileProbe>>>()) {
+    if (!executor.post([&hub, repo, path, answer = answer_] { answer->set(hub.probe_file(repo, path)); })) {
+      answer_->set(Unavailable("not probed"));
     }
   }
   // The probe's entry and location if the pin's commit served it within `grace`; nullopt
   // otherwise (the caller lists, which also produces the errors a missing or forbidden file
   // deserves; a probe still running finishes on the executor, unheard).
   std::optional<HubClient::FileProbe> wait(const std::string& commit, std::chrono::milliseconds grace) {
-    if (answer_.wait_for(grace) != std::future_status::ready) {
+    std::optional<Result<HubClient::FileProbe>> answered = answer_->wait(Deadline::after(grace, env_.clock()));
+    if (!answered) {
       log_debug("probe of the first file: no answer " + std::to_string(grace.count()) + " ms after the pin; listing instead");
       return std::nullopt;
     }
-    Result<HubClient::FileProbe> r = answer_.get();
+    Result<HubClient::FileProbe> r = std::move(*answered);
     if (!r.ok()) {
       log_debug("probe of the first file: " + r.status().message() + "; listing instead");
       return std::nullopt;
@@ -367,7 +367,8 @@ class FirstFileProbe {
   }
 
  private:
-  std::future<Result<HubClient::FileProbe>> answer_;
+  Env& env_;
+  std::shared_ptr<OneShot<Result<HubClient::FileProbe>>> answer_;
 };
 
 // How long the pin's caller waits, after the pin, for the first file's probe: a second, or as
@@ -408,7 +409,7 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
     }
     if (!stored_at_last.known()) {
       s.background = s.stack.env->new_executor(1);
-      probe.emplace(*s.background, *s.stack.hub, s.repo, first_file);
+      probe.emplace(*s.stack.env, *s.background, *s.stack.hub, s.repo, first_file);
     }
   }
   const auto pin_started = s.stack.env->now();

@@ -68,12 +68,12 @@ std::shared_ptr<RangeSource> XetRouter::source_for(const TreeEntry& entry, const
 }
 
 bool XetRouter::bridge_now() const {
-  return std::chrono::steady_clock::now().time_since_epoch().count() < bridge_until_.load();
+  return bridge_.env().now().time_since_epoch().count() < bridge_until_.load();
 }
 
 void XetRouter::note_failure(const Status& s) {
   ++fallbacks_;
-  bridge_until_.store((std::chrono::steady_clock::now() + fallback_for_).time_since_epoch().count());
+  bridge_until_.store((bridge_.env().now() + fallback_for_).time_since_epoch().count());
   if (!logged_.exchange(true)) {
     log_warning("the Xet storage service failed (" + s.message() + "); Xet-stored files are read through the Hub's "
                 "bridge for the next " + std::to_string(fallback_for_.count()) + " s, then Xet is tried again "

@@ -46,7 +46,7 @@ class XetRouter : public std::enable_shared_from_this<XetRouter> {
   xet::XetReader& xet_;
   RangeFetcher& bridge_;
   const std::chrono::seconds fallback_for_;
-  std::atomic<std::chrono::steady_clock::rep> bridge_until_{0};
+  std::atomic<MonotonicClock::time_point::rep> bridge_until_{0};  // on the bridge's Env's clock
   std::atomic<bool> logged_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> fallbacks_{0};

@@ -80,8 +80,9 @@ Result<size_t> HubByteSource::pread(void* dst, uint64_t offset, size_t len, cons
     --helpers->running;
     helpers->cv.notify_all();
   }).detach();
+  const MonotonicClock& clock = file_->session()->stack.env->clock();
   std::unique_lock<std::mutex> lock(pending->mu);
-  while (!pending->cv.wait_for(lock, kCancelPoll, [&] { return pending->done; })) {
+  while (!Deadline::after(kCancelPoll, clock).wait(pending->cv, lock, [&] { return pending->done; })) {
     if (cancel->load()) return Unavailable("reading " + name_ + ": read cancelled");
   }
   if (!pending->status.ok()) return pending->status.with_context("reading " + name_);

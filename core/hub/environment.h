@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/env.h"
 #include "common/status.h"
 
 namespace hubfs {
@@ -34,12 +35,11 @@ bool implicit_token_disabled(const TokenSources& sources = {});
 // under a long-running mount (huggingface_hub refreshes OAuth tokens and rewrites the file;
 // `huggingface-cli login` replaces it): the file is looked at again (a stat) when `recheck` has
 // passed since the last look, and re-read when its size, mtime or inode changed. HF_TOKEN and
-// HUGGING_FACE_HUB_TOKEN, read once, still win. Thread-safe.
+// HUGGING_FACE_HUB_TOKEN, read once, still win. Time (the recheck interval) is `time`'s clock.
+// Thread-safe.
 class TokenWatcher {
  public:
-  using Clock = std::chrono::steady_clock;
-  explicit TokenWatcher(TokenSources sources = {}, std::chrono::milliseconds recheck = kDefaultRecheck,
-                        std::function<Clock::time_point()> now = [] { return Clock::now(); });
+  explicit TokenWatcher(Env& time, TokenSources sources = {}, std::chrono::milliseconds recheck = kDefaultRecheck);
   std::optional<std::string> current();
   // Where the token came from ("HF_TOKEN", "the token file PATH", "" for none), for messages.
   std::string source();
@@ -52,13 +52,13 @@ class TokenWatcher {
   void reload_locked();
   TokenSources sources_;
   std::chrono::milliseconds recheck_;
-  std::function<Clock::time_point()> now_;
+  const MonotonicClock& clock_;
   std::mutex mu_;
   std::optional<std::string> env_token_;  // fixed for the mount's life
   std::string env_name_;
   std::optional<std::string> path_;       // the token file consulted (none when an env var wins)
   std::optional<std::string> file_token_;
-  Clock::time_point checked_{};
+  MonotonicClock::time_point checked_{};
   bool loaded_ = false;
   // What the file looked like when last read: size, mtime (ns), inode; all -1 when absent.
   int64_t size_ = -1, mtime_ns_ = -1, ino_ = -1;

@@ -15,7 +15,6 @@ namespace hubfs {
 namespace {
 
 using std::chrono::seconds;
-using std::chrono::steady_clock;
 
 // The Hub's own page size for tree listings; asking for it explicitly keeps the page count
 // (one round trip each) predictable if the server default ever shrinks.
@@ -230,7 +229,7 @@ Result<HubClient::XetToken> HubClient::xet_read_token(const RepoRef& repo) {
     return Unavailable("the Xet read token answer of " + repo.id + " lacks casUrl, accessToken or exp (or the CAS URL "
                    "is not http(s)); its files are read through the Hub's bridge instead");
   }
-  t.expires = std::chrono::system_clock::time_point(std::chrono::seconds(exp));
+  t.expires = WallTime(std::chrono::seconds(exp));
   return t;
 }
 
@@ -373,28 +372,27 @@ Result<Location> HubClient::locate(const RepoRef& repo, std::string_view path_in
   if (!path.ok()) return path.status();
   const std::string key = location_key(repo, *path);
 
-  std::promise<Result<Location>> promise;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!refresh) {
-      auto it = locations_.find(key);
-      if (it != locations_.end() && config_.env->now() < it->second.expires) return it->second;
+  // A location still valid comes from memory (unless this is a refresh); someone resolving this
+  // path right now is joined: their answer is as fresh as ours would be.
+  auto remembered = [&]() -> std::optional<Result<Location>> {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = locations_.find(key);
+    if (it != locations_.end() && config_.env->now() < it->second.expires) return Result<Location>(it->second);
+    return std::nullopt;
+  };
+  const auto joined = config_.env->now();
+  auto ticket = refresh ? resolving_.join(key) : resolving_.join(key, remembered);
+  if (ticket.stored) return *resolving_.wait(ticket.flight, Deadline::never());
+  if (!ticket.leader) {
+    // The resolve bounds itself (its requests' deadlines): no deadline of our own.
+    Result<Location> shared = *resolving_.wait(ticket.flight, Deadline::never());
+    // This caller waited for the quota as long as the resolve was held, but only from when it
+    // joined: at most the time it spent here.
+    if (shared.ok()) {
+      const auto here = std::chrono::duration_cast<std::chrono::milliseconds>(config_.env->now() - joined);
+      shared->quota_waited = std::clamp(here, std::chrono::milliseconds(0), shared->quota_waited);
     }
-    // Someone is resolving this path right now: their answer is as fresh as ours would be.
-    if (auto it = resolving_.find(key); it != resolving_.end()) {
-      std::shared_future<Result<Location>> pending = it->second;
-      lock.unlock();
-      const auto joined = config_.env->now();
-      Result<Location> shared = pending.get();
-      // This caller waited for the quota as long as the resolve was held, but only from when it
-      // joined: at most the time it spent here.
-      if (shared.ok()) {
-        const auto here = std::chrono::duration_cast<std::chrono::milliseconds>(config_.env->now() - joined);
-        shared->quota_waited = std::clamp(here, std::chrono::milliseconds(0), shared->quota_waited);
-      }
-      return shared;
-    }
-    resolving_.emplace(key, promise.get_future().share());
+    return shared;
   }
 
   Result<Location> result = resolve_location(repo, *path);
@@ -407,9 +405,9 @@ Result<Location> HubClient::locate(const RepoRef& repo, std::string_view path_in
     } else {
       locations_.erase(key);  // a failed refresh must not leave the stale URL in use
     }
-    resolving_.erase(key);
   }
-  promise.set_value(result);
+  // After the store: a locate joining from here on finds the location there (SingleFlight).
+  resolving_.complete(key, result);
   return result;
 }
 
@@ -451,7 +449,7 @@ Result<Location> HubClient::resolve_location(const RepoRef& repo, std::string_vi
     if (resp->status >= 200 && resp->status < 300) {
       if (answer) *answer = *resp;
       // Served directly: the URL stays valid, and it is on the endpoint, so it carries the token.
-      return Location{current, auth_headers_for(current), steady_clock::time_point::max(), quota_waited};
+      return Location{current, auth_headers_for(current), MonotonicClock::time_point::max(), quota_waited};
     }
     if (!is_redirect(resp->status)) return hub_errors::from_response(*resp, ctx);
 
@@ -540,7 +538,7 @@ void HubClient::adopt_location(const RepoRef& pinned, std::string_view path_in, 
   remember_location(location_key(pinned, *path), kept);
 }
 
-steady_clock::time_point HubClient::expiry_of(const std::string& signed_url) const {
+MonotonicClock::time_point HubClient::expiry_of(const std::string& signed_url) const {
   const int64_t wall_now =
       std::chrono::duration_cast<seconds>(config_.env->system_now().time_since_epoch()).count();
   seconds lifetime = kDefaultLocationTtl;

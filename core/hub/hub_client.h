@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/single_flight.h"
 #include "common/http.h"
 #include "common/latency_histogram.h"
 #include "common/status.h"
@@ -150,7 +151,7 @@ class HubClient {
   struct XetToken {
     std::string cas_url;       // no trailing slash
     std::string access_token;  // never logged
-    std::chrono::system_clock::time_point expires;
+    WallTime expires;
   };
   Result<XetToken> xet_read_token(const RepoRef& repo);
 
@@ -178,7 +179,7 @@ class HubClient {
   // The location of `path`; `answer` (optional) receives the response that ended the walk (the
   // 2xx or the cross-origin redirect), whose headers describe the file.
   Result<Location> resolve_location(const RepoRef& repo, std::string_view path, HttpResponse* answer = nullptr);
-  std::chrono::steady_clock::time_point expiry_of(const std::string& signed_url) const;
+  MonotonicClock::time_point expiry_of(const std::string& signed_url) const;
   void remember_location(const std::string& key, const Location& location);
 
   HubConfig config_;
@@ -188,10 +189,10 @@ class HubClient {
   std::atomic<uint64_t> api_requests_{0};
   std::atomic<uint64_t> resolve_requests_{0};
   LatencyHistogram latency_;
-  std::mutex mu_;  // guards locations_ and resolving_
+  std::mutex mu_;  // guards locations_; taken inside resolving_'s (its probe)
   std::unordered_map<std::string, Location> locations_;
   // Resolves in flight, so concurrent locate() calls of one path wait for one answer.
-  std::unordered_map<std::string, std::shared_future<Result<Location>>> resolving_;
+  SingleFlight<std::string, Result<Location>> resolving_;
 };
 
 }  // namespace hubfs

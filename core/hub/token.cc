@@ -90,9 +90,8 @@ std::optional<std::string> find_token(const TokenSources& sources) {
   return clean_token(*content);
 }
 
-TokenWatcher::TokenWatcher(TokenSources sources, std::chrono::milliseconds recheck,
-                           std::function<Clock::time_point()> now)
-    : sources_(std::move(sources)), recheck_(recheck), now_(std::move(now)) {
+TokenWatcher::TokenWatcher(Env& time, TokenSources sources, std::chrono::milliseconds recheck)
+    : sources_(std::move(sources)), recheck_(recheck), clock_(time.clock()) {
   if (implicit_token_disabled(sources_)) return;
   for (const char* name : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}) {
     if (auto v = env(sources_, name)) {
@@ -122,7 +121,7 @@ std::optional<std::string> TokenWatcher::current() {
   std::lock_guard<std::mutex> lock(mu_);
   if (env_token_) return env_token_;
   if (!path_) return std::nullopt;
-  const auto now = now_();
+  const auto now = clock_.now();
   if (!loaded_ || now - checked_ >= recheck_) {
     checked_ = now;
     reload_locked();

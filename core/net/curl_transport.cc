@@ -22,14 +22,14 @@
 namespace hubfs {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = MonotonicClock;
 
 // The loop wakes at least this often even when nothing happens, so a missed wakeup or a
 // deadline computed before a clock hiccup can delay a timeout by at most this much.
 constexpr auto kMaxPollWait = std::chrono::milliseconds(1000);
 // curl's receive buffer per transfer (512 KiB x max_in_flight of memory): against the 16 KiB
 // default it took 8 MiB loopback ranges from ~270 to ~360 MiB/s on a 2-core box
-// (tests/net CurlTransport.DISABLED_ThroughputOf8MiBRanges).
+// (tests/server CurlTransport.DISABLED_ThroughputOf8MiBRanges).
 constexpr long kReceiveBufferBytes = 512 * 1024;
 // Idle connections kept beyond one per transfer in flight: ranges each hold a CDN connection of
 // their own, and the Hub's API host needs its own too.
@@ -60,6 +60,7 @@ struct Transfer {
   std::shared_ptr<HttpTransport::Callback> done;
   HttpResponse response;
   curl_slist* header_list = nullptr;
+  const MonotonicClock* clock = nullptr;  // the transport's Env's
   Clock::time_point started{};
   Clock::time_point last_byte{};
   bool got_first_byte = false;
@@ -81,7 +82,7 @@ struct Transfer {
 };
 
 void note_first_byte(Transfer* t) {
-  t->last_byte = Clock::now();
+  t->last_byte = t->clock->now();
   if (t->got_first_byte) return;
   t->got_first_byte = true;
   t->first_byte_after = t->last_byte - t->started;
@@ -215,8 +216,9 @@ std::vector<CaBundle> find_ca_bundles() {
 
 struct CurlTransport::Impl {
   CurlOptions options;
+  Env& env;
   CURLM* multi = nullptr;
-  std::thread loop;
+  std::unique_ptr<Executor> loop;  // the event loop's one thread (drained: joined)
 
   mutable std::mutex mu;  // guards `queue` and `stopping`; never held while a callback runs
   std::deque<std::unique_ptr<Transfer>> queue;
@@ -239,7 +241,8 @@ struct CurlTransport::Impl {
     return h;
   }
 
-  explicit Impl(CurlOptions o) : options(std::move(o)), hedging(hedge_options(options)) {
+  explicit Impl(CurlOptions o)
+      : options(std::move(o)), env(env_of(options.env, "CurlTransport")), hedging(hedge_options(options)) {
     options.max_in_flight = std::max(1, options.max_in_flight);
     global_init_once();
     multi = curl_multi_init();
@@ -252,7 +255,8 @@ struct CurlTransport::Impl {
       curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, most_running);
       curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, most_running + kSpareConnections);
     }
-    loop = std::thread([this] { run(); });
+    loop = env.new_executor(1);
+    loop->post([this] { run(); });
   }
 
   ~Impl() {
@@ -270,7 +274,7 @@ struct CurlTransport::Impl {
     // Joined once; a second caller finds it joined. Never called from the loop thread (its
     // callbacks must not block, and shutting down from one would be a self-join).
     std::lock_guard<std::mutex> join_lock(join_mu);
-    if (loop.joinable()) loop.join();
+    if (loop) loop->drain();
   }
   std::mutex join_mu;
 
@@ -293,6 +297,7 @@ struct CurlTransport::Impl {
 
   void submit(HttpRequest request, Callback done) {
     auto t = std::make_unique<Transfer>();
+    t->clock = &env.clock();
     t->request = std::move(request);
     t->done = std::make_shared<HttpTransport::Callback>(std::move(done));
     {
@@ -438,7 +443,7 @@ struct CurlTransport::Impl {
         finish(std::move(t), s);
         continue;
       }
-      t->started = t->last_byte = Clock::now();
+      t->started = t->last_byte = env.now();
       if (curl_multi_add_handle(multi, h) != CURLM_OK) {
         curl_easy_cleanup(h);
         Status s = Internal(t->what() + ": curl_multi_add_handle failed");
@@ -521,6 +526,7 @@ struct CurlTransport::Impl {
     for (Transfer* original : slow) {
       if (!hedging.slots_left()) break;
       auto twin = std::make_unique<Transfer>();
+      twin->clock = &env.clock();
       twin->request = original->request;
       twin->done = original->done;
       twin->is_twin = true;
@@ -571,7 +577,7 @@ struct CurlTransport::Impl {
   // because curl only calls that while it services the transfer, and a dead peer gives it
   // nothing to service. Returns the nearest remaining deadline.
   Clock::time_point enforce_deadlines() {
-    const auto now = Clock::now();
+    const auto now = env.now();
     Clock::time_point nearest = now + kMaxPollWait;
     std::vector<std::pair<CURL*, Status>> expired;
     for (auto& [h, t] : running) {
@@ -636,9 +642,9 @@ struct CurlTransport::Impl {
       sweep_cancelled();
       learn_first_byte_times();
       Clock::time_point nearest = enforce_deadlines();
-      hedge_slow_requests(Clock::now());
+      hedge_slow_requests(env.now());
       if (options.hedge && !running.empty())  // wake in time to hedge
-        nearest = std::min(nearest, Clock::now() + std::chrono::milliseconds(options.hedge_min_delay_ms / 2));
+        nearest = std::min(nearest, env.now() + std::chrono::milliseconds(options.hedge_min_delay_ms / 2));
       count_running();
       {
         // A finished transfer freed a slot: start the next one before sleeping.
@@ -646,7 +652,7 @@ struct CurlTransport::Impl {
         if (stopping) break;
         if (front_may_start()) continue;
       }
-      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(nearest - Clock::now());
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(nearest - env.now());
       int wait_ms = static_cast<int>(std::clamp<int64_t>(wait.count() + 1, 1, kMaxPollWait.count()));
       curl_multi_poll(multi, nullptr, 0, wait_ms, nullptr);
     }

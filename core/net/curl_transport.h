@@ -7,11 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "common/env.h"
 #include "common/http.h"
 
 namespace hubfs {
 
 struct CurlOptions {
+  // Time and its thread: request timeouts and hedging delays are measured on its clock, and the
+  // event loop runs on one of its executors. Required; must outlive the transport. (libcurl's
+  // own timeouts and its socket waits use libcurl's clock: this transport's tests are
+  // integration tests, on real sockets.)
+  Env* env = nullptr;
   int max_in_flight = 16;             // transfers running at once (companions aside); more wait in a queue
   long connect_timeout_ms = 10'000;
   long first_byte_timeout_ms = 30'000;  // the Hub's CDN stalls ~3 s on cold objects; allow that

@@ -20,6 +20,7 @@ constexpr seconds kResetMargin{1};
 }  // namespace
 
 QuotaGate::QuotaGate(QuotaGateOptions options) : options_(std::move(options)) {
+  env_of(options_.env, "QuotaGate");
   if (auto o = url::origin_of(options_.endpoint)) origin_ = o->scheme + "://" + o->host + ":" + std::to_string(o->port);
 }
 
@@ -46,7 +47,7 @@ void QuotaGate::roll(Bucket& b, Clock::time_point now) {
 milliseconds QuotaGate::before_send(std::string_view u, milliseconds waited) {
   const std::string bucket = bucket_of(u);
   if (bucket.empty()) return milliseconds(0);
-  const auto now = options_.now();
+  const auto now = options_.env->now();
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[bucket];
   ++b.requests;
@@ -75,7 +76,7 @@ std::optional<milliseconds> QuotaGate::after_answer(std::string_view u, const Ht
                                                     milliseconds waited) {
   const std::string bucket = bucket_of(u);
   if (bucket.empty()) return std::nullopt;
-  const auto now = options_.now();
+  const auto now = options_.env->now();
   std::optional<RateLimitHeader> rl;
   if (auto v = response.header("ratelimit")) rl = parse_ratelimit(*v);
   std::optional<std::pair<int64_t, int64_t>> policy;
@@ -128,7 +129,7 @@ std::optional<QuotaGate::Clock::time_point> QuotaGate::last_wait_end() const {
 }
 
 std::map<std::string, QuotaBucketState> QuotaGate::snapshot() const {
-  const auto now = options_.now();
+  const auto now = options_.env->now();
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, QuotaBucketState> out;
   for (const auto& [name, b] : buckets_) {

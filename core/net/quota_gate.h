@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/env.h"
 #include "common/http.h"
 #include "net/rate_limit_headers.h"  // parse_ratelimit, parse_ratelimit_policy (also for its users)
 
@@ -42,7 +43,8 @@ struct QuotaGateOptions {
   // Slow down once this fraction of a bucket's quota (at least kMinSlowDown requests) is all
   // that remains in the window.
   double slow_down_fraction = 0.1;
-  std::function<std::chrono::steady_clock::time_point()> now = [] { return std::chrono::steady_clock::now(); };
+  // Time: windows, pacing and waits are on its clock. Required; must outlive the gate.
+  Env* env = nullptr;
 };
 
 // A bucket as last announced, for `hubfs status`.
@@ -60,7 +62,7 @@ struct QuotaBucketState {
 
 class QuotaGate {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = MonotonicClock;
   explicit QuotaGate(QuotaGateOptions options);
 
   // The bucket a URL counts against: "api", "resolvers", or "" (not the endpoint: not counted).

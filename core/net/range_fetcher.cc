@@ -207,7 +207,7 @@ class Replacements {
 
 struct RangeFetcher::Shared : std::enable_shared_from_this<RangeFetcher::Shared> {
   Shared(HttpTransport& t, RangeFetcherOptions o)
-      : transport(t), options(std::move(o)), env(*options.env), backoffs(env), replacements(env.clock()),
+      : transport(t), options(std::move(o)), env(env_of(options.env, "RangeFetcher")), backoffs(env), replacements(env.clock()),
         refresher(env, 1), locator(env, kLocatorThreads) {}
   HttpTransport& transport;
   RangeFetcherOptions options;
@@ -537,5 +537,7 @@ std::vector<Result<std::string>> RangeFetcher::fetch(const Locator& locate, uint
   wait->cv.wait(lock, [&] { return wait->left == 0; });
   return results;
 }
+
+Env& RangeFetcher::env() const { return shared_->env; }
 
 }  // namespace hubfs

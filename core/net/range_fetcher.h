@@ -45,8 +45,9 @@ using Locator = std::function<Result<Location>(bool refresh)>;
 struct RangeFetcherOptions {
   // Time and threads: backoffs wait on its timer, the wait for a locator thread and the
   // remembered replacement locations' expiry read its clock, and the locator and refresher
-  // threads are its executors. Tests pass a manual Env. Must outlive the fetcher.
-  Env* env = &Env::real();
+  // threads are its executors. Required (no default: the stack's, or a test's); must outlive the
+  // fetcher.
+  Env* env = nullptr;
   // Backoff before a fresh location once the immediate ones are spent (full jitter, doubling from
   // base to max): a CDN that refuses for a while is asked a few times a second at first, then
   // every few seconds, like the transport's own retries.
@@ -60,7 +61,8 @@ class RangeFetcher {
   using Callback = std::function<void(Result<std::string>)>;
 
   // `transport` must outlive this fetcher and every fetch it started.
-  explicit RangeFetcher(HttpTransport& transport, RangeFetcherOptions options = {});
+  // options.env is required.
+  RangeFetcher(HttpTransport& transport, RangeFetcherOptions options);
   // Fetches still waiting for a locator refresh fail with kUnavailable; others finish normally.
   ~RangeFetcher();
   // Fetches waiting out a backoff before a fresh location fail now (kUnavailable), and later ones
@@ -90,6 +92,9 @@ class RangeFetcher {
   // Fetches all ranges concurrently and waits. results[i] answers ranges[i].
   std::vector<Result<std::string>> fetch(const Locator& locate, uint64_t file_size,
                                          const std::vector<ByteRange>& ranges);
+
+  // The Env it was given: its stack's, which the reader above it reads its time from too.
+  Env& env() const;
 
  private:
   struct Shared;

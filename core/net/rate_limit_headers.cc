@@ -43,15 +43,14 @@ Items split_items(std::string_view value) {
 using rate_limit_headers::Items;
 using rate_limit_headers::split_items;
 
-std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value,
-                                                           std::chrono::system_clock::time_point now) {
+std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value, WallTime now) {
   using std::chrono::milliseconds;
   if (auto seconds = rate_limit_headers::parse_int(value)) return milliseconds(*seconds * 1000);
   std::string text(rate_limit_headers::trim(value));
   struct tm tm = {};
   const char* end = strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
   if (!end || *end != '\0') return std::nullopt;
-  auto when = std::chrono::system_clock::from_time_t(timegm(&tm));
+  const WallTime when{std::chrono::seconds(timegm(&tm))};
   auto wait = std::chrono::duration_cast<milliseconds>(when - now);
   return std::max(wait, milliseconds(0));
 }

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/env.h"  // WallTime
+
 namespace hubfs {
 
 namespace rate_limit_headers {
@@ -36,9 +38,8 @@ Items split_items(std::string_view value);
 }  // namespace rate_limit_headers
 
 // Retry-After: delta-seconds, or an HTTP-date (IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT"),
-// as the wait from `now` (0 for a date already past); nullopt when malformed.
-std::optional<std::chrono::milliseconds> parse_retry_after(
-    std::string_view value, std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+// as the wait from `now` (the Env's system_now(); 0 for a date already past); nullopt when malformed.
+std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value, WallTime now);
 
 // `RateLimit: "api";r=0;t=55` -> {"api", 0, 55}; nullopt when malformed (no bucket name, no r or t).
 struct RateLimitHeader {

@@ -135,7 +135,7 @@ struct RetryingTransport::Impl : std::enable_shared_from_this<Impl> {
   milliseconds delay_before_retry(const Result<HttpResponse>& r, int failed_attempts, const Deadline& deadline) const {
     if (r.ok()) {
       std::optional<milliseconds> asked;
-      if (auto v = r->header("retry-after")) asked = parse_retry_after(*v);
+      if (auto v = r->header("retry-after")) asked = parse_retry_after(*v, env.system_now());
       // The Hub sends RateLimit on every answer: it says why only when the answer is a 429.
       if (auto v = r->header("ratelimit"); v && r->status == 429) {
         if (auto reset = parse_ratelimit_reset(*v)) {

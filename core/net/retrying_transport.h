@@ -41,7 +41,7 @@ class RetryingTransport : public HttpTransport {
  public:
   // A retry waits on `env`'s timer (Env::schedule_after: never blocks a caller; tests pass a
   // manual Env); quota holds are measured on its clock. `env` must outlive this object.
-  RetryingTransport(HttpTransport& inner, RetryPolicy policy = {}, Env& env = Env::real());
+  RetryingTransport(HttpTransport& inner, RetryPolicy policy, Env& env);
   // `inner` must outlive this object and every request submitted through it. Destruction
   // cancels waiting retries: each such request gets its last answer at once.
   ~RetryingTransport() override;

@@ -16,23 +16,23 @@ static std::string flight_key(const std::string& memory_id, uint64_t index) {
 
 BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions options, SharedBlocks* shared)
     : fetcher_(fetcher),
+      env_(fetcher.env()),
       options_(options),
       read_ahead_policy_(options.read_ahead()),
-      tiers_(cache ? std::make_unique<DiskTier>(*cache) : nullptr,
+      tiers_(env_, cache ? std::make_unique<DiskTier>(*cache) : nullptr,
              shared ? std::make_unique<SharedBlockTier>(*shared) : nullptr,
              BlockTiersOptions{.memory_bytes = options.memory_cache_bytes,
-                               .max_deferred_write_bytes = options.max_deferred_write_bytes,
-                               .latency_clock = &options.env->clock()},
-             [this](std::function<void()> task) { return disk_work_.post(std::move(task)); }),
+                               .max_deferred_write_bytes = options.max_deferred_write_bytes},
+             [this](std::function<void()> task) { return disk_work_->post(std::move(task)); }),
       verifier_(tiers_.memory(),
                 FileVerifierOptions{options.block_size, options.max_verifying_files, options.verify_whole_files},
                 [this](const VerifiedFile& f) {
                   tiers_.drop_failed_file(f.cache_id, cache_id(std::string(f.content_id)), f.epoch, f.size,
                                           options_.block_size);
                 }),
-      hinted_(kHintQuietTime, kMaxHintedFiles),  // (block_reader.h)
-      timed_out_(options.read_timeout),
-      disk_work_(std::max(1, options.disk_threads)) {}
+      hinted_(env_, kHintQuietTime, kMaxHintedFiles),  // (block_reader.h)
+      timed_out_(env_, options.read_timeout),
+      disk_work_(env_.new_executor(std::max(1, options.disk_threads))) {}
 
 BlockReader::~BlockReader() { shutdown(); }
 
@@ -42,7 +42,7 @@ void BlockReader::shutdown() {
   // drain the queue, then wait for any fetch a draining task started (its callback, finding the
   // queue closed, runs its work inline).
   fetches_.wait_zero();
-  disk_work_.drain();
+  disk_work_->drain();
   fetches_.wait_zero();
   // Last: disk tasks hand it writes, and nothing does after them.
   tiers_.shutdown();
@@ -51,7 +51,7 @@ void BlockReader::shutdown() {
 void BlockReader::post(std::function<void()> task) {
   // Refused only after shutdown() drained the queue, which waits for every fetch first: by then
   // nothing posts. Running inline keeps a late task from being lost all the same.
-  if (!disk_work_.post(task)) task();
+  if (!disk_work_->post(task)) task();
 }
 
 uint64_t BlockReader::block_length(const RemoteFile& file, uint64_t index) const {
@@ -149,14 +149,14 @@ void BlockReader::fetch_blocks(const RemoteFile& file, const FileKey& key, const
                 std::to_string(parts) + (prefetch ? " (ahead)" : " (demand)"));
     fetches_.add();
     requests_in_flight_ += parts;
-    const auto sent_at = options_.env->now();
+    const auto sent_at = env_.now();
     fetch_file_range(
         fetcher_, file.source, file.locate, file.size, range,
         [this, file, key, first, count, range, prefetch, parts, sent_at](Result<std::string> body,
                                                                           Provenance provenance) {
           // On the network thread: the splitting and disk writes go to a worker, queued before
           // the fetch counts as done, so shutdown's drain sees it.
-          cdn_latency_.observe(options_.env->now() - sent_at, parts);
+          cdn_latency_.observe(env_.now() - sent_at, parts);
           requests_in_flight_ -= parts;
           auto shared = std::make_shared<Result<std::string>>(std::move(body));
           post([this, file, key, first, count, range, prefetch, shared, provenance] {
@@ -225,7 +225,7 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
   if (offset >= file.size || length == 0) return slices;
   // One deadline for the whole read: the shared tier's lookup, the Hub's requests and their
   // retries, and the wait for blocks other reads are loading.
-  const Deadline deadline = Deadline::after(options_.read_timeout);
+  const Deadline deadline = Deadline::after(options_.read_timeout, env_.clock());
   const uint64_t end = std::min<uint64_t>(file.size, offset + length);
   const uint64_t first = offset / options_.block_size, last = (end - 1) / options_.block_size;
   const FileKey key = key_of(file, *epoch);
@@ -274,8 +274,8 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     }
   }
 
-  const auto started = std::chrono::steady_clock::now();
-  auto wait_deadline = deadline.at();
+  const MonotonicClock::time_point started = env_.now();
+  Deadline wait_deadline = deadline;
   for (uint64_t b = first; b <= last; ++b) {
     Result<BlockBytes> got = wait_for(file, key, b, flights[b - first], started, &wait_deadline);
     if (!got.ok()) return got.status();
@@ -298,15 +298,15 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
 }
 
 Result<BlockBytes> BlockReader::wait_for(const RemoteFile& file, const FileKey& key, uint64_t index,
-                                         const Flights::FlightPtr& flight, std::chrono::steady_clock::time_point started,
-                                         std::chrono::steady_clock::time_point* deadline) {
+                                         const Flights::FlightPtr& flight, MonotonicClock::time_point started,
+                                         Deadline* deadline) {
   std::optional<Result<BlockBytes>> got;
-  while (!(got = in_flight_.wait_until(flight, *deadline))) {
+  while (!(got = in_flight_.wait(flight, *deadline))) {
     // Past the read's deadline, a read that may have been held up by a quota wait (one running,
     // or one that ended after the read started) waits on (ReaderOptions::quota_wait_end).
-    auto extended = options_.quota_extended(started, *deadline);
+    auto extended = options_.quota_extended(started, deadline->at());
     if (!extended) break;
-    *deadline = *extended;
+    *deadline = deadline->later_by(std::chrono::ceil<std::chrono::milliseconds>(*extended - deadline->at()));
   }
   if (!got || (!got->ok() && got->status().code() == Code::kTimeout))
     timed_out_.mark(key.memory_id, index);
@@ -381,7 +381,7 @@ void BlockReader::queue_load(const RemoteFile& file, const FileKey& key, std::ve
       if (stopping_.load()) return fail(key, part, Unavailable("reading " + file.path + ": read-ahead cancelled (unmounting)"));
       // Only blocks served here (disk, shared tier) count: a fetch from the Hub has only started.
       // A read-ahead task has a deadline of its own, as a read does, from when it starts.
-      if (load_claimed(file, key, part, origin, group, Deadline::after(options_.read_timeout)) != Loaded::kFetching)
+      if (load_claimed(file, key, part, origin, group, Deadline::after(options_.read_timeout, env_.clock())) != Loaded::kFetching)
         verifier_.catch_up(verified(file, key), part.back());
     });
   }

@@ -11,7 +11,10 @@
 // This is the whole read path of the mount, kept free of FUSE so it can be tested with a fake
 // transport and a temporary cache directory.
 //
-// Threads it owns: 4 disk workers (a TaskQueue: disk-cache checks for read-ahead and hints,
+// Time and threads come from the fetcher's Env (its stack's; a manual one in tests): every read's
+// deadline and wait, and the executors below.
+//
+// Threads it owns: 4 disk workers (an Env executor: disk-cache checks for read-ahead and hints,
 // splitting responses into blocks, hashing, write-back) and BlockTiers' deferred writer (one
 // thread, low priority). Stopping order: shutdown() below.
 //
@@ -51,7 +54,8 @@
 #include "common/deadline.h"
 #include "common/single_flight.h"
 #include "common/status.h"
-#include "common/task_queue.h"
+#include "common/env.h"
+#include "common/task_queue.h"  // InFlight
 #include "net/range_fetcher.h"
 #include "net/range_source.h"
 #include "reader/block_tier.h"
@@ -100,8 +104,6 @@ struct ReaderOptions {
   // Requests the transport runs at once (--max-requests): hinted ranges are split over this many
   // requests, since each connection brings its own bandwidth.
   uint32_t parallel_requests = 16;
-  // The clock the latency histograms read (ReaderStats::*_latency): the stack's Env.
-  Env* env = &Env::real();
   // Read-ahead window for a sequential handle: starts small so one stray sequential pair costs
   // little, doubles per sequential read, and caps at 16 requests of 8 blocks: with a bandwidth
   // cap per connection, a stream needs every request slot busy (at 64 blocks it kept 8 in
@@ -129,12 +131,12 @@ struct ReaderOptions {
   // its read's deadline + N (RangeFetcher); the hold ended at T >= the read's start + N, so the
   // read waits at least as long as that request may run. Called with no reader lock held; must
   // not block (QuotaGate takes only its own leaf lock).
-  std::function<std::optional<std::chrono::steady_clock::time_point>()> quota_wait_end;
+  std::function<std::optional<MonotonicClock::time_point>()> quota_wait_end;
   std::chrono::milliseconds quota_max_wait{0};
   // The rule above: the later wait deadline for a read that started at `started` and whose wait
   // reached `deadline`, or nullopt (no quota wait, or none that moves it).
-  std::optional<std::chrono::steady_clock::time_point> quota_extended(
-      std::chrono::steady_clock::time_point started, std::chrono::steady_clock::time_point deadline) const {
+  std::optional<MonotonicClock::time_point> quota_extended(MonotonicClock::time_point started,
+                                                           MonotonicClock::time_point deadline) const {
     auto until = quota_wait_end ? quota_wait_end() : std::nullopt;
     if (!until) return std::nullopt;
     auto extended = std::min(*until + read_timeout, started + read_timeout + quota_max_wait);
@@ -345,8 +347,8 @@ class BlockReader {
                          const std::vector<uint64_t>& sizes, Origin origin);
   // Waits for one block a read needs, past the read's deadline while a quota wait may hold it.
   Result<BlockBytes> wait_for(const RemoteFile& file, const FileKey& key, uint64_t index,
-                              const Flights::FlightPtr& flight, std::chrono::steady_clock::time_point started,
-                              std::chrono::steady_clock::time_point* deadline);
+                              const Flights::FlightPtr& flight, MonotonicClock::time_point started,
+                              Deadline* deadline);
   // The epoch a read works in: the handle's (an error once the file's epoch moved past it: the
   // handle may have passed on bad bytes), or without a handle the file's epoch now.
   Result<uint64_t> read_epoch(const RemoteFile& file, ReadState* state) const;
@@ -359,6 +361,7 @@ class BlockReader {
   }
 
   RangeFetcher& fetcher_;
+  Env& env_;  // the fetcher's
   const ReaderOptions options_;
   const ReadAheadPolicy read_ahead_policy_;
   BlockTiers tiers_;
@@ -398,7 +401,7 @@ class BlockReader {
   // Fetches whose callback has not yet been queued: shutdown waits for them before draining the
   // disk work (a callback posts to it).
   InFlight fetches_;
-  TaskQueue disk_work_;  // declared last: its threads start once everything above exists
+  std::unique_ptr<Executor> disk_work_;  // declared last: its threads start once everything above exists
 };
 
 }  // namespace hubfs

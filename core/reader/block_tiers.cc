@@ -12,18 +12,17 @@ namespace hubfs {
 // The deferred writer's nice value: well below the readers' threads, still above idle work.
 constexpr int kDeferredWriteNice = 10;
 
-BlockTiers::BlockTiers(std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared, BlockTiersOptions options,
-                       Executor disk_work, Executor writer)
+BlockTiers::BlockTiers(Env& env, std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared,
+                       BlockTiersOptions options, Executor disk_work, Executor writer)
     : memory_(options.memory_bytes),
       disk_(std::move(disk)),
       shared_(std::move(shared)),
       disk_work_(std::move(disk_work)),
-      latency_clock_(options.latency_clock),
-      writer_(writer ? nullptr : std::make_unique<TaskQueue>(1)),
-      deferred_(options.max_deferred_write_bytes, options.deferred_write_quiet,
+      latency_clock_(env.clock()),
+      writer_(writer ? nullptr : env.new_executor(1)),
+      deferred_(env, options.max_deferred_write_bytes, options.deferred_write_quiet,
                 writer ? std::move(writer)
-                       : Executor([this](std::function<void()> task) { return writer_->post(std::move(task)); }),
-                options.clock) {
+                       : Executor([this](std::function<void()> task) { return writer_->post(std::move(task)); })) {
   // The writer's one thread runs at a lower CPU priority for good (a thread's nice value is its
   // own on Linux): between the daemon's own threads, readers come first.
   if (writer_)
@@ -54,9 +53,9 @@ std::vector<uint64_t> BlockTiers::fill_from_lower(const std::vector<BlockId>& id
         for (size_t j = i; j < ids.size(); ++j) rest.push_back(ids[j].index);
         return rest;
       }
-      const auto asked = latency_clock_->now();
+      const auto asked = latency_clock_.now();
       hit = disk_->get(id);
-      if (hit) disk_latency_.observe(latency_clock_->now() - asked);
+      if (hit) disk_latency_.observe(latency_clock_.now() - asked);
     }
     if (hit) {
       disk_hits_.fetch_add(1, std::memory_order_relaxed);
@@ -72,9 +71,9 @@ std::vector<uint64_t> BlockTiers::fill_from_lower(const std::vector<BlockId>& id
     note_activity();
     FileEpochs::Access access(epochs_, misses.front().cache_id, epoch);
     if (access.granted()) {
-      const auto asked = latency_clock_->now();
+      const auto asked = latency_clock_.now();
       found = shared_->get_many(misses, deadline);
-      shared_latency_.observe(latency_clock_->now() - asked, misses.size());
+      shared_latency_.observe(latency_clock_.now() - asked, misses.size());
     }
   }
   std::vector<std::pair<uint64_t, BlockBytes>> arrivals;
@@ -100,10 +99,10 @@ std::optional<BlockBytes> BlockTiers::disk_copy(const BlockId& id, uint64_t epoc
   if (!disk_) return std::nullopt;
   FileEpochs::Access access(epochs_, id.cache_id, epoch);
   if (!access.granted()) return std::nullopt;
-  const auto asked = latency_clock_->now();
+  const auto asked = latency_clock_.now();
   auto hit = disk_->get(id);
   if (hit) {
-    disk_latency_.observe(latency_clock_->now() - asked);
+    disk_latency_.observe(latency_clock_.now() - asked);
     disk_hits_.fetch_add(1, std::memory_order_relaxed);
   }
   return hit;

@@ -25,8 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/task_queue.h"
-#include "common/deadline.h"
+#include "common/env.h"
 #include "common/latency_histogram.h"
 #include "reader/block_tier.h"
 #include "reader/deferred_writes.h"
@@ -44,9 +43,6 @@ struct BlockTiersOptions {
   // the read (memcached, the reading application) are not ranked below it. Reads count, not only
   // lookups: a stream's read-ahead has claimed its last blocks while the reader still consumes.
   std::chrono::milliseconds deferred_write_quiet{50};
-  DeferredWrites::Clock clock = std::chrono::steady_clock::now;
-  // What the tiers' latency histograms read (disk_latency, shared_latency): the stack's Env clock.
-  const MonotonicClock* latency_clock = &MonotonicClock::real();
 };
 
 class BlockTiers {
@@ -57,9 +53,10 @@ class BlockTiers {
   using Serve = std::function<void(const std::vector<std::pair<uint64_t, BlockBytes>>&)>;
 
   // disk and shared may be null. disk_work runs fallback writes (the reader's disk workers).
-  // writer: where the deferred writes' pump runs; null: a thread of its own, at low priority
-  // (tests pass one that keeps the task and drive deferred().run_due() themselves).
-  BlockTiers(std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared, BlockTiersOptions options,
+  // writer: where the deferred writes' pump runs; null: a thread of its own from `env`, at low
+  // priority (tests pass one that keeps the task and drive deferred().run_due() themselves).
+  // Time (the deferred writes' quiet period) is env's.
+  BlockTiers(Env& env, std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared, BlockTiersOptions options,
              Executor disk_work, Executor writer = nullptr);
   ~BlockTiers();  // shutdown()
   BlockTiers(const BlockTiers&) = delete;
@@ -121,10 +118,10 @@ class BlockTiers {
   const Executor disk_work_;
   FileEpochs epochs_;
   std::atomic<uint64_t> disk_hits_{0};
-  const MonotonicClock* latency_clock_;
+  const MonotonicClock& latency_clock_;  // the Env's: what the latency histograms read
   LatencyHistogram disk_latency_;
   LatencyHistogram shared_latency_;
-  std::unique_ptr<TaskQueue> writer_;  // the deferred writer's one thread (unless one was given)
+  std::unique_ptr<hubfs::Executor> writer_;  // the deferred writer's one thread (unless one was given)
   DeferredWrites deferred_;            // after writer_: its pump runs there
 };
 

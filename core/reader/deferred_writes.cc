@@ -2,17 +2,17 @@
 
 namespace hubfs {
 
-using std::chrono::steady_clock;
+using TimePoint = MonotonicClock::time_point;
 
-DeferredWrites::DeferredWrites(uint64_t max_bytes, std::chrono::milliseconds quiet, Executor executor, Clock clock)
-    : max_bytes_(max_bytes), quiet_(quiet), executor_(std::move(executor)), clock_(std::move(clock)) {}
+DeferredWrites::DeferredWrites(Env& env, uint64_t max_bytes, std::chrono::milliseconds quiet, Executor executor)
+    : max_bytes_(max_bytes), quiet_(quiet), executor_(std::move(executor)), clock_(env.clock()) {}
 
 void DeferredWrites::note_activity() {
-  last_activity_.store(clock_().time_since_epoch().count(), std::memory_order_relaxed);
+  last_activity_.store(clock_.now().time_since_epoch().count(), std::memory_order_relaxed);
 }
 
-steady_clock::time_point DeferredWrites::quiet_from() const {
-  return steady_clock::time_point(steady_clock::duration(last_activity_.load(std::memory_order_relaxed))) + quiet_;
+TimePoint DeferredWrites::quiet_from() const {
+  return TimePoint(TimePoint::duration(last_activity_.load(std::memory_order_relaxed))) + quiet_;
 }
 
 bool DeferredWrites::add(uint64_t bytes, std::function<void()> write) {
@@ -50,9 +50,9 @@ bool DeferredWrites::add(uint64_t bytes, std::function<void()> write) {
   return true;
 }
 
-std::optional<steady_clock::time_point> DeferredWrites::run_due() {
+std::optional<TimePoint> DeferredWrites::run_due() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!queue_.empty() && (stopping_ || clock_() >= quiet_from())) {
+  while (!queue_.empty() && (stopping_ || clock_.now() >= quiet_from())) {
     Write w = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
@@ -67,19 +67,16 @@ std::optional<steady_clock::time_point> DeferredWrites::run_due() {
 
 void DeferredWrites::pump() {
   for (;;) {
-    std::optional<steady_clock::time_point> next = run_due();
+    std::optional<TimePoint> next = run_due();
     std::unique_lock<std::mutex> lock(mu_);
     if (queue_.empty()) {
       pump_queued_ = false;  // under the lock add() checks: a write queued after this posts a new pump
       return;
     }
     if (stopping_ || !next) continue;
-    // Until the quiet point (on the real clock, the same distance away as on clock_), or until
-    // shutdown() wakes us. Activity meanwhile moves the point: run_due() then finds it not yet
-    // reached and we wait again for the rest.
-    const auto wait = *next - clock_();
-    if (wait > steady_clock::duration::zero())
-      wake_.wait_until(lock, steady_clock::now() + wait, [this] { return stopping_; });
+    // Until the quiet point on the Env's clock, or until shutdown() wakes us. Activity meanwhile
+    // moves the point: run_due() then finds it not yet reached and we wait again for the rest.
+    clock_.wait_until(wake_, lock, *next, [this] { return stopping_; });
   }
 }
 

@@ -8,8 +8,8 @@
 // waits again for the rest) or until shutdown() wakes it. Bounded: at most max_bytes wait (each
 // write counts the bytes it pins); past that, add() refuses and the caller writes at once.
 //
-// Time comes from `clock` (steady_clock::now by default), so the rule is tested with a manual
-// clock and run_due(), without the executor's thread. Thread-safe; one mutex, a leaf (writes run
+// Time comes from the Env's clock, and the pump's wait is a wait on that clock, so the rule is
+// tested with a manual Env (moving it wakes the pump) or with run_due() alone. Thread-safe; one mutex, a leaf (writes run
 // without it).
 #pragma once
 
@@ -22,16 +22,16 @@
 #include <mutex>
 #include <optional>
 
+#include "common/env.h"
+
 namespace hubfs {
 
 class DeferredWrites {
  public:
-  using Clock = std::function<std::chrono::steady_clock::time_point()>;
   // Runs a task on some other thread; false when it will not (then the task is not run).
   using Executor = std::function<bool(std::function<void()>)>;
 
-  DeferredWrites(uint64_t max_bytes, std::chrono::milliseconds quiet, Executor executor,
-                 Clock clock = std::chrono::steady_clock::now);
+  DeferredWrites(Env& env, uint64_t max_bytes, std::chrono::milliseconds quiet, Executor executor);
   DeferredWrites(const DeferredWrites&) = delete;
   DeferredWrites& operator=(const DeferredWrites&) = delete;
 
@@ -46,7 +46,7 @@ class DeferredWrites {
 
   // Runs, on the calling thread, the writes due now (all of them once shut down). Returns when
   // the next one is due, or nullopt when none is left. The pump's loop; tests call it directly.
-  std::optional<std::chrono::steady_clock::time_point> run_due();
+  std::optional<MonotonicClock::time_point> run_due();
   uint64_t queued_bytes() const { return bytes_.load(); }
   uint64_t deferred() const { return deferred_.load(); }  // writes ever accepted by add()
 
@@ -56,13 +56,13 @@ class DeferredWrites {
     std::function<void()> run;
   };
   void pump();
-  std::chrono::steady_clock::time_point quiet_from() const;
+  MonotonicClock::time_point quiet_from() const;
 
   const uint64_t max_bytes_;
   const std::chrono::milliseconds quiet_;
   const Executor executor_;
-  const Clock clock_;
-  std::atomic<std::chrono::steady_clock::rep> last_activity_{0};  // clock_ ticks
+  const MonotonicClock& clock_;
+  std::atomic<MonotonicClock::time_point::rep> last_activity_{0};  // clock_ ticks
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> deferred_{0};
 

@@ -4,29 +4,28 @@
 // it the table is cleared (a bound, not an LRU: both uses are rare, and forgetting costs only a
 // read-ahead or a wait, never bytes).
 //
-// Time comes from `clock` (steady_clock::now by default), so expiry is tested with a manual clock.
+// Time comes from the Env's clock, so expiry is tested with a manual one.
 // Thread-safe; one mutex, a leaf.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
-#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "common/env.h"
+
 namespace hubfs {
 
 class RecentKeys {
  public:
-  using Clock = std::function<std::chrono::steady_clock::time_point()>;
-
-  RecentKeys(std::chrono::milliseconds memory, size_t max_keys, Clock clock = std::chrono::steady_clock::now)
-      : memory_(memory), max_keys_(max_keys), clock_(std::move(clock)) {}
+  RecentKeys(Env& env, std::chrono::milliseconds memory, size_t max_keys)
+      : memory_(memory), max_keys_(max_keys), clock_(env.clock()) {}
 
   void mark(const std::string& key) {
-    const auto now = clock_();
+    const auto now = clock_.now();
     std::lock_guard<std::mutex> lock(mu_);
     if (marked_.size() >= max_keys_) marked_.clear();
     marked_[key] = now;
@@ -37,7 +36,7 @@ class RecentKeys {
     if (marked_.empty()) return std::nullopt;  // the common case: no clock read
     auto it = marked_.find(key);
     if (it == marked_.end()) return std::nullopt;
-    const auto ago = clock_() - it->second;
+    const auto ago = clock_.now() - it->second;
     if (ago >= memory_) {
       marked_.erase(it);
       return std::nullopt;
@@ -56,9 +55,9 @@ class RecentKeys {
  private:
   const std::chrono::milliseconds memory_;
   const size_t max_keys_;
-  const Clock clock_;
+  const MonotonicClock& clock_;
   mutable std::mutex mu_;
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> marked_;
+  std::unordered_map<std::string, MonotonicClock::time_point> marked_;
 };
 
 }  // namespace hubfs

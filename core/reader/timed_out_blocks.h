@@ -2,7 +2,7 @@
 // page again at once, which would otherwise wait a second --read-timeout ("a read fails after
 // twice --read-timeout"): for kTimedOutMemory after a read of a block timed out, reads of it fail
 // at once, unless the block was served since (a late answer). A read that comes later tries the
-// network afresh. Thread-safe (RecentKeys' leaf mutex); time from `clock`, for tests.
+// network afresh. Thread-safe (RecentKeys' leaf mutex); time from the Env, for tests.
 #pragma once
 
 #include <chrono>
@@ -21,8 +21,8 @@ class TimedOutBlocks {
   // Blocks remembered; past this the table is cleared (a bound, not an LRU: timeouts are rare).
   static constexpr size_t kMaxTimedOut = 4096;
 
-  explicit TimedOutBlocks(std::chrono::milliseconds read_timeout, RecentKeys::Clock clock = std::chrono::steady_clock::now)
-      : read_timeout_(read_timeout), marked_(kTimedOutMemory, kMaxTimedOut, std::move(clock)) {}
+  TimedOutBlocks(Env& env, std::chrono::milliseconds read_timeout)
+      : read_timeout_(read_timeout), marked_(env, kTimedOutMemory, kMaxTimedOut) {}
 
   void mark(const std::string& cache_id, uint64_t index) { marked_.mark(key(cache_id, index)); }
 

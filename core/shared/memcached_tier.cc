@@ -318,7 +318,7 @@ Result<std::unique_ptr<MemcachedTier>> MemcachedTier::create(MemcachedTierOption
 MemcachedTier::~MemcachedTier() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    idle_cv_.wait_for(lock, kDrainTime, [&] { return queued_ops_ == 0 && writing_ == 0; });
+    (void)Deadline::after(kDrainTime, options_.env->clock()).wait(idle_cv_, lock, [&] { return queued_ops_ == 0 && writing_ == 0; });
     stop_ = true;  // what is still queued is dropped as its writer reaches it (write())
     idle_cv_.notify_all();
   }
@@ -365,7 +365,7 @@ std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<Sha
   std::vector<std::optional<std::string>> out(items.size());
   if (items.empty()) return out;
   // The lookup's own budget inside the read's: past it the blocks come from the Hub.
-  const Deadline deadline = caller_deadline.within(options_.lookup_budget);
+  const Deadline deadline = caller_deadline.within(options_.lookup_budget, options_.env->clock());
   // Group by node: one multi-get per node for all the pieces it holds, the nodes asked in
   // parallel (a read-ahead of 8 blocks spans every node; one at a time would add their times).
   std::unordered_map<Node*, std::vector<size_t>> by_node;
@@ -625,7 +625,7 @@ void MemcachedTier::run(const Op& op) {
   if (!node.breaker.allow()) return count(&SharedTierStats::skipped);
   // Each wait bounded by store_timeout, the whole op by store_budget: a node that answers a
   // trickle at a time cannot hold a writer (nor the unmount that joins it).
-  const Budget budget{options_.store_timeout, Deadline::after(options_.store_budget)};
+  const Budget budget{options_.store_timeout, Deadline::after(options_.store_budget, options_.env->clock())};
   const int fd = node.take_socket(budget.next());
   if (fd < 0) {
     node.breaker.failure();

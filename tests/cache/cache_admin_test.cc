@@ -169,7 +169,7 @@ TEST_F(CacheAdminTest, MissingDirectoryIsAnErrorNamingIt) {
   ASSERT_FALSE(usage.ok());
   EXPECT_NE(usage.status().message().find("nope"), std::string::npos);
   fs::create_directories(dir_.path() / "plain");
-  auto cleared = cache_admin::clear((dir_.path() / "plain").string());
+  auto cleared = cache_admin::clear(Env::real(), (dir_.path() / "plain").string());
   ASSERT_FALSE(cleared.ok());
   EXPECT_NE(cleared.status().message().find("not a hubfs cache"), std::string::npos);
 }
@@ -179,7 +179,7 @@ TEST_F(CacheAdminTest, PruneEvictsLeastRecentlyUsedFirst) {
   age(kA, 0, 300);
   age(kA, 1, 200);
   age(kA, 2, 100);
-  auto removed = cache_admin::prune(dir_.str(), 4 * kFileBytes);
+  auto removed = cache_admin::prune(Env::real(), dir_.str(), 4 * kFileBytes);
   ASSERT_TRUE(removed.ok());
   EXPECT_EQ(removed->blocks, 2u);
   EXPECT_EQ(removed->total_bytes_after, 4 * kFileBytes);
@@ -190,7 +190,7 @@ TEST_F(CacheAdminTest, PruneEvictsLeastRecentlyUsedFirst) {
   EXPECT_FALSE(cache_->get(kA, 0).has_value());
   EXPECT_TRUE(cache_->get(kB, 1).has_value());
 
-  ASSERT_TRUE(cache_admin::prune(dir_.str(), 0).ok());
+  ASSERT_TRUE(cache_admin::prune(Env::real(), dir_.str(), 0).ok());
   auto usage = cache_admin::info(dir_.str());
   EXPECT_EQ(usage->blocks, 0u);
   EXPECT_EQ(usage->total_bytes, 0u);
@@ -198,7 +198,7 @@ TEST_F(CacheAdminTest, PruneEvictsLeastRecentlyUsedFirst) {
 
 TEST_F(CacheAdminTest, ClearRepoKeepsContentAnotherRepoUses) {
   fill();
-  auto removed = cache_admin::clear(dir_.str(), "datasets/org/x");
+  auto removed = cache_admin::clear(Env::real(), dir_.str(), "datasets/org/x");
   ASSERT_TRUE(removed.ok()) << removed.status().message();
   EXPECT_EQ(removed->blocks, 3u);  // a.bin
   EXPECT_EQ(removed->kept_shared_blocks, 1u);
@@ -211,8 +211,8 @@ TEST_F(CacheAdminTest, ClearRepoKeepsContentAnotherRepoUses) {
   EXPECT_EQ(usage->repos[0].repo, "models/org/y");
   EXPECT_EQ(usage->repos[0].bytes, 3 * kFileBytes);
 
-  EXPECT_FALSE(cache_admin::clear(dir_.str(), "datasets/org/x").ok());  // nothing of it left
-  ASSERT_TRUE(cache_admin::clear(dir_.str()).ok());
+  EXPECT_FALSE(cache_admin::clear(Env::real(), dir_.str(), "datasets/org/x").ok());  // nothing of it left
+  ASSERT_TRUE(cache_admin::clear(Env::real(), dir_.str()).ok());
   usage = cache_admin::info(dir_.str());
   EXPECT_EQ(usage->blocks, 0u);
   EXPECT_TRUE(usage->repos.empty());
@@ -337,18 +337,18 @@ TEST_F(CacheAdminTest, ListingsAreCountedKeptByPruneAndDroppedByClear) {
   EXPECT_GT(usage->listing_bytes, 0u);
   EXPECT_EQ(cache_admin::to_json(*usage)["listing_files"], 5);
 
-  ASSERT_TRUE(cache_admin::prune(dir_.str(), 0).ok());
+  ASSERT_TRUE(cache_admin::prune(Env::real(), dir_.str(), 0).ok());
   EXPECT_EQ(cache_admin::info(dir_.str())->listing_files, 5u);
 
-  auto cleared = cache_admin::clear(dir_.str(), "datasets/org/x");
+  auto cleared = cache_admin::clear(Env::real(), dir_.str(), "datasets/org/x");
   ASSERT_TRUE(cleared.ok()) << cleared.status().message();
   EXPECT_EQ(cleared->listing_files, 3u);  // both endpoints' documents of x, nothing of y or x.y
   EXPECT_EQ(listing_store::usage(dir_.str(), "datasets/org/y").files, 1u);
   EXPECT_EQ(listing_store::usage(dir_.str(), "datasets/org/x.y").files, 1u);
   // A repo known only by its listings can be cleared by name too.
-  EXPECT_EQ(cache_admin::clear(dir_.str(), "datasets/org/y")->listing_files, 1u);
-  EXPECT_FALSE(cache_admin::clear(dir_.str(), "datasets/org/y").ok());  // nothing left of it
-  EXPECT_EQ(cache_admin::clear(dir_.str())->listing_files, 1u);
+  EXPECT_EQ(cache_admin::clear(Env::real(), dir_.str(), "datasets/org/y")->listing_files, 1u);
+  EXPECT_FALSE(cache_admin::clear(Env::real(), dir_.str(), "datasets/org/y").ok());  // nothing left of it
+  EXPECT_EQ(cache_admin::clear(Env::real(), dir_.str())->listing_files, 1u);
   EXPECT_EQ(cache_admin::info(dir_.str())->listing_files, 0u);
 }
 
@@ -373,9 +373,9 @@ TEST_F(CacheAdminTest, XetServedCountIsReportedAndClearedWithTheChunks) {
   EXPECT_NE(text.find("instead of the network"), std::string::npos) << text;
   EXPECT_NE(text.find("in 7 chunks"), std::string::npos) << text;
 
-  ASSERT_TRUE(cache_admin::clear(dir_.str(), "datasets/org/x").ok());  // one repo: chunks stay
+  ASSERT_TRUE(cache_admin::clear(Env::real(), dir_.str(), "datasets/org/x").ok());  // one repo: chunks stay
   EXPECT_EQ(cache_admin::info(dir_.str())->xet_served_chunks, 7u);
-  ASSERT_TRUE(cache_admin::clear(dir_.str()).ok());  // everything: the count starts again
+  ASSERT_TRUE(cache_admin::clear(Env::real(), dir_.str()).ok());  // everything: the count starts again
   usage = cache_admin::info(dir_.str());
   EXPECT_EQ(usage->xet_served_chunks, 0u);
   EXPECT_EQ(cache_admin::to_text(*usage).find("instead of the network"), std::string::npos);

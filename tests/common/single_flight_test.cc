@@ -13,7 +13,7 @@ namespace hubfs {
 namespace HUBFS_UNITY_ID {
 
 using Flights = SingleFlight<std::string, int>;
-constexpr auto kNever = std::chrono::steady_clock::time_point::max();
+const Deadline kNever = Deadline::never();
 
 TEST(SingleFlight, TheFirstAskerLeadsAndLaterOnesShareItsFlight) {
   Flights flights;
@@ -26,8 +26,8 @@ TEST(SingleFlight, TheFirstAskerLeadsAndLaterOnesShareItsFlight) {
   EXPECT_EQ(a.flight, b.flight);
   EXPECT_EQ(flights.size(), 2u);
   EXPECT_TRUE(flights.complete("k", 7));
-  EXPECT_EQ(flights.wait_until(b.flight, kNever), 7);
-  EXPECT_EQ(flights.wait_until(a.flight, kNever), 7);
+  EXPECT_EQ(flights.wait(b.flight, kNever), 7);
+  EXPECT_EQ(flights.wait(a.flight, kNever), 7);
   EXPECT_EQ(flights.size(), 1u);
 }
 
@@ -51,7 +51,7 @@ TEST(SingleFlight, AProbeHitIsAFinishedFlightAndStartsNone) {
   EXPECT_FALSE(t.leader);
   EXPECT_TRUE(t.stored);
   EXPECT_EQ(flights.size(), 0u);
-  EXPECT_EQ(flights.wait_until(t.flight, kNever), 42);
+  EXPECT_EQ(flights.wait(t.flight, kNever), 42);
   // A flight in progress is joined without asking the store.
   Flights::Ticket lead = flights.join("j");
   Flights::Ticket join = flights.join("j", [&] {
@@ -67,10 +67,12 @@ TEST(SingleFlight, AWaitEndsAtItsDeadlineAndTheFlightGoesOn) {
   Flights flights;
   Flights::Ticket lead = flights.join("k");
   Flights::Ticket wait = flights.join("k");
+  testing::ManualClock clock;
+  const Deadline past = Deadline::after(std::chrono::seconds(-1), clock);
   // A deadline already past: no value, at once.
-  EXPECT_EQ(flights.wait_until(wait.flight, std::chrono::steady_clock::now() - std::chrono::seconds(1)), std::nullopt);
+  EXPECT_EQ(flights.wait(wait.flight, past), std::nullopt);
   flights.complete("k", 5);
-  EXPECT_EQ(flights.wait_until(wait.flight, std::chrono::steady_clock::now() - std::chrono::seconds(1)), 5);
+  EXPECT_EQ(flights.wait(wait.flight, past), 5);
 }
 
 // A Deadline on a manual clock (a test's Env) is judged on that clock: past, no value at once,
@@ -88,6 +90,41 @@ TEST(SingleFlight, AWaitOnADeadlineJudgesItOnItsOwnClock) {
   EXPECT_EQ(flights.wait(lead.flight, Deadline::never()), 7);
 }
 
+// A waiter blocked on its deadline is let go when its clock reaches it (the manual clock, moved
+// by the test: no real time passes), while the flight goes on for the others.
+TEST(SingleFlight, ABlockedWaiterGivesUpWhenItsClockReachesItsDeadline) {
+  Flights flights;
+  testing::ManualClock clock;
+  Flights::Ticket lead = flights.join("k");
+  Flights::Ticket wait = flights.join("k");
+  const Deadline deadline = Deadline::after(std::chrono::seconds(30), clock);
+  std::optional<int> got = 1;
+  std::thread waiter([&] { got = flights.wait(wait.flight, deadline); });
+  ASSERT_TRUE(clock.wait_for_sleepers(1));
+  clock.advance(std::chrono::seconds(29));
+  EXPECT_EQ(clock.sleepers(), 1u);  // not yet
+  clock.advance(std::chrono::seconds(1));
+  waiter.join();
+  EXPECT_EQ(got, std::nullopt);
+  EXPECT_EQ(flights.size(), 1u);
+  flights.complete("k", 3);
+  EXPECT_EQ(flights.wait(lead.flight, deadline), 3);
+}
+
+// A waiter blocked on a far deadline gets the value as soon as the leader completes.
+TEST(SingleFlight, ABlockedWaiterGetsTheValueBeforeItsDeadline) {
+  Flights flights;
+  testing::ManualClock clock;
+  Flights::Ticket lead = flights.join("k");
+  Flights::Ticket wait = flights.join("k");
+  std::optional<int> got;
+  std::thread waiter([&] { got = flights.wait(wait.flight, Deadline::after(std::chrono::hours(1), clock)); });
+  ASSERT_TRUE(clock.wait_for_sleepers(1));
+  flights.complete("k", 4);
+  waiter.join();
+  EXPECT_EQ(got, 4);
+}
+
 // Many threads, one key: exactly one leader, everybody gets its value.
 TEST(SingleFlight, ConcurrentAskersGetOneLeaderAndOneValue) {
   Flights flights;
@@ -100,7 +137,7 @@ TEST(SingleFlight, ConcurrentAskersGetOneLeaderAndOneValue) {
         ++leaders;
         flights.complete("k", 99);
       }
-      if (flights.wait_until(t.flight, kNever) == 99) ++right;
+      if (flights.wait(t.flight, kNever) == 99) ++right;
     });
   }
   for (auto& t : threads) t.join();
@@ -109,6 +146,31 @@ TEST(SingleFlight, ConcurrentAskersGetOneLeaderAndOneValue) {
   EXPECT_GE(leaders.load(), 1);
   EXPECT_EQ(right.load(), 8);
   EXPECT_EQ(flights.size(), 0u);
+}
+
+// OneShot: the first answer is kept; a waiter gets it, or gives up when its own clock reaches its
+// deadline (the manual clock, moved by the test: no real time passes), and a later wait still
+// gets an answer that came after it gave up.
+TEST(OneShot, AWaiterGetsTheFirstAnswerOrGivesUpAtItsDeadline) {
+  testing::ManualClock clock;
+  auto answer = std::make_shared<OneShot<int>>();
+  std::optional<int> got = 1;
+  std::thread waiter([&] { got = answer->wait(Deadline::after(std::chrono::seconds(5), clock)); });
+  ASSERT_TRUE(clock.wait_for_sleepers(1));
+  clock.advance(std::chrono::seconds(5));
+  waiter.join();
+  EXPECT_EQ(got, std::nullopt);
+  EXPECT_TRUE(answer->set(8));
+  EXPECT_FALSE(answer->set(9));  // the first answer stays
+  EXPECT_EQ(answer->wait(Deadline::after(std::chrono::seconds(0), clock)), 8);
+  EXPECT_EQ(answer->get(), 8);
+}
+
+TEST(OneShot, ABlockedWaiterIsWokenByTheAnswer) {
+  auto answer = std::make_shared<OneShot<std::string>>();
+  std::thread producer([answer] { answer->set("done"); });
+  EXPECT_EQ(answer->get(), "done");
+  producer.join();
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "net/range_fetcher.h"
 #include "support/fake_transport.h"
 #include "support/temp_dir.h"
+#include "support/fetcher_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -144,7 +145,7 @@ class FileSystemTest : public ::testing::Test {
   TempDir dir_;
   FakeHub hub_;
   FakeTransport transport_{[this](const HttpRequest& r) { return hub_.answer(r); }};
-  RangeFetcher fetcher_{transport_};
+  RangeFetcher fetcher_{transport_, testing::fetcher_on(Env::real())};
   std::unique_ptr<HubClient> hub_client_;
   std::unique_ptr<BlockCache> cache_;
   std::unique_ptr<BlockReader> reader_;
@@ -456,13 +457,13 @@ TEST_F(ListingCacheTest, StoredDocumentsRoundTripAndArePrivateToTheUser) {
   ListingCache model((dir_.path() / "cache").string(), "https://hub.test", RepoRef{RepoType::kModel, "org/x"});
   EXPECT_FALSE(model.load_dir(kCommit, "d").has_value());
 
-  ASSERT_TRUE(l->save_ref("main", PinnedRevision{kCommit, 1700000000, true, false, 0, std::nullopt}).ok());
+  ASSERT_TRUE(l->save_ref("main", PinnedRevision{kCommit, 1700000000, true, false, 1700000100, std::nullopt}).ok());
   auto ref = l->load_ref("main");
   ASSERT_TRUE(ref.has_value());
   EXPECT_EQ(ref->commit, kCommit);
   EXPECT_EQ(ref->last_modified, 1700000000);
   EXPECT_TRUE(ref->is_private);
-  EXPECT_GT(ref->resolved_at, 0);
+  EXPECT_EQ(ref->resolved_at, 1700000100);
   EXPECT_FALSE(l->load_ref("v1").has_value());
 
   // One file's record (a probe's): only for its own commit and path, never mistaken for a listing.

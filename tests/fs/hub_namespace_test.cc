@@ -19,6 +19,7 @@
 #include "support/manual_env.h"
 #include "support/fake_transport.h"
 #include "support/temp_dir.h"
+#include "support/fetcher_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -128,7 +129,7 @@ class HubNamespaceTest : public ::testing::Test {
   TempDir dir_;
   FakeHub hub_;
   FakeTransport transport_{[this](const HttpRequest& r) { return hub_.answer(r); }};
-  RangeFetcher fetcher_{transport_};
+  RangeFetcher fetcher_{transport_, testing::fetcher_on(Env::real())};
   std::unique_ptr<HubClient> client_;
   std::unique_ptr<BlockCache> cache_;
   std::unique_ptr<BlockReader> reader_;

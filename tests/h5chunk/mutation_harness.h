@@ -16,7 +16,9 @@
 #pragma once
 
 #include <hdf5.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -566,6 +568,12 @@ inline std::vector<ChildEnd> run_children(const std::vector<std::function<void()
   }
   std::vector<ChildEnd> ends(pids.size());
   std::vector<bool> done(pids.size(), false);
+  // A pidfd per child polls readable when it exits: the loop wakes at once for each exit, and
+  // between exits every kWatchMs to look at the children's memory and the deadline (watching
+  // real processes: a hung child is what this catches). -1 where pidfd_open failed.
+  constexpr int kWatchMs = 2;
+  std::vector<int> pidfds;
+  for (pid_t pid : pids) pidfds.push_back(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limits.deadline_seconds);
   for (size_t left = pids.size(); left > 0;) {
     for (size_t i = 0; i < pids.size(); ++i) {
@@ -591,8 +599,15 @@ inline std::vector<ChildEnd> run_children(const std::vector<std::function<void()
         ::kill(pids[i], SIGKILL);
       }
     }
-    if (left) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (left) {
+      std::vector<pollfd> watch;
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (!done[i] && pidfds[i] >= 0) watch.push_back(pollfd{pidfds[i], POLLIN, 0});
+      (void)::poll(watch.data(), watch.size(), kWatchMs);
+    }
   }
+  for (int fd : pidfds)
+    if (fd >= 0) ::close(fd);
   for (size_t i = 0; i < ends.size(); ++i) {
     std::ifstream f(logs[i]);
     std::stringstream ss;

@@ -133,7 +133,7 @@ class QuotaHold : public ::testing::Test {
   QuotaGateOptions gate_options() {
     QuotaGateOptions o;
     o.endpoint = kEndpoint;
-    o.now = [this] { return clock_.now(); };
+    o.env = &net_env();
     return o;
   }
   RetryPolicy policy() {

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "hub/environment.h"
+#include "support/manual_env.h"
 #include "hub/hub_client.h"
 #include "hub_test_util.h"
 #include "support/fake_transport.h"
@@ -152,19 +153,19 @@ TEST(TokenWatcher, RereadsTheFileWhenItChanges) {
   write(path, "hf_first\n");
   Env env;
   env.vars["HF_TOKEN_PATH"] = path;
-  auto now = std::make_shared<std::chrono::steady_clock::time_point>();
-  TokenWatcher w(env.sources(), std::chrono::seconds(5), [now] { return *now; });
+  testing::ManualEnv time;
+  TokenWatcher w(time, env.sources(), std::chrono::seconds(5));
   EXPECT_EQ(w.current(), "hf_first");
   write(path, "hf_second_longer\n");
   EXPECT_EQ(w.current(), "hf_first");  // not looked at again before the recheck interval
-  *now += std::chrono::seconds(5);
+  time.advance(std::chrono::seconds(5));
   EXPECT_EQ(w.current(), "hf_second_longer");
   EXPECT_EQ(w.source(), "the token file " + path);
   std::remove(path.c_str());  // logged out
-  *now += std::chrono::seconds(5);
+  time.advance(std::chrono::seconds(5));
   EXPECT_EQ(w.current(), std::nullopt);
   write(path, "hf_third\n");
-  *now += std::chrono::seconds(5);
+  time.advance(std::chrono::seconds(5));
   EXPECT_EQ(w.current(), "hf_third");
 }
 
@@ -175,11 +176,12 @@ TEST(TokenWatcher, EnvironmentWinsAndImplicitTokensCanBeDisabled) {
   Env env;
   env.vars["HF_TOKEN_PATH"] = path;
   env.vars["HF_TOKEN"] = "hf_env";
-  TokenWatcher w(env.sources());
+  testing::ManualEnv time;
+  TokenWatcher w(time, env.sources());
   EXPECT_EQ(w.current(), "hf_env");
   EXPECT_EQ(w.source(), "HF_TOKEN");
   env.vars["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1";
-  EXPECT_EQ(TokenWatcher(env.sources()).current(), std::nullopt);
+  EXPECT_EQ(TokenWatcher(time, env.sources()).current(), std::nullopt);
   EXPECT_EQ(find_token(env.sources()), std::nullopt);
   EXPECT_TRUE(implicit_token_disabled(env.sources()));
   env.vars["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "0";

@@ -34,18 +34,18 @@ HttpResponse answer(long status, const std::string& bucket, int remaining, int r
   return r;
 }
 
+// The gate's time: a manual Env, moved by the test (`t` reads like the clock it replaced).
 struct FakeClock {
-  std::chrono::steady_clock::time_point t = std::chrono::steady_clock::time_point() + seconds(1000);
-  std::function<std::chrono::steady_clock::time_point()> fn() {
-    return [this] { return t; };
-  }
+  testing::ManualEnv env;
+  MonotonicClock::time_point now() const { return env.now(); }
+  void advance(std::chrono::nanoseconds d) { env.advance(d); }
 };
 
 QuotaGate make_gate(FakeClock& clock, milliseconds max_wait = seconds(330)) {
   QuotaGateOptions o;
   o.endpoint = kEndpoint;
   o.max_wait = max_wait;
-  o.now = clock.fn();
+  o.env = &clock.env;
   return QuotaGate(o);
 }
 
@@ -99,7 +99,7 @@ TEST(QuotaGate, SpreadsTheLastRequestsOverTheRestOfTheWindow) {
   // Spent: the next waits for the reset (+1 s).
   EXPECT_EQ(gate.before_send(kApiUrl, milliseconds(0)), milliseconds(41000));
   // Once the window has passed nothing is known: free again.
-  clock.t += seconds(41);
+  clock.advance(seconds(41));
   EXPECT_EQ(gate.before_send(kApiUrl, milliseconds(0)), milliseconds(0));
 }
 
@@ -133,9 +133,9 @@ TEST(QuotaGate, ReportsWhatWaitsAndUntilWhen) {
   QuotaGate gate = make_gate(clock);
   gate.after_answer(kResolveUrl, answer(200, "resolvers", 7, 60, 200, 300), milliseconds(0));
   EXPECT_FALSE(gate.waiting_until());
-  gate.wait_started("resolvers", clock.t + seconds(30));
-  gate.wait_started("resolvers", clock.t + seconds(45));
-  EXPECT_EQ(*gate.waiting_until(), clock.t + seconds(45));
+  gate.wait_started("resolvers", clock.now() + seconds(30));
+  gate.wait_started("resolvers", clock.now() + seconds(45));
+  EXPECT_EQ(*gate.waiting_until(), clock.now() + seconds(45));
   auto s = gate.snapshot().at("resolvers");
   EXPECT_EQ(s.quota, 200);
   EXPECT_EQ(s.window_s, 300);
@@ -143,9 +143,9 @@ TEST(QuotaGate, ReportsWhatWaitsAndUntilWhen) {
   EXPECT_EQ(s.resets_in_s, 60);
   EXPECT_EQ(s.waiting, 2u);
   EXPECT_EQ(s.waiting_until_s, 45);
-  gate.wait_ended("resolvers", clock.t + seconds(45));
-  EXPECT_EQ(*gate.waiting_until(), clock.t + seconds(30));
-  gate.wait_ended("resolvers", clock.t + seconds(30));
+  gate.wait_ended("resolvers", clock.now() + seconds(45));
+  EXPECT_EQ(*gate.waiting_until(), clock.now() + seconds(30));
+  gate.wait_ended("resolvers", clock.now() + seconds(30));
   EXPECT_FALSE(gate.waiting_until());
 }
 
@@ -155,13 +155,13 @@ TEST(QuotaGate, TheLastWaitEndOutlivesTheWait) {
   FakeClock clock;
   QuotaGate gate = make_gate(clock);
   EXPECT_FALSE(gate.last_wait_end());
-  gate.wait_started("resolvers", clock.t + seconds(45));
-  gate.wait_started("api", clock.t + seconds(30));  // an earlier end does not hide the later one
-  EXPECT_EQ(*gate.last_wait_end(), clock.t + seconds(45));
-  gate.wait_ended("resolvers", clock.t + seconds(45));
-  gate.wait_ended("api", clock.t + seconds(30));
+  gate.wait_started("resolvers", clock.now() + seconds(45));
+  gate.wait_started("api", clock.now() + seconds(30));  // an earlier end does not hide the later one
+  EXPECT_EQ(*gate.last_wait_end(), clock.now() + seconds(45));
+  gate.wait_ended("resolvers", clock.now() + seconds(45));
+  gate.wait_ended("api", clock.now() + seconds(30));
   EXPECT_FALSE(gate.waiting_until());
-  EXPECT_EQ(*gate.last_wait_end(), clock.t + seconds(45));
+  EXPECT_EQ(*gate.last_wait_end(), clock.now() + seconds(45));
 }
 
 // Records each delay asked for and runs at once.

@@ -10,11 +10,11 @@
 #include <random>
 #include <thread>
 
-#include "net/curl_transport.h"
 #include "net/retrying_transport.h"
 #include "net/scripted_http_server.h"
 #include "support/fake_transport.h"
 #include "support/manual_env.h"
+#include "support/fetcher_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -123,7 +123,7 @@ Result<std::string> fetch_one(RangeFetcher& f, const Locator& loc, uint64_t size
 TEST(RangeFetcher, FetchesExactRangeWithLocationHeaders) {
   auto content = std::make_shared<const std::string>(file_content(1000));
   FakeTransport fake(honest_cdn(content));
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   auto r = fetch_one(fetcher, loc.locator(), 1000, {10, 20});
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -140,7 +140,7 @@ TEST(RangeFetcher, FetchesExactRangeWithLocationHeaders) {
 TEST(RangeFetcher, FetchAsyncDeliversOnce) {
   auto content = std::make_shared<const std::string>(file_content(100));
   FakeTransport fake(honest_cdn(content));
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   std::promise<Result<std::string>> p;
   fetcher.fetch_async(loc.locator(), 100, {99, 1}, [&](Result<std::string> r) { p.set_value(std::move(r)); });
@@ -160,7 +160,7 @@ TEST(RangeFetcher, ARangeInPartsIsAskedOnceAndJoinedInOrder) {
     if (static_cast<int>(r->first) == fail_offset.load()) return status_only(404);
     return partial(*content, *r, content->size());
   });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   auto fetch = [&](ByteRange range, uint32_t parts) {
     std::promise<Result<std::string>> p;
@@ -206,7 +206,7 @@ TEST(RangeFetcher, ManyConcurrentFetchesAllCorrect) {
     lock.unlock();
     return cdn(req);
   });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   std::mt19937_64 rng(42);  // fixed seed: the same ranges every run
   std::vector<ByteRange> ranges;
@@ -232,7 +232,7 @@ void expect_corrupt_206(std::function<HttpResponse(const std::string&, ParsedRan
   SCOPED_TRACE(why);
   auto content = std::make_shared<const std::string>(file_content(1000));
   FakeTransport fake([&](const HttpRequest& req) -> Result<HttpResponse> { return liar(*content, *parse_range(req)); });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   auto r = fetch_one(fetcher, loc.locator(), 1000, {100, 50});
   ASSERT_FALSE(r.ok());
@@ -284,7 +284,7 @@ TEST(RangeFetcher, ProtocolViolationsAreRetriedWithAFreshLocation) {
     policy.jitter = [] { return 0.0; };
     testing::ManualEnv at_once(testing::ManualEnv::Timers::kRunAtOnce);  // retries without waiting
     RetryingTransport retrying(fake, policy, at_once);
-    RangeFetcher fetcher(retrying);
+    RangeFetcher fetcher(retrying, testing::fetcher_on(Env::real()));
     RecordingLocator loc;
     loc.refreshed_url = "https://other-edge.example/blobs/abc";
     auto got = fetch_one(fetcher, loc.locator(), content->size(), {1000, 5000});
@@ -308,7 +308,7 @@ TEST(RangeFetcher, ViolationsPastTheBudgetAreAnError) {
   policy.max_attempts = 3;
   testing::ManualEnv at_once(testing::ManualEnv::Timers::kRunAtOnce);  // retries without waiting
   RetryingTransport retrying(fake, policy, at_once);
-  RangeFetcher fetcher(retrying);
+  RangeFetcher fetcher(retrying, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   auto got = fetch_one(fetcher, loc.locator(), content->size(), {0, 100});
   ASSERT_FALSE(got.ok());
@@ -327,7 +327,7 @@ TEST(RangeFetcher, AStaleSharedReplacementIsForgottenAndTheLocatorAskedAgain) {
     if (req.url == "https://cdn.example/u1" && !u1_valid) return status_only(403);
     return honest_cdn(content)(req);
   });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator numbered;
   hand_out_numbered_urls(numbered);
   Locator loc = numbered.locator();
@@ -397,7 +397,7 @@ TEST(RangeFetcher, SlicesA200CarryingTheWholeFile) {
     r.body = *content;
     return r;
   });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   auto results = fetcher.fetch(loc.locator(), 5000, {{1234, 100}, {0, 5000}, {4999, 1}});
   ASSERT_TRUE(results[0].ok()) << results[0].status().message();
@@ -418,7 +418,7 @@ TEST(RangeFetcher, RejectsA200ThatIsNotTheWholeFile) {
     r.body = content->substr(pr.first, pr.last - pr.first + 1);
     return r;
   });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   auto r = fetch_one(fetcher, loc.locator(), 5000, {100, 100});
   ASSERT_FALSE(r.ok());
@@ -429,7 +429,7 @@ TEST(RangeFetcher, RejectsA200ThatIsNotTheWholeFile) {
 
 TEST(RangeFetcher, MaxBodyAllowsAWholeSmallFileButOnlyTheRangeOfABigOne) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(500); });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   fetch_one(fetcher, loc.locator(), 1000, {0, 10});
   fetch_one(fetcher, loc.locator(), 10ull << 30, {5, 4096});
@@ -444,7 +444,7 @@ TEST(RangeFetcher, MaxBodyAllowsAWholeSmallFileButOnlyTheRangeOfABigOne) {
 TEST(RangeFetcher, RangesAskForConnectionsOfTheirOwn) {
   auto content = std::make_shared<const std::string>(file_content(1000));
   FakeTransport fake(honest_cdn(content));
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   auto r = fetch_one(fetcher, loc.locator(), content->size(), {0, 10});
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -460,7 +460,7 @@ TEST(RangeFetcher, Forbidden403RefreshesTheLocationExactlyOnce) {
     if (req.url != fresh) return status_only(403);  // the old signature expired
     return partial(*content, *parse_range(req), 1000);
   });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   loc.refreshed_url = fresh;
   auto r = fetch_one(fetcher, loc.locator(), 1000, {0, 10});
@@ -479,7 +479,7 @@ TEST(RangeFetcher, OneRefreshServesEveryRangeOnTheExpiredUrl) {
     if (req.url != fresh) return status_only(403);
     return partial(*content, *parse_range(req), 1000);
   });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   loc.refreshed_url = fresh;
   std::vector<ByteRange> ranges;
@@ -495,7 +495,7 @@ TEST(RangeFetcher, OneRefreshServesEveryRangeOnTheExpiredUrl) {
 
 TEST(RangeFetcher, Forbidden403AfterTwoRefreshesIsPermissionDenied) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(403); });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   auto r = fetch_one(fetcher, loc.locator(), 1000, {0, 10});
   ASSERT_FALSE(r.ok());
@@ -513,7 +513,7 @@ TEST(RangeFetcher, ARefreshedUrlRefusedOnceIsRefreshedAgain) {
     if (req.url != "https://cdn.example/u2") return status_only(403);
     return partial(*content, *parse_range(req), 1000);
   });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator numbered;
   hand_out_numbered_urls(numbered);
   Locator loc = numbered.locator();
@@ -526,7 +526,7 @@ TEST(RangeFetcher, ARefreshedUrlRefusedOnceIsRefreshedAgain) {
 
 TEST(RangeFetcher, FailedRefreshReportsTheLocatorsError) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(403); });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   loc.fail_refresh = NotFound("repo gone");
   auto r = fetch_one(fetcher, loc.locator(), 1000, {0, 10});
@@ -542,7 +542,7 @@ TEST(RangeFetcher, StatusesMapToCodes) {
   // (416 is re-resolved like a 403 first: tests/net/read_deadline_test.cc.)
   for (auto [status, code] : cases) {
     FakeTransport fake([status = status](const HttpRequest&) -> Result<HttpResponse> { return status_only(status); });
-    RangeFetcher fetcher(fake);
+    RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
     RecordingLocator loc;
     auto r = fetch_one(fetcher, loc.locator(), 1000, {0, 10});
     ASSERT_FALSE(r.ok()) << status;
@@ -554,7 +554,7 @@ TEST(RangeFetcher, StatusesMapToCodes) {
 
 TEST(RangeFetcher, OtherStatusNamesTheStatus) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(502); });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   auto r = fetch_one(fetcher, loc.locator(), 1000, {0, 10});
   ASSERT_FALSE(r.ok());
@@ -563,7 +563,7 @@ TEST(RangeFetcher, OtherStatusNamesTheStatus) {
 
 TEST(RangeFetcher, TransportErrorKeepsItsCodeWithContext) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return Timeout("stalled for 20 s"); });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   auto r = fetch_one(fetcher, loc.locator(), 1000, {0, 10});
   ASSERT_FALSE(r.ok());
@@ -574,7 +574,7 @@ TEST(RangeFetcher, TransportErrorKeepsItsCodeWithContext) {
 
 TEST(RangeFetcher, RangePastEndOfFileIsTheCallersBug) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(500); });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   auto results = fetcher.fetch(loc.locator(), 1000,
                                {{990, 11}, {1001, 0}, {UINT64_MAX, 2}, {5, UINT64_MAX}});
@@ -588,7 +588,7 @@ TEST(RangeFetcher, RangePastEndOfFileIsTheCallersBug) {
 
 TEST(RangeFetcher, ZeroLengthRangeNeedsNoRequest) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(500); });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   auto results = fetcher.fetch(loc.locator(), 1000, {{0, 0}, {1000, 0}, {500, 0}});
   for (const auto& r : results) {
@@ -606,7 +606,7 @@ TEST(RangeFetcher, ZeroLengthRangeNeedsNoRequest) {
 
 TEST(RangeFetcher, LocatorFailureIsReturnedWithoutARequest) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(500); });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   loc.fail = PermissionDenied("gated repo: accept the conditions on the Hub");
   auto results = fetcher.fetch(loc.locator(), 1000, {{0, 10}, {10, 10}});
@@ -619,63 +619,10 @@ TEST(RangeFetcher, LocatorFailureIsReturnedWithoutARequest) {
 
 TEST(RangeFetcher, EmptyBatchReturnsAtOnce) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(500); });
-  RangeFetcher fetcher(fake);
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
   EXPECT_TRUE(fetcher.fetch(loc.locator(), 1000, {}).empty());
   EXPECT_TRUE(loc.seen().empty());
-}
-
-// End to end over a real socket: CurlTransport, a CDN that serves ranges, and a Locator whose
-// refresh goes through the same transport (which would deadlock if the fetcher ran it on the
-// transport's event-loop thread).
-TEST(RangeFetcherOverCurl, ConcurrentRangesAndARefreshThroughTheSameTransport) {
-  constexpr uint64_t kSize = 4 << 20;
-  const std::string content = file_content(kSize);
-  testing::ScriptedHttpServer server([&](const testing::ServerRequest& req, testing::ServerConnection& c) {
-    if (req.target.starts_with("/resolve")) {
-      c.respond(302, "", {{"Location", "/blob?sig=fresh"}});
-      return;
-    }
-    if (req.target != "/blob?sig=fresh") {
-      c.respond(403, "expired");
-      return;
-    }
-    auto h = req.header("range");
-    size_t dash = h->find('-');
-    uint64_t first = std::stoull(h->substr(6, dash - 6)), last = std::stoull(h->substr(dash + 1));
-    c.respond(206, content.substr(first, last - first + 1),
-              {{"Content-Range", "bytes " + std::to_string(first) + "-" + std::to_string(last) + "/" +
-                                     std::to_string(kSize)}});
-  });
-  CurlOptions options;
-  options.max_in_flight = 8;
-  CurlTransport transport(options);
-  RangeFetcher fetcher(transport);
-  std::atomic<int> refreshes{0};
-  Locator locate = [&](bool refresh) -> Result<Location> {
-    if (!refresh) return Location{server.url("/blob?sig=old"), {}};
-    ++refreshes;
-    HttpRequest head;
-    head.method = "HEAD";
-    head.url = server.url("/resolve/main/model.bin");
-    auto p = std::make_shared<std::promise<Result<HttpResponse>>>();
-    auto f = p->get_future();
-    transport.submit(head, [p](Result<HttpResponse> r) { p->set_value(std::move(r)); });
-    // Bounded, so a deadlocked design fails the test instead of hanging it.
-    if (f.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return Internal("locator deadlocked");
-    auto r = f.get();
-    if (!r.ok()) return r.status();
-    return Location{server.url(*r->header("location")), {}};
-  };
-  std::vector<ByteRange> ranges;
-  for (uint64_t i = 0; i < 64; ++i) ranges.push_back({i * (kSize / 65) + i, 1 << 16});  // odd offsets
-  auto results = fetcher.fetch(locate, kSize, ranges);
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    ASSERT_TRUE(results[i].ok()) << results[i].status().message();
-    EXPECT_TRUE(*results[i] == content.substr(ranges[i].offset, ranges[i].length)) << "range " << i;
-  }
-  EXPECT_EQ(refreshes.load(), 1);  // every range hit the same expired URL
-  EXPECT_LE(server.connections_accepted(), options.max_in_flight);
 }
 
 }  // namespace

@@ -237,15 +237,20 @@ TEST(Deadline, NeverExpiresAndWithinTakesTheSooner) {
   EXPECT_EQ(Deadline::never().remaining(), milliseconds::max());
   Deadline d = Deadline::after(milliseconds(1000), clock);
   EXPECT_EQ(d.remaining(), milliseconds(1000));
-  EXPECT_EQ(d.within(milliseconds(300)).remaining(), milliseconds(300));
-  EXPECT_EQ(d.within(milliseconds(3000)).remaining(), milliseconds(1000));
+  EXPECT_EQ(d.within(milliseconds(300), clock).remaining(), milliseconds(300));
+  EXPECT_EQ(d.within(milliseconds(3000), clock).remaining(), milliseconds(1000));
   clock.advance(milliseconds(999));
   EXPECT_FALSE(d.expired());
   EXPECT_EQ(d.remaining(), milliseconds(1));
   clock.advance(milliseconds(1));
   EXPECT_TRUE(d.expired());
   EXPECT_EQ(d.remaining(), milliseconds(0));
-  EXPECT_FALSE(Deadline::never().within(milliseconds(5)).is_never());
+  // Never, within a budget: the budget, on the clock given (the Env's).
+  const Deadline step = Deadline::never().within(milliseconds(5), clock);
+  EXPECT_FALSE(step.is_never());
+  EXPECT_EQ(step.remaining(), milliseconds(5));
+  clock.advance(milliseconds(5));
+  EXPECT_TRUE(step.expired());
 }
 
 }  // namespace

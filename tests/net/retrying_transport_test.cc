@@ -324,15 +324,18 @@ TEST(RetryingTransport, EachAttemptSendsTheSameRequest) {
   }
 }
 
-TEST(RetryingTransport, DefaultSchedulerRetriesOnItsTimerThread) {
+// A retry waits on the Env's timer: here one that moves the clock by each delay and runs it.
+TEST(RetryingTransport, RetriesWaitOnTheEnvsTimer) {
   FakeTransport fake(scripted({response(503), Unavailable("reset"), response(200)}));
   RetryPolicy policy;
-  policy.base_delay = milliseconds(1);  // real waits, kept tiny
-  RetryingTransport retrying(fake, policy);
+  policy.base_delay = milliseconds(1);
+  testing::ManualEnv env(testing::ManualEnv::Timers::kAdvanceAndRun);
+  RetryingTransport retrying(fake, policy, env);
   auto r = retrying.perform(get("https://hub/x"));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(fake.request_count(), 3u);
+  EXPECT_EQ(env.delays().size(), 2u);  // two retries, each waited on the Env's timer
 }
 
 TEST(RetryingTransport, DestructionAnswersRequestsWaitingToRetry) {
@@ -343,7 +346,8 @@ TEST(RetryingTransport, DestructionAnswersRequestsWaitingToRetry) {
     RetryPolicy policy = pinned_jitter(1.0);
     policy.base_delay = std::chrono::minutes(10);  // the retry would wait far beyond the test
     policy.max_delay = std::chrono::minutes(10);
-    RetryingTransport retrying(fake, policy);
+    testing::ManualEnv env;  // its timer never runs the retry: only the destructor answers
+    RetryingTransport retrying(fake, policy, env);
     retrying.submit(get("https://hub/x"), [&](Result<HttpResponse> r) { done.set_value(std::move(r)); });
   }
   // Bounded wait: the destructor must have answered (or the answer is on its way) at once.
@@ -359,7 +363,8 @@ TEST(RetryingTransport, ShutdownAnswersWaitingRetriesAndStopsRetrying) {
   RetryPolicy policy = pinned_jitter(1.0);
   policy.base_delay = std::chrono::minutes(10);  // far beyond the test
   policy.max_delay = std::chrono::minutes(10);
-  RetryingTransport retrying(fake, policy);
+  testing::ManualEnv env;  // its timer never runs the retry: only shutdown() answers
+  RetryingTransport retrying(fake, policy, env);
   std::promise<Result<HttpResponse>> waiting;
   retrying.submit(get("https://hub/x"), [&](Result<HttpResponse> r) { waiting.set_value(std::move(r)); });
   retrying.shutdown();

@@ -1,4 +1,5 @@
-// The read path without FUSE: a scripted transport, the real range fetcher and block cache.
+// The read path without FUSE: a scripted transport, the real range fetcher and block cache, on a
+// manual Env (a read's deadline passes when the test moves the clock).
 #include "reader/block_reader.h"
 
 #include <filesystem>
@@ -11,10 +12,12 @@
 #include "cache/fault_disk.h"
 #include "support/digest.h"
 #include "support/fake_transport.h"
+#include "support/manual_env.h"
 #include "support/pattern.h"
 #include "support/sanitized.h"
 #include "support/temp_dir.h"
 #include "support/wait_for.h"
+#include "support/fetcher_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -60,15 +63,24 @@ struct FakeCdn {
   void open_gate() { gate.open(); }
 };
 
+RangeFetcherOptions fetcher_options(Env& env) {
+  RangeFetcherOptions o;
+  o.env = &env;
+  return o;
+}
+
 using testing::wait_for_state;
 using testing::sha256_hex;
 
 class BlockReaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    cdn_.content = pattern(10 * kBlock + 12345, 1);
+    // Made and hashed once per process: a copy is cheap, and the tests stay short.
+    static const std::string content = pattern(10 * kBlock + 12345, 1);
+    static const std::string content_id = "sha256:" + sha256_hex(content);
+    cdn_.content = content;
     file_.path = "data/file.bin";
-    file_.content_id = "sha256:" + sha256_hex(cdn_.content);  // the real hash: whole reads verify
+    file_.content_id = content_id;  // the real hash: whole reads verify
     file_.size = cdn_.content.size();
     file_.locate = [](bool) { return Result<Location>(Location{"http://cdn.test/blob", {}, {}}); };
     open_cache();
@@ -88,10 +100,20 @@ class BlockReaderTest : public ::testing::Test {
     return out;
   }
 
+  // Moves the clock by `by` from another thread, once a thread waits on it (the read the test
+  // runs next, waiting for its blocks): the read's deadline passes without real time passing.
+  std::thread advance_once_waiting(std::chrono::milliseconds by) {
+    return std::thread([this, by] {
+      EXPECT_TRUE(env_.manual_clock().wait_for_sleepers(1));
+      env_.advance(by);
+    });
+  }
+
+  testing::ManualEnv env_;
   TempDir dir_;
   FakeCdn cdn_;
   FakeTransport transport_{[this](const HttpRequest& r) { return cdn_.answer(r); }};
-  RangeFetcher fetcher_{transport_};
+  RangeFetcher fetcher_{transport_, fetcher_options(env_)};
   std::unique_ptr<BlockCache> cache_;
   RemoteFile file_;
 };
@@ -288,7 +310,9 @@ TEST_F(BlockReaderTest, AReadThatIsNotAnsweredTimesOut) {
   BlockReader reader(cache_.get(), fetcher_, options);
   cdn_.close_gate();
   std::string out(100, '\0');
+  std::thread clock = advance_once_waiting(options.read_timeout);
   auto n = reader.read(file_, 0, 100, out.data(), nullptr);
+  clock.join();
   EXPECT_FALSE(n.ok());
   EXPECT_EQ(n.status().code(), Code::kTimeout);
   cdn_.open_gate();  // the fetch then completes; the reader's destructor waits for it
@@ -303,7 +327,9 @@ TEST_F(BlockReaderTest, AReadRightAfterATimeoutFailsAtOnceAndTheLateBlockIsServe
   BlockReader reader(cache_.get(), fetcher_, options);
   cdn_.close_gate();
   std::string out(100, '\0');
+  std::thread clock = advance_once_waiting(options.read_timeout);
   auto first = reader.read(file_, 0, 100, out.data(), nullptr);
+  clock.join();
   ASSERT_FALSE(first.ok());
   EXPECT_EQ(first.status().code(), Code::kTimeout);
   auto again = reader.read(file_, 50, 100, out.data(), nullptr);
@@ -566,7 +592,7 @@ TEST_F(BlockReaderTest, HintsGoOutInOneWaveOfEqualRequests) {
   for (uint32_t slots : {1u, 2u, 4u}) {
     SCOPED_TRACE("slots " + std::to_string(slots));
     FakeTransport transport([this](const HttpRequest& r) { return cdn_.answer(r); });
-    RangeFetcher fetcher(transport);
+    RangeFetcher fetcher(transport, testing::fetcher_on(Env::real()));
     ReaderOptions o;
     o.parallel_requests = slots;
     o.whole_file_hint_grade = 1.0;
@@ -595,7 +621,7 @@ TEST_F(BlockReaderTest, HintsGoOutInOneWaveOfEqualRequests) {
   }
   // Beyond the cap, more waves: 11 blocks at most 4 per request from one slot.
   FakeTransport transport([this](const HttpRequest& r) { return cdn_.answer(r); });
-  RangeFetcher fetcher(transport);
+  RangeFetcher fetcher(transport, testing::fetcher_on(Env::real()));
   ReaderOptions o;
   o.parallel_requests = 1;
   o.max_blocks_per_hinted_request = 4;
@@ -641,7 +667,7 @@ TEST_F(BlockReaderTest, AWholeFileHintGoesOutInGradedRequests) {
                         Case{{{0, file_.size}}, false, {3, 3, 3, 2}}}) {
     SCOPED_TRACE(std::to_string(c.hint[0].length) + " bytes, verify " + std::to_string(c.verify));
     FakeTransport transport([this](const HttpRequest& r) { return cdn_.answer(r); });
-    RangeFetcher fetcher(transport);
+    RangeFetcher fetcher(transport, testing::fetcher_on(Env::real()));
     ReaderOptions o;
     o.parallel_requests = 4;
     o.whole_file_hint_grade = 1.5;

@@ -1,24 +1,17 @@
 // The tiers stacked (BlockTiers) over fake disk and shared tiers, and the deferred writes, on a
-// manual clock and executors the test runs itself: no threads, no sleeps, no network.
+// manual Env and executors the test runs itself: no threads, no sleeps, no network.
 #include "reader/block_tiers.h"
 
 #include <map>
 
 #include <gtest/gtest.h>
 
+#include "support/manual_env.h"
+
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
-
-struct TestClock {
-  Clock::time_point now = Clock::time_point(1000h);
-  DeferredWrites::Clock fn() {
-    return [this] { return now; };
-  }
-};
-
 // Tasks handed to an executor, run when the test says so.
 struct ManualExecutor {
   std::vector<std::function<void()>> tasks;
@@ -70,12 +63,11 @@ BlockBytes bytes(const std::string& s) { return BlockBytes{std::make_shared<cons
 class BlockTiersTest : public ::testing::Test {
  protected:
   void make(BlockTiersOptions options = {}, bool with_disk = true, bool with_shared = true) {
-    options.clock = clock_.fn();
     auto disk = std::make_unique<FakeTier>();
     auto shared = std::make_unique<FakeTier>();
     disk_ = with_disk ? disk.get() : nullptr;
     shared_ = with_shared ? shared.get() : nullptr;
-    tiers_ = std::make_unique<BlockTiers>(with_disk ? std::move(disk) : nullptr, with_shared ? std::move(shared) : nullptr,
+    tiers_ = std::make_unique<BlockTiers>(env_, with_disk ? std::move(disk) : nullptr, with_shared ? std::move(shared) : nullptr,
                                           options, disk_work_.fn(), writer_.fn());
   }
   std::vector<BlockId> ids(std::initializer_list<uint64_t> indices) {
@@ -93,7 +85,7 @@ class BlockTiersTest : public ::testing::Test {
   }
 
   const std::string id_ = "sha256:f";
-  TestClock clock_;
+  testing::ManualEnv env_;
   ManualExecutor disk_work_, writer_;
   FakeTier* disk_ = nullptr;
   FakeTier* shared_ = nullptr;
@@ -133,14 +125,14 @@ TEST_F(BlockTiersTest, SharedHitsArePromotedToDiskOnceReadingPauses) {
   EXPECT_EQ(tiers_->deferred_writes(), 1u);
   EXPECT_FALSE(tiers_->deferred().run_due() == std::nullopt);
   EXPECT_TRUE(disk_->log.empty()) << "written while reading went on";
-  clock_.now += 40ms;
+  env_.advance(40ms);
   tiers_->note_activity();  // another read: the pause starts again
-  clock_.now += 40ms;
+  env_.advance(40ms);
   auto next = tiers_->deferred().run_due();
   ASSERT_TRUE(next);
-  EXPECT_EQ(*next, clock_.now + 10ms);
+  EXPECT_EQ(*next, env_.now() + 10ms);
   EXPECT_TRUE(disk_->log.empty());
-  clock_.now += 10ms;
+  env_.advance(10ms);
   EXPECT_EQ(tiers_->deferred().run_due(), std::nullopt);
   EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 0"}));
   EXPECT_EQ(disk_->blocks[id_ + "#0"], "s000");
@@ -153,7 +145,7 @@ TEST_F(BlockTiersTest, APromotionIsSkippedWhenTheFileFailedItsHashMeanwhile) {
   tiers_->fill_from_lower(ids({0}), 0, Deadline::never(), record());
   // The file failed its hash: the block may be one of the bad bytes.
   tiers_->drop_failed_file(id_, id_, 0, 4, 4);
-  clock_.now += 1h;
+  env_.advance(1h);
   tiers_->deferred().run_due();
   EXPECT_EQ(disk_->log, (std::vector<std::string>{"remove 0"}));
 }
@@ -242,8 +234,9 @@ TEST_F(BlockTiersTest, WithoutLowerTiersEveryBlockIsAMiss) {
 // The pump on a real thread: a write waiting for a pause that is an hour away is run as soon as
 // shutdown() asks (the pump waits on a condition variable, not in a sleep).
 TEST(DeferredWrites, ShutdownWakesAPumpWaitingForAPause) {
+  testing::ManualEnv env;
   TaskQueue writer(1);
-  DeferredWrites deferred(1 << 20, std::chrono::hours(1),
+  DeferredWrites deferred(env, 1 << 20, std::chrono::hours(1),
                           [&](std::function<void()> t) { return writer.post(std::move(t)); });
   std::atomic<int> ran{0};
   deferred.note_activity();
@@ -260,7 +253,8 @@ TEST(DeferredWrites, AWriteRunsByItselfWhenNothingIsRead) {
   std::mutex mu;
   std::condition_variable cv;
   bool ran = false;
-  DeferredWrites deferred(1 << 20, std::chrono::milliseconds(1),
+  testing::ManualEnv env;
+  DeferredWrites deferred(env, 1 << 20, std::chrono::milliseconds(1),
                           [&](std::function<void()> t) { return writer.post(std::move(t)); });
   ASSERT_TRUE(deferred.add(10, [&] {
     std::lock_guard<std::mutex> lock(mu);
@@ -272,9 +266,29 @@ TEST(DeferredWrites, AWriteRunsByItselfWhenNothingIsRead) {
   EXPECT_TRUE(ran);
 }
 
+// On a real thread, the pump waiting for a pause waits on the Env's clock: the write runs when
+// the test moves the clock to the quiet point, not before, and no real time passes.
+TEST(DeferredWrites, APumpWaitingForAPauseRunsTheWriteWhenTheClockReachesIt) {
+  testing::ManualEnv env;
+  TaskQueue writer(1);
+  std::atomic<int> ran{0};
+  DeferredWrites deferred(env, 1 << 20, std::chrono::seconds(30),
+                          [&](std::function<void()> t) { return writer.post(std::move(t)); });
+  deferred.note_activity();
+  ASSERT_TRUE(deferred.add(10, [&] { ++ran; }));
+  ASSERT_TRUE(env.manual_clock().wait_for_sleepers(1));  // the pump waits for the pause
+  env.advance(std::chrono::seconds(29));
+  EXPECT_EQ(ran.load(), 0);
+  env.advance(std::chrono::seconds(1));
+  writer.drain();  // the pump ran the write and ended (drain would block on a pump still waiting)
+  EXPECT_EQ(ran.load(), 1);
+  EXPECT_EQ(deferred.queued_bytes(), 0u);
+}
+
 TEST(DeferredWrites, AnExecutorThatRefusesRunsTheWriteAtOnce) {
   int ran = 0;
-  DeferredWrites deferred(1 << 20, std::chrono::hours(1), [](std::function<void()>) { return false; });
+  testing::ManualEnv env;
+  DeferredWrites deferred(env, 1 << 20, std::chrono::hours(1), [](std::function<void()>) { return false; });
   deferred.note_activity();
   EXPECT_TRUE(deferred.add(10, [&] { ++ran; }));
   EXPECT_EQ(ran, 1);

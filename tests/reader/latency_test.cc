@@ -7,6 +7,7 @@
 #include "net/range_fetcher.h"
 #include "reader/block_reader.h"
 #include "support/digest.h"
+#include "support/fetcher_env.h"
 #include "support/fake_transport.h"
 #include "support/manual_env.h"
 #include "support/pattern.h"
@@ -34,7 +35,7 @@ TEST(ReaderLatency, RangeRequestsAndDiskHitsAreTimedOnTheEnvsClock) {
                                                 std::to_string(content.size()));
     return r;
   });
-  RangeFetcher fetcher(transport);
+  RangeFetcher fetcher(transport, testing::fetcher_on(env));
   CacheOptions co;
   co.dir = (dir.path() / "cache").string();
   auto cache = std::move(BlockCache::open(co)).value();
@@ -44,7 +45,6 @@ TEST(ReaderLatency, RangeRequestsAndDiskHitsAreTimedOnTheEnvsClock) {
   file.size = content.size();
   file.locate = [](bool) { return Result<Location>(Location{"http://cdn.test/f", {}, {}}); };
   ReaderOptions options;
-  options.env = &env;
   options.parallel_requests = 1;
   {
     BlockReader reader(cache.get(), fetcher, options);

@@ -1,37 +1,32 @@
-// Expiring marks (hinted files, timed-out blocks) on an injected clock: no sleeps.
+// Expiring marks (hinted files, timed-out blocks) on a manual Env's clock: no sleeps.
 #include "reader/recent_keys.h"
 #include "reader/timed_out_blocks.h"
 
 #include <gtest/gtest.h>
+
+#include "support/manual_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
 
 using namespace std::chrono_literals;
 
-struct TestClock {
-  std::chrono::steady_clock::time_point now = std::chrono::steady_clock::time_point(1000h);
-  RecentKeys::Clock fn() {
-    return [this] { return now; };
-  }
-};
-
 TEST(RecentKeys, AMarkLastsItsMemoryThenGoes) {
-  TestClock clock;
-  RecentKeys keys(30s, 16, clock.fn());
+  testing::ManualEnv env;
+  RecentKeys keys(env, 30s, 16);
   EXPECT_FALSE(keys.marked_ago("f"));
   keys.mark("f");
-  clock.now += 29s;
+  env.advance(29s);
   ASSERT_TRUE(keys.marked_ago("f"));
   EXPECT_EQ(*keys.marked_ago("f"), 29s);
-  clock.now += 1s;
+  env.advance(1s);
   EXPECT_FALSE(keys.marked_ago("f"));
   EXPECT_TRUE(keys.empty());  // the expired mark was dropped
 }
 
 TEST(RecentKeys, PastItsBoundTheTableStartsOver) {
-  TestClock clock;
-  RecentKeys keys(30s, 2, clock.fn());
+  testing::ManualEnv env;
+  RecentKeys keys(env, 30s, 2);
   keys.mark("a");
   keys.mark("b");
   keys.mark("c");  // clears a and b first
@@ -40,13 +35,13 @@ TEST(RecentKeys, PastItsBoundTheTableStartsOver) {
 }
 
 TEST(TimedOutBlocks, AReadRightAfterATimeoutFailsAtOnceUntilTheBlockIsServedOrTimePasses) {
-  TestClock clock;
-  TimedOutBlocks timed_out(2000ms, clock.fn());
+  testing::ManualEnv env;
+  TimedOutBlocks timed_out(env, 2000ms);
   MemoryTier memory(1 << 20);
   const std::string id = "sha256:ab";
   EXPECT_TRUE(timed_out.check("f", id, 0, 3, memory).ok());
   timed_out.mark(id, 2);
-  clock.now += 300ms;
+  env.advance(300ms);
   Status st = timed_out.check("data/f.bin", id, 0, 3, memory);
   EXPECT_EQ(st.code(), Code::kTimeout);
   EXPECT_NE(st.message().find("block 2"), std::string::npos) << st.message();
@@ -57,7 +52,7 @@ TEST(TimedOutBlocks, AReadRightAfterATimeoutFailsAtOnceUntilTheBlockIsServedOrTi
   EXPECT_TRUE(timed_out.check("f", id, 0, 3, memory).ok());
   // Or enough time passed: the network is tried afresh.
   timed_out.mark(id, 1);
-  clock.now += TimedOutBlocks::kTimedOutMemory;
+  env.advance(TimedOutBlocks::kTimedOutMemory);
   EXPECT_TRUE(timed_out.check("f", id, 0, 3, memory).ok());
 }
 

@@ -15,6 +15,7 @@
 #include "support/fake_transport.h"
 #include "support/pattern.h"
 #include "support/temp_dir.h"
+#include "support/fetcher_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -43,6 +44,7 @@ class FakeTier : public SharedTier {
     std::lock_guard<std::mutex> lock(mu);
     values[std::move(key)] = std::move(value);
     ++puts;
+    put_cv.notify_all();
   }
   void remove(std::string key, size_t) override {
     std::lock_guard<std::mutex> lock(mu);
@@ -57,18 +59,14 @@ class FakeTier : public SharedTier {
   }
   std::string describe() const override { return "fake"; }
   // Offers run after the read that fetched a block returns (off the reader's path): wait for them.
+  // Bounded for a loaded machine: false if they did not come.
   bool wait_puts(int n) {
-    for (int i = 0; i < 10'000; ++i) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (puts >= n) return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return false;
+    std::unique_lock<std::mutex> lock(mu);
+    return put_cv.wait_for(lock, std::chrono::seconds(10), [&] { return puts >= n; });
   }
 
   mutable std::mutex mu;
+  std::condition_variable put_cv;
   std::map<std::string, std::string> values;
   bool fail = false;
   int gets = 0, puts = 0, removes = 0;
@@ -143,7 +141,7 @@ class SharedBlocksTest : public ::testing::Test {
   RemoteFile file_;
   FakeTier tier_;
   FakeTransport transport_{[this](const HttpRequest& r) { return answer(r); }};
-  RangeFetcher fetcher_{transport_};
+  RangeFetcher fetcher_{transport_, testing::fetcher_on(Env::real())};
 };
 
 TEST_F(SharedBlocksTest, BlocksOneMachineFetchedAreReadByAnotherWithoutTheHub) {

@@ -63,11 +63,17 @@ TEST(LocalHub, DestructorStopsTheServer) {
   EXPECT_NE(::kill(pid, 0), 0);
 }
 
+CurlOptions real_env_curl() {
+  CurlOptions o;
+  o.env = &Env::real();
+  return o;
+}
+
 // A strict Xet Hub and one of its V2 xorb URLs with the bytes it lists: {url, "bytes=a-b"}.
 struct StrictXorb {
   TempDir root;
   std::unique_ptr<LocalHub> hub;
-  CurlTransport http;
+  CurlTransport http{real_env_curl()};
   std::string url;
   std::string listed;
 

@@ -16,6 +16,7 @@
 #include "support/fake_memcached.h"
 #include "support/fake_transport.h"
 #include "support/pattern.h"
+#include "support/fetcher_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -83,11 +84,11 @@ TEST(HostileNode, TheCallersDeadlineEndsALookupBeforeTheBudget) {
   FakeMemcachedNode node(64, std::chrono::milliseconds(150));
   node.set("k", std::string(400 * 1024, 'v'));
   auto tier = tier_on(node, std::chrono::hours(1));  // only the caller's deadline can end it
-  auto got = tier->get({SharedGet{"k", 400 * 1024}}, Deadline::after(std::chrono::milliseconds(300)));
+  auto got = tier->get({SharedGet{"k", 400 * 1024}}, Deadline::after(std::chrono::milliseconds(300), Env::real().clock()));
   EXPECT_FALSE(got[0]);
   EXPECT_EQ(tier->stats().get_errors, 1u);
   // An expired deadline asks nothing, and is not the node's fault.
-  EXPECT_FALSE(tier->get({SharedGet{"k", 400 * 1024}}, Deadline::after(std::chrono::milliseconds(0)))[0]);
+  EXPECT_FALSE(tier->get({SharedGet{"k", 400 * 1024}}, Deadline::after(std::chrono::milliseconds(0), Env::real().clock()))[0]);
   EXPECT_EQ(node.hits_served(), 1);
   EXPECT_EQ(tier->stats().nodes_down, 0u);
 }
@@ -152,7 +153,7 @@ TEST(HostileNode, ReadersOfATricklingTierGetTheHubsBytes) {
                                                 std::to_string(content.size()));
     return r;
   });
-  RangeFetcher fetcher(hub);
+  RangeFetcher fetcher(hub, testing::fetcher_on(Env::real()));
   FakeMemcachedNode node(64, std::chrono::milliseconds(150));
   for (uint64_t i = 0; i < 8; ++i) {
     const std::string k = SharedBlockKey{cluster_key().id(), file.content_id, kBlock, i}.str();

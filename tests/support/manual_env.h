@@ -101,14 +101,17 @@ class ManualEnv : public Env {
     const MonotonicClock::time_point target = clock_.now() + d;
     for (;;) {
       std::function<void()> fn;
+      MonotonicClock::time_point due;
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (waiting_.empty() || waiting_.begin()->first.first > target) break;
         auto it = waiting_.begin();
-        if (it->first.first > clock_.now()) clock_.advance(it->first.first - clock_.now());
+        due = it->first.first;
         fn = std::move(it->second);
         waiting_.erase(it);
       }
+      // Outside mu_: moving the clock wakes waits on it, under their owners' locks.
+      if (due > clock_.now()) clock_.advance(due - clock_.now());
       fn();
     }
     if (target > clock_.now()) clock_.advance(target - clock_.now());
@@ -194,6 +197,13 @@ class FunctionEnv : public Env {
    public:
     explicit Adapter(const FunctionEnv& env) : env_(env) {}
     time_point now() const override { return env_.steady ? env_.steady() : env_.own_.now(); }
+    bool wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, time_point at,
+                    const std::function<bool()>& done) const override {
+      if (!env_.steady) return env_.own_.wait_until(cv, lock, at, done);
+      // A scripted clock tells no one when it moves: look again every millisecond.
+      while (!done() && now() < at) cv.wait_for(lock, std::chrono::milliseconds(1));
+      return done();
+    }
 
    private:
     const FunctionEnv& env_;

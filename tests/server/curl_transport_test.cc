@@ -17,6 +17,14 @@
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
 
+// The real Env: these tests run the transport on real sockets, waiting with libcurl's clock
+// (integration tests; the policies it asks, hedging and retry, are unit-tested on a manual Env).
+CurlOptions real_env_options() {
+  CurlOptions o;
+  o.env = &Env::real();
+  return o;
+}
+
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::ScriptedHttpServer;
@@ -45,7 +53,7 @@ TEST(CurlTransport, GetReturnsStatusBodyAndLowerCasedHeaders) {
   ScriptedHttpServer server([](const ServerRequest& req, ServerConnection& c) {
     c.respond(200, "hello " + req.target, {{"X-Custom-Thing", "Value One"}, {"ETag", "\"abc\""}});
   });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   HttpRequest req = get(server.url("/file?x=1"));
   req.headers = {{"Authorization", "Bearer t"}};
   auto r = transport.perform(req);
@@ -73,7 +81,7 @@ TEST(CurlTransport, HeadReadsHeadersOnlyAndIgnoresMaxBody) {
     // A HEAD answer announces the length of a body it does not send.
     c.send("HTTP/1.1 200 OK\r\nContent-Length: 123456789\r\nX-Linked-Size: 123456789\r\n\r\n");
   });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   HttpRequest req = get(server.url("/big"));
   req.method = "HEAD";
   req.max_body = 10;
@@ -89,7 +97,7 @@ TEST(CurlTransport, PostSendsBody) {
   ScriptedHttpServer server([](const ServerRequest& req, ServerConnection& c) {
     c.respond(200, "got:" + req.body);
   });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   HttpRequest req = get(server.url("/api/paths-info"));
   req.method = "POST";
   req.headers = {{"Content-Type", "application/x-www-form-urlencoded"}};
@@ -107,7 +115,7 @@ TEST(CurlTransport, LargePostBodyArrivesWhole) {
   ScriptedHttpServer server([](const ServerRequest& req, ServerConnection& c) {
     c.respond(200, std::to_string(req.body.size()));
   });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   HttpRequest req = get(server.url("/post"));
   req.method = "POST";
   req.body = std::string(3 << 20, 'p');
@@ -120,7 +128,7 @@ TEST(CurlTransport, RedirectsAreReturnedNotFollowed) {
   ScriptedHttpServer server([](const ServerRequest& req, ServerConnection& c) {
     c.respond(302, "", {{"Location", "/elsewhere"}});
   });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   auto r = transport.perform(get(server.url("/resolve/main/x")));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->status, 302);
@@ -130,7 +138,7 @@ TEST(CurlTransport, RedirectsAreReturnedNotFollowed) {
 
 TEST(CurlTransport, KeepAliveReusesOneConnection) {
   ScriptedHttpServer server([](const ServerRequest& req, ServerConnection& c) { c.respond(200, "ok"); });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   constexpr int kRequests = 10;
   for (int i = 0; i < kRequests; ++i) {
     auto r = transport.perform(get(server.url("/r" + std::to_string(i))));
@@ -144,7 +152,7 @@ TEST(CurlTransport, KeepAliveReusesOneConnection) {
 TEST(CurlTransport, NoFirstByteTimesOut) {
   ScriptedHttpServer server([&](const ServerRequest&, ServerConnection&) {});
   // The handler returns at once without answering; the connection then idles.
-  CurlOptions options;
+  CurlOptions options = real_env_options();
   options.first_byte_timeout_ms = kShortTimeoutMs;
   CurlTransport transport(options);
   auto r = transport.perform(get(server.url("/silent?X-Amz-Signature=secret")));
@@ -158,7 +166,7 @@ TEST(CurlTransport, NoFirstByteTimesOut) {
 // The wait bound only stops a transport that ignored it from hanging the test for 10 minutes.
 TEST(CurlTransport, RequestTimeoutReplacesTheFirstByteTimeout) {
   ScriptedHttpServer server([&](const ServerRequest&, ServerConnection&) {});
-  CurlOptions options;
+  CurlOptions options = real_env_options();
   options.first_byte_timeout_ms = 600'000;
   CurlTransport transport(options);
   HttpRequest req = get(server.url("/silent"));
@@ -179,7 +187,7 @@ TEST(CurlTransport, RequestTimeoutReplacesTheStallTimeout) {
     srv.load()->wait_for_stop();
   });
   srv = &server;
-  CurlOptions options;
+  CurlOptions options = real_env_options();
   options.stall_timeout_ms = 600'000;
   CurlTransport transport(options);
   HttpRequest req = get(server.url("/stall"));
@@ -221,7 +229,7 @@ TEST(CurlTransport, LateFirstByteWithinTimeoutSucceeds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     c.respond(200, "late but fine");
   });
-  CurlOptions options;
+  CurlOptions options = real_env_options();
   options.first_byte_timeout_ms = 5'000;
   CurlTransport transport(options);
   auto r = transport.perform(get(server.url("/slow")));
@@ -238,7 +246,7 @@ TEST(CurlTransport, StallMidBodyTimesOut) {
     srv.load()->wait_for_stop();  // then nothing, forever (until the test ends)
   });
   srv = &server;
-  CurlOptions options;
+  CurlOptions options = real_env_options();
   options.stall_timeout_ms = kShortTimeoutMs;
   CurlTransport transport(options);
   auto r = transport.perform(get(server.url("/stall")));
@@ -257,7 +265,7 @@ TEST(CurlTransport, SteadyButSlowBodyIsNotAStall) {
       c.send(std::string(1, static_cast<char>('a' + i)));
     }
   });
-  CurlOptions options;
+  CurlOptions options = real_env_options();
   options.stall_timeout_ms = kShortTimeoutMs;
   CurlTransport transport(options);
   auto r = transport.perform(get(server.url("/trickle")));
@@ -270,7 +278,7 @@ TEST(CurlTransport, ResetMidBodyIsUnavailable) {
     c.send("HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + std::string(1000, 'x'));
     c.reset();
   });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   auto r = transport.perform(get(server.url("/reset")));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().message();
@@ -281,7 +289,7 @@ TEST(CurlTransport, BodyCutShortIsUnavailable) {
     c.send("HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + std::string(1000, 'x'));
     c.close_now();
   });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   auto r = transport.perform(get(server.url("/short")));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUnavailable);
@@ -294,7 +302,7 @@ TEST(CurlTransport, ConnectionRefusedIsUnavailable) {
     ScriptedHttpServer server([](const ServerRequest&, ServerConnection&) {});
     port = server.port();
   }  // stopped: nothing listens on the port any more
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   auto r = transport.perform(get("http://127.0.0.1:" + std::to_string(port) + "/x"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUnavailable);
@@ -304,7 +312,7 @@ TEST(CurlTransport, AnnouncedBodyPastMaxBodyIsRefused) {
   ScriptedHttpServer server([](const ServerRequest&, ServerConnection& c) {
     c.respond(200, std::string(1 << 20, 'z'));
   });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   HttpRequest req = get(server.url("/huge"));
   req.max_body = 1000;
   auto r = transport.perform(req);
@@ -319,7 +327,7 @@ TEST(CurlTransport, UnannouncedBodyPastMaxBodyIsAborted) {
     c.send("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + std::string(1 << 20, 'z'));
     c.close_now();
   });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   HttpRequest req = get(server.url("/huge"));
   req.max_body = 1000;
   auto r = transport.perform(req);
@@ -330,7 +338,7 @@ TEST(CurlTransport, UnannouncedBodyPastMaxBodyIsAborted) {
 
 TEST(CurlTransport, BodyExactlyMaxBodyIsAccepted) {
   ScriptedHttpServer server([](const ServerRequest&, ServerConnection& c) { c.respond(206, "0123456789"); });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   HttpRequest req = get(server.url("/exact"));
   req.max_body = 10;
   auto r = transport.perform(req);
@@ -339,7 +347,7 @@ TEST(CurlTransport, BodyExactlyMaxBodyIsAccepted) {
 }
 
 TEST(CurlTransport, UnsupportedMethodIsInvalidArgument) {
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   HttpRequest req = get("http://127.0.0.1:1/x");
   req.method = "DELETE";
   auto r = transport.perform(req);
@@ -349,7 +357,7 @@ TEST(CurlTransport, UnsupportedMethodIsInvalidArgument) {
 
 TEST(CurlTransport, HeaderWithLineBreakIsRefusedUnsent) {
   ScriptedHttpServer server([](const ServerRequest&, ServerConnection& c) { c.respond(200, "ok"); });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   HttpRequest req = get(server.url("/x"));
   req.headers = {{"Authorization", "Bearer t\r\nX-Injected: 1"}};
   auto r = transport.perform(req);
@@ -380,7 +388,7 @@ TEST(CurlTransport, ConcurrentSubmittersBoundedByMaxInFlight) {
     c.respond(200, "body of " + req.target);
   });
   srv = &server;
-  CurlOptions options;
+  CurlOptions options = real_env_options();
   options.max_in_flight = kMaxInFlight;
   CurlTransport transport(options);
 
@@ -427,7 +435,7 @@ TEST(CurlTransport, ACompanionRunsBesideAFullSetOfTransfers) {
     c.respond(206, "range " + req.target);
   });
   srv = &server;
-  CurlOptions options;
+  CurlOptions options = real_env_options();
   options.max_in_flight = kMaxInFlight;
   CurlTransport transport(options);
   std::vector<std::string> targets;
@@ -472,7 +480,7 @@ TEST(CurlTransport, TransfersStartingTogetherRunAtOnceOverPlainHttp) {
       c.respond(206, "range");
     });
     srv = &server;
-    CurlOptions options;
+    CurlOptions options = real_env_options();
     options.max_in_flight = 16;
     CurlTransport transport(options);
     std::vector<std::unique_ptr<Pending>> pending;
@@ -494,7 +502,7 @@ TEST(CurlTransport, TransfersStartingTogetherRunAtOnceOverPlainHttp) {
 
 TEST(CurlTransport, CallbackMaySubmitMoreWork) {
   ScriptedHttpServer server([](const ServerRequest& req, ServerConnection& c) { c.respond(200, req.target); });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   Pending second;
   transport.submit(get(server.url("/first")), [&](Result<HttpResponse> r) {
     ASSERT_TRUE(r.ok());
@@ -514,7 +522,7 @@ TEST(CurlTransport, DestructorFailsRequestsInFlightAndQueued) {
   constexpr int kRequests = 8;
   std::vector<std::unique_ptr<Pending>> pending(kRequests);
   {
-    CurlOptions options;
+    CurlOptions options = real_env_options();
     options.max_in_flight = 2;  // 2 running, 6 queued
     CurlTransport transport(options);
     for (auto& p : pending) {
@@ -536,7 +544,7 @@ TEST(CurlTransport, DestructorFailsRequestsInFlightAndQueued) {
 TEST(CurlTransport, ReservesBodyFromContentLengthAndReadsMegabytes) {
   const std::string big(8 << 20, 'b');
   ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) { c.respond(206, big); });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   auto r = transport.perform(get(server.url("/big")));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->body.size(), big.size());
@@ -559,7 +567,7 @@ TEST(CurlTransport, DISABLED_ThroughputOf8MiBRanges) {
   const std::string body(kRangeBytes, 'q');
   testing::ScriptedHttpServer server(
       [&](const testing::ServerRequest&, testing::ServerConnection& c) { c.respond(206, body); });
-  CurlOptions options;
+  CurlOptions options = real_env_options();
   options.max_in_flight = 8;
   CurlTransport transport(options);
   auto start = std::chrono::steady_clock::now();
@@ -590,7 +598,7 @@ namespace HUBFS_UNITY_ID {
 TEST(CurlTransport, ErrorStatusWinsOverTheBodyLimit) {
   const std::string page(200'000, 'x');
   ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) { c.respond(503, page); });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   HttpRequest req = get(server.url("/small-file"));
   req.max_body = 10;
   auto r = transport.perform(req);
@@ -602,7 +610,7 @@ TEST(CurlTransport, ErrorStatusWinsOverTheBodyLimit) {
 
 TEST(CurlTransport, SuccessfulAnswerPastTheBodyLimitIsRefused) {
   ScriptedHttpServer server([&](const ServerRequest&, ServerConnection& c) { c.respond(200, std::string(1000, 'y')); });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   HttpRequest req = get(server.url("/big"));
   req.max_body = 10;
   auto r = transport.perform(req);
@@ -627,7 +635,7 @@ TEST(CurlTransport, HedgeAnswersAStalledFirstByte) {
     }
     c.respond(200, "hedge");
   });
-  CurlOptions options;
+  CurlOptions options = real_env_options();
   options.hedge = true;
   options.hedge_initial_delay_ms = 100;
   options.first_byte_timeout_ms = 15'000;
@@ -658,7 +666,7 @@ TEST(CurlTransport, HedgedPairAnswersOnce) {
     c.respond(200, n == 0 ? "original" : "hedge");
     if (++sent == 2) both_sent.set_value();
   });
-  CurlOptions options;
+  CurlOptions options = real_env_options();
   options.hedge = true;
   options.hedge_initial_delay_ms = 100;
   CurlTransport transport(options);
@@ -682,7 +690,7 @@ TEST(CurlTransport, ShutdownFailsWhatIsInFlightAndLaterSubmits) {
   ScriptedHttpServer server([&](const ServerRequest&, ServerConnection&) {  // never answers
     if (!once.exchange(true)) arrived.set_value();
   });
-  CurlTransport transport;
+  CurlTransport transport(real_env_options());
   std::promise<Result<HttpResponse>> p;
   transport.submit(get(server.url("/never")), [&](Result<HttpResponse> r) { p.set_value(std::move(r)); });
   // On the wire (the server has it), not merely queued.
