@@ -265,7 +265,7 @@ TEST(MutationFuzz, DamagedFilesReadTheSameEveryTime) {
   EXPECT_GT(check_determinism(env_u64("H5CHUNK_CORPUS_SEED", 1), env_u64("H5CHUNK_CORPUS_COUNT", 230)), 0u);
 }
 
-// The full corpus (Release only): 3,000 mutants of the 24 seed files.
+// The full corpus (Release only): 3,000 mutants of the 32 seed files.
 TEST(MutationFuzz, SlowDamagedFilesReadTheSameEveryTime3000) {
   EXPECT_GT(check_determinism(100000, 3000), 0u);
 }

@@ -733,6 +733,13 @@ inline std::vector<Fixture> corpus_seed_files(const std::string& dir) {
     out.push_back(make_fixture_from(dir, f + "scaleoffset_float", one("/d", float32_(), {16, 12}, {8, 6}, Codec::kScaleOffset),
                                     latest));
     out.push_back(make_fixture_from(dir, f + "nbit", one("/d", int16_t_(), {16, 12}, {4, 12}, Codec::kNbit), latest));
+    // Scale-offset and n-bit among other filters: their chunks are checked after the filters
+    // after them are undone (filter_checks.h).
+    for (Codec c : {Codec::kScaleOffsetShuffleDeflate, Codec::kScaleOffsetFletcher, Codec::kNbitDeflate}) {
+      out.push_back(make_fixture_from(dir, f + codec_name(c), one("/d", int16_t_(), {16, 12}, {4, 12}, c), latest));
+    }
+    out.push_back(make_fixture_from(dir, f + "shuffle_scaleoffset_float",
+                                    one("/d", float32_(), {16, 12}, {8, 6}, Codec::kShuffleScaleOffset), latest));
   }
   return out;
 }
