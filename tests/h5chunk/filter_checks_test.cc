@@ -14,6 +14,7 @@
 #include "h5_fixture.h"
 #include "h5chunk/filter_checks.h"
 #include "hostile_util.h"
+#include "mutation_harness.h"
 #include "support/temp_dir.h"
 
 namespace h5chunk::testing {
@@ -23,6 +24,11 @@ using ::testing::HasSubstr;
 using codec_test::deflate_encode;
 using codec_test::fletcher_append;
 using codec_test::reference_shuffle;
+
+// Environment for a command whose helper is to die of SIGSEGV: a sanitizer build's SEGV handler
+// would otherwise report it and exit with a status, where an ordinary build dies of the signal.
+const std::string kSignalsAsSignals =
+    "ASAN_OPTIONS=handle_segv=0:$ASAN_OPTIONS TSAN_OPTIONS=handle_segv=0:$TSAN_OPTIONS ";
 
 FilterStep scaleoffset_int16(unsigned nelmts) {
   // As H5Pset_scaleoffset(H5Z_SO_INT, default minbits) stores them: type, factor, elements,
@@ -228,7 +234,7 @@ TEST_F(DamagedScaleOffset, TheCommandNamesACrashOfItsHelperProcess) {
   ASSERT_TRUE(std::filesystem::exists(binary)) << binary << " not built (test_h5chunk depends on it)";
   const std::string out = (dir / "out.bin").string();
   auto run = [&](const std::string& env, const std::string& sel) {
-    FILE* p = ::popen((env + " " + binary + " read " + pristine + " /data '" + sel + "' -o " + out + " 2>&1").c_str(), "r");
+    FILE* p = ::popen((kSignalsAsSignals + env + " " + binary + " read " + pristine + " /data '" + sel + "' -o " + out + " 2>&1").c_str(), "r");
     std::string text;
     char buf[4096];
     for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
@@ -260,6 +266,46 @@ TEST_F(DamagedScaleOffset, TheCommandNamesACrashOfItsHelperProcess) {
     for (int col : {7, 0, 7}) want.insert(want.end(), all.begin() + (r * 12 + col) * 2, all.begin() + (r * 12 + col) * 2 + 2);
   }
   EXPECT_EQ(read_file_bytes(out), want);
+}
+
+// A real file libhdf5 crashes on: mutant 100239 of the determinism corpus, the shuffle+scale-offset
+// float seed file with three bits of its dataset's object header flipped. h5chunk's checks see
+// nothing wrong, and H5Dread (h5py's too) dies of SIGSEGV; the command, whose H5Dread runs in its
+// helper process, fails with an error naming the dataset and the signal instead.
+TEST(FilterChecks, TheCommandSurvivesAFileOnWhichH5DreadCrashes) {
+  const std::string binary = std::string(HUBFS_BIN_DIR) + "/h5chunk";
+  ASSERT_TRUE(std::filesystem::exists(binary)) << binary << " not built (test_h5chunk depends on it)";
+  hubfs::testing::TempDir dir;
+  DatasetSpec spec;
+  spec.name = "/d";
+  spec.dtype = float32_();
+  spec.shape = {16, 12};
+  spec.chunk = {8, 6};
+  spec.codec = Codec::kShuffleScaleOffset;
+  const mutation::Fixture fx = mutation::make_fixture_from(dir.path().string(), "v1_shuffle_scaleoffset_float", {spec}, false);
+  Bytes bytes = fx.bytes;
+  ASSERT_GT(bytes.size(), 986u);
+  bytes[986] ^= 224;  // as the corpus's mutant describes it: @986^224 @928^64 @805^2
+  bytes[928] ^= 64;
+  bytes[805] ^= 2;
+  const std::string file = (dir / "m100239.h5").string();
+  write_file_bytes(file, bytes);
+  // The premise: H5Dread crashes on this file (in a child of the test).
+  auto ends = mutation::run_children({[&] { mutation::reference_reads(file, {"/d"}); }}, dir.path().string(),
+                                     mutation::Limits{});
+  // (Under AddressSanitizer its SEGV handler reports the crash and exits.)
+  ASSERT_TRUE(ends[0].how == mutation::ChildEnd::kCrashed || ends[0].stderr_text.find("SEGV") != std::string::npos)
+      << ends[0].describe() << ends[0].stderr_text;
+  const std::string out = (dir / "out.bin").string();
+  FILE* p = ::popen((kSignalsAsSignals + binary + " read " + file + " /d -o " + out + " 2>&1").c_str(), "r");
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
+  const int status = ::pclose(p);
+  ASSERT_TRUE(WIFEXITED(status)) << "the command was killed by a signal: " << text;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << text;
+  EXPECT_THAT(text, HasSubstr("dataset '/d': libhdf5 crashed reading it (signal 11, SIGSEGV)"));
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 // The filter's name comes from the file: damaged, it need not be UTF-8. The command's JSON line
