@@ -32,6 +32,7 @@
 #include "cli_docs.h"
 #include "h5chunk/h5chunk.h"
 #include "common/log.h"
+#include "h5chunk_helper.h"
 #include "h5hub/hub_byte_source.h"
 
 namespace {
@@ -60,6 +61,7 @@ std::atomic<const char*> g_partial_output{nullptr};
 
 extern "C" void on_stop_signal(int sig) {
   // Only async-signal-safe calls.
+  if (const pid_t helper = h5chunk_cli::g_helper_pid.load(); helper > 0) ::kill(helper, SIGKILL);
   if (const char* partial = g_partial_output.load()) ::unlink(partial);
   const char msg[] = "h5chunk: interrupted\n";
   (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -199,6 +201,8 @@ struct HubOptions {
   std::string endpoint, cache_dir;
 };
 HubOptions g_hub;
+// The commit an hf:// file was opened at: the helper process reopens it there.
+std::string g_hub_commit;
 
 bool is_hf_url(const std::string& path) { return path.rfind("hf://", 0) == 0; }
 
@@ -212,7 +216,18 @@ hubfs::Result<File> open_file(const std::string& path, h5chunk::Options options 
   if (hubfs::Status st = hubfs::apply_environment_timeouts(config); !st.ok()) return st;
   auto source = hubfs::open_hf_source(path, config, g_hub.revision);
   if (!source.ok()) return source.status();
+  g_hub_commit = (*source)->file()->session()->info.commit;
   return File::open(std::move(*source), std::move(options));
+}
+
+// How the helper process reopens `path` as this command opened it.
+h5chunk_cli::HelperTarget helper_target(const std::string& path) {
+  h5chunk_cli::HelperTarget t{path, {}};
+  if (!is_hf_url(path)) return t;
+  if (!g_hub_commit.empty()) t.open_args.insert(t.open_args.end(), {"--revision", g_hub_commit});
+  if (!g_hub.endpoint.empty()) t.open_args.insert(t.open_args.end(), {"--endpoint", g_hub.endpoint});
+  if (!g_hub.cache_dir.empty()) t.open_args.insert(t.open_args.end(), {"--cache-dir", g_hub.cache_dir});
+  return t;
 }
 
 struct Opened {
@@ -256,6 +271,12 @@ int cmd_read(const std::string& path, const std::string& name, const std::string
   std::unique_ptr<ProgressBar> bar;
   h5chunk::ReadOptions ro;
   ro.route = parse_route(route);
+  // An H5Dread libhdf5 might crash on runs in the helper process (h5chunk_helper.h).
+  std::string helper_hazard;
+  ro.isolated_h5dread = [&](const h5chunk::Selection& sel, void* dst, size_t n, const std::string& hazard) {
+    helper_hazard = hazard;
+    return h5chunk_cli::read_in_helper(helper_target(path), name, sel, dst, n, hazard);
+  };
   if (isatty(STDERR_FILENO) && bytes >= kProgressBarBytes) {
     bar = std::make_unique<ProgressBar>(touched_chunks(info, opened->normalized));
     ro.progress = [&bar](uint64_t b) { bar->tick(b); };
@@ -281,6 +302,7 @@ int cmd_read(const std::string& path, const std::string& name, const std::string
                {"fast_path", array->stats.fast_path},
                {"ms", std::round(ms * 1000) / 1000}};
   if (!array->stats.fast_path) line["fallback"] = array->stats.fallback_cause;
+  if (!helper_hazard.empty()) line["helper_process"] = helper_hazard;
   // libhdf5 read these virtual sources as fill values (a local file; hf:// refuses instead).
   if (!info.missing_sources.empty()) line["missing_sources"] = info.missing_sources;
   std::cout << json_text(line) << std::endl;
@@ -424,7 +446,9 @@ int main(int argc, char** argv) {
   // handler then prints "infinite loop closing library" with its internal state. h5chunk only
   // reads: the process's exit closes the file, and there is nothing to flush.
   H5dont_atexit();
-  take_stop_signals();
+  // The helper process (h5chunk_helper.h) keeps SIGINT's default: the command kills it, and a
+  // Ctrl-C reaching both ends it silently, while the command says it was interrupted.
+  if (!(argc > 1 && std::strcmp(argv[1], "h5dread-helper") == 0)) take_stop_signals();
   // hf:// reads log as the mount does (HUBFS_LOG_LEVEL=debug shows each fetch and hint).
   if (!hubfs::set_log_level_from_env()) {
     std::fprintf(stderr, "h5chunk: HUBFS_LOG_LEVEL must be debug, info, warning or error\n");
@@ -462,7 +486,14 @@ int main(int argc, char** argv) {
   bench->add_option("--threads", threads)->check(CLI::Range(1u, 256u));
   bench->add_option("--repeat", repeat, "best of R runs each")->check(CLI::Range(1, 1000));
 
-  for (CLI::App* cmd : {read, info, bench}) {
+  // Hidden (the empty group): the helper process of h5chunk_helper.h, started by `read` only.
+  pid_t helper_parent = 0;
+  auto* helper = app.add_subcommand("h5dread-helper", "")->group("");
+  helper->add_option("FILE", file)->required();
+  helper->add_option("DATASET", dataset)->required();
+  helper->add_option("--parent", helper_parent)->required();
+
+  for (CLI::App* cmd : {read, info, bench, helper}) {
     cmd->add_option("--revision", g_hub.revision, "hf:// only: branch, tag, commit sha or refs/pr/N (or @REVISION in the URL)");
     cmd->add_option("--endpoint", g_hub.endpoint, "hf:// only: Hub URL (default $HF_ENDPOINT, else https://huggingface.co)");
     cmd->add_option("--cache-dir", g_hub.cache_dir,
@@ -490,6 +521,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   CLI11_PARSE(app, argc, argv);
+  if (*helper) {
+    return h5chunk_cli::helper_main(file, dataset, helper_parent, [](const std::string& p) { return open_file(p); });
+  }
   if (*read) return cmd_read(file, dataset, selection, out, threads, route);
   if (*info) return cmd_info(file, dataset, as_json);
   if (*bench) return cmd_bench(file, dataset, selection, threads, repeat);

@@ -196,9 +196,13 @@ Result<size_t> run_step(const FilterStep& f, size_t elem_size, const uint8_t* in
 
 }  // namespace
 
-Status decode_chunk(const std::vector<FilterStep>& pipeline, uint32_t filter_mask, size_t elem_size,
-                    const uint8_t* in, size_t in_size, uint8_t* out, size_t out_size,
-                    DecodeScratch& scratch) {
+namespace {
+
+// decode_chunk's work: exact, the output is out_size bytes; otherwise at most out_size, whatever
+// the last step makes (the input of a filter h5chunk does not decode). Returns the bytes made.
+Result<size_t> decode_steps(const std::vector<FilterStep>& pipeline, uint32_t filter_mask, size_t elem_size,
+                            const uint8_t* in, size_t in_size, uint8_t* out, size_t out_size, bool exact,
+                            DecodeScratch& scratch) {
   if (pipeline.size() > kMaxFilters) {
     return hubfs::Unsupported("pipeline of " + std::to_string(pipeline.size()) + " filters");
   }
@@ -213,7 +217,7 @@ Status decode_chunk(const std::vector<FilterStep>& pipeline, uint32_t filter_mas
   // followed only by size-preserving ones (shuffle; fletcher32 adds its 4 bytes) must make
   // exactly what they need. A compressor's input size is unknowable, hence nullopt above one.
   std::optional<size_t> expected[kMaxFilters];
-  std::optional<size_t> size_after = out_size;
+  std::optional<size_t> size_after = exact ? std::optional<size_t>(out_size) : std::nullopt;
   for (size_t s = n_steps; s-- > 0;) {
     expected[s] = size_after;
     unsigned id = steps[s]->id;
@@ -242,7 +246,7 @@ Status decode_chunk(const std::vector<FilterStep>& pipeline, uint32_t filter_mas
     // later step reading its input from the same memory.
     bool last = s + 1 == n_steps;
     if (last) {
-      target = {out, out_size, true};
+      target = {out, out_size, exact};
     } else {
       size_t capacity = expected[s] ? *expected[s] : unknown_stage_bound(out_size);
       auto buffer = impl.buffer_other_than(cur, capacity);
@@ -255,6 +259,14 @@ Status decode_chunk(const std::vector<FilterStep>& pipeline, uint32_t filter_mas
     cur_size = *produced;
   }
 
+  if (!exact) {
+    if (cur_size > out_size) {
+      return hubfs::Corrupt("stored chunk holds " + std::to_string(cur_size) + " bytes after its filters, more than " +
+                            std::to_string(out_size));
+    }
+    if (cur != out && cur_size) std::memcpy(out, cur, cur_size);
+    return cur_size;
+  }
   if (cur == out) {
     // The last step wrote the chunk: it must have made all of it, or the rest of the output
     // would be whatever it held before.
@@ -262,7 +274,7 @@ Status decode_chunk(const std::vector<FilterStep>& pipeline, uint32_t filter_mas
       return hubfs::Corrupt("stored chunk decodes to " + std::to_string(cur_size) + " bytes, expected " +
                             std::to_string(out_size));
     }
-    return Status::Ok();
+    return cur_size;
   }
   // Every filter skipped, or fletcher32 the last one undone: the bytes are the chunk itself.
   if (cur_size != out_size) {
@@ -270,7 +282,22 @@ Status decode_chunk(const std::vector<FilterStep>& pipeline, uint32_t filter_mas
                           " bytes after its filters, expected " + std::to_string(out_size));
   }
   if (out_size) std::memcpy(out, cur, out_size);
-  return Status::Ok();
+  return cur_size;
+}
+
+}  // namespace
+
+Status decode_chunk(const std::vector<FilterStep>& pipeline, uint32_t filter_mask, size_t elem_size,
+                    const uint8_t* in, size_t in_size, uint8_t* out, size_t out_size,
+                    DecodeScratch& scratch) {
+  auto made = decode_steps(pipeline, filter_mask, elem_size, in, in_size, out, out_size, true, scratch);
+  return made.ok() ? Status::Ok() : made.status();
+}
+
+Result<size_t> decode_chunk_bounded(const std::vector<FilterStep>& pipeline, uint32_t filter_mask, size_t elem_size,
+                                    const uint8_t* in, size_t in_size, uint8_t* out, size_t capacity,
+                                    DecodeScratch& scratch) {
+  return decode_steps(pipeline, filter_mask, elem_size, in, in_size, out, capacity, false, scratch);
 }
 
 }  // namespace h5chunk

@@ -46,6 +46,13 @@ class DecodeScratch {
 Status decode_chunk(const std::vector<FilterStep>& pipeline, uint32_t filter_mask, size_t elem_size,
                     const uint8_t* in, size_t in_size, uint8_t* out, size_t out_size, DecodeScratch& scratch);
 
+// decode_chunk for a pipeline whose output size is not the chunk's: the filters h5chunk undoes
+// before handing the rest to a filter it does not decode (scale-offset, n-bit: filter_checks.h).
+// Writes at most `capacity` bytes to out and returns how many; kCorrupt beyond that.
+Result<size_t> decode_chunk_bounded(const std::vector<FilterStep>& pipeline, uint32_t filter_mask, size_t elem_size,
+                                    const uint8_t* in, size_t in_size, uint8_t* out, size_t capacity,
+                                    DecodeScratch& scratch);
+
 // The single-filter building blocks decode_chunk is made of. Exposed for tests and benchmarks;
 // the reader needs only decode_chunk.
 namespace codec {

@@ -97,14 +97,23 @@ Status check_nbit(const std::vector<unsigned>& cd, size_t elem_size, uint64_t ch
 
 }  // namespace
 
-const FilterStep* sole_unchecked_filter(const std::vector<FilterStep>& pipeline, uint32_t filter_mask) {
-  const FilterStep* sole = nullptr;
-  for (size_t i = 0; i < pipeline.size(); ++i) {
+UncheckedStage unchecked_stage(const std::vector<FilterStep>& pipeline, uint32_t filter_mask) {
+  UncheckedStage stage;
+  bool undo_after = false;
+  for (size_t i = pipeline.size(); i-- > 0;) {  // in decode order
     if (i < 32 && (filter_mask >> i & 1)) continue;  // skipped for this chunk
-    if (sole) return nullptr;
-    sole = &pipeline[i];
+    const FilterStep& f = pipeline[i];
+    if (f.id == kScaleOffsetFilter || f.id == kNbitFilter) {
+      stage.undo_after = undo_after;
+      stage.step = &f;
+      stage.after.assign(pipeline.begin() + long(i) + 1, pipeline.end());
+      stage.after_mask = i + 1 < 32 ? filter_mask >> (i + 1) : 0;
+      return stage;
+    }
+    if (!unsupported_filter({f}).empty()) return stage;  // its output cannot be had here
+    undo_after = true;
   }
-  return sole && (sole->id == kScaleOffsetFilter || sole->id == kNbitFilter) ? sole : nullptr;
+  return stage;
 }
 
 hubfs::Status check_unchecked_filter_input(const FilterStep& step, size_t elem_size, uint64_t chunk_elems,

@@ -911,8 +911,13 @@ Result<ReadStats> Dataset::read_into_unmapped(const Selection& selection, void* 
     // Whatever H5Dread leaves unwritten (it does not check every filter's output size) is then
     // zeros on every run, never the buffer's old bytes.
     std::memset(out, 0, bytes);
-    Status s = h5dread_selection(state_->dataset.get(), state_->element.mem_type.get(), elem_size,
-                                 *norm, out);
+    Status s;
+    if (std::string hazard; options.isolated_h5dread && !(hazard = h5dread_hazard(options.route)).empty()) {
+      s = options.isolated_h5dread(selection, out, bytes, hazard);
+      if (!s.ok()) return s;  // the runner names the file and the dataset
+    } else {
+      s = h5dread_selection(state_->dataset.get(), state_->element.mem_type.get(), elem_size, *norm, out);
+    }
     if (!s.ok()) return s.with_context(source);
     stats.fallback_cause = std::move(why);
     return stats;
@@ -958,6 +963,21 @@ Result<ReadStats> Dataset::read_into_unmapped(const Selection& selection, void* 
     return read_with_h5dread(fast.status().message());
   }
   return fast;
+}
+
+std::string Dataset::h5dread_hazard(Route route) const {
+  const DatasetInfo& info = state_->info;
+  if (info.layout == "virtual") return "a virtual dataset, whose sources libhdf5 reads unchecked";
+  if (info.layout != "chunked") return "";  // contiguous and compact data pass through no filter
+  for (const FilterStep& f : info.filters) {
+    if (f.id == kScaleOffsetFilter || f.id == kNbitFilter) {
+      return std::string(f.id == kScaleOffsetFilter ? "the scale-offset" : "the n-bit") +
+             " filter, which libhdf5 decodes trusting each chunk's header and size";
+    }
+  }
+  if (route == Route::kH5Dread) return "H5Dread asked for by name: the chunks are not checked first";
+  if (!state_->verify_before_h5dread) return "chunks that h5chunk cannot decode and check before H5Dread";
+  return "";
 }
 
 Result<ReadStats> Dataset::read_external(const NormalizedSelection& selection, void* out,

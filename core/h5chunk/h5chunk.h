@@ -88,6 +88,13 @@ struct ReadOptions {
   // chunks in progress finish, leaving the output partly written. H5Dread fallbacks cannot be
   // interrupted and run to completion.
   const std::atomic<bool>* cancel = nullptr;
+  // Where an H5Dread that libhdf5 might crash on is run instead of in this process (the h5chunk
+  // command's helper process: tools/h5chunk_main.cc). Called, when set, for every H5Dread
+  // Dataset::h5dread_hazard() names a hazard for, after h5chunk's own checks of the chunks passed.
+  // It fills `out` (`bytes`, zeroed) with `selection` read by H5Dread, or fails naming why;
+  // `hazard` is the hazard, for its messages.
+  std::function<Status(const Selection& selection, void* out, size_t bytes, const std::string& hazard)>
+      isolated_h5dread;
 };
 
 struct ReadStats {
@@ -179,6 +186,14 @@ class Dataset {
   // size). On error the buffer's contents are unspecified.
   Result<ReadStats> read_into(const Selection& selection, void* out, size_t out_bytes,
                               const ReadOptions& options = {}) const;
+  // Why an H5Dread of this dataset on `route` could crash libhdf5 on a damaged file, though
+  // h5chunk's checks passed; empty when h5chunk checked everything H5Dread will decode.
+  // ReadOptions::isolated_h5dread runs such reads elsewhere. The rule: a pipeline with
+  // scale-offset or n-bit (libhdf5 decodes them trusting the chunk, and filter_checks.h checks
+  // only what can be checked without decoding), a filtered dataset whose chunks h5chunk does not
+  // decode and check before H5Dread (a filter it lacks, a dataset in another file, or Route::kH5Dread,
+  // which checks nothing), and a virtual dataset (its sources are read unchecked).
+  std::string h5dread_hazard(Route route) const;
 
   // HDF5 chunk queries made for this dataset so far, over all reads.
   uint64_t manifest_queries() const;

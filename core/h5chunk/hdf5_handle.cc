@@ -1,6 +1,7 @@
 #include "h5chunk/hdf5_handle.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace h5chunk {
 
@@ -48,10 +49,29 @@ herr_t collect(unsigned n, const H5E_error2_t* err, void* data) {
 }
 }  // namespace
 
+std::string without_pointers(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  for (size_t i = 0; i < text.size();) {
+    size_t digits = 0;
+    if (text.compare(i, 2, "0x") == 0 || text.compare(i, 2, "0X") == 0) {
+      while (i + 2 + digits < text.size() && hex(text[i + 2 + digits])) ++digits;
+    }
+    if (digits >= kMinPointerDigits) {
+      out += "<pointer>";
+      i += 2 + digits;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
 std::string hdf5_error_text() {
   std::string text;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect, &text);
-  return text;
+  return without_pointers(text);
 }
 
 std::vector<FilterStep> filter_pipeline(hid_t dcpl) {

@@ -55,8 +55,18 @@ class QuietHdf5Errors {
 };
 
 // The innermost descriptions on this thread's HDF5 error stack ("can't open object; ..."),
-// so a failed call can say why; "" when the stack is empty.
+// so a failed call can say why; "" when the stack is empty. Memory addresses in them are
+// replaced (without_pointers), so the same file gives the same message in every run.
 std::string hdf5_error_text();
+
+// Hex numbers of at least this many digits are memory addresses: a 64-bit Linux process's heap,
+// stack and libraries lie above 2^32 (12 digits, "0x55d0c3a1b2c0"); the flags, sizes and file
+// offsets libhdf5 prints in hex are shorter.
+inline constexpr size_t kMinPointerDigits = 9;
+// `text` with every "0x" followed by kMinPointerDigits or more hex digits replaced by "<pointer>":
+// such an address differs from run to run (ASLR), and a message that differs hides that the
+// outcome did not.
+std::string without_pointers(const std::string& text);
 
 // The filter pipeline of a dataset creation property list, in the order HDF5 applied it on write
 // (so decode_chunk undoes it last to first).

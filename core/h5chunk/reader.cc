@@ -510,16 +510,29 @@ Status ChunkPool::process(const Task& task, WorkerState& worker) {
                      " bytes instead of the chunk's " + std::to_string(chunk_bytes_));
     }
     // A pipeline h5chunk does not decode: a scale-offset or n-bit chunk is checked as far as it
-    // can be without decoding; of any other, only the location (checked by the caller).
-    const FilterStep* unchecked =
-        layout_.decodable ? nullptr : sole_unchecked_filter(layout_.pipeline, task.loc.filter_mask);
-    if (!layout_.decodable && !unchecked) return Status::Ok();
+    // can be without decoding it, once the filters after it are undone (filter_checks.h); of any
+    // other, only the location (checked by the caller).
+    const UncheckedStage unchecked =
+        layout_.decodable ? UncheckedStage{} : unchecked_stage(layout_.pipeline, task.loc.filter_mask);
+    if (!layout_.decodable && !unchecked.step) return Status::Ok();
     uint8_t* in = worker.compressed.reserve(task.loc.size);
     if (!in) return out_of_memory("a stored chunk", task.loc.size);
     if (Status s = read_exact(worker, in, task.loc.size, task.loc.offset, req_.cancel); !s.ok()) return s;
-    if (unchecked) {
-      return check_unchecked_filter_input(*unchecked, layout_.elem_size, chunk_bytes_ / layout_.elem_size, in,
-                                          task.loc.size);
+    if (unchecked.step) {
+      const uint8_t* stage_in = in;
+      size_t stage_size = task.loc.size;
+      if (unchecked.undo_after) {
+        const uint64_t capacity = max_unchecked_input(chunk_bytes_);
+        uint8_t* buf = worker.chunk.reserve(capacity);
+        if (!buf) return out_of_memory("a partly decoded chunk", capacity);
+        auto made = decode_chunk_bounded(unchecked.after, unchecked.after_mask, layout_.elem_size, in, task.loc.size,
+                                         buf, capacity, worker.decode);
+        if (!made.ok()) return made.status();
+        stage_in = buf;
+        stage_size = *made;
+      }
+      return check_unchecked_filter_input(*unchecked.step, layout_.elem_size, chunk_bytes_ / layout_.elem_size,
+                                          stage_in, stage_size);
     }
     uint8_t* target = need_scratch();
     if (!target) return out_of_memory("a decoded chunk", chunk_bytes_);

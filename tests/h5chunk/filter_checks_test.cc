@@ -9,16 +9,26 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <tuple>
 
 #include "h5_fixture.h"
 #include "h5chunk/filter_checks.h"
 #include "hostile_util.h"
+#include "mutation_harness.h"
 #include "support/temp_dir.h"
 
 namespace h5chunk::testing {
 namespace HUBFS_UNITY_ID {
 
 using ::testing::HasSubstr;
+using codec_test::deflate_encode;
+using codec_test::fletcher_append;
+using codec_test::reference_shuffle;
+
+// Environment for a command whose helper is to die of SIGSEGV: a sanitizer build's SEGV handler
+// would otherwise report it and exit with a status, where an ordinary build dies of the signal.
+const std::string kSignalsAsSignals =
+    "ASAN_OPTIONS=handle_segv=0:$ASAN_OPTIONS TSAN_OPTIONS=handle_segv=0:$TSAN_OPTIONS ";
 
 FilterStep scaleoffset_int16(unsigned nelmts) {
   // As H5Pset_scaleoffset(H5Z_SO_INT, default minbits) stores them: type, factor, elements,
@@ -65,11 +75,85 @@ TEST(FilterChecks, NbitSizesAgainstTheFiltersParameters) {
   EXPECT_THAT(check(30, other).message(), HasSubstr("11 elements per chunk"));
 }
 
-TEST(FilterChecks, OnlyAChunkWhoseSoleFilterIsUncheckedIsChecked) {
-  const std::vector<FilterStep> so_deflate = {scaleoffset_int16(4), {1, 0, {4}, "deflate"}};
-  EXPECT_EQ(sole_unchecked_filter(so_deflate, 0), nullptr);           // its input is deflate's output
-  EXPECT_EQ(sole_unchecked_filter(so_deflate, 2), &so_deflate[0]);    // deflate skipped
-  EXPECT_EQ(sole_unchecked_filter({{1, 0, {4}, "deflate"}}, 0), nullptr);
+TEST(FilterChecks, TheUncheckedFiltersInputIsWhatTheFiltersAfterItLeave) {
+  const FilterStep deflate{1, 0, {4}, "deflate"}, shuffle{2, 0, {2}, "shuffle"}, fletcher{3, 0, {}, "fletcher32"};
+  const FilterStep szip{4, 0, {}, "szip"};  // a filter h5chunk does not decode
+  const std::vector<FilterStep> so_deflate = {scaleoffset_int16(4), deflate};
+  UncheckedStage s = unchecked_stage(so_deflate, 0);
+  ASSERT_EQ(s.step, &so_deflate[0]);
+  EXPECT_TRUE(s.undo_after);  // its input is deflate's output
+  ASSERT_EQ(s.after.size(), 1u);
+  EXPECT_EQ(s.after[0].id, 1u);
+  s = unchecked_stage(so_deflate, 2);  // deflate skipped for this chunk
+  EXPECT_EQ(s.step, &so_deflate[0]);
+  EXPECT_FALSE(s.undo_after);
+  const std::vector<FilterStep> shuffle_so = {shuffle, scaleoffset_int16(4)};
+  s = unchecked_stage(shuffle_so, 0);  // last applied: the stored bytes are its output
+  EXPECT_EQ(s.step, &shuffle_so[1]);
+  EXPECT_FALSE(s.undo_after);
+  const std::vector<FilterStep> all = {scaleoffset_int16(4), shuffle, deflate, fletcher};
+  s = unchecked_stage(all, 0b0100);  // deflate skipped: shuffle and fletcher32 undone
+  EXPECT_EQ(s.step, &all[0]);
+  EXPECT_EQ(s.after_mask, 0b010u);
+  EXPECT_TRUE(s.undo_after);
+  EXPECT_EQ(unchecked_stage({scaleoffset_int16(4), szip}, 0).step, nullptr);  // its input cannot be had
+  EXPECT_EQ(unchecked_stage({deflate}, 0).step, nullptr);
+  EXPECT_EQ(unchecked_stage(so_deflate, 1).step, nullptr);  // scale-offset skipped
+}
+
+// Scale-offset and n-bit among other filters: a chunk whose scale-offset header (or n-bit size)
+// is damaged is refused, though the filters after it must be undone to see it; sound chunks read
+// as H5Dread reads them. Without the stage (filter_checks.h), such chunks went to H5Dread unchecked.
+TEST(FilterChecks, AmongOtherFiltersTheHeaderIsCheckedAfterTheFiltersAfterIt) {
+  hubfs::testing::TempDir dir;
+  const Bytes so = so_chunk(200, 96);  // 200 bits per element of an int16 chunk
+  const struct {
+    Codec codec;
+    Bytes stored;  // chunk 1, damaged, as the pipeline stores it
+    const char* error;
+  } cases[] = {
+      {Codec::kScaleOffsetShuffleDeflate, deflate_encode(reference_shuffle(so, 2), 4), "200 bits per element"},
+      {Codec::kShuffleScaleOffset, so, "200 bits per element"},
+      {Codec::kScaleOffsetFletcher, fletcher_append(so), "200 bits per element"},
+      {Codec::kNbitDeflate, deflate_encode(Bytes(3, 0), 4), "n-bit: "},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(codec_name(c.codec));
+    DatasetSpec spec;
+    spec.dtype = int16_t_();
+    spec.shape = {16, 12};
+    spec.chunk = {4, 12};
+    spec.codec = c.codec;
+    const Bytes data = make_data(spec);
+    const std::string pristine = (dir / (std::string(codec_name(c.codec)) + ".h5")).string();
+    const std::string damaged = (dir / (std::string(codec_name(c.codec)) + "_damaged.h5")).string();
+    write_dataset(pristine, spec, data);
+    write_dataset(damaged, spec, data);
+    write_raw_chunk(damaged, "/data", {4, 0}, 0, c.stored);
+    {
+      auto file = File::open(pristine, quiet_options());
+      ASSERT_TRUE(file.ok()) << file.status().message();
+      auto d = file->dataset("/data");
+      ASSERT_TRUE(d.ok());
+      for (Route route : {Route::kAuto, Route::kH5Dread}) {
+        auto a = d->read("", via(route));
+        ASSERT_TRUE(a.ok()) << a.status().message();
+        EXPECT_EQ(bytes_of(*a), h5dread_all(pristine, "/data", H5T_NATIVE_INT16, 2));
+      }
+    }
+    auto file = File::open(damaged, quiet_options());
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    auto d = file->dataset("/data");
+    ASSERT_TRUE(d.ok());
+    auto a = d->read("5");
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().code(), hubfs::Code::kCorrupt);
+    EXPECT_THAT(a.status().message(), HasSubstr(c.error));
+    EXPECT_THAT(a.status().message(), HasSubstr("chunk"));
+    auto sound = d->read("0:4");  // chunk 0 is sound
+    ASSERT_TRUE(sound.ok()) << sound.status().message();
+    EXPECT_EQ(bytes_of(*sound), Bytes(data.begin(), data.begin() + 4 * 12 * 2));
+  }
 }
 
 // A scale-offset int16 dataset whose chunk 1 has a header asking for 200 bits per element.
@@ -138,6 +222,89 @@ TEST_F(DamagedScaleOffset, TheCommandGivesTheNamedErrorNotASegfault) {
   EXPECT_EQ(WEXITSTATUS(status), 1) << text;
   EXPECT_THAT(text, HasSubstr("scale-offset: the chunk's header gives 200 bits per element"));
   EXPECT_THAT(text, HasSubstr("dataset '/data'"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// The command runs H5Dread of a scale-offset dataset in a helper process (tools/h5chunk_helper.h):
+// a crash there (made by the helper's test switch, as a damaged file can make libhdf5 crash) is an
+// error naming the dataset and the signal, exit status 1, no output file; an exit without a result
+// is one too. Sound, the helper's bytes are H5Dread's.
+TEST_F(DamagedScaleOffset, TheCommandNamesACrashOfItsHelperProcess) {
+  const std::string binary = std::string(HUBFS_BIN_DIR) + "/h5chunk";
+  ASSERT_TRUE(std::filesystem::exists(binary)) << binary << " not built (test_h5chunk depends on it)";
+  const std::string out = (dir / "out.bin").string();
+  auto run = [&](const std::string& env, const std::string& sel) {
+    FILE* p = ::popen((kSignalsAsSignals + env + " " + binary + " read " + pristine + " /data '" + sel + "' -o " + out + " 2>&1").c_str(), "r");
+    std::string text;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
+    const int status = ::pclose(p);
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, text);
+  };
+  auto [code, text] = run("H5CHUNK_HELPER_TEST_FAULT=segv", "");
+  EXPECT_EQ(code, 1) << text;
+  EXPECT_THAT(text, HasSubstr("dataset '/data': libhdf5 crashed reading it (signal 11, SIGSEGV)"));
+  EXPECT_THAT(text, HasSubstr("scale-offset"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+  std::tie(code, text) = run("H5CHUNK_HELPER_TEST_FAULT=exit", "");
+  EXPECT_EQ(code, 1) << text;
+  EXPECT_THAT(text, HasSubstr("helper process for H5Dread ended with status 3 and no result"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+  // Sound: exact, whatever slabs the helper cuts the read into (here 1 to 3 rows of 24 bytes).
+  const Bytes all = h5dread_all(pristine, "/data", H5T_NATIVE_INT16, 2);
+  for (const char* slab : {"24", "50", "100000"}) {
+    std::tie(code, text) = run(std::string("H5CHUNK_HELPER_TEST_SLAB_BYTES=") + slab, "");
+    ASSERT_EQ(code, 0) << text;
+    EXPECT_THAT(text, HasSubstr("\"helper_process\":\"the scale-offset filter"));
+    EXPECT_EQ(read_file_bytes(out), all) << slab;
+  }
+  // Reversed, stepped and listed axes: rows 14, 11, ..., 2 and columns 7, 0, 7.
+  std::tie(code, text) = run("H5CHUNK_HELPER_TEST_SLAB_BYTES=10", "14:0:-3, [7,0,7]");
+  ASSERT_EQ(code, 0) << text;
+  Bytes want;
+  for (int r = 14; r > 0; r -= 3) {
+    for (int col : {7, 0, 7}) want.insert(want.end(), all.begin() + (r * 12 + col) * 2, all.begin() + (r * 12 + col) * 2 + 2);
+  }
+  EXPECT_EQ(read_file_bytes(out), want);
+}
+
+// A real file libhdf5 crashes on: mutant 100239 of the determinism corpus, the shuffle+scale-offset
+// float seed file with three bits of its dataset's object header flipped. h5chunk's checks see
+// nothing wrong, and H5Dread (h5py's too) dies of SIGSEGV; the command, whose H5Dread runs in its
+// helper process, fails with an error naming the dataset and the signal instead.
+TEST(FilterChecks, TheCommandSurvivesAFileOnWhichH5DreadCrashes) {
+  const std::string binary = std::string(HUBFS_BIN_DIR) + "/h5chunk";
+  ASSERT_TRUE(std::filesystem::exists(binary)) << binary << " not built (test_h5chunk depends on it)";
+  hubfs::testing::TempDir dir;
+  DatasetSpec spec;
+  spec.name = "/d";
+  spec.dtype = float32_();
+  spec.shape = {16, 12};
+  spec.chunk = {8, 6};
+  spec.codec = Codec::kShuffleScaleOffset;
+  const mutation::Fixture fx = mutation::make_fixture_from(dir.path().string(), "v1_shuffle_scaleoffset_float", {spec}, false);
+  Bytes bytes = fx.bytes;
+  ASSERT_GT(bytes.size(), 986u);
+  bytes[986] ^= 224;  // as the corpus's mutant describes it: @986^224 @928^64 @805^2
+  bytes[928] ^= 64;
+  bytes[805] ^= 2;
+  const std::string file = (dir / "m100239.h5").string();
+  write_file_bytes(file, bytes);
+  // The premise: H5Dread crashes on this file (in a child of the test).
+  auto ends = mutation::run_children({[&] { mutation::reference_reads(file, {"/d"}); }}, dir.path().string(),
+                                     mutation::Limits{});
+  // (Under AddressSanitizer its SEGV handler reports the crash and exits.)
+  ASSERT_TRUE(ends[0].how == mutation::ChildEnd::kCrashed || ends[0].stderr_text.find("SEGV") != std::string::npos)
+      << ends[0].describe() << ends[0].stderr_text;
+  const std::string out = (dir / "out.bin").string();
+  FILE* p = ::popen((kSignalsAsSignals + binary + " read " + file + " /d -o " + out + " 2>&1").c_str(), "r");
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
+  const int status = ::pclose(p);
+  ASSERT_TRUE(WIFEXITED(status)) << "the command was killed by a signal: " << text;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << text;
+  EXPECT_THAT(text, HasSubstr("dataset '/d': libhdf5 crashed reading it (signal 11, SIGSEGV)"));
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 

@@ -28,6 +28,11 @@ enum class Codec {
   kBitshuffleDirect,  // 32008 (lz4 blocks), no plugin: chunks written with H5Dwrite_chunk
   kScaleOffset,       // HDF5's scale-offset filter (integers: minimum bits; floats: 2 decimal digits)
   kNbit,              // HDF5's n-bit filter (full precision: it still frames every chunk)
+  // Scale-offset among other filters, in pipeline (write) order:
+  kScaleOffsetShuffleDeflate,  // scale-offset, shuffle, deflate: h5py's order for all three
+  kShuffleScaleOffset,         // shuffle, then scale-offset (the C API allows either order)
+  kScaleOffsetFletcher,        // scale-offset, fletcher32 (h5py refuses it; the C API does not)
+  kNbitDeflate,                // n-bit, deflate
 };
 
 inline const char* codec_name(Codec c) {
@@ -42,6 +47,10 @@ inline const char* codec_name(Codec c) {
     case Codec::kBitshuffleDirect: return "bitshuffle";
     case Codec::kScaleOffset: return "scaleoffset";
     case Codec::kNbit: return "nbit";
+    case Codec::kScaleOffsetShuffleDeflate: return "scaleoffset_shuffle_deflate";
+    case Codec::kShuffleScaleOffset: return "shuffle_scaleoffset";
+    case Codec::kScaleOffsetFletcher: return "scaleoffset_fletcher";
+    case Codec::kNbitDeflate: return "nbit_deflate";
   }
   return "?";
 }
@@ -172,6 +181,11 @@ inline void write_dataset(const std::string& path, const DatasetSpec& spec, cons
     check(H5Pset_chunk(dcpl, rank, spec.chunk.data()) >= 0, "H5Pset_chunk");
     const unsigned blosc_lz4[] = {0, 0, 0, 0, 5, 1, 1}, blosc_zstd[] = {0, 0, 0, 0, 7, 2, 5};
     const unsigned bshuf[] = {0, 3, unsigned(spec.dtype.size), 64, 2};
+    const bool is_float = H5Tget_class(spec.dtype.type) == H5T_FLOAT;
+    auto scaleoffset = [&] {
+      check(H5Pset_scaleoffset(dcpl, is_float ? H5Z_SO_FLOAT_DSCALE : H5Z_SO_INT,
+                               is_float ? 2 : H5Z_SO_INT_MINBITS_DEFAULT) >= 0, "scaleoffset");
+    };
     switch (spec.codec) {
       case Codec::kNone: break;
       case Codec::kDeflateShuffle:
@@ -187,13 +201,25 @@ inline void write_dataset(const std::string& path, const DatasetSpec& spec, cons
         break;
       case Codec::kZstdDirect: check(H5Pset_filter(dcpl, 32015, H5Z_FLAG_OPTIONAL, 0, nullptr) >= 0, "zstd"); break;
       case Codec::kBitshuffleDirect: check(H5Pset_filter(dcpl, 32008, H5Z_FLAG_OPTIONAL, 5, bshuf) >= 0, "bshuf"); break;
-      case Codec::kScaleOffset: {
-        const bool is_float = H5Tget_class(spec.dtype.type) == H5T_FLOAT;
-        check(H5Pset_scaleoffset(dcpl, is_float ? H5Z_SO_FLOAT_DSCALE : H5Z_SO_INT,
-                                 is_float ? 2 : H5Z_SO_INT_MINBITS_DEFAULT) >= 0, "scaleoffset");
-        break;
-      }
+      case Codec::kScaleOffset: scaleoffset(); break;
       case Codec::kNbit: check(H5Pset_nbit(dcpl) >= 0, "nbit"); break;
+      case Codec::kScaleOffsetShuffleDeflate:
+        scaleoffset();
+        H5Pset_shuffle(dcpl);
+        H5Pset_deflate(dcpl, 4);
+        break;
+      case Codec::kShuffleScaleOffset:
+        H5Pset_shuffle(dcpl);
+        scaleoffset();
+        break;
+      case Codec::kScaleOffsetFletcher:
+        scaleoffset();
+        H5Pset_fletcher32(dcpl);
+        break;
+      case Codec::kNbitDeflate:
+        check(H5Pset_nbit(dcpl) >= 0, "nbit");
+        H5Pset_deflate(dcpl, 4);
+        break;
     }
     if (spec.dont_filter_partial) H5Pset_chunk_opts(dcpl, H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS);
   }

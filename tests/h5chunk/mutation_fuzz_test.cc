@@ -200,6 +200,16 @@ uint64_t check_determinism(uint64_t first_seed, uint64_t count) {
       EXPECT_EQ(r.outcome, Outcome::kOk) << key << ": " << r.payload;
     }
   }
+  // H5CHUNK_CORPUS_KEEP=DIR also gets corpus.tsv: per mutant its file, its seed file, its
+  // datasets (comma-separated) and its damage, for bench/h5chunk_cli_corpus.py, which runs the
+  // command itself on them; H5CHUNK_CORPUS_WRITE_ONLY=1 then skips the reads here.
+  const char* keep = std::getenv("H5CHUNK_CORPUS_KEEP");
+  const bool write_only = keep && std::getenv("H5CHUNK_CORPUS_WRITE_ONLY");
+  std::ofstream manifest;
+  if (keep) {
+    std::filesystem::create_directories(keep);
+    manifest.open(std::string(keep) + "/corpus.tsv", std::ios::trunc);
+  }
   // Enough files per child that forking costs little, few enough that a crash is found fast.
   constexpr uint64_t kBatch = 100;
   Limits limits;
@@ -212,11 +222,15 @@ uint64_t check_determinism(uint64_t first_seed, uint64_t count) {
       std::vector<uint8_t> bytes;
       mutants[seed] = make_mutant(fixtures, seed, &bytes);
       write_file_bytes((dir / ("m" + std::to_string(seed) + ".h5")).string(), bytes);
-      if (const char* keep = std::getenv("H5CHUNK_CORPUS_KEEP")) {  // e.g. to run the command on them
-        std::filesystem::create_directories(keep);
+      if (keep) {  // e.g. to run the command on them
         write_file_bytes(std::string(keep) + "/m" + std::to_string(seed) + ".h5", bytes);
+        const Fixture& fx = fixtures[mutants[seed].fixture];
+        std::string names;
+        for (const std::string& d : fx.datasets) names += (names.empty() ? "" : ",") + d;
+        manifest << "m" << seed << ".h5\t" << fx.name << "\t" << names << "\t" << mutants[seed].what << "\n";
       }
     }
+    if (write_only) continue;
     auto run = [&](int perturb, const std::string& out) {
       return [&, perturb, out] {
         ::mallopt(M_PERTURB, perturb);
@@ -249,6 +263,7 @@ uint64_t check_determinism(uint64_t first_seed, uint64_t count) {
                     << " differs between two runs";
     }
   }
+  if (write_only) return count;
   std::cout << "determinism corpus: " << count << " mutants of " << fixtures.size() << " seed files, "
             << compared << " reads compared: " << differing << " differing, " << ok << " returned data, " << errors
             << " errors\n";
@@ -265,7 +280,7 @@ TEST(MutationFuzz, DamagedFilesReadTheSameEveryTime) {
   EXPECT_GT(check_determinism(env_u64("H5CHUNK_CORPUS_SEED", 1), env_u64("H5CHUNK_CORPUS_COUNT", 230)), 0u);
 }
 
-// The full corpus (Release only): 3,000 mutants of the 24 seed files.
+// The full corpus (Release only): 3,000 mutants of the 32 seed files.
 TEST(MutationFuzz, SlowDamagedFilesReadTheSameEveryTime3000) {
   EXPECT_GT(check_determinism(100000, 3000), 0u);
 }
