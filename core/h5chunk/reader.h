@@ -81,8 +81,9 @@ class WorkerStatePool {
 inline constexpr size_t kRetainedBufferBytes = 64ull << 20;
 // Most bytes of idle worker buffers the process keeps, per kind (compressed, decoded). Idle
 // buffers go to one process-wide pool, not to the idle state of their file, so a process with
-// many open files keeps what its busiest moment used, not buffers per file.
-inline constexpr size_t kPooledBufferBytes = 64ull << 20;
+// many open files keeps what its busiest moment used, not buffers per file. 256 MiB: the
+// buffers of 16 workers (kMaxDefaultThreads) reading zea frames (12.6 MB each) stay warm.
+inline constexpr size_t kPooledBufferBytes = 256ull << 20;
 
 // Idle worker buffers of one kind, shared by every file of the process (already faulted in: a
 // new file's first read reuses them). Thread-safe.
