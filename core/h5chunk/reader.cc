@@ -1,6 +1,7 @@
 #include "h5chunk/reader.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,6 +69,20 @@ BufferPool& chunk_buffers() {
 }
 
 namespace {
+
+[[maybe_unused]] const int g_pool_fork_handlers = pthread_atfork(
+    [] {
+      compressed_buffers().lock_for_fork();
+      chunk_buffers().lock_for_fork();
+    },
+    [] {
+      chunk_buffers().unlock_after_fork();
+      compressed_buffers().unlock_after_fork();
+    },
+    [] {
+      chunk_buffers().unlock_after_fork();
+      compressed_buffers().unlock_after_fork();
+    });
 
 // A state about to work gets the process's idle buffers (if it has none of its own).
 std::unique_ptr<WorkerState> with_pooled_buffers(std::unique_ptr<WorkerState> state) {

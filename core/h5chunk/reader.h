@@ -97,6 +97,10 @@ class BufferPool {
   void give(Buffer buffer);
   size_t kept_bytes() const;
   size_t kept_count() const;
+  // Held across fork() (pthread_atfork, reader.cc): a child forked while a worker held the lock
+  // would find it locked forever.
+  void lock_for_fork() { mu_.lock(); }
+  void unlock_after_fork() { mu_.unlock(); }
 
  private:
   const size_t cap_;

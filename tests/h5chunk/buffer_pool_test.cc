@@ -2,6 +2,8 @@
 // cap, never a buffer past kRetainedBufferBytes, and a file's worker reuses the buffer another
 // file's worker gave back, so many open files do not each keep their own.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <memory>
 #include <vector>
@@ -82,6 +84,24 @@ TEST(WorkerStatePool, ManyFilesKeepNoMoreThanThePoolsCap) {
   EXPECT_LE(compressed_buffers().kept_bytes(), kPooledBufferBytes);
   EXPECT_LE(chunk_buffers().kept_bytes(), kPooledBufferBytes);
   EXPECT_GE(compressed_buffers().kept_bytes(), kPooledBufferBytes / 2);  // it does keep some
+}
+
+// The pools' locks are taken around fork() and released on both sides (a child forked while a
+// worker held one would otherwise find it locked forever): a child takes and gives back buffers.
+TEST(BufferPool, AForkedChildTakesAndGivesBuffers) {
+  compressed_buffers().give(buffer_of(kMiB));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Buffer b = compressed_buffers().take();
+    const bool ok = b.capacity() >= kMiB && b.reserve(kMiB) != nullptr;
+    compressed_buffers().give(std::move(b));
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_GE(compressed_buffers().kept_bytes(), kMiB);  // the parent's pool is usable too
 }
 
 }  // namespace HUBFS_UNITY_ID
