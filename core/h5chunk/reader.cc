@@ -1,6 +1,7 @@
 #include "h5chunk/reader.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,31 +30,94 @@ WorkerState::~WorkerState() {
   if (fd >= 0) ::close(fd);
 }
 
+Buffer BufferPool::take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (idle_.empty()) return Buffer();
+  Buffer buffer = std::move(idle_.back());
+  idle_.pop_back();
+  bytes_ -= buffer.capacity();
+  return buffer;
+}
+
+void BufferPool::give(Buffer buffer) {
+  if (buffer.capacity() == 0 || buffer.capacity() > kRetainedBufferBytes) return;  // freed here
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bytes_ + buffer.capacity() > cap_) return;  // freed as the call returns
+  bytes_ += buffer.capacity();
+  idle_.push_back(std::move(buffer));
+}
+
+size_t BufferPool::kept_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+size_t BufferPool::kept_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return idle_.size();
+}
+
+// Never destroyed: a worker may release its state while the process exits.
+BufferPool& compressed_buffers() {
+  static BufferPool* pool = new BufferPool(kPooledBufferBytes);
+  return *pool;
+}
+
+BufferPool& chunk_buffers() {
+  static BufferPool* pool = new BufferPool(kPooledBufferBytes);
+  return *pool;
+}
+
+namespace {
+
+[[maybe_unused]] const int g_pool_fork_handlers = pthread_atfork(
+    [] {
+      compressed_buffers().lock_for_fork();
+      chunk_buffers().lock_for_fork();
+    },
+    [] {
+      chunk_buffers().unlock_after_fork();
+      compressed_buffers().unlock_after_fork();
+    },
+    [] {
+      chunk_buffers().unlock_after_fork();
+      compressed_buffers().unlock_after_fork();
+    });
+
+// A state about to work gets the process's idle buffers (if it has none of its own).
+std::unique_ptr<WorkerState> with_pooled_buffers(std::unique_ptr<WorkerState> state) {
+  if (state->compressed.capacity() == 0) state->compressed = compressed_buffers().take();
+  if (state->chunk.capacity() == 0) state->chunk = chunk_buffers().take();
+  return state;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<WorkerState>> WorkerStatePool::acquire() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!idle_.empty()) {
       auto state = std::move(idle_.back());
       idle_.pop_back();
-      return state;
+      return with_pooled_buffers(std::move(state));
     }
   }
   auto state = std::make_unique<WorkerState>();
   if (source_) {
     state->source = source_;
-    return state;
+    return with_pooled_buffers(std::move(state));
   }
   state->fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (state->fd < 0) return IoError("cannot open '" + path_ + "': " + std::strerror(errno));
   // Reads are whole chunks at known offsets (announced ahead with WILLNEED or a range hint):
   // the kernel's own read-ahead past them would only fetch bytes nobody asked for.
   ::posix_fadvise(state->fd, 0, 0, POSIX_FADV_RANDOM);
-  return state;
+  return with_pooled_buffers(std::move(state));
 }
 
 void WorkerStatePool::release(std::unique_ptr<WorkerState> state) {
-  if (state->compressed.capacity() > kRetainedBufferBytes) state->compressed.release();
-  if (state->chunk.capacity() > kRetainedBufferBytes) state->chunk.release();
+  compressed_buffers().give(std::move(state->compressed));
+  chunk_buffers().give(std::move(state->chunk));
   std::lock_guard<std::mutex> lock(mu_);
   idle_.push_back(std::move(state));
 }

@@ -59,7 +59,8 @@ Result<uint64_t> file_size(const WorkerState& worker);
 bool hint_ranges(const WorkerState& worker, uint64_t file_size,
                  const std::vector<std::pair<uint64_t, uint64_t>>& ranges);
 
-// Idle worker states of one file.
+// Idle worker states of one file (descriptor and codec contexts; their buffers are returned
+// to the process-wide BufferPools on release and taken again on acquire).
 class WorkerStatePool {
  public:
   explicit WorkerStatePool(std::string path) : path_(std::move(path)) {}
@@ -78,6 +79,39 @@ class WorkerStatePool {
 // Buffers larger than this are freed when a read ends rather than kept for the next one: a
 // zea frame chunk (12.6 MB) stays warm, a pathological 1 GB chunk does not pin memory.
 inline constexpr size_t kRetainedBufferBytes = 64ull << 20;
+// Most bytes of idle worker buffers the process keeps, per kind (compressed, decoded). Idle
+// buffers go to one process-wide pool, not to the idle state of their file, so a process with
+// many open files keeps what its busiest moment used, not buffers per file. 256 MiB: the
+// buffers of 16 workers (kMaxDefaultThreads) reading zea frames (12.6 MB each) stay warm.
+inline constexpr size_t kPooledBufferBytes = 256ull << 20;
+
+// Idle worker buffers of one kind, shared by every file of the process (already faulted in: a
+// new file's first read reuses them). Thread-safe.
+class BufferPool {
+ public:
+  explicit BufferPool(size_t cap_bytes) : cap_(cap_bytes) {}
+  // An idle buffer (the most recently given), or an empty one.
+  Buffer take();
+  // Keeps the buffer for a later take(), or frees it when it is larger than
+  // kRetainedBufferBytes or the pool would pass its cap.
+  void give(Buffer buffer);
+  size_t kept_bytes() const;
+  size_t kept_count() const;
+  // Held across fork() (pthread_atfork, reader.cc): a child forked while a worker held the lock
+  // would find it locked forever.
+  void lock_for_fork() { mu_.lock(); }
+  void unlock_after_fork() { mu_.unlock(); }
+
+ private:
+  const size_t cap_;
+  mutable std::mutex mu_;
+  std::vector<Buffer> idle_;
+  size_t bytes_ = 0;
+};
+
+// The process's pools of idle compressed-chunk and decoded-chunk buffers.
+BufferPool& compressed_buffers();
+BufferPool& chunk_buffers();
 
 // What the fast path needs to know about a chunked dataset.
 struct ChunkedLayout {
