@@ -6,7 +6,8 @@
 #                              windows: only here), the local Hub server's own test and pytest;
 #                              then the unit and integration tests (real FUSE mounts, the daemon
 #                              and CLIs sanitized too) under AddressSanitizer + UndefinedBehavior-
-#                              Sanitizer (skip with HUBFS_SKIP_ASAN=1) and under ThreadSanitizer
+#                              Sanitizer (skip with HUBFS_SKIP_ASAN=1), and those that exercise
+#                              concurrency (tests/CMakeLists.txt says which) under ThreadSanitizer
 #                              (skip with HUBFS_SKIP_TSAN=1). The integration tests run in the
 #                              sanitizer passes only: twice there already, and a third, plain run
 #                              cost the first pass more CPU than any other part of it but the
@@ -185,8 +186,10 @@ if [ "$run_tsan" = 1 ]; then
   step "unit and integration tests under TSan (the test programs that exercise concurrency)"
   # Suppressed: only races reported inside libraries built without TSan (see the file).
   # The TSan build leaves out the single-threaded hostile-file tests (mutation fuzz, damaged
-  # indexes, random selections, patched dimensions), which ASan+UBSan covers, and runs a smaller
-  # codec sweep (tests/CMakeLists.txt, HUBFS_TSAN_SKIPPED_TEST_FILES; tests/h5chunk/equality_test.cc).
+  # indexes, random selections, patched dimensions), which ASan+UBSan covers, runs a smaller
+  # codec sweep, and of the integration tests those whose subject is concurrency in the daemon
+  # (parallel readers, the shared cache, unmounts while streaming): tests/CMakeLists.txt,
+  # HUBFS_TSAN_SKIPPED_TEST_FILES; tests/h5chunk/equality_test.cc.
   TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:suppressions=$PWD/scripts/tsan.supp" \
     ctest --test-dir build-tsan --output-on-failure -j"$SANITIZER_JOBS" --timeout 900 -LE "slow|server" \
       "${CTEST_ARGS[@]}"
