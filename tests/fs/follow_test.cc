@@ -18,6 +18,7 @@
 #include "net/range_fetcher.h"
 #include "support/digest.h"
 #include "support/fake_transport.h"
+#include "support/fetcher_env.h"
 #include "support/manual_env.h"
 #include "support/temp_dir.h"
 
@@ -160,7 +161,7 @@ class FollowTest : public ::testing::Test {
   TempDir dir_;
   TwoCommitHub hub_;
   FakeTransport transport_{[this](const HttpRequest& r) { return hub_.answer(r); }};
-  RangeFetcher fetcher_{transport_};
+  RangeFetcher fetcher_{transport_, testing::fetcher_on(env_)};
   std::unique_ptr<HubClient> hub_client_;
   std::unique_ptr<BlockCache> cache_;
   std::unique_ptr<BlockReader> reader_;

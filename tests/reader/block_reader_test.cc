@@ -636,7 +636,7 @@ TEST_F(BlockReaderTest, HintsGoOutInOneWaveOfEqualRequests) {
 // once). Alone, the same two blocks would go as two requests.
 TEST_F(BlockReaderTest, AHintBehindOthersStillOnTheirWayGoesInWholeRuns) {
   FakeTransport transport([this](const HttpRequest& r) { return cdn_.answer(r); });
-  RangeFetcher fetcher(transport);
+  RangeFetcher fetcher(transport, testing::fetcher_on(Env::real()));
   ReaderOptions o;
   o.parallel_requests = 4;
   BlockReader reader(nullptr, fetcher, o);
