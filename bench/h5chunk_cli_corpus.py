@@ -3,7 +3,7 @@
 never a crash of the command).
 
 Writes the corpus's mutants (damaged copies of the seed files of tests/h5chunk/mutation_harness.h,
-as MutationFuzz.SlowDamagedFilesReadTheSameEveryTime3000 makes them) with test_h5chunk, then runs
+as MutationFuzz.DamagedFilesReadTheSameEveryTime makes them) with test_h5chunk, then runs
 `h5chunk read MUTANT DATASET SELECTION -o OUT` for every mutant, dataset and selection, in two
 passes with differently perturbed heaps (MALLOC_PERTURB_), and compares the passes: exit status,
 stdout (the JSON line without its time), stderr and the output file's bytes must be equal.

@@ -280,9 +280,12 @@ TEST(MutationFuzz, DamagedFilesReadTheSameEveryTime) {
   EXPECT_GT(check_determinism(env_u64("H5CHUNK_CORPUS_SEED", 1), env_u64("H5CHUNK_CORPUS_COUNT", 230)), 0u);
 }
 
-// The full corpus (Release only): 3,000 mutants of the 32 seed files.
-TEST(MutationFuzz, SlowDamagedFilesReadTheSameEveryTime3000) {
-  EXPECT_GT(check_determinism(100000, 3000), 0u);
+// A larger corpus (Release only): 1,000 mutants of the 32 seed files, mutant 100239 (whose H5Dread
+// crashes libhdf5) among them. Not the 3,000 of the target: since the reads libhdf5 might
+// crash on run in a forked child, 3,000 cost about 100 s of the suite's CPU; the 3,000, twice,
+// through the real command, are bench/h5chunk_cli_corpus.py's (its last run: docs/benchmarks.md).
+TEST(MutationFuzz, SlowDamagedFilesReadTheSameEveryTime1000) {
+  EXPECT_GT(check_determinism(100000, 1000), 0u);
 }
 
 }  // namespace
