@@ -24,11 +24,15 @@ using std::chrono::seconds;
 using testing::ManualEnv;
 
 // A child forked after the timer thread started has no such thread: its functions run on one
-// of its own. Not under ThreadSanitizer, whose die_after_fork (on by default) ends a child that
-// starts a thread after a multi-threaded fork: fork safety is tested in the Release and ASan
-// passes (and by tests/python/test_processes.py in the Release pass).
-// Not compiled at all under TSan: a skipped test fails the suite (tests/cmake).
-#if !defined(__SANITIZE_THREAD__)
+// of its own. Tested in the Release pass only (and by tests/python/test_processes.py there):
+// - not under ThreadSanitizer, whose die_after_fork (on by default) ends a child that starts a
+//   thread after a multi-threaded fork;
+// - not under AddressSanitizer: Debian 12's libasan (GCC 12) does not intercept fork, so its
+//   allocator's locks are not taken across it, and a child forked while the busy thread below
+//   allocates can block in malloc for good (seen once in 6 ASan runs: the child's new timer thread
+//   never ran). glibc's malloc, which the product uses, is locked across fork.
+// Not compiled at all under either: a skipped test fails the suite (tests/cmake).
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 TEST(RealEnv, AForkedChildGetsATimerOfItsOwn) {
   std::promise<void> ran;
   ASSERT_TRUE(Env::real().schedule_after(milliseconds(1), [&] { ran.set_value(); }));
@@ -58,7 +62,7 @@ TEST(RealEnv, AForkedChildGetsATimerOfItsOwn) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's scheduled function never ran";
 }
-#endif  // !__SANITIZE_THREAD__
+#endif  // !__SANITIZE_THREAD__ && !__SANITIZE_ADDRESS__
 
 TEST(RealEnv, SchedulesOnItsTimerThread) {
   std::promise<std::thread::id> ran;
