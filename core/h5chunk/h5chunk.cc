@@ -654,14 +654,15 @@ Result<File> File::open(const std::string& path, Options options) {
   state->options = std::move(options);
   state->threads = default_threads(state->options);
   state->helpers.set_threads(state->threads - 1);  // the caller is the other worker
-  QuietHdf5Errors quiet;
-  if (H5Fis_hdf5(path.c_str()) <= 0) {
-    return InvalidArgument("'" + path + "' is not an HDF5 file (or is truncated): " +
-                           hdf5_error_text());
+  if (::access(path.c_str(), R_OK) != 0) {
+    return hubfs::IoError("cannot open '" + path + "': " + std::strerror(errno));
   }
+  QuietHdf5Errors quiet;
+  // H5Fopen alone, as the open of a ByteSource below does, so a damaged file gives the same
+  // error whether it is read here or over hf:// (H5Fis_hdf5 says "no" without a cause).
   state->file = Hid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!state->file.valid()) {
-    return hubfs::IoError("HDF5 cannot open '" + path + "': " + hdf5_error_text());
+    return InvalidArgument("'" + path + "' is not an HDF5 file (or is truncated): " + hdf5_error_text());
   }
   // HDF5 reads metadata in small scattered pieces; the kernel's read-ahead behind them fetched
   // megabytes nobody needed (on a hubfs mount, up to 30 MB of requests for a 5-frame read). The
