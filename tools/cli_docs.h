@@ -51,7 +51,9 @@ inline std::vector<const CLI::App*> subcommands(const CLI::App& app) {
   return app.get_subcommands([](const CLI::App* s) { return !s->get_name().empty() && !s->get_group().empty(); });
 }
 
-inline bool is_flag(const CLI::Option* o) { return o->get_type_size() == 0; }
+// A flag takes no value. CLI11 gives a flag bound to a bool a type size of 1 but no type name,
+// so both count (else the man page printed an empty value after --help, --hub and the like).
+inline bool is_flag(const CLI::Option* o) { return o->get_type_size() == 0 || o->get_type_name().empty(); }
 
 // Every name of an option, comma-separated ("-f,--foreground"), without the default CLI11 shows
 // for a flag that takes an optional value ("--follow{60}" is typed --follow or --follow=N).
