@@ -329,6 +329,15 @@ inline uint64_t memory_and_swap() {
   return (uint64_t(si.totalram) + si.totalswap) * (si.mem_unit ? si.mem_unit : 1);
 }
 
+// h5chunk's readers skip a read that is possible but too large to be worth making (over
+// kMaxReadBytes, yet within memory and swap); a larger-than-memory one is still made and must fail.
+inline bool too_big_to_read(const Dataset& d, const std::string& sel) {
+  auto shape = d.selection_shape(*parse_selection(sel));
+  if (!shape.ok() || !d.info().readable) return false;
+  auto bytes = checked_product(*shape, d.info().element.size);
+  return bytes && *bytes > kMaxReadBytes && *bytes <= memory_and_swap();
+}
+
 // The reference: the C API alone, H5Dread into the dataset's native type.
 inline Records reference_reads(const std::string& path, const std::vector<std::string>& datasets) {
   register_reference_filters();
@@ -424,14 +433,9 @@ inline Records h5chunk_reads(const std::string& path, const std::vector<std::str
           r.payload = dset.status().message();
           continue;
         }
-        // Skip only reads that are legitimately possible but too large to be worth making.
-        auto shape = dset->selection_shape(*parse_selection(sel));
-        if (shape.ok() && dset->info().readable) {
-          auto bytes = checked_product(*shape, dset->info().element.size);
-          if (bytes && *bytes > kMaxReadBytes && *bytes <= memory_and_swap()) {
-            r.outcome = Outcome::kTooBig;
-            continue;
-          }
+        if (too_big_to_read(*dset, sel)) {
+          r.outcome = Outcome::kTooBig;
+          continue;
         }
         auto got = dset->read(sel, via(route));
         if (got.ok()) {
@@ -813,13 +817,9 @@ inline Records cli_reads(const std::string& path, const std::vector<std::string>
         r.payload = dset.status().message();
         continue;
       }
-      auto shape = dset->selection_shape(*parse_selection(sel));
-      if (shape.ok() && dset->info().readable) {
-        auto bytes = checked_product(*shape, dset->info().element.size);
-        if (bytes && *bytes > kMaxReadBytes && *bytes <= memory_and_swap()) {
-          r.outcome = Outcome::kTooBig;
-          continue;
-        }
+      if (too_big_to_read(*dset, sel)) {
+        r.outcome = Outcome::kTooBig;
+        continue;
       }
       ReadOptions ro;  // as the command reads: H5Dreads libhdf5 might crash on in a child
       ro.isolated_h5dread = [&](const Selection& s, void* o, size_t n, const std::string&) {
