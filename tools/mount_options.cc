@@ -192,7 +192,24 @@ bool consumed_by_mount(const std::string& opt) {
 
 }  // namespace
 
+namespace {
+
+// CLI11 names a flag with an optional value "--follow{60}" in --help, its own syntax for the
+// default; users type --follow or --follow=SECONDS, so help shows that (option_text below).
+class MountHelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_name(const CLI::Option* opt, bool is_positional) const override {
+    std::string name = CLI::Formatter::make_option_name(opt, is_positional);
+    const size_t open = name.find('{');
+    if (open != std::string::npos) name.erase(open, name.find('}', open) + 1 - open);
+    return name;
+  }
+};
+
+}  // namespace
+
 MountCli::MountCli(CLI::App* mount) {
+  mount->formatter(std::make_shared<MountHelpFormatter>());
   const auto& table = mount_options();
   given_.reserve(table.size());  // CLI11 keeps pointers to the values
   for (size_t i = 0; i < table.size(); ++i) {
@@ -202,7 +219,8 @@ MountCli::MountCli(CLI::App* mount) {
     if (*o.value) {
       g.option = mount->add_option(o.names, g.value, o.help)->type_name(o.value);
     } else if (has_default(o)) {
-      g.option = mount->add_flag(o.names, g.value, o.help);  // the default, or what =VALUE gave
+      g.option = mount->add_flag(o.names, g.value, o.help)  // the default, or what =VALUE gave
+                     ->option_text("[=SECONDS]");
     } else {
       g.option = mount->add_flag(o.names, o.help);
     }

@@ -76,6 +76,9 @@ TEST(MountOptions, HelpNamesEveryOptionAndItsDashOKey) {
         << key;
   }
   EXPECT_NE(help.find("follow[=SECONDS]"), std::string::npos);
+  // As users type it, not CLI11's "--follow{60}" default syntax.
+  EXPECT_NE(mount_help.find("--follow [=SECONDS]"), std::string::npos) << mount_help;
+  EXPECT_EQ(mount_help.find('{'), std::string::npos) << mount_help;
 }
 
 }  // namespace HUBFS_UNITY_ID
