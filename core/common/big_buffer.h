@@ -2,12 +2,9 @@
 // body) in transparent huge pages.
 //
 // Why: filling fresh memory costs a page fault per 4 KiB page, and on a virtual machine a fault
-// is dear (a paravirtualised interrupt enable on every one). Profiling `h5chunk read hf://` of 16
-// zea frames (169 MB fetched) on the 2-core VM: a third of its CPU went to faults on the buffers
-// the chunks are copied into. Huge pages make that one fault per 2 MiB: the same read took
-// 1.02-1.26 s against 1.61-1.68 s with 4 KiB pages (glibc's malloc.hugetlb tunable as the
-// experiment; one run each, a build running beside). The kernel's setting here is "madvise":
-// nothing is huge unless asked for.
+// is dear (a paravirtualised interrupt enable on every one), so a cold read spent much of its CPU
+// on faults; huge pages make that one fault per 2 MiB (docs/benchmarks.md, "Huge pages"). The
+// kernel's setting here is "madvise": nothing is huge unless asked for.
 //
 // Unlike std::vector, nothing is zeroed: a buffer is written before it is read.
 #pragma once

@@ -27,9 +27,8 @@ using Clock = MonotonicClock;
 // The loop wakes at least this often even when nothing happens, so a missed wakeup or a
 // deadline computed before a clock hiccup can delay a timeout by at most this much.
 constexpr auto kMaxPollWait = std::chrono::milliseconds(1000);
-// curl's receive buffer per transfer (512 KiB x max_in_flight of memory): against the 16 KiB
-// default it took 8 MiB loopback ranges from ~270 to ~360 MiB/s on a 2-core box
-// (tests/server CurlTransport.DISABLED_ThroughputOf8MiBRanges).
+// curl's receive buffer per transfer (512 KiB x max_in_flight of memory): the 16 KiB default
+// holds back large ranges (docs/constants.md, kReceiveBufferBytes).
 constexpr long kReceiveBufferBytes = 512 * 1024;
 // Idle connections kept beyond one per transfer in flight: ranges each hold a CDN connection of
 // their own, and the Hub's API host needs its own too.
@@ -126,8 +125,7 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
         return 0;
       }
       // The hot path: one allocation for the whole body instead of log2(n) regrowths, in huge
-      // pages when large (a fault per 4 KiB page of an 8 MiB response was a fifth of a cold
-      // hf:// read's CPU: common/big_buffer.h).
+      // pages when large, because a fault per 4 KiB page is dear (common/big_buffer.h).
       const size_t room = static_cast<size_t>(length) + t->request.body_headroom;
       t->response.body.reserve(room);
       advise_huge_pages(t->response.body.data(), room);

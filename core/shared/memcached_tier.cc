@@ -34,9 +34,8 @@ namespace {
 // prompt, and a short-lived mount still shares most of what it fetched.
 constexpr std::chrono::seconds kDrainTime{2};
 constexpr int kDefaultPort = 11211;
-// Writer threads. A store is a round trip per piece, and one writer fell behind a mount reading
-// from the Hub at ~100 MB/s on this 2-core machine (bench/shared_tier_bench.py: 1-10% of the
-// blocks dropped); four keep up.
+// Writer threads. A store is a round trip per piece, so one writer falls behind a mount reading
+// from the Hub at full speed and its queue drops blocks; four keep up (docs/constants.md, kWriters).
 constexpr size_t kWriters = 4;
 // Lookup threads: a lookup spanning several nodes asks all but one of them from these (the
 // calling thread asks the last). Fixed, so a burst of lookups never starts a thread per node per
@@ -106,7 +105,7 @@ bool wait_for(int fd, short events, std::chrono::milliseconds timeout) {
 
 // How long a lookup may wait: each wait for the socket at most `each` (a node that stops answering
 // is given up soon), and all of them together until `by` (a node that keeps sending, however
-// slowly, is cut off too: a trickle of 64 bytes every 150 ms once held reads for minutes).
+// slowly, is cut off too, or a trickle would hold reads for as long as it lasts).
 struct Budget {
   std::chrono::milliseconds each;
   Deadline by;
@@ -256,9 +255,9 @@ struct MemcachedTier::Node {
 
   // Lookups, stores and deletes speak the binary protocol on plain sockets (multi_get, store),
   // not through libmemcached: it read every answer through an 8 KiB buffer, so a 1 MiB block cost
-  // 128 recv calls and two copies (perf: about a fifth of the daemon's CPU in a cold read from the
-  // tier), and it bounds each wait but not a whole call, so a node trickling its answer to a store
-  // held a writer, and the unmount that joins it, for ever. A pooled socket has no answer
+  // 128 recv calls and two copies (a large share of the daemon's CPU: docs/constants.md, "plain
+  // sockets"), and it bounds each wait but not a whole call, so a node trickling its answer to a
+  // store held a writer, and the unmount that joins it, for ever. A pooled socket has no answer
   // pending: one that failed is closed.
   int take_socket(std::chrono::milliseconds timeout) {
     {
@@ -415,9 +414,9 @@ std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<Sha
 }
 
 // Maps in the pages of a reserved value with one call, before its pieces are received into it: a
-// fresh 1 MiB value otherwise costs 256 page faults as the first write touches each page (perf: a fifth
-// of the daemon's CPU in a cold read from the tier; populating first took 200 such values from
-// 103-108 ms to 65-69 ms here). Kernels before 5.14 refuse the advice: the copy faults as before.
+// fresh 1 MiB value otherwise costs 256 page faults as the first write touches each page, a large
+// share of a cold read from the tier (docs/constants.md, "plain sockets"). Kernels before 5.14
+// refuse the advice: the copy faults as before.
 void MemcachedTier::populate(std::string& value) {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(value.data()) + page - 1) & ~(page - 1);

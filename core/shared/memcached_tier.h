@@ -41,18 +41,18 @@ struct MemcachedTierOptions {
   std::vector<std::string> servers;  // "host:port" (port default 11211)
   // Connect and per-wait I/O timeout of a lookup (the wait for each next piece of an answer,
   // not the whole answer). A miss costs one round trip whatever this is; only a hung node costs
-  // the timeout, at most 3 times before its breaker opens. At 50 ms, 2-4 of 200 lookups timed out
-  // on this 2-core machine at load average 4-18 (a multi-MiB multi-get waiting on a busy
-  // memcached), each then a Hub fetch; at 200 ms none did (bench/shared_tier_bench.py).
+  // the timeout, at most 3 times before its breaker opens. Not shorter: on a loaded machine a
+  // multi-MiB multi-get waits on a busy memcached, and a lookup that times out becomes a Hub fetch
+  // (docs/constants.md, MemcachedTierOptions::timeout).
   std::chrono::milliseconds timeout{200};
   // A lookup's whole budget (inside the caller's deadline): past it, whatever has not arrived is
   // a miss and the blocks come from the Hub. A node that sends a valid answer's header and then
-  // a trickle of bytes keeps every per-wait timeout happy; this ends it. One second is ~100
-  // times what an 8-block lookup takes on a LAN, and a small part of any read's --read-timeout.
+  // a trickle of bytes keeps every per-wait timeout happy; this ends it. One second is far more
+  // than a lookup takes on a LAN, and a small part of any read's --read-timeout.
   std::chrono::milliseconds lookup_budget{1000};
   // The same for stores and deletes, which run on the writers, never on a reader's path: longer,
   // so a loaded machine does not turn slow stores into lost blocks and a tripped breaker
-  // (at 50 ms, ~1% of stores failed at load average 15 on 2 cores).
+  // (docs/constants.md, store_timeout).
   std::chrono::milliseconds store_timeout{500};
   // A store's or delete's whole budget (all its pieces): a node answering a trickle at a time is
   // cut off, so a writer, and the unmount that waits for it, is never held for long.

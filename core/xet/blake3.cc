@@ -68,7 +68,8 @@ inline void load_block(const uint8_t* p, uint32_t m[16]) {
   } while (0)
 
 // One round (§2.2) with round R's message schedule resolved at compile time: indexing the block
-// through a runtime schedule table made the whole hash about three times slower.
+// through a runtime schedule table made the whole hash several times slower (docs/benchmarks.md,
+// BLAKE3).
 template <int R>
 inline void round(uint32_t v[16], const uint32_t m[16]) {
   constexpr const uint8_t* s = kSchedule.idx[R];
@@ -115,8 +116,8 @@ inline void compress_cv(uint32_t cv[8], const uint32_t m[16], uint64_t counter, 
 // as whole_chunk_cv, lane j hashing chunk `counter + j` at in + j * 1024 (the layout of the
 // reference implementation's hash_many, written here from the spec's §2.2 and §5.3: chunks are
 // independent until their chaining values are merged, so they can be compressed side by side).
-// Verifying a Xet read hashes every byte it serves; the scalar path ran at ~0.6 GB/s on the
-// 2-core VM, a third of a 16-frame read's CPU after its copies were removed.
+// Verifying a Xet read hashes every byte it serves, and the scalar path was a large share of a
+// read's CPU (docs/benchmarks.md, BLAKE3).
 __attribute__((target("avx2"))) inline __m256i rot16(__m256i x) {
   const __m256i m = _mm256_set_epi8(13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, 0, 3, 2, 13, 12, 15, 14, 9, 8, 11,
                                     10, 5, 4, 7, 6, 1, 0, 3, 2);
@@ -248,8 +249,8 @@ bool cpu_has_avx2() {
 
 // Sixteen chunks at once in the lanes of AVX-512 registers: the eight-way path twice as wide,
 // with the rotations one instruction each (vprord) where AVX2 needs a shift, a shift and an or
-// for two of the four. On the 2-core VM a Xet read's chunk hashes were ~10% of the mount's CPU
-// at eight lanes.
+// for two of the four: at eight lanes the chunk hashes were still a visible share of a Xet read's
+// CPU (docs/benchmarks.md, BLAKE3).
 __attribute__((target("avx512f"))) inline void g16(__m512i& a, __m512i& b, __m512i& c, __m512i& d, __m512i x,
                                                    __m512i y) {
   a = _mm512_add_epi32(_mm512_add_epi32(a, b), x);
