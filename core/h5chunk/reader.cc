@@ -1,5 +1,5 @@
 // read_chunks (reader.h): plans a chunked read, locates its chunks on the caller's thread,
-// announces them to the file's source or mount, and runs them through a ChunkPool.
+// announces them to the file's source or mount, and runs them through a ChunkQueue.
 #include "h5chunk/reader.h"
 
 #include <fcntl.h>
@@ -8,7 +8,7 @@
 
 #include "h5chunk/checked.h"
 #include "h5chunk/chunk_plan.h"
-#include "h5chunk/chunk_pool.h"
+#include "h5chunk/chunk_queue.h"
 #include "h5chunk/range_hints.h"
 
 namespace h5chunk {
@@ -18,7 +18,7 @@ using hubfs::Corrupt;
 namespace {
 
 // Whether every chunk the read touches was verified before: then a verify_only read has nothing
-// to do, and skips the worker, fstat and pool setup (a loop of one-element reads of a verified
+// to do, and skips the worker, fstat and queue setup (a loop of one-element reads of a verified
 // chunk took 11.5 us per read with them, 5.9 us through H5Dread alone).
 bool all_verified(const FastRead& req, const std::vector<AxisPlan>& axes) {
   const size_t rank = axes.size();
@@ -72,7 +72,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
   const size_t rank = layout.shape.size();
   const std::vector<AxisPlan> axes = plan_axes(layout, *req.selection);
   if (req.verify_only && all_verified(req, axes)) return ReadStats{};
-  ChunkPool pool(req, axes);
+  ChunkQueue queue(req, axes);
   const uint64_t queries_before = req.manifest->queries();
   const uint32_t all_filters = layout.pipeline.empty()
                                    ? 0
@@ -105,7 +105,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
   }
   const uint64_t file_size = *size;
   // threads - 1 helpers from the file's pool (none started per read); the caller is the other.
-  auto helpers = req.helpers->start(threads - 1, [&pool] { pool.work(); });
+  auto helpers = req.helpers->start(threads - 1, [&queue] { queue.work(); });
 
   // On a hubfs mount, announce every chunk of a many-chunk read before reading any: the mount
   // fetches them all at once (up to its request limit), so --threads no longer bounds the
@@ -136,7 +136,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
           } else {
             if (!send_range_hints((*own)->fd, file_size, {{loc->offset, 1}})) break;
             hinted = true;
-            pool.use_uncached_reads();
+            queue.use_uncached_reads();
           }
         }
         ranges.emplace_back(loc->offset, loc->size);
@@ -162,7 +162,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
       grid[d] = task.pieces[d]->grid;
       partial |= (grid[d] + 1) * layout.chunk[d] > layout.shape[d];
     }
-    if (pool.cancelled()) break;
+    if (queue.cancelled()) break;
     if (req.verify_only) {
       task.position = req.manifest->position(grid.data());
       if (req.verified->contains(task.position)) {
@@ -179,7 +179,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
     }
     if (!loc.ok()) {
       status = loc.status().with_context(req.source);
-      pool.fail(status);
+      queue.fail(status);
       break;
     }
     task.loc = *loc;
@@ -197,7 +197,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
                          std::to_string(task.loc.offset) + ", but the file ends at " +
                          std::to_string(file_size))
                      .with_context(req.source);
-        pool.fail(status);
+        queue.fail(status);
         break;
       }
     }
@@ -215,27 +215,27 @@ Result<ReadStats> read_chunks(const FastRead& req) {
     }
     task.raw = layout.pipeline.empty() || (task.loc.filter_mask & all_filters) == all_filters ||
                (partial && layout.dont_filter_partial);
-    while (!pool.try_push(task)) {
-      if (pool.failed()) break;
-      pool.help(**own);
+    while (!queue.try_push(task)) {
+      if (queue.failed()) break;
+      queue.help(**own);
     }
-    if (pool.failed()) break;
+    if (queue.failed()) break;
     more = next_chunk(axes, at);
   }
-  pool.close();
-  while (pool.help(**own)) {
+  queue.close();
+  while (queue.help(**own)) {
   }
   helpers->join();
   req.workers->release(std::move(*own));
-  if (status.ok()) status = pool.error();
+  if (status.ok()) status = queue.error();
   if (!status.ok()) return status;
 
   ReadStats stats;
   stats.fast_path = true;
-  stats.chunks = pool.chunks.load();
-  stats.compressed_bytes = pool.compressed_bytes.load();
+  stats.chunks = queue.chunks.load();
+  stats.compressed_bytes = queue.compressed_bytes.load();
   stats.manifest_queries = req.manifest->queries() - queries_before;
-  stats.peak_bytes_in_flight = pool.peak_in_flight();
+  stats.peak_bytes_in_flight = queue.peak_in_flight();
   return stats;
 }
 

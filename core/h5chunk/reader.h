@@ -9,11 +9,11 @@
 // the rest are decoded into the worker's scratch and the selected part copied out.
 //
 // Its parts: worker_state.h (what each worker reads with, kept from read to read),
-// chunk_plan.h (per axis, the touched chunks and where their parts land), chunk_pool.h (one
+// chunk_plan.h (per axis, the touched chunks and where their parts land), chunk_queue.h (one
 // read's queue, workers and bytes-in-flight budget); reader.cc's read_chunks ties them together
 // on the caller's thread. Thread-safety: that thread makes every HDF5 call of the read (the
 // manifest's lookups; manifest.h says who may call HDF5 when), the helper threads only pread,
-// check, decode and copy. Each call has its own plan and pool; what it shares with other reads
+// check, decode and copy. Each call has its own plan and queue; what it shares with other reads
 // of the file (the worker-state pool, the helper pool, VerifiedChunks) is thread-safe.
 #pragma once
 

@@ -2,8 +2,8 @@
 // thread queues the located chunks (ChunkTask) and decodes one itself whenever the queue is full;
 // helper threads pop and process them (pread, check or decode, convert, place in the output).
 //
-// Ownership: read_chunks owns the pool on its stack, and joins the helpers before it goes; the
-// pool refers to the request, its layout and the plan, which outlive it. Each worker brings
+// Ownership: read_chunks owns the queue on its stack, and joins the helpers before it goes; the
+// queue refers to the request, its layout and the plan, which outlive it. Each worker brings
 // its own WorkerState (descriptor or source, buffers, codec contexts).
 //
 // Thread-safety: every method may be called from any worker. One mutex (`mu_`) guards the
@@ -40,9 +40,9 @@ struct ChunkTask {
 };
 
 // Everything the workers share for one read.
-class ChunkPool {
+class ChunkQueue {
  public:
-  ChunkPool(const FastRead& request, const std::vector<AxisPlan>& axes)
+  ChunkQueue(const FastRead& request, const std::vector<AxisPlan>& axes)
       : req_(request), layout_(*request.layout), axes_(axes) {
     chunk_bytes_ = layout_.elem_size;
     for (uint64_t c : layout_.chunk) chunk_bytes_ *= c;

@@ -1,5 +1,5 @@
-// A chunked read's workers (chunk_pool.h): how one chunk is read, checked, decoded and placed.
-#include "h5chunk/chunk_pool.h"
+// A chunked read's workers (chunk_queue.h): how one chunk is read, checked, decoded and placed.
+#include "h5chunk/chunk_queue.h"
 
 #include <fcntl.h>
 
@@ -9,7 +9,7 @@ namespace h5chunk {
 
 using hubfs::Corrupt;
 
-Status ChunkPool::process(const ChunkTask& task, WorkerState& worker) {
+Status ChunkQueue::process(const ChunkTask& task, WorkerState& worker) {
   if (uncached_reads_.load(std::memory_order_relaxed) && !worker.uncached && worker.fd >= 0) {
     // Linux lets O_DIRECT be switched on for an open descriptor; if it cannot be, the reads
     // stay buffered, which is slower but as correct.
@@ -105,7 +105,7 @@ Status ChunkPool::process(const ChunkTask& task, WorkerState& worker) {
   return Status::Ok();
 }
 
-bool ChunkPool::run(const ChunkTask& task, WorkerState& worker) {
+bool ChunkQueue::run(const ChunkTask& task, WorkerState& worker) {
   if (cancelled()) return false;
   const uint64_t bytes = task.loc.size;
   if (!acquire_budget(bytes)) return false;
@@ -122,7 +122,7 @@ bool ChunkPool::run(const ChunkTask& task, WorkerState& worker) {
   return true;
 }
 
-void ChunkPool::work() {
+void ChunkQueue::work() {
   auto worker = req_.workers->acquire();
   if (!worker.ok()) {
     fail(worker.status().with_context(req_.source));
@@ -134,7 +134,7 @@ void ChunkPool::work() {
   req_.workers->release(std::move(*worker));
 }
 
-bool ChunkPool::help(WorkerState& worker) {
+bool ChunkQueue::help(WorkerState& worker) {
   ChunkTask task;
   if (!pop(&task, /*wait=*/false)) return false;
   run(task, worker);
