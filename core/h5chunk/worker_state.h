@@ -6,10 +6,11 @@
 // until it releases it. Buffers move between a state and the process's BufferPools (released
 // states give theirs back, acquired ones take them again).
 //
-// Thread-safety: WorkerStatePool and BufferPool are thread-safe, each with one leaf mutex (no
-// call out while held); a WorkerState belongs to one thread at a time. The BufferPools' locks
-// are held across fork() (pthread_atfork, worker_state.cc): compressed_buffers() before
-// chunk_buffers().
+// Thread-safety: WorkerStatePool and BufferPool are thread-safe, one mutex each; a WorkerState
+// belongs to one thread at a time. Lock order: WorkerStatePool's before a BufferPool's (an idle
+// state takes the process's buffers as acquire() hands it out); a BufferPool's is a leaf. The
+// BufferPools' locks are held across fork() (pthread_atfork, worker_state.cc):
+// compressed_buffers() before chunk_buffers().
 #pragma once
 
 #include <atomic>
