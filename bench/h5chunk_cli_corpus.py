@@ -120,7 +120,7 @@ def crashed(r):
 
 HF_REPO = "datasets/hubfs-corpus/mutants"
 # The one place a path and an hf:// read of the same bad file word their failure differently
-# (core/h5chunk/h5chunk.cc: File::open of a path asks H5Fis_hdf5 first, of a source it does not).
+# (core/h5chunk/file.cc: File::open of a path asks H5Fis_hdf5 first, of a source it does not).
 OPEN_WORDING = [("HDF5 cannot open 'FILE': ", "cannot open FILE: "),
                 ("'FILE' is not an HDF5 file (or is truncated): ", "cannot open FILE: ")]
 

@@ -3,7 +3,7 @@
 // byte conversion that turns stored elements into returned ones on the fast path.
 //
 // The conversion is derived once per dataset and applied to each chunk right after it is
-// decoded (reader.cc), so it costs one pass over bytes already in cache and never a separate
+// decoded (chunk_queue.cc), so it costs one pass over bytes already in cache and never a separate
 // pass over the whole output. It only does what H5Dread's conversion does for these type
 // pairs: reverse the bytes of big-endian numbers, and clear what follows a null-terminated
 // string's terminator. Anything else (integers of unusual precision, space-padded strings)

@@ -1,4 +1,4 @@
-// The process-wide pools of idle worker buffers (core/h5chunk/reader.h): they hold at most their
+// The process-wide pools of idle worker buffers (core/h5chunk/worker_state.h): they hold at most their
 // cap, never a buffer past kRetainedBufferBytes, and a file's worker reuses the buffer another
 // file's worker gave back, so many open files do not each keep their own.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "h5chunk/reader.h"
+#include "h5chunk/worker_state.h"
 
 namespace h5chunk {
 namespace HUBFS_UNITY_ID {
