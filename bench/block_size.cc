@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   CurlTransport curl(curl_options);
   RetryingTransport transport(curl, RetryPolicy{}, Env::real());
   HubConfig hub_config;
+  hub_config.env = &Env::real();
   hub_config.endpoint = hub->url();
   HubClient client(hub_config, transport);
   RangeFetcherOptions fetcher_options;
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   for (uint32_t block : {256u << 10, 1u << 20, 4u << 20}) {
     TempDir cache_dir;
     CacheOptions co;
+    co.env = &Env::real();
     co.dir = cache_dir.str();
     auto cache = std::move(BlockCache::open(co)).value();
     ReaderOptions ro;

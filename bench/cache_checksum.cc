@@ -54,7 +54,7 @@ void bench_puts(const std::string& dir, bool sync, const std::string& block) {
   std::filesystem::remove_all(dir);
   hubfs::PosixDiskOptions disk_options;
   disk_options.sync_data = sync;
-  auto cache = BlockCache::open(CacheOptions{.dir = dir}, hubfs::posix_disk(disk_options));
+  auto cache = BlockCache::open(CacheOptions{.dir = dir, .env = &hubfs::Env::real()}, hubfs::posix_disk(disk_options));
   if (!cache.ok()) {
     std::fprintf(stderr, "%s\n", cache.status().message().c_str());
     return;
@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   bench_puts(root + "/sync", true, block);
 
   // Warm hits: the page cache holds the files, so this is the cache's own cost per hit.
-  auto cache = BlockCache::open(CacheOptions{.dir = root + "/nosync"});
+  auto cache = BlockCache::open(CacheOptions{.dir = root + "/nosync", .env = &hubfs::Env::real()});
   if (!cache.ok()) return 1;
   double hit = gbps(kBlock, kBlocks, [&](int i) {
     auto got = (*cache)->get("sha256:bench", i);

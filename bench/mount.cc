@@ -202,6 +202,7 @@ int main(int argc, char** argv) {
     CurlTransport curl(curl_options);
     RetryingTransport transport(curl, RetryPolicy{}, Env::real());
     HubConfig hub_config;
+    hub_config.env = &Env::real();
     hub_config.endpoint = hub->url();
     HubClient client(hub_config, transport);
     RangeFetcherOptions fetcher_options;

@@ -20,7 +20,7 @@
 #include <random>
 #include <string>
 
-#include "fs/session.h"
+#include "stack/hub_file.h"
 #include "support/local_hub.h"
 #include "support/temp_dir.h"
 
@@ -42,7 +42,7 @@ Read read_whole(const std::string& endpoint, const std::string& cache, const std
   c.cache_dir = cache;
   c.cache_size = 4ull << 30;
   c.token = "";
-  auto s = std::make_shared<RepoSession>();
+  auto s = std::make_shared<RepoSession>(Env::real());
   RepoRef ref;
   ref.type = RepoType::kModel;
   ref.id = "lab/big";
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
       c.endpoint = hub->url();
       c.cache_dir = (caches.path() / "warmup").string();
       c.token = "";
-      RepoSession s;
+      RepoSession s(Env::real());
       RepoRef ref;
       ref.id = "lab/big";
       ref.revision = rev;

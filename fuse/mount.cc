@@ -52,7 +52,7 @@ namespace {
 constexpr unsigned kFuseThreads = 32;
 
 
-// Everything a running mount owns. The stack and FileSystem are fs/session.h's, as every
+// Everything a running mount owns. The stack and FileSystem are stack/session.h's, as every
 // door builds them; the FUSE session is destroyed first, then the stack shuts down, then the
 // filesystem and the stack go.
 struct Mount {
@@ -239,7 +239,7 @@ void invalidate_kernel(fuse_session* session, const ViewChange& change) {
             change.old_commit);
 }
 
-// One repo (or one directory of it), pinned now (fs/session.h). Returns the FUSE fsname's repo part.
+// One repo (or one directory of it), pinned now (stack/session.h). Returns the FUSE fsname's repo part.
 Result<std::string> build_repo_fs(const MountConfig& config, const std::string& mountpoint, Mount& m) {
   auto spec = parse_repo_spec(config.repo_spec, config.repo_type, config.revision, config.subfolder);
   if (!spec.ok()) return spec.status();
@@ -251,7 +251,7 @@ Result<std::string> build_repo_fs(const MountConfig& config, const std::string& 
       return InvalidArgument("--follow follows a branch or tag, and " + spec->repo.revision +
                              " is a commit, which never moves: mount a branch (@main) or drop --follow");
   }
-  m.repo = std::make_unique<RepoSession>();
+  m.repo = std::make_unique<RepoSession>(Env::real());
   Status st = open_repo_session(config, *spec, *m.repo, [&](RepoSession& s, FsOptions& fs_options) {
     auto base = status_provider(s.stack, config, mountpoint, s.label, s.repo.revision, s.info.commit, s.subfolder);
     fs_options.status_json = [base, gated = s.info.gated, is_private = s.info.is_private, stack = &s.stack,
@@ -319,7 +319,7 @@ Result<std::string> build_hub_namespace(const MountConfig& config, const std::st
   if (offline && config.cache_size == 0) {
     return InvalidArgument("--offline mounts from the disk cache, and --cache-size 0 keeps none: drop --cache-size 0");
   }
-  m.hub_stack = std::make_unique<Stack>();
+  m.hub_stack = std::make_unique<Stack>(Env::real());
   Stack& stack = *m.hub_stack;
   if (Status s = build_stack(config, stack); !s.ok()) return s;
   if (Status s = build_reader(config, stack); !s.ok()) return s;

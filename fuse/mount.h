@@ -1,4 +1,4 @@
-// `hubfs mount`: its configuration (defaults and size parsing in core's fs/session.cc) and the
+// `hubfs mount`: its configuration (defaults and size parsing in core's stack/config.cc) and the
 // mount itself (mount.cc: wiring the stack, serving it, tearing it down in order; the
 // background process in daemon.cc; mountpoint checks and `hubfs unmount` in mountpoint.cc).
 #pragma once
@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "common/status.h"
-#include "fs/session.h"
+#include "stack/session.h"
 
 namespace hubfs {
 
-// A mount's options: what every door shares (fs/session.h: endpoint, cache, timeouts, shared
+// A mount's options: what every door shares (stack/session.h: endpoint, cache, timeouts, shared
 // tier, offline, token) plus the mount's own.
 struct MountConfig : SessionConfig {
   std::string repo_spec;  // [models/|datasets/|spaces/]ORG/NAME[@REVISION][/SUB/DIR]
@@ -42,7 +42,7 @@ int run_mount(const MountConfig& config);
 
 
 // parse_size, apply_environment_timeouts, default_endpoint, default_cache_dir and
-// choose_ca_bundle: fs/session.h.
+// choose_ca_bundle: stack/session.h.
 
 
 }  // namespace hubfs

@@ -10,6 +10,9 @@
 #     common/log.cc (log timestamps). A wait with a limit goes through the Env's clock instead:
 #     Deadline::wait or MonotonicClock::wait_until (`clock.wait_until(cv, lock, ...)`), which a
 #     test's manual clock ends when it moves;
+#   - the real Env named (`Env::real()`) in core/ outside common/env.{h,cc}: no component and no
+#     options struct defaults to it, and the composition root (core/stack) takes its Env from its
+#     caller too; the mains (tools/, fuse/, python/) pass the real one, tests theirs;
 #   - a sleep in a unit-test directory (tests/<dir> whose tests are labelled `unit` in
 #     tests/CMakeLists.txt): unit tests move a manual clock instead of waiting for time to pass.
 # Mains (tools/, fuse/, bench/) may use the real clock: they are not in core/.
@@ -25,6 +28,8 @@ sleep='sleep_for|sleep_until|usleep|nanosleep|\bsleep\('
 timed_wait='(\.|->)(wait_until|wait_for)\('
 clock_wait='[A-Za-z_]*clock[A-Za-z_]*(\(\))?(\.|->)wait_until\('
 allowed='^core/common/(env\.h|env\.cc|deadline\.h|deadline\.cc|timer\.h|timer\.cc|log\.cc):'
+real_env='\bEnv::real\(\)'
+real_env_allowed='^core/common/(env\.h|env\.cc):'
 
 failed=0
 report() {  # $1: what, $2: the offending lines (none: fine)
@@ -41,6 +46,8 @@ report "the real clock or a sleep in core/ (time comes from the stack's Env: cor
   "$(core_files | xargs grep -nE "$clock|$sleep" /dev/null | grep -vE "$allowed" || true)"
 report "a wait with a real-clock limit in core/ (wait on the Env's clock: Deadline::wait)" \
   "$(core_files | xargs grep -nE "$timed_wait" /dev/null | grep -vE "$allowed" | grep -vE "$clock_wait" || true)"
+report "the real Env named in core/ (take the stack's Env from the caller: no default to the real one)" \
+  "$(core_files | xargs grep -nE "$real_env" /dev/null | grep -vE "$real_env_allowed" || true)"
 
 # Unit-test directories, as tests/CMakeLists.txt labels them: hubfs_test_dir(NAME unit ...).
 unit_dirs=$(sed -nE 's/^[[:space:]]*hubfs_test_dir\(([a-z0-9_]+)[[:space:]]+unit\b.*/\1/p' tests/CMakeLists.txt)

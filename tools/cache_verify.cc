@@ -92,6 +92,7 @@ class HubRangeSource {
     retry.quota = s->quota_.get();
     s->transport_ = std::make_unique<RetryingTransport>(*s->curl_, retry, Env::real());
     HubConfig hub_config;
+    hub_config.env = &Env::real();
     hub_config.endpoint = config.endpoint;
     hub_config.token = find_token();
     s->hub_ = std::make_unique<HubClient>(hub_config, *s->transport_);
@@ -167,6 +168,7 @@ int run_cache_verify(const CacheVerifyConfig& config) {
     auto key = SharedTierKey::from_file(config.shared_cache_key_file);
     if (!key.ok()) return fail(key.status().message());
     MemcachedTierOptions tier_options;
+    tier_options.env = &Env::real();
     tier_options.servers = config.shared_cache;
     auto made = MemcachedTier::create(tier_options);
     if (!made.ok()) return fail(made.status().message());
@@ -202,7 +204,7 @@ int run_cache_verify(const CacheVerifyConfig& config) {
     last_total = total;
     bar.update(done, total);
   };
-  auto content = admin::verify_content(config.cache_dir, options);
+  auto content = admin::verify_content(config.cache_dir, Env::real(), options);
   bar.finish(last_done, last_total);
   if (tier) tier->wait_idle();  // the deletes are queued: done before we say so
   if (!content.ok()) return fail(content.status().message());

@@ -112,7 +112,7 @@ int run_copy(const CopyCommand& c) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
-  auto session = std::make_shared<RepoSession>();
+  auto session = std::make_shared<RepoSession>(Env::real());
   // The copy hashes every byte it writes (copy_file) and drops the file's cached blocks when they
   // fail: the reader's own whole-file hash would be the same SHA-256 over the same bytes a second
   // time (0.2 s of CPU for 300 MB, on 2 cores shared with the network), so it is off here.

@@ -1,11 +1,11 @@
 // `hubfs cat hf://...` and `hubfs cp hf://... DEST`: whole files without a mount, through the
-// mount's reader and cache (fs/session.h), verified against their content hash.
+// mount's reader and cache (stack/hub_file.h), verified against their content hash.
 #pragma once
 
 #include <optional>
 #include <string>
 
-#include "fs/session.h"
+#include "stack/hub_file.h"
 
 namespace hubfs {
 

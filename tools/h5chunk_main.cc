@@ -214,7 +214,7 @@ hubfs::Result<File> open_file(const std::string& path, h5chunk::Options options 
   while (!config.endpoint.empty() && config.endpoint.back() == '/') config.endpoint.pop_back();
   config.cache_dir = g_hub.cache_dir.empty() ? hubfs::default_cache_dir() : g_hub.cache_dir;
   if (hubfs::Status st = hubfs::apply_environment_timeouts(config); !st.ok()) return st;
-  auto source = hubfs::open_hf_source(path, config, g_hub.revision);
+  auto source = hubfs::open_hf_source(path, config, hubfs::Env::real(), g_hub.revision);
   if (!source.ok()) return source.status();
   g_hub_commit = (*source)->file()->session()->info.commit;
   return File::open(std::move(*source), std::move(options));

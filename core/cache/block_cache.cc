@@ -65,7 +65,7 @@ std::string_view base_name(std::string_view path) {
 class DiskBlockCache final : public BlockCache {
  public:
   DiskBlockCache(CacheOptions options, std::shared_ptr<CacheDisk> disk, std::string blocks_dir)
-      : options_(std::move(options)), env_(*options_.env), disk_(std::move(disk)),
+      : options_(std::move(options)), env_(env_of(options_.env, "BlockCache")), disk_(std::move(disk)),
         blocks_dir_(std::move(blocks_dir)), retry_wait_(env_), maintenance_(env_.new_executor(1)) {
     for (auto& ready : shard_ready_) ready.store(false, std::memory_order_relaxed);
     // Learn the directory's size at start (open() does not wait for it), evicting if over.

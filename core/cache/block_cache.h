@@ -41,9 +41,9 @@ struct CacheOptions {
   // an entry per block in memory.
   size_t eviction_batch = 1 << 16;
   // Time and the maintenance thread (a one-thread executor: the first scan, eviction passes, the
-  // wait before retrying a pass that could not get under budget). Tests pass a manual Env.
-  // Must outlive the cache.
-  Env* env = &Env::real();
+  // wait before retrying a pass that could not get under budget). Required (no default: the
+  // stack's, or a test's); must outlive the cache.
+  Env* env = nullptr;
 };
 
 struct CacheStats {

@@ -17,7 +17,7 @@
 #include "cache/content_verifier.h"
 #include "cache/listing_store.h"
 #include "common/counter_file.h"
-#include "xet/chunk_run_name.h"
+#include "cache/chunk_run_name.h"
 
 namespace hubfs::cache_admin {
 namespace {
@@ -188,7 +188,7 @@ Result<Usage> info(const std::string& cache_dir) {
          !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
       if (!it->is_regular_file(ec)) continue;
       uint32_t first = 0, end = 0;  // a run of chunks [first, end) per file
-      if (xet::parse_chunk_run_name(it->path().filename().string(), "", &first, &end)) usage.xet_chunks += end - first;
+      if (parse_chunk_run_name(it->path().filename().string(), "", &first, &end)) usage.xet_chunks += end - first;
       usage.xet_chunk_bytes += it->file_size(ec);
     }
     const counter_file::Totals served = counter_file::read(cache_dir + "/" + kXetSavedFile);
@@ -632,9 +632,10 @@ class ContentPass {
 
 }  // namespace
 
-Result<ContentVerified> verify_content(const std::string& cache_dir, const ContentVerifyOptions& options) {
+Result<ContentVerified> verify_content(const std::string& cache_dir, Env& env, const ContentVerifyOptions& options) {
   if (Status s = check_cache_dir(cache_dir); !s.ok()) return s;
   CacheOptions cache_options;
+  cache_options.env = &env;
   cache_options.dir = cache_dir;
   cache_options.budget_bytes = UINT64_MAX;  // look, never evict
   auto cache = BlockCache::open(cache_options);

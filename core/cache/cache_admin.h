@@ -144,8 +144,9 @@ struct ContentVerifyOptions {
 // small ones) from its cached blocks and deletes every block of a file whose hash differs from
 // its content id (from the shared tier too when one is given). Blocks are 1 MiB (the mount's
 // default block size). With options.hub, partly cached files are completed from the Hub and
-// verified whole, and bad files fetched again (see ContentVerifyOptions).
-Result<ContentVerified> verify_content(const std::string& cache_dir, const ContentVerifyOptions& options = {});
+// verified whole, and bad files fetched again (see ContentVerifyOptions). `env`: the block
+// cache's (the caller's: the real one in a main).
+Result<ContentVerified> verify_content(const std::string& cache_dir, Env& env, const ContentVerifyOptions& options = {});
 
 // "1.5 GiB", "812 KiB", "17 B".
 std::string human_bytes(uint64_t bytes);

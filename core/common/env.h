@@ -1,6 +1,6 @@
 // The one seam between the daemon and the operating system's time and threads (leveldb's Env):
 // the clocks, delayed work, and executors. Everything that reads the time, waits out a delay or
-// starts background threads takes an Env&, handed down from the assembly (core/fs/session.cc's
+// starts background threads takes an Env&, handed down from the assembly (core/stack/stack.cc's
 // Stack, which the mount and every other door build), so a test swaps the whole seam for a
 // manual one (tests/support/manual_env.h) and moves time itself instead of sleeping.
 //

@@ -60,8 +60,8 @@ struct FsOptions {
   // once: the mount root's first listing is then one recursive listing of everything below it.
   bool list_whole_repo = false;
   // Where a file's bytes come from when not through its locate (RemoteFile::source): a Xet-stored
-  // file's source from the Xet service (fs/xet_routing.h). Null or returning null: the bridge.
-  // Never called for an offline mount.
+  // file's source from the Xet service (stack/xet_routing.h, set by the stack). Null or returning
+  // null: the bridge. Never called for an offline mount.
   std::function<std::shared_ptr<RangeSource>(const TreeEntry&, const Locator&)> range_source;
   // `--follow`: the view may move to a newer commit (FileSystem::advance). Negative lookups are
   // then remembered per view, so that the kernel's cached "no such name" can be invalidated when

@@ -12,7 +12,8 @@
 #include <variant>
 #include <vector>
 
-#include "reader/block_reader.h"
+#include "net/byte_range.h"
+#include "reader/block_bytes.h"
 
 namespace hubfs {
 

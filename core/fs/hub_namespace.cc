@@ -61,6 +61,7 @@ struct HubNamespace::Repo {
 
 HubNamespace::HubNamespace(HubClient& hub, BlockReader& reader, HubNamespaceOptions options)
     : hub_(hub), reader_(reader), options_(std::move(options)) {
+  env_of(options_.env, "HubNamespace");
   std::unique_lock<std::shared_mutex> lock(mu_);
   dirs_.emplace_back();  // inode 0 does not exist
   auto root = std::make_unique<Dir>();

@@ -49,8 +49,9 @@ struct HubNamespaceOptions {
   // How long "no such repo" is remembered (by us and by the kernel's negative entry): short, so
   // a repo created meanwhile appears soon, long enough that a loop of stats makes one request.
   std::chrono::seconds negative_ttl{30};
-  // Its clock times negative entries out (tests pass a manual Env). Must outlive the namespace.
-  Env* env = &Env::real();
+  // Its clock times negative entries out. Required (no default: the stack's, or a test's); must
+  // outlive the namespace.
+  Env* env = nullptr;
   time_t mtime = 0;  // of the namespace's own directories (the mount's start)
 };
 

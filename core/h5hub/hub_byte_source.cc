@@ -107,12 +107,12 @@ void HubByteSource::hint(const std::vector<std::pair<uint64_t, uint64_t>>& range
   (void)file_->hint(wanted);  // best effort: the reads fetch whatever the hint did not
 }
 
-Result<std::shared_ptr<HubByteSource>> open_hf_source(const std::string& url, const SessionConfig& config,
+Result<std::shared_ptr<HubByteSource>> open_hf_source(const std::string& url, const SessionConfig& config, Env& env,
                                                       std::optional<std::string> revision) {
   auto parsed = parse_hf_url(url, std::move(revision));
   if (!parsed.ok()) return parsed.status();
   if (parsed->path.empty()) return InvalidArgument(url + " names a repo, not a file in it");
-  auto session = std::make_shared<RepoSession>();
+  auto session = std::make_shared<RepoSession>(env);
   if (Status st = open_repo_session(config, RepoSpec{parsed->repo, ""}, *session, {}, parsed->path); !st.ok()) return st;
   auto file = HubFile::open(session, parsed->path);
   if (!file.ok()) return file.status();

@@ -1,4 +1,4 @@
-// h5chunk on hf:// files without a mount: an hf:// file (fs/session.h's HubFile) as the
+// h5chunk on hf:// files without a mount: an hf:// file (stack/hub_file.h's HubFile) as the
 // ByteSource h5chunk reads through (h5chunk/byte_source.h). The HDF5 library's metadata reads,
 // h5chunk's chunk-index parse and its chunk reads all go through the session's block reader,
 // cache and verification, and a read's chunk list becomes one range hint, so every chunk is in
@@ -16,7 +16,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "fs/session.h"
+#include "stack/hub_file.h"
 #include "h5chunk/byte_source.h"
 
 namespace hubfs {
@@ -77,9 +77,10 @@ class HubByteSource : public h5chunk::ByteSource {
 };
 
 // Opens hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH with its own session (pinned repo,
-// stack) built from `config`, for the h5chunk command. Errors as `hubfs cat` gives them: the
-// repo, revision or path not found, private or gated, the endpoint unreachable.
-Result<std::shared_ptr<HubByteSource>> open_hf_source(const std::string& url, const SessionConfig& config,
+// stack) built from `config` on `env` (the caller's: the real one in a main), for the h5chunk
+// command. Errors as `hubfs cat` gives them: the repo, revision or path not found, private or
+// gated, the endpoint unreachable.
+Result<std::shared_ptr<HubByteSource>> open_hf_source(const std::string& url, const SessionConfig& config, Env& env,
                                                       std::optional<std::string> revision = {});
 
 }  // namespace hubfs

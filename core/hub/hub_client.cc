@@ -133,6 +133,7 @@ std::string location_key(const RepoRef& repo, std::string_view path) {
 
 HubClient::HubClient(HubConfig config, HttpTransport& transport)
     : config_(std::move(config)), transport_(transport) {
+  env_of(config_.env, "HubClient");
   while (!config_.endpoint.empty() && config_.endpoint.back() == '/') config_.endpoint.pop_back();
   if (config_.token && config_.token->empty()) config_.token.reset();
   shown_endpoint_ = url::url_for_log(config_.endpoint);

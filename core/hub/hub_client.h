@@ -60,8 +60,9 @@ struct HubConfig {
   std::string user_agent = "hubfs/0.1.0";           // the Hub asks clients to name themselves
   // Both clocks the client reads: the steady one decides when a remembered Location is stale,
   // wall time reads absolute expiry stamps in signed URLs (X-Amz-Date, Expires=<unix>). Tests
-  // pass a manual Env and move time without sleeping. Must outlive the client.
-  Env* env = &Env::real();
+  // pass a manual Env and move time without sleeping. Required (no default: the stack's, or a
+  // test's); must outlive the client.
+  Env* env = nullptr;
   // A listing larger than this is refused rather than held in memory: the Hub advises fewer
   // than 10k files per folder, so 10x that is generous (entries are a few hundred bytes each).
   size_t max_dir_entries = 100000;

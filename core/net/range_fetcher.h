@@ -30,14 +30,9 @@
 #include "common/env.h"
 #include "common/http.h"
 #include "common/status.h"
+#include "net/byte_range.h"
 
 namespace hubfs {
-
-struct ByteRange {
-  uint64_t offset = 0;
-  uint64_t length = 0;
-  bool operator==(const ByteRange&) const = default;
-};
 
 // Where one file can be read from; refresh=true means the last location answered 403 (expired).
 using Locator = std::function<Result<Location>(bool refresh)>;

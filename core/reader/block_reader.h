@@ -222,7 +222,7 @@ struct ReadState {
   }
 };
 
-// BlockBytes (a block's bytes, a slice of a shared buffer) is in reader/block_tier.h.
+// BlockBytes (a block's bytes, a slice of a shared buffer) is in reader/block_bytes.h.
 
 class BlockReader {
  public:

@@ -294,6 +294,7 @@ struct MemcachedTier::Node {
 };
 
 MemcachedTier::MemcachedTier(MemcachedTierOptions options) : options_(std::move(options)) {
+  env_of(options_.env, "MemcachedTier");
   for (const auto& s : options_.servers) nodes_.push_back(std::make_unique<Node>(s, options_.breaker, *options_.env));
   stats_.nodes = nodes_.size();
   for (size_t i = 0; i < kWriters; ++i) writers_.push_back(options_.env->new_executor(1));

@@ -64,8 +64,9 @@ struct MemcachedTierOptions {
   // on the shared tier). 64 MiB is 64 blocks, about a second of Hub fetching at full speed.
   size_t queue_bytes = 64ull << 20;
   CircuitBreaker::Options breaker;
-  // The breakers' clock and the writers' executors (tests pass a manual Env). Must outlive the tier.
-  Env* env = &Env::real();
+  // The breakers' clock and the writers' executors. Required (no default: the stack's, or a
+  // test's); must outlive the tier.
+  Env* env = nullptr;
 };
 
 // "memcached://h1:11211,h2" or "h1:11211+h2:11211" (',' or '+' between servers, '+' for -o

@@ -14,8 +14,8 @@
 #include <tuple>
 #include <vector>
 
+#include "cache/chunk_run_name.h"
 #include "common/counter_file.h"
-#include "xet/chunk_run_name.h"
 
 namespace hubfs::xet {
 

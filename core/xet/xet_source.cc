@@ -56,7 +56,7 @@ Status as_service_error(const Status& s, const Deadline& read_deadline) {
 XetReader::XetReader(HttpTransport& transport, TokenSource tokens, XetReaderOptions options)
     : transport_(transport),
       options_(std::move(options)),
-      env_(*options_.env),
+      env_(env_of(options_.env, "XetReader")),
       tokens_(std::move(tokens), env_, options_.token_margin),
       plans_(env_, options_.plan_ttl, options_.max_plans),
       checks_(options_.max_hashing_files),

@@ -79,9 +79,9 @@ struct XetReaderOptions {
   ChunkCache* chunk_cache = nullptr;
   // Files whose chunk hashes are collected for the whole-file check at once (XetFileChecks).
   size_t max_hashing_files = 64;
-  // Time (token expiry, plan age, attempt budgets) comes from here; tests pass a manual one.
-  // Must outlive the reader.
-  Env* env = &Env::real();
+  // Time (token expiry, plan age, attempt budgets) comes from here. Required (no default: the
+  // stack's, or a test's); must outlive the reader.
+  Env* env = nullptr;
 };
 
 struct XetReaderStats {
@@ -107,7 +107,7 @@ class XetReader {
   using Callback = RangeFetcher::Callback;
 
   // transport must outlive this reader.
-  XetReader(HttpTransport& transport, TokenSource tokens, XetReaderOptions options = {});
+  XetReader(HttpTransport& transport, TokenSource tokens, XetReaderOptions options);
   // Calls shutdown().
   ~XetReader();
   // Finishes the reads already started (the transport bounds each), then stops the threads;

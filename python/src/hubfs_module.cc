@@ -1,7 +1,7 @@
 // hubfs._core: hf:// files without a mount, for Python (python/hubfs/_remote.py builds the file
 // object and the listing helpers on it).
 //
-// A Session is fs/session.h's RepoSession: one repo pinned to a commit, read through the same
+// A Session is stack/session.h's RepoSession: one repo pinned to a commit, read through the same
 // transport, block cache (same directory and keys as a mount), shared tier and verification as
 // a mount. Sessions are kept per (repo, revision, options), so a thousand opens of files of one
 // repo build one cache and one connection pool. Memory stays bounded: a session holds a memory
@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "common/log.h"
-#include "fs/session.h"
+#include "stack/hub_file.h"
 #include "reader/block_reader.h"
 #include "h5hub/hub_byte_source.h"
 
@@ -254,7 +254,7 @@ Session get_session(const std::string& type, const std::string& id, const std::s
   }
   // Built outside the lock (it may wait on the Hub); two threads racing build two, one is kept.
   auto built = run_interruptibly<std::pair<Status, std::shared_ptr<hubfs::RepoSession>>>([ref = *ref, c, first_file] {
-    auto s = std::make_shared<hubfs::RepoSession>();
+    auto s = std::make_shared<hubfs::RepoSession>(hubfs::Env::real());
     Status st = hubfs::open_repo_session(c, hubfs::RepoSpec{ref, ""}, *s, {}, first_file);
     return std::make_pair(st, st.ok() ? s : nullptr);
   });

@@ -75,8 +75,9 @@ void flip_bit(const std::string& path, size_t offset) {
   f.write(&c, 1);
 }
 
-std::unique_ptr<BlockCache> open_cache(const CacheOptions& options,
-                                       std::shared_ptr<CacheDisk> disk = posix_disk()) {
+// Options without an Env get the real one (the tests that move time give their ManualEnv).
+std::unique_ptr<BlockCache> open_cache(CacheOptions options, std::shared_ptr<CacheDisk> disk = posix_disk()) {
+  if (!options.env) options.env = &Env::real();
   auto cache = BlockCache::open(options, std::move(disk));
   EXPECT_TRUE(cache.ok()) << cache.status().message();
   return cache.ok() ? std::move(cache).value() : nullptr;
@@ -481,7 +482,7 @@ TEST(BlockCache, UnwritableDirectoryFailsOpenNamingThePathAndTheFix) {
   auto disk = std::make_shared<FaultDisk>();
   const std::string dir = tmp.str() + "/cache";
   disk->set_make_dirs_fault(PermissionDenied("creating directory " + dir + ": Permission denied"));
-  auto refused = BlockCache::open({.dir = dir}, disk);
+  auto refused = BlockCache::open({.dir = dir, .env = &Env::real()}, disk);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), Code::kPermissionDenied);
   EXPECT_NE(refused.status().message().find(dir), std::string::npos);
@@ -491,7 +492,7 @@ TEST(BlockCache, UnwritableDirectoryFailsOpenNamingThePathAndTheFix) {
   // Directories can be made but files cannot be written (read-only tree, full disk).
   disk->set_make_dirs_fault(std::nullopt);
   disk->set_write_fault(FaultDisk::WriteFault::kRefuse, PermissionDenied("Read-only file system"));
-  auto read_only = BlockCache::open({.dir = dir}, disk);
+  auto read_only = BlockCache::open({.dir = dir, .env = &Env::real()}, disk);
   ASSERT_FALSE(read_only.ok());
   EXPECT_NE(read_only.status().message().find(dir), std::string::npos);
 }
@@ -523,7 +524,7 @@ TEST(BlockCache, RealDiskRefusalNamesThePath) {
   TempDir tmp;
   std::ofstream(tmp / "a-file") << "x";  // a directory cannot be made under a file, even by root
   const std::string dir = (tmp / "a-file" / "cache").string();
-  auto cache = BlockCache::open({.dir = dir});
+  auto cache = BlockCache::open({.dir = dir, .env = &Env::real()});
   ASSERT_FALSE(cache.ok());
   EXPECT_NE(cache.status().message().find(dir), std::string::npos) << cache.status().message();
   EXPECT_NE(cache.status().message().find("--cache-dir"), std::string::npos);
@@ -540,7 +541,7 @@ TEST(BlockCache, PermissionDeniedDirectoryOnRealDisk) {
   // Root ignores directory permissions, so as root the attempt runs in a child that has dropped
   // to an unprivileged user: the refusal is real either way, never skipped.
   auto refused_properly = [&dir] {
-    auto cache = BlockCache::open({.dir = dir});
+    auto cache = BlockCache::open({.dir = dir, .env = &Env::real()});
     return !cache.ok() && cache.status().code() == Code::kPermissionDenied &&
            cache.status().message().find(dir) != std::string::npos;
   };

@@ -40,6 +40,7 @@ class CacheAdminTest : public ::testing::Test {
  protected:
   void SetUp() override {
     CacheOptions options;
+    options.env = &Env::real();
     options.dir = dir_.str();
     options.budget_bytes = 1ull << 30;
     auto cache = BlockCache::open(options);
@@ -295,7 +296,7 @@ TEST_F(CacheAdminTest, VerifyContentRehashesCompleteFilesAndDeletesBadOnes) {
   ASSERT_TRUE(cache_index::record(dir_.str(), {"datasets/o/r", "main", "c", "bad.bin", bad_id, bad_file.size()}).ok());
   ASSERT_TRUE(cache_index::record(dir_.str(), {"datasets/o/r", "main", "c", "part.bin", partial_id, 3 * mib}).ok());
 
-  auto v = cache_admin::verify_content(dir_.str());
+  auto v = cache_admin::verify_content(dir_.str(), Env::real());
   ASSERT_TRUE(v.ok()) << v.status().message();
   EXPECT_EQ(v->files_checked, 2u);
   EXPECT_EQ(v->files_bad, 1u);

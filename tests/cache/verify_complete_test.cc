@@ -78,6 +78,7 @@ class VerifyCompleteTest : public ::testing::Test {
  protected:
   void SetUp() override {
     CacheOptions options;
+    options.env = &Env::real();
     options.dir = dir_.str();
     options.budget_bytes = 1ull << 30;
     auto cache = BlockCache::open(options);
@@ -115,7 +116,7 @@ TEST_F(VerifyCompleteTest, APartlyCachedFileIsCompletedInFewRequestsAndVerified)
   std::vector<std::pair<uint64_t, uint64_t>> progress;
   options.progress = [&](uint64_t done, uint64_t total) { progress.emplace_back(done, total); };
 
-  auto v = cache_admin::verify_content(dir_.str(), options);
+  auto v = cache_admin::verify_content(dir_.str(), Env::real(), options);
   ASSERT_TRUE(v.ok()) << v.status().message();
   EXPECT_EQ(v->files_completed, 1u);
   EXPECT_EQ(v->files_checked, 1u);
@@ -144,7 +145,7 @@ TEST_F(VerifyCompleteTest, ACorruptedPartialBlockIsFoundPurgedAndRefetchedExact)
   flipped[kMiB + 1234] ^= 0x5a;
   cache_blocks("data.bin", id, flipped, {1});
 
-  auto plain = cache_admin::verify_content(dir_.str());
+  auto plain = cache_admin::verify_content(dir_.str(), Env::real());
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->files_bad, 0u);
   EXPECT_EQ(plain->files_incomplete, 1u);
@@ -160,7 +161,7 @@ TEST_F(VerifyCompleteTest, ACorruptedPartialBlockIsFoundPurgedAndRefetchedExact)
   auto key = SharedTierKey::from_bytes(std::string(32, 'k'));
   ASSERT_TRUE(key.ok());
   options.shared_key = *key;
-  auto v = cache_admin::verify_content(dir_.str(), options);
+  auto v = cache_admin::verify_content(dir_.str(), Env::real(), options);
   ASSERT_TRUE(v.ok()) << v.status().message();
   EXPECT_EQ(v->files_bad, 1u);
   EXPECT_EQ(v->files_refetched, 1u);
@@ -183,7 +184,7 @@ TEST_F(VerifyCompleteTest, ACorruptedPartialBlockIsFoundPurgedAndRefetchedExact)
   EXPECT_EQ(hub.ranges, want);
 
   // Now the file is whole and right: a plain verify says so.
-  auto again = cache_admin::verify_content(dir_.str());
+  auto again = cache_admin::verify_content(dir_.str(), Env::real());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->files_checked, 1u);
   EXPECT_EQ(again->files_bad, 0u);
@@ -202,7 +203,7 @@ TEST_F(VerifyCompleteTest, AFileTheHubKeepsServingWrongIsPurgedAgain) {
   hub.files[id] = wrong;
   ContentVerifyOptions options;
   options.hub = hub.source();
-  auto v = cache_admin::verify_content(dir_.str(), options);
+  auto v = cache_admin::verify_content(dir_.str(), Env::real(), options);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(v->files_bad, 1u);
   EXPECT_EQ(v->files_refetched, 0u);
@@ -224,7 +225,7 @@ TEST_F(VerifyCompleteTest, UnmappableFilesAndAnUnreachableHubLeaveFilesUnverifie
   hub.fail = Status(Code::kUnavailable, "cannot reach http://hub.test: connection refused; check the network");
   ContentVerifyOptions options;
   options.hub = hub.source();
-  auto v = cache_admin::verify_content(dir_.str(), options);
+  auto v = cache_admin::verify_content(dir_.str(), Env::real(), options);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(v->files_incomplete, 3u);
   EXPECT_EQ(v->files_unmappable, 1u);
@@ -252,7 +253,7 @@ TEST_F(VerifyCompleteTest, ARefusedRepoIsAskedOnceAndItsFilesStayUnverified) {
   hub.fail = Status(Code::kNotFound, "repository datasets/o/r not found, or private: set HF_TOKEN");
   ContentVerifyOptions options;
   options.hub = hub.source();
-  auto v = cache_admin::verify_content(dir_.str(), options);
+  auto v = cache_admin::verify_content(dir_.str(), Env::real(), options);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(hub.ranges.size(), 1u);
   EXPECT_EQ(v->files_incomplete, 2u);

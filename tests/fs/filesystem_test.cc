@@ -104,9 +104,11 @@ class FileSystemTest : public ::testing::Test {
  protected:
   FileSystemTest() {
     HubConfig config;
+    config.env = &Env::real();
     config.endpoint = "https://hub.test";
     hub_client_ = std::make_unique<HubClient>(config, transport_);
     CacheOptions o;
+    o.env = &Env::real();
     o.dir = (dir_.path() / "cache").string();
     cache_ = std::move(BlockCache::open(o)).value();
     reader_ = std::make_unique<BlockReader>(cache_.get(), fetcher_);
@@ -611,6 +613,7 @@ TEST_F(ListingCacheTest, PinRevisionRemembersTheCommitForOfflineAndHintsAtItWhen
     return respond(404, "{}", {{"x-error-code", "RevisionNotFound"}});
   });
   HubConfig config;
+  config.env = &Env::real();
   config.endpoint = "https://hub.test";
   HubClient client(config, hub_transport);
   RepoRef repo{RepoType::kDataset, "org/x", "main"};

@@ -114,6 +114,7 @@ class FollowTest : public ::testing::Test {
     config.env = &env_;
     hub_client_ = std::make_unique<HubClient>(config, transport_);
     CacheOptions o;
+    o.env = &Env::real();
     o.dir = (dir_.path() / "cache").string();
     cache_ = std::move(BlockCache::open(o)).value();
     reader_ = std::make_unique<BlockReader>(cache_.get(), fetcher_);

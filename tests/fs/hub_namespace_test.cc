@@ -73,9 +73,11 @@ class HubNamespaceTest : public ::testing::Test {
  protected:
   HubNamespaceTest() {
     HubConfig config;
+    config.env = &Env::real();
     config.endpoint = "https://hub.test";
     client_ = std::make_unique<HubClient>(config, transport_);
     CacheOptions o;
+    o.env = &Env::real();
     o.dir = (dir_.path() / "cache").string();
     cache_ = std::move(BlockCache::open(o)).value();
     reader_ = std::make_unique<BlockReader>(cache_.get(), fetcher_);

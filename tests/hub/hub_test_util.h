@@ -54,6 +54,7 @@ struct ManualHubClock {  // its own name: support/manual_clock.h's ManualClock i
 
 inline HubConfig test_config(bool with_token = true) {
   HubConfig c;
+  c.env = &Env::real();
   c.endpoint = kEndpoint;
   if (with_token) c.token = kToken;
   return c;

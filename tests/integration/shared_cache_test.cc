@@ -226,6 +226,7 @@ TEST_F(SharedCache, AForgedValueIsNeverServedNorCachedAndIsRepaired) {
     ASSERT_FALSE(id.empty());
   }
   hubfs::MemcachedTierOptions o;
+  o.env = &hubfs::Env::real();
   o.servers = nodes.addresses();
   auto tier = hubfs::MemcachedTier::create(o);
   ASSERT_TRUE(tier.ok());
@@ -281,6 +282,7 @@ TEST_F(SharedCache, PrivateRepoBlocksStayOutUnlessAskedFor) {
   TempDir cache_a, cache_b;
   setenv("HF_TOKEN", "hf_sharedtoken", 1);
   hubfs::MemcachedTierOptions o;
+  o.env = &hubfs::Env::real();
   o.servers = nodes.addresses();
   auto tier = hubfs::MemcachedTier::create(o);
   ASSERT_TRUE(tier.ok());

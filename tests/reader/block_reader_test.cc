@@ -87,6 +87,7 @@ class BlockReaderTest : public ::testing::Test {
   }
   void open_cache(std::shared_ptr<CacheDisk> disk = posix_disk()) {
     CacheOptions o;
+    o.env = &Env::real();
     o.dir = (dir_.path() / "cache").string();
     auto c = BlockCache::open(o, std::move(disk));
     ASSERT_TRUE(c.ok()) << c.status().message();

@@ -37,6 +37,7 @@ TEST(ReaderLatency, RangeRequestsAndDiskHitsAreTimedOnTheEnvsClock) {
   });
   RangeFetcher fetcher(transport, testing::fetcher_on(env));
   CacheOptions co;
+  co.env = &Env::real();
   co.dir = (dir.path() / "cache").string();
   auto cache = std::move(BlockCache::open(co)).value();
   RemoteFile file;

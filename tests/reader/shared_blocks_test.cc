@@ -103,6 +103,7 @@ class SharedBlocksTest : public ::testing::Test {
   std::unique_ptr<Machine> machine(bool with_tier = true, ReaderOptions options = {}) {
     auto m = std::make_unique<Machine>();
     CacheOptions o;
+    o.env = &Env::real();
     o.dir = (m->dir.path() / "cache").string();
     auto c = BlockCache::open(o);
     EXPECT_TRUE(c.ok());
@@ -238,6 +239,7 @@ TEST_F(SharedBlocksTest, HubBlocksAreOfferedBeforeTheirDiskWrites) {
   TempDir dir;
   auto disk = std::make_shared<testing::FaultDisk>();
   CacheOptions o;
+  o.env = &Env::real();
   o.dir = (dir.path() / "cache").string();
   auto cache = BlockCache::open(o, disk);
   ASSERT_TRUE(cache.ok());

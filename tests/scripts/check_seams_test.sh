@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/check_seams.sh bites: on a copy of the tree, a core file given a real clock behind an
-# alias, a sleep in a unit-test directory, and a condition variable's timed wait each make it
-# fail and name the line; a wait on the Env's clock does not. The copy's other findings (if any)
+# alias, a sleep in a unit-test directory, a condition variable's timed wait, and an options
+# struct defaulting to the real Env each make it fail and name the line; a wait on the Env's
+# clock does not. The copy's other findings (if any)
 # do not matter here: only whether the mutated lines are reported.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,7 +18,7 @@ run() { # prints the script's report; its exit code in $rc
 }
 
 run
-case "$out" in *recent_keys.h*|*wait_probe*|*sleep_probe*) fail "the unmutated copy already reports a file this test mutates:
+case "$out" in *recent_keys.h*|*wait_probe*|*sleep_probe*|*block_cache.h*) fail "the unmutated copy already reports a file this test mutates:
 $out" ;; esac
 
 # 1. A real clock behind an alias, in a core file.
@@ -60,4 +61,14 @@ grep -q "core/common/wait_probe.h:5:" <<<"$out" || fail "the report does not nam
 $out"
 if grep -q "core/common/wait_probe.h:2:" <<<"$out"; then fail "a wait on the Env's clock was reported:
 $out"; fi
-echo "check_seams bites: alias, unit-test sleep and cv wait reported; the Env clock's wait accepted"
+rm "$tmp/tree/core/common/wait_probe.h"
+
+# 4. An options struct in core/ defaulting to the real Env (what CacheOptions did).
+grep -q '^  Env\* env = nullptr;$' "$tmp/tree/core/cache/block_cache.h" || fail "CacheOptions has no required env to mutate"
+sed -i 's/^  Env\* env = nullptr;$/  Env* env = \&Env::real();/' "$tmp/tree/core/cache/block_cache.h"
+run
+[ "$rc" -ne 0 ] || fail "CacheOptions defaulting to Env::real() passed the check"
+grep -q "core/cache/block_cache.h:[0-9]*:  Env\* env = &Env::real();" <<<"$out" ||
+  fail "the report does not name the default:
+$out"
+echo "check_seams bites: alias, unit-test sleep, cv wait and a default to the real Env reported; the Env clock's wait accepted"

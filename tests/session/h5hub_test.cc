@@ -93,7 +93,7 @@ std::vector<float>* H5HubTest::frames_ = nullptr;
 constexpr size_t kFrame = kDims[1] * kDims[2];
 
 TEST_F(H5HubTest, ReadsFramesEqualToTheWrittenOnesWithOneHint) {
-  auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config());
+  auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config(), Env::real());
   ASSERT_TRUE(source.ok()) << source.status().message();
   std::shared_ptr<RepoSession> session = (*source)->file()->session();
   h5chunk::Options options;
@@ -123,7 +123,7 @@ TEST_F(H5HubTest, ReadsFramesEqualToTheWrittenOnesWithOneHint) {
 
 TEST_F(H5HubTest, ASecondSessionOnTheSameCacheFetchesNoData) {
   {
-    auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config());
+    auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config(), Env::real());
     ASSERT_TRUE(source.ok()) << source.status().message();
     auto file = h5chunk::File::open(*source);
     ASSERT_TRUE(file.ok()) << file.status().message();
@@ -131,7 +131,7 @@ TEST_F(H5HubTest, ASecondSessionOnTheSameCacheFetchesNoData) {
     ASSERT_TRUE(got.ok()) << got.status().message();
   }
   hub_->reset_stats();
-  auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config());
+  auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config(), Env::real());
   ASSERT_TRUE(source.ok()) << source.status().message();
   auto file = h5chunk::File::open(*source);
   ASSERT_TRUE(file.ok()) << file.status().message();
@@ -144,14 +144,14 @@ TEST_F(H5HubTest, ASecondSessionOnTheSameCacheFetchesNoData) {
 }
 
 TEST_F(H5HubTest, ErrorsNameTheUrlAndTheCause) {
-  auto missing = open_hf_source("hf://datasets/lab/scans/nope.hdf5", config());
+  auto missing = open_hf_source("hf://datasets/lab/scans/nope.hdf5", config(), Env::real());
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
   EXPECT_NE(missing.status().message().find("nope.hdf5"), std::string::npos) << missing.status().message();
-  auto repo_only = open_hf_source("hf://datasets/lab/scans", config());
+  auto repo_only = open_hf_source("hf://datasets/lab/scans", config(), Env::real());
   ASSERT_FALSE(repo_only.ok());
   EXPECT_EQ(repo_only.status().code(), Code::kInvalidArgument);
-  auto readme = open_hf_source("hf://datasets/lab/scans/README.md", config());
+  auto readme = open_hf_source("hf://datasets/lab/scans/README.md", config(), Env::real());
   ASSERT_TRUE(readme.ok()) << readme.status().message();
   auto not_hdf5 = h5chunk::File::open(*readme);
   ASSERT_FALSE(not_hdf5.ok());
@@ -160,7 +160,7 @@ TEST_F(H5HubTest, ErrorsNameTheUrlAndTheCause) {
 }
 
 TEST_F(H5HubTest, ACancelledReadReturnsWhileTheHubStalls) {
-  auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config());
+  auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config(), Env::real());
   ASSERT_TRUE(source.ok()) << source.status().message();
   // Every data request stalls (the session's read timeout is 30 s): only the cancel flag can
   // end this read early, with kUnavailable rather than a timeout. (End to end, through h5chunk

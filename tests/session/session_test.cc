@@ -1,7 +1,7 @@
-// The doors into a repo without a mount (fs/session.h): hf:// URLs, a RepoSession over the
+// The doors into a repo without a mount (stack/session.h, stack/hub_file.h): hf:// URLs, a RepoSession over the
 // bundled local Hub server (127.0.0.1, started here), HubFile reads, listings, errors, and the
 // cache shared between sessions (what makes a mount's reads warm for hubfs.open).
-#include "fs/session.h"
+#include "stack/hub_file.h"
 
 #include <fstream>
 #include <thread>
@@ -120,7 +120,7 @@ class SessionTest : public ::testing::Test {
   std::shared_ptr<RepoSession> open(const std::string& url, SessionConfig c, const std::string& first_file = "") {
     auto parsed = parse_hf_url(url);
     EXPECT_TRUE(parsed.ok()) << parsed.status().message();
-    auto s = std::make_shared<RepoSession>();
+    auto s = std::make_shared<RepoSession>(Env::real());
     Status st = open_repo_session(c, RepoSpec{parsed->repo, ""}, *s, {}, first_file);
     if (!st.ok()) {
       last_error_ = st;
@@ -580,7 +580,7 @@ TEST(SessionResolveCache, ASmallFileIsReadThroughTheResolveCacheHop) {
   auto parsed = parse_hf_url("hf://datasets/lab/notes@refs%2Fpr%2F2");
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
   EXPECT_EQ(parsed->repo.revision, "refs/pr/2");
-  auto s = std::make_shared<RepoSession>();
+  auto s = std::make_shared<RepoSession>(Env::real());
   Status st = open_repo_session(c, RepoSpec{parsed->repo, ""}, *s, {}, "");
   ASSERT_TRUE(st.ok()) << st.message();
   auto f = HubFile::open(s, "notes.txt");

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fs/session.h"
+#include "stack/hub_file.h"
 #include "support/local_hub.h"
 #include "support/pattern.h"
 #include "support/temp_dir.h"
@@ -41,7 +41,7 @@ class WarmReadsTest : public ::testing::TestWithParam<bool> {
     c.cache_size = 1ull << 30;
     c.read_timeout_s = 60;
     c.token = "";
-    auto s = std::make_shared<RepoSession>();
+    auto s = std::make_shared<RepoSession>(Env::real());
     RepoRef ref;
     ref.type = RepoType::kDataset;
     ref.id = "lab/warm";

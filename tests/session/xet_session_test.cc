@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "cache/cache_admin.h"
-#include "fs/session.h"
+#include "stack/hub_file.h"
 #include "support/local_hub.h"
 #include "support/pattern.h"
 #include "support/temp_dir.h"
@@ -78,7 +78,7 @@ class XetSessionTest : public ::testing::Test {
 
   // first_file: as the hf:// doors pass the file they open (open_repo_session).
   std::shared_ptr<RepoSession> open(const std::string& revision, SessionConfig c, const std::string& first_file = "") {
-    auto s = std::make_shared<RepoSession>();
+    auto s = std::make_shared<RepoSession>(Env::real());
     RepoRef ref;
     ref.type = RepoType::kDataset;
     ref.id = "lab/xet";

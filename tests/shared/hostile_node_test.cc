@@ -37,6 +37,7 @@ std::string pattern(size_t n, unsigned seed) { return testing::pattern_bytes(see
 
 std::unique_ptr<MemcachedTier> tier_on(const FakeMemcachedNode& node, std::chrono::milliseconds budget) {
   MemcachedTierOptions o;
+  o.env = &Env::real();
   o.servers = {node.address()};
   o.lookup_budget = budget;
   auto t = MemcachedTier::create(o);
@@ -69,6 +70,7 @@ TEST(HostileNode, ATricklingNodeIsCutOffAtTheLookupBudgetAndThenSkipped) {
 TEST(HostileNode, ATricklingNodeCannotHoldAStore) {
   FakeMemcachedNode node(64, std::chrono::milliseconds(150));
   MemcachedTierOptions o;
+  o.env = &Env::real();
   o.servers = {node.address()};
   o.store_budget = std::chrono::milliseconds(300);
   auto tier = MemcachedTier::create(o);

@@ -42,6 +42,7 @@ std::optional<std::string> get_one(MemcachedTier& t, const std::string& key, siz
 // themselves keep the defaults.
 MemcachedTierOptions patient_options() {
   MemcachedTierOptions o;
+  o.env = &Env::real();
   o.timeout = std::chrono::seconds(20);
   o.lookup_budget = std::chrono::seconds(60);
   o.store_timeout = std::chrono::seconds(20);
@@ -64,6 +65,7 @@ TEST(SharedCacheServers, ParsesListsSchemesAndSeparatorsAndRefusesOthers) {
   EXPECT_NE(parse_shared_cache_servers("redis://h").status().message().find("memcached"), std::string::npos);
   // The tier normalises what it is given: a port-less host is port 11211.
   MemcachedTierOptions o;
+  o.env = &Env::real();
   o.servers = {"localhost"};
   auto t = MemcachedTier::create(o);
   ASSERT_TRUE(t.ok()) << t.status().message();
@@ -110,6 +112,7 @@ TEST(MemcachedTier, StoresBlockSizedValuesAsPiecesAcrossNodesAndReadsThemBack) {
   std::set<int> holding;
   for (auto* n : {n1.get(), n2.get(), n3.get()}) {
     MemcachedTierOptions one;
+    one.env = &Env::real();
     one.servers = {n->address()};
     auto single = MemcachedTier::create(one);
     for (int i = 0; i < 60; ++i)
@@ -256,6 +259,7 @@ TEST(MemcachedTier, ANodeThatNeverEndsItsAnswerIsAFailureNotAHang) {
     close(c);
   });
   MemcachedTierOptions o;
+  o.env = &Env::real();
   o.servers = {"127.0.0.1:" + std::to_string(ntohs(a.sin_port))};
   auto tier = MemcachedTier::create(o);
   ASSERT_TRUE(tier.ok());
@@ -331,6 +335,7 @@ TEST(MemcachedTier, NothingListeningIsNeverAnErrorOnlyMisses) {
   const std::string address = n->address();
   n->kill();
   MemcachedTierOptions o;
+  o.env = &Env::real();
   o.servers = {address};
   auto tier = MemcachedTier::create(o);
   ASSERT_TRUE(tier.ok());
@@ -348,6 +353,7 @@ TEST(MemcachedTier, ASilentNodeTimesOutAndAFullQueueDropsInsteadOfBlocking) {
   const int fd = listen_on_loopback(64, &a);
   ASSERT_GE(fd, 0) << strerror(errno);
   MemcachedTierOptions o;
+  o.env = &Env::real();
   o.servers = {"127.0.0.1:" + std::to_string(ntohs(a.sin_port))};
   o.queue_bytes = 1000;
   auto tier = MemcachedTier::create(o);

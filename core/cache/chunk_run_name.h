@@ -1,6 +1,7 @@
 // The file name of a run of Xet chunks in the chunk cache (xet/chunk_cache.h):
-// "<xorb hex>.<first>-<end>", chunks [first, end) of that xorb. Header-only, so `hubfs cache
-// info` (core/cache, which does not link the Xet code) counts chunks from names alone.
+// "<xorb hex>.<first>-<end>", chunks [first, end) of that xorb. A name in the cache directory's
+// layout (beside kXetChunkDir, cache/cache_admin.h), so it lives with the cache: `hubfs cache
+// info` counts chunks from names alone, and the Xet code above the cache writes and reads them.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 #include <limits>
 #include <string>
 
-namespace hubfs::xet {
+namespace hubfs {
 
 // (first, end) from a run's name; false unless the name is exactly a run's, for any xorb hex
 // (`hex` empty) or for that one.
@@ -25,4 +26,4 @@ inline bool parse_chunk_run_name(const std::string& name, const std::string& hex
   return true;
 }
 
-}  // namespace hubfs::xet
+}  // namespace hubfs

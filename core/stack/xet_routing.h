@@ -7,7 +7,7 @@
 // refused or failing) is logged once, that read goes to the bridge, and so does every read for
 // the next `fallback_for`, after which Xet is tried again. Bytes that fail their checks twice
 // are an error, never a reason to serve from elsewhere unchecked (the bridge's partial reads are
-// not verified). HF_HUB_DISABLE_XET and --offline build no router at all (session.cc).
+// not verified). HF_HUB_DISABLE_XET and --offline build no router at all (stack/stack.cc).
 #pragma once
 
 #include <atomic>

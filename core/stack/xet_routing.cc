@@ -1,4 +1,4 @@
-#include "fs/xet_routing.h"
+#include "stack/xet_routing.h"
 
 #include "common/log.h"
 

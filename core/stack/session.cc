@@ -1,0 +1,203 @@
+#include "stack/session.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <optional>
+
+#include "cache/cache_index.h"
+#include "common/deadline.h"
+#include "common/log.h"
+#include "common/single_flight.h"
+#include "fs/listing_cache.h"
+
+namespace hubfs {
+
+std::function<void(const RemoteFile&)> index_recorder(const std::string& cache_dir, const std::string& repo_label,
+                                                      const std::string& revision, const std::string& commit) {
+  auto warned = std::make_shared<std::atomic<bool>>(false);
+  return [cache_dir, repo_label, revision, commit, warned](const RemoteFile& f) {
+    IndexRecord r{repo_label, revision, commit, f.path, f.content_id, f.size};
+    if (Status st = cache_index::record(cache_dir, r); !st.ok() && !warned->exchange(true))
+      log_warning("cache: cannot record " + f.path + " in the cache index (" + st.message() +
+                  "); `hubfs cache info` will not attribute its blocks to " + repo_label);
+  };
+}
+
+namespace {
+
+// What the cache knows of `path` at `commit` without the Hub: nothing, a stored listing of its
+// directory, or the file's own record (a probe's, stored by an earlier session).
+struct StoredFirstFile {
+  bool dir_listed = false;
+  std::optional<TreeEntry> record;
+  bool known() const { return dir_listed || record.has_value(); }
+};
+StoredFirstFile stored_first_file(const ListingCache* listings, const std::string& commit, const std::string& path) {
+  StoredFirstFile out;
+  if (!listings || path.empty()) return out;
+  const size_t slash = path.rfind('/');
+  out.dir_listed = listings->load_dir(commit, slash == std::string::npos ? "" : path.substr(0, slash)).has_value();
+  if (!out.dir_listed) out.record = listings->load_file(commit, path);
+  return out;
+}
+
+// A probe of the first file, started beside the pin (on `executor`, which must outlive `hub`'s
+// requests: the session's background executor) and waited for after it, for a while (on
+// `env`'s clock).
+class FirstFileProbe {
+ public:
+  FirstFileProbe(Env& env, Executor& executor, HubClient& hub, const RepoRef& repo, const std::string& path)
+      : env_(env), answer_(std::make_shared<OneShot<Result<HubClient::FileProbe>>>()) {
+    if (!executor.post([&hub, repo, path, answer = answer_] { answer->set(hub.probe_file(repo, path)); })) {
+      answer_->set(Unavailable("not probed"));
+    }
+  }
+  // The probe's entry and location if the pin's commit served it within `grace`; nullopt
+  // otherwise (the caller lists, which also produces the errors a missing or forbidden file
+  // deserves; a probe still running finishes on the executor, unheard).
+  std::optional<HubClient::FileProbe> wait(const std::string& commit, std::chrono::milliseconds grace) {
+    std::optional<Result<HubClient::FileProbe>> answered = answer_->wait(Deadline::after(grace, env_.clock()));
+    if (!answered) {
+      log_debug("probe of the first file: no answer " + std::to_string(grace.count()) + " ms after the pin; listing instead");
+      return std::nullopt;
+    }
+    Result<HubClient::FileProbe> r = std::move(*answered);
+    if (!r.ok()) {
+      log_debug("probe of the first file: " + r.status().message() + "; listing instead");
+      return std::nullopt;
+    }
+    if (r->commit != commit) {
+      log_debug("probe of the first file: served from commit " + r->commit + ", pinned " + commit + "; listing instead");
+      return std::nullopt;
+    }
+    return std::move(*r);
+  }
+
+ private:
+  Env& env_;
+  std::shared_ptr<OneShot<Result<HubClient::FileProbe>>> answer_;
+};
+
+// How long the pin's caller waits, after the pin, for the first file's probe: a second, or as
+// long as the pin itself took (a slow link). A probe slower than that is held somewhere (the
+// resolvers' quota, a stalled connection): listing costs one round trip instead.
+constexpr std::chrono::milliseconds kProbeGrace{1000};
+
+}  // namespace
+
+Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, RepoSession& s,
+                         const std::function<void(RepoSession&, FsOptions&)>& customize,
+                         const std::string& first_file) {
+  // HF_HUB_OFFLINE asks huggingface_hub for no network at all: the same as the offline option.
+  const bool offline = config.offline || offline_requested();
+  if (offline && config.cache_size == 0) {
+    return InvalidArgument("offline reads come from the disk cache, and a cache size of 0 keeps none: "
+                           "drop --cache-size 0 (cache_size=0)");
+  }
+  s.repo = spec.repo;
+  s.subfolder = spec.subfolder;
+  s.offline = offline;
+  s.label = std::string(api_segment(spec.repo.type)) + "/" + spec.repo.id;
+  if (Status st = build_stack(config, s.stack); !st.ok()) return st;
+
+  // Listings live with the blocks; cache_size 0 writes nothing to the cache directory.
+  std::shared_ptr<const ListingCache> listings;
+  if (config.cache_size != 0) listings = std::make_shared<ListingCache>(config.cache_dir, config.endpoint, s.repo);
+  // The first file is probed beside the pin unless the cache knows it at the commit this
+  // revision was pinned to last (the pin then most likely confirms that commit).
+  const bool may_probe = !offline && !first_file.empty() && spec.subfolder.empty();
+  std::optional<FirstFileProbe> probe;
+  std::optional<std::string> last_commit;  // what `stored_at_last` was read for
+  StoredFirstFile stored_at_last;
+  if (may_probe) {
+    if (auto last = listings ? listings->load_ref(s.repo.revision) : std::nullopt) {
+      last_commit = last->commit;
+      stored_at_last = stored_first_file(listings.get(), last->commit, first_file);
+    }
+    if (!stored_at_last.known()) {
+      s.background = s.stack.env->new_executor(1);
+      probe.emplace(*s.stack.env, *s.background, *s.stack.hub, s.repo, first_file);
+    }
+  }
+  const auto pin_started = s.stack.env->now();
+  auto info = pin_revision(*s.stack.hub, s.repo, listings.get(), offline);
+  if (!info.ok()) return info.status();
+  std::optional<TreeEntry> first;  // known without listing its directory
+  std::optional<Location> first_location;
+  if (spec.subfolder.empty()) {
+    // Read once: the pin usually confirms the commit the cache was asked about before it.
+    StoredFirstFile stored = last_commit == info->commit ? std::move(stored_at_last)
+                                                         : stored_first_file(listings.get(), info->commit, first_file);
+    if (stored.record) first = std::move(stored.record);
+    if (probe && !stored.known()) {
+      const auto pin_took =
+          std::chrono::duration_cast<std::chrono::milliseconds>(s.stack.env->now() - pin_started);
+      if (auto probed = probe->wait(info->commit, std::max(kProbeGrace, pin_took))) {
+        first = std::move(probed->entry);
+        first_location = std::move(probed->location);
+        // Best effort, as listings are: the next session opens this file without the Hub.
+        if (listings) (void)listings->save_file(info->commit, *first);
+      }
+    }
+  }
+  s.info = *info;
+  RepoRef pinned = s.repo;
+  pinned.revision = info->commit;  // every later request names the commit: the view never moves
+  const std::string& subfolder = s.subfolder;
+  if (offline && !first && !listings->load_dir(info->commit, subfolder)) {
+    return NotFound("offline: the cache " + config.cache_dir + " holds " + s.label + " at revision " +
+                    s.repo.revision + " (commit " + info->commit + ") but not the listing of " +
+                    (subfolder.empty() ? "its root" : "'" + subfolder + "'") +
+                    ": read it once without --offline (HF_HUB_OFFLINE) while the Hub can be reached");
+  }
+  if (!subfolder.empty()) {
+    // The subfolder must be a directory at this commit. The stored listing of its parent answers
+    // that without a request (offline, its own listing was found above).
+    const size_t slash = subfolder.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : subfolder.substr(0, slash);
+    std::optional<std::vector<TreeEntry>> found;
+    if (listings) found = listings->load_dir(info->commit, parent);
+    if (!found && offline) found = std::vector<TreeEntry>{TreeEntry{subfolder, true, 0, "", std::nullopt, std::nullopt}};
+    if (!found) {
+      auto asked = s.stack.hub->paths_info(pinned, {subfolder});
+      if (!asked.ok()) return asked.status();
+      found = std::move(*asked);
+    }
+    const TreeEntry* entry = nullptr;
+    for (const auto& e : *found)
+      if (e.path == subfolder) entry = &e;
+    if (!entry) {
+      return NotFound("subfolder '" + subfolder + "' does not exist in " + s.label + " at revision " +
+                      s.repo.revision + " (commit " + info->commit + "); check its spelling and case with the "
+                      "repo's file browser, or mount the whole repo");
+    }
+    if (!entry->is_dir) {
+      return InvalidArgument("'" + subfolder + "' in " + s.label + " is a file, not a directory: a "
+                             "subfolder mount shows a directory (mount its parent instead)");
+    }
+  }
+  if (Status st = build_reader(config, s.stack, &s.info, s.label); !st.ok()) return st;
+  FsOptions fs_options;
+  fs_options.mtime = static_cast<time_t>(info->last_modified);
+  fs_options.root_path = subfolder;
+  fs_options.listings = listings;
+  fs_options.offline = offline;
+  fs_options.list_whole_repo = info->file_count && *info->file_count <= kWholeRepoMaxFiles;
+  if (s.stack.cache) fs_options.on_open = index_recorder(config.cache_dir, s.label, s.repo.revision, info->commit);
+  if (!offline) build_xet(config, s.stack, pinned, fs_options);
+  if (customize) customize(s, fs_options);
+  s.fs = std::make_unique<FileSystem>(*s.stack.hub, pinned, *s.stack.reader, fs_options);
+  if (first) {
+    // The first file is known without a listing; whatever else is asked for lists then.
+    if (first_location) s.stack.hub->adopt_location(pinned, first->path, *first_location);
+    s.fs->know_file(std::move(*first));
+    return Status::Ok();
+  }
+  // Paid by the first access anyway (a lookup lists its whole directory); here it is off the
+  // first read's path. A second session on the same commit finds it in the listing cache.
+  if (Status st = s.fs->list_root(); !st.ok()) log_warning("listing the root ahead of the first access: " + st.message());
+  return Status::Ok();
+}
+
+}  // namespace hubfs
