@@ -235,9 +235,8 @@ Result<uint64_t> HubFile::hint(const std::vector<ByteRange>& ranges) {
 
 // A copy's piece: the reader's block size, so each read is one block from the cache or one
 // range on the wire; the hint keeps kCopyWindow of them in flight ahead of the sink, refilled by
-// halves. 128 MiB: each refill of 64 MiB goes out as 16 requests of 4 MiB, which a bandwidth cap
-// per connection needs (at 32 MiB, 16 requests of 1 MiB spent most of their time in the round
-// trip: 300 MB at 50 ms / 400 Mbit/s per connection took 2.70 s against 2.12 s; 256 MiB: 2.45 s).
+// halves, so each refill goes out as requests large enough to outlast their round trip
+// (docs/constants.md, kCopyWindow).
 constexpr size_t kCopyPiece = 1u << 20;
 constexpr uint64_t kCopyWindow = 128ull << 20;
 
