@@ -4,7 +4,9 @@
 //   moves between them (promotion, write-back, deferred writes);
 // - SingleFlight (common/single_flight.h): each missing block is loaded once however many
 //   readers wait for it;
-// - FileVerifier (file_verifier.h): whole-file hashes and the content epochs they move;
+// - FileVerifier (file_verifier.h): whole-file hashes and the content epochs they move. The
+//   reader tells it what happened (blocks arrived, a read reached the file's end, a loader
+//   loaded from the tiers), one call per event, and it decides when to hash and who waits;
 // - ReadAheadPolicy (read_ahead.h): which blocks a sequential handle gets ahead of its reads;
 // - fetch_blocks (here): neighbouring missing blocks coalesced into one range request to the Hub.
 //
