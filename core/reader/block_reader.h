@@ -167,16 +167,16 @@ struct ReaderOptions {
   size_t max_verifying_files = 64;
 
   // The read-ahead policy's settings: the window, the request size and the link it weighs bytes
-  // against round trips with (read_ahead.h; the link's round trip and per-connection bandwidth
-  // keep their defaults there).
-  ReadAheadConfig read_ahead() const {
-    ReadAheadConfig c;
-    c.block_size = block_size;
-    c.min_window_blocks = min_readahead_blocks;
-    c.max_window_blocks = max_readahead_blocks;
-    c.blocks_per_request = max_blocks_per_request;
-    c.connections = parallel_requests;
-    return c;
+  // against round trips with (read_ahead.h, under the same names; the link's round trip and
+  // per-connection bandwidth keep their defaults there).
+  ReadAheadOptions read_ahead() const {
+    ReadAheadOptions o;
+    o.block_size = block_size;
+    o.min_readahead_blocks = min_readahead_blocks;
+    o.max_readahead_blocks = max_readahead_blocks;
+    o.max_blocks_per_request = max_blocks_per_request;
+    o.parallel_requests = parallel_requests;
+    return o;
   }
 };
 
