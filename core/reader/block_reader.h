@@ -28,9 +28,10 @@
 //     it) -> MemoryTier's mutex;
 //   a FileVerifier Verification::mu (held by the thread hashing a file; its failure drops the
 //     file from every tier under it) -> FileVerifier::mu_ (records) -> MemoryTier's mutex.
-// The two chains never nest in each other. Leaves: MemoryTier's, Verification::arrival_mu,
-// RecentKeys', DeferredWrites', FileEpochs', and below the tiers BlockCache's and SharedBlocks'
-// (a failed hash's removals run under a Verification::mu).
+// The two chains never nest in each other (the verifier releases a batch's waiters, taking the
+// SingleFlight's mutex, with none of its locks held). Leaves: MemoryTier's,
+// Verification::arrival_mu, RecentKeys', DeferredWrites', FileEpochs', and below the tiers
+// BlockCache's and SharedBlocks' (a failed hash's removals run under a Verification::mu).
 #pragma once
 
 #include <algorithm>

@@ -23,16 +23,16 @@
 // about each (hash now, leave it to the thread hashing, wait for the verdict, catch up):
 // - blocks_arrived: blocks of the file went into memory together (a response, a disk or
 //   shared-tier hit). It releases their waiters through the caller's callback, in order; the
-//   batch that leaves no block missing releases its last block only with the file's verdict
-//   (hashing the rest, waiting for a thread hashing now, or taking the source's verdict). Other
-//   batches are released at once, and then what memory holds in order is hashed by whichever
+//   batch that leaves no block missing releases its other blocks first and its last one with the
+//   file's verdict (hashing the rest, waiting for a thread hashing now, or taking the source's
+//   verdict). Other batches are released at once, and then what memory holds in order is hashed by whichever
 //   thread gets the file's lock: one that finds it taken raises the file's `pending` flag and
 //   returns, and the hashing thread looks again before it lets go (try_lock hand-off), so a
 //   completing response never queues behind the hash of a whole file.
 // - read_reached_end: a read reached the file's last block. It waits for the thread hashing
-//   now, hashes what memory holds in order and, when that is every block, returns the verdict, so a front-to-back read of a corrupt file never
-//   ends successfully (the file may have been in memory before its hash began, with no arrival
-//   left to complete it).
+//   now, hashes what memory holds in order and, when that is every block, returns the verdict,
+//   so a front-to-back read of a corrupt file never ends successfully (the file may have been in
+//   memory before its hash began, with no arrival left to complete it).
 // - loaded_from_tiers: a loader put blocks up to N into memory from the tiers below: far past the
 //   hash (kMaxHashLagBlocks in the .cc), it takes its turn at hashing, so the read that brings
 //   the last block does not hash the whole file alone.
