@@ -27,7 +27,7 @@ BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions
       verifier_(tiers_.memory(),
                 FileVerifierOptions{options.block_size, options.max_verifying_files, options.verify_whole_files},
                 [this](const VerifiedFile& f) {
-                  tiers_.drop_failed_file(f.cache_id, cache_id(std::string(f.content_id)), f.epoch, f.size,
+                  tiers_.drop_failed_file(f.memory_id, cache_id(std::string(f.content_id)), f.epoch, f.size,
                                           options_.block_size);
                 }),
       hinted_(env_, kHintQuietTime, kMaxHintedFiles),  // (block_reader.h)
@@ -80,24 +80,17 @@ void BlockReader::complete_batch(const RemoteFile& file, const FileKey& key,
   // seven disk writes and for the hash passes the first seven set off (perf: one disk worker
   // hashing a third of the daemon's CPU while the reader waited on blocks it had in hand).
   const std::string& id = key.memory_id;
+  for (const auto& [index, bytes] : arrivals) tiers_.memory().put(BlockId{id, index, bytes.size()}, bytes);
+  // The verifier releases the waiters, the completing block's with the file's verdict, and hashes
+  // after the last release (FileVerifier::blocks_arrived).
   std::vector<bool> served(arrivals.size());
-  bool hash_after = false;
-  for (size_t i = 0; i < arrivals.size(); ++i) {
-    const auto& [index, bytes] = arrivals[i];
-    tiers_.memory().put(BlockId{id, index, bytes.size()}, bytes);  // in memory before the hash may reach it
-    // The arrival that completes the file hashes before it releases its waiters, so they get the
-    // verdict: a reader (or the kernel's read-ahead) that read the other blocks earlier is still
-    // waiting on this one. Every other arrival releases its waiters first.
-    FileVerifier::Arrival arrival = verifier_.on_arrival(verified(file, key), index, bytes.source_checked);
-    served[i] = arrival.verdict.ok();
-    if (served[i] && !arrival.completed_file) hash_after = true;
-    in_flight_.complete(flight_key(id, index), served[i] ? Result<BlockBytes>(bytes) : Result<BlockBytes>(arrival.verdict));
-  }
-  // Write-back after the waiters are released: nobody waits on the disk but this thread.
-  if (from_hub) tiers_.store_fetched(key.cache_id, key.epoch, arrivals, served);
-  // Other arrivals hash after their waiters are released, off the readers' path (a mismatch found
-  // later drops the file's blocks and fails later reads of handles that saw the old bytes).
-  if (hash_after) (void)verifier_.advance(verified(file, key), /*wait=*/false);
+  verifier_.blocks_arrived(verified(file, key), arrivals, [&](size_t i, const Status& verdict) {
+    served[i] = verdict.ok();
+    in_flight_.complete(flight_key(id, arrivals[i].first), served[i] ? Result<BlockBytes>(arrivals[i].second)
+                                                                     : Result<BlockBytes>(verdict));
+    // Write-back once all are released, before any hash: nobody waits on the disk but this thread.
+    if (from_hub && i + 1 == arrivals.size()) tiers_.store_fetched(key.cache_id, key.epoch, arrivals, served);
+  });
 }
 
 void BlockReader::fail(const FileKey& key, const std::vector<uint64_t>& indices, const Status& error) {
@@ -291,7 +284,7 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
   // The read that returns the file's end waits for the whole-file hash when every block is in
   // memory, so a front-to-back read of a corrupted file never ends successfully.
   if (last == (file.size - 1) / options_.block_size) {
-    if (Status st = verifier_.advance(verified(file, key), /*wait=*/true); !st.ok()) return st;
+    if (Status st = verifier_.read_reached_end(verified(file, key)); !st.ok()) return st;
   }
   if (Result<uint64_t> now = read_epoch(file, state); !now.ok()) return now.status();
   return slices;
@@ -382,7 +375,7 @@ void BlockReader::queue_load(const RemoteFile& file, const FileKey& key, std::ve
       // Only blocks served here (disk, shared tier) count: a fetch from the Hub has only started.
       // A read-ahead task has a deadline of its own, as a read does, from when it starts.
       if (load_claimed(file, key, part, origin, group, Deadline::after(options_.read_timeout, env_.clock())) != Loaded::kFetching)
-        verifier_.catch_up(verified(file, key), part.back());
+        verifier_.loaded_from_tiers(verified(file, key), part.back());
     });
   }
 }
@@ -407,7 +400,7 @@ void BlockReader::queue_from_disk(const RemoteFile& file, const FileKey& key, Bl
         complete_batch(file, key, {{b, std::move(*hit)}}, /*from_hub=*/false);
         served_to = b;
       }
-      if (served_to) verifier_.catch_up(verified(file, key), *served_to);
+      if (served_to) verifier_.loaded_from_tiers(verified(file, key), *served_to);
     });
   }
 }

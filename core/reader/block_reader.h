@@ -4,7 +4,9 @@
 //   moves between them (promotion, write-back, deferred writes);
 // - SingleFlight (common/single_flight.h): each missing block is loaded once however many
 //   readers wait for it;
-// - FileVerifier (file_verifier.h): whole-file hashes and the content epochs they move;
+// - FileVerifier (file_verifier.h): whole-file hashes and the content epochs they move. The
+//   reader tells it what happened (blocks arrived, a read reached the file's end, a loader
+//   loaded from the tiers), one call per event, and it decides when to hash and who waits;
 // - ReadAheadPolicy (read_ahead.h): which blocks a sequential handle gets ahead of its reads;
 // - fetch_blocks (here): neighbouring missing blocks coalesced into one range request to the Hub.
 //
@@ -26,9 +28,10 @@
 //     it) -> MemoryTier's mutex;
 //   a FileVerifier Verification::mu (held by the thread hashing a file; its failure drops the
 //     file from every tier under it) -> FileVerifier::mu_ (records) -> MemoryTier's mutex.
-// The two chains never nest in each other. Leaves: MemoryTier's, Verification::arrival_mu,
-// RecentKeys', DeferredWrites', FileEpochs', and below the tiers BlockCache's and SharedBlocks'
-// (a failed hash's removals run under a Verification::mu).
+// The two chains never nest in each other (the verifier releases a batch's waiters, taking the
+// SingleFlight's mutex, with none of its locks held). Leaves: MemoryTier's,
+// Verification::arrival_mu, RecentKeys', DeferredWrites', FileEpochs', and below the tiers
+// BlockCache's and SharedBlocks' (a failed hash's removals run under a Verification::mu).
 #pragma once
 
 #include <algorithm>
@@ -165,16 +168,16 @@ struct ReaderOptions {
   size_t max_verifying_files = 64;
 
   // The read-ahead policy's settings: the window, the request size and the link it weighs bytes
-  // against round trips with (read_ahead.h; the link's round trip and per-connection bandwidth
-  // keep their defaults there).
-  ReadAheadConfig read_ahead() const {
-    ReadAheadConfig c;
-    c.block_size = block_size;
-    c.min_window_blocks = min_readahead_blocks;
-    c.max_window_blocks = max_readahead_blocks;
-    c.blocks_per_request = max_blocks_per_request;
-    c.connections = parallel_requests;
-    return c;
+  // against round trips with (read_ahead.h, under the same names; the link's round trip and
+  // per-connection bandwidth keep their defaults there).
+  ReadAheadOptions read_ahead() const {
+    ReadAheadOptions o;
+    o.block_size = block_size;
+    o.min_readahead_blocks = min_readahead_blocks;
+    o.max_readahead_blocks = max_readahead_blocks;
+    o.max_blocks_per_request = max_blocks_per_request;
+    o.parallel_requests = parallel_requests;
+    return o;
   }
 };
 

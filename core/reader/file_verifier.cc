@@ -51,10 +51,11 @@ struct FileVerifier::Verification {
     arrived_above.insert(index);
     while (arrived_above.erase(arrived_below) != 0) ++arrived_below;
   }
-  // Records block `index`; true when no block is missing any more (this one may finish the hash).
-  bool mark_arrived(uint64_t index) {
+  // Records the batch's blocks; true when no block is missing any more (this batch may finish
+  // the hash).
+  bool mark_arrived(const FileVerifier::Batch& batch) {
     std::lock_guard<std::mutex> lock(arrival_mu);
-    record_locked(index);
+    for (const auto& [index, bytes] : batch) record_locked(index);
     return arrived_below == nblocks;
   }
 };
@@ -68,17 +69,17 @@ uint64_t FileVerifier::blocks_of(const VerifiedFile& file) const {
 
 std::shared_ptr<FileVerifier::Verification> FileVerifier::verification_for(const VerifiedFile& file) {
   if (!options_.enabled) return nullptr;
-  const std::string id(file.cache_id);
+  const std::string id(file.memory_id);
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = verifying_.find(id); it != verifying_.end()) return it->second;
   // Starts only with the first block.
-  if (!memory_.peek(BlockId{file.cache_id, 0, 0})) return nullptr;
+  if (!memory_.peek(BlockId{file.memory_id, 0, 0})) return nullptr;
   auto v = std::make_shared<Verification>();
   v->nblocks = blocks_of(file);
   v->hashing.store(file.source == nullptr);
   // Blocks that came before the first one count as arrived while they are still in memory (one
   // pass over the memory tier, bounded by its budget, once per hash).
-  for (const MemoryTier::Held& held : memory_.blocks_of(file.cache_id)) {
+  for (const MemoryTier::Held& held : memory_.blocks_of(file.memory_id)) {
     v->record_locked(held.index);
     if (!held.source_checked) v->hashing.store(true);
   }
@@ -93,62 +94,87 @@ std::shared_ptr<FileVerifier::Verification> FileVerifier::verification_for(const
   return v;
 }
 
-FileVerifier::Arrival FileVerifier::on_arrival(const VerifiedFile& file, uint64_t index, bool source_checked) {
-  Arrival arrival;
+void FileVerifier::blocks_arrived(const VerifiedFile& file, const Batch& batch, const Release& release) {
+  if (batch.empty()) return;
   std::shared_ptr<Verification> v = verification_for(file);
-  if (!v) return arrival;
-  // Before the arrival is recorded: the arrival that completes the file (recorded after this one,
+  if (!v) {
+    for (size_t i = 0; i < batch.size(); ++i) release(i, Status::Ok());
+    return;
+  }
+  // Before the arrivals are recorded: the arrival that completes the file (recorded after these,
   // under arrival_mu) then sees that the file must be hashed.
-  if (!source_checked) v->hashing.store(true);
-  if (v->mark_arrived(index)) {
-    arrival.completed_file = true;
-    arrival.verdict = v->hashing.load() ? advance(file, /*wait=*/true) : take_source_verdict(file, v);
+  for (const auto& [index, bytes] : batch)
+    if (!bytes.source_checked) v->hashing.store(true);
+  if (!v->mark_arrived(batch)) {
+    // Blocks are still missing: the waiters go first, the hash after, off their path (a mismatch
+    // found later drops the file's blocks and fails later reads of handles that saw them).
+    for (size_t i = 0; i < batch.size(); ++i) release(i, Status::Ok());
+    (void)hash_in_order(file, v, Turn::kIfFree);
+    return;
   }
-  return arrival;
+  // The batch completes the file: its last block's waiters get the verdict, since a reader (or
+  // the kernel's read-ahead) that read the other blocks earlier is still waiting on this one.
+  for (size_t i = 0; i + 1 < batch.size(); ++i) release(i, Status::Ok());
+  release(batch.size() - 1, verdict_of_complete(file, v));
 }
 
-Status FileVerifier::take_source_verdict(const VerifiedFile& file, const std::shared_ptr<Verification>& v) {
-  std::unique_lock<std::mutex> lock(v->mu);
-  if (!v->verifier) return v->verdict;  // finished by an earlier call
-  switch (file.source ? file.source->file_verdict() : FileVerdict::kUnknown) {
-    case FileVerdict::kMatch:
-      v->verifier.reset();
-      ++verified_;
-      ++verified_by_source_;
-      return Status::Ok();
-    case FileVerdict::kMismatch:
-      v->verifier.reset();
-      return fail_locked(file, v,
-                         "reading " + std::string(file.path) + ": the " + std::to_string(file.size) +
-                             " bytes received are not the file's, by its Xet hash (a reconstruction described other "
-                             "bytes); its cached blocks were dropped and the next read fetches them again");
-    case FileVerdict::kUnknown:
-      break;
-  }
-  // The source did not check the whole file (records of it dropped, reads that overlapped
-  // unevenly): hashed here, from what memory holds.
-  v->hashing.store(true);
-  lock.unlock();
-  return advance(file, /*wait=*/true);
-}
-
-Status FileVerifier::advance(const VerifiedFile& file, bool wait) {
+Status FileVerifier::read_reached_end(const VerifiedFile& file) {
   std::shared_ptr<Verification> v = verification_for(file);
-  if (!v) return Status::Ok();
+  return v ? hash_in_order(file, v, Turn::kWait) : Status::Ok();
+}
+
+void FileVerifier::loaded_from_tiers(const VerifiedFile& file, uint64_t loaded_up_to) {
+  std::shared_ptr<Verification> v = verification_for(file);
+  if (!v || !v->hashing.load() || loaded_up_to < v->hashed.load(std::memory_order_relaxed) + kMaxHashLagBlocks)
+    return;
+  // Waits for the thread hashing now, then hashes what is in memory itself (or finds the hash
+  // stalled on a missing block, and goes on).
+  (void)hash_in_order(file, v, Turn::kWait);
+}
+
+Status FileVerifier::verdict_of_complete(const VerifiedFile& file, const std::shared_ptr<Verification>& v) {
+  if (!v->hashing.load()) {
+    std::unique_lock<std::mutex> lock(v->mu);
+    if (!v->verifier) return v->verdict;  // finished by an earlier call
+    if (!v->hashing.load()) {             // still no block from elsewhere
+      switch (file.source ? file.source->file_verdict() : FileVerdict::kUnknown) {
+        case FileVerdict::kMatch:
+          v->verifier.reset();
+          ++verified_;
+          ++verified_by_source_;
+          return Status::Ok();
+        case FileVerdict::kMismatch:
+          v->verifier.reset();
+          return fail_locked(file, v,
+                             "reading " + std::string(file.path) + ": the " + std::to_string(file.size) +
+                                 " bytes received are not the file's, by its Xet hash (a reconstruction described "
+                                 "other bytes); its cached blocks were dropped and the next read fetches them again");
+        case FileVerdict::kUnknown:
+          break;
+      }
+      // The source did not check the whole file (records of it dropped, reads that overlapped
+      // unevenly): hashed here, from what memory holds.
+      v->hashing.store(true);
+    }
+  }
+  return hash_in_order(file, v, Turn::kWait);
+}
+
+Status FileVerifier::hash_in_order(const VerifiedFile& file, const std::shared_ptr<Verification>& v, Turn turn) {
   if (!v->hashing.load()) {
     // Nothing to hash: the source's check stands for it. A read that waits gets the verdict the
     // completing arrival took (under v->mu), if the file is complete.
-    if (!wait) return Status::Ok();
+    if (turn == Turn::kIfFree) return Status::Ok();
     std::lock_guard<std::mutex> lock(v->mu);
     return v->verifier ? Status::Ok() : v->verdict;
   }
   const uint64_t nblocks = blocks_of(file);
   v->pending.store(true);
   std::unique_lock<std::mutex> lock(v->mu, std::defer_lock);
-  if (wait) {
+  if (turn == Turn::kWait) {
     lock.lock();
   } else if (!lock.try_lock()) {
-    return Status::Ok();  // the thread holding it sees `pending` and hashes this block too
+    return Status::Ok();  // the thread holding it sees `pending` and hashes these blocks too
   }
   for (;;) {
     if (!v->verifier) return v->verdict;  // another caller already finished it
@@ -156,7 +182,7 @@ Status FileVerifier::advance(const VerifiedFile& file, bool wait) {
     // into memory before the peeks below.
     while (v->next_block < nblocks && v->pending.exchange(false)) {
       while (v->next_block < nblocks) {
-        std::optional<BlockBytes> next = memory_.peek(BlockId{file.cache_id, v->next_block, 0});
+        std::optional<BlockBytes> next = memory_.peek(BlockId{file.memory_id, v->next_block, 0});
         if (!next) break;
         v->verifier->update(next->view());
         v->hashed.store(++v->next_block, std::memory_order_relaxed);
@@ -194,10 +220,10 @@ Status FileVerifier::fail_locked(const VerifiedFile& file, const std::shared_ptr
     // test's flipped byte, under ASan and load). Until here verification_for() returns this
     // finished record, whose verdict (under v->mu, held) is the corruption.
     std::lock_guard<std::mutex> order(mu_);
-    auto it = verifying_.find(std::string(file.cache_id));
+    auto it = verifying_.find(std::string(file.memory_id));
     if (it != verifying_.end() && it->second == v) {
       verifying_.erase(it);
-      order_.remove(std::string(file.cache_id));
+      order_.remove(std::string(file.memory_id));
     }
   }
   log_error(message);
@@ -205,13 +231,5 @@ Status FileVerifier::fail_locked(const VerifiedFile& file, const std::shared_ptr
   return v->verdict;
 }
 
-void FileVerifier::catch_up(const VerifiedFile& file, uint64_t loaded_up_to) {
-  std::shared_ptr<Verification> v = verification_for(file);
-  if (!v || !v->hashing.load() || loaded_up_to < v->hashed.load(std::memory_order_relaxed) + kMaxHashLagBlocks)
-    return;
-  // Waits for the thread hashing now, then hashes what is in memory itself (or finds the hash
-  // stalled on a missing block, and goes on).
-  (void)advance(file, /*wait=*/true);
-}
 
 }  // namespace hubfs

@@ -4,7 +4,7 @@
 // that may have passed on its bytes get errors from then on, later reads use a fresh memory
 // namespace: reader/file_epochs.h) and drops its blocks from every tier, and the arrival or read
 // that finished the hash gets kCorrupt, so corrupt bytes never stick. A hash covers one epoch's
-// bytes: the memory namespace it is given (VerifiedFile::cache_id).
+// bytes: the memory namespace it is given (VerifiedFile::memory_id).
 //
 // A file with a source of its own that checks whole files (a Xet read: every chunk hashed where
 // it is decoded, the file's Merkle root compared with its Xet hash; net/range_source.h) is not
@@ -19,17 +19,29 @@
 // A hash starts when the file's first block is in memory (blocks that came before it count as
 // arrived while they are still there); at most max_files hashes are kept, the oldest dropped.
 //
-// One thread hashes a file at a time. advance(wait=false) (a block arrived, others are still
-// missing) leaves its block to the thread hashing now and returns at once: it raises the file's
-// `pending` flag, and the hashing thread looks again before it lets go (try_lock hand-off), so a
-// completing response never queues behind the hash of a whole file. advance(wait=true) (the
-// arrival that leaves no block missing, or a read of the file's last block) waits for the
-// hashing thread, hashes what remains and returns the file's verdict once the hash is finished.
+// BlockReader tells the verifier what happened, as facts, and the verifier decides what to do
+// about each (hash now, leave it to the thread hashing, wait for the verdict, catch up):
+// - blocks_arrived: blocks of the file went into memory together (a response, a disk or
+//   shared-tier hit). It releases their waiters through the caller's callback, in order; the
+//   batch that leaves no block missing releases its other blocks first and its last one with the
+//   file's verdict (hashing the rest, waiting for a thread hashing now, or taking the source's
+//   verdict). Other batches are released at once, and then what memory holds in order is hashed by whichever
+//   thread gets the file's lock: one that finds it taken raises the file's `pending` flag and
+//   returns, and the hashing thread looks again before it lets go (try_lock hand-off), so a
+//   completing response never queues behind the hash of a whole file.
+// - read_reached_end: a read reached the file's last block. It waits for the thread hashing
+//   now, hashes what memory holds in order and, when that is every block, returns the verdict,
+//   so a front-to-back read of a corrupt file never ends successfully (the file may have been in
+//   memory before its hash began, with no arrival left to complete it).
+// - loaded_from_tiers: a loader put blocks up to N into memory from the tiers below: far past the
+//   hash (kMaxHashLagBlocks in the .cc), it takes its turn at hashing, so the read that brings
+//   the last block does not hash the whole file alone.
 //
 // Lock order (also in docs/architecture.md): a file's Verification::mu (held while hashing, and
 // while the source's verdict is taken) before FileVerifier::mu_ (the records) before MemoryTier's
 // mutex (peeks); `on_corrupt` runs with the file's Verification::mu held and nothing else, and so
 // does RangeSource::file_verdict (its own locks are leaves). Verification::arrival_mu is a leaf.
+// blocks_arrived calls its Release callback with none of these held.
 #pragma once
 
 #include <atomic>
@@ -41,6 +53,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "net/range_source.h"
@@ -52,7 +66,7 @@ namespace hubfs {
 struct VerifiedFile {
   std::string_view path;        // for messages
   std::string_view content_id;  // the expected hash
-  std::string_view cache_id;    // the memory tier's name for its blocks (of this epoch)
+  std::string_view memory_id;   // the memory tier's name for its blocks (of this epoch)
   uint64_t size = 0;
   uint64_t epoch = 0;           // whose bytes these are (reader/file_epochs.h)
   RangeSource* source = nullptr;  // the file's own source (RemoteFile::source), or null
@@ -72,21 +86,24 @@ class FileVerifier {
   // memory must outlive this verifier.
   FileVerifier(const MemoryTier& memory, FileVerifierOptions options, OnCorrupt on_corrupt);
 
-  // Block `index` of the file went into memory; source_checked: it came from the file's own
-  // source, which checks it (BlockBytes::source_checked). When it was the last block missing,
-  // hashes the rest (waiting for a thread hashing now), or takes the source's verdict, and
-  // returns the verdict with completed_file set; else returns at once (the caller calls
-  // advance(wait=false) once its waiters are released).
-  struct Arrival {
-    bool completed_file = false;
-    Status verdict;  // when completed_file: kCorrupt if the file failed its hash
-  };
-  Arrival on_arrival(const VerifiedFile& file, uint64_t index, bool source_checked = false);
-  // Hashes what is in memory in order (see above); OK unless the hash finished and failed.
-  Status advance(const VerifiedFile& file, bool wait);
-  // A loader that got `loaded_up_to` far past the file's hash takes its turn at hashing (see
-  // kMaxHashLagBlocks in the .cc); otherwise returns at once.
-  void catch_up(const VerifiedFile& file, uint64_t loaded_up_to);
+  // Blocks that arrived together, (index, bytes) ascending, as BlockTiers serves them.
+  using Batch = std::vector<std::pair<uint64_t, BlockBytes>>;
+  // The caller's release of block batch[i]'s waiters with `verdict` (OK, or kCorrupt when the
+  // file failed its hash). Called with no verifier lock held.
+  using Release = std::function<void(size_t i, const Status& verdict)>;
+
+  // The batch is in memory (the caller put it there). Releases every block, once and in order,
+  // before it returns. When the batch leaves no block of the file missing, its last block is
+  // released with the file's verdict (the others at once, before the hash); else all are released
+  // at once, and only after the last release does this thread hash, if the file is free (see
+  // above): the caller may do the batch's onward work (write-back) in the last release. A block's
+  // BlockBytes::source_checked says it came from the file's own checking source.
+  void blocks_arrived(const VerifiedFile& file, const Batch& batch, const Release& release);
+  // A read reached the file's last block: the file's verdict (kCorrupt if its hash failed), once
+  // the hash of what memory holds is done; OK while a block is missing or the file is unhashed.
+  Status read_reached_end(const VerifiedFile& file);
+  // A loader put the file's blocks up to `loaded_up_to` into memory from the tiers below memory.
+  void loaded_from_tiers(const VerifiedFile& file, uint64_t loaded_up_to);
 
   uint64_t files_verified() const { return verified_.load(); }
   // Of those, the files whose source's own check stood for the hash.
@@ -98,9 +115,14 @@ class FileVerifier {
   // The file's hash in progress (begun if its first block is in memory), or null.
   std::shared_ptr<Verification> verification_for(const VerifiedFile& file);
   uint64_t blocks_of(const VerifiedFile& file) const;
-  // The completed file's verdict from its source, with v->mu held: a match or a mismatch, or,
-  // when the source has none, the file's hash (after v->mu is let go).
-  Status take_source_verdict(const VerifiedFile& file, const std::shared_ptr<Verification>& v);
+  // The verdict of a file no block of which is missing: its source's (under v->mu) or, when the
+  // source has none or did not check every block, the file's hash.
+  Status verdict_of_complete(const VerifiedFile& file, const std::shared_ptr<Verification>& v);
+  // Whose turn it is to hash: kIfFree leaves it to the thread hashing now (try_lock hand-off),
+  // kWait waits for that thread and goes on after it.
+  enum class Turn { kIfFree, kWait };
+  // Hashes what memory holds in order; OK unless the hash finished and failed (then kCorrupt).
+  Status hash_in_order(const VerifiedFile& file, const std::shared_ptr<Verification>& v, Turn turn);
   // The file failed (with v->mu held): drops its blocks, forgets the record, returns kCorrupt.
   Status fail_locked(const VerifiedFile& file, const std::shared_ptr<Verification>& v, const std::string& message);
 
@@ -113,7 +135,7 @@ class FileVerifier {
 
   // Taken after a Verification::mu, before the memory tier's; never held across a hash.
   mutable std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<Verification>> verifying_;  // by cache id
+  std::unordered_map<std::string, std::shared_ptr<Verification>> verifying_;  // by memory id
   std::list<std::string> order_;                                              // oldest first
 };
 

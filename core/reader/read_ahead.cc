@@ -6,23 +6,23 @@
 
 namespace hubfs {
 
-uint64_t ReadAheadConfig::whole_file_bytes() const {
-  return static_cast<uint64_t>(double(connections) * connection_bytes_per_second * round_trip_seconds *
+uint64_t ReadAheadOptions::whole_file_bytes() const {
+  return static_cast<uint64_t>(double(parallel_requests) * connection_bytes_per_second * round_trip_seconds *
                                double(whole_file_round_trips));
 }
 
 uint32_t ReadAheadPolicy::request_blocks(uint64_t blocks, uint32_t largest) const {
-  const uint64_t connections = std::max<uint32_t>(1, config_.connections);
+  const uint64_t connections = std::max<uint32_t>(1, options_.parallel_requests);
   const uint64_t spread = (blocks + connections - 1) / connections;
-  return static_cast<uint32_t>(std::clamp<uint64_t>(spread, 1, std::max<uint32_t>(1, largest ? largest : config_.blocks_per_request)));
+  return static_cast<uint32_t>(std::clamp<uint64_t>(spread, 1, std::max<uint32_t>(1, largest ? largest : options_.max_blocks_per_request)));
 }
 
 uint64_t ReadAheadPolicy::min_part_bytes() const {
-  return std::max<uint64_t>(1, static_cast<uint64_t>(config_.connection_bytes_per_second * config_.round_trip_seconds / 10));
+  return std::max<uint64_t>(1, static_cast<uint64_t>(options_.connection_bytes_per_second * options_.round_trip_seconds / 10));
 }
 
 uint32_t ReadAheadPolicy::demand_parts(uint64_t bytes, uint64_t requests, uint64_t busy) const {
-  const uint64_t idle = config_.connections > busy ? config_.connections - busy : 0;
+  const uint64_t idle = options_.parallel_requests > busy ? options_.parallel_requests - busy : 0;
   if (requests == 0 || idle <= requests) return 1;
   const uint64_t by_slots = idle / requests;  // >= 1, <= connections
   const uint64_t by_size = std::max<uint64_t>(1, bytes / min_part_bytes());
@@ -31,8 +31,8 @@ uint32_t ReadAheadPolicy::demand_parts(uint64_t bytes, uint64_t requests, uint64
 
 std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uint64_t offset, uint64_t end,
                                                       uint64_t file_size, const ReadFacts& facts) const {
-  const uint64_t bs = config_.block_size;
-  const uint64_t file_blocks = blocks_in(file_size, config_.block_size);
+  const uint64_t bs = options_.block_size;
+  const uint64_t file_blocks = blocks_in(file_size, options_.block_size);
   // Only a miss, or a block read-ahead fetched, may fetch ahead. A stream that turns cold asks
   // again for the blocks its warm window only looked for on disk.
   const bool may_fetch = facts.missed || facts.marked;
@@ -42,7 +42,7 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
   } else if (!may_fetch && facts.from_disk) {
     state.fetching = false;
   }
-  const uint64_t slack = uint64_t(std::max(state.window_blocks, config_.min_window_blocks)) * bs;
+  const uint64_t slack = uint64_t(std::max(state.window_blocks, options_.min_readahead_blocks)) * bs;
   const bool sequential = state.next_offset != UINT64_MAX && offset + slack >= state.next_offset &&
                           offset <= state.next_offset + slack;
   state.next_offset = end;
@@ -55,17 +55,17 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
   state.run_bytes += end - offset;
   if (state.whole_file) return facts.hinted || !may_fetch ? std::nullopt : whole_file_rest(state, file_blocks);
   const uint64_t run_blocks = state.run_bytes / bs;
-  if (run_blocks < config_.min_run_blocks) return std::nullopt;
+  if (run_blocks < options_.min_run_blocks) return std::nullopt;
   // A long run: the random reads before it were not a pattern.
   state.random_reads = 0;
-  const uint64_t doubled = state.window_blocks == 0 ? config_.min_window_blocks
-                                                    : std::min(state.window_blocks * 2, config_.max_window_blocks);
-  const double factor = state.fetching ? config_.per_run_factor : config_.local_run_factor;
+  const uint64_t doubled = state.window_blocks == 0 ? options_.min_readahead_blocks
+                                                    : std::min(state.window_blocks * 2, options_.max_readahead_blocks);
+  const double factor = state.fetching ? options_.per_run_factor : options_.local_run_factor;
   const uint64_t earned = std::max<uint64_t>(1, static_cast<uint64_t>(factor * double(run_blocks)));
   // A reader that reads N blocks at a time gets at least its next read's worth ahead.
   const uint64_t read_blocks = (end - 1) / bs - offset / bs + 1;
   state.window_blocks = static_cast<uint32_t>(
-      std::max(std::min(doubled, earned), std::min<uint64_t>(read_blocks, config_.max_window_blocks)));
+      std::max(std::min(doubled, earned), std::min<uint64_t>(read_blocks, options_.max_readahead_blocks)));
   // A fetching stream between its marks waits for the next one (or a miss).
   if (facts.hinted || (state.fetching && !may_fetch)) return std::nullopt;
   auto plan = refill(state, (end - 1) / bs, file_blocks);
@@ -78,8 +78,8 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_random_read(ReadAheadState& sta
   // Only misses count: a warm file's random reads cost no round trips to save.
   if (may_fetch && state.random_reads < UINT32_MAX) ++state.random_reads;
   if (hinted || !may_fetch) return std::nullopt;
-  if (!state.whole_file && state.random_reads >= config_.random_reads_for_whole_file &&
-      file_size <= config_.whole_file_bytes()) {
+  if (!state.whole_file && state.random_reads >= options_.random_reads_for_whole_file &&
+      file_size <= options_.whole_file_bytes()) {
     state.whole_file = true;
     state.prefetched_to = 0;
   }
@@ -92,8 +92,8 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::whole_file_rest(const ReadAheadSta
   if (state.prefetched_to >= file_blocks) return std::nullopt;
   // One wave per read (a request on every connection): the transport serves requests in order,
   // and a random read's own block must not queue behind the whole file.
-  const uint32_t per_request = std::max<uint32_t>(1, config_.blocks_per_request);
-  const uint64_t wave = uint64_t(per_request) * std::max<uint32_t>(1, config_.connections);
+  const uint32_t per_request = std::max<uint32_t>(1, options_.max_blocks_per_request);
+  const uint64_t wave = uint64_t(per_request) * std::max<uint32_t>(1, options_.parallel_requests);
   return ReadAheadPlan{BlockRange{state.prefetched_to, std::min(file_blocks, state.prefetched_to + wave) - 1}, per_request};
 }
 

@@ -4,14 +4,15 @@
 // (tests/reader/read_ahead_test.cc). BlockReader owns the mechanism (claiming blocks, the memory
 // budget, sending requests); this decides the range.
 //
-// It weighs bytes against round trips, with a model of the link (ReadAheadConfig: round trip,
-// bandwidth per connection, connections). The rules, each for a measured reason
+// It weighs bytes against round trips, with a model of the link (ReadAheadOptions: round trip,
+// bandwidth per connection, parallel requests). The settings it shares with the reader have the
+// reader's names (ReaderOptions::read_ahead() copies them). The rules, each for a measured reason
 // (docs/how-it-works.md, "Read-ahead"):
 // - Sequential: a read that starts where the handle's last read ended, give or take the window
 //   (the kernel sends one stream's pieces from several threads, a little out of order). A run
 //   earns read-ahead only once it has read min_run_blocks: a FUSE mount's mmap fault reads a
 //   couple of blocks around the faulting page in order, and that is not a stream.
-// - The window doubles per sequential read up to max_window_blocks and never exceeds
+// - The window doubles per sequential read up to max_readahead_blocks and never exceeds
 //   per_run_factor times what the run has read: a run that ends (the last chunk of an HDF5 read)
 //   was fetched at most (1 + per_run_factor) times over. From the disk cache (a warm stream)
 //   over-reading costs no network bytes, and the window grows at local_run_factor. But a reader
@@ -19,7 +20,7 @@
 //   its next read's worth ahead, to arrive while it decodes this one: a run that then ends was
 //   fetched one read over. (A mount's reads are at most a block: there this changes nothing.)
 // - The window goes out in requests sized to keep every connection busy: a window of W blocks
-//   over C connections goes as requests of W / C blocks (1 to blocks_per_request). With a
+//   over C connections goes as requests of W / C blocks (1 to max_blocks_per_request). With a
 //   bandwidth cap per connection a small window in big requests used a few connections and
 //   left the rest idle; in small ones it arrives in one round trip.
 // - Random access: a read that is not sequential fetches its own blocks, whole blocks of 1 MiB
@@ -44,12 +45,13 @@
 
 namespace hubfs {
 
-struct ReadAheadConfig {
+struct ReadAheadOptions {
   uint64_t block_size = 1 << 20;
-  uint32_t min_window_blocks = 4;
-  uint32_t max_window_blocks = 128;
+  // The window of a sequential handle: its first, and the most it grows to.
+  uint32_t min_readahead_blocks = 4;
+  uint32_t max_readahead_blocks = 128;
   // The largest request (neighbouring blocks in one range GET).
-  uint32_t blocks_per_request = 8;
+  uint32_t max_blocks_per_request = 8;
   // The window may reach this many times the bytes the current run has read. At 4x, h5py
   // reading 5 of 16 contiguous frames through the mount fetched the whole 169 MB file for the
   // 53 MB it read (3.2x); at 0.5, 84 MB (1.59x: the window, the kernel's 2 MiB read-ahead and
@@ -66,7 +68,7 @@ struct ReadAheadConfig {
   uint32_t min_run_blocks = 4;
   // The link: requests in flight at once (--max-requests), the round trip of one request, and
   // one connection's bandwidth (a CDN edge gives one TCP stream ~400 Mbit/s).
-  uint32_t connections = 16;
+  uint32_t parallel_requests = 16;
   double round_trip_seconds = 0.05;
   double connection_bytes_per_second = 50e6;
   // Random access: after this many random reads on a handle, a file the link moves whole in
@@ -128,7 +130,7 @@ struct ReadAheadPlan {
 
 class ReadAheadPolicy {
  public:
-  explicit ReadAheadPolicy(ReadAheadConfig config) : config_(config) {}
+  explicit ReadAheadPolicy(ReadAheadOptions options) : options_(options) {}
 
   // Records the read [offset, end) (end > offset, end <= file_size) of a file of file_size bytes
   // and returns the blocks to read ahead of it, or nothing. `facts`: what serving the read found.
@@ -139,7 +141,7 @@ class ReadAheadPolicy {
                                        uint64_t file_size, const ReadFacts& facts) const;
 
   // The largest request for `blocks` blocks needed at once: spread over every connection, at
-  // most `largest` each (0: blocks_per_request).
+  // most `largest` each (0: max_blocks_per_request).
   uint32_t request_blocks(uint64_t blocks, uint32_t largest = 0) const;
 
   // How many parts each of a read's own `requests` requests of about `bytes` bytes goes out in,
@@ -153,7 +155,7 @@ class ReadAheadPolicy {
   uint32_t demand_parts(uint64_t bytes, uint64_t requests, uint64_t busy) const;
   uint64_t min_part_bytes() const;
 
-  const ReadAheadConfig& config() const { return config_; }
+  const ReadAheadOptions& options() const { return options_; }
 
  private:
   std::optional<ReadAheadPlan> on_random_read(ReadAheadState& state, uint64_t file_size, uint64_t file_blocks,
@@ -163,7 +165,7 @@ class ReadAheadPolicy {
                                       uint64_t file_blocks) const;
   std::optional<ReadAheadPlan> whole_file_rest(const ReadAheadState& state, uint64_t file_blocks) const;
 
-  ReadAheadConfig config_;
+  ReadAheadOptions options_;
 };
 
 }  // namespace hubfs

@@ -1,5 +1,6 @@
-// Whole-file verification alone: blocks put in a memory tier by hand, arrivals reported by the
-// test, on one thread (the try_lock hand-off between threads is exercised by block_reader_test).
+// Whole-file verification alone: blocks put in a memory tier by hand, what happened reported by
+// the test as BlockReader reports it (blocks_arrived, read_reached_end, loaded_from_tiers), on
+// one thread (the try_lock hand-off between threads is exercised by block_reader_test).
 #include "reader/file_verifier.h"
 
 #include <random>
@@ -24,15 +25,34 @@ class FileVerifierTest : public ::testing::Test {
     content_id_ = "sha256:" + sha256_hex(content_);
   }
   VerifiedFile file() const {
-    return VerifiedFile{"data/f.bin", content_id_, cache_id_, content_.size(), 0, with_source_ ? &source_ : nullptr};
+    return VerifiedFile{"data/f.bin", content_id_, memory_id_, content_.size(), 0, with_source_ ? &source_ : nullptr};
   }
-  // Block b into memory (from `source`, the bytes "received"), then reported as arrived;
+  // Block b of `source` (the bytes "received") into memory, as BlockReader puts a block it loaded;
   // source_checked: as if fetched from the file's own checking source.
-  FileVerifier::Arrival arrive(FileVerifier& v, uint64_t b, const std::string& source, bool source_checked = false) {
+  FileVerifier::Batch::value_type put(uint64_t b, const std::string& source, bool source_checked = false) {
     const size_t len = std::min<size_t>(kBlock, source.size() - b * kBlock);
-    memory_.put(BlockId{cache_id_, b, len},
-                BlockBytes{std::make_shared<const std::string>(source.substr(b * kBlock, len)), 0, len, source_checked});
-    return v.on_arrival(file(), b, source_checked);
+    BlockBytes bytes{std::make_shared<const std::string>(source.substr(b * kBlock, len)), 0, len, source_checked};
+    memory_.put(BlockId{memory_id_, b, len}, bytes);
+    return {b, bytes};
+  }
+  // Blocks `indices` into memory, then reported as one batch: the verdicts they were released
+  // with, each block released once and in order (checked here).
+  std::vector<Status> arrive_batch(FileVerifier& v, const std::vector<uint64_t>& indices, const std::string& source,
+                                   bool source_checked = false) {
+    FileVerifier::Batch batch;
+    for (uint64_t b : indices) batch.push_back(put(b, source, source_checked));
+    std::vector<Status> verdicts;
+    v.blocks_arrived(file(), batch, [&](size_t i, const Status& verdict) {
+      EXPECT_EQ(i, verdicts.size()) << "released out of order";
+      verdicts.push_back(verdict);
+    });
+    EXPECT_EQ(verdicts.size(), batch.size()) << "every block is released before blocks_arrived returns";
+    return verdicts;
+  }
+  // One block arrived alone: the verdict its waiters were released with.
+  Status arrive(FileVerifier& v, uint64_t b, const std::string& source, bool source_checked = false) {
+    std::vector<Status> verdicts = arrive_batch(v, {b}, source, source_checked);
+    return verdicts.empty() ? Internal("not released") : verdicts[0];
   }
   // A source with a verdict the test sets, counting how often it is asked.
   struct FakeSource : RangeSource {
@@ -48,13 +68,13 @@ class FileVerifierTest : public ::testing::Test {
     return FileVerifier(memory_, o, [this](const VerifiedFile& f) {
       // As BlockTiers::drop_failed_file does: the file's blocks leave memory.
       ++corrupt_calls_;
-      dropped_ = std::string(f.cache_id);
+      dropped_ = std::string(f.memory_id);
       dropped_epoch_ = f.epoch;
-      for (uint64_t b = 0; b * kBlock < f.size; ++b) memory_.remove(BlockId{f.cache_id, b, 0});
+      for (uint64_t b = 0; b * kBlock < f.size; ++b) memory_.remove(BlockId{f.memory_id, b, 0});
     });
   }
 
-  std::string content_, content_id_, cache_id_ = "sha256:the-file";
+  std::string content_, content_id_, memory_id_ = "sha256:the-file";
   mutable FakeSource source_;
   bool with_source_ = false;
   MemoryTier memory_{1 << 20};
@@ -66,17 +86,14 @@ class FileVerifierTest : public ::testing::Test {
 TEST_F(FileVerifierTest, BlocksInOrderVerifyAndTheLastArrivalGetsTheVerdict) {
   FileVerifier v = make();
   for (uint64_t b = 0; b < 4; ++b) {
-    FileVerifier::Arrival a = arrive(v, b, content_);
-    EXPECT_FALSE(a.completed_file) << b;
-    EXPECT_TRUE(v.advance(file(), /*wait=*/false).ok());
+    EXPECT_TRUE(arrive(v, b, content_).ok()) << b;
+    EXPECT_EQ(v.files_verified(), 0u) << b;
   }
-  FileVerifier::Arrival last = arrive(v, 4, content_);
-  EXPECT_TRUE(last.completed_file);
-  EXPECT_TRUE(last.verdict.ok());
+  EXPECT_TRUE(arrive(v, 4, content_).ok());
   EXPECT_EQ(v.files_verified(), 1u);
   EXPECT_EQ(corrupt_calls_, 0);
-  // A later read of the last block asks again: the verdict stands, nothing is hashed twice.
-  EXPECT_TRUE(v.advance(file(), /*wait=*/true).ok());
+  // The read of the last block asks again: the verdict stands, nothing is hashed twice.
+  EXPECT_TRUE(v.read_reached_end(file()).ok());
   EXPECT_EQ(v.files_verified(), 1u);
 }
 
@@ -84,10 +101,9 @@ TEST_F(FileVerifierTest, BlocksInOrderVerifyAndTheLastArrivalGetsTheVerdict) {
 // then runs through them in order.
 TEST_F(FileVerifierTest, BlocksOutOfOrderAreHashedInOrder) {
   FileVerifier v = make();
-  for (uint64_t b : {3, 1, 4, 2}) EXPECT_FALSE(arrive(v, b, content_).completed_file) << b;  // no hash without block 0
-  FileVerifier::Arrival first = arrive(v, 0, content_);
-  EXPECT_TRUE(first.completed_file);
-  EXPECT_TRUE(first.verdict.ok());
+  for (uint64_t b : {3, 1, 4, 2}) EXPECT_TRUE(arrive(v, b, content_).ok()) << b;
+  EXPECT_EQ(v.files_verified(), 0u) << "no hash without block 0";
+  EXPECT_TRUE(arrive(v, 0, content_).ok());
   EXPECT_EQ(v.files_verified(), 1u);
 }
 
@@ -98,17 +114,17 @@ TEST_F(FileVerifierTest, AMismatchDropsTheFileAndFailsTheArrival) {
   FileVerifier v = make();
   std::string bad = content_;
   bad[2 * kBlock + 7] ^= 0x20;
-  for (uint64_t b = 0; b < 4; ++b) arrive(v, b, bad);
-  FileVerifier::Arrival last = arrive(v, 4, bad);
-  ASSERT_TRUE(last.completed_file);
-  EXPECT_EQ(last.verdict.code(), Code::kCorrupt);
-  EXPECT_NE(last.verdict.message().find("data/f.bin"), std::string::npos) << last.verdict.message();
+  for (uint64_t b = 0; b < 4; ++b) EXPECT_TRUE(arrive(v, b, bad).ok()) << b;
+  EXPECT_EQ(corrupt_calls_, 0) << "nothing fails before the file is whole";
+  Status last = arrive(v, 4, bad);
+  EXPECT_EQ(last.code(), Code::kCorrupt);
+  EXPECT_NE(last.message().find("data/f.bin"), std::string::npos) << last.message();
   EXPECT_EQ(v.failures(), 1u);
   EXPECT_EQ(corrupt_calls_, 1);
-  EXPECT_EQ(dropped_, cache_id_);
+  EXPECT_EQ(dropped_, memory_id_);
   EXPECT_EQ(dropped_epoch_, 0u);
   // Good bytes fetched again verify.
-  for (uint64_t b = 0; b < 5; ++b) arrive(v, b, content_);
+  for (uint64_t b = 0; b < 5; ++b) EXPECT_TRUE(arrive(v, b, content_).ok()) << b;
   EXPECT_EQ(v.files_verified(), 1u);
   EXPECT_EQ(corrupt_calls_, 1);
 }
@@ -118,40 +134,124 @@ TEST_F(FileVerifierTest, ABlockEvictedBeforeItsTurnLeavesTheFileUnverified) {
   FileVerifier v = make();
   arrive(v, 0, content_);
   arrive(v, 2, content_);
-  memory_.remove(BlockId{cache_id_, 2, 0});
+  memory_.remove(BlockId{memory_id_, 2, 0});
   arrive(v, 1, content_);
   arrive(v, 3, content_);
-  FileVerifier::Arrival last = arrive(v, 4, content_);
-  EXPECT_TRUE(last.completed_file);
-  EXPECT_TRUE(last.verdict.ok());
+  EXPECT_TRUE(arrive(v, 4, content_).ok());
+  EXPECT_EQ(v.files_verified(), 0u);
+  EXPECT_EQ(v.failures(), 0u);
+  EXPECT_TRUE(v.read_reached_end(file()).ok());
+}
+
+// A batch that leaves blocks missing is released whole before anything is hashed: a block the
+// caller drops in its last release (as if evicted during the write-back) is not in the hash.
+TEST_F(FileVerifierTest, ABatchIsReleasedBeforeItIsHashed) {
+  FileVerifier v = make();
+  std::vector<Status> verdicts;
+  v.blocks_arrived(file(), {put(0, content_), put(1, content_)}, [&](size_t i, const Status& verdict) {
+    verdicts.push_back(verdict);
+    if (i == 1) memory_.remove(BlockId{memory_id_, 1, 0});
+  });
+  ASSERT_EQ(verdicts.size(), 2u);
+  EXPECT_TRUE(verdicts[0].ok() && verdicts[1].ok());
+  // The hash stopped at block 1: the rest of the file arrives, and it stays unverified.
+  std::vector<Status> rest = arrive_batch(v, {2, 3, 4}, content_);
+  EXPECT_TRUE(rest[2].ok());
   EXPECT_EQ(v.files_verified(), 0u);
   EXPECT_EQ(v.failures(), 0u);
 }
 
-// A loader far ahead of the hash takes its turn; one close behind it does not.
-TEST_F(FileVerifierTest, ALoaderFarAheadOfTheHashCatchesItUp) {
+// Without another thread hashing, the arrival hashes what memory holds in order at once: once in
+// the hash, blocks may leave memory.
+TEST_F(FileVerifierTest, ABatchIsHashedAtOnceWhenTheFileIsFree) {
   FileVerifier v = make();
-  arrive(v, 0, content_);
-  arrive(v, 1, content_);
-  v.catch_up(file(), 2);  // within the lag: nothing hashed
-  arrive(v, 2, content_);
-  arrive(v, 3, content_);
-  v.catch_up(file(), 1000);  // far past: hashes what is in memory
-  EXPECT_EQ(v.files_verified(), 0u);
-  // Blocks 0-3 are in the hash now: evicting them no longer stalls it.
-  for (uint64_t b = 0; b < 4; ++b) memory_.remove(BlockId{cache_id_, b, 0});
-  FileVerifier::Arrival last = arrive(v, 4, content_);
-  EXPECT_TRUE(last.verdict.ok());
+  arrive_batch(v, {0, 1, 2}, content_);
+  for (uint64_t b = 0; b < 3; ++b) memory_.remove(BlockId{memory_id_, b, 0});
+  std::vector<Status> rest = arrive_batch(v, {3, 4}, content_);
+  EXPECT_TRUE(rest[1].ok());
   EXPECT_EQ(v.files_verified(), 1u);
+}
+
+// The batch that completes the file: its other blocks are released before the hash, its last
+// one with the verdict (here a failure, its blocks already dropped).
+TEST_F(FileVerifierTest, TheCompletingBatchGivesItsLastBlockTheVerdict) {
+  FileVerifier v = make();
+  std::string bad = content_;
+  bad[4 * kBlock + 3] ^= 1;
+  FileVerifier::Batch batch;
+  for (uint64_t b = 0; b < 5; ++b) batch.push_back(put(b, bad));
+  std::vector<int> corrupt_calls_at_release;
+  std::vector<Status> verdicts;
+  v.blocks_arrived(file(), batch, [&](size_t, const Status& verdict) {
+    corrupt_calls_at_release.push_back(corrupt_calls_);
+    verdicts.push_back(verdict);
+  });
+  ASSERT_EQ(verdicts.size(), 5u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_TRUE(verdicts[i].ok()) << i;
+    EXPECT_EQ(corrupt_calls_at_release[i], 0) << i << ": released before the hash";
+  }
+  EXPECT_EQ(verdicts[4].code(), Code::kCorrupt);
+  EXPECT_EQ(corrupt_calls_at_release[4], 1) << "released after the file's blocks were dropped";
+  EXPECT_EQ(v.failures(), 1u);
+}
+
+// A read of the file's last block, every block in memory but the hash never told of them (its
+// record pushed out, say): the read hashes the file and gets its verdict.
+TEST_F(FileVerifierTest, AReadAtTheEndHashesAFileMemoryHoldsWhole) {
+  std::string bad = content_;
+  bad[kBlock] ^= 4;
+  {
+    FileVerifier v = make();
+    for (uint64_t b = 0; b < 5; ++b) put(b, content_);
+    EXPECT_TRUE(v.read_reached_end(file()).ok());
+    EXPECT_EQ(v.files_verified(), 1u);
+  }
+  FileVerifier v = make();
+  for (uint64_t b = 0; b < 5; ++b) put(b, bad);
+  EXPECT_EQ(v.read_reached_end(file()).code(), Code::kCorrupt);
+  EXPECT_EQ(corrupt_calls_, 1);
+}
+
+// With a block missing, the read at the end returns at once and nothing is decided.
+TEST_F(FileVerifierTest, AReadAtTheEndWithABlockMissingIsOk) {
+  FileVerifier v = make();
+  std::string bad = content_;
+  bad[0] ^= 1;
+  for (uint64_t b : {0, 1, 2, 4}) put(b, bad);
+  EXPECT_TRUE(v.read_reached_end(file()).ok());
+  EXPECT_EQ(v.files_verified(), 0u);
+  EXPECT_EQ(corrupt_calls_, 0);
+}
+
+// A loader far ahead of the hash takes its turn; one close behind it does not. (Blocks put in
+// memory unreported stand for blocks another thread left to the one hashing.)
+TEST_F(FileVerifierTest, ALoaderFarAheadOfTheHashCatchesItUp) {
+  for (bool far : {false, true}) {
+    SCOPED_TRACE(far ? "far" : "near");
+    for (uint64_t b = 0; b < 5; ++b) memory_.remove(BlockId{memory_id_, b, 0});
+    FileVerifier v = make();
+    arrive(v, 0, content_);  // hashed at once
+    for (uint64_t b = 1; b < 4; ++b) put(b, content_);
+    v.loaded_from_tiers(file(), far ? 1000 : 3);
+    EXPECT_EQ(v.files_verified(), 0u);
+    // Blocks 0-3 in the hash (far) no longer stall it once evicted; else (near) they do.
+    for (uint64_t b = 0; b < 4; ++b) memory_.remove(BlockId{memory_id_, b, 0});
+    EXPECT_TRUE(arrive(v, 4, content_).ok());
+    EXPECT_EQ(v.files_verified(), far ? 1u : 0u);
+  }
 }
 
 TEST_F(FileVerifierTest, DisabledHashesNothing) {
   FileVerifier v = make({.block_size = kBlock, .enabled = false});
   std::string bad = content_;
   bad[0] ^= 1;
-  for (uint64_t b = 0; b < 5; ++b) EXPECT_FALSE(arrive(v, b, bad).completed_file);
-  EXPECT_TRUE(v.advance(file(), true).ok());
+  EXPECT_EQ(arrive_batch(v, {0, 1}, bad).size(), 2u);
+  for (uint64_t b = 2; b < 5; ++b) EXPECT_TRUE(arrive(v, b, bad).ok());
+  EXPECT_TRUE(v.read_reached_end(file()).ok());
+  v.loaded_from_tiers(file(), 1000);
   EXPECT_EQ(corrupt_calls_, 0);
+  EXPECT_EQ(v.files_verified(), 0u);
 }
 
 // At most max_files hashes are kept: the oldest goes, and its file is simply not verified.
@@ -159,15 +259,19 @@ TEST_F(FileVerifierTest, OnlyTheNewestHashesAreKept) {
   FileVerifier v = make({.block_size = kBlock, .max_files = 1});
   arrive(v, 0, content_);
   const std::string other_id = "sha256:other";
-  memory_.put(BlockId{other_id, 0, 1}, BlockBytes{std::make_shared<const std::string>("x"), 0, 1});
+  BlockBytes one{std::make_shared<const std::string>("x"), 0, 1};
+  memory_.put(BlockId{other_id, 0, 1}, one);
   const std::string other_content_id = "sha256:" + std::string(64, '0');
   VerifiedFile other{"o", other_content_id, other_id, 1};
-  (void)v.on_arrival(other, 0);  // starts a second hash: the first one's record goes
+  Status other_verdict;
+  // Starts a second hash: the first one's record goes.
+  v.blocks_arrived(other, {{0, one}}, [&](size_t, const Status& verdict) { other_verdict = verdict; });
+  EXPECT_EQ(other_verdict.code(), Code::kCorrupt) << "the other file's one byte does not hash to zeros";
   for (uint64_t b = 1; b < 5; ++b) arrive(v, b, content_);
   // The first file's record went; its next arrival started a new one from the blocks in memory,
-  // so it still verifies, and the other file's one byte (which does not hash to zeros) failed.
+  // so it still verifies.
   EXPECT_EQ(v.files_verified(), 1u);
-  EXPECT_EQ(v.failures(), 1u);  // the other file's one byte does not hash to zeros
+  EXPECT_EQ(v.failures(), 1u);
   EXPECT_EQ(corrupt_calls_, 1);
   EXPECT_EQ(dropped_, other_id);
 }
@@ -180,19 +284,17 @@ TEST_F(FileVerifierTest, AFileItsSourceCheckedTakesTheSourcesMatchUnhashed) {
   source_.verdict = FileVerdict::kMatch;
   FileVerifier v = make();
   for (uint64_t b : {0, 3, 1, 2}) {
-    EXPECT_FALSE(arrive(v, b, content_, true).completed_file) << b;
-    EXPECT_TRUE(v.advance(file(), /*wait=*/false).ok());
-    EXPECT_TRUE(v.advance(file(), /*wait=*/true).ok()) << "incomplete: nothing to wait for";
+    EXPECT_TRUE(arrive(v, b, content_, true).ok()) << b;
+    EXPECT_TRUE(v.read_reached_end(file()).ok()) << "incomplete: nothing to wait for";
   }
   EXPECT_EQ(source_.asked, 0) << "asked only once the file is complete";
-  FileVerifier::Arrival last = arrive(v, 4, content_, true);
-  EXPECT_TRUE(last.completed_file);
-  EXPECT_TRUE(last.verdict.ok()) << last.verdict.message();
+  EXPECT_EQ(v.files_verified(), 0u);
+  EXPECT_TRUE(arrive(v, 4, content_, true).ok());
   EXPECT_EQ(source_.asked, 1);
   EXPECT_EQ(v.files_verified(), 1u);
   EXPECT_EQ(v.files_verified_by_source(), 1u);
   EXPECT_EQ(corrupt_calls_, 0);
-  EXPECT_TRUE(v.advance(file(), /*wait=*/true).ok());  // the last block's read: the verdict stands
+  EXPECT_TRUE(v.read_reached_end(file()).ok());  // the last block's read: the verdict stands
   EXPECT_EQ(source_.asked, 1);
 }
 
@@ -203,13 +305,12 @@ TEST_F(FileVerifierTest, TheSourcesMismatchFailsTheFileLikeAFailedHash) {
   source_.verdict = FileVerdict::kMismatch;
   FileVerifier v = make();
   for (uint64_t b = 0; b < 4; ++b) arrive(v, b, content_, true);
-  FileVerifier::Arrival last = arrive(v, 4, content_, true);
-  ASSERT_TRUE(last.completed_file);
-  EXPECT_EQ(last.verdict.code(), Code::kCorrupt);
-  EXPECT_NE(last.verdict.message().find("Xet hash"), std::string::npos) << last.verdict.message();
+  Status last = arrive(v, 4, content_, true);
+  EXPECT_EQ(last.code(), Code::kCorrupt);
+  EXPECT_NE(last.message().find("Xet hash"), std::string::npos) << last.message();
   EXPECT_EQ(v.failures(), 1u);
   EXPECT_EQ(corrupt_calls_, 1);
-  EXPECT_EQ(dropped_, cache_id_);
+  EXPECT_EQ(dropped_, memory_id_);
   EXPECT_EQ(v.files_verified(), 0u);
 }
 
@@ -221,16 +322,16 @@ TEST_F(FileVerifierTest, WithoutTheSourcesVerdictTheFileIsHashed) {
   {
     FileVerifier v = make();
     for (uint64_t b = 0; b < 4; ++b) arrive(v, b, content_, true);
-    EXPECT_TRUE(arrive(v, 4, content_, true).verdict.ok());
+    EXPECT_TRUE(arrive(v, 4, content_, true).ok());
     EXPECT_EQ(v.files_verified(), 1u);
     EXPECT_EQ(v.files_verified_by_source(), 0u);
   }
-  for (uint64_t b = 0; b < 5; ++b) memory_.remove(BlockId{cache_id_, b, 0});  // a fresh start
+  for (uint64_t b = 0; b < 5; ++b) memory_.remove(BlockId{memory_id_, b, 0});  // a fresh start
   std::string bad = content_;
   bad[3 * kBlock] ^= 1;
   FileVerifier v = make();
   for (uint64_t b = 0; b < 4; ++b) arrive(v, b, bad, true);
-  EXPECT_EQ(arrive(v, 4, bad, true).verdict.code(), Code::kCorrupt);
+  EXPECT_EQ(arrive(v, 4, bad, true).code(), Code::kCorrupt);
   EXPECT_EQ(corrupt_calls_, 1);
 }
 
@@ -246,9 +347,7 @@ TEST_F(FileVerifierTest, OneBlockFromElsewhereHasTheWholeFileHashed) {
   arrive(v, 1, content_, true);
   arrive(v, 2, bad, /*source_checked=*/false);
   arrive(v, 3, content_, true);
-  FileVerifier::Arrival last = arrive(v, 4, content_, true);
-  ASSERT_TRUE(last.completed_file);
-  EXPECT_EQ(last.verdict.code(), Code::kCorrupt);
+  EXPECT_EQ(arrive(v, 4, content_, true).code(), Code::kCorrupt);
   EXPECT_EQ(corrupt_calls_, 1);
   EXPECT_EQ(source_.asked, 0);
 }
@@ -261,10 +360,25 @@ TEST_F(FileVerifierTest, BlocksFromElsewhereBeforeTheFirstStillHaveTheFileHashed
   FileVerifier v = make();
   arrive(v, 3, content_, /*source_checked=*/false);
   for (uint64_t b : {0, 1, 2}) arrive(v, b, content_, true);
-  EXPECT_TRUE(arrive(v, 4, content_, true).verdict.ok());
+  EXPECT_TRUE(arrive(v, 4, content_, true).ok());
   EXPECT_EQ(source_.asked, 0);
   EXPECT_EQ(v.files_verified(), 1u);
   EXPECT_EQ(v.files_verified_by_source(), 0u);
+}
+
+// A batch of source-checked blocks with one from elsewhere in it: hashed, as one at a time.
+TEST_F(FileVerifierTest, ABatchWithOneBlockFromElsewhereHasTheFileHashed) {
+  with_source_ = true;
+  source_.verdict = FileVerdict::kMatch;
+  std::string bad = content_;
+  bad[4 * kBlock] ^= 1;
+  FileVerifier v = make();
+  arrive_batch(v, {0, 1, 2, 3}, content_, true);
+  FileVerifier::Batch last{put(4, bad, /*source_checked=*/false)};
+  Status verdict;
+  v.blocks_arrived(file(), last, [&](size_t, const Status& s) { verdict = s; });
+  EXPECT_EQ(verdict.code(), Code::kCorrupt);
+  EXPECT_EQ(source_.asked, 0);
 }
 
 }  // namespace

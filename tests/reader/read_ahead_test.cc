@@ -12,7 +12,7 @@ class ReadAheadPolicyTest : public ::testing::Test {
  protected:
   // 1 MiB blocks, windows of 4..128 blocks, requests of up to 8 blocks over 16 connections, runs
   // of 4 blocks before read-ahead, a window of at most half the run: the mount's defaults.
-  ReadAheadPolicy policy_{ReadAheadConfig{}};
+  ReadAheadPolicy policy_{ReadAheadOptions{}};
   ReadAheadState state_;
 
   // A read that missed (its blocks came over the network), as BlockReader reports it.
@@ -301,7 +301,7 @@ TEST_F(ReadAheadPolicyTest, ABigFileReadAtRandomIsNeverFetchedWhole) {
 }
 
 TEST_F(ReadAheadPolicyTest, TheWholeFileSizeFollowsTheLink) {
-  ReadAheadConfig slow;
+  ReadAheadOptions slow;
   slow.connection_bytes_per_second = 5e6;  // 40 Mbit/s per connection: 64 MB in 16 round trips
   EXPECT_EQ(slow.whole_file_bytes(), 64'000'000u);
   ReadAheadPolicy policy(slow);
