@@ -317,9 +317,10 @@ def main():
     ap.add_argument("--baseline-bin", help="a build's bin directory whose hubfs cp and h5chunk read hf:// "
                     "run beside this one's (h5chunk_cli_base)")
     ap.add_argument("--xet", action="store_true", help="the server stores the files on Xet (see above)")
-    ap.add_argument("--only", help="comma-separated contenders to run (h5chunk_cli, h5chunk_python, seed, "
-                    "mount_h5chunk, h5py_hubfs_open, h5py_fsspec, direct_16, h5chunk_cli_base); all by default. With --xet, "
-                    "`--only h5chunk_cli,mount_h5chunk,direct_16 --cp-mb 0` is the Xet target's run")
+    ap.add_argument("--only", help="comma-separated contenders to run (h5chunk_cli, h5chunk_cli_base, "
+                    "h5chunk_python, seed, mount_h5chunk, h5py_hubfs_open, h5py_fsspec, direct_16); all by "
+                    "default. With --xet, `--only h5chunk_cli,mount_h5chunk,direct_16 --cp-mb 0` is the Xet "
+                    "target's run")
     ap.add_argument("--server-cpu", type=int, default=(os.cpu_count() or 1) - 1,
                     help="the CPU the local server is pinned to (taskset); -1: not pinned")
     args = ap.parse_args()
@@ -355,9 +356,9 @@ def main():
     url = "hf://datasets/lab/zea/scan.hdf5"
     http = f"{endpoint}/datasets/lab/zea/resolve/main/scan.hdf5"
     env = {**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
-    runs = {k: [] for k in ("h5chunk_cli", "h5chunk_cli_base", "h5chunk_cli_warm", "h5chunk_python", "seed", "mount_h5chunk",
-                            "mount_h5chunk_warm", "local_h5chunk", "h5py_hubfs_open_5", "h5py_fsspec_5", "direct_16", "cp",
-                            "cp_base", "cp_direct")}
+    runs = {k: [] for k in ("h5chunk_cli", "h5chunk_cli_base", "h5chunk_cli_warm", "h5chunk_python", "seed",
+                            "mount_h5chunk", "mount_h5chunk_warm", "local_h5chunk", "h5py_hubfs_open_5",
+                            "h5py_fsspec_5", "direct_16", "cp", "cp_base", "cp_direct")}
     cpu_runs = {k: [] for k in runs}  # CPU-seconds per run (the process's, + the daemon's for the mount)
     delivered = {}  # bytes each contender hands back (the decoded array)
     warm_requests = {"h5chunk_cli_warm": [], "mount_h5chunk_warm": []}  # requests to the server per warm read

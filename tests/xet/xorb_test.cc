@@ -232,7 +232,9 @@ TEST(XorbTest, OnePassHashesEachChunkAndLeavesOutTheBytesBeforeTheRead) {
           EXPECT_EQ(d->data, all.substr(dropped));
           EXPECT_EQ(d->ends, plain->ends);
           ASSERT_EQ(d->hashes.size(), chunks.size());
-          for (size_t k = 0; k < chunks.size(); ++k) EXPECT_EQ(d->hashes[k], chunk_hash(chunks[k].data(), chunks[k].size())) << k;
+          for (size_t k = 0; k < chunks.size(); ++k) {
+            EXPECT_EQ(d->hashes[k], chunk_hash(chunks[k].data(), chunks[k].size())) << k;
+          }
         }
       }
     }
