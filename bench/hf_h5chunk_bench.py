@@ -5,7 +5,7 @@ issue's conditions: 50 ms, 400 Mbit/s). Prints one JSON object; ratios are from 
 
     ./scripts/deps.sh --bench && ./scripts/build.sh && /usr/bin/python3 bench/hf_h5chunk_bench.py [--latency-ms 50]
         [--bandwidth-mbps 400] [--repeat 3] [--no-mount] [--cp-mb 300] [--only-cp]
-        [--baseline-bin OTHER/build/bin] [--xet]
+        [--baseline-bin OTHER/build/bin] [--xet] [--only CONTENDER,...]
 
 The file: the zea-like workload of bench_mount, float32 (16, 24, 2048, 64, 1), one 12.6 MB frame
 per chunk, Blosc lz4 clevel 5 byte shuffle (201 MB raw). Every contender reads all 16 frames
@@ -48,7 +48,8 @@ against the direct limit: the same bytes as 8 MiB ranges over 16 connections by 
 (--parallel --parallel-max 16, to /dev/null: no hashing, no disk writes), from where the resolve
 redirects. With --baseline-bin, the `hubfs cp` of another build (the code before a change) runs in
 the same loop, the two alternating first, each into a new cache directory; --only-cp runs nothing
-else."""
+else. --baseline-bin also runs that build's `h5chunk read hf://` cold (h5chunk_cli_base) among
+the readers, which take turns going first: a before/after ratio measured in one run."""
 
 import argparse
 import asyncio
@@ -313,8 +314,13 @@ def main():
     ap.add_argument("--only-cp", action="store_true", help="run only hubfs cp and its direct limit")
     ap.add_argument("--no-warm-pages", action="store_true",
                     help="do not touch and free memory before each contender (warm_pages.py)")
-    ap.add_argument("--baseline-bin", help="a build's bin directory whose hubfs cp runs beside this one's")
+    ap.add_argument("--baseline-bin", help="a build's bin directory whose hubfs cp and h5chunk read hf:// "
+                    "run beside this one's (h5chunk_cli_base)")
     ap.add_argument("--xet", action="store_true", help="the server stores the files on Xet (see above)")
+    ap.add_argument("--only", help="comma-separated contenders to run (h5chunk_cli, h5chunk_cli_base, "
+                    "h5chunk_python, seed, mount_h5chunk, h5py_hubfs_open, h5py_fsspec, direct_16); all by "
+                    "default. With --xet, `--only h5chunk_cli,mount_h5chunk,direct_16 --cp-mb 0` is the Xet "
+                    "target's run")
     ap.add_argument("--server-cpu", type=int, default=(os.cpu_count() or 1) - 1,
                     help="the CPU the local server is pinned to (taskset); -1: not pinned")
     args = ap.parse_args()
@@ -350,9 +356,9 @@ def main():
     url = "hf://datasets/lab/zea/scan.hdf5"
     http = f"{endpoint}/datasets/lab/zea/resolve/main/scan.hdf5"
     env = {**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
-    runs = {k: [] for k in ("h5chunk_cli", "h5chunk_cli_warm", "h5chunk_python", "seed", "mount_h5chunk",
-                            "mount_h5chunk_warm", "local_h5chunk", "h5py_hubfs_open_5", "h5py_fsspec_5", "direct_16", "cp",
-                            "cp_base", "cp_direct")}
+    runs = {k: [] for k in ("h5chunk_cli", "h5chunk_cli_base", "h5chunk_cli_warm", "h5chunk_python", "seed",
+                            "mount_h5chunk", "mount_h5chunk_warm", "local_h5chunk", "h5py_hubfs_open_5",
+                            "h5py_fsspec_5", "direct_16", "cp", "cp_base", "cp_direct")}
     cpu_runs = {k: [] for k in runs}  # CPU-seconds per run (the process's, + the daemon's for the mount)
     delivered = {}  # bytes each contender hands back (the decoded array)
     warm_requests = {"h5chunk_cli_warm": [], "mount_h5chunk_warm": []}  # requests to the server per warm read
@@ -452,11 +458,22 @@ def main():
                     t, _ = timed(lambda: curl_byte_ranges(location, frame_ranges))
                     runs["direct_16"].append(t)
 
+                def h5chunk_cli_base():
+                    # The baseline build's `h5chunk read hf://` (--baseline-bin), cold, in the same loop.
+                    cmd = [os.path.join(args.baseline_bin, "h5chunk"), "read", url, "/data/raw_data", "0:16",
+                           "--endpoint", endpoint, "--cache-dir", cache("cli_base")]
+                    record("h5chunk_cli_base", *run_contender(cmd, env), want16)
+
                 readers = [h5chunk_cli, h5chunk_python, seed, h5py_hubfs_open, h5py_fsspec]
+                if args.baseline_bin:
+                    readers.insert(1, h5chunk_cli_base)
                 if args.xet:
                     readers.append(direct_16)
                 if not args.no_mount:
                     readers.insert(3, mount_h5chunk)
+                if args.only:
+                    keep = set(args.only.split(","))
+                    readers = [r for r in readers if r.__name__ in keep]
                 k = i % len(readers)
                 for reader in readers[k:] + readers[:k]:
                     reader()
@@ -504,8 +521,14 @@ def main():
     if "cp_base" in med:
         out["ratios"]["cp_direct / cp_base (the baseline build)"] = round(med["cp_direct"] / med["cp_base"], 2)
         out["ratios"]["cp_base / cp (this build against the baseline)"] = round(med["cp_base"] / med["cp"], 2)
+    if "h5chunk_cli_base" in med:
+        out["ratios"]["h5chunk_cli_base / h5chunk_cli (this build against the baseline)"] = round(
+            med["h5chunk_cli_base"] / med["h5chunk_cli"], 2)
     if "direct_16" in med:
         out["ratios"]["direct_16 / h5chunk_cli (Xet target >= 0.5)"] = round(med["direct_16"] / med["h5chunk_cli"], 2)
+        if "h5chunk_cli_base" in med:
+            out["ratios"]["direct_16 / h5chunk_cli_base (the baseline build)"] = round(
+                med["direct_16"] / med["h5chunk_cli_base"], 2)
         if "mount_h5chunk" in med:
             out["ratios"]["direct_16 / mount_h5chunk (Xet target >= 0.5)"] = round(med["direct_16"] / med["mount_h5chunk"], 2)
     if "mount_h5chunk" in med:

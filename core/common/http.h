@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <future>  // core/xet/xorb_fetch.cc has it from here
+#include <future>  // for the files that take std::future from here (core itself uses OneShot)
 #include <optional>
 #include <string>
 #include <string_view>

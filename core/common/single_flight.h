@@ -144,6 +144,13 @@ class OneShot {
   }
   // The answer, however long it takes.
   V get() { return std::move(*wait(Deadline::never())); }
+  // The answer moved out, however long it takes, for a waiter that is the only one (a xorb
+  // range's body: get() would copy megabytes). Waits after it see a moved-from value.
+  V take() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return value_.has_value(); });
+    return std::move(*value_);
+  }
 
  private:
   std::mutex mu_;

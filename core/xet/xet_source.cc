@@ -1,7 +1,6 @@
 #include "xet/xet_source.h"
 
 #include <algorithm>
-#include <future>
 #include <map>
 #include <optional>
 
@@ -98,11 +97,10 @@ void XetReader::fetch_async(const MerkleHash& file, uint64_t file_size, hubfs::B
 
 Result<std::string> XetReader::fetch(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
                                      Deadline deadline, std::string block_key) {
-  std::promise<Result<std::string>> p;
-  auto f = p.get_future();
-  fetch_async(file, file_size, range, [&p](Result<std::string> r) { p.set_value(std::move(r)); }, deadline,
+  auto answer = std::make_shared<OneShot<Result<std::string>>>();
+  fetch_async(file, file_size, range, [answer](Result<std::string> r) { answer->set(std::move(r)); }, deadline,
               std::move(block_key));
-  return f.get();
+  return answer->take();  // the read's own deadline bounds it: its callback always runs
 }
 
 namespace {
@@ -273,7 +271,7 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
     bool needed = false;
     uint64_t known_unpacked = 0;  // of its chunks the read's terms describe
     uint32_t known_chunks = 0;
-    std::future<Result<std::string>> body;
+    XorbBody body;
     std::optional<Result<DecodedChunks>> decoded;
   };
   std::vector<Request> requests;
@@ -318,6 +316,9 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
     first_out = false;
   }
 
+  // A read of one term from one listed range (most reads: a file's terms are long) is decoded
+  // inside the range's buffer from its first byte on and handed over: no copy trims it.
+  const bool one_piece = n == 1 && requests.size() == 1 && !pieces[0].cached;
   std::string out;
   if (n > 1) {
     out.reserve(range.length);
@@ -342,11 +343,19 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
     Request& r = requests[p.request];
     if (!r.decoded) {
       // Every request is waited for before returning, failed or not (they use this reader).
-      auto body = r.body.get();
+      auto body = r.body->take();
       if (!body.ok()) {
         r.decoded = Result<DecodedChunks>(body.status());
       } else {
-        r.decoded = decode_listed_range(std::move(body).value(), r.xorb, *r.listed);
+        // One pass: each chunk decoded, hashed (the file's check needs every one) and moved to
+        // its place while it is in cache.
+        DecodeExtras extras;
+        extras.hash = true;
+        if (one_piece) {
+          extras.keep_from_chunk = term.chunks.start - r.listed->chunks.start;
+          extras.keep_skip = t.skip;
+        }
+        r.decoded = decode_listed_range(std::move(body).value(), r.xorb, *r.listed, extras);
       }
     }
     if (!first_error.ok()) continue;
@@ -366,22 +375,24 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
                                 ": the Xet service's plan and its data disagree");
       continue;
     }
-    // Hashed here, on this worker, as the chunks come: the file's check needs every one.
+    if (d.hashes.size() != d.count() || d.dropped != (one_piece ? begin + t.skip : 0) ||
+        d.data.size() < begin + t.skip - d.dropped + t.take) {
+      first_error = Internal("xorb " + term.xorb.hex() + ": a decoded range does not hold what the read asked for");
+      continue;
+    }
+    // Hashed on this worker as they were decoded: the file's check needs every one.
     for (size_t k = lo; k < hi; ++k) {
       const uint64_t a = k ? d.ends[k - 1] : 0;
-      served[i].push_back({{chunk_hash(d.data.data() + a, d.ends[k] - a), d.ends[k] - a},
-                           term.xorb,
-                           r.listed->chunks.start + static_cast<uint32_t>(k),
-                           false});
+      served[i].push_back(
+          {{d.hashes[k], d.ends[k] - a}, term.xorb, r.listed->chunks.start + static_cast<uint32_t>(k), false});
     }
-    if (n == 1 && requests.size() == 1) {
-      // The read's one piece: its bytes are trimmed in place and handed over, not copied.
+    if (one_piece) {
+      // Decoded from the read's first byte on: only its end is cut, and it is handed over.
       std::string& data = r.decoded->value().data;
-      data.erase(0, begin + t.skip);
       data.resize(t.take);
       out = std::move(data);
     } else {
-      out.append(d.data, begin + t.skip, t.take);
+      out.append(d.data, begin + t.skip - d.dropped, t.take);
     }
   }
   if (!first_error.ok()) return first_error;

@@ -268,7 +268,8 @@ Scan scan_chunks(const uint8_t* data, size_t len, uint64_t first_chunk, std::opt
 // decoded inside it (stored as-is: moved down over its header; compressed: decoded into a
 // chunk-sized scratch, then copied down), and it becomes the result's data.
 Result<DecodedChunks> decode(const uint8_t* data, size_t len, uint64_t first_chunk,
-                             std::optional<size_t> expected_chunks, size_t max_output, std::string* in_place) {
+                             std::optional<size_t> expected_chunks, size_t max_output, std::string* in_place,
+                             const DecodeExtras& extras) {
   // Offsets are kept as u32: a xorb is at most 64 MiB, and no caller asks for 4 GiB at once.
   max_output = std::min<size_t>(max_output, std::numeric_limits<uint32_t>::max());
   if (len > std::numeric_limits<uint32_t>::max()) {
@@ -295,10 +296,21 @@ Result<DecodedChunks> decode(const uint8_t* data, size_t len, uint64_t first_chu
     }
     out.ends.reserve(*expected_chunks);
     out.packed_ends.reserve(*expected_chunks);
+    if (extras.hash) out.hashes.reserve(*expected_chunks);
   }
   size_t pos = 0, produced = 0;
   uint64_t index = first_chunk;
   std::string scratch;  // one compressed chunk's output, for an in-place decode
+  // Where the kept content starts in the decoded content: known once chunk keep_from_chunk is
+  // reached (every byte before it is dropped); until then nothing is written.
+  std::optional<uint64_t> keep_from;
+  // Writes the part of a chunk's content [chunk_start, chunk_start + n) from `src` that is kept,
+  // at its place in the output (in place: never past the input not yet read, checked below).
+  auto place = [&](const uint8_t* src, uint64_t chunk_start, size_t n) {
+    if (!keep_from || chunk_start + n <= *keep_from) return;
+    const uint64_t from = std::max<uint64_t>(chunk_start, *keep_from);
+    std::memmove(in_place->data() + (from - *keep_from), src + (from - chunk_start), chunk_start + n - from);
+  };
   while (expected_chunks ? out.count() < *expected_chunks : pos < len) {
     if (!expected_chunks && len - pos >= sizeof(kFooterIdent) &&
         std::memcmp(data + pos, kFooterIdent, sizeof(kFooterIdent)) == 0) {
@@ -316,27 +328,34 @@ Result<DecodedChunks> decode(const uint8_t* data, size_t len, uint64_t first_chu
       return Corrupt(chunk_name(index) + ": decoding it would exceed the " + std::to_string(max_output) +
                      " bytes expected for this range: damaged header or a wrong reconstruction term");
     }
+    if (!keep_from && index - first_chunk == extras.keep_from_chunk) keep_from = produced + extras.keep_skip;
     if (in_place) {
-      // The input this chunk's output may cover ends where the next chunk's header starts.
+      // The input this chunk's output may cover ends where the next chunk's header starts (the
+      // output is written at or below `produced`: dropped bytes only move it down).
       const size_t input_end = static_cast<size_t>(data - reinterpret_cast<const uint8_t*>(in_place->data())) +
                                payload + h->compressed_size;
       if (produced + h->uncompressed_size > input_end) {
         return Internal("an in-place decode would overwrite its own input at " + chunk_name(index));
       }
       if (h->scheme == CompressionScheme::kNone) {
-        // parse_chunk_header checked that its two sizes agree.
-        std::memmove(in_place->data() + produced, data + payload, h->uncompressed_size);
+        // parse_chunk_header checked that its two sizes agree. Hashed before it moves: the same
+        // bytes, in cache for the move.
+        if (extras.hash) out.hashes.push_back(chunk_hash(data + payload, h->uncompressed_size));
+        place(data + payload, produced, h->uncompressed_size);
       } else {
         scratch.clear();
         Status s = decode_chunk_payload(*h, data + payload, index, &scratch);
         if (!s.ok()) return s;
         if (scratch.size() != h->uncompressed_size) return Corrupt(chunk_name(index) + ": decoded to the wrong size");
-        std::memcpy(in_place->data() + produced, scratch.data(), scratch.size());
+        if (extras.hash) out.hashes.push_back(chunk_hash(scratch.data(), scratch.size()));
+        place(reinterpret_cast<const uint8_t*>(scratch.data()), produced, scratch.size());
       }
       produced += h->uncompressed_size;
     } else {
+      const size_t base = out.data.size();
       Status s = decode_chunk_payload(*h, data + payload, index, &out.data);
       if (!s.ok()) return s;
+      if (extras.hash) out.hashes.push_back(chunk_hash(out.data.data() + base, out.data.size() - base));
       produced = out.data.size();
     }
     pos = payload + h->compressed_size;
@@ -349,21 +368,26 @@ Result<DecodedChunks> decode(const uint8_t* data, size_t len, uint64_t first_chu
                    std::to_string(*expected_chunks) + " chunks (from chunk " + std::to_string(first_chunk) +
                    "): the range and the chunk count disagree");
   }
+  // Past the end (a chunk index past the last, or bytes past the content): everything dropped.
+  out.dropped = std::min<uint64_t>(keep_from.value_or(produced), produced);
   if (in_place) {
-    in_place->resize(produced);
+    in_place->resize(produced - out.dropped);
     out.data = std::move(*in_place);
+  } else if (out.dropped > 0) {
+    out.data.erase(0, out.dropped);  // a range too tight to decode in place (rare): trimmed after
   }
   return out;
 }
 }  // namespace
 
 Result<DecodedChunks> decode_chunks(const uint8_t* data, size_t len, uint64_t first_chunk,
-                                    std::optional<size_t> expected_chunks, size_t max_output) {
-  return decode(data, len, first_chunk, expected_chunks, max_output, nullptr);
+                                    std::optional<size_t> expected_chunks, size_t max_output,
+                                    const DecodeExtras& extras) {
+  return decode(data, len, first_chunk, expected_chunks, max_output, nullptr, extras);
 }
 
 Result<DecodedChunks> decode_chunks(std::string&& range, uint64_t first_chunk, std::optional<size_t> expected_chunks,
-                                    size_t max_output) {
+                                    size_t max_output, const DecodeExtras& extras) {
   const auto* data = reinterpret_cast<const uint8_t*>(range.data());
   const size_t len = range.size();
   const Scan scan = scan_chunks(data, len, first_chunk, expected_chunks, max_output);
@@ -371,7 +395,7 @@ Result<DecodedChunks> decode_chunks(std::string&& range, uint64_t first_chunk, s
   // compressed decode larger than they are stored): a second buffer as large as the range is a
   // range's worth of fresh pages, which on a VM cost the reading application as well (docs/xet.md).
   if (!scan.well_formed || range.capacity() - len < scan.growth) {
-    return decode(data, len, first_chunk, expected_chunks, max_output, nullptr);
+    return decode(data, len, first_chunk, expected_chunks, max_output, nullptr, extras);
   }
   std::string bytes = std::move(range);
   if (scan.growth > 0) {
@@ -379,7 +403,7 @@ Result<DecodedChunks> decode_chunks(std::string&& range, uint64_t first_chunk, s
     std::memmove(bytes.data() + scan.growth, bytes.data(), len);
   }
   return decode(reinterpret_cast<const uint8_t*>(bytes.data()) + scan.growth, len, first_chunk, expected_chunks,
-                max_output, &bytes);
+                max_output, &bytes, extras);
 }
 
 std::string serialize_footer(const XorbFooter& f) {

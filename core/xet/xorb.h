@@ -61,10 +61,25 @@ Status append_chunk(CompressionScheme scheme, const void* data, size_t len, std:
 
 // The chunks decoded from a byte range of a xorb.
 struct DecodedChunks {
-  std::string data;                 // their content, concatenated
-  std::vector<uint32_t> ends;       // end offset in `data` of each chunk
+  std::string data;                 // their content, concatenated (from byte `dropped` on)
+  std::vector<uint32_t> ends;       // end offset of each chunk in the whole decoded content
   std::vector<uint32_t> packed_ends;  // end offset in the input of each chunk (headers included)
+  std::vector<MerkleHash> hashes;   // each chunk's hash, when DecodeExtras::hash asked for them
+  uint64_t dropped = 0;             // decoded bytes left out before data[0] (DecodeExtras::keep_from_chunk)
   size_t count() const { return ends.size(); }
+};
+
+// What decode_chunks does in the same pass as decoding: the read path touches each byte once
+// while it is in the CPU's cache, instead of decoding, then hashing, then trimming the whole
+// range in three passes over memory (docs/xet.md, "What the measurements taught").
+struct DecodeExtras {
+  // Hash each chunk (chunk_hash) as it is decoded: DecodedChunks::hashes.
+  bool hash = false;
+  // Keep in `data` only the content from `keep_skip` bytes into chunk `keep_from_chunk` (counted
+  // from the range's first chunk) on; what comes before is decoded (and hashed) but not written:
+  // DecodedChunks::dropped says how much. A read's bytes start there, so no copy trims them.
+  uint32_t keep_from_chunk = 0;
+  uint64_t keep_skip = 0;
 };
 
 // Decodes a byte range that starts at a chunk header: exactly `expected_chunks` chunks filling
@@ -73,12 +88,13 @@ struct DecodedChunks {
 // chunk (for errors only). max_output bounds the decoded size (the reconstruction term's length
 // is the natural bound); exceeding it is an error before anything is allocated for it.
 Result<DecodedChunks> decode_chunks(const uint8_t* data, size_t len, uint64_t first_chunk,
-                                    std::optional<size_t> expected_chunks, size_t max_output);
+                                    std::optional<size_t> expected_chunks, size_t max_output,
+                                    const DecodeExtras& extras = {});
 // The same, taking the range's buffer: where its capacity leaves room for the output to run
 // ahead of the input (chunks stored as-is shrink by their headers; LZ4-compressed ones grow),
 // the chunks are decoded inside it, with no second buffer; otherwise as above.
 Result<DecodedChunks> decode_chunks(std::string&& range, uint64_t first_chunk, std::optional<size_t> expected_chunks,
-                                    size_t max_output);
+                                    size_t max_output, const DecodeExtras& extras = {});
 // Capacity beyond a range's `stored` bytes that lets decode_chunks(std::string&&) decode its
 // `chunks` chunks, `decoded` bytes in all, inside the range's buffer: the output runs ahead of
 // the input by at most what it outgrows it by in the end plus a header per chunk (a chunk stored

@@ -29,11 +29,9 @@ std::string answer_text(const HttpResponse& r) {
 
 }  // namespace
 
-std::future<Result<std::string>> fetch_xorb_range(HttpTransport& transport, const std::string& url,
-                                                  const ByteRange& range, const Deadline& deadline, size_t headroom,
-                                                  bool companion, XorbFetchCounters& counters) {
-  auto promise = std::make_shared<std::promise<Result<std::string>>>();
-  auto future = promise->get_future();
+XorbBody fetch_xorb_range(HttpTransport& transport, const std::string& url, const ByteRange& range,
+                          const Deadline& deadline, size_t headroom, bool companion, XorbFetchCounters& counters) {
+  auto answer = std::make_shared<OneShot<Result<std::string>>>();
   HttpRequest req;
   req.url = url;  // signed: no Authorization header goes with it
   req.headers = {{"Range", xorb_range_header(range)}};
@@ -54,27 +52,27 @@ std::future<Result<std::string>> fetch_xorb_range(HttpTransport& transport, cons
     return Status::Ok();
   };
   ++counters.requests;
-  transport.submit(std::move(req), [promise, want, &counters](Result<HttpResponse> r) {
+  transport.submit(std::move(req), [answer, want, &counters](Result<HttpResponse> r) {
     const std::string what = "xorb range " + xorb_range_header(want);
     if (!r.ok()) {
       // A validation refusal (or a transfer cut short) is the service's fault, never the data's.
       const Status s = r.status();
-      promise->set_value(s.code() == Code::kCorrupt ? Unavailable(s.message()) : s.with_context("fetching a " + what));
+      answer->set(s.code() == Code::kCorrupt ? Unavailable(s.message()) : s.with_context("fetching a " + what));
       return;
     }
     if (r->status == 401 || r->status == 403) {
-      promise->set_value(PermissionDenied(what + ": " + answer_text(*r) + ": the Xet service refused the signed URL"));
+      answer->set(PermissionDenied(what + ": " + answer_text(*r) + ": the Xet service refused the signed URL"));
       return;
     }
     if (r->status != 206 || r->body.size() != want.length()) {
-      promise->set_value(Unavailable(what + ": " + answer_text(*r) + " with " + std::to_string(r->body.size()) +
+      answer->set(Unavailable(what + ": " + answer_text(*r) + " with " + std::to_string(r->body.size()) +
                                      " bytes: the Xet storage service failed"));
       return;
     }
     counters.bytes += r->body.size();
-    promise->set_value(std::move(r->body));
+    answer->set(std::move(r->body));
   });
-  return future;
+  return answer;
 }
 
 size_t listed_range_headroom(const XorbRange& listed, uint64_t known_unpacked, uint32_t unknown_chunks) {
@@ -82,9 +80,10 @@ size_t listed_range_headroom(const XorbRange& listed, uint64_t known_unpacked, u
                            listed.chunks.count());
 }
 
-Result<DecodedChunks> decode_listed_range(std::string body, const MerkleHash& xorb, const XorbRange& listed) {
+Result<DecodedChunks> decode_listed_range(std::string body, const MerkleHash& xorb, const XorbRange& listed,
+                                          const DecodeExtras& extras) {
   const size_t count = listed.chunks.count();
-  auto decoded = decode_chunks(std::move(body), listed.chunks.start, count, count * kMaxChunkSize);
+  auto decoded = decode_chunks(std::move(body), listed.chunks.start, count, count * kMaxChunkSize, extras);
   if (!decoded.ok()) {
     return Unavailable("the Xet storage service sent bytes of xorb " + xorb.hex() + " that do not decode (" +
                        decoded.status().message() + ")");

@@ -10,11 +10,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <future>
+#include <memory>
 #include <string>
 
 #include "common/deadline.h"
 #include "common/http.h"
+#include "common/single_flight.h"
 #include "common/status.h"
 #include "xet/reconstruction.h"
 #include "xet/xorb.h"
@@ -26,21 +27,25 @@ struct XorbFetchCounters {
   std::atomic<uint64_t> bytes{0};  // received (compressed, headers included)
 };
 
+// A xorb range's answer, given once by the transport's callback (OneShot: its waiter takes it).
+using XorbBody = std::shared_ptr<OneShot<Result<std::string>>>;
+
 // Starts the GET of one listed range from its signed URL (no Authorization header; on a
-// connection of its own). The future holds exactly range.length() bytes, in a buffer with
+// connection of its own). The answer holds exactly range.length() bytes, in a buffer with
 // `headroom` bytes of capacity beyond them (to decode in place), or a service error. companion:
 // a further range of a read whose first one just went out (HttpRequest::companion). transport
-// and counters must outlive the future's completion.
-std::future<Result<std::string>> fetch_xorb_range(HttpTransport& transport, const std::string& url,
-                                                  const ByteRange& range, const Deadline& deadline, size_t headroom,
-                                                  bool companion, XorbFetchCounters& counters);
+// and counters must outlive the answer.
+XorbBody fetch_xorb_range(HttpTransport& transport, const std::string& url, const ByteRange& range,
+                          const Deadline& deadline, size_t headroom, bool companion, XorbFetchCounters& counters);
 
 // The capacity decode_listed_range needs beyond a listed range's bytes to decode it in place,
 // when `known_unpacked` bytes of it are known (terms) and `unknown_chunks` chunks are not.
 size_t listed_range_headroom(const XorbRange& listed, uint64_t known_unpacked, uint32_t unknown_chunks);
 
 // Decodes a listed range's bytes: exactly listed.chunks.count() chunks filling them, at most
-// kMaxChunkSize bytes each. Any failure is kUnavailable naming the xorb.
-Result<DecodedChunks> decode_listed_range(std::string body, const MerkleHash& xorb, const XorbRange& listed);
+// kMaxChunkSize bytes each, with `extras` done in the same pass (hashes, the bytes before the read's
+// own left out). Any failure is kUnavailable naming the xorb.
+Result<DecodedChunks> decode_listed_range(std::string body, const MerkleHash& xorb, const XorbRange& listed,
+                                          const DecodeExtras& extras = {});
 
 }  // namespace hubfs::xet

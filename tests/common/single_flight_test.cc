@@ -2,6 +2,7 @@
 // same lock closes the gap between "not in the store" and "no flight".
 #include "common/single_flight.h"
 
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -171,6 +172,17 @@ TEST(OneShot, ABlockedWaiterIsWokenByTheAnswer) {
   std::thread producer([answer] { answer->set("done"); });
   EXPECT_EQ(answer->get(), "done");
   producer.join();
+}
+
+// take() moves the answer out (a xorb range's megabytes are not copied): it works for a value
+// that cannot be copied at all, and a waiter blocked in it is woken by the answer.
+TEST(OneShot, TakeMovesTheAnswerOutWithoutCopying) {
+  auto answer = std::make_shared<OneShot<std::unique_ptr<std::string>>>();
+  std::thread producer([answer] { answer->set(std::make_unique<std::string>("body")); });
+  std::unique_ptr<std::string> got = answer->take();
+  producer.join();
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(*got, "body");
 }
 
 }  // namespace

@@ -294,6 +294,27 @@ TEST_F(XetSourceTest, ReadsAnyRangeExactlyAskingOnlyForSignedRanges) {
   EXPECT_EQ(r->fetch(cas_.file(), size, {size - 1, 2}).status().code(), Code::kInvalidArgument);
 }
 
+// A read inside a kept plan's range uses it: its one term starts many chunks before the read, so
+// the decode leaves out every byte before the read's first (DecodeExtras) in the range's own
+// buffer. The bytes are exact wherever the read starts and ends, with no new plan or range.
+TEST_F(XetSourceTest, AReadInsideAKeptPlanIsCutFromItsFirstByte) {
+  auto r = reader();
+  const std::string& want = cas_.content();
+  const uint64_t size = want.size();
+  ASSERT_TRUE(r->fetch(cas_.file(), size, {0, size}).ok());
+  const int plans = cas_.reconstructions;
+  for (hubfs::ByteRange range : {hubfs::ByteRange{0, 1}, hubfs::ByteRange{123'457, 99'999},
+                                 hubfs::ByteRange{250'001, 3}, hubfs::ByteRange{size / 2 + 11, size / 2 - 11},
+                                 hubfs::ByteRange{size - 70'000, 70'000}}) {
+    auto got = r->fetch(cas_.file(), size, range);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_TRUE(*got == want.substr(range.offset, range.length)) << range.offset << "+" << range.length;
+  }
+  EXPECT_EQ(cas_.reconstructions, plans) << "reads inside the whole read's plan ask for none";
+  EXPECT_EQ(cas_.refused, 0);
+  EXPECT_EQ(r->stats().file_hash_mismatches, 0u);
+}
+
 // xet-core's rule: a service without V2 answers 404 or 501, and the client uses V1 from then on,
 // asking for each term's url_range exactly.
 TEST_F(XetSourceTest, FallsBackToV1OnlyOn404Or501) {

@@ -41,7 +41,7 @@ TEST(XorbFetchTest, AsksForExactlyTheListedRangeAndDecodesItsChunks) {
   XorbFetchCounters counters;
   auto body = fetch_xorb_range(transport, "http://cas/xorbs/x?sig", x.all.bytes, Deadline::never(),
                                listed_range_headroom(x.all, x.content.size(), 0), false, counters)
-                  .get();
+                  ->take();
   ASSERT_TRUE(body.ok()) << body.status().message();
   const auto sent = transport.requests();
   ASSERT_EQ(sent.size(), 1u);
@@ -73,7 +73,7 @@ TEST(XorbFetchTest, AnswersThatDoNotFitAreServiceErrors) {
     SCOPED_TRACE(c.name);
     testing::FakeTransport transport([&](const HttpRequest&) -> Result<HttpResponse> { return c.answer; });
     XorbFetchCounters counters;
-    auto body = fetch_xorb_range(transport, "http://cas/x", x.all.bytes, Deadline::never(), 0, false, counters).get();
+    auto body = fetch_xorb_range(transport, "http://cas/x", x.all.bytes, Deadline::never(), 0, false, counters)->take();
     ASSERT_FALSE(body.ok());
     EXPECT_EQ(body.status().code(), c.code) << body.status().message();
   }

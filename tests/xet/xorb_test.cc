@@ -190,6 +190,57 @@ TEST(XorbTest, MixedRangesDecodeInPlaceWithTheirHeadroom) {
   }
 }
 
+// DecodeExtras: in the decoding pass itself each chunk is hashed and the content before the
+// read's first byte is left out, in place (one buffer), when the range is too tight for that
+// (copied, then trimmed) and from a pointer; every way gives the chunk hashes and the content
+// from the asked byte on, wherever it falls (inside a chunk, across several, past the end).
+TEST(XorbTest, OnePassHashesEachChunkAndLeavesOutTheBytesBeforeTheRead) {
+  for (auto scheme : {CompressionScheme::kNone, CompressionScheme::kLz4, CompressionScheme::kByteGrouping4Lz4}) {
+    XorbBuilder builder(scheme);
+    std::vector<std::string> chunks;
+    for (size_t i = 0; i < 6; ++i) {
+      const size_t n = 9000 + 5003 * i;
+      chunks.push_back(i % 2 ? float_like(n, 300 + i) : random_bytes(n, 400 + i));
+      ASSERT_TRUE(builder.add_chunk(chunks.back().data(), n).ok());
+    }
+    const std::string xorb = builder.finish(false);
+    const std::string all = concat(chunks, 0, chunks.size());
+    const uint32_t count = static_cast<uint32_t>(chunks.size());
+    for (uint32_t keep_chunk : {0u, 1u, 3u, 5u, 6u}) {
+      for (uint64_t skip : {uint64_t{0}, uint64_t{1}, uint64_t{9000}, uint64_t{30000}, uint64_t{1} << 20}) {
+        SCOPED_TRACE(std::to_string(int(scheme)) + " from chunk " + std::to_string(keep_chunk) + " + " +
+                     std::to_string(skip));
+        DecodeExtras extras;
+        extras.hash = true;
+        extras.keep_from_chunk = keep_chunk;
+        extras.keep_skip = skip;
+        const uint64_t before = concat(chunks, 0, std::min<size_t>(keep_chunk, count)).size();
+        const uint64_t dropped = std::min<uint64_t>(keep_chunk < count ? before + skip : all.size(), all.size());
+        std::string roomy;
+        roomy.reserve(xorb.size() + in_place_headroom(all.size(), xorb.size(), count));
+        roomy.assign(xorb);
+        const char* buffer = roomy.data();
+        auto in_place = decode_chunks(std::move(roomy), 0, count, SIZE_MAX, extras);
+        auto tight = decode_chunks(std::string(xorb), 0, count, SIZE_MAX, extras);
+        auto copied = decode_chunks(u8(xorb), xorb.size(), 0, count, SIZE_MAX, extras);
+        auto plain = decode_chunks(u8(xorb), xorb.size(), 0, count, SIZE_MAX);
+        ASSERT_TRUE(in_place.ok() && tight.ok() && copied.ok() && plain.ok());
+        EXPECT_TRUE(plain->hashes.empty()) << "hashed without being asked";
+        EXPECT_EQ(in_place->data.data(), buffer) << "decoded into a second buffer";
+        for (const auto* d : {&*in_place, &*tight, &*copied}) {
+          EXPECT_EQ(d->dropped, dropped);
+          EXPECT_EQ(d->data, all.substr(dropped));
+          EXPECT_EQ(d->ends, plain->ends);
+          ASSERT_EQ(d->hashes.size(), chunks.size());
+          for (size_t k = 0; k < chunks.size(); ++k) {
+            EXPECT_EQ(d->hashes[k], chunk_hash(chunks[k].data(), chunks[k].size())) << k;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(XorbTest, IncompressibleChunksAreStoredAsIs) {
   const Built b = build(CompressionScheme::kLz4, {5000}, false);
   auto h = parse_chunk_header(u8(b.xorb), b.xorb.size(), 0);
