@@ -23,6 +23,11 @@ struct Handled {
   ~Handled() { g_handled.fetch_add(1, std::memory_order_release); }
 };
 
+// The kernel's read requests and the bytes replied to them: their mean is the reply size the
+// kernel actually asks for (max_pages and read_ahead_kb decide it; docs/benchmarks.md).
+std::atomic<uint64_t> g_reads{0};
+std::atomic<uint64_t> g_read_bytes{0};
+
 // Replies with the error, logging upstream failures (an errno alone, like ENOENT, is routine).
 void reply_error(fuse_req_t req, const FsError& e) {
   if (!e.reason.empty()) log_warning(e.reason);
@@ -114,6 +119,10 @@ void read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi
   // The reply is written straight from the cached blocks (no copy into a reply buffer); the
   // slices keep them alive until fuse_reply_data returns.
   const auto& parts = r.value();
+  size_t bytes = 0;
+  for (const BlockBytes& p : parts) bytes += p.size();
+  g_reads.fetch_add(1, std::memory_order_relaxed);
+  g_read_bytes.fetch_add(bytes, std::memory_order_relaxed);
   if (parts.empty()) return (void)fuse_reply_buf(req, nullptr, 0);
   std::vector<char> storage(sizeof(fuse_bufvec) + sizeof(fuse_buf) * (parts.size() - 1));
   auto* bufv = reinterpret_cast<fuse_bufvec*>(storage.data());
@@ -192,6 +201,10 @@ void init(void*, fuse_conn_info* conn) {
 }  // namespace
 
 void fuse_ops_quiesce() { (void)g_handled.load(std::memory_order_acquire); }
+
+KernelReadStats kernel_read_stats() {
+  return KernelReadStats{g_reads.load(std::memory_order_relaxed), g_read_bytes.load(std::memory_order_relaxed)};
+}
 
 const fuse_lowlevel_ops& fuse_operations() {
   static const fuse_lowlevel_ops table = [] {
