@@ -43,15 +43,24 @@ sys.path.insert(0, HERE)
 HUBFS_IOC_HINT = 0x7FF86801  # include/hubfs/range_hint.h, x86-64 and arm64
 HINT_BYTES = 16376
 THREADS = 2
-VARIANTS = ("buffered", "direct")
+MODES = ("buffered", "direct")
 PHASES = ("cold", "warm-disk", "warm-mem")
+
+
+def rss_mb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def child_main(path, variant, ranges):
     """Hint, then read every range (2 threads, one pread each); prints CPU, wall and CRCs."""
     fd = os.open(path, os.O_RDONLY)
     hint = struct.pack("=II", 1, len(ranges)) + b"".join(struct.pack("=QQ", o, n) for o, n in ranges)
-    fcntl.ioctl(fd, HUBFS_IOC_HINT, hint + b"\0" * (HINT_BYTES - len(hint)))
+    # A mutable buffer: Python copies an immutable ioctl argument only up to 1024 bytes.
+    fcntl.ioctl(fd, HUBFS_IOC_HINT, bytearray(hint + b"\0" * (HINT_BYTES - len(hint))), True)
     if variant == "direct":
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_DIRECT)
     biggest = max(n for _, n in ranges)
@@ -100,26 +109,39 @@ def main():
     p.add_argument("--frames", type=int, default=16)
     p.add_argument("--server-cpu", type=int, default=(os.cpu_count() or 1) - 1)
     p.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "hubfs_peer_bench"))
+    p.add_argument("--modes", default=",".join(MODES), help="the reader's modes: buffered, direct")
+    p.add_argument("--baseline-bin", help="also run another build's hubfs (its build/bin) in the same loop, "
+                                          "as variants base-MODE: before/after ratios from one run")
     args = p.parse_args()
     import peer_bench as pb  # noqa: E402 (after the --child fast path: h5py is slow to import)
 
-    files = pb.prepare_files(os.path.join(args.dir, "data"), 1 << 20)
-    ranges = pb.chunk_ranges(files[pb.ZEA], args.frames)
-    with open(files[pb.ZEA], "rb") as f:
+    zea = os.path.join(args.dir, "data", pb.ZEA)  # peer_bench's file, written once
+    if not os.path.exists(zea):
+        os.makedirs(os.path.dirname(zea), exist_ok=True)
+        pb.write_zea(zea)
+    ranges = pb.chunk_ranges(zea, args.frames)
+    with open(zea, "rb") as f:
         want = [zlib.crc32(os.pread(f.fileno(), n, o)) for o, n in ranges]
     total = sum(n for _, n in ranges)
     work = tempfile.mkdtemp(prefix="mount_copies.", dir=args.dir)
     root = os.path.join(work, "root", pb.REPO)
     os.makedirs(root)
-    shutil.copy(files[pb.ZEA], os.path.join(root, pb.ZEA))
+    shutil.copy(zea, os.path.join(root, pb.ZEA))
     mnt = os.path.join(work, "mnt")
     os.makedirs(mnt)
     hub = pb.Hub(os.path.join(work, "root"), args.latency_ms, args.bandwidth_mbps, 0,
                  os.path.join(work, "server.log"), cpu=args.server_cpu)
-    results = {(v, ph): [] for v in VARIANTS for ph in PHASES}
+    modes = args.modes.split(",")
+    # name -> (hubfs's bin directory, the reader's mode)
+    variants = {m: (pb.BIN, m) for m in modes}
+    if args.baseline_bin:
+        variants.update({"base-" + m: (args.baseline_bin, m) for m in modes})
+    names = list(variants)
+    results = {(v, ph): [] for v in names for ph in PHASES}
     mount = None
 
-    def read(variant, phase):
+    def read(name, phase):
+        variant = variants[name][1]
         pb.drop_caches()
         hub.wait_quiet()
         hub.reset()
@@ -136,28 +158,30 @@ def main():
         hub.wait_quiet()
         after = mount.status()
         if line["crcs"] != want:
-            raise RuntimeError("%s %s: a chunk's bytes differ from the local file's" % (variant, phase))
+            raise RuntimeError("%s %s: a chunk's bytes differ from the local file's" % (name, phase))
         reads = after.get("kernel_reads", 0) - before.get("kernel_reads", 0)
         read_bytes = after.get("kernel_read_bytes", 0) - before.get("kernel_read_bytes", 0)
-        results[(variant, phase)].append({
+        results[(name, phase)].append({
             "wall": line["wall"], "reader_cpu": line["cpu"], "daemon_cpu": daemon,
-            "requests": hub.stats()["requests"], "kernel_reads": reads, "kernel_read_bytes": read_bytes})
+            "requests": hub.stats()["requests"], "kernel_reads": reads, "kernel_read_bytes": read_bytes,
+            "daemon_rss_mb": rss_mb(mount.pid)})
 
     try:
         for rep in range(args.repeat):
-            order = VARIANTS if rep % 2 == 0 else tuple(reversed(VARIANTS))
-            for variant in order:
+            order = names[rep % len(names):] + names[:rep % len(names)]  # each takes a turn going first
+            for name in order:
                 cache = os.path.join(work, "cache")
                 shutil.rmtree(cache, ignore_errors=True)
                 for phase in PHASES:
                     if phase != "warm-mem":
                         if mount is not None:
                             mount.close()
-                        mount = pb.HubfsMount(hub, mnt, cache, 16, os.path.join(work, "hubfs.log"))
-                    read(variant, phase)
+                        mount = pb.HubfsMount(hub, mnt, cache, 16, os.path.join(work, "hubfs.log"),
+                                              bin_dir=variants[name][0])
+                    read(name, phase)
                 mount.close()
                 mount = None
-                sys.stderr.write("round %d/%d %s done\n" % (rep + 1, args.repeat, variant))
+                sys.stderr.write("round %d/%d %s done\n" % (rep + 1, args.repeat, name))
     finally:
         if mount is not None:
             mount.close()
@@ -167,21 +191,32 @@ def main():
     gb = total / 1e9
     print("%d frames, %.1f MB stored, %d ms per request, %g Mbit/s per connection, load average %.1f"
           % (args.frames, total / 1e6, args.latency_ms, args.bandwidth_mbps, os.getloadavg()[0]))
-    print("| variant | phase | wall s (median; runs) | CPU-s/GB reader + daemon (median; runs) | kernel reads, mean KiB | requests |")
-    print("|---|---|---|---|---|---|")
+    print("| variant | phase | wall s (median; runs) | CPU-s/GB reader + daemon (median; runs) | kernel reads, mean KiB | requests | daemon RSS MB |")
+    print("|---|---|---|---|---|---|---|")
     for phase in PHASES:
-        for variant in VARIANTS:
-            rs = results[(variant, phase)]
+        for name in names:
+            rs = results[(name, phase)]
             walls = [r["wall"] for r in rs]
             cpus = [(r["reader_cpu"] + r["daemon_cpu"]) / gb for r in rs]
             split = "%.2f + %.2f" % (statistics.median(r["reader_cpu"] for r in rs) / gb,
                                      statistics.median(r["daemon_cpu"] for r in rs) / gb)
             kr = statistics.median(r["kernel_reads"] for r in rs)
             kb = statistics.median(r["kernel_read_bytes"] / max(1, r["kernel_reads"]) / 1024 for r in rs)
-            print("| %s | %s | %.3f; %s | %.2f (%s); %s | %d, %.0f | %s |" % (
-                variant, phase, statistics.median(walls), ", ".join("%.3f" % w for w in walls),
+            print("| %s | %s | %.3f; %s | %.2f (%s); %s | %d, %.0f | %s | %.0f |" % (
+                name, phase, statistics.median(walls), ", ".join("%.3f" % w for w in walls),
                 statistics.median(cpus), split, ", ".join("%.2f" % c for c in cpus), kr, kb,
-                "/".join(str(r["requests"]) for r in rs)))
+                "/".join(str(r["requests"]) for r in rs), statistics.median(r["daemon_rss_mb"] for r in rs)))
+
+    if args.baseline_bin:
+        print("\nthis build / --baseline-bin, medians of the same run:")
+        for phase in PHASES:
+            for m in modes:
+                def med(name, f):
+                    return statistics.median(f(r) for r in results[(name, phase)])
+                cpu = lambda r: r["reader_cpu"] + r["daemon_cpu"]  # noqa: E731
+                print("  %-8s %-9s CPU-s/GB %.2fx, wall %.2fx" % (
+                    m, phase, med(m, cpu) / med("base-" + m, cpu),
+                    med(m, lambda r: r["wall"]) / med("base-" + m, lambda r: r["wall"])))
 
 
 if __name__ == "__main__":

@@ -105,4 +105,25 @@ TEST_F(ReplySizeTest, ABufferedSequentialReadComesInRequestsOfAtLeastHalfAMiB) {
                                           << " bytes: is the mount's read_ahead_kb still raised (root)?";
 }
 
+// A request that is not block-aligned is answered from two blocks at once (a reply of two
+// pieces, written with one writev): exact, whether the kernel asks for it directly (O_DIRECT, at
+// the reader's unaligned offset) or for its page cache (page-aligned, not block-aligned).
+TEST_F(ReplySizeTest, RequestsSpanningTwoBlocksAreExact) {
+  const uint64_t off = 5 * kMiB + kMiB / 2 + 123;
+  const size_t len = 3 * kMiB + 4567;
+  auto buf = aligned(len);
+  ASSERT_NE(buf, nullptr);
+  for (int flags : {O_RDONLY | O_DIRECT, O_RDONLY}) {
+    const int fd = open((mnt_ + "/data.bin").c_str(), flags);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    const auto before = kernel_reads();
+    std::memset(buf.get(), 0, len);
+    EXPECT_EQ(pread(fd, buf.get(), len, static_cast<off_t>(off)), static_cast<ssize_t>(len)) << strerror(errno);
+    const auto after = kernel_reads();
+    close(fd);
+    EXPECT_EQ(count_pattern_mismatches(kSeed, off, buf.get(), len), 0u) << (flags & O_DIRECT ? "O_DIRECT" : "buffered");
+    EXPECT_GE(after.second - before.second, len - 2 * 4096) << "the read should have reached the daemon";
+  }
+}
+
 }  // namespace HUBFS_UNITY_ID
