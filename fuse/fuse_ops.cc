@@ -1,5 +1,7 @@
 #include "fuse_ops.h"
 
+#include <sys/uio.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -22,6 +24,11 @@ std::atomic<uint64_t> g_handled{0};
 struct Handled {
   ~Handled() { g_handled.fetch_add(1, std::memory_order_release); }
 };
+
+// The kernel's read requests and the bytes replied to them: their mean is the reply size the
+// kernel actually asks for (max_pages and read_ahead_kb decide it; docs/benchmarks.md).
+std::atomic<uint64_t> g_reads{0};
+std::atomic<uint64_t> g_read_bytes{0};
 
 // Replies with the error, logging upstream failures (an errno alone, like ENOENT, is routine).
 void reply_error(fuse_req_t req, const FsError& e) {
@@ -111,20 +118,22 @@ void read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi
   Handled handled;
   auto r = fs(req)->read(fi->fh, static_cast<uint64_t>(off), size);
   if (!r.ok()) return reply_error(req, r.error());
-  // The reply is written straight from the cached blocks (no copy into a reply buffer); the
-  // slices keep them alive until fuse_reply_data returns.
+  // The reply is written straight from the cached blocks with one writev (no copy into a reply
+  // buffer); the slices keep them alive until it returns. Not fuse_reply_data: libfuse 3.14
+  // copies a reply of more than one piece into a fresh buffer first (fuse_send_data_iov_fallback),
+  // and a request that spans two blocks, as most do, is two pieces.
   const auto& parts = r.value();
+  size_t bytes = 0;
+  for (const BlockBytes& p : parts) bytes += p.size();
+  g_reads.fetch_add(1, std::memory_order_relaxed);
+  g_read_bytes.fetch_add(bytes, std::memory_order_relaxed);
   if (parts.empty()) return (void)fuse_reply_buf(req, nullptr, 0);
-  std::vector<char> storage(sizeof(fuse_bufvec) + sizeof(fuse_buf) * (parts.size() - 1));
-  auto* bufv = reinterpret_cast<fuse_bufvec*>(storage.data());
-  *bufv = FUSE_BUFVEC_INIT(0);
-  bufv->count = parts.size();
+  std::vector<iovec> iov(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
-    bufv->buf[i] = fuse_buf{};
-    bufv->buf[i].size = parts[i].size();
-    bufv->buf[i].mem = const_cast<char*>(parts[i].data());
+    iov[i].iov_base = const_cast<char*>(parts[i].data());
+    iov[i].iov_len = parts[i].size();
   }
-  fuse_reply_data(req, bufv, FUSE_BUF_NO_SPLICE);
+  fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
 }
 
 void release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
@@ -192,6 +201,10 @@ void init(void*, fuse_conn_info* conn) {
 }  // namespace
 
 void fuse_ops_quiesce() { (void)g_handled.load(std::memory_order_acquire); }
+
+KernelReadStats kernel_read_stats() {
+  return KernelReadStats{g_reads.load(std::memory_order_relaxed), g_read_bytes.load(std::memory_order_relaxed)};
+}
 
 const fuse_lowlevel_ops& fuse_operations() {
   static const fuse_lowlevel_ops table = [] {

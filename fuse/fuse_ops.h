@@ -5,6 +5,8 @@
 #define FUSE_USE_VERSION 35
 #include <fuse_lowlevel.h>
 
+#include <cstdint>
+
 namespace hubfs {
 
 // The operations table; the session's userdata must be an FsApi* (fs/fs_api.h).
@@ -13,5 +15,13 @@ const fuse_lowlevel_ops& fuse_operations();
 // Call once the session loop has returned, before destroying the FileSystem: orders every
 // handler's effects before the caller (see fuse_ops.cc).
 void fuse_ops_quiesce();
+
+// The read requests the kernel sent (answered with data) and their bytes, since the process
+// started: process-wide, as a daemon serves one mount.
+struct KernelReadStats {
+  uint64_t reads = 0;
+  uint64_t bytes = 0;
+};
+KernelReadStats kernel_read_stats();
 
 }  // namespace hubfs

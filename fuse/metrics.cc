@@ -66,6 +66,8 @@ const std::vector<MetricFamily>& metric_families() {
        "Blocks the disk cache could not write"},
       {{"read_ahead_bytes"}, "hubfs_read_ahead_bytes_total", "counter", "Bytes fetched ahead of reads"},
       {{"hints"}, "hubfs_hints_total", "counter", "Range hints received"},
+      {{"kernel_reads"}, "hubfs_kernel_reads_total", "counter", "Read requests the kernel sent the mount"},
+      {{"kernel_read_bytes"}, "hubfs_kernel_read_bytes_total", "counter", "Bytes replied to the kernel's reads"},
       {{"hinted_bytes"}, "hubfs_hinted_bytes_total", "counter", "Bytes named by range hints"},
       {{"files_verified"}, "hubfs_files_verified_total", "counter", "Files whose whole-file hash was checked"},
       {{"verify_failures"}, "hubfs_verification_failures_total", "counter",

@@ -161,6 +161,9 @@ std::function<std::string()> status_provider(const Stack& m, const MountConfig& 
     // Read-ahead fetched and not (yet) read: its waste, once the reads are over.
     j["read_ahead_unread_bytes"] = r.read_ahead_bytes - std::min(r.read_ahead_bytes, r.read_ahead_used_bytes);
     j["hints"] = r.hints;
+    const KernelReadStats k = kernel_read_stats();
+    j["kernel_reads"] = k.reads;  // the kernel's read requests answered, and their bytes
+    j["kernel_read_bytes"] = k.bytes;
     j["hinted_bytes"] = r.hinted_bytes;
     j["files_verified"] = r.files_verified;
     j["files_verified_by_source"] = r.files_verified_by_source;
