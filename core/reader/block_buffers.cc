@@ -1,6 +1,7 @@
 #include "reader/block_buffers.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 
@@ -36,7 +37,7 @@ std::shared_ptr<BlockBufferPool> BlockBufferPool::create(size_t slot_bytes) {
 }
 
 BlockBufferPool::BlockBufferPool(size_t slot_bytes)
-    : slot_bytes_(slot_bytes), region_bytes_(round_up(slot_bytes, kHugePage)) {}
+    : slot_bytes_(slot_bytes), region_bytes_(round_up(slot_bytes, kHugePage)), owner_pid_(::getpid()) {}
 
 BlockBufferPool::~BlockBufferPool() {
   // Every slot is back (each lent one holds the pool alive).
@@ -71,6 +72,7 @@ std::optional<BlockBufferPool::Loan> BlockBufferPool::take() {
 }
 
 void BlockBufferPool::give_back(char* slot) {
+  if (::getpid() != owner_pid_) return;  // a forked child: the slot stays lent (see the header)
   std::lock_guard<std::mutex> lock(mu_);
   free_.push_back(slot);
 }

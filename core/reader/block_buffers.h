@@ -10,8 +10,12 @@
 //
 // Regions are never returned while the pool lives: what it holds is at most the most blocks
 // held at once (the memory tier's budget and the reads under way). The pool lives while its
-// owner (the DiskTier) or any lent block does. Thread-safe.
+// owner (the DiskTier) or any lent block does. Thread-safe. A block let go of in a forked child
+// (the parent's, made before the fork) is not given back: the child never takes the parent's
+// lock, which another thread of the parent may have held at the fork.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <memory>
@@ -50,6 +54,7 @@ class BlockBufferPool : public std::enable_shared_from_this<BlockBufferPool> {
 
   const size_t slot_bytes_;
   const size_t region_bytes_;  // slot_bytes rounded up to 2 MiB
+  const pid_t owner_pid_;      // the process whose pool this is
   mutable std::mutex mu_;
   std::vector<char*> free_;
   std::vector<char*> regions_;

@@ -3,6 +3,8 @@
 #include "reader/block_buffers.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -62,6 +64,25 @@ TEST(BlockBufferPool, ALentSlotOutlivesThePoolsOwner) {
   pool.reset();  // the owner lets go: the slot (and so the pool) lives on with `kept`
   EXPECT_EQ(std::string(kept.data(), 3), "xxx");
   EXPECT_EQ(kept.data()[kSlot - 1], 'x');
+}
+
+TEST(BlockBufferPool, AForkedChildLettingGoOfALentSlotLeavesThePoolAlone) {
+  auto pool = BlockBufferPool::create(kSlot);
+  auto loan = pool->take();
+  ASSERT_TRUE(loan);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The parent's lock may have been held by another of its threads at the fork: not taken.
+    loan.reset();
+    _exit(pool->free_slots() == 1 ? 0 : 1);  // the region's other slot only
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  loan.reset();  // in the parent, given back
+  EXPECT_EQ(pool->free_slots(), 2u);
 }
 
 std::string pattern(uint64_t index, size_t n) {
