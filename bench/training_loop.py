@@ -14,8 +14,9 @@ frame per task, batch size 1, at most 2 x workers tasks outstanding (the DataLoa
 the time runs from the first index handed out to the last frame back, the workers already
 started. Every frame is checked against local h5py (crc32). Per contender: cold frames/s (empty
 caches), warm frames/s (a second epoch), worker PSS (/proc/PID/smaps_rollup), and CPU-s per GB of
-frames (the bench's process and the workers; not the server nor a mount's daemon); opening the 16 files (16 sequential h5py.File() in a fresh process,
-median of 5) for rclone, the mount and hf://. With --cache-size (e.g. 256M, smaller than the
+frames (the bench's process and the workers; not the server nor a mount's daemon); opening the
+16 files (16 sequential h5py.File() in a fresh process, medians of 5: the time, the requests the
+Hub answered, the opening process's CPU) for rclone, the mount and hf://. With --cache-size (e.g. 256M, smaller than the
 data), the hf:// contender runs --epochs epochs and reports the bytes fetched per epoch and the
 cache's size after each. Needs root for the mounts (FUSE); contenders that cannot start are
 reported as skipped. Shaping is the local Hub server's (bench/peer_bench.py).
@@ -204,27 +205,39 @@ def _du(path):
     return total
 
 
-def open_time(paths, hf_options=None):
-    """Median over OPEN_REPEATS fresh processes of 16 sequential h5py.File() opens."""
-    code = ("import sys, time, json\n"
+def open_time(paths, hf_options=None, hub=None):
+    """Medians over OPEN_REPEATS fresh processes of 16 sequential h5py.File() opens: (seconds,
+    the opening process's CPU seconds, requests the Hub answered per process). The CPU leaves out
+    a mount's daemon; the requests count every process's, the daemons' included."""
+    code = ("import sys, time, json, resource\n"
             f"sys.path.insert(0, {os.path.join(peer_bench.REPO_ROOT, 'build', 'python')!r})\n"
             "import h5py\n"
             "paths, opts = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n"
             "if opts is not None:\n"
             "    import hubfs\n"
-            "t0 = time.perf_counter()\n"
+            "def cpu():\n"
+            "    r = resource.getrusage(resource.RUSAGE_SELF)\n"
+            "    return r.ru_utime + r.ru_stime\n"
+            "t0, c0 = time.perf_counter(), cpu()\n"
             "for p in paths:\n"
             "    h5py.File(hubfs.open(p, **opts) if opts is not None else p, 'r').close()\n"
-            "print(time.perf_counter() - t0)\n")
+            "print(time.perf_counter() - t0, cpu() - c0)\n")
     import json
-    times = []
+    times, cpus, requests = [], [], []
     for _ in range(OPEN_REPEATS):
+        before = hub.stats().get("requests", 0) if hub else 0
         r = subprocess.run(["/usr/bin/python3", "-c", code, json.dumps(paths), json.dumps(hf_options)],
                            capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
             raise RuntimeError(r.stderr)
-        times.append(float(r.stdout))
-    return statistics.median(times)
+        if hub:
+            hub.wait_quiet()
+            requests.append(hub.stats().get("requests", 0) - before)
+        seconds, cpu = (float(x) for x in r.stdout.split())
+        times.append(seconds)
+        cpus.append(cpu)
+    return {"s": statistics.median(times), "cpu_s": statistics.median(cpus),
+            "requests": statistics.median(requests) if requests else None}
 
 
 def main():
@@ -279,7 +292,7 @@ def main():
                     os.listdir(os.path.join(mnt, SUBDIR))
                     results.append(contender("rclone + h5py", H5pyFrames(paths, lengths), indices, args,
                                              truth, frame_bytes, hub=hub))
-                    opens["rclone"] = open_time(paths)
+                    opens["rclone"] = open_time(paths, hub=hub)
                 finally:
                     m.close()
         if "mount" in contenders:
@@ -298,7 +311,7 @@ def main():
                     results.append(contender("mount + FrameDataset", ds, indices, args, truth, frame_bytes,
                                              plan=True, hub=hub))
                     ds.close()
-                    opens["mount"] = open_time(paths)
+                    opens["mount"] = open_time(paths, hub=hub)
                 finally:
                     m.close()
         if "hf" in contenders:
@@ -313,7 +326,7 @@ def main():
                                      else list(range(len(ds))), args, truth, frame_bytes, plan=True, hub=hub,
                                      cache_dir=cache))
             ds.close()
-            opens["hf://"] = open_time(urls, {k: v for k, v in opts.items()})
+            opens["hf://"] = open_time(urls, {k: v for k, v in opts.items()}, hub=hub)
     finally:
         hub.stop()
     base = next((r for r in results if r["name"] == "local h5py"), None)
@@ -330,8 +343,9 @@ def main():
                 print(f"    epoch {n + 1}: fetched {e['fetched'] / 1e6:.1f} MB "
                       f"({e['fetched'] / data_bytes:.2f} x the dataset){extra}")
     for k, v in opens.items():
-        print(f"opening {args.files} files ({k}): {v:.3f} s (median of {OPEN_REPEATS})"
-              + (f", {v / opens['rclone']:.2f} x rclone" if "rclone" in opens and k != "rclone" else ""))
+        print(f"opening {args.files} files ({k}): {v['s']:.3f} s (median of {OPEN_REPEATS}), "
+              f"{v['requests']:g} requests, the opener's CPU {v['cpu_s']:.3f} s"
+              + (f"; {v['s'] / opens['rclone']['s']:.2f} x rclone" if "rclone" in opens and k != "rclone" else ""))
     if not args.dir:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -107,6 +107,32 @@ class DiskBlockCache final : public BlockCache {
     return std::move(file.rest);
   }
 
+  bool get_into(std::string_view content_id, uint64_t index, char* out, size_t length) override {
+    const Location loc = locate(content_id, index);
+    char header[block_file::kHeaderSize];
+    Result<uint64_t> size = length > block_file::kMaxDataBytes
+                                ? Result<uint64_t>(Corrupt("longer than any block"))
+                                : disk_->read_part(loc.path, header, sizeof header, block_file::kHeaderSize, out, length);
+    if (!size.ok() && size.status().code() == Code::kNotFound) {
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    if (size.ok() && *size == block_file::kHeaderSize + length &&
+        block_file::verify(std::string_view(header, sizeof header), std::string_view(out, length), loc.digest, index)
+            .ok()) {
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      maybe_touch(loc);
+      return true;
+    }
+    // Anything else (shorter, longer, failing its checks, unreadable): get() reads it again and
+    // treats it as it treats every block, deleting a corrupt one; its bytes are then not `length`
+    // long or not good, or they are (a file replaced between the two reads) and copied.
+    std::optional<std::string> hit = get(content_id, index);
+    if (!hit || hit->size() != length) return false;
+    std::memcpy(out, hit->data(), length);
+    return true;
+  }
+
   bool read_part(std::string_view content_id, uint64_t index, uint64_t offset, char* out, size_t length) override {
     const Location loc = locate(content_id, index);
     char header[block_file::kHeaderSize];

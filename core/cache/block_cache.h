@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +67,16 @@ class BlockCache {
 
   // The verified bytes of the block, or nullopt (absent, or corrupt and now deleted).
   virtual std::optional<std::string> get(std::string_view content_id, uint64_t index) = 0;
+  // The same verified bytes, read into out[0, length) (memory the caller lends: a block buffer
+  // pool's, reader/block_buffers.h). True only for a good block of exactly `length` bytes; a
+  // missing, corrupt (deleted, as by get()) or differently long block is false, counted as get()
+  // counts it. The default reads through get().
+  virtual bool get_into(std::string_view content_id, uint64_t index, char* out, size_t length) {
+    std::optional<std::string> hit = get(content_id, index);
+    if (!hit || hit->size() != length) return false;
+    std::memcpy(out, hit->data(), length);
+    return true;
+  }
   // Bytes [offset, offset + length) of the block, read into `out` without checking them against
   // the block's checksum (its header is checked: key, index, length): for a caller that checks
   // what it reads itself, where reading and checksumming the whole block for a part of it would

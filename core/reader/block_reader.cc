@@ -19,7 +19,7 @@ BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions
       env_(fetcher.env()),
       options_(options),
       read_ahead_policy_(options.read_ahead()),
-      tiers_(env_, cache ? std::make_unique<DiskTier>(*cache) : nullptr,
+      tiers_(env_, cache ? std::make_unique<DiskTier>(*cache, options.block_size) : nullptr,
              shared ? std::make_unique<SharedBlockTier>(*shared) : nullptr,
              BlockTiersOptions{.memory_bytes = options.memory_cache_bytes,
                                .max_deferred_write_bytes = options.max_deferred_write_bytes},

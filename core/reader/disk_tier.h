@@ -3,15 +3,22 @@
 // is not this block: a miss, fetched again. Calls run on the caller's thread and touch the disk.
 #pragma once
 
+#include <cstddef>
+#include <memory>
+
 #include "cache/block_cache.h"
+#include "reader/block_buffers.h"
 #include "reader/block_tier.h"
 
 namespace hubfs {
 
 class DiskTier final : public BlockTier {
  public:
-  // cache must outlive this tier.
-  explicit DiskTier(BlockCache& cache) : cache_(cache) {}
+  // cache must outlive this tier. Blocks of exactly block_size bytes are read into memory of a
+  // pool of this tier's (reader/block_buffers.h); others (a file's short last block, any block
+  // size when block_size is 0) into a string of their own.
+  explicit DiskTier(BlockCache& cache, size_t block_size = 0)
+      : cache_(cache), pool_(block_size ? BlockBufferPool::create(block_size) : nullptr) {}
 
   std::optional<BlockBytes> get(const BlockId& id) override;
   void put(const BlockId& id, const BlockBytes& bytes) override;
@@ -19,6 +26,7 @@ class DiskTier final : public BlockTier {
 
  private:
   BlockCache& cache_;
+  const std::shared_ptr<BlockBufferPool> pool_;
 };
 
 }  // namespace hubfs

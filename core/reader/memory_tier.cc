@@ -15,10 +15,10 @@ std::string MemoryTier::key(const BlockId& id) {
 
 void MemoryTier::erase_locked(std::unordered_map<std::string, Lru::iterator>::iterator it) {
   // A buffer's bytes leave the account with the last block that pins it.
-  const std::string* buffer = it->second->second.buffer.get();
-  auto ref = buffer_refs_.find(buffer);
+  const SharedBytes& buffer = it->second->second.buffer;
+  auto ref = buffer_refs_.find(buffer.get());
   if (ref != buffer_refs_.end() && --ref->second == 0) {
-    pinned_ -= buffer->size();
+    pinned_ -= buffer.size();
     buffer_refs_.erase(ref);
   }
   lru_.erase(it->second);

@@ -50,7 +50,7 @@ class MemoryTier final : public BlockTier {
   mutable std::mutex mu_;  // a leaf: nothing is called while it is held
   Lru lru_;
   std::unordered_map<std::string, Lru::iterator> index_;
-  std::unordered_map<const std::string*, size_t> buffer_refs_;  // blocks in lru_ per buffer
+  std::unordered_map<const void*, size_t> buffer_refs_;  // blocks in lru_ per buffer
   uint64_t pinned_ = 0;
 };
 

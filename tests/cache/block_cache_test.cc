@@ -153,6 +153,59 @@ TEST(BlockCache, APartOfABlockIsReadWithItsHeaderCheckedAndNothingElse) {
   EXPECT_EQ(cache->stats().corrupt, 1u);
 }
 
+TEST(BlockCache, AWholeBlockIsReadIntoTheCallersMemoryAndChecked) {
+  TempDir tmp;
+  auto cache = open_cache({.dir = tmp.str()});
+  ASSERT_TRUE(cache);
+  const std::string full = pattern(kA, 0, 1 << 20);
+  cache->put(kA, 0, full);
+  std::string out(full.size(), '\0');
+  ASSERT_TRUE(cache->get_into(kA, 0, out.data(), out.size()));
+  EXPECT_EQ(out, full);
+  EXPECT_EQ(cache->stats().hits, 1u);
+  // Absent: a miss, nothing written.
+  std::string untouched(100, '-');
+  EXPECT_FALSE(cache->get_into(kB, 0, untouched.data(), untouched.size()));
+  EXPECT_EQ(untouched, std::string(100, '-'));
+  EXPECT_EQ(cache->stats().misses, 1u);
+  // Another length than the block's: not this block, and the block stays.
+  std::string shorter(full.size() - 1, '\0');
+  EXPECT_FALSE(cache->get_into(kA, 0, shorter.data(), shorter.size()));
+  std::string longer(full.size() + 1, '\0');
+  EXPECT_FALSE(cache->get_into(kA, 0, longer.data(), longer.size()));
+  EXPECT_EQ(cache->get(kA, 0), full);
+  EXPECT_EQ(cache->stats().corrupt, 0u);
+}
+
+TEST(BlockCache, ABlockReadIntoTheCallersMemoryThatFailsItsCheckIsAMissAndDeleted) {
+  TempDir tmp;
+  auto cache = open_cache({.dir = tmp.str()});
+  ASSERT_TRUE(cache);
+  const std::string data = pattern(kA, 0, 5000);
+  cache->put(kA, 0, data);
+  const std::string path = block_path(tmp.path(), kA, 0);
+  flip_bit(path, block_file::kHeaderSize + 4321);
+  std::string out(data.size(), '\0');
+  EXPECT_FALSE(cache->get_into(kA, 0, out.data(), out.size()));
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_EQ(cache->stats().corrupt, 1u);
+  EXPECT_EQ(cache->stats().hits, 0u);
+  // A flipped header bit, and a file cut short, the same.
+  cache->put(kA, 1, data);
+  flip_bit(block_path(tmp.path(), kA, 1), 17);
+  EXPECT_FALSE(cache->get_into(kA, 1, out.data(), out.size()));
+  EXPECT_FALSE(fs::exists(block_path(tmp.path(), kA, 1)));
+  cache->put(kA, 2, data);
+  fs::resize_file(block_path(tmp.path(), kA, 2), fs::file_size(block_path(tmp.path(), kA, 2)) - 1);
+  EXPECT_FALSE(cache->get_into(kA, 2, out.data(), out.size()));
+  EXPECT_EQ(cache->stats().corrupt, 3u);
+  EXPECT_EQ(cache->stats().hits, 0u);
+  // A fresh put heals it.
+  cache->put(kA, 0, data);
+  ASSERT_TRUE(cache->get_into(kA, 0, out.data(), out.size()));
+  EXPECT_EQ(out, data);
+}
+
 TEST(BlockCache, OverwriteReplacesAtomically) {
   TempDir tmp;
   auto cache = open_cache({.dir = tmp.str()});

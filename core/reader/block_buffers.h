@@ -1,0 +1,64 @@
+// Memory for blocks read from the disk cache, lent and taken back. A block read into fresh memory
+// pays a page fault for each 4 KiB page (the kernel finds, zeroes and maps each): on this
+// project's VM, 4.5 ms of CPU per 1 MiB block, 80% of a block's load from the disk cache, and
+// most of what a fresh process spends opening 16 HDF5 files over hf:// (docs/benchmarks.md,
+// "A training loop"). The pool carves blocks out of 2 MiB-aligned regions it asks the kernel to
+// back with transparent huge pages (one fault per 2 MiB where the system allows them: `madvise`
+// or `always` in /sys/kernel/mm/transparent_hugepage/enabled; elsewhere plain pages, as before),
+// and a block's memory comes back to the pool when its last holder lets go, for the next block,
+// already mapped.
+//
+// Regions are never returned while the pool lives: what it holds is at most the most blocks
+// held at once (the memory tier's budget and the reads under way). The pool lives while its
+// owner (the DiskTier) or any lent block does. Thread-safe. A block let go of in a forked child
+// (the parent's, made before the fork) is not given back: the child never takes the parent's
+// lock, which another thread of the parent may have held at the fork.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "reader/block_tier.h"
+
+namespace hubfs {
+
+class BlockBufferPool : public std::enable_shared_from_this<BlockBufferPool> {
+ public:
+  // Each block lent is slot_bytes long.
+  static std::shared_ptr<BlockBufferPool> create(size_t slot_bytes);
+  ~BlockBufferPool();
+  BlockBufferPool(const BlockBufferPool&) = delete;
+  BlockBufferPool& operator=(const BlockBufferPool&) = delete;
+
+  // slot_bytes of memory, writable until handed on as `bytes` (the SharedBytes owns the slot:
+  // the last copy of it to go gives the slot back). Nothing when the system has no memory to map.
+  struct Loan {
+    char* data = nullptr;
+    SharedBytes bytes;  // all slot_bytes of it
+  };
+  std::optional<Loan> take();
+
+  size_t slot_bytes() const { return slot_bytes_; }
+  // Slots mapped so far, and of them those not lent (tests; nothing else needs them).
+  size_t slots() const;
+  size_t free_slots() const;
+
+ private:
+  explicit BlockBufferPool(size_t slot_bytes);
+  void give_back(char* slot);
+
+  const size_t slot_bytes_;
+  const size_t region_bytes_;  // slot_bytes rounded up to 2 MiB
+  const pid_t owner_pid_;      // the process whose pool this is
+  mutable std::mutex mu_;
+  std::vector<char*> free_;
+  std::vector<char*> regions_;
+  size_t slots_ = 0;
+};
+
+}  // namespace hubfs

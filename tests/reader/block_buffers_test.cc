@@ -1,0 +1,130 @@
+// The block buffer pool (memory for blocks read from the disk cache, lent and taken back) and the
+// disk tier that reads whole blocks into it.
+#include "reader/block_buffers.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "cache/block_cache.h"
+#include "reader/disk_tier.h"
+#include "reader/memory_tier.h"
+#include "support/temp_dir.h"
+
+namespace hubfs {
+namespace HUBFS_UNITY_ID {
+
+using testing::TempDir;
+
+constexpr size_t kSlot = 1 << 20;
+
+TEST(BlockBufferPool, LendsDistinctWritableSlotsAndReusesOneGivenBack) {
+  auto pool = BlockBufferPool::create(kSlot);
+  auto a = pool->take();
+  auto b = pool->take();
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(a->data, b->data);
+  EXPECT_EQ(a->bytes.size(), kSlot);
+  EXPECT_EQ(a->bytes.data(), a->data);
+  std::memset(a->data, 'a', kSlot);
+  std::memset(b->data, 'b', kSlot);
+  EXPECT_EQ(a->bytes.data()[kSlot - 1], 'a');  // b's writes did not reach a
+  // Regions are 2 MiB-aligned (the huge page): a region holds two 1 MiB slots.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a->data) % (2u << 20), 0u);
+  EXPECT_EQ(pool->slots(), 2u);
+  EXPECT_EQ(pool->free_slots(), 0u);
+  // Copies of the bytes keep the slot; the last one to go gives it back.
+  SharedBytes copy = a->bytes;
+  char* const a_data = a->data;
+  a.reset();
+  EXPECT_EQ(pool->free_slots(), 0u);
+  EXPECT_EQ(copy.data()[0], 'a');
+  copy = SharedBytes();
+  EXPECT_EQ(pool->free_slots(), 1u);
+  auto again = pool->take();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->data, a_data);  // the same memory, already mapped: no new region
+  EXPECT_EQ(pool->slots(), 2u);
+  auto third = pool->take();  // none free: a new region
+  ASSERT_TRUE(third);
+  EXPECT_EQ(pool->slots(), 4u);
+}
+
+TEST(BlockBufferPool, ALentSlotOutlivesThePoolsOwner) {
+  auto pool = BlockBufferPool::create(kSlot);
+  auto loan = pool->take();
+  ASSERT_TRUE(loan);
+  std::memset(loan->data, 'x', kSlot);
+  SharedBytes kept = loan->bytes;
+  loan.reset();
+  pool.reset();  // the owner lets go: the slot (and so the pool) lives on with `kept`
+  EXPECT_EQ(std::string(kept.data(), 3), "xxx");
+  EXPECT_EQ(kept.data()[kSlot - 1], 'x');
+}
+
+TEST(BlockBufferPool, AForkedChildLettingGoOfALentSlotLeavesThePoolAlone) {
+  auto pool = BlockBufferPool::create(kSlot);
+  auto loan = pool->take();
+  ASSERT_TRUE(loan);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The parent's lock may have been held by another of its threads at the fork: not taken.
+    loan.reset();
+    _exit(pool->free_slots() == 1 ? 0 : 1);  // the region's other slot only
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  loan.reset();  // in the parent, given back
+  EXPECT_EQ(pool->free_slots(), 2u);
+}
+
+std::string pattern(uint64_t index, size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + index * 7) >> 3);
+  return s;
+}
+
+TEST(DiskTier, WholeBlocksComeInPooledMemoryThatTheNextBlockReuses) {
+  TempDir tmp;
+  auto cache = BlockCache::open(CacheOptions{.dir = tmp.str()});
+  ASSERT_TRUE(cache.ok()) << cache.status().message();
+  const std::string id = "sha256:" + std::string(64, 'e');
+  (*cache)->put(id, 0, pattern(0, kSlot));
+  (*cache)->put(id, 1, pattern(1, kSlot));
+  (*cache)->put(id, 2, pattern(2, 1000));  // a file's short last block
+  DiskTier tier(**cache, kSlot);
+
+  auto first = tier.get(BlockId{id, 0, kSlot});
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->view(), pattern(0, kSlot));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(first->data()) % (2u << 20), 0u);  // a pool slot
+  const char* const slot = first->data();
+  first.reset();  // given back
+  auto second = tier.get(BlockId{id, 1, kSlot});
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->view(), pattern(1, kSlot));
+  EXPECT_EQ(second->data(), slot);  // the same memory, refilled
+
+  // In the memory tier, a pooled block is kept and counted as any other.
+  MemoryTier memory(4 * kSlot);
+  memory.put(BlockId{id, 1, kSlot}, *second);
+  EXPECT_EQ(memory.pinned_bytes(), kSlot);
+  EXPECT_EQ(memory.get(BlockId{id, 1, kSlot})->view(), pattern(1, kSlot));
+
+  auto last = tier.get(BlockId{id, 2, 1000});
+  ASSERT_TRUE(last);
+  EXPECT_EQ(last->view(), pattern(2, 1000));
+  EXPECT_FALSE(tier.get(BlockId{id, 3, kSlot}));           // absent
+  EXPECT_FALSE(tier.get(BlockId{id, 2, kSlot}));           // another length: not this block
+  EXPECT_FALSE(tier.get(BlockId{id, 0, kSlot - 1}));       // the same, through the string path
+}
+
+}  // namespace HUBFS_UNITY_ID
+}  // namespace hubfs
