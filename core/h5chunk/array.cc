@@ -47,9 +47,9 @@ size_t dtype_size(DType t) {
 // Array
 
 // Arrays at least this large live in transparent huge pages where the kernel allows it (THP
-// "madvise" mode, as here): the first write to fresh memory costs more than decoding on these
-// VMs (0.24-0.85 GB/s), and a 2 MiB page takes one fault where 4 KiB pages take 512
-// (common/big_buffer.h).
+// "madvise" mode, as here): the first write to fresh memory costs more than decoding
+// (docs/constants.md, kHugePageArrayBytes), and a 2 MiB page takes one fault where 4 KiB pages
+// take 512 (common/big_buffer.h).
 constexpr size_t kHugePageArrayBytes = 8u << 20;
 
 namespace {

@@ -1,9 +1,9 @@
 // Every chunk of one dataset, read straight from the file's chunk index in one pass.
 //
 // Why: HDF5 1.10.8 answers "where is chunk X" by walking its chunk index from the start on every
-// call (2 us near the start, up to 880 us near the end), so locating all chunks of a 16k-chunk
-// dataset one by one takes seconds. Reading the index structures ourselves visits each node or
-// block once: time linear in the number of chunks.
+// call, so locating all chunks of a large dataset one by one is quadratic (docs/hdf5-formats.md,
+// "The quadratic trap"). Reading the index structures ourselves visits each node or block once:
+// time linear in the number of chunks.
 //
 // What is read: the dataset's object header (v1, or v2 "OHDR" with "OCHK" continuations), its
 // Data Layout message (version 3: v1 B-tree; version 4: single chunk, implicit, fixed array,

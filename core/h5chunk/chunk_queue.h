@@ -168,8 +168,8 @@ class ChunkQueue {
   // On a hubfs mount, once the chunks are hinted (their bytes already on their way), reads
   // skip the page cache: with FADV_RANDOM the kernel sends a chunk's buffered pread to the
   // mount one 1 MiB request after another, while an O_DIRECT pread goes out as concurrent
-  // requests and is copied once, straight into the buffer (warm, 2 threads: 640 MB/s buffered
-  // vs 750-1030 MB/s direct on this machine).
+  // requests and is copied once, straight into the buffer, which is faster
+  // (docs/benchmarks.md, "Steady reads").
   std::atomic<bool> uncached_reads_{false};
 
   std::once_flag fill_once_;

@@ -35,7 +35,8 @@ AxisRead plan_axis(const AxisSelection& ax) {
   const uint64_t n = static_cast<uint64_t>(ax.count);
   if (ax.kind != AxisSelection::Kind::kList) {
     // A unit-stride axis is one block of `count` elements, not `count` blocks of one: HDF5
-    // 1.10 iterates blocks, and a 5-D selection of single-element blocks took 18 s, not 0.2 s.
+    // 1.10 iterates blocks, so single-element blocks cost it far more (docs/benchmarks.md,
+    // "The fallback's selections").
     const bool unit = ax.kind == AxisSelection::Kind::kInt || ax.step == 1 || ax.step == -1 || n == 1;
     // A reversed slice reads the same indices forwards: from its last index, with |step|.
     const int64_t first = ax.step < 0 ? ax.index(static_cast<int64_t>(n) - 1) : ax.start;
@@ -68,10 +69,9 @@ AxisRead plan_axis(const AxisSelection& ax) {
   return r;
 }
 
-// HDF5 1.10 ORs hyperslabs in time growing with those already selected: index lists on two
-// axes with scattered indices (n x n one-element runs) took 9 ms for 2,500 hyperslabs, 65 ms
-// for 10,000 and 445 ms for 40,000 here. Past this many, list axes are read as their covering
-// range instead (more bytes, bounded time).
+// HDF5 1.10 ORs hyperslabs in time growing with those already selected, so past this many, list
+// axes are read as their covering range instead: more bytes, bounded time (docs/constants.md,
+// kMaxHyperslabs).
 constexpr uint64_t kMaxHyperslabs = 4096;
 
 // Reads list axis `a` as the single range covering its indices: positions shift by the first.

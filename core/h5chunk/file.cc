@@ -56,8 +56,8 @@ Result<File> File::open(const std::string& path, Options options) {
     return InvalidArgument("'" + path + "' is not an HDF5 file (or is truncated): " + hdf5_error_text());
   }
   // HDF5 reads metadata in small scattered pieces; the kernel's read-ahead behind them fetched
-  // megabytes nobody needed (on a hubfs mount, up to 30 MB of requests for a 5-frame read). The
-  // default (sec2) driver's handle is the file descriptor.
+  // megabytes nobody needed (docs/benchmarks.md, "Over-read and random access"). The default
+  // (sec2) driver's handle is the file descriptor.
   Hid fapl(H5Fget_access_plist(state->file.get()));
   void* handle = nullptr;
   if (fapl.valid() && H5Pget_driver(fapl.get()) == H5FD_SEC2 &&

@@ -55,10 +55,10 @@ using LogFn = std::function<void(const std::string& message)>;
 // Called with each chunk's compressed size as the chunk completes, from worker threads.
 using ProgressFn = std::function<void(uint64_t compressed_bytes)>;
 
-// Reads smaller than this go to H5Dread. bench_h5chunk_local's small-read sweep (512 KiB
-// Blosc-lz4 chunks, 2 cores) measured h5chunk at 0.2-1.05x H5Dread for reads up to one chunk
-// (nothing to parallelise, and H5Dread's whole-chunk path is lean) and 1.6-2.7x from 1 MiB
-// (two chunks) up. Datasets whose filters H5Dread has no plugin for ignore it.
+// Reads smaller than this go to H5Dread: up to one chunk there is nothing to parallelise and
+// H5Dread's whole-chunk path is lean, so h5chunk wins only from about two chunks up
+// (docs/constants.md, kDefaultMinFastPathBytes). Datasets whose filters H5Dread has no plugin
+// for ignore it.
 inline constexpr uint64_t kDefaultMinFastPathBytes = 1ull << 20;
 // Ceiling on compressed bytes read but not yet decoded. Bounded in bytes, not chunks, because
 // chunk sizes vary by orders of magnitude between files (kilobytes to 166 MB).

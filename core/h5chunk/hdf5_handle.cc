@@ -21,8 +21,9 @@ void Hid::reset() {
 }
 
 // Scopes nest: only the outermost one switches HDF5's error printing off and back on. Each
-// switch is two HDF5 API calls (~0.5 us), as much as the chunk lookup the manifest makes per
-// chunk inside its own scope, so a read holds one scope around all of them.
+// switch is two HDF5 API calls, costing as much as the chunk lookup the manifest makes per chunk
+// inside its own scope (docs/benchmarks.md, "h5chunk on many small chunks"), so a read holds one
+// scope around all of them.
 static thread_local unsigned quiet_depth = 0;
 
 QuietHdf5Errors::QuietHdf5Errors() {

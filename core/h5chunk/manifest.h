@@ -9,9 +9,9 @@
 // Fallback, when the index cannot be read (a format corner we do not parse, a file driver other
 // than sec2, damage): ask libhdf5 one chunk at a time and remember each answer. In HDF5 1.10.8
 // every such query (H5Dget_chunk_info_by_coord and friends) walks the chunk index from the top,
-// about 2 us near its start and up to 880 us near its end, so listing a 16,384-chunk dataset
-// that way takes seconds (quadratic); the reader declines such reads (check_lookup_cost) and
-// H5Dread serves them.
+// in time growing with the chunk's place in it, so listing a large dataset that way is quadratic
+// (docs/hdf5-formats.md, "The quadratic trap"); the reader declines such reads
+// (check_lookup_cost) and H5Dread serves them.
 #pragma once
 
 #include <hdf5.h>

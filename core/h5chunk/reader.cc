@@ -18,8 +18,8 @@ using hubfs::Corrupt;
 namespace {
 
 // Whether every chunk the read touches was verified before: then a verify_only read has nothing
-// to do, and skips the worker, fstat and queue setup (a loop of one-element reads of a verified
-// chunk took 11.5 us per read with them, 5.9 us through H5Dread alone).
+// to do, and skips the worker, fstat and queue setup, which would cost a one-element read more
+// than H5Dread itself (docs/benchmarks.md, h5chunk).
 bool all_verified(const FastRead& req, const std::vector<AxisPlan>& axes) {
   const size_t rank = axes.size();
   if (std::any_of(axes.begin(), axes.end(), [](const AxisPlan& a) { return a.pieces.empty(); })) return true;
@@ -89,8 +89,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
   uint64_t chunk_bytes = layout.elem_size;
   for (uint64_t c : layout.chunk) chunk_bytes *= c;
   // Chunks this small cost less to decode than to hand to another thread: unless the caller
-  // chose a thread count, it reads them all itself (bench_h5chunk_many_chunks, first whole reads
-  // of 16k-100k chunks of 1-4 KiB: one thread 1.7-3.3x H5Dread, two threads 0.6-1.7x).
+  // chose a thread count, it reads them all itself (docs/constants.md, kMinChunkBytesToShare).
   const unsigned wanted =
       chunk_bytes < kMinChunkBytesToShare && !req.threads_chosen ? 1u : std::max(1u, req.threads);
   const unsigned threads = static_cast<unsigned>(std::clamp<uint64_t>(tasks, 1, wanted));

@@ -93,15 +93,14 @@ struct FastRead {
   VerifiedChunks* verified = nullptr;  // required with verify_only
 };
 
-// HDF5 1.10 locates a chunk in time growing with its place in the chunk index: measured here
-// (bench-style probe of a 16,384-chunk dataset, first full read) 2.3 s for a v1 B-tree and
-// 12.4 s for a fixed array, i.e. up to ~0.09 us per index position per lookup, on top of
-// about 2 us per call (hdf5-chunks notes), where H5Dread read the same dataset in 0.1 s.
-// Estimates use these worst cases...
+// HDF5 1.10 locates a chunk in time growing with its place in the chunk index, so locating many
+// chunks one query at a time can cost far more than H5Dread reading them (docs/hdf5-formats.md,
+// "The quadratic trap"). Estimates use the worst case measured (docs/constants.md,
+// kLookupMicros)...
 inline constexpr double kLookupMicros = 2.0;
 inline constexpr double kLookupMicrosPerIndexPosition = 0.1;
-// ...against H5Dread's pace on this machine: 1.5-1.6 GB/s with Blosc lz4 (bench_h5chunk_local),
-// plus a fixed cost per call (its small-read sweep: a whole 512 KiB chunk in 30-74 us).
+// ...against H5Dread's pace with Blosc lz4 plus a fixed cost per call (docs/constants.md,
+// kH5DreadBytesPerMicro).
 inline constexpr double kH5DreadBytesPerMicro = 1500.0;
 inline constexpr double kH5DreadMicros = 50.0;
 // Chunks smaller than this (uncompressed) are all decoded on the caller's thread unless the
