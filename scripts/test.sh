@@ -71,9 +71,7 @@ run_tsan=1; [ "$quick" = 0 ] && [ "${HUBFS_SKIP_TSAN:-0}" != "1" ] || run_tsan=0
 
 # The sanitizer builds make every test program and what the tests drive (all_tests: the daemon
 # and h5chunk run sanitized under the integration tests; a report aborts them, which fails the
-# test). The local Hub server's own test is Python: nothing to sanitize. Their CTest tests are one
-# per gtest suite, not one per test (HUBFS_TESTS_PER_SUITE): a sanitized process costs 0.1-0.3 s
-# to start, and a suite's shared servers start once.
+# test). The local Hub server's own test is Python: nothing to sanitize.
 start_background_build() {  # kind (asan|tsan), niceness, cmake options...
   local kind=$1 niceness=$2; shift 2
   mkdir -p "build-$kind"
@@ -123,16 +121,23 @@ finish_pytest() {
   rm -f "$py_log"
 }
 
+# Every build registers one CTest test per gtest suite and one per slow test (tests/CMakeLists.txt,
+# HUBFS_TESTS_PER_SUITE): given here too, so a build directory configured before that was the
+# default gets it.
+PER_SUITE=(-DHUBFS_TESTS_PER_SUITE=ON)
+
 if [ "$unit_only" = 1 ]; then
-  step "incremental build of the test programs"
-  BUILD_TARGETS="all_tests" ./scripts/build.sh
+  # The unit test programs alone (target unit_tests), not all_tests: a change in core/ would
+  # otherwise relink the daemon, the integration tests' programs and the benchmarks' libraries.
+  step "incremental build of the unit test programs"
+  BUILD_TARGETS="unit_tests" ./scripts/build.sh "${PER_SUITE[@]}"
   step "unit tests (not slow)"
   ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 600 -L '^unit$' -LE slow "${CTEST_ARGS[@]}"
   step "unit tests passed"
   exit 0
 elif [ "$quick" = 1 ]; then
   step "incremental build of the tests and the Python packages"
-  BUILD_TARGETS="all_tests python" ./scripts/build.sh
+  BUILD_TARGETS="all_tests python" ./scripts/build.sh "${PER_SUITE[@]}"
   # The Python tests run beside ctest (their output is printed after it): the integration tests
   # mostly wait on mounts and servers, and the edit loop's budget is wall time.
   step "unit and integration tests (not slow), and pytest beside them"
@@ -147,9 +152,9 @@ elif [ "$quick" = 1 ]; then
 else
   step "build (RelWithDebInfo): the programs, the Python packages and the tests"
   # Not the benchmarks: nothing here runs them (./scripts/build.sh alone builds everything).
-  BUILD_TARGETS="all_tests python" ./scripts/build.sh
-  [ "$run_asan" = 1 ] && start_background_build asan 10 -DHUBFS_SANITIZE=ON -DHUBFS_TESTS_PER_SUITE=ON
-  [ "$run_tsan" = 1 ] && start_background_build tsan 19 -DHUBFS_TSAN=ON -DHUBFS_TESTS_PER_SUITE=ON
+  BUILD_TARGETS="all_tests python" ./scripts/build.sh "${PER_SUITE[@]}"
+  [ "$run_asan" = 1 ] && start_background_build asan 10 -DHUBFS_SANITIZE=ON "${PER_SUITE[@]}"
+  [ "$run_tsan" = 1 ] && start_background_build tsan 19 -DHUBFS_TSAN=ON "${PER_SUITE[@]}"
   # The Python tests run beside the first pass (measured alone: pytest 39 s of wall time for
   # 27 s of CPU).
   start_pytest
