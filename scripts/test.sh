@@ -16,8 +16,9 @@
 #                              integration tests (not the slow ones) and the Python tests, no
 #                              sanitizers.
 #   ./scripts/test.sh --unit   the unit tests alone (label `unit`, not the slow ones): an
-#                              incremental build of the test programs, no server, no mount, no
-#                              Python, no sanitizers.
+#                              incremental build of the unit test programs alone, no server, no
+#                              mount, no Python, no sanitizers (after a one-file change in core/,
+#                              ~70 CPU s: docs/benchmarks.md, "Suite time").
 #
 # Extra arguments after the mode go to ctest (e.g. -R BlockReader).
 #
@@ -193,8 +194,9 @@ if [ "$run_tsan" = 1 ]; then
   # The TSan build leaves out the single-threaded hostile-file tests (mutation fuzz, damaged
   # indexes, random selections, patched dimensions), which ASan+UBSan covers, runs a smaller
   # codec sweep, and of the integration tests those whose subject is concurrency in the daemon
-  # (parallel readers, the shared cache, unmounts while streaming): tests/CMakeLists.txt,
-  # HUBFS_TSAN_SKIPPED_TEST_FILES; tests/h5chunk/equality_test.cc.
+  # (parallel readers, the shared cache, unmounts while streaming), without their one-command
+  # tests: tests/CMakeLists.txt, HUBFS_TSAN_SKIPPED_TEST_FILES and HUBFS_TSAN_EXCLUDED_TESTS;
+  # tests/h5chunk/equality_test.cc.
   TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:suppressions=$PWD/scripts/tsan.supp" \
     ctest --test-dir build-tsan --output-on-failure -j"$SANITIZER_JOBS" --timeout 900 -LE "slow|server" \
       "${CTEST_ARGS[@]}"
