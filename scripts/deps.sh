@@ -35,9 +35,12 @@ if [ "${1:-}" = "--bench" ]; then
   PACKAGES+=(python3-aiohttp python3-requests python3-numcodecs)
 fi
 
+# One dpkg-query for all (one per package took seconds of the edit loop, ./scripts/test.sh --unit).
+installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${PACKAGES[@]}" 2>/dev/null |
+  awk '$2 == "install" && $3 == "ok" && $4 == "installed" {print $1}' || true)
 missing=()
 for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  grep -qxF "$p" <<<"$installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "deps: installing ${missing[*]}"

@@ -16,8 +16,9 @@
 #                              integration tests (not the slow ones) and the Python tests, no
 #                              sanitizers.
 #   ./scripts/test.sh --unit   the unit tests alone (label `unit`, not the slow ones): an
-#                              incremental build of the test programs, no server, no mount, no
-#                              Python, no sanitizers.
+#                              incremental build of the unit test programs alone, no server, no
+#                              mount, no Python, no sanitizers (after a one-file change in core/,
+#                              ~70 CPU s: docs/benchmarks.md, "Suite time").
 #
 # Extra arguments after the mode go to ctest (e.g. -R BlockReader).
 #
@@ -25,7 +26,7 @@
 # part of the CPU idle (integration tests wait on mounts, paced servers and child processes;
 # measured: the ASan build got through a third of its steps during the Release pass).
 # So both sanitizer builds start in the background as soon as the first build is done, at low
-# CPU priority (ASan's above TSan's, since its pass comes first), while the passes before theirs
+# CPU priority (TSan's above ASan's, since its pass comes first), while the passes before theirs
 # test: the tests keep the CPU they need and the builds take what they leave. A build's output
 # goes to build-<kind>/build.log, printed if it fails. (Not in a session of its own: where
 # the kernel groups CPU time by session, nice would then count for nothing.)
@@ -71,9 +72,7 @@ run_tsan=1; [ "$quick" = 0 ] && [ "${HUBFS_SKIP_TSAN:-0}" != "1" ] || run_tsan=0
 
 # The sanitizer builds make every test program and what the tests drive (all_tests: the daemon
 # and h5chunk run sanitized under the integration tests; a report aborts them, which fails the
-# test). The local Hub server's own test is Python: nothing to sanitize. Their CTest tests are one
-# per gtest suite, not one per test (HUBFS_TESTS_PER_SUITE): a sanitized process costs 0.1-0.3 s
-# to start, and a suite's shared servers start once.
+# test). The local Hub server's own test is Python: nothing to sanitize.
 start_background_build() {  # kind (asan|tsan), niceness, cmake options...
   local kind=$1 niceness=$2; shift 2
   mkdir -p "build-$kind"
@@ -123,16 +122,23 @@ finish_pytest() {
   rm -f "$py_log"
 }
 
+# Every build registers one CTest test per gtest suite and one per slow test (tests/CMakeLists.txt,
+# HUBFS_TESTS_PER_SUITE): given here too, so a build directory configured before that was the
+# default gets it.
+PER_SUITE=(-DHUBFS_TESTS_PER_SUITE=ON)
+
 if [ "$unit_only" = 1 ]; then
-  step "incremental build of the test programs"
-  BUILD_TARGETS="all_tests" ./scripts/build.sh
+  # The unit test programs alone (target unit_tests), not all_tests: a change in core/ would
+  # otherwise relink the daemon, the integration tests' programs and the benchmarks' libraries.
+  step "incremental build of the unit test programs"
+  BUILD_TARGETS="unit_tests" ./scripts/build.sh "${PER_SUITE[@]}"
   step "unit tests (not slow)"
   ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 600 -L '^unit$' -LE slow "${CTEST_ARGS[@]}"
   step "unit tests passed"
   exit 0
 elif [ "$quick" = 1 ]; then
   step "incremental build of the tests and the Python packages"
-  BUILD_TARGETS="all_tests python" ./scripts/build.sh
+  BUILD_TARGETS="all_tests python" ./scripts/build.sh "${PER_SUITE[@]}"
   # The Python tests run beside ctest (their output is printed after it): the integration tests
   # mostly wait on mounts and servers, and the edit loop's budget is wall time.
   step "unit and integration tests (not slow), and pytest beside them"
@@ -147,9 +153,9 @@ elif [ "$quick" = 1 ]; then
 else
   step "build (RelWithDebInfo): the programs, the Python packages and the tests"
   # Not the benchmarks: nothing here runs them (./scripts/build.sh alone builds everything).
-  BUILD_TARGETS="all_tests python" ./scripts/build.sh
-  [ "$run_asan" = 1 ] && start_background_build asan 10 -DHUBFS_SANITIZE=ON -DHUBFS_TESTS_PER_SUITE=ON
-  [ "$run_tsan" = 1 ] && start_background_build tsan 19 -DHUBFS_TSAN=ON -DHUBFS_TESTS_PER_SUITE=ON
+  BUILD_TARGETS="all_tests python" ./scripts/build.sh "${PER_SUITE[@]}"
+  [ "$run_asan" = 1 ] && start_background_build asan 19 -DHUBFS_SANITIZE=ON "${PER_SUITE[@]}"
+  [ "$run_tsan" = 1 ] && start_background_build tsan 10 -DHUBFS_TSAN=ON "${PER_SUITE[@]}"
   # The Python tests run beside the first pass (measured alone: pytest 39 s of wall time for
   # 27 s of CPU).
   start_pytest
@@ -170,6 +176,25 @@ finish_pytest
 check_pytest_rc "$py_rc"
 # --- end Python
 
+# TSan's pass before ASan's: its build is the smaller (~320 CPU s against ~550 at 46ca961), so
+# it is done first, and its pass waits the most (215 s of wall time for 321 CPU s): beside the
+# ASan build still running, the CPU it leaves goes to that build, and the shorter ASan pass is
+# the one that runs alone at the end.
+if [ "$run_tsan" = 1 ]; then
+  finish_background_build tsan
+  step "unit and integration tests under TSan (the test programs that exercise concurrency)"
+  # Suppressed: only races reported inside libraries built without TSan (see the file).
+  # The TSan build leaves out the single-threaded hostile-file tests (mutation fuzz, damaged
+  # indexes, random selections, patched dimensions), which ASan+UBSan covers, runs a smaller
+  # codec sweep, and of the integration tests those whose subject is concurrency in the daemon
+  # (parallel readers, the shared cache, unmounts while streaming), without their one-command
+  # tests: tests/CMakeLists.txt, HUBFS_TSAN_SKIPPED_TEST_FILES and HUBFS_TSAN_EXCLUDED_TESTS;
+  # tests/h5chunk/equality_test.cc.
+  TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:suppressions=$PWD/scripts/tsan.supp" \
+    ctest --test-dir build-tsan --output-on-failure -j"$SANITIZER_JOBS" --timeout 900 -LE "slow|server" \
+      "${CTEST_ARGS[@]}"
+fi
+
 if [ "$run_asan" = 1 ]; then
   finish_background_build asan
   step "unit and integration tests under ASan + UBSan"
@@ -179,20 +204,6 @@ if [ "$run_asan" = 1 ]; then
   LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
     ctest --test-dir build-asan --output-on-failure -j"$SANITIZER_JOBS" --timeout 900 -LE "slow|server" \
       -E "^MutationFuzz\." "${CTEST_ARGS[@]}"
-fi
-
-if [ "$run_tsan" = 1 ]; then
-  finish_background_build tsan
-  step "unit and integration tests under TSan (the test programs that exercise concurrency)"
-  # Suppressed: only races reported inside libraries built without TSan (see the file).
-  # The TSan build leaves out the single-threaded hostile-file tests (mutation fuzz, damaged
-  # indexes, random selections, patched dimensions), which ASan+UBSan covers, runs a smaller
-  # codec sweep, and of the integration tests those whose subject is concurrency in the daemon
-  # (parallel readers, the shared cache, unmounts while streaming): tests/CMakeLists.txt,
-  # HUBFS_TSAN_SKIPPED_TEST_FILES; tests/h5chunk/equality_test.cc.
-  TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:suppressions=$PWD/scripts/tsan.supp" \
-    ctest --test-dir build-tsan --output-on-failure -j"$SANITIZER_JOBS" --timeout 900 -LE "slow|server" \
-      "${CTEST_ARGS[@]}"
 fi
 
 # --- The Debian package (after every other test, on the build they used): scripts/package_test.sh

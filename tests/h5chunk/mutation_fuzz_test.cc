@@ -104,6 +104,13 @@ TEST(MutationFuzz, ChildrenThatCrashHangOrRunAwayAreCaught) {
   EXPECT_TRUE(ends[3].how == ChildEnd::kRunaway || ends[3].failed()) << ends[3].describe();
 }
 
+// Seeds per pair of children (one reads with H5Dread, one with h5chunk). One pair per seed spent
+// most of a case's CPU on the forks (copied pages, the children's first symbol lookups): 63 ms a
+// seed against ~20 in batches (docs/benchmarks.md, "Suite time"). A batch whose child crashes,
+// hangs or runs away is read again one seed per pair, so a verdict is still per seed; a child
+// reads its batch's files in seed order, so a failure names the batch to replay too.
+constexpr uint64_t kFuzzBatch = 25;
+
 // Seeds first_seed .. first_seed + iterations - 1, each a mutated fixture read both ways.
 void fuzz(uint64_t first_seed, uint64_t iterations) {
   Limits limits;
@@ -112,54 +119,95 @@ void fuzz(uint64_t first_seed, uint64_t iterations) {
 
   hubfs::testing::TempDir dir;
   const Fixture fixtures[] = {make_fixture(dir.path().string(), false), make_fixture(dir.path().string(), true)};
-  const std::string file = (dir / "case.h5").string();
 
   std::map<std::string, int> by_kind;
   int verified = 0, hdf5_crashes = 0, hdf5_query_crashes = 0, hdf5_garbage = 0, failures = 0;
   int ok_reads = 0, error_reads = 0, too_big = 0;
   const auto start = std::chrono::steady_clock::now();
-  for (uint64_t seed = first_seed; seed < first_seed + iterations; ++seed) {
-    std::mt19937_64 rng(seed);
-    const Fixture& fx = fixtures[rng() % 2];
-    const Kind kind = Kind(rng() % kKinds);
-    std::vector<uint8_t> bytes = fx.bytes;
-    const std::string what = mutate(bytes, fx, kind, rng);
-    write_file_bytes(file, bytes);
-    ++by_kind[kind_name(kind)];
-
-    CaseResult r = run_case(fx, file, dir.path().string(), limits);
-    ok_reads += r.ok_reads;
-    error_reads += r.error_reads;
-    too_big += r.too_big;
-    const std::string label = "seed " + std::to_string(seed) + " (" + fx.name + " file, " + kind_name(kind) +
-                              ": " + what + ")";
-    switch (r.verdict) {
-      case Verdict::kVerified: ++verified; break;
-      case Verdict::kHdf5Garbage:
-        ++hdf5_garbage;
-        std::cout << "[H5Dread returns uninitialised bytes, not counted] " << label << "\n";
-        break;
-      case Verdict::kHdf5Crash:
-        ++hdf5_crashes;
-        std::cout << "[libhdf5 fails under H5Dread, not counted] " << label << ": " << r.detail << "\n";
-        if (keep) {
-          std::filesystem::create_directories(keep);
-          write_file_bytes(std::string(keep) + "/libhdf5-seed-" + std::to_string(seed) + ".h5", bytes);
-        }
-        break;
-      case Verdict::kHdf5QueryCrash:
-        ++hdf5_query_crashes;
-        std::cout << "[libhdf5 fails under the calls h5chunk makes, not counted] " << label << ": "
-                  << r.detail.substr(0, r.detail.find('\n')) << "\n";
-        break;
-      case Verdict::kFailure:
-        ++failures;
-        ADD_FAILURE() << label << "\n" << r.detail;
-        if (keep) {
-          std::filesystem::create_directories(keep);
-          write_file_bytes(std::string(keep) + "/seed-" + std::to_string(seed) + ".h5", bytes);
-        }
-        break;
+  const uint64_t end_seed = first_seed + iterations;
+  for (uint64_t batch = first_seed; batch < end_seed; batch += kFuzzBatch) {
+    struct Case {
+      uint64_t seed;
+      const Fixture* fx;
+      Kind kind;
+      std::string what, file, ref_out, ours_out;
+    };
+    std::vector<Case> cases;
+    for (uint64_t seed = batch; seed < std::min(end_seed, batch + kFuzzBatch); ++seed) {
+      std::mt19937_64 rng(seed);
+      const Fixture& fx = fixtures[rng() % 2];
+      const Kind kind = Kind(rng() % kKinds);
+      std::vector<uint8_t> bytes = fx.bytes;
+      const std::string what = mutate(bytes, fx, kind, rng);
+      const std::string stem = (dir / ("case" + std::to_string(seed))).string();
+      write_file_bytes(stem + ".h5", bytes);
+      ++by_kind[kind_name(kind)];
+      cases.push_back({seed, &fx, kind, what, stem + ".h5", stem + ".reference.bin", stem + ".h5chunk.bin"});
+    }
+    auto ends = run_children({[&] {
+                                for (const Case& c : cases) write_records(c.ref_out, reference_reads(c.file, c.fx->datasets));
+                              },
+                              [&] {
+                                for (const Case& c : cases) write_records(c.ours_out, h5chunk_reads(c.file, c.fx->datasets));
+                              }},
+                             dir.path().string(), limits);
+    // Where a child failed, the seeds before the last one both children wrote answers for were
+    // read normally (a child that dies while writing leaves that one seed's answer partial).
+    size_t read_in_batch = cases.size();
+    if (ends[0].failed() || ends[1].failed()) {
+      read_in_batch = 0;
+      while (read_in_batch < cases.size() && std::filesystem::exists(cases[read_in_batch].ref_out) &&
+             std::filesystem::exists(cases[read_in_batch].ours_out))
+        ++read_in_batch;
+      read_in_batch = read_in_batch > 0 ? read_in_batch - 1 : 0;
+    }
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      const bool batch_read = i < read_in_batch;
+      const uint64_t seed = c.seed;
+      const Fixture& fx = *c.fx;
+      const Kind kind = c.kind;
+      const std::string& what = c.what;
+      CaseResult r = batch_read ? compare(read_records(c.ref_out), read_records(c.ours_out))
+                                : run_case(fx, c.file, dir.path().string(), limits);
+      ok_reads += r.ok_reads;
+      error_reads += r.error_reads;
+      too_big += r.too_big;
+      const std::string label = "seed " + std::to_string(seed) + " (" + fx.name + " file, " + kind_name(kind) +
+                                ": " + what + "; read in the batch of seeds " + std::to_string(batch) + ".." +
+                                std::to_string(cases.back().seed) + ")";
+      switch (r.verdict) {
+        case Verdict::kVerified: ++verified; break;
+        case Verdict::kHdf5Garbage:
+          ++hdf5_garbage;
+          std::cout << "[H5Dread returns uninitialised bytes, not counted] " << label << "\n";
+          break;
+        case Verdict::kHdf5Crash:
+          ++hdf5_crashes;
+          std::cout << "[libhdf5 fails under H5Dread, not counted] " << label << ": " << r.detail << "\n";
+          if (keep) {
+            std::filesystem::create_directories(keep);
+            std::filesystem::copy_file(c.file, std::string(keep) + "/libhdf5-seed-" + std::to_string(seed) + ".h5",
+                                       std::filesystem::copy_options::overwrite_existing);
+          }
+          break;
+        case Verdict::kHdf5QueryCrash:
+          ++hdf5_query_crashes;
+          std::cout << "[libhdf5 fails under the calls h5chunk makes, not counted] " << label << ": "
+                    << r.detail.substr(0, r.detail.find('\n')) << "\n";
+          break;
+        case Verdict::kFailure:
+          ++failures;
+          ADD_FAILURE() << label << "\n" << r.detail;
+          if (keep) {
+            std::filesystem::create_directories(keep);
+            std::filesystem::copy_file(c.file, std::string(keep) + "/seed-" + std::to_string(seed) + ".h5",
+                                       std::filesystem::copy_options::overwrite_existing);
+          }
+          break;
+      }
+      std::error_code ec;
+      for (const std::string& f : {c.file, c.ref_out, c.ours_out}) std::filesystem::remove(f, ec);
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
