@@ -381,10 +381,12 @@ Result<Location> HubClient::locate(const RepoRef& repo, std::string_view path_in
     if (it != locations_.end() && config_.env->now() < it->second.expires) return Result<Location>(it->second);
     return std::nullopt;
   };
-  const auto joined = config_.env->now();
   auto ticket = refresh ? resolving_.join(key) : resolving_.join(key, remembered);
   if (ticket.stored) return *resolving_.wait(ticket.flight, Deadline::never());
   if (!ticket.leader) {
+    // When this caller joined, read once it has: the first clock read of a joining caller is
+    // then a sign that it is in the flight (tests/hub/quota_hold_test.cc waits on it).
+    const auto joined = config_.env->now();
     // The resolve bounds itself (its requests' deadlines): no deadline of our own.
     Result<Location> shared = *resolving_.wait(ticket.flight, Deadline::never());
     // This caller waited for the quota as long as the resolve was held, but only from when it
