@@ -21,7 +21,7 @@ BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions
       read_ahead_policy_(options.read_ahead()),
       tiers_(env_, cache ? std::make_unique<DiskTier>(*cache) : nullptr,
              shared ? std::make_unique<SharedBlockTier>(*shared) : nullptr,
-             BlockTiersOptions{.memory_bytes = options.memory_cache_bytes,
+             TierStackOptions{.memory_bytes = options.memory_cache_bytes,
                                .max_deferred_write_bytes = options.max_deferred_write_bytes},
              [this](std::function<void()> task) { return disk_work_->post(std::move(task)); }),
       verifier_(tiers_.memory(),

@@ -1,4 +1,5 @@
-// The block tiers stacked: memory, then the local disk cache, then the shared tier, then (outside,
+// TierStack: the block tiers stacked (named for its role, so it does not read as one BlockTier):
+// memory, then the local disk cache, then the shared tier, then (outside,
 // BlockReader's fetch) the Hub. This is the one place that decides what moves between tiers:
 // - promotion: a block found below memory goes up into memory when it is served (the caller's
 //   `serve`), and a block from the shared tier also into the disk cache, later (deferred: see
@@ -34,7 +35,7 @@
 
 namespace hubfs {
 
-struct BlockTiersOptions {
+struct TierStackOptions {
   uint64_t memory_bytes = 256ull << 20;              // ReaderOptions::memory_cache_bytes
   uint64_t max_deferred_write_bytes = 256ull << 20;  // ReaderOptions::max_deferred_write_bytes
   // The deferred writer waits until nothing was read (nor asked of the shared tier) for this long.
@@ -45,7 +46,7 @@ struct BlockTiersOptions {
   std::chrono::milliseconds deferred_write_quiet{50};
 };
 
-class BlockTiers {
+class TierStack {
  public:
   using Executor = DeferredWrites::Executor;
   // Blocks (index, bytes) of one file found below memory, to be served: into memory, the file's
@@ -56,11 +57,11 @@ class BlockTiers {
   // writer: where the deferred writes' pump runs; null: a thread of its own from `env`, at low
   // priority (tests pass one that keeps the task and drive deferred().run_due() themselves).
   // Time (the deferred writes' quiet period) is env's.
-  BlockTiers(Env& env, std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared, BlockTiersOptions options,
+  TierStack(Env& env, std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared, TierStackOptions options,
              Executor disk_work, Executor writer = nullptr);
-  ~BlockTiers();  // shutdown()
-  BlockTiers(const BlockTiers&) = delete;
-  BlockTiers& operator=(const BlockTiers&) = delete;
+  ~TierStack();  // shutdown()
+  TierStack(const TierStack&) = delete;
+  TierStack& operator=(const TierStack&) = delete;
 
   MemoryTier& memory() { return memory_; }
   const MemoryTier& memory() const { return memory_; }
