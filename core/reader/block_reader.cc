@@ -22,7 +22,7 @@ BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions
       tiers_(env_, cache ? std::make_unique<DiskTier>(*cache) : nullptr,
              shared ? std::make_unique<SharedBlockTier>(*shared) : nullptr,
              TierStackOptions{.memory_bytes = options.memory_cache_bytes,
-                               .max_deferred_write_bytes = options.max_deferred_write_bytes},
+                              .max_deferred_write_bytes = options.max_deferred_write_bytes},
              [this](std::function<void()> task) { return disk_work_->post(std::move(task)); }),
       verifier_(tiers_.memory(),
                 FileVerifierOptions{options.block_size, options.max_verifying_files, options.verify_whole_files},

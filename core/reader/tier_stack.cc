@@ -13,7 +13,7 @@ namespace hubfs {
 constexpr int kDeferredWriteNice = 10;
 
 TierStack::TierStack(Env& env, std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared,
-                       TierStackOptions options, Executor disk_work, Executor writer)
+                     TierStackOptions options, PostFn disk_work, PostFn writer)
     : memory_(options.memory_bytes),
       disk_(std::move(disk)),
       shared_(std::move(shared)),
@@ -22,7 +22,7 @@ TierStack::TierStack(Env& env, std::unique_ptr<BlockTier> disk, std::unique_ptr<
       writer_(writer ? nullptr : env.new_executor(1)),
       deferred_(env, options.max_deferred_write_bytes, options.deferred_write_quiet,
                 writer ? std::move(writer)
-                       : Executor([this](std::function<void()> task) { return writer_->post(std::move(task)); })) {
+                       : PostFn([this](std::function<void()> task) { return writer_->post(std::move(task)); })) {
   // The writer's one thread runs at a lower CPU priority for good (a thread's nice value is its
   // own on Linux): between the daemon's own threads, readers come first.
   if (writer_)

@@ -48,7 +48,7 @@ struct TierStackOptions {
 
 class TierStack {
  public:
-  using Executor = DeferredWrites::Executor;
+  using PostFn = DeferredWrites::PostFn;
   // Blocks (index, bytes) of one file found below memory, to be served: into memory, the file's
   // hash, their waiters released (BlockReader::complete_batch).
   using Serve = std::function<void(const std::vector<std::pair<uint64_t, BlockBytes>>&)>;
@@ -58,7 +58,7 @@ class TierStack {
   // priority (tests pass one that keeps the task and drive deferred().run_due() themselves).
   // Time (the deferred writes' quiet period) is env's.
   TierStack(Env& env, std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared, TierStackOptions options,
-             Executor disk_work, Executor writer = nullptr);
+            PostFn disk_work, PostFn writer = nullptr);
   ~TierStack();  // shutdown()
   TierStack(const TierStack&) = delete;
   TierStack& operator=(const TierStack&) = delete;
@@ -116,13 +116,13 @@ class TierStack {
   MemoryTier memory_;
   const std::unique_ptr<BlockTier> disk_;
   const std::unique_ptr<BlockTier> shared_;
-  const Executor disk_work_;
+  const PostFn disk_work_;
   FileEpochs epochs_;
   std::atomic<uint64_t> disk_hits_{0};
   const MonotonicClock& latency_clock_;  // the Env's: what the latency histograms read
   LatencyHistogram disk_latency_;
   LatencyHistogram shared_latency_;
-  std::unique_ptr<hubfs::Executor> writer_;  // the deferred writer's one thread (unless one was given)
+  std::unique_ptr<Executor> writer_;  // the deferred writer's one thread (unless one was given)
   DeferredWrites deferred_;            // after writer_: its pump runs there
 };
 

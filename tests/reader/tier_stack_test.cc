@@ -16,7 +16,7 @@ using namespace std::chrono_literals;
 struct ManualExecutor {
   std::vector<std::function<void()>> tasks;
   bool refuse = false;
-  DeferredWrites::Executor fn() {
+  DeferredWrites::PostFn fn() {
     return [this](std::function<void()> t) {
       if (refuse) return false;
       tasks.push_back(std::move(t));
@@ -68,7 +68,7 @@ class TierStackTest : public ::testing::Test {
     disk_ = with_disk ? disk.get() : nullptr;
     shared_ = with_shared ? shared.get() : nullptr;
     tiers_ = std::make_unique<TierStack>(env_, with_disk ? std::move(disk) : nullptr, with_shared ? std::move(shared) : nullptr,
-                                          options, disk_work_.fn(), writer_.fn());
+                                         options, disk_work_.fn(), writer_.fn());
   }
   std::vector<BlockId> ids(std::initializer_list<uint64_t> indices) {
     std::vector<BlockId> out;
