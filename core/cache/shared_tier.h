@@ -1,6 +1,6 @@
 // The shared block tier: an optional second cache between the local disk cache and the Hub,
 // held by a distributed cache engine a cluster already runs (memcached today: see
-// core/shared/memcached_tier.h), so many nodes reading one dataset fetch each block from the
+// core/shared/memcached/memcached_store.h), so many nodes reading one dataset fetch each block from the
 // Hub once between them.
 //
 // Three pieces live here, free of any engine and of FUSE:

@@ -23,10 +23,10 @@ Status open_shared_tier(const SessionConfig& config, const PinnedRevision& info,
              "shares it anyway");
     return Status::Ok();
   }
-  MemcachedTierOptions options;
+  MemcachedStoreOptions options;
   options.servers = config.shared_cache;
   options.env = s.env;
-  auto tier = MemcachedTier::create(options);
+  auto tier = MemcachedStore::create(options);
   if (!tier.ok()) return tier.status();
   s.shared_tier = std::move(tier).value();
   s.shared_blocks = std::make_unique<SharedBlocks>(*s.shared_tier, block_size, *s.shared_key);

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/shared_tier.h"
-#include "shared/memcached_tier.h"
+#include "shared/memcached/memcached_store.h"
 #include "support/local_hub.h"
 #include "support/memcached_server.h"
 #include "support/mount_harness.h"
@@ -225,10 +225,10 @@ TEST_F(SharedCache, AForgedValueIsNeverServedNorCachedAndIsRepaired) {
     id = content_id(*a / "data.bin");
     ASSERT_FALSE(id.empty());
   }
-  hubfs::MemcachedTierOptions o;
+  hubfs::MemcachedStoreOptions o;
   o.env = &hubfs::Env::real();
   o.servers = nodes.addresses();
-  auto tier = hubfs::MemcachedTier::create(o);
+  auto tier = hubfs::MemcachedStore::create(o);
   ASSERT_TRUE(tier.ok());
   const std::string key = hubfs::SharedBlockKey{SharedCache::key().id(), id, kBlock, 3}.str();
   std::string altered(small_.substr(3 * kBlock, kBlock));
@@ -281,10 +281,10 @@ TEST_F(SharedCache, PrivateRepoBlocksStayOutUnlessAskedFor) {
   Nodes nodes(2);
   TempDir cache_a, cache_b;
   setenv("HF_TOKEN", "hf_sharedtoken", 1);
-  hubfs::MemcachedTierOptions o;
+  hubfs::MemcachedStoreOptions o;
   o.env = &hubfs::Env::real();
   o.servers = nodes.addresses();
-  auto tier = hubfs::MemcachedTier::create(o);
+  auto tier = hubfs::MemcachedStore::create(o);
   ASSERT_TRUE(tier.ok());
   std::string id;
   {

@@ -12,7 +12,7 @@
 
 #include "reader/block_reader.h"
 #include "reader/shared_blocks.h"
-#include "shared/memcached_tier.h"
+#include "shared/memcached/memcached_store.h"
 #include "support/fake_memcached.h"
 #include "support/fake_transport.h"
 #include "support/pattern.h"
@@ -35,12 +35,12 @@ const SharedTierKey& cluster_key() {
 // builds (a per-byte generator at -O0 under TSan cost ~1 s per test to fill 10 MiB).
 std::string pattern(size_t n, unsigned seed) { return testing::pattern_bytes(seed, 0, n); }
 
-std::unique_ptr<MemcachedTier> tier_on(const FakeMemcachedNode& node, std::chrono::milliseconds budget) {
-  MemcachedTierOptions o;
+std::unique_ptr<MemcachedStore> tier_on(const FakeMemcachedNode& node, std::chrono::milliseconds budget) {
+  MemcachedStoreOptions o;
   o.env = &Env::real();
   o.servers = {node.address()};
   o.lookup_budget = budget;
-  auto t = MemcachedTier::create(o);
+  auto t = MemcachedStore::create(o);
   EXPECT_TRUE(t.ok()) << t.status().message();
   return std::move(t).value();
 }
@@ -69,11 +69,11 @@ TEST(HostileNode, ATricklingNodeIsCutOffAtTheLookupBudgetAndThenSkipped) {
 // joins it): the store ends at its budget as an error.
 TEST(HostileNode, ATricklingNodeCannotHoldAStore) {
   FakeMemcachedNode node(64, std::chrono::milliseconds(150));
-  MemcachedTierOptions o;
+  MemcachedStoreOptions o;
   o.env = &Env::real();
   o.servers = {node.address()};
   o.store_budget = std::chrono::milliseconds(300);
-  auto tier = MemcachedTier::create(o);
+  auto tier = MemcachedStore::create(o);
   ASSERT_TRUE(tier.ok());
   (*tier)->put("k", std::string(1000, 'v'));
   (*tier)->wait_idle();

@@ -37,13 +37,13 @@
 
 namespace hubfs {
 
-struct MemcachedTierOptions {
+struct MemcachedStoreOptions {
   std::vector<std::string> servers;  // "host:port" (port default 11211)
   // Connect and per-wait I/O timeout of a lookup (the wait for each next piece of an answer,
   // not the whole answer). A miss costs one round trip whatever this is; only a hung node costs
   // the timeout, at most 3 times before its breaker opens. Not shorter: on a loaded machine a
   // multi-MiB multi-get waits on a busy memcached, and a lookup that times out becomes a Hub fetch
-  // (docs/constants.md, MemcachedTierOptions::timeout).
+  // (docs/constants.md, MemcachedStoreOptions::timeout).
   std::chrono::milliseconds timeout{200};
   // A lookup's whole budget (inside the caller's deadline): past it, whatever has not arrived is
   // a miss and the blocks come from the Hub. A node that sends a valid answer's header and then
@@ -74,13 +74,13 @@ struct MemcachedTierOptions {
 // host[:port] is an error naming what is supported.
 Result<std::vector<std::string>> parse_shared_cache_servers(const std::string& text);
 
-class MemcachedTier : public SharedTier {
+class MemcachedStore : public SharedTier {
  public:
   // Contacts no server: nodes are tried (and their breakers trip) on first use, so a mount
   // never fails because the shared tier is down.
-  static Result<std::unique_ptr<MemcachedTier>> create(MemcachedTierOptions options);
+  static Result<std::unique_ptr<MemcachedStore>> create(MemcachedStoreOptions options);
   // Finishes the queued stores for up to kDrainTime, then stops the writer.
-  ~MemcachedTier() override;
+  ~MemcachedStore() override;
 
   std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items,
                                               const Deadline& deadline) override;
@@ -100,7 +100,7 @@ class MemcachedTier : public SharedTier {
     std::string value;  // puts
     size_t value_size = 0;
   };
-  explicit MemcachedTier(MemcachedTierOptions options);
+  explicit MemcachedStore(MemcachedStoreOptions options);
   Node& node_for(const std::string& key);
   void get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
                 std::vector<std::optional<std::string>>& out, const Deadline& deadline);
@@ -123,7 +123,7 @@ class MemcachedTier : public SharedTier {
   void write(const Op& op);
   void run(const Op& op);
 
-  const MemcachedTierOptions options_;
+  const MemcachedStoreOptions options_;
   std::vector<std::unique_ptr<Node>> nodes_;
 
   // A leaf: never held across a network call nor while posting to a writer. (Each node's pool
