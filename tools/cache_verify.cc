@@ -165,7 +165,7 @@ int run_cache_verify(const CacheVerifyConfig& config) {
     if (config.shared_cache_key_file.empty())
       return fail("--shared-cache needs --shared-cache-key-file F, the key the mounts sharing the tier use "
                   "(bad blocks are deleted under their keys)");
-    auto key = SharedTierKey::from_file(config.shared_cache_key_file);
+    auto key = SharedStoreKey::from_file(config.shared_cache_key_file);
     if (!key.ok()) return fail(key.status().message());
     MemcachedStoreOptions tier_options;
     tier_options.env = &Env::real();

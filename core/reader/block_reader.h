@@ -17,7 +17,7 @@
 // deadline and wait, and the executors below.
 //
 // Threads it owns: 4 disk workers (an Env executor: disk-cache checks for read-ahead and hints,
-// splitting responses into blocks, hashing, write-back) and TierStack' deferred writer (one
+// splitting responses into blocks, hashing, write-back) and TierStack's deferred writer (one
 // thread, low priority). Stopping order: shutdown() below.
 //
 // Lock order, outermost first (no lock is held across a wait on another component but one: a

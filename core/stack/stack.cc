@@ -57,7 +57,7 @@ Status build_stack(const SessionConfig& config, Stack& s) {
           "of the cluster shares, which authenticates the blocks in the tier (memcached lets anyone who "
           "reaches it write, and a forged block would be served); make one with `head -c 32 /dev/urandom > F; "
           "chmod 600 F` and copy it to every machine");
-    auto key = SharedTierKey::from_file(config.shared_cache_key_file);
+    auto key = SharedStoreKey::from_file(config.shared_cache_key_file);
     if (!key.ok()) return key.status();
     s.shared_key = std::move(key).value();
   }

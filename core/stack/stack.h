@@ -45,7 +45,7 @@ struct Stack {
   std::unique_ptr<HubClient> hub;
   std::unique_ptr<BlockCache> cache;  // null: cache_size 0
   std::unique_ptr<RangeFetcher> fetcher;
-  std::optional<SharedTierKey> shared_key;      // shared_cache_key_file, read before anything else
+  std::optional<SharedStoreKey> shared_key;      // shared_cache_key_file, read before anything else
   std::unique_ptr<MemcachedStore> shared_tier;   // null: no shared tier, or a private repo
   std::unique_ptr<SharedBlocks> shared_blocks;  // the reader's view of shared_tier
   // Xet-stored files read natively (one repo's: its read token), with the chunk cache beside

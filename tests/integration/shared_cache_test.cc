@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cache/shared_tier.h"
+#include "shared/shared_store.h"
 #include "shared/memcached/memcached_store.h"
 #include "support/local_hub.h"
 #include "support/memcached_server.h"
@@ -126,8 +126,8 @@ class SharedCache : public ::testing::Test {
     }
     return HubfsMount::start(hub_->url(), repo, (cache.path() / "cache").string(), args);
   }
-  static const hubfs::SharedTierKey& key() {
-    static const hubfs::SharedTierKey k = hubfs::SharedTierKey::from_file(key_file_).value();
+  static const hubfs::SharedStoreKey& key() {
+    static const hubfs::SharedStoreKey k = hubfs::SharedStoreKey::from_file(key_file_).value();
     return k;
   }
   static uint64_t hub_data_requests() {
@@ -233,7 +233,7 @@ TEST_F(SharedCache, AForgedValueIsNeverServedNorCachedAndIsRepaired) {
   const std::string key = hubfs::SharedBlockKey{SharedCache::key().id(), id, kBlock, 3}.str();
   std::string altered(small_.substr(3 * kBlock, kBlock));
   for (size_t i = 0; i < 256; ++i) altered[1000 + i] ^= 0x5a;
-  const auto forger = hubfs::SharedTierKey::from_bytes(random_bytes(32, 64)).value();
+  const auto forger = hubfs::SharedStoreKey::from_bytes(random_bytes(32, 64)).value();
   const std::string forged = hubfs::shared_envelope::wrap(forger, key, altered);
   (*tier)->put(key, forged);
   (*tier)->wait_idle();

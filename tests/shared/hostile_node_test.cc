@@ -26,8 +26,8 @@ using testing::FakeTransport;
 
 constexpr uint32_t kBlock = 1u << 20;
 
-const SharedTierKey& cluster_key() {
-  static const SharedTierKey k = SharedTierKey::from_bytes(std::string(32, '\x42')).value();
+const SharedStoreKey& cluster_key() {
+  static const SharedStoreKey k = SharedStoreKey::from_bytes(std::string(32, '\x42')).value();
   return k;
 }
 
@@ -108,7 +108,7 @@ TEST(HostileNode, TruncatedAndForgedValuesAreCorruptAndGenuineOnesHit) {
   node.set(key(0), shared_envelope::wrap(cluster_key(), key(0), block));
   const std::string genuine = shared_envelope::wrap(cluster_key(), key(1), block);
   node.set(key(1), genuine.substr(0, genuine.size() - 1000));  // truncated
-  const auto forger = SharedTierKey::from_bytes("the forger's own key, not ours!!").value();
+  const auto forger = SharedStoreKey::from_bytes("the forger's own key, not ours!!").value();
   node.set(key(2), shared_envelope::wrap(forger, key(2), std::string(length, 'F')));  // right layout, wrong MAC
 
   auto found = shared.lookup(id, {{0, length}, {1, length}, {2, length}, {3, length}}, Deadline::never());

@@ -310,7 +310,7 @@ TEST(MemcachedStore, ADeadNodeCostsMissesItsBreakerOpensAndItIsUsedAgainOnceBack
     EXPECT_GT(hits, 0);
     EXPECT_LT(hits, 20);
   }
-  const SharedTierStats s = t.stats();
+  const SharedStoreStats s = t.stats();
   EXPECT_GE(s.get_errors, 2u);
   EXPECT_GT(s.skipped, 0u) << "the breaker never opened: the dead node was asked every time";
   EXPECT_EQ(s.nodes_down, 1u);

@@ -618,18 +618,18 @@ static std::optional<uint16_t> one_request(int fd, const std::string& head, std:
 
 void MemcachedStore::run(const Op& op) {
   Node& node = node_for(op.key);
-  auto count = [&](uint64_t SharedTierStats::*field, uint64_t n = 1) {
+  auto count = [&](uint64_t SharedStoreStats::*field, uint64_t n = 1) {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.*field += n;
   };
-  if (!node.breaker.allow()) return count(&SharedTierStats::skipped);
+  if (!node.breaker.allow()) return count(&SharedStoreStats::skipped);
   // Each wait bounded by store_timeout, the whole op by store_budget: a node that answers a
   // trickle at a time cannot hold a writer (nor the unmount that joins it).
   const Budget budget{options_.store_timeout, Deadline::after(options_.store_budget, options_.env->clock())};
   const int fd = node.take_socket(budget.next());
   if (fd < 0) {
     node.breaker.failure();
-    return count(&SharedTierStats::put_errors);
+    return count(&SharedStoreStats::put_errors);
   }
   const size_t size = op.is_delete ? op.value_size : op.value.size();
   size_t pos = 0;
@@ -665,7 +665,7 @@ void MemcachedStore::run(const Op& op) {
   }
   if (status != 0) {
     node.breaker.failure();
-    return count(&SharedTierStats::put_errors);
+    return count(&SharedStoreStats::put_errors);
   }
   node.breaker.success();
   if (!op.is_delete) {
@@ -680,8 +680,8 @@ void MemcachedStore::wait_idle() {
   idle_cv_.wait(lock, [&] { return (queued_ops_ == 0 && writing_ == 0) || stop_; });
 }
 
-SharedTierStats MemcachedStore::stats() const {
-  SharedTierStats s;
+SharedStoreStats MemcachedStore::stats() const {
+  SharedStoreStats s;
   {
     std::lock_guard<std::mutex> lock(mu_);
     s = stats_;

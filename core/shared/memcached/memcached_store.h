@@ -1,11 +1,12 @@
-// The shared block tier on memcached (see cache/shared_tier.h for the contract).
+// MemcachedStore: the shared tier's store on memcached (see shared/shared_store.h for the
+// contract; a store of values, not a BlockTier: reader/shared_block_tier.h makes one of it).
 //
 // Why memcached (and not Redis Cluster): clusters run it already, it is one package and one
 // process per node with nothing to configure, its LRU evicts on its own, and its binary protocol
 // is a few lines to speak (our own, on plain sockets, with a bound on every wait and on every
 // whole call). A server list is all a client needs: each block goes to one node chosen by
 // rendezvous hashing over the list (consistent: removing a node moves only that node's blocks,
-// and every mount that lists the same servers agrees). Redis Cluster would be another SharedTier
+// and every mount that lists the same servers agrees). Redis Cluster would be another SharedStore
 // behind the same seam.
 //
 // memcached stores at most 1 MiB per item by default (-I), header and key included, and a hubfs
@@ -31,7 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/shared_tier.h"
+#include "shared/shared_store.h"
 #include "common/env.h"
 #include "common/status.h"
 
@@ -74,7 +75,7 @@ struct MemcachedStoreOptions {
 // host[:port] is an error naming what is supported.
 Result<std::vector<std::string>> parse_shared_cache_servers(const std::string& text);
 
-class MemcachedStore : public SharedTier {
+class MemcachedStore : public SharedStore {
  public:
   // Contacts no server: nodes are tried (and their breakers trip) on first use, so a mount
   // never fails because the shared tier is down.
@@ -86,7 +87,7 @@ class MemcachedStore : public SharedTier {
                                               const Deadline& deadline) override;
   void put(std::string key, std::string value) override;
   void remove(std::string key, size_t value_size) override;
-  SharedTierStats stats() const override;
+  SharedStoreStats stats() const override;
   std::string describe() const override;
 
   // Waits until the writer has nothing queued or running (tests, benchmarks).
@@ -134,7 +135,7 @@ class MemcachedStore : public SharedTier {
   size_t queued_bytes_ = 0;
   int writing_ = 0;  // ops being run by writers now
   bool stop_ = false;
-  SharedTierStats stats_;
+  SharedStoreStats stats_;
   bool warned_too_big_ = false;
   // kWriters one-thread executors; a key always goes to the same one. Last: drained (by the
   // destructor) before anything above goes.
