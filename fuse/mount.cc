@@ -40,7 +40,7 @@
 #include "net/retrying_transport.h"
 #include "reader/block_reader.h"
 #include "reader/shared_blocks.h"
-#include "shared/memcached_tier.h"
+#include "shared/memcached/memcached_store.h"
 
 namespace hubfs {
 

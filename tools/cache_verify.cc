@@ -19,7 +19,7 @@
 #include "net/quota_gate.h"
 #include "net/range_fetcher.h"
 #include "net/retrying_transport.h"
-#include "shared/memcached_tier.h"
+#include "shared/memcached/memcached_store.h"
 
 namespace hubfs {
 namespace {
@@ -160,17 +160,17 @@ int run_cache_verify(const CacheVerifyConfig& config) {
     return kVerifyError;
   };
   ContentVerifyOptions options;
-  std::unique_ptr<MemcachedTier> tier;
+  std::unique_ptr<MemcachedStore> tier;
   if (!config.shared_cache.empty()) {
     if (config.shared_cache_key_file.empty())
       return fail("--shared-cache needs --shared-cache-key-file F, the key the mounts sharing the tier use "
                   "(bad blocks are deleted under their keys)");
-    auto key = SharedTierKey::from_file(config.shared_cache_key_file);
+    auto key = SharedStoreKey::from_file(config.shared_cache_key_file);
     if (!key.ok()) return fail(key.status().message());
-    MemcachedTierOptions tier_options;
+    MemcachedStoreOptions tier_options;
     tier_options.env = &Env::real();
     tier_options.servers = config.shared_cache;
-    auto made = MemcachedTier::create(tier_options);
+    auto made = MemcachedStore::create(tier_options);
     if (!made.ok()) return fail(made.status().message());
     tier = std::move(made).value();
     options.shared = tier.get();

@@ -22,7 +22,7 @@
 #include "mount_options.h"
 #include "mountpoint.h"
 #include "prefetch.h"
-#include "shared/memcached_tier.h"
+#include "shared/memcached/memcached_store.h"
 #include "status.h"
 
 namespace {

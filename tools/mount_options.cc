@@ -1,7 +1,7 @@
 #include "mount_options.h"
 
 #include "fs/follow.h"
-#include "shared/memcached_tier.h"
+#include "shared/memcached/memcached_store.h"
 
 namespace hubfs {
 namespace {

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/cache_index.h"
-#include "cache/shared_tier.h"
+#include "shared/shared_store.h"
 #include "common/env.h"
 #include "common/status.h"
 
@@ -131,10 +131,10 @@ struct ContentVerifyOptions {
   // --complete: fetch what partly cached files lack, verify them whole; refetch a bad file after
   // purging it. Unset: partly cached files are only reported.
   std::optional<HubSource> hub;
-  // A shared tier (cache/shared_tier.h) a bad file's blocks are deleted from as well, under the
+  // A shared tier (shared/shared_store.h) a bad file's blocks are deleted from as well, under the
   // key the machines sharing it hold. Both or neither.
-  SharedTier* shared = nullptr;
-  std::optional<SharedTierKey> shared_key;
+  SharedStore* shared = nullptr;
+  std::optional<SharedStoreKey> shared_key;
   // Called as the work advances: bytes of files gone through so far, of `total` (every indexed
   // file's size, each content once). On the calling thread.
   std::function<void(uint64_t done, uint64_t total)> progress;

@@ -1,6 +1,6 @@
 // Serves byte ranges of remote, immutable files block by block, and orchestrates the pieces that
 // do the work:
-// - BlockTiers (block_tiers.h): memory, then the on-disk BlockCache, then the shared tier; what
+// - TierStack (tier_stack.h): memory, then the on-disk BlockCache, then the shared tier; what
 //   moves between them (promotion, write-back, deferred writes);
 // - SingleFlight (common/single_flight.h): each missing block is loaded once however many
 //   readers wait for it;
@@ -17,7 +17,7 @@
 // deadline and wait, and the executors below.
 //
 // Threads it owns: 4 disk workers (an Env executor: disk-cache checks for read-ahead and hints,
-// splitting responses into blocks, hashing, write-back) and BlockTiers' deferred writer (one
+// splitting responses into blocks, hashing, write-back) and TierStack's deferred writer (one
 // thread, low priority). Stopping order: shutdown() below.
 //
 // Lock order, outermost first (no lock is held across a wait on another component but one: a
@@ -62,7 +62,7 @@
 #include "net/range_fetcher.h"
 #include "net/range_source.h"
 #include "reader/block_tier.h"
-#include "reader/block_tiers.h"
+#include "reader/tier_stack.h"
 #include "reader/file_verifier.h"
 #include "reader/read_ahead.h"
 #include "reader/read_ahead_marks.h"
@@ -242,7 +242,7 @@ class BlockReader {
   // in flight to call back (the transport bounds each; shut the transport down first for a prompt
   // return); (3) drains the disk workers (their queued work runs) and joins them; (4) waits for
   // any fetch a draining task started (its callback, finding the queue closed, runs inline);
-  // (5) BlockTiers::shutdown(): the deferred writes still waiting run at once, and the writer
+  // (5) TierStack::shutdown(): the deferred writes still waiting run at once, and the writer
   // thread is joined. Afterwards nothing calls back into this reader, a RemoteFile's locate or
   // the cache. Reads must have stopped before (the FUSE session is gone). Idempotent.
   void shutdown();
@@ -367,7 +367,7 @@ class BlockReader {
   Env& env_;  // the fetcher's
   const ReaderOptions options_;
   const ReadAheadPolicy read_ahead_policy_;
-  BlockTiers tiers_;
+  TierStack tiers_;
   FileVerifier verifier_;
   Flights in_flight_;  // by "<memory id>#<index>"
   // Files whose reader sent a range hint lately: no speculative read-ahead for them for

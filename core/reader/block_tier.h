@@ -1,5 +1,5 @@
 // A block tier: one place a file's blocks may be kept (memory, the local disk cache, the shared
-// tier of other machines), behind the same three calls. BlockTiers (block_tiers.h) stacks them
+// tier of other machines), behind the same three calls. TierStack (tier_stack.h) stacks them
 // and decides what moves between them; BlockReader asks it, never a tier directly.
 //
 // Blocks are named by the file's cache id (its content id, plus a suffix for a non-default block

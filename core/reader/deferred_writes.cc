@@ -4,7 +4,7 @@ namespace hubfs {
 
 using TimePoint = MonotonicClock::time_point;
 
-DeferredWrites::DeferredWrites(Env& env, uint64_t max_bytes, std::chrono::milliseconds quiet, Executor executor)
+DeferredWrites::DeferredWrites(Env& env, uint64_t max_bytes, std::chrono::milliseconds quiet, PostFn executor)
     : max_bytes_(max_bytes), quiet_(quiet), executor_(std::move(executor)), clock_(env.clock()) {}
 
 void DeferredWrites::note_activity() {

@@ -28,10 +28,11 @@ namespace hubfs {
 
 class DeferredWrites {
  public:
-  // Runs a task on some other thread; false when it will not (then the task is not run).
-  using Executor = std::function<bool(std::function<void()>)>;
+  // Runs a task on some other thread; false when it will not (then the task is not run). Only the
+  // post call of an Executor (common/env.h), hence not that name.
+  using PostFn = std::function<bool(std::function<void()>)>;
 
-  DeferredWrites(Env& env, uint64_t max_bytes, std::chrono::milliseconds quiet, Executor executor);
+  DeferredWrites(Env& env, uint64_t max_bytes, std::chrono::milliseconds quiet, PostFn executor);
   DeferredWrites(const DeferredWrites&) = delete;
   DeferredWrites& operator=(const DeferredWrites&) = delete;
 
@@ -60,7 +61,7 @@ class DeferredWrites {
 
   const uint64_t max_bytes_;
   const std::chrono::milliseconds quiet_;
-  const Executor executor_;
+  const PostFn executor_;
   const MonotonicClock& clock_;
   std::atomic<MonotonicClock::time_point::rep> last_activity_{0};  // clock_ ticks
   std::atomic<uint64_t> bytes_{0};

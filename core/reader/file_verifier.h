@@ -86,7 +86,7 @@ class FileVerifier {
   // memory must outlive this verifier.
   FileVerifier(const MemoryTier& memory, FileVerifierOptions options, OnCorrupt on_corrupt);
 
-  // Blocks that arrived together, (index, bytes) ascending, as BlockTiers serves them.
+  // Blocks that arrived together, (index, bytes) ascending, as TierStack serves them.
   using Batch = std::vector<std::pair<uint64_t, BlockBytes>>;
   // The caller's release of block batch[i]'s waiters with `verdict` (OK, or kCorrupt when the
   // file failed its hash). Called with no verifier lock held.

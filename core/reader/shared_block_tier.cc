@@ -13,7 +13,7 @@ std::vector<std::optional<BlockBytes>> SharedBlockTier::get_many(const std::vect
   std::vector<std::pair<uint64_t, size_t>> wanted;
   wanted.reserve(ids.size());
   for (const BlockId& id : ids) wanted.emplace_back(id.index, id.length);
-  // One file per call (BlockTiers asks per file): the first id names it.
+  // One file per call (TierStack asks per file): the first id names it.
   auto found = shared_.lookup(std::string(ids.front().cache_id), wanted, deadline);
   for (size_t i = 0; i < ids.size() && i < found.size(); ++i) {
     if (found[i]) out[i] = BlockBytes{std::move(found[i]->value), found[i]->offset, found[i]->length};

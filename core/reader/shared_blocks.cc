@@ -2,7 +2,7 @@
 
 namespace hubfs {
 
-SharedBlocks::SharedBlocks(SharedTier& tier, uint32_t block_size, SharedTierKey key)
+SharedBlocks::SharedBlocks(SharedStore& tier, uint32_t block_size, SharedStoreKey key)
     : tier_(tier), block_size_(block_size), key_(std::move(key)) {}
 
 std::string SharedBlocks::key(const std::string& cache_id, uint64_t index) const {

@@ -1,4 +1,4 @@
-// The reader's side of the shared block tier (cache/shared_tier.h): looks blocks up by content id
+// The reader's side of the shared block tier (shared/shared_store.h): looks blocks up by content id
 // and index, checks every value's envelope and MAC (a bad one, truncated or forged included, is
 // counted corrupt and is a miss, never served), and offers blocks fetched from the Hub to the
 // tier (asynchronously: the tier queues them).
@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/shared_tier.h"
+#include "shared/shared_store.h"
 
 namespace hubfs {
 
@@ -24,7 +24,7 @@ struct SharedBlocksStats {
                             // (ignored; overwritten later)
   uint64_t bytes_read = 0;  // block bytes served from the tier
   uint64_t offered = 0;     // blocks fetched from the Hub and handed to the tier to store
-  SharedTierStats tier;     // the engine's own counters
+  SharedStoreStats tier;     // the engine's own counters
 };
 
 // A block found in the tier: a slice of the value that carried it (no copy).
@@ -37,7 +37,7 @@ struct SharedHit {
 class SharedBlocks {
  public:
   // tier must outlive this object. `key` authenticates every value written and read.
-  SharedBlocks(SharedTier& tier, uint32_t block_size, SharedTierKey key);
+  SharedBlocks(SharedStore& tier, uint32_t block_size, SharedStoreKey key);
 
   // For each (index, length) of content `cache_id`, the block if the tier holds a good one;
   // returns by `deadline` (what has not arrived by then is a miss).
@@ -55,9 +55,9 @@ class SharedBlocks {
  private:
   std::string key(const std::string& cache_id, uint64_t index) const;
 
-  SharedTier& tier_;
+  SharedStore& tier_;
   const uint32_t block_size_;
-  const SharedTierKey key_;
+  const SharedStoreKey key_;
   mutable std::mutex mu_;
   SharedBlocksStats stats_;
 };

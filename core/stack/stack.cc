@@ -23,10 +23,10 @@ Status open_shared_tier(const SessionConfig& config, const PinnedRevision& info,
              "shares it anyway");
     return Status::Ok();
   }
-  MemcachedTierOptions options;
+  MemcachedStoreOptions options;
   options.servers = config.shared_cache;
   options.env = s.env;
-  auto tier = MemcachedTier::create(options);
+  auto tier = MemcachedStore::create(options);
   if (!tier.ok()) return tier.status();
   s.shared_tier = std::move(tier).value();
   s.shared_blocks = std::make_unique<SharedBlocks>(*s.shared_tier, block_size, *s.shared_key);
@@ -57,7 +57,7 @@ Status build_stack(const SessionConfig& config, Stack& s) {
           "of the cluster shares, which authenticates the blocks in the tier (memcached lets anyone who "
           "reaches it write, and a forged block would be served); make one with `head -c 32 /dev/urandom > F; "
           "chmod 600 F` and copy it to every machine");
-    auto key = SharedTierKey::from_file(config.shared_cache_key_file);
+    auto key = SharedStoreKey::from_file(config.shared_cache_key_file);
     if (!key.ok()) return key.status();
     s.shared_key = std::move(key).value();
   }

@@ -23,7 +23,7 @@
 #include "net/retrying_transport.h"
 #include "reader/block_reader.h"
 #include "reader/shared_blocks.h"
-#include "shared/memcached_tier.h"
+#include "shared/memcached/memcached_store.h"
 #include "stack/config.h"
 #include "stack/xet_routing.h"
 #include "xet/chunk_cache.h"
@@ -45,8 +45,8 @@ struct Stack {
   std::unique_ptr<HubClient> hub;
   std::unique_ptr<BlockCache> cache;  // null: cache_size 0
   std::unique_ptr<RangeFetcher> fetcher;
-  std::optional<SharedTierKey> shared_key;      // shared_cache_key_file, read before anything else
-  std::unique_ptr<MemcachedTier> shared_tier;   // null: no shared tier, or a private repo
+  std::optional<SharedStoreKey> shared_key;      // shared_cache_key_file, read before anything else
+  std::unique_ptr<MemcachedStore> shared_tier;   // null: no shared tier, or a private repo
   std::unique_ptr<SharedBlocks> shared_blocks;  // the reader's view of shared_tier
   // Xet-stored files read natively (one repo's: its read token), with the chunk cache beside
   // the blocks; null without a pinned repo, offline, or with HF_HUB_DISABLE_XET.

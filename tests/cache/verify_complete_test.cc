@@ -13,7 +13,7 @@
 #include "cache/cache_admin.h"
 #include "cache/cache_index.h"
 #include "cache/content_verifier.h"
-#include "cache/shared_tier.h"
+#include "shared/shared_store.h"
 #include "support/temp_dir.h"
 
 namespace hubfs {
@@ -42,14 +42,14 @@ std::string content(size_t size, unsigned seed) {
 }
 
 // Records the deletes; answers nothing.
-struct RecordingTier : SharedTier {
+struct RecordingTier : SharedStore {
   std::vector<std::pair<std::string, size_t>> removed;
   std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items, const Deadline&) override {
     return std::vector<std::optional<std::string>>(items.size());
   }
   void put(std::string, std::string) override {}
   void remove(std::string key, size_t value_size) override { removed.emplace_back(std::move(key), value_size); }
-  SharedTierStats stats() const override { return {}; }
+  SharedStoreStats stats() const override { return {}; }
   std::string describe() const override { return "recording"; }
 };
 
@@ -158,7 +158,7 @@ TEST_F(VerifyCompleteTest, ACorruptedPartialBlockIsFoundPurgedAndRefetchedExact)
   ContentVerifyOptions options;
   options.hub = hub.source();
   options.shared = &tier;
-  auto key = SharedTierKey::from_bytes(std::string(32, 'k'));
+  auto key = SharedStoreKey::from_bytes(std::string(32, 'k'));
   ASSERT_TRUE(key.ok());
   options.shared_key = *key;
   auto v = cache_admin::verify_content(dir_.str(), Env::real(), options);

@@ -16,8 +16,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cache/shared_tier.h"
-#include "shared/memcached_tier.h"
+#include "shared/shared_store.h"
+#include "shared/memcached/memcached_store.h"
 #include "support/local_hub.h"
 #include "support/memcached_server.h"
 #include "support/mount_harness.h"
@@ -126,8 +126,8 @@ class SharedCache : public ::testing::Test {
     }
     return HubfsMount::start(hub_->url(), repo, (cache.path() / "cache").string(), args);
   }
-  static const hubfs::SharedTierKey& key() {
-    static const hubfs::SharedTierKey k = hubfs::SharedTierKey::from_file(key_file_).value();
+  static const hubfs::SharedStoreKey& key() {
+    static const hubfs::SharedStoreKey k = hubfs::SharedStoreKey::from_file(key_file_).value();
     return k;
   }
   static uint64_t hub_data_requests() {
@@ -225,15 +225,15 @@ TEST_F(SharedCache, AForgedValueIsNeverServedNorCachedAndIsRepaired) {
     id = content_id(*a / "data.bin");
     ASSERT_FALSE(id.empty());
   }
-  hubfs::MemcachedTierOptions o;
+  hubfs::MemcachedStoreOptions o;
   o.env = &hubfs::Env::real();
   o.servers = nodes.addresses();
-  auto tier = hubfs::MemcachedTier::create(o);
+  auto tier = hubfs::MemcachedStore::create(o);
   ASSERT_TRUE(tier.ok());
   const std::string key = hubfs::SharedBlockKey{SharedCache::key().id(), id, kBlock, 3}.str();
   std::string altered(small_.substr(3 * kBlock, kBlock));
   for (size_t i = 0; i < 256; ++i) altered[1000 + i] ^= 0x5a;
-  const auto forger = hubfs::SharedTierKey::from_bytes(random_bytes(32, 64)).value();
+  const auto forger = hubfs::SharedStoreKey::from_bytes(random_bytes(32, 64)).value();
   const std::string forged = hubfs::shared_envelope::wrap(forger, key, altered);
   (*tier)->put(key, forged);
   (*tier)->wait_idle();
@@ -281,10 +281,10 @@ TEST_F(SharedCache, PrivateRepoBlocksStayOutUnlessAskedFor) {
   Nodes nodes(2);
   TempDir cache_a, cache_b;
   setenv("HF_TOKEN", "hf_sharedtoken", 1);
-  hubfs::MemcachedTierOptions o;
+  hubfs::MemcachedStoreOptions o;
   o.env = &hubfs::Env::real();
   o.servers = nodes.addresses();
-  auto tier = hubfs::MemcachedTier::create(o);
+  auto tier = hubfs::MemcachedStore::create(o);
   ASSERT_TRUE(tier.ok());
   std::string id;
   {

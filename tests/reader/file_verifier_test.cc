@@ -66,7 +66,7 @@ class FileVerifierTest : public ::testing::Test {
   };
   FileVerifier make(FileVerifierOptions o = {.block_size = kBlock}) {
     return FileVerifier(memory_, o, [this](const VerifiedFile& f) {
-      // As BlockTiers::drop_failed_file does: the file's blocks leave memory.
+      // As TierStack::drop_failed_file does: the file's blocks leave memory.
       ++corrupt_calls_;
       dropped_ = std::string(f.memory_id);
       dropped_epoch_ = f.epoch;

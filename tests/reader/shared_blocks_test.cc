@@ -27,7 +27,7 @@ constexpr uint32_t kBlock = 1u << 20;
 
 // An in-memory engine: puts land at once; `fail` makes every get an error (nothing returned).
 // Like memcached, it returns whatever it holds under a key, of whatever size.
-class FakeTier : public SharedTier {
+class FakeTier : public SharedStore {
  public:
   std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items, const Deadline&) override {
     std::lock_guard<std::mutex> lock(mu);
@@ -51,9 +51,9 @@ class FakeTier : public SharedTier {
     values.erase(key);
     ++removes;
   }
-  SharedTierStats stats() const override {
+  SharedStoreStats stats() const override {
     std::lock_guard<std::mutex> lock(mu);
-    SharedTierStats s;
+    SharedStoreStats s;
     s.puts = puts;
     return s;
   }
@@ -78,8 +78,8 @@ std::string pattern(size_t n, unsigned seed) { return testing::pattern_bytes(see
 
 using testing::sha256_hex;
 
-const SharedTierKey& cluster_key() {
-  static const SharedTierKey k = SharedTierKey::from_bytes(std::string(32, '\x17')).value();
+const SharedStoreKey& cluster_key() {
+  static const SharedStoreKey k = SharedStoreKey::from_bytes(std::string(32, '\x17')).value();
   return k;
 }
 
@@ -308,7 +308,7 @@ TEST_F(SharedBlocksTest, AWrongTierBlockNeverReachesTheLocalDisk) {
 // recompute). A partial read, which has no whole-file hash to catch wrong bytes, still gets the
 // Hub's bytes; only those reach the local disk, and the forged value is overwritten.
 TEST_F(SharedBlocksTest, AForgedValueIsNeverServedNorWrittenToDisk) {
-  const SharedTierKey forger = SharedTierKey::from_bytes("someone else's key, not the one!").value();
+  const SharedStoreKey forger = SharedStoreKey::from_bytes("someone else's key, not the one!").value();
   tier_.put(key(2), shared_envelope::wrap(forger, key(2), std::string(kBlock, 'F')));
   auto b = machine();
   std::string out(4096, '\0');

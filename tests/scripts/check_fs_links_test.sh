@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # core/fs links no transport, shared tier or Xet (issue 41; the stack is wired in core/stack):
 # test_fs, which links hubfs_fs and what it needs, must hold no libcurl or libmemcached symbol
-# and none of CurlTransport, MemcachedTier or the Xet code. The same check run on hubfs_net's
+# and none of CurlTransport, MemcachedStore or the Xet code. The same check run on hubfs_net's
 # archive, which holds CurlTransport, must fail: the pattern is not one that never matches.
 # Includes too, which the link alone would not see: core/fs includes nothing of the stack, Xet,
 # the shared tier or the curl transport, and core/cache (below Xet) nothing of Xet.
@@ -11,7 +11,7 @@ set -euo pipefail
 test_fs=$1
 net_lib=$2
 src=$3
-pattern=' [TtUuWwVv] (curl_|memcached_|hubfs::CurlTransport|hubfs::MemcachedTier|hubfs::xet::)'
+pattern=' [TtUuWwVv] (curl_|memcached_|hubfs::CurlTransport|hubfs::MemcachedStore|hubfs::xet::)'
 
 found() { nm -C "$1" 2>/dev/null | grep -E "$pattern" || true; }
 
@@ -35,4 +35,4 @@ if [ -n "$upward" ]; then
   echo "$upward" >&2
   exit 1
 fi
-echo "check_fs_links: test_fs holds no curl_, memcached_, CurlTransport, MemcachedTier or xet:: symbol; core/fs and core/cache include nothing from above them"
+echo "check_fs_links: test_fs holds no curl_, memcached_, CurlTransport, MemcachedStore or xet:: symbol; core/fs and core/cache include nothing from above them"

@@ -12,7 +12,7 @@
 
 #include "reader/block_reader.h"
 #include "reader/shared_blocks.h"
-#include "shared/memcached_tier.h"
+#include "shared/memcached/memcached_store.h"
 #include "support/fake_memcached.h"
 #include "support/fake_transport.h"
 #include "support/pattern.h"
@@ -26,8 +26,8 @@ using testing::FakeTransport;
 
 constexpr uint32_t kBlock = 1u << 20;
 
-const SharedTierKey& cluster_key() {
-  static const SharedTierKey k = SharedTierKey::from_bytes(std::string(32, '\x42')).value();
+const SharedStoreKey& cluster_key() {
+  static const SharedStoreKey k = SharedStoreKey::from_bytes(std::string(32, '\x42')).value();
   return k;
 }
 
@@ -35,12 +35,12 @@ const SharedTierKey& cluster_key() {
 // builds (a per-byte generator at -O0 under TSan cost ~1 s per test to fill 10 MiB).
 std::string pattern(size_t n, unsigned seed) { return testing::pattern_bytes(seed, 0, n); }
 
-std::unique_ptr<MemcachedTier> tier_on(const FakeMemcachedNode& node, std::chrono::milliseconds budget) {
-  MemcachedTierOptions o;
+std::unique_ptr<MemcachedStore> tier_on(const FakeMemcachedNode& node, std::chrono::milliseconds budget) {
+  MemcachedStoreOptions o;
   o.env = &Env::real();
   o.servers = {node.address()};
   o.lookup_budget = budget;
-  auto t = MemcachedTier::create(o);
+  auto t = MemcachedStore::create(o);
   EXPECT_TRUE(t.ok()) << t.status().message();
   return std::move(t).value();
 }
@@ -69,11 +69,11 @@ TEST(HostileNode, ATricklingNodeIsCutOffAtTheLookupBudgetAndThenSkipped) {
 // joins it): the store ends at its budget as an error.
 TEST(HostileNode, ATricklingNodeCannotHoldAStore) {
   FakeMemcachedNode node(64, std::chrono::milliseconds(150));
-  MemcachedTierOptions o;
+  MemcachedStoreOptions o;
   o.env = &Env::real();
   o.servers = {node.address()};
   o.store_budget = std::chrono::milliseconds(300);
-  auto tier = MemcachedTier::create(o);
+  auto tier = MemcachedStore::create(o);
   ASSERT_TRUE(tier.ok());
   (*tier)->put("k", std::string(1000, 'v'));
   (*tier)->wait_idle();
@@ -108,7 +108,7 @@ TEST(HostileNode, TruncatedAndForgedValuesAreCorruptAndGenuineOnesHit) {
   node.set(key(0), shared_envelope::wrap(cluster_key(), key(0), block));
   const std::string genuine = shared_envelope::wrap(cluster_key(), key(1), block);
   node.set(key(1), genuine.substr(0, genuine.size() - 1000));  // truncated
-  const auto forger = SharedTierKey::from_bytes("the forger's own key, not ours!!").value();
+  const auto forger = SharedStoreKey::from_bytes("the forger's own key, not ours!!").value();
   node.set(key(2), shared_envelope::wrap(forger, key(2), std::string(length, 'F')));  // right layout, wrong MAC
 
   auto found = shared.lookup(id, {{0, length}, {1, length}, {2, length}, {3, length}}, Deadline::never());

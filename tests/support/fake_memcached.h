@@ -1,5 +1,5 @@
 // A hostile memcached node on 127.0.0.1 for the shared-tier tests: it speaks just enough of the
-// binary protocol (GETKQ and NOOP, as MemcachedTier's lookups send them) to answer from a table
+// binary protocol (GETKQ and NOOP, as MemcachedStore's lookups send them) to answer from a table
 // the test fills, so a test can serve forged, truncated or endlessly slow values, which a real
 // memcached never would. Every connection gets a thread; all stop on destruction.
 #pragma once

@@ -1,4 +1,5 @@
-// The block tiers stacked: memory, then the local disk cache, then the shared tier, then (outside,
+// TierStack: the block tiers stacked (named for its role, so it does not read as one BlockTier):
+// memory, then the local disk cache, then the shared tier, then (outside,
 // BlockReader's fetch) the Hub. This is the one place that decides what moves between tiers:
 // - promotion: a block found below memory goes up into memory when it is served (the caller's
 //   `serve`), and a block from the shared tier also into the disk cache, later (deferred: see
@@ -34,7 +35,7 @@
 
 namespace hubfs {
 
-struct BlockTiersOptions {
+struct TierStackOptions {
   uint64_t memory_bytes = 256ull << 20;              // ReaderOptions::memory_cache_bytes
   uint64_t max_deferred_write_bytes = 256ull << 20;  // ReaderOptions::max_deferred_write_bytes
   // The deferred writer waits until nothing was read (nor asked of the shared tier) for this long.
@@ -45,9 +46,9 @@ struct BlockTiersOptions {
   std::chrono::milliseconds deferred_write_quiet{50};
 };
 
-class BlockTiers {
+class TierStack {
  public:
-  using Executor = DeferredWrites::Executor;
+  using PostFn = DeferredWrites::PostFn;
   // Blocks (index, bytes) of one file found below memory, to be served: into memory, the file's
   // hash, their waiters released (BlockReader::complete_batch).
   using Serve = std::function<void(const std::vector<std::pair<uint64_t, BlockBytes>>&)>;
@@ -56,11 +57,11 @@ class BlockTiers {
   // writer: where the deferred writes' pump runs; null: a thread of its own from `env`, at low
   // priority (tests pass one that keeps the task and drive deferred().run_due() themselves).
   // Time (the deferred writes' quiet period) is env's.
-  BlockTiers(Env& env, std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared, BlockTiersOptions options,
-             Executor disk_work, Executor writer = nullptr);
-  ~BlockTiers();  // shutdown()
-  BlockTiers(const BlockTiers&) = delete;
-  BlockTiers& operator=(const BlockTiers&) = delete;
+  TierStack(Env& env, std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared, TierStackOptions options,
+            PostFn disk_work, PostFn writer = nullptr);
+  ~TierStack();  // shutdown()
+  TierStack(const TierStack&) = delete;
+  TierStack& operator=(const TierStack&) = delete;
 
   MemoryTier& memory() { return memory_; }
   const MemoryTier& memory() const { return memory_; }
@@ -115,13 +116,13 @@ class BlockTiers {
   MemoryTier memory_;
   const std::unique_ptr<BlockTier> disk_;
   const std::unique_ptr<BlockTier> shared_;
-  const Executor disk_work_;
+  const PostFn disk_work_;
   FileEpochs epochs_;
   std::atomic<uint64_t> disk_hits_{0};
   const MonotonicClock& latency_clock_;  // the Env's: what the latency histograms read
   LatencyHistogram disk_latency_;
   LatencyHistogram shared_latency_;
-  std::unique_ptr<hubfs::Executor> writer_;  // the deferred writer's one thread (unless one was given)
+  std::unique_ptr<Executor> writer_;  // the deferred writer's one thread (unless one was given)
   DeferredWrites deferred_;            // after writer_: its pump runs there
 };
 

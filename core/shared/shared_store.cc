@@ -1,4 +1,4 @@
-#include "cache/shared_tier.h"
+#include "shared/shared_store.h"
 
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -23,11 +23,11 @@ std::string how_to_make_one(const std::string& path) {
 
 }  // namespace
 
-Result<SharedTierKey> SharedTierKey::from_bytes(std::string secret) {
+Result<SharedStoreKey> SharedStoreKey::from_bytes(std::string secret) {
   if (secret.size() < kMinBytes || secret.size() > kMaxBytes)
     return InvalidArgument("a shared cache key must hold " + std::to_string(kMinBytes) + " to " +
                            std::to_string(kMaxBytes) + " bytes, not " + std::to_string(secret.size()));
-  SharedTierKey k;
+  SharedStoreKey k;
   k.secret_ = std::move(secret);
   static const char kLabel[] = "hubfs shared tier key id";
   unsigned char mac[EVP_MAX_MD_SIZE];
@@ -42,7 +42,7 @@ Result<SharedTierKey> SharedTierKey::from_bytes(std::string secret) {
   return k;
 }
 
-Result<SharedTierKey> SharedTierKey::from_file(const std::string& path) {
+Result<SharedStoreKey> SharedStoreKey::from_file(const std::string& path) {
   const std::string what = "--shared-cache-key-file " + path;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
@@ -100,7 +100,7 @@ constexpr char kMagic[8] = {'H', 'U', 'B', 'F', 'S', 'S', 'B', 2};
 constexpr size_t kFixed = 8 + 8 + 2;
 
 // HMAC-SHA-256 of `data` under the key's secret.
-void mac_of(const SharedTierKey& secret, std::string_view data, unsigned char out[kMacBytes]) {
+void mac_of(const SharedStoreKey& secret, std::string_view data, unsigned char out[kMacBytes]) {
   unsigned int n = 0;
   HMAC(EVP_sha256(), secret.secret().data(), static_cast<int>(secret.secret().size()),
        reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &n);
@@ -124,7 +124,7 @@ size_t size(const std::string& key, size_t block_length) {
   return kFixed + key.size() + block_length + kMacBytes;
 }
 
-std::string wrap(const SharedTierKey& secret, const std::string& key, std::string_view block) {
+std::string wrap(const SharedStoreKey& secret, const std::string& key, std::string_view block) {
   std::string out;
   out.reserve(size(key, block.size()));
   out.append(kMagic, sizeof(kMagic));
@@ -138,7 +138,7 @@ std::string wrap(const SharedTierKey& secret, const std::string& key, std::strin
   return out;
 }
 
-std::optional<std::string_view> unwrap(const SharedTierKey& secret, const std::string& key, size_t block_length,
+std::optional<std::string_view> unwrap(const SharedStoreKey& secret, const std::string& key, size_t block_length,
                                        std::string_view value) {
   if (key.size() > UINT16_MAX || value.size() != size(key, block_length)) return std::nullopt;
   const char* p = value.data();

@@ -1,7 +1,7 @@
-// MemcachedTier against real memcached processes on 127.0.0.1: values larger than an item
+// MemcachedStore against real memcached processes on 127.0.0.1: values larger than an item
 // stored as pieces, spread over several nodes, a dead node costing misses (not errors, not
 // stalls) and coming back after its breaker's wait.
-#include "shared/memcached_tier.h"
+#include "shared/memcached/memcached_store.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -32,7 +32,7 @@ std::string value_of(size_t n, int seed) {
   return s;
 }
 
-std::optional<std::string> get_one(MemcachedTier& t, const std::string& key, size_t size) {
+std::optional<std::string> get_one(MemcachedStore& t, const std::string& key, size_t size) {
   return t.get({SharedGet{key, size}}, Deadline::never()).at(0);
 }
 
@@ -40,8 +40,8 @@ std::optional<std::string> get_one(MemcachedTier& t, const std::string& key, siz
 // builds beside the suite) can take longer than the production limits to move a MiB over
 // loopback, which would turn a timing limit into a false failure. Tests of the limits
 // themselves keep the defaults.
-MemcachedTierOptions patient_options() {
-  MemcachedTierOptions o;
+MemcachedStoreOptions patient_options() {
+  MemcachedStoreOptions o;
   o.env = &Env::real();
   o.timeout = std::chrono::seconds(20);
   o.lookup_budget = std::chrono::seconds(60);
@@ -64,23 +64,23 @@ TEST(SharedCacheServers, ParsesListsSchemesAndSeparatorsAndRefusesOthers) {
   EXPECT_FALSE(parse_shared_cache_servers("bad/host").ok());
   EXPECT_NE(parse_shared_cache_servers("redis://h").status().message().find("memcached"), std::string::npos);
   // The tier normalises what it is given: a port-less host is port 11211.
-  MemcachedTierOptions o;
+  MemcachedStoreOptions o;
   o.env = &Env::real();
   o.servers = {"localhost"};
-  auto t = MemcachedTier::create(o);
+  auto t = MemcachedStore::create(o);
   ASSERT_TRUE(t.ok()) << t.status().message();
   EXPECT_EQ((*t)->describe(), "memcached localhost:11211");
 }
 
-TEST(MemcachedTier, StoresBlockSizedValuesAsPiecesAcrossNodesAndReadsThemBack) {
+TEST(MemcachedStore, StoresBlockSizedValuesAsPiecesAcrossNodesAndReadsThemBack) {
   auto n1 = MemcachedServer::start();
   auto n2 = MemcachedServer::start();
   auto n3 = MemcachedServer::start();
-  MemcachedTierOptions o = patient_options();
+  MemcachedStoreOptions o = patient_options();
   o.servers = {n1->address(), n2->address(), n3->address()};
-  auto tier = MemcachedTier::create(o);
+  auto tier = MemcachedStore::create(o);
   ASSERT_TRUE(tier.ok()) << tier.status().message();
-  MemcachedTier& t = **tier;
+  MemcachedStore& t = **tier;
   // 1 MiB + an envelope: more than memcached's default 1 MiB item, so two pieces.
   const size_t big = (1u << 20) + 100;
   for (int i = 0; i < 12; ++i) t.put("k" + std::to_string(i), value_of(big, i));
@@ -111,10 +111,10 @@ TEST(MemcachedTier, StoresBlockSizedValuesAsPiecesAcrossNodesAndReadsThemBack) {
   t.wait_idle();
   std::set<int> holding;
   for (auto* n : {n1.get(), n2.get(), n3.get()}) {
-    MemcachedTierOptions one;
+    MemcachedStoreOptions one;
     one.env = &Env::real();
     one.servers = {n->address()};
-    auto single = MemcachedTier::create(one);
+    auto single = MemcachedStore::create(one);
     for (int i = 0; i < 60; ++i)
       if (get_one(**single, "s" + std::to_string(i), 1)) holding.insert(n->port());
   }
@@ -129,14 +129,14 @@ TEST(MemcachedTier, StoresBlockSizedValuesAsPiecesAcrossNodesAndReadsThemBack) {
 // Lookups one after another reuse pooled connections: hits, misses, a key asked twice in one
 // lookup and a value of another size each come back right every time (a connection left with
 // part of an answer unread would hand the next lookup the wrong bytes).
-TEST(MemcachedTier, RepeatedLookupsOnPooledConnectionsStayExact) {
+TEST(MemcachedStore, RepeatedLookupsOnPooledConnectionsStayExact) {
   auto n1 = MemcachedServer::start();
   auto n2 = MemcachedServer::start();
-  MemcachedTierOptions o = patient_options();
+  MemcachedStoreOptions o = patient_options();
   o.servers = {n1->address(), n2->address()};
-  auto tier = MemcachedTier::create(o);
+  auto tier = MemcachedStore::create(o);
   ASSERT_TRUE(tier.ok()) << tier.status().message();
-  MemcachedTier& t = **tier;
+  MemcachedStore& t = **tier;
   const size_t big = (1u << 20) + 300;  // two pieces each
   for (int i = 0; i < 4; ++i) t.put("r" + std::to_string(i), value_of(big, 20 + i));
   t.put("short", value_of(10, 3));
@@ -175,15 +175,15 @@ size_t live_threads() {
 
 // Lookups spanning several nodes, from many threads at once, are exact and start no thread:
 // the other nodes are asked from the tier's fixed lookup threads, or by the caller itself.
-TEST(MemcachedTier, ConcurrentLookupsAcrossNodesAreExactAndStartNoThreads) {
+TEST(MemcachedStore, ConcurrentLookupsAcrossNodesAreExactAndStartNoThreads) {
   auto n1 = MemcachedServer::start();
   auto n2 = MemcachedServer::start();
   auto n3 = MemcachedServer::start();
-  MemcachedTierOptions o = patient_options();
+  MemcachedStoreOptions o = patient_options();
   o.servers = {n1->address(), n2->address(), n3->address()};
-  auto tier = MemcachedTier::create(o);
+  auto tier = MemcachedStore::create(o);
   ASSERT_TRUE(tier.ok()) << tier.status().message();
-  MemcachedTier& t = **tier;
+  MemcachedStore& t = **tier;
   for (int i = 0; i < 12; ++i) t.put("c" + std::to_string(i), value_of(5000 + i, i));
   t.wait_idle();
   constexpr int kCallers = 6;
@@ -244,7 +244,7 @@ int listen_on_loopback(int backlog, sockaddr_in* addr) {
 
 // A node that answers every lookup with endless well-formed answers and never its closing NOOP
 // (a broken server, or not memcached) costs a miss and an error, not a lookup that never returns.
-TEST(MemcachedTier, ANodeThatNeverEndsItsAnswerIsAFailureNotAHang) {
+TEST(MemcachedStore, ANodeThatNeverEndsItsAnswerIsAFailureNotAHang) {
   sockaddr_in a{};
   const int fd = listen_on_loopback(8, &a);
   ASSERT_GE(fd, 0) << strerror(errno);
@@ -258,10 +258,10 @@ TEST(MemcachedTier, ANodeThatNeverEndsItsAnswerIsAFailureNotAHang) {
     }
     close(c);
   });
-  MemcachedTierOptions o;
+  MemcachedStoreOptions o;
   o.env = &Env::real();
   o.servers = {"127.0.0.1:" + std::to_string(ntohs(a.sin_port))};
-  auto tier = MemcachedTier::create(o);
+  auto tier = MemcachedStore::create(o);
   ASSERT_TRUE(tier.ok());
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_FALSE(get_one(**tier, "k0", 400));
@@ -274,18 +274,18 @@ TEST(MemcachedTier, ANodeThatNeverEndsItsAnswerIsAFailureNotAHang) {
   close(fd);
 }
 
-TEST(MemcachedTier, ADeadNodeCostsMissesItsBreakerOpensAndItIsUsedAgainOnceBack) {
+TEST(MemcachedStore, ADeadNodeCostsMissesItsBreakerOpensAndItIsUsedAgainOnceBack) {
   auto n1 = MemcachedServer::start();
   auto n2 = MemcachedServer::start();
   testing::ManualEnv env;  // the breakers' clock: the test moves it past their wait
-  MemcachedTierOptions o;
+  MemcachedStoreOptions o;
   o.servers = {n1->address(), n2->address()};
   o.breaker.failures_to_open = 2;
   o.breaker.open_for = std::chrono::milliseconds(200);
   o.env = &env;
-  auto tier = MemcachedTier::create(o);
+  auto tier = MemcachedStore::create(o);
   ASSERT_TRUE(tier.ok());
-  MemcachedTier& t = **tier;
+  MemcachedStore& t = **tier;
   for (int i = 0; i < 20; ++i) t.put("k" + std::to_string(i), value_of(1000, i));
   t.wait_idle();
   std::vector<SharedGet> gets;
@@ -310,7 +310,7 @@ TEST(MemcachedTier, ADeadNodeCostsMissesItsBreakerOpensAndItIsUsedAgainOnceBack)
     EXPECT_GT(hits, 0);
     EXPECT_LT(hits, 20);
   }
-  const SharedTierStats s = t.stats();
+  const SharedStoreStats s = t.stats();
   EXPECT_GE(s.get_errors, 2u);
   EXPECT_GT(s.skipped, 0u) << "the breaker never opened: the dead node was asked every time";
   EXPECT_EQ(s.nodes_down, 1u);
@@ -330,14 +330,14 @@ TEST(MemcachedTier, ADeadNodeCostsMissesItsBreakerOpensAndItIsUsedAgainOnceBack)
   for (size_t i = 0; i < after.size(); ++i) EXPECT_TRUE(after[i]) << i;
 }
 
-TEST(MemcachedTier, NothingListeningIsNeverAnErrorOnlyMisses) {
+TEST(MemcachedStore, NothingListeningIsNeverAnErrorOnlyMisses) {
   auto n = MemcachedServer::start();
   const std::string address = n->address();
   n->kill();
-  MemcachedTierOptions o;
+  MemcachedStoreOptions o;
   o.env = &Env::real();
   o.servers = {address};
-  auto tier = MemcachedTier::create(o);
+  auto tier = MemcachedStore::create(o);
   ASSERT_TRUE(tier.ok());
   for (int i = 0; i < 10; ++i) EXPECT_FALSE(get_one(**tier, "k", 10));
   (*tier)->put("k", "v");
@@ -348,15 +348,15 @@ TEST(MemcachedTier, NothingListeningIsNeverAnErrorOnlyMisses) {
 
 // A node that accepts connections and never answers (hung, or a black-holed route): lookups
 // give up after the short timeout, and stores queue behind it until the queue is full, then drop.
-TEST(MemcachedTier, ASilentNodeTimesOutAndAFullQueueDropsInsteadOfBlocking) {
+TEST(MemcachedStore, ASilentNodeTimesOutAndAFullQueueDropsInsteadOfBlocking) {
   sockaddr_in a{};
   const int fd = listen_on_loopback(64, &a);
   ASSERT_GE(fd, 0) << strerror(errno);
-  MemcachedTierOptions o;
+  MemcachedStoreOptions o;
   o.env = &Env::real();
   o.servers = {"127.0.0.1:" + std::to_string(ntohs(a.sin_port))};
   o.queue_bytes = 1000;
-  auto tier = MemcachedTier::create(o);
+  auto tier = MemcachedStore::create(o);
   ASSERT_TRUE(tier.ok());
   for (int i = 0; i < 50; ++i) (*tier)->put("k" + std::to_string(i), std::string(400, 'x'));
   EXPECT_GT((*tier)->stats().dropped, 0u);

@@ -1,14 +1,21 @@
 // The shared block tier: an optional second cache between the local disk cache and the Hub,
 // held by a distributed cache engine a cluster already runs (memcached today: see
-// core/shared/memcached_tier.h), so many nodes reading one dataset fetch each block from the
-// Hub once between them.
+// shared/memcached/memcached_store.h), so many nodes reading one dataset fetch each block from
+// the Hub once between them.
+//
+// One name per role: SharedStore, the interface to the engine's store of values (here);
+// MemcachedStore, its memcached implementation (shared/memcached/); SharedStoreKey, the key that
+// authenticates the values (here); SharedBlocks and SharedBlockTier, the reader's side, which
+// makes the store a BlockTier. That side lives in core/reader: it implements the reader's
+// BlockTier and BlockReader builds it, so in core/shared the two directories would include each
+// other. This seam sits below core/cache (whose verify deletes bad blocks from the store).
 //
 // Three pieces live here, free of any engine and of FUSE:
-//  - SharedTier, the seam an engine implements (raw values under string keys; gets bounded by the
+//  - SharedStore, the seam an engine implements (raw values under string keys; gets bounded by the
 //    caller's deadline, puts asynchronous and droppable). Redis Cluster would be a second
 //    implementation of the same four calls.
 //  - the envelope every value is wrapped in: the block's key echoed, its length, and an
-//    HMAC-SHA-256 under a key the cluster's machines share (SharedTierKey), checked on every get,
+//    HMAC-SHA-256 under a key the cluster's machines share (SharedStoreKey), checked on every get,
 //    so a value that is torn, truncated, mis-keyed, flipped or forged (memcached has no access
 //    control: anyone who reaches it can write) is counted corrupt and never served;
 //  - CircuitBreaker, which stops asking a failing node for a while and probes it again later,
@@ -35,12 +42,12 @@ namespace hubfs {
 // The secret that authenticates the tier's values: the bytes of a key file every machine of the
 // cluster holds (`--shared-cache-key-file`; make one with `head -c 32 /dev/urandom > F`). Only
 // machines holding it can write values the others accept.
-class SharedTierKey {
+class SharedStoreKey {
  public:
   // At least kMinBytes (a guessable key would authenticate nothing), at most kMaxBytes (a big
   // file is not a key). Errors name the file and say how to make a key.
-  static Result<SharedTierKey> from_file(const std::string& path);
-  static Result<SharedTierKey> from_bytes(std::string secret);  // tests
+  static Result<SharedStoreKey> from_file(const std::string& path);
+  static Result<SharedStoreKey> from_bytes(std::string secret);  // tests
   static constexpr size_t kMinBytes = 16;
   static constexpr size_t kMaxBytes = 4096;
 
@@ -58,7 +65,7 @@ class SharedTierKey {
 // What identifies a block across machines: the file's content id (already carrying a
 // non-default block size, see BlockReader::cache_id), the block size in bytes and the index.
 struct SharedBlockKey {
-  std::string key_id;  // SharedTierKey::id()
+  std::string key_id;  // SharedStoreKey::id()
   std::string content_id;
   uint32_t block_size = 0;
   uint64_t index = 0;
@@ -76,7 +83,7 @@ struct SharedGet {
 };
 
 // Counters an engine keeps (all since the tier was created).
-struct SharedTierStats {
+struct SharedStoreStats {
   uint64_t get_errors = 0;     // lookups that failed (deadline, timeout, connection, protocol)
   uint64_t put_errors = 0;     // stores that failed
   uint64_t skipped = 0;        // lookups or stores not tried: the node's breaker was open
@@ -88,9 +95,9 @@ struct SharedTierStats {
   uint64_t nodes_down = 0;     // nodes whose breaker is open now
 };
 
-class SharedTier {
+class SharedStore {
  public:
-  virtual ~SharedTier() = default;
+  virtual ~SharedStore() = default;
   // One answer per request, in order: the value if the engine has it whole (exactly value_size
   // bytes); a value of any other size if the engine holds something else under the key (a
   // truncated value, or pieces of another length: the caller counts it corrupt); nullopt when
@@ -103,7 +110,7 @@ class SharedTier {
   // Queues a delete of the value of value_size bytes under key (after the puts queued before
   // it) and returns at once.
   virtual void remove(std::string key, size_t value_size) = 0;
-  virtual SharedTierStats stats() const = 0;
+  virtual SharedStoreStats stats() const = 0;
   // Human description for logs and status, e.g. "memcached 10.0.0.1:11211,10.0.0.2:11211".
   virtual std::string describe() const = 0;
 };
@@ -119,10 +126,10 @@ class SharedTier {
 namespace shared_envelope {
 
 size_t size(const std::string& key, size_t block_length);
-std::string wrap(const SharedTierKey& secret, const std::string& key, std::string_view block);
+std::string wrap(const SharedStoreKey& secret, const std::string& key, std::string_view block);
 // The block inside `value` if it is a well-formed envelope for `key` holding exactly
 // `block_length` bytes whose MAC under `secret` matches; else nullopt.
-std::optional<std::string_view> unwrap(const SharedTierKey& secret, const std::string& key, size_t block_length,
+std::optional<std::string_view> unwrap(const SharedStoreKey& secret, const std::string& key, size_t block_length,
                                        std::string_view value);
 
 }  // namespace shared_envelope

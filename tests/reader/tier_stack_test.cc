@@ -1,6 +1,6 @@
-// The tiers stacked (BlockTiers) over fake disk and shared tiers, and the deferred writes, on a
+// The tiers stacked (TierStack) over fake disk and shared tiers, and the deferred writes, on a
 // manual Env and executors the test runs itself: no threads, no sleeps, no network.
-#include "reader/block_tiers.h"
+#include "reader/tier_stack.h"
 
 #include <map>
 
@@ -16,7 +16,7 @@ using namespace std::chrono_literals;
 struct ManualExecutor {
   std::vector<std::function<void()>> tasks;
   bool refuse = false;
-  DeferredWrites::Executor fn() {
+  DeferredWrites::PostFn fn() {
     return [this](std::function<void()> t) {
       if (refuse) return false;
       tasks.push_back(std::move(t));
@@ -60,15 +60,15 @@ class FakeTier : public BlockTier {
 
 BlockBytes bytes(const std::string& s) { return BlockBytes{std::make_shared<const std::string>(s), 0, s.size()}; }
 
-class BlockTiersTest : public ::testing::Test {
+class TierStackTest : public ::testing::Test {
  protected:
-  void make(BlockTiersOptions options = {}, bool with_disk = true, bool with_shared = true) {
+  void make(TierStackOptions options = {}, bool with_disk = true, bool with_shared = true) {
     auto disk = std::make_unique<FakeTier>();
     auto shared = std::make_unique<FakeTier>();
     disk_ = with_disk ? disk.get() : nullptr;
     shared_ = with_shared ? shared.get() : nullptr;
-    tiers_ = std::make_unique<BlockTiers>(env_, with_disk ? std::move(disk) : nullptr, with_shared ? std::move(shared) : nullptr,
-                                          options, disk_work_.fn(), writer_.fn());
+    tiers_ = std::make_unique<TierStack>(env_, with_disk ? std::move(disk) : nullptr, with_shared ? std::move(shared) : nullptr,
+                                         options, disk_work_.fn(), writer_.fn());
   }
   std::vector<BlockId> ids(std::initializer_list<uint64_t> indices) {
     std::vector<BlockId> out;
@@ -76,7 +76,7 @@ class BlockTiersTest : public ::testing::Test {
     return out;
   }
   // What `serve` got, batch by batch.
-  BlockTiers::Serve record() {
+  TierStack::Serve record() {
     return [this](const std::vector<std::pair<uint64_t, BlockBytes>>& batch) {
       std::vector<uint64_t> got;
       for (const auto& [index, b] : batch) got.push_back(index);
@@ -89,11 +89,11 @@ class BlockTiersTest : public ::testing::Test {
   ManualExecutor disk_work_, writer_;
   FakeTier* disk_ = nullptr;
   FakeTier* shared_ = nullptr;
-  std::unique_ptr<BlockTiers> tiers_;
+  std::unique_ptr<TierStack> tiers_;
   std::vector<std::vector<uint64_t>> served_;
 };
 
-TEST_F(BlockTiersTest, DiskFirstThenOneSharedLookupThenTheRestAreMisses) {
+TEST_F(TierStackTest, DiskFirstThenOneSharedLookupThenTheRestAreMisses) {
   make();
   disk_->blocks[id_ + "#1"] = "d001";
   shared_->blocks[id_ + "#2"] = "s002";
@@ -107,7 +107,7 @@ TEST_F(BlockTiersTest, DiskFirstThenOneSharedLookupThenTheRestAreMisses) {
   EXPECT_EQ(tiers_->disk_hits(), 1u);
 }
 
-TEST_F(BlockTiersTest, NoSharedLookupWhenTheDiskHadEverything) {
+TEST_F(TierStackTest, NoSharedLookupWhenTheDiskHadEverything) {
   make();
   disk_->blocks[id_ + "#0"] = "d000";
   EXPECT_TRUE(tiers_->fill_from_lower(ids({0}), 0, Deadline::never(), record()).empty());
@@ -115,8 +115,8 @@ TEST_F(BlockTiersTest, NoSharedLookupWhenTheDiskHadEverything) {
 }
 
 // Blocks from the shared tier reach the disk once reading pauses, not while it goes on.
-TEST_F(BlockTiersTest, SharedHitsArePromotedToDiskOnceReadingPauses) {
-  BlockTiersOptions o;
+TEST_F(TierStackTest, SharedHitsArePromotedToDiskOnceReadingPauses) {
+  TierStackOptions o;
   o.deferred_write_quiet = 50ms;
   make(o);
   shared_->blocks[id_ + "#0"] = "s000";
@@ -139,7 +139,7 @@ TEST_F(BlockTiersTest, SharedHitsArePromotedToDiskOnceReadingPauses) {
   EXPECT_EQ(tiers_->deferred().queued_bytes(), 0u);
 }
 
-TEST_F(BlockTiersTest, APromotionIsSkippedWhenTheFileFailedItsHashMeanwhile) {
+TEST_F(TierStackTest, APromotionIsSkippedWhenTheFileFailedItsHashMeanwhile) {
   make();
   shared_->blocks[id_ + "#0"] = "s000";
   tiers_->fill_from_lower(ids({0}), 0, Deadline::never(), record());
@@ -151,8 +151,8 @@ TEST_F(BlockTiersTest, APromotionIsSkippedWhenTheFileFailedItsHashMeanwhile) {
 }
 
 // Past the deferred budget (or with none), a promotion goes to the disk workers at once.
-TEST_F(BlockTiersTest, PastTheDeferredBudgetWritesGoToTheDiskWorkers) {
-  BlockTiersOptions o;
+TEST_F(TierStackTest, PastTheDeferredBudgetWritesGoToTheDiskWorkers) {
+  TierStackOptions o;
   o.max_deferred_write_bytes = 4;  // one block's buffer
   make(o);
   shared_->blocks[id_ + "#0"] = "s000";
@@ -169,7 +169,7 @@ TEST_F(BlockTiersTest, PastTheDeferredBudgetWritesGoToTheDiskWorkers) {
   EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 1", "put 2"}));
 }
 
-TEST_F(BlockTiersTest, ShutdownRunsTheWaitingWritesAtOnce) {
+TEST_F(TierStackTest, ShutdownRunsTheWaitingWritesAtOnce) {
   make();
   shared_->blocks[id_ + "#0"] = "s000";
   tiers_->note_activity();
@@ -185,7 +185,7 @@ TEST_F(BlockTiersTest, ShutdownRunsTheWaitingWritesAtOnce) {
 
 // Hub blocks: offered to the shared tier before any disk write; nothing of a read that began
 // before the file failed its hash is stored after the failure.
-TEST_F(BlockTiersTest, HubBlocksAreOfferedThenWrittenAndNeverStoredAfterAFailure) {
+TEST_F(TierStackTest, HubBlocksAreOfferedThenWrittenAndNeverStoredAfterAFailure) {
   make();
   std::vector<std::pair<uint64_t, BlockBytes>> blocks{{0, bytes("h000")}, {1, bytes("h001")}, {2, bytes("h002")}};
   tiers_->store_fetched(id_, 0, blocks, {true, false, true});  // block 1 was not served
@@ -203,7 +203,7 @@ TEST_F(BlockTiersTest, HubBlocksAreOfferedThenWrittenAndNeverStoredAfterAFailure
 
 // A failure drops the file from every tier and moves its epoch; the lower tiers then answer
 // only reads of the new epoch.
-TEST_F(BlockTiersTest, AFailedFileLeavesEveryTierAndItsEpochMoves) {
+TEST_F(TierStackTest, AFailedFileLeavesEveryTierAndItsEpochMoves) {
   make();
   tiers_->memory().put(BlockId{id_, 0, 4}, bytes("m000"));
   disk_->blocks[id_ + "#1"] = "d001";
@@ -224,7 +224,7 @@ TEST_F(BlockTiersTest, AFailedFileLeavesEveryTierAndItsEpochMoves) {
   EXPECT_EQ(disk_->blocks.count(id_ + "#1"), 1u);
 }
 
-TEST_F(BlockTiersTest, WithoutLowerTiersEveryBlockIsAMiss) {
+TEST_F(TierStackTest, WithoutLowerTiersEveryBlockIsAMiss) {
   make({}, /*with_disk=*/false, /*with_shared=*/false);
   EXPECT_EQ(tiers_->fill_from_lower(ids({0, 1}), 0, Deadline::never(), record()), (std::vector<uint64_t>{0, 1}));
   tiers_->store_fetched(id_, 0, {{0, bytes("h000")}}, {true});  // nowhere to store: fine

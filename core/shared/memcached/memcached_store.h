@@ -1,11 +1,12 @@
-// The shared block tier on memcached (see cache/shared_tier.h for the contract).
+// MemcachedStore: the shared tier's store on memcached (see shared/shared_store.h for the
+// contract; a store of values, not a BlockTier: reader/shared_block_tier.h makes one of it).
 //
 // Why memcached (and not Redis Cluster): clusters run it already, it is one package and one
 // process per node with nothing to configure, its LRU evicts on its own, and its binary protocol
 // is a few lines to speak (our own, on plain sockets, with a bound on every wait and on every
 // whole call). A server list is all a client needs: each block goes to one node chosen by
 // rendezvous hashing over the list (consistent: removing a node moves only that node's blocks,
-// and every mount that lists the same servers agrees). Redis Cluster would be another SharedTier
+// and every mount that lists the same servers agrees). Redis Cluster would be another SharedStore
 // behind the same seam.
 //
 // memcached stores at most 1 MiB per item by default (-I), header and key included, and a hubfs
@@ -31,19 +32,19 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/shared_tier.h"
+#include "shared/shared_store.h"
 #include "common/env.h"
 #include "common/status.h"
 
 namespace hubfs {
 
-struct MemcachedTierOptions {
+struct MemcachedStoreOptions {
   std::vector<std::string> servers;  // "host:port" (port default 11211)
   // Connect and per-wait I/O timeout of a lookup (the wait for each next piece of an answer,
   // not the whole answer). A miss costs one round trip whatever this is; only a hung node costs
   // the timeout, at most 3 times before its breaker opens. Not shorter: on a loaded machine a
   // multi-MiB multi-get waits on a busy memcached, and a lookup that times out becomes a Hub fetch
-  // (docs/constants.md, MemcachedTierOptions::timeout).
+  // (docs/constants.md, MemcachedStoreOptions::timeout).
   std::chrono::milliseconds timeout{200};
   // A lookup's whole budget (inside the caller's deadline): past it, whatever has not arrived is
   // a miss and the blocks come from the Hub. A node that sends a valid answer's header and then
@@ -74,19 +75,19 @@ struct MemcachedTierOptions {
 // host[:port] is an error naming what is supported.
 Result<std::vector<std::string>> parse_shared_cache_servers(const std::string& text);
 
-class MemcachedTier : public SharedTier {
+class MemcachedStore : public SharedStore {
  public:
   // Contacts no server: nodes are tried (and their breakers trip) on first use, so a mount
   // never fails because the shared tier is down.
-  static Result<std::unique_ptr<MemcachedTier>> create(MemcachedTierOptions options);
+  static Result<std::unique_ptr<MemcachedStore>> create(MemcachedStoreOptions options);
   // Finishes the queued stores for up to kDrainTime, then stops the writer.
-  ~MemcachedTier() override;
+  ~MemcachedStore() override;
 
   std::vector<std::optional<std::string>> get(const std::vector<SharedGet>& items,
                                               const Deadline& deadline) override;
   void put(std::string key, std::string value) override;
   void remove(std::string key, size_t value_size) override;
-  SharedTierStats stats() const override;
+  SharedStoreStats stats() const override;
   std::string describe() const override;
 
   // Waits until the writer has nothing queued or running (tests, benchmarks).
@@ -100,7 +101,7 @@ class MemcachedTier : public SharedTier {
     std::string value;  // puts
     size_t value_size = 0;
   };
-  explicit MemcachedTier(MemcachedTierOptions options);
+  explicit MemcachedStore(MemcachedStoreOptions options);
   Node& node_for(const std::string& key);
   void get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
                 std::vector<std::optional<std::string>>& out, const Deadline& deadline);
@@ -123,7 +124,7 @@ class MemcachedTier : public SharedTier {
   void write(const Op& op);
   void run(const Op& op);
 
-  const MemcachedTierOptions options_;
+  const MemcachedStoreOptions options_;
   std::vector<std::unique_ptr<Node>> nodes_;
 
   // A leaf: never held across a network call nor while posting to a writer. (Each node's pool
@@ -134,7 +135,7 @@ class MemcachedTier : public SharedTier {
   size_t queued_bytes_ = 0;
   int writing_ = 0;  // ops being run by writers now
   bool stop_ = false;
-  SharedTierStats stats_;
+  SharedStoreStats stats_;
   bool warned_too_big_ = false;
   // kWriters one-thread executors; a key always goes to the same one. Last: drained (by the
   // destructor) before anything above goes.

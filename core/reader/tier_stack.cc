@@ -1,4 +1,4 @@
-#include "reader/block_tiers.h"
+#include "reader/tier_stack.h"
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -12,8 +12,8 @@ namespace hubfs {
 // The deferred writer's nice value: well below the readers' threads, still above idle work.
 constexpr int kDeferredWriteNice = 10;
 
-BlockTiers::BlockTiers(Env& env, std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared,
-                       BlockTiersOptions options, Executor disk_work, Executor writer)
+TierStack::TierStack(Env& env, std::unique_ptr<BlockTier> disk, std::unique_ptr<BlockTier> shared,
+                     TierStackOptions options, PostFn disk_work, PostFn writer)
     : memory_(options.memory_bytes),
       disk_(std::move(disk)),
       shared_(std::move(shared)),
@@ -22,22 +22,22 @@ BlockTiers::BlockTiers(Env& env, std::unique_ptr<BlockTier> disk, std::unique_pt
       writer_(writer ? nullptr : env.new_executor(1)),
       deferred_(env, options.max_deferred_write_bytes, options.deferred_write_quiet,
                 writer ? std::move(writer)
-                       : Executor([this](std::function<void()> task) { return writer_->post(std::move(task)); })) {
+                       : PostFn([this](std::function<void()> task) { return writer_->post(std::move(task)); })) {
   // The writer's one thread runs at a lower CPU priority for good (a thread's nice value is its
   // own on Linux): between the daemon's own threads, readers come first.
   if (writer_)
     writer_->post([] { (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kDeferredWriteNice); });
 }
 
-BlockTiers::~BlockTiers() { shutdown(); }
+TierStack::~TierStack() { shutdown(); }
 
-void BlockTiers::shutdown() {
+void TierStack::shutdown() {
   deferred_.shutdown();       // every waiting write is due now
   if (writer_) writer_->drain();  // the pump runs them; then the thread stops
   (void)deferred_.run_due();  // with a given writer (tests): here
 }
 
-std::vector<uint64_t> BlockTiers::fill_from_lower(const std::vector<BlockId>& ids, uint64_t epoch,
+std::vector<uint64_t> TierStack::fill_from_lower(const std::vector<BlockId>& ids, uint64_t epoch,
                                                   const Deadline& deadline, const Serve& serve, bool* from_shared) {
   std::vector<BlockId> misses;
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -95,7 +95,7 @@ std::vector<uint64_t> BlockTiers::fill_from_lower(const std::vector<BlockId>& id
   return rest;
 }
 
-std::optional<BlockBytes> BlockTiers::disk_copy(const BlockId& id, uint64_t epoch) {
+std::optional<BlockBytes> TierStack::disk_copy(const BlockId& id, uint64_t epoch) {
   if (!disk_) return std::nullopt;
   FileEpochs::Access access(epochs_, id.cache_id, epoch);
   if (!access.granted()) return std::nullopt;
@@ -108,7 +108,7 @@ std::optional<BlockBytes> BlockTiers::disk_copy(const BlockId& id, uint64_t epoc
   return hit;
 }
 
-void BlockTiers::store_fetched(std::string_view cache_id, uint64_t epoch,
+void TierStack::store_fetched(std::string_view cache_id, uint64_t epoch,
                                const std::vector<std::pair<uint64_t, BlockBytes>>& blocks,
                                const std::vector<bool>& served) {
   // Offered to the shared tier first, before the disk writes: the sooner a block is queued for
@@ -130,14 +130,14 @@ void BlockTiers::store_fetched(std::string_view cache_id, uint64_t epoch,
   }
 }
 
-void BlockTiers::write_back(const BlockId& id, const BlockBytes& bytes, uint64_t epoch) {
+void TierStack::write_back(const BlockId& id, const BlockBytes& bytes, uint64_t epoch) {
   // Not once the file failed its hash since the block's read began: it may be one of the bad
   // bytes. A cleanup that begins during the write waits for it, then removes it.
   FileEpochs::Access access(epochs_, id.cache_id, epoch);
   if (access.granted()) disk_->put(id, bytes);
 }
 
-void BlockTiers::promote_to_disk(const BlockId& id, const BlockBytes& bytes, uint64_t epoch) {
+void TierStack::promote_to_disk(const BlockId& id, const BlockBytes& bytes, uint64_t epoch) {
   auto write = [this, cache_id = std::string(id.cache_id), index = id.index, length = id.length, bytes, epoch] {
     write_back(BlockId{cache_id, index, length}, bytes, epoch);
   };
@@ -147,7 +147,7 @@ void BlockTiers::promote_to_disk(const BlockId& id, const BlockBytes& bytes, uin
   if (!disk_work_ || !disk_work_(write)) write();
 }
 
-void BlockTiers::drop_failed_file(std::string_view memory_id, std::string_view cache_id, uint64_t epoch,
+void TierStack::drop_failed_file(std::string_view memory_id, std::string_view cache_id, uint64_t epoch,
                                   uint64_t size, uint32_t block_size) {
   // The epoch moves first: from here on reads use a fresh memory namespace and the lower tiers
   // refuse this file until the removals below are done.

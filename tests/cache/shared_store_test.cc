@@ -1,6 +1,6 @@
 // The shared tier's engine-free pieces: the envelope every value travels in (a bad value is never
 // accepted) and the circuit breaker (on a fake clock: no sleeping).
-#include "cache/shared_tier.h"
+#include "shared/shared_store.h"
 #include "support/manual_env.h"
 
 #include <sys/stat.h>
@@ -13,8 +13,8 @@
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
 
-const SharedTierKey& secret() {
-  static const SharedTierKey k = SharedTierKey::from_bytes("0123456789abcdef0123456789abcdef").value();
+const SharedStoreKey& secret() {
+  static const SharedStoreKey k = SharedStoreKey::from_bytes("0123456789abcdef0123456789abcdef").value();
   return k;
 }
 const std::string kKey = SharedBlockKey{secret().id(), "sha256:ab12", 1u << 20, 7}.str();
@@ -58,7 +58,7 @@ TEST(SharedEnvelope, EveryFlippedByteTruncationOrWrongKeyIsRejected) {
 // the key echoed and a MAC under any other key is refused, whatever block it carries.
 TEST(SharedEnvelope, AValueMadeWithoutTheKeyIsRefused) {
   const std::string block(4096, 'A');
-  const SharedTierKey forger = SharedTierKey::from_bytes("not the cluster's key, guessed!!").value();
+  const SharedStoreKey forger = SharedStoreKey::from_bytes("not the cluster's key, guessed!!").value();
   EXPECT_NE(forger.id(), secret().id());
   const std::string forged = shared_envelope::wrap(forger, kKey, block);
   EXPECT_EQ(forged.size(), shared_envelope::size(kKey, block.size()));
@@ -68,7 +68,7 @@ TEST(SharedEnvelope, AValueMadeWithoutTheKeyIsRefused) {
   EXPECT_EQ(forged.substr(0, forged.size() - 32), genuine.substr(0, genuine.size() - 32));
 }
 
-class SharedTierKeyFile : public ::testing::Test {
+class SharedStoreKeyFile : public ::testing::Test {
  protected:
   std::string write(const std::string& name, const std::string& bytes, mode_t mode) {
     const std::string path = ::testing::TempDir() + "/hubfs_key_" + std::to_string(::getpid()) + "_" + name;
@@ -80,30 +80,30 @@ class SharedTierKeyFile : public ::testing::Test {
     paths_.push_back(path);
     return path;
   }
-  ~SharedTierKeyFile() override {
+  ~SharedStoreKeyFile() override {
     for (const auto& p : paths_) unlink(p.c_str());
   }
   std::vector<std::string> paths_;
 };
 
-TEST_F(SharedTierKeyFile, ReadsAKeyAndRefusesShortLooseMissingOrHugeOnesSayingHowToMakeOne) {
+TEST_F(SharedStoreKeyFile, ReadsAKeyAndRefusesShortLooseMissingOrHugeOnesSayingHowToMakeOne) {
   const std::string secret32(32, '\x5a');
-  auto good = SharedTierKey::from_file(write("good", secret32, 0600));
+  auto good = SharedStoreKey::from_file(write("good", secret32, 0600));
   ASSERT_TRUE(good.ok()) << good.status().message();
   EXPECT_EQ(good->secret(), secret32);
-  EXPECT_EQ(good->id(), SharedTierKey::from_bytes(secret32)->id());
-  EXPECT_TRUE(SharedTierKey::from_file(write("group", secret32, 0640)).ok());
+  EXPECT_EQ(good->id(), SharedStoreKey::from_bytes(secret32)->id());
+  EXPECT_TRUE(SharedStoreKey::from_file(write("group", secret32, 0640)).ok());
 
-  auto short_key = SharedTierKey::from_file(write("short", "tooshort", 0600));
+  auto short_key = SharedStoreKey::from_file(write("short", "tooshort", 0600));
   ASSERT_FALSE(short_key.ok());
   EXPECT_NE(short_key.status().message().find("head -c 32 /dev/urandom"), std::string::npos)
       << short_key.status().message();
-  auto loose = SharedTierKey::from_file(write("loose", secret32, 0644));
+  auto loose = SharedStoreKey::from_file(write("loose", secret32, 0644));
   ASSERT_FALSE(loose.ok());
   EXPECT_NE(loose.status().message().find("chmod 600"), std::string::npos) << loose.status().message();
-  auto huge = SharedTierKey::from_file(write("huge", std::string(SharedTierKey::kMaxBytes + 1, 'k'), 0600));
+  auto huge = SharedStoreKey::from_file(write("huge", std::string(SharedStoreKey::kMaxBytes + 1, 'k'), 0600));
   EXPECT_FALSE(huge.ok());
-  auto missing = SharedTierKey::from_file(::testing::TempDir() + "/hubfs_no_such_key");
+  auto missing = SharedStoreKey::from_file(::testing::TempDir() + "/hubfs_no_such_key");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("head -c 32 /dev/urandom"), std::string::npos);
 }

@@ -1,4 +1,4 @@
-#include "shared/memcached_tier.h"
+#include "shared/memcached/memcached_store.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -236,7 +236,7 @@ Result<std::vector<std::string>> parse_shared_cache_servers(const std::string& t
 
 // One memcached server: its breaker and a pool of connections to it alone (so a dead node
 // never stalls a lookup on another).
-struct MemcachedTier::Node {
+struct MemcachedStore::Node {
   std::string name;  // host:port, as hashed
   std::string host;
   int port = kDefaultPort;
@@ -293,8 +293,8 @@ struct MemcachedTier::Node {
   }
 };
 
-MemcachedTier::MemcachedTier(MemcachedTierOptions options) : options_(std::move(options)) {
-  env_of(options_.env, "MemcachedTier");
+MemcachedStore::MemcachedStore(MemcachedStoreOptions options) : options_(std::move(options)) {
+  env_of(options_.env, "MemcachedStore");
   for (const auto& s : options_.servers) nodes_.push_back(std::make_unique<Node>(s, options_.breaker, *options_.env));
   stats_.nodes = nodes_.size();
   for (size_t i = 0; i < kWriters; ++i) writers_.push_back(options_.env->new_executor(1));
@@ -303,7 +303,7 @@ MemcachedTier::MemcachedTier(MemcachedTierOptions options) : options_(std::move(
   }
 }
 
-Result<std::unique_ptr<MemcachedTier>> MemcachedTier::create(MemcachedTierOptions options) {
+Result<std::unique_ptr<MemcachedStore>> MemcachedStore::create(MemcachedStoreOptions options) {
   if (options.servers.empty()) return InvalidArgument("the shared cache needs at least one memcached server");
   // Normalised (host:port, sorted): every mount must hash over the same names to agree.
   std::string all;
@@ -312,10 +312,10 @@ Result<std::unique_ptr<MemcachedTier>> MemcachedTier::create(MemcachedTierOption
   if (!parsed.ok()) return parsed.status();
   options.servers = *parsed;
   if (options.piece_bytes == 0) return InvalidArgument("shared cache piece size must be positive");
-  return std::unique_ptr<MemcachedTier>(new MemcachedTier(std::move(options)));
+  return std::unique_ptr<MemcachedStore>(new MemcachedStore(std::move(options)));
 }
 
-MemcachedTier::~MemcachedTier() {
+MemcachedStore::~MemcachedStore() {
   {
     std::unique_lock<std::mutex> lock(mu_);
     (void)Deadline::after(kDrainTime, options_.env->clock()).wait(idle_cv_, lock, [&] { return queued_ops_ == 0 && writing_ == 0; });
@@ -329,13 +329,13 @@ MemcachedTier::~MemcachedTier() {
   if (lookups_) lookups_->drain();
 }
 
-std::string MemcachedTier::describe() const {
+std::string MemcachedStore::describe() const {
   std::string s = "memcached ";
   for (size_t i = 0; i < nodes_.size(); ++i) s += (i ? "," : "") + nodes_[i]->name;
   return s;
 }
 
-MemcachedTier::Node& MemcachedTier::node_for(const std::string& key) {
+MemcachedStore::Node& MemcachedStore::node_for(const std::string& key) {
   Node* best = nodes_.front().get();
   uint64_t best_score = 0;
   for (auto& n : nodes_) {
@@ -348,7 +348,7 @@ MemcachedTier::Node& MemcachedTier::node_for(const std::string& key) {
   return *best;
 }
 
-std::vector<std::pair<std::string, size_t>> MemcachedTier::pieces(const std::string& key, size_t size) const {
+std::vector<std::pair<std::string, size_t>> MemcachedStore::pieces(const std::string& key, size_t size) const {
   const size_t n = std::max<size_t>(1, (size + options_.piece_bytes - 1) / options_.piece_bytes);
   if (n == 1) return {{key, size}};
   // Equal pieces (the last one shorter by the remainder): no tiny tail item in its own slab.
@@ -360,7 +360,7 @@ std::vector<std::pair<std::string, size_t>> MemcachedTier::pieces(const std::str
   return out;
 }
 
-std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<SharedGet>& items,
+std::vector<std::optional<std::string>> MemcachedStore::get(const std::vector<SharedGet>& items,
                                                           const Deadline& caller_deadline) {
   std::vector<std::optional<std::string>> out(items.size());
   if (items.empty()) return out;
@@ -418,7 +418,7 @@ std::vector<std::optional<std::string>> MemcachedTier::get(const std::vector<Sha
 // fresh 1 MiB value otherwise costs 256 page faults as the first write touches each page, a large
 // share of a cold read from the tier (docs/constants.md, "plain sockets"). Kernels before 5.14
 // refuse the advice: the copy faults as before.
-void MemcachedTier::populate(std::string& value) {
+void MemcachedStore::populate(std::string& value) {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(value.data()) + page - 1) & ~(page - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(value.data()) + value.capacity()) & ~(page - 1);
@@ -426,7 +426,7 @@ void MemcachedTier::populate(std::string& value) {
 }
 
 // Fills out[i] for each i in `which` (all owned by `node`; other threads fill other slots).
-void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
+void MemcachedStore::get_from(Node& node, const std::vector<size_t>& which, const std::vector<SharedGet>& items,
                              std::vector<std::optional<std::string>>& out, const Deadline& deadline) {
   // Not asked once the deadline passed (the caller's, not the node's fault: its breaker is not
   // told), nor while its breaker is open.
@@ -485,7 +485,7 @@ void MemcachedTier::get_from(Node& node, const std::vector<size_t>& which, const
 // goes from the socket straight to its place in `values`, in reads as large as it is (see
 // Node::take_socket for why not libmemcached). False: the connection failed or spoke nonsense
 // (it must not be reused); a miss is not a failure.
-bool MemcachedTier::multi_get(int fd, const std::vector<std::string>& keys,
+bool MemcachedStore::multi_get(int fd, const std::vector<std::string>& keys,
                               std::unordered_map<std::string, std::vector<Piece>>& slot,
                               std::unordered_map<size_t, std::string>& values,
                               std::unordered_map<size_t, size_t>& missing,
@@ -550,17 +550,17 @@ bool MemcachedTier::multi_get(int fd, const std::vector<std::string>& keys,
   return false;
 }
 
-void MemcachedTier::put(std::string key, std::string value) {
+void MemcachedStore::put(std::string key, std::string value) {
   enqueue(Op{false, std::move(key), std::move(value), 0});
 }
 
-void MemcachedTier::remove(std::string key, size_t value_size) {
+void MemcachedStore::remove(std::string key, size_t value_size) {
   // Deletes are not bounded by bytes (they carry none) and never dropped while running: one
   // undoes a store of bytes that failed verification.
   enqueue(Op{true, std::move(key), std::string(), value_size});
 }
 
-void MemcachedTier::enqueue(Op op) {
+void MemcachedStore::enqueue(Op op) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_ || (!op.is_delete && queued_bytes_ + op.value.size() > options_.queue_bytes)) {
@@ -582,7 +582,7 @@ void MemcachedTier::enqueue(Op op) {
   }
 }
 
-void MemcachedTier::write(const Op& op) {
+void MemcachedStore::write(const Op& op) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queued_bytes_ -= op.value.size();
@@ -616,20 +616,20 @@ static std::optional<uint16_t> one_request(int fd, const std::string& head, std:
   return static_cast<uint16_t>(be(h + 6, 2));
 }
 
-void MemcachedTier::run(const Op& op) {
+void MemcachedStore::run(const Op& op) {
   Node& node = node_for(op.key);
-  auto count = [&](uint64_t SharedTierStats::*field, uint64_t n = 1) {
+  auto count = [&](uint64_t SharedStoreStats::*field, uint64_t n = 1) {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.*field += n;
   };
-  if (!node.breaker.allow()) return count(&SharedTierStats::skipped);
+  if (!node.breaker.allow()) return count(&SharedStoreStats::skipped);
   // Each wait bounded by store_timeout, the whole op by store_budget: a node that answers a
   // trickle at a time cannot hold a writer (nor the unmount that joins it).
   const Budget budget{options_.store_timeout, Deadline::after(options_.store_budget, options_.env->clock())};
   const int fd = node.take_socket(budget.next());
   if (fd < 0) {
     node.breaker.failure();
-    return count(&SharedTierStats::put_errors);
+    return count(&SharedStoreStats::put_errors);
   }
   const size_t size = op.is_delete ? op.value_size : op.value.size();
   size_t pos = 0;
@@ -665,7 +665,7 @@ void MemcachedTier::run(const Op& op) {
   }
   if (status != 0) {
     node.breaker.failure();
-    return count(&SharedTierStats::put_errors);
+    return count(&SharedStoreStats::put_errors);
   }
   node.breaker.success();
   if (!op.is_delete) {
@@ -675,13 +675,13 @@ void MemcachedTier::run(const Op& op) {
   }
 }
 
-void MemcachedTier::wait_idle() {
+void MemcachedStore::wait_idle() {
   std::unique_lock<std::mutex> lock(mu_);
   idle_cv_.wait(lock, [&] { return (queued_ops_ == 0 && writing_ == 0) || stop_; });
 }
 
-SharedTierStats MemcachedTier::stats() const {
-  SharedTierStats s;
+SharedStoreStats MemcachedStore::stats() const {
+  SharedStoreStats s;
   {
     std::lock_guard<std::mutex> lock(mu_);
     s = stats_;
