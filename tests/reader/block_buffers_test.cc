@@ -93,7 +93,7 @@ std::string pattern(uint64_t index, size_t n) {
 
 TEST(DiskTier, WholeBlocksComeInPooledMemoryThatTheNextBlockReuses) {
   TempDir tmp;
-  auto cache = BlockCache::open(CacheOptions{.dir = tmp.str()});
+  auto cache = BlockCache::open(CacheOptions{.dir = tmp.str(), .env = &Env::real()});
   ASSERT_TRUE(cache.ok()) << cache.status().message();
   const std::string id = "sha256:" + std::string(64, 'e');
   (*cache)->put(id, 0, pattern(0, kSlot));
