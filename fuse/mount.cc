@@ -426,9 +426,8 @@ Status build_mount(const MountConfig& config, const std::string& mountpoint, Mou
 // trickle of 128 KiB requests. Raising the mount's read_ahead_kb (root only; as gcsfuse does) to
 // 1 MiB lets the kernel send whole-block requests. Not further: the daemon's own read-ahead
 // (reader/read_ahead.h) streams ahead of a sequential reader, while the kernel's read-around for
-// every mmap fault is this size. 100 random 64 KiB mmap slices of a 3 GB file fetched 2.6 GB at
-// 16 MiB, 301 MB at 2 MiB and 202 MB at 1 MiB, as fast; a 300 MB stream read as fast at 1, 2 and
-// 16 MiB (50 ms / 400 Mbit/s per connection, one run each). The device comes from mountinfo,
+// every mmap fault is this size, so a larger one over-fetches random mmap reads without making
+// streams faster (docs/constants.md, kKernelReadAheadKb). The device comes from mountinfo,
 // not from a stat of the mount: that would wait on our own loop.
 constexpr unsigned kKernelReadAheadKb = 1024;
 

@@ -253,7 +253,7 @@ struct MountState {
 
 // How long `hubfs unmount` waits, after the unmount, for the daemon to exit: it finishes its
 // cache writes (the index, queued shared-tier stores: at most kDrainTime) and tears the stack
-// down first, which took 1.5-1.75 s on a busy mount. A script may remove the cache once the
+// down first (docs/constants.md, kDaemonExitWait). A script may remove the cache once the
 // command returned 0.
 constexpr auto kDaemonExitWait = std::chrono::seconds(30);
 

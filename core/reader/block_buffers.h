@@ -1,8 +1,7 @@
 // Memory for blocks read from the disk cache, lent and taken back. A block read into fresh memory
-// pays a page fault for each 4 KiB page (the kernel finds, zeroes and maps each): on this
-// project's VM, 4.5 ms of CPU per 1 MiB block, 80% of a block's load from the disk cache, and
-// most of what a fresh process spends opening 16 HDF5 files over hf:// (docs/benchmarks.md,
-// "A training loop"). The pool carves blocks out of 2 MiB-aligned regions it asks the kernel to
+// pays a page fault for each 4 KiB page (the kernel finds, zeroes and maps each): on a VM, most
+// of a block's load from the disk cache, and most of what a fresh process spends opening HDF5
+// files over hf:// (docs/benchmarks.md, "A training loop"). The pool carves blocks out of 2 MiB-aligned regions it asks the kernel to
 // back with transparent huge pages (one fault per 2 MiB where the system allows them: `madvise`
 // or `always` in /sys/kernel/mm/transparent_hugepage/enabled; elsewhere plain pages, as before),
 // and a block's memory comes back to the pool when its last holder lets go, for the next block,

@@ -85,10 +85,8 @@ struct RemoteFile {
 
 struct ReaderOptions {
   // 1 MiB: the largest read the kernel sends a FUSE filesystem (max_pages 256), so one request is
-  // one block. Measured by bench/block_size.cc at 20 ms per request: a cold random 4 KiB read
-  // (HDF5 metadata) fetches 1 MiB in 22-31 ms against 4 MiB in 27-65 ms with 4 MiB blocks, while
-  // sequential streams are carried by coalescing and read-ahead (through the mount they reach the
-  // parallel-range limit with 1 MiB blocks; bench/mount.cc).
+  // one block; a small random read (HDF5 metadata) then fetches little, while streams are carried
+  // by coalescing and read-ahead (docs/constants.md, block_size).
   uint32_t block_size = 1u << 20;
   // Up to 8 neighbouring missing blocks share one request: fewer round trips for a large read,
   // while 8 MiB keeps one slow request from holding back the blocks behind it for long.
@@ -101,16 +99,16 @@ struct ReaderOptions {
   // A hint that names a whole file (its hash will run when the last block is in) in one wave is
   // split into graded requests, each this many times the one before (graded_groups in
   // reader/block_ranges.h): they end in file order, so the hash and the decoding of the early
-  // ones run while the later ones arrive. 1: equal requests, all ending together. 1.08 measured
-  // best of 1-1.16 (a 169 MB file in 161 blocks: 16 requests of 5 to 16 blocks; docs/benchmarks.md).
+  // ones run while the later ones arrive. 1: equal requests, all ending together
+  // (docs/constants.md, whole_file_hint_grade).
   double whole_file_hint_grade = 1.08;
   // Requests the transport runs at once (--max-requests): hinted ranges are split over this many
   // requests, since each connection brings its own bandwidth.
   uint32_t parallel_requests = 16;
   // Read-ahead window for a sequential handle: starts small so one stray sequential pair costs
   // little, doubles per sequential read, and caps at 16 requests of 8 blocks: with a bandwidth
-  // cap per connection, a stream needs every request slot busy (at 64 blocks it kept 8 in
-  // flight and read 300 MB at 154 MB/s against 50 ms / 400 Mbit/s per connection).
+  // cap per connection, a stream needs every request slot busy (docs/constants.md,
+  // max_readahead_blocks).
   uint32_t min_readahead_blocks = 4;
   uint32_t max_readahead_blocks = 128;
   // Global bound on read-ahead bytes fetched but not yet consumed: memory in flight stays bounded
@@ -152,8 +150,8 @@ struct ReaderOptions {
   int disk_threads = 4;
   // Blocks served by the shared tier are written to the local disk cache later, by one thread of
   // low CPU priority once reading pauses for a moment, so a stream from the tier does not share
-  // the CPU with its own write-backs (perf on a cold 200 MiB read from memcached: ~20% of the
-  // daemon's CPU went to encoding and writing block files while the reader waited). Up to this
+  // the CPU with its own write-backs, which took a large share of it while the reader waited
+  // (docs/constants.md, max_deferred_write_bytes). Up to this
   // many bytes wait for it; past that the write goes to the disk threads as for a Hub fetch. As
   // large as the memory cache: a stream's blocks sit there anyway while their writes wait.
   // 0: no deferral.

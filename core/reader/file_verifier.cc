@@ -12,12 +12,11 @@ namespace hubfs {
 
 // A loader that brought blocks this far past the file's hash takes a turn at the hash before its
 // worker loads more. The read that brings the last block waits for the whole hash, and loading
-// competes with hashing for the CPU: from the shared tier (~1 ms of CPU per block to load, ~0.7
-// to hash, on 2 busy cores) the hash fell 60-130 blocks behind, and the last block's arrival spent
-// 80-190 ms hashing them alone. 32 MiB: a few tens of ms left to hash at the end; from the Hub,
+// competes with hashing for the CPU: from the shared tier the hash fell far behind, and the last
+// block's arrival spent long hashing alone. 32 MiB leaves little to hash at the end; from the Hub,
 // where the network paces loading, the hash stays within it. After its load, not before: a task
 // that waited on the hash first delivered its blocks late, and the hash then waited for them
-// (64 MiB from the tier: medians 0.105 s before, 0.098 s after; 16 and 8 no better).
+// (docs/constants.md, kMaxHashLagBlocks).
 constexpr uint64_t kMaxHashLagBlocks = 32;
 
 // One file being hashed in order: blocks below next_block are in the hash. One thread hashes at a

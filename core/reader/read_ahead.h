@@ -52,16 +52,14 @@ struct ReadAheadOptions {
   uint32_t max_readahead_blocks = 128;
   // The largest request (neighbouring blocks in one range GET).
   uint32_t max_blocks_per_request = 8;
-  // The window may reach this many times the bytes the current run has read. At 4x, h5py
-  // reading 5 of 16 contiguous frames through the mount fetched the whole 169 MB file for the
-  // 53 MB it read (3.2x); at 0.5, 84 MB (1.59x: the window, the kernel's 2 MiB read-ahead and
-  // partial blocks). A stream pays for the slower ramp with at most ~10% (300 MB at 50 ms /
-  // 400 Mbit/s per connection, bench/peer_bench.py; factors 0.5 and 1 within the noise).
+  // The window may reach this many times the bytes the current run has read: a reader of a few
+  // contiguous frames must not pull in the whole file, while a stream loses little to the slower
+  // ramp (docs/constants.md, per_run_factor).
   double per_run_factor = 0.4;
   // The same bound for a handle whose blocks come from the disk cache (ReadAheadState::fetching
   // false):
-  // over-reading costs disk reads, not network bytes, and a warm 300 MB stream read at 0.49 s
-  // with the window at 1/2 of the run against 0.34 s at 4x.
+  // over-reading costs disk reads, not network bytes, and a wider window made a warm stream
+  // faster (docs/constants.md, local_run_factor).
   double local_run_factor = 4;
   // A run reads this many blocks before it earns read-ahead: more than the kernel's read-around
   // for one mmap fault (the mount's read_ahead_kb, 1 MiB: fuse/mount.cc), with room to spare.
@@ -73,9 +71,9 @@ struct ReadAheadOptions {
   double connection_bytes_per_second = 50e6;
   // Random access: after this many random reads on a handle, a file the link moves whole in
   // whole_file_round_trips round trips is fetched whole (16 x 50 MB/s x 50 ms x 16 = 640 MB).
-  // Four: 100 random mmap slices of a 300 MB file took 2.3-2.8 s after 8 (the bulk fetch started
-  // late), 1.9-2.0 s after 4, as fast as the old kernel read-around of 16 MiB per fault; h5py's
-  // metadata reads before its chunks stay under it (5 of 16 frames: 74 MB fetched either way).
+  // Four: soon enough that the bulk fetch of a randomly read file does not start late, while
+  // h5py's metadata reads before its chunks stay under it (docs/constants.md,
+  // random_reads_for_whole_file).
   uint32_t random_reads_for_whole_file = 4;
   uint32_t whole_file_round_trips = 16;
 

@@ -40,7 +40,7 @@ struct TierStackOptions {
   uint64_t max_deferred_write_bytes = 256ull << 20;  // ReaderOptions::max_deferred_write_bytes
   // The deferred writer waits until nothing was read (nor asked of the shared tier) for this long.
   // Its nice value alone did not keep it off the reader's CPU: it ran whenever the loaders waited
-  // on memcached (16% of the daemon's CPU during a cold 200 MiB read), and the other processes of
+  // on memcached (docs/constants.md, deferred_write_quiet), and the other processes of
   // the read (memcached, the reading application) are not ranked below it. Reads count, not only
   // lookups: a stream's read-ahead has claimed its last blocks while the reader still consumes.
   std::chrono::milliseconds deferred_write_quiet{50};

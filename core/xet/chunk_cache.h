@@ -4,8 +4,7 @@
 //
 // Stored as runs: the chunks [first, end) of one xorb that a read fetched together, in one file
 // <dir>/<first 2 hex of the xorb>/<xorb hex>.<first>-<end>. One file per fetched term, not per
-// chunk: a file per ~64 KiB chunk cost more CPU than hashing them (profiled: 2600 files for a
-// 170 MB read, a quarter of its CPU). A range of chunks is served from whichever runs hold its
+// chunk: a file per ~64 KiB chunk cost more CPU than hashing them (docs/constants.md, kCopyMagic). A range of chunks is served from whichever runs hold its
 // pieces (revision 2's terms need not line up with revision 1's). A run comes in two kinds:
 //   - a location ("XCL1"), where the chunks' bytes are those of a file the block cache holds
 //     (put_location): the run keeps the chunks' hashes and sizes, the file's key and offset, and
