@@ -10,7 +10,8 @@
 #     common/log.cc (log timestamps). A wait with a limit goes through the Env's clock instead:
 #     Deadline::wait or MonotonicClock::wait_until (`clock.wait_until(cv, lock, ...)`), which a
 #     test's manual clock ends when it moves;
-#   - the real Env named (`Env::real()`) in core/ outside common/env.{h,cc}: no component and no
+#   - the real Env or its clock named (`Env::real()`, `MonotonicClock::real()`) in core/ outside
+#     common/env.{h,cc} and common/deadline.{h,cc} (where the real clock is defined): no component and no
 #     options struct defaults to it, and the composition root (core/stack) takes its Env from its
 #     caller too; the mains (tools/, fuse/, python/) pass the real one, tests theirs;
 #   - a sleep in a unit-test directory (tests/<dir> whose tests are labelled `unit` in
@@ -28,8 +29,8 @@ sleep='sleep_for|sleep_until|usleep|nanosleep|\bsleep\('
 timed_wait='(\.|->)(wait_until|wait_for)\('
 clock_wait='[A-Za-z_]*clock[A-Za-z_]*(\(\))?(\.|->)wait_until\('
 allowed='^core/common/(env\.h|env\.cc|deadline\.h|deadline\.cc|timer\.h|timer\.cc|log\.cc):'
-real_env='\bEnv::real\(\)'
-real_env_allowed='^core/common/(env\.h|env\.cc):'
+real_env='\b(Env|MonotonicClock)::real\(\)'
+real_env_allowed='^core/common/(env\.h|env\.cc|deadline\.h|deadline\.cc):'
 
 failed=0
 report() {  # $1: what, $2: the offending lines (none: fine)

@@ -60,9 +60,6 @@ class Deadline {
     const MonotonicClock::time_point own = c.now() + budget;
     return Deadline(&c, is_never() ? own : std::min(at_, own));
   }
-  // The same on the real clock for never. Left for core/xet/xet_source.cc until it passes its
-  // Env's clock; nothing else may use it (the real clock belongs to the real Env).
-  Deadline within(std::chrono::milliseconds budget) const { return within(budget, MonotonicClock::real()); }
   // This deadline moved `by` later (never stays never): a request held for the Hub's quota window
   // keeps the time it had left (RetryingTransport).
   Deadline later_by(std::chrono::milliseconds by) const {

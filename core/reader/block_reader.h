@@ -57,7 +57,6 @@
 #include "common/deadline.h"
 #include "common/single_flight.h"
 #include "common/status.h"
-#include "common/env.h"
 #include "common/task_queue.h"  // InFlight
 #include "net/range_fetcher.h"
 #include "net/range_source.h"

@@ -140,7 +140,7 @@ Result<std::string> XetReader::read_range(const MerkleHash& file, uint64_t file_
     const Deadline mine =
         deadline.is_never()
             ? Deadline::after(options_.attempt_budget, env_.clock())
-            : deadline.within(deadline.remaining() / std::max(1, options_.attempt_share_divisor));
+            : deadline.within(deadline.remaining() / std::max(1, options_.attempt_share_divisor), env_.clock());
     std::string mismatch;
     auto got = read_once(file, file_size, range, mine, /*fresh=*/attempt > 0, block_key, &mismatch);
     if (got.ok()) {
@@ -185,7 +185,7 @@ Result<std::shared_ptr<const ReconstructionPlan>> XetReader::ask_plan(const Merk
     req.headers = {{"Authorization", "Bearer " + tok->access_token},
                    {"Range", "bytes=" + std::to_string(range.offset) + "-" +
                                  std::to_string(range.offset + range.length - 1)}};
-    req.deadline = deadline.within(options_.plan_budget);
+    req.deadline = deadline.within(options_.plan_budget, env_.clock());
     req.max_body = options_.max_plan_bytes;
     auto resp = transport_.perform(std::move(req));
     if (!resp.ok()) return resp.status().with_context("asking the Xet service for a reconstruction");

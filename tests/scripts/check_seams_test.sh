@@ -71,4 +71,16 @@ run
 grep -q "core/cache/block_cache.h:[0-9]*:  Env\* env = &Env::real();" <<<"$out" ||
   fail "the report does not name the default:
 $out"
-echo "check_seams bites: alias, unit-test sleep, cv wait and a default to the real Env reported; the Env clock's wait accepted"
+sed -i 's/^  Env\* env = &Env::real();$/  Env* env = nullptr;/' "$tmp/tree/core/cache/block_cache.h"
+
+# 5. A deadline on the real clock behind the Env's back (what xet_source.cc's Deadline::within did).
+cat >"$tmp/tree/core/common/clock_probe.h" <<'CC'
+#include "common/deadline.h"
+inline hubfs::Deadline probe() { return hubfs::Deadline::after(std::chrono::seconds(1), hubfs::MonotonicClock::real()); }
+CC
+run
+[ "$rc" -ne 0 ] || fail "MonotonicClock::real() in core/ passed the check"
+grep -q "core/common/clock_probe.h:2:" <<<"$out" || fail "the report does not name the real clock:
+$out"
+rm "$tmp/tree/core/common/clock_probe.h"
+echo "check_seams bites: alias, unit-test sleep, cv wait, a default to the real Env and the real clock by name reported; the Env clock's wait accepted"
