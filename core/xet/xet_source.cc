@@ -60,11 +60,11 @@ XetReader::XetReader(HttpTransport& transport, TokenSource tokens, XetReaderOpti
       plans_(env_, options_.plan_ttl, options_.max_plans),
       checks_(options_.max_hashing_files),
       version_(options_.reconstruction_version == 1 ? 1 : 2),
-      work_(std::max(1, options_.threads)) {}
+      work_(env_.new_executor(std::max(1, options_.threads))) {}
 
 XetReader::~XetReader() { shutdown(); }
 
-void XetReader::shutdown() { work_.drain(); }
+void XetReader::shutdown() { work_->drain(); }
 
 XetReaderStats XetReader::stats() const {
   XetReaderStats s;
@@ -89,7 +89,7 @@ XetReaderStats XetReader::stats() const {
 void XetReader::fetch_async(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range, Callback done,
                             Deadline deadline, std::string block_key) {
   auto cb = std::make_shared<Callback>(std::move(done));
-  bool posted = work_.post([this, file, file_size, range, cb, deadline, key = std::move(block_key)] {
+  bool posted = work_->post([this, file, file_size, range, cb, deadline, key = std::move(block_key)] {
     (*cb)(read_range(file, file_size, range, deadline, key));
   });
   if (!posted) (*cb)(Unavailable("the Xet reader is shut down (unmounting)"));

@@ -37,7 +37,6 @@
 #include "common/env.h"
 #include "common/http.h"
 #include "common/status.h"
-#include "common/task_queue.h"
 #include "net/range_source.h"
 #include "xet/chunk_cache.h"
 #include "xet/file_check.h"
@@ -161,7 +160,8 @@ class XetReader {
   std::atomic<int> version_;
   std::atomic<uint64_t> served_bytes_{0}, cache_bytes_{0}, retries_{0}, service_errors_{0}, whole_read_refetches_{0};
 
-  TaskQueue work_;  // declared last: its threads start once everything above exists
+  // The Env's executor (declared last: its threads start once everything above exists).
+  const std::unique_ptr<Executor> work_;
 };
 
 }  // namespace hubfs::xet
