@@ -9,10 +9,10 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "cache/block_file.h"
+#include "cache/touch_throttle.h"
 #include "common/log.h"
 
 namespace hubfs {
@@ -28,9 +28,7 @@ constexpr int kWriteFailureStreak = 3;
 // When an eviction pass could not get under budget (files it may not remove), the next
 // automatic pass waits this long, so puts do not turn into a loop of directory re-scans.
 constexpr std::chrono::seconds kEvictRetryDelay{5};
-// Bound on the hit-throttle table (~40 bytes an entry, so ~2.5 MiB): past it, entries older
-// than the touch interval are dropped, and if that is not enough the table is cleared (costing
-// extra touches, never correctness).
+// Bound on the hit-throttle table (cache/touch_throttle.h; its cost in docs/constants.md).
 constexpr size_t kMaxTrackedTouches = 1 << 16;
 // Scans one eviction pass may make when each runs out of candidates (see eviction_batch); the
 // bound keeps a directory whose files cannot be removed from holding the thread forever.
@@ -66,7 +64,7 @@ class DiskBlockCache final : public BlockCache {
  public:
   DiskBlockCache(CacheOptions options, std::shared_ptr<CacheDisk> disk, std::string blocks_dir)
       : options_(std::move(options)), env_(env_of(options_.env, "BlockCache")), disk_(std::move(disk)),
-        blocks_dir_(std::move(blocks_dir)), retry_wait_(env_), maintenance_(env_.new_executor(1)) {
+        blocks_dir_(std::move(blocks_dir)), touches_(options_.touch_interval, kMaxTrackedTouches), retry_wait_(env_), maintenance_(env_.new_executor(1)) {
     for (auto& ready : shard_ready_) ready.store(false, std::memory_order_relaxed);
     // Learn the directory's size at start (open() does not wait for it), evicting if over.
     {
@@ -265,32 +263,12 @@ class DiskBlockCache final : public BlockCache {
     if (disk_->remove(path).ok()) bytes_used_.fetch_sub(static_cast<int64_t>(size));
   }
 
-  // Entries are never removed on eviction: a stale one only skips a touch of a block that was
-  // re-written (so fresh) meanwhile, and the size bound keeps the table small.
   void maybe_touch(const Location& loc) {
-    const auto now = env_.now();
-    {
-      std::lock_guard<std::mutex> lock(touch_mu_);
-      auto it = last_touch_.find(loc.touch_key);
-      if (it != last_touch_.end() && now - it->second < options_.touch_interval) return;
-      remember_touch_locked(loc.touch_key, now);
-    }
+    if (!touches_.should_touch(loc.touch_key, env_.now())) return;
     (void)disk_->touch(loc.path);  // best effort: a block evicted meanwhile is simply gone
   }
 
-  void note_fresh(const Location& loc) {
-    std::lock_guard<std::mutex> lock(touch_mu_);
-    remember_touch_locked(loc.touch_key, env_.now());
-  }
-
-  void remember_touch_locked(uint64_t key, Clock::time_point now) {
-    if (last_touch_.size() >= kMaxTrackedTouches) {
-      std::erase_if(last_touch_,
-                    [&](const auto& e) { return now - e.second >= options_.touch_interval; });
-      if (last_touch_.size() >= kMaxTrackedTouches) last_touch_.clear();
-    }
-    last_touch_[key] = now;
-  }
+  void note_fresh(const Location& loc) { touches_.note_written(loc.touch_key, env_.now()); }
 
   // A put pushed the estimate over budget: a pass on the maintenance thread, unless one is
   // queued, running or waiting to retry (it then looks at the request when it is done).
@@ -434,9 +412,9 @@ class DiskBlockCache final : public BlockCache {
   std::array<std::atomic<bool>, kShards> shard_ready_;  // shard directory known to exist
 
   // Lock order: evict_mu_ (held for a whole pass, across disk I/O) is never taken under another
-  // of these; touch_mu_ and mu_ are leaves, held briefly and never across disk I/O.
-  std::mutex touch_mu_;
-  std::unordered_map<uint64_t, Clock::time_point> last_touch_;  // by Location::touch_key
+  // of these; touches_' lock (TouchThrottle) and mu_ are leaves, held briefly and never across
+  // disk I/O.
+  TouchThrottle touches_;  // when each block was last touched or written (hit-throttle table)
 
   std::mutex evict_mu_;  // one eviction pass at a time (background or enforce_budget)
   std::mutex mu_;        // guards eviction_requested_ and pass_scheduled_

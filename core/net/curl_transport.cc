@@ -18,6 +18,7 @@
 #include "common/big_buffer.h"
 #include "common/url.h"
 #include "net/hedge_policy.h"
+#include "net/transfer_counters.h"
 
 namespace hubfs {
 namespace {
@@ -227,9 +228,9 @@ struct CurlTransport::Impl {
   std::vector<CURL*> idle_handles;  // reused: keeps each handle's DNS and TLS session caches
   HedgePolicy hedging;  // when a slow GET gets a twin (net/hedge_policy.h)
 
-  mutable std::mutex stats_mu;
-  CurlStats counters;  // requests, hedges, hedge_wins (in_flight/queued computed on demand)
-  uint64_t running_count = 0;  // mirrors running.size() for stats() (guarded by stats_mu)
+  // Lock order: `mu` and the counters' lock (TransferCounters) are leaves, never nested;
+  // join_mu is taken with neither held, and held across the loop thread's join.
+  TransferCounters counters;  // for stats(): requests, hedges, hedge_wins, in_flight
 
   static HedgeOptions hedge_options(const CurlOptions& o) {
     HedgeOptions h;
@@ -277,21 +278,13 @@ struct CurlTransport::Impl {
   std::mutex join_mu;
 
   CurlStats stats() const {
-    CurlStats s;
-    {
-      std::lock_guard<std::mutex> lock(stats_mu);
-      s = counters;
-      s.in_flight = running_count;
-    }
+    CurlStats s = counters.snapshot();
     std::lock_guard<std::mutex> lock(mu);
     s.queued = queue.size();
     return s;
   }
 
-  void count_running() {
-    std::lock_guard<std::mutex> lock(stats_mu);
-    running_count = running.size();
-  }
+  void count_running() { counters.set_in_flight(running.size()); }
 
   void submit(HttpRequest request, Callback done) {
     auto t = std::make_unique<Transfer>();
@@ -449,8 +442,7 @@ struct CurlTransport::Impl {
         continue;
       }
       running.emplace(h, std::move(t));
-      std::lock_guard<std::mutex> lock(stats_mu);
-      ++counters.requests;
+      counters.request_started();
     }
   }
 
@@ -488,10 +480,7 @@ struct CurlTransport::Impl {
     if (partner) {
       if (CURL* ph = handle_of(partner)) remove(ph);
     }
-    if (t->is_twin && !failed) {
-      std::lock_guard<std::mutex> lock(stats_mu);
-      ++counters.hedge_wins;
-    }
+    if (t->is_twin && !failed) counters.hedge_won();
     finish(remove(h), std::move(result));
   }
 
@@ -543,8 +532,7 @@ struct CurlTransport::Impl {
       original->partner = twin.get();
       running.emplace(h, std::move(twin));
       hedging.started();
-      std::lock_guard<std::mutex> lock(stats_mu);
-      ++counters.hedges;
+      counters.hedge_started();
     }
   }
 
