@@ -96,11 +96,8 @@ std::shared_ptr<FileSystem::View> FileSystem::view() const {
 std::string FileSystem::current_commit() const { return view()->repo.revision; }
 
 FileSystem::~FileSystem() {
-  // Under the lock: the FUSE threads that last touched the tables were joined inside libfuse,
-  // an ordering ThreadSanitizer cannot see; the lock shows it.
-  std::lock_guard<std::mutex> lock(handles_mu_);
-  open_files_.clear();
-  dir_handles_.clear();
+  // Under the table's lock (~HandleTable says why), before anything else of this object goes.
+  handles_.clear();
 }
 
 FileSystem::Node* FileSystem::node(Ino ino) {
@@ -432,33 +429,18 @@ FsResult<uint64_t> FileSystem::opendir(Ino ino) {
     e.next_offset = i + 1;
     if (i >= 2) e.is_dir = node(e.ino)->is_dir;
   }
-  std::lock_guard<std::mutex> lock(handles_mu_);
-  uint64_t id = next_handle_++;
-  dir_handles_.emplace(id, std::move(handle));
-  return id;
+  return handles_.add_dir(std::move(handle));
 }
 
 std::vector<DirEntry> FileSystem::readdir(uint64_t handle, uint64_t offset) {
-  std::shared_ptr<DirHandle> dir;
-  {
-    std::lock_guard<std::mutex> lock(handles_mu_);
-    auto it = dir_handles_.find(handle);
-    if (it == dir_handles_.end()) return {};
-    dir = it->second;
-  }
+  std::shared_ptr<DirHandle> dir = handles_.dir(handle);
+  if (!dir) return {};
   if (offset >= dir->entries.size()) return {};
   return {dir->entries.begin() + static_cast<long>(offset), dir->entries.end()};
 }
 
 void FileSystem::releasedir(uint64_t handle) {
-  std::lock_guard<std::mutex> lock(handles_mu_);
-  dir_handles_.erase(handle);
-}
-
-std::shared_ptr<FileSystem::OpenFile> FileSystem::open_file(uint64_t handle) {
-  std::lock_guard<std::mutex> lock(handles_mu_);
-  auto it = open_files_.find(handle);
-  return it == open_files_.end() ? nullptr : it->second;
+  handles_.remove_dir(handle);
 }
 
 FsResult<FileSystem::OpenReply> FileSystem::open(Ino ino, int flags) {
@@ -473,14 +455,12 @@ FsResult<FileSystem::OpenReply> FileSystem::open(Ino ino, int flags) {
   file->state.epoch = epoch;  // reads on this handle see only bytes fetched after any failure
   OpenReply reply;
   reply.keep_cache = n->opened_epoch.exchange(epoch) == epoch;
-  std::lock_guard<std::mutex> lock(handles_mu_);
-  reply.handle = next_handle_++;
-  open_files_.emplace(reply.handle, std::move(file));
+  reply.handle = handles_.add_file(std::move(file));
   return reply;
 }
 
 FsResult<std::vector<BlockBytes>> FileSystem::read(uint64_t handle, uint64_t offset, size_t size) {
-  std::shared_ptr<OpenFile> file = open_file(handle);
+  std::shared_ptr<OpenFile> file = handles_.file(handle);
   if (!file) return errno_only(EBADF);
   auto slices = reader_.read_slices(file->node->remote, offset, std::min(size, kMaxRead), &file->state);
   if (!slices.ok() && slices.status().code() == Code::kPermissionDenied) {
@@ -502,12 +482,11 @@ FsResult<std::vector<BlockBytes>> FileSystem::read(uint64_t handle, uint64_t off
 }
 
 void FileSystem::release(uint64_t handle) {
-  std::lock_guard<std::mutex> lock(handles_mu_);
-  open_files_.erase(handle);
+  handles_.remove_file(handle);
 }
 
 FsResult<uint64_t> FileSystem::hint(uint64_t handle, const std::vector<ByteRange>& ranges) {
-  std::shared_ptr<OpenFile> file = open_file(handle);
+  std::shared_ptr<OpenFile> file = handles_.file(handle);
   if (!file) return errno_only(EBADF);
   auto started = reader_.prefetch(file->node->remote, ranges);
   if (!started.ok()) return FsError{EINVAL, started.status().message()};
@@ -515,7 +494,7 @@ FsResult<uint64_t> FileSystem::hint(uint64_t handle, const std::vector<ByteRange
 }
 
 void FileSystem::discard(uint64_t handle) {
-  if (std::shared_ptr<OpenFile> file = open_file(handle)) reader_.discard(file->node->remote, file->state);
+  if (std::shared_ptr<OpenFile> file = handles_.file(handle)) reader_.discard(file->node->remote, file->state);
 }
 
 FsResult<std::string> FileSystem::getxattr(Ino ino, const std::string& name) {

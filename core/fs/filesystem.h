@@ -6,7 +6,8 @@
 // Threads: every method is thread-safe (the FUSE loop calls from many threads at once).
 // Lock order: a directory's Listing::list_mu (in one view), then its descendants' list_mu (a
 // subtree listing fills them, parent first), then a View's mu or nodes_mu_ (leaves); never the
-// other way round (listing a directory adds nodes while holding its list_mu). view_mu_ is a leaf.
+// other way round (listing a directory adds nodes while holding its list_mu). view_mu_ is a leaf, and
+// so is the handle table's lock (fs/handle_table.h).
 // No lock of this class is held while the BlockReader runs a read (reads may wait on the network
 // for a long time).
 #pragma once
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "fs/fs_api.h"
+#include "fs/handle_table.h"
 #include "fs/listing_cache.h"
 #include "hub/hub_client.h"
 #include "reader/block_reader.h"
@@ -214,15 +216,9 @@ class FileSystem : public FsApi {
   std::vector<std::unique_ptr<Node>> nodes_;  // index = inode number; 0 unused
   // The node each path was last given (under nodes_mu_): a later view reuses it if unchanged.
   std::unordered_map<std::string, Ino> by_path_;
-  // Open handles by number. Shared: a release may come while a read of the same handle still
-  // runs on another thread (the kernel orders them, invisibly to ThreadSanitizer), so a read
-  // holds its own reference. Handles still open when the mount goes are freed with this object.
-  // A leaf lock: nothing else is taken while holding it.
-  std::shared_ptr<OpenFile> open_file(uint64_t handle);
-  std::mutex handles_mu_;
-  uint64_t next_handle_ = 1;
-  std::unordered_map<uint64_t, std::shared_ptr<OpenFile>> open_files_;
-  std::unordered_map<uint64_t, std::shared_ptr<DirHandle>> dir_handles_;
+  // Open files and directories by handle (fs/handle_table.h: a read holds its own reference).
+  // Handles still open when the mount goes are freed with this object.
+  HandleTable<OpenFile, DirHandle> handles_;
   // A read refused for lack of access was logged (once per mount of this repo).
   std::atomic<bool> access_denied_logged_{false};
 };

@@ -41,8 +41,7 @@ BranchFollower::~BranchFollower() {
 void BranchFollower::stop() {
   stopping_.store(true);
   timer_.shutdown();
-  std::lock_guard<std::mutex> lock(invalidate_mu_);  // waits for an invalidation under way
-  invalidate_ = nullptr;
+  invalidate_.close();  // waits for an invalidation under way
 }
 
 BranchFollower::State BranchFollower::state() const {
@@ -108,10 +107,7 @@ void BranchFollower::poll() {
              pinned->commit + "; new opens see it, open files keep reading the commit they were opened at");
     }
   }
-  std::lock_guard<std::mutex> lock(invalidate_mu_);
-  if (!invalidate_) return;
-  if (!again.empty()) invalidate_(again);
-  if (!change.empty()) invalidate_(change);
+  invalidate_.deliver(again, change);
 }
 
 }  // namespace hubfs

@@ -11,6 +11,8 @@
 // of the follower's own. stop() ends scheduling and `invalidate` calls (waiting for one under
 // way); a poll still waiting on the network ends when the stack's transport shuts down, and the
 // destructor waits for it: destroy the follower after Stack::shutdown(), before the FileSystem.
+// Lock order: poll_mu_ before state_mu_ (a leaf) and before invalidate_'s lock, held across the
+// kernel invalidations (fs/invalidation_sink.h).
 #pragma once
 
 #include <atomic>
@@ -23,6 +25,7 @@
 
 #include "common/env.h"
 #include "fs/filesystem.h"
+#include "fs/invalidation_sink.h"
 #include "fs/listing_cache.h"
 #include "hub/hub_client.h"
 
@@ -69,8 +72,7 @@ class BranchFollower {
   FileSystem& fs_;
   Env& env_;
   const std::chrono::milliseconds interval_;
-  std::mutex invalidate_mu_;  // held while invalidate_ runs; stop() clears it under this
-  std::function<void(const ViewChange&)> invalidate_;
+  InvalidationSink invalidate_;  // the mount's; stop() closes it (fs/invalidation_sink.h)
   std::mutex poll_mu_;  // one poll at a time (a test's poll beside a scheduled one)
   mutable std::mutex state_mu_;  // a leaf
   State state_;
