@@ -15,6 +15,7 @@
 #include "h5chunk/filter_checks.h"
 #include "hostile_util.h"
 #include "mutation_harness.h"
+#include "support/mount_harness.h"
 #include "support/temp_dir.h"
 
 namespace h5chunk::testing {
@@ -234,12 +235,9 @@ TEST_F(DamagedScaleOffset, TheCommandNamesACrashOfItsHelperProcess) {
   ASSERT_TRUE(std::filesystem::exists(binary)) << binary << " not built (test_h5chunk depends on it)";
   const std::string out = (dir / "out.bin").string();
   auto run = [&](const std::string& env, const std::string& sel) {
-    FILE* p = ::popen((kSignalsAsSignals + env + " " + binary + " read " + pristine + " /data '" + sel + "' -o " + out + " 2>&1").c_str(), "r");
-    std::string text;
-    char buf[4096];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
-    const int status = ::pclose(p);
-    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, text);
+    const hubfs::testing::CommandResult r = hubfs::testing::run_command(
+        kSignalsAsSignals + env + " " + binary + " read " + pristine + " /data '" + sel + "' -o " + out);
+    return std::make_pair(r.exit_code, r.output);
   };
   auto [code, text] = run("H5CHUNK_HELPER_TEST_FAULT=segv", "");
   EXPECT_EQ(code, 1) << text;
@@ -290,24 +288,20 @@ TEST(FilterChecks, TheCommandSurvivesAFileOnWhichH5DreadCrashes) {
   bytes[805] ^= 2;
   const std::string file = (dir / "m100239.h5").string();
   write_file_bytes(file, bytes);
-  auto run = [](const std::string& command) {
-    FILE* p = ::popen(command.c_str(), "r");
-    std::string text;
-    char buf[4096];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
-    return std::make_pair(::pclose(p), text);
-  };
+  using hubfs::testing::run_command;
   // The premise: H5Dread crashes on this file, in a fresh process: the helper itself, run directly
   // (exec'd by the shell, so its parent is this test, as --parent says). Not in a forked child of
   // this test: whether the damaged read faults there depends on the heap and libhdf5 state the
   // earlier tests of this program left behind (it did not after BufferPool's and Cancel's tests).
-  auto [premise, premise_text] =
-      run(kSignalsAsSignals + "exec " + binary + " h5dread-helper " + file + " /d --parent \"$PPID\" </dev/null 2>&1");
+  const auto premise =
+      run_command(kSignalsAsSignals + "exec " + binary + " h5dread-helper " + file + " /d --parent \"$PPID\" </dev/null");
   // (Under AddressSanitizer its SEGV handler, or the overflow check before it, reports and ends it.)
-  ASSERT_TRUE(WIFSIGNALED(premise) || premise_text.find("AddressSanitizer") != std::string::npos)
-      << "status " << premise << ": " << premise_text;
+  ASSERT_TRUE(WIFSIGNALED(premise.wait_status) || premise.output.find("AddressSanitizer") != std::string::npos)
+      << "status " << premise.wait_status << ": " << premise.output;
   const std::string out = (dir / "out.bin").string();
-  auto [status, text] = run(kSignalsAsSignals + binary + " read " + file + " /d -o " + out + " 2>&1");
+  const auto command = run_command(kSignalsAsSignals + binary + " read " + file + " /d -o " + out);
+  const int status = command.wait_status;
+  const std::string& text = command.output;
   ASSERT_TRUE(WIFEXITED(status)) << "the command was killed by a signal: " << text;
   EXPECT_EQ(WEXITSTATUS(status), 1) << text;
   // SIGSEGV; under AddressSanitizer SIGABRT, which catches the overflow before it faults.

@@ -29,6 +29,7 @@ CommandResult run_command(const std::string& command) {
     if (result.output.size() < (64u << 20)) result.output.append(buf, n);
   }
   int status = pclose(pipe);
+  result.wait_status = status;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
 }

@@ -9,7 +9,8 @@
 namespace hubfs::testing {
 
 struct CommandResult {
-  int exit_code = -1;
+  int exit_code = -1;   // -1 when it did not exit (killed by a signal)
+  int wait_status = -1;  // as pclose gave it: WIFSIGNALED/WTERMSIG tell a crash
   std::string output;  // stdout and stderr together
 };
 
