@@ -57,6 +57,34 @@ TEST(BlockBufferPool, LendsDistinctWritableSlotsAndReusesOneGivenBack) {
   EXPECT_EQ(pool->slots(), 4u);
 }
 
+// The disk tier's slots (a 1 MiB block's file rounded up to 4 KiB) would fill a 2 MiB region
+// only half: regions of 16 MiB hold 15 of them, each 4 KiB-aligned, none overlapping another.
+TEST(BlockBufferPool, SlotsNotDividingAHugePageShareLargerRegions) {
+  const size_t slot = DiskTier::file_slot_bytes(kSlot);
+  EXPECT_EQ(slot, kSlot + 4096);
+  auto pool = BlockBufferPool::create(slot);
+  std::vector<BlockBufferPool::Loan> loans;
+  for (int i = 0; i < 15; ++i) {
+    auto loan = pool->take();
+    ASSERT_TRUE(loan);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(loan->data) % CacheDisk::kDirectReadAlign, 0u);
+    EXPECT_EQ(loan->bytes.size(), slot);
+    loans.push_back(std::move(*loan));
+  }
+  EXPECT_EQ(pool->slots(), 15u);  // one region
+  auto sixteenth = pool->take();
+  ASSERT_TRUE(sixteenth);
+  EXPECT_EQ(pool->slots(), 30u);  // a second one
+  loans.push_back(std::move(*sixteenth));
+  for (size_t i = 0; i < loans.size(); ++i) {
+    std::memset(loans[i].data, static_cast<int>('A' + i), slot);
+  }
+  for (size_t i = 0; i < loans.size(); ++i) {
+    EXPECT_EQ(loans[i].data[0], static_cast<char>('A' + i));
+    EXPECT_EQ(loans[i].data[slot - 1], static_cast<char>('A' + i));  // no later slot overlapped it
+  }
+}
+
 TEST(BlockBufferPool, ALentSlotOutlivesThePoolsOwner) {
   auto pool = BlockBufferPool::create(kSlot);
   auto loan = pool->take();
