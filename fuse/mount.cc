@@ -178,7 +178,7 @@ std::function<std::string()> status_provider(const Stack& m, const MountConfig& 
     if (*cache) {
       const CacheStats d = (*cache)->stats();
       j["disk_cache"] = {{"bytes_used", d.bytes_used}, {"evictions", d.evictions}, {"corrupt", d.corrupt},
-                         {"write_failures", d.write_failures}};
+                         {"write_failures", d.write_failures}, {"direct_reads", d.direct_reads}};
     } else {
       j["disk_cache"] = nullptr;
     }

@@ -131,6 +131,32 @@ class DiskBlockCache final : public BlockCache {
     return true;
   }
 
+  bool get_file_into(std::string_view content_id, uint64_t index, char* file, size_t capacity,
+                     size_t length) override {
+    if (length > block_file::kMaxDataBytes || capacity < block_file::kHeaderSize + length) return false;
+    const Location loc = locate(content_id, index);
+    Result<CacheDisk::ReadInto> read = disk_->read_file_into(loc.path, file, capacity);
+    if (!read.ok() && read.status().code() == Code::kNotFound) {
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    char* const data = file + block_file::kHeaderSize;
+    if (read.ok() && read->size == block_file::kHeaderSize + length &&
+        block_file::verify(std::string_view(file, block_file::kHeaderSize), std::string_view(data, length),
+                           loc.digest, index)
+            .ok()) {
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      if (read->direct) direct_reads_.fetch_add(1, std::memory_order_relaxed);
+      maybe_touch(loc);
+      return true;
+    }
+    // Anything else: as get_into, get() reads it again and deletes a corrupt one.
+    std::optional<std::string> hit = get(content_id, index);
+    if (!hit || hit->size() != length) return false;
+    std::memcpy(data, hit->data(), length);
+    return true;
+  }
+
   bool read_part(std::string_view content_id, uint64_t index, uint64_t offset, char* out, size_t length) override {
     const Location loc = locate(content_id, index);
     char header[block_file::kHeaderSize];
@@ -215,6 +241,7 @@ class DiskBlockCache final : public BlockCache {
     s.evictions = evictions_.load();
     s.bytes_used = static_cast<uint64_t>(std::max<int64_t>(0, bytes_used_.load()));
     s.writes_skipped = writes_skipped_.load();
+    s.direct_reads = direct_reads_.load();
     return s;
   }
 
@@ -402,7 +429,7 @@ class DiskBlockCache final : public BlockCache {
 
   std::atomic<bool> failing_{false};  // in a write-failure episode (logged once)
   std::atomic<uint64_t> hits_{0}, misses_{0}, corrupt_{0}, write_failures_{0}, evictions_{0},
-      writes_skipped_{0};
+      writes_skipped_{0}, direct_reads_{0};
   std::atomic<int64_t> bytes_used_{0};   // signed: a corrupt-file removal may race a re-scan
   std::atomic<int64_t> bytes_added_{0};  // every byte ever put, to account puts during a scan
 
@@ -451,6 +478,12 @@ Result<std::unique_ptr<BlockCache>> BlockCache::open(CacheOptions options,
     return unusable_dir(options.dir, s);
   return std::unique_ptr<BlockCache>(
       new DiskBlockCache(std::move(options), std::move(disk), blocks_dir));
+}
+
+bool BlockCache::get_file_into(std::string_view content_id, uint64_t index, char* file, size_t capacity,
+                               size_t length) {
+  if (capacity < block_file::kHeaderSize + length) return false;
+  return get_into(content_id, index, file + block_file::kHeaderSize, length);
 }
 
 }  // namespace hubfs

@@ -55,6 +55,7 @@ struct CacheStats {
   uint64_t evictions = 0;
   uint64_t bytes_used = 0;      // this process's estimate of the directory's size
   uint64_t writes_skipped = 0;  // puts not attempted while backing off after write failures
+  uint64_t direct_reads = 0;    // hits read with O_DIRECT, past the page cache (get_file_into)
 };
 
 class BlockCache {
@@ -77,6 +78,13 @@ class BlockCache {
     std::memcpy(out, hit->data(), length);
     return true;
   }
+  // get_into, with the block's whole file read into `file` (`capacity` bytes the caller lends):
+  // its data lands at file + block_file::kHeaderSize. Memory aligned to
+  // CacheDisk::kDirectReadAlign, with room for the file rounded up to it, lets a file the page
+  // cache does not hold be read straight into it (CacheDisk::read_file_into): no kernel copy, no
+  // page-cache pages. Checked as get_into checks. The default reads through get_into.
+  virtual bool get_file_into(std::string_view content_id, uint64_t index, char* file, size_t capacity,
+                             size_t length);
   // Bytes [offset, offset + length) of the block, read into `out` without checking them against
   // the block's checksum (its header is checked: key, index, length): for a caller that checks
   // what it reads itself, where reading and checksumming the whole block for a part of it would

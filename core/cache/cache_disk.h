@@ -56,6 +56,24 @@ class CacheDisk {
     std::memcpy(out, whole->data() + offset, length);
     return static_cast<uint64_t>(whole->size());
   }
+  // Reads a whole file of at most `capacity` bytes (larger: kCorrupt; missing: kNotFound) into
+  // `buffer`, memory the caller lends. When the buffer is aligned to kDirectReadAlign, holds the
+  // file rounded up to that, and the page cache holds none of the file, the POSIX disk reads it
+  // with O_DIRECT, straight into the buffer: a read through the page cache costs the kernel a
+  // copy and fresh pages for bytes the caller keeps anyway (docs/benchmarks.md, "Disk-tier reads
+  // straight into the block buffers"). Otherwise, or where the file system refuses direct I/O,
+  // an ordinary read. Bytes past the file's end in the buffer are unspecified.
+  struct ReadInto {
+    uint64_t size = 0;    // the file's bytes now at the start of the buffer
+    bool direct = false;  // read with O_DIRECT
+  };
+  static constexpr size_t kDirectReadAlign = 4096;
+  virtual Result<ReadInto> read_file_into(const std::string& path, char* buffer, size_t capacity) {
+    Result<std::string> whole = read_file(path, capacity);
+    if (!whole.ok()) return whole.status();
+    std::memcpy(buffer, whole->data(), whole->size());
+    return ReadInto{whole->size(), false};
+  }
   // Creates a fresh file (O_EXCL) and writes all of head, then all of body, to it (two pieces so
   // a block file's header and its data, a slice of a response, need no copy into one buffer).
   virtual Status write_new_file(const std::string& path, std::string_view head, std::string_view body) = 0;

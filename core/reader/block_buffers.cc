@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace hubfs {
@@ -13,6 +14,20 @@ namespace {
 constexpr size_t kHugePage = 2u << 20;
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// The smallest run of huge pages that slots fill but for at most a sixteenth (a disk-tier slot,
+// a 1 MiB block and its file's header rounded up to 4 KiB, fills 2 MiB only half, 16 MiB all
+// but 6%); at most 32 huge pages, else the one of them wasting least.
+size_t region_bytes_for(size_t slot_bytes) {
+  const size_t first = round_up(slot_bytes, kHugePage);
+  size_t best = first;
+  for (size_t region = first; region <= std::max(first, 32 * kHugePage); region += kHugePage) {
+    const size_t waste = region % slot_bytes;
+    if (waste * 16 <= region) return region;
+    if (waste * best < (best % slot_bytes) * region) best = region;  // a smaller share wasted
+  }
+  return best;
+}
 
 // region_bytes of fresh memory aligned to kHugePage, marked for huge pages; null when mmap fails.
 char* map_region(size_t region_bytes) {
@@ -37,7 +52,7 @@ std::shared_ptr<BlockBufferPool> BlockBufferPool::create(size_t slot_bytes) {
 }
 
 BlockBufferPool::BlockBufferPool(size_t slot_bytes)
-    : slot_bytes_(slot_bytes), region_bytes_(round_up(slot_bytes, kHugePage)), owner_pid_(::getpid()) {}
+    : slot_bytes_(slot_bytes), region_bytes_(region_bytes_for(slot_bytes)), owner_pid_(::getpid()) {}
 
 BlockBufferPool::~BlockBufferPool() {
   // Every slot is back (each lent one holds the pool alive).

@@ -1,11 +1,13 @@
 // Memory for blocks read from the disk cache, lent and taken back. A block read into fresh memory
 // pays a page fault for each 4 KiB page (the kernel finds, zeroes and maps each): on a VM, most
 // of a block's load from the disk cache, and most of what a fresh process spends opening HDF5
-// files over hf:// (docs/benchmarks.md, "A training loop"). The pool carves blocks out of 2 MiB-aligned regions it asks the kernel to
-// back with transparent huge pages (one fault per 2 MiB where the system allows them: `madvise`
-// or `always` in /sys/kernel/mm/transparent_hugepage/enabled; elsewhere plain pages, as before),
-// and a block's memory comes back to the pool when its last holder lets go, for the next block,
-// already mapped.
+// files over hf:// (docs/benchmarks.md, "A training loop"). The pool carves blocks out of 2
+// MiB-aligned regions (a run of 2 MiB pages the slots fill but for at most a sixteenth) it asks
+// the kernel to back with transparent huge pages (one fault per 2 MiB where the system allows
+// them: `madvise` or `always` in /sys/kernel/mm/transparent_hugepage/enabled; elsewhere plain
+// pages, as before), and a block's memory comes back to the pool when its last holder lets go,
+// for the next block, already mapped. Slots whose size is a multiple of 4 KiB are 4 KiB-aligned,
+// as a direct read needs (the disk tier's: reader/disk_tier.h).
 //
 // Regions are never returned while the pool lives: what it holds is at most the most blocks
 // held at once (the memory tier's budget and the reads under way). The pool lives while its
@@ -52,7 +54,7 @@ class BlockBufferPool : public std::enable_shared_from_this<BlockBufferPool> {
   void give_back(char* slot);
 
   const size_t slot_bytes_;
-  const size_t region_bytes_;  // slot_bytes rounded up to 2 MiB
+  const size_t region_bytes_;  // a multiple of 2 MiB (region_bytes_for in the .cc)
   const pid_t owner_pid_;      // the process whose pool this is
   mutable std::mutex mu_;
   std::vector<char*> free_;

@@ -15,10 +15,17 @@ namespace hubfs {
 class DiskTier final : public BlockTier {
  public:
   // cache must outlive this tier. Blocks of exactly block_size bytes are read into memory of a
-  // pool of this tier's (reader/block_buffers.h); others (a file's short last block, any block
-  // size when block_size is 0) into a string of their own.
+  // pool of this tier's (reader/block_buffers.h), each as its whole block file (header, then the
+  // data the block's bytes point at), in a slot aligned and sized for a direct read
+  // (BlockCache::get_file_into); others (a file's short last block, any block size when
+  // block_size is 0) into a string of their own.
   explicit DiskTier(BlockCache& cache, size_t block_size = 0)
-      : cache_(cache), pool_(block_size ? BlockBufferPool::create(block_size) : nullptr) {}
+      : cache_(cache), block_size_(block_size),
+        pool_(block_size ? BlockBufferPool::create(file_slot_bytes(block_size)) : nullptr) {}
+
+  // A slot's size for blocks of block_size bytes: the block file, rounded up to the alignment a
+  // direct read needs.
+  static size_t file_slot_bytes(size_t block_size);
 
   std::optional<BlockBytes> get(const BlockId& id) override;
   void put(const BlockId& id, const BlockBytes& bytes) override;
@@ -26,6 +33,7 @@ class DiskTier final : public BlockTier {
 
  private:
   BlockCache& cache_;
+  const size_t block_size_;
   const std::shared_ptr<BlockBufferPool> pool_;
 };
 

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -12,6 +14,7 @@
 
 #include "cache/block_file.h"
 #include "fault_disk.h"
+#include "page_cache.h"
 #include "support/manual_env.h"
 #include "support/temp_dir.h"
 
@@ -204,6 +207,54 @@ TEST(BlockCache, ABlockReadIntoTheCallersMemoryThatFailsItsCheckIsAMissAndDelete
   cache->put(kA, 0, data);
   ASSERT_TRUE(cache->get_into(kA, 0, out.data(), out.size()));
   EXPECT_EQ(out, data);
+}
+
+// A block's whole file read into the caller's aligned memory (a disk-tier slot): the data after
+// the header, checked as get_into checks it, read past the page cache when the page cache does
+// not hold the file (where the file system allows); a block failing its check is a miss and
+// deleted, whichever way it was read.
+TEST(BlockCache, ABlockFileReadIntoAlignedMemoryIsCheckedWhicheverWayItIsRead) {
+  TempDir tmp;
+  auto cache = open_cache({.dir = tmp.str()});
+  ASSERT_TRUE(cache);
+  const std::string full = pattern(kA, 0, 1 << 20);
+  cache->put(kA, 0, full);
+  cache->put(kA, 1, full);
+  const std::string path = block_path(tmp.path(), kA, 0);
+  const bool possible = testing::direct_reads_possible(path);
+  const size_t capacity = block_file::kHeaderSize + full.size() + CacheDisk::kDirectReadAlign;
+  char* file = static_cast<char*>(std::aligned_alloc(CacheDisk::kDirectReadAlign, capacity));
+  ASSERT_NE(file, nullptr);
+  ASSERT_TRUE(testing::evict_from_page_cache(path));
+  ASSERT_TRUE(cache->get_file_into(kA, 0, file, capacity, full.size()));
+  EXPECT_EQ(std::string(file + block_file::kHeaderSize, full.size()), full);
+  EXPECT_EQ(cache->stats().hits, 1u);
+  EXPECT_EQ(cache->stats().direct_reads, possible ? 1u : 0u);
+  // A direct read leaves nothing in the page cache: the next read is direct too.
+  std::fill(file, file + capacity, '\0');
+  ASSERT_TRUE(cache->get_file_into(kA, 0, file, capacity, full.size()));
+  EXPECT_EQ(std::string(file + block_file::kHeaderSize, full.size()), full);
+  EXPECT_EQ(cache->stats().direct_reads, possible ? 2u : 0u);
+  // Held by the page cache once read the ordinary way (get): read through it, the same bytes.
+  ASSERT_EQ(cache->get(kA, 0), full);
+  std::fill(file, file + capacity, '\0');
+  ASSERT_TRUE(cache->get_file_into(kA, 0, file, capacity, full.size()));
+  EXPECT_EQ(std::string(file + block_file::kHeaderSize, full.size()), full);
+  EXPECT_EQ(cache->stats().direct_reads, possible ? 2u : 0u);
+  // Another length, or no room for the header and the data: not this block, and it stays.
+  EXPECT_FALSE(cache->get_file_into(kA, 0, file, capacity, full.size() - 1));
+  EXPECT_FALSE(cache->get_file_into(kA, 0, file, full.size(), full.size()));
+  EXPECT_TRUE(fs::exists(path));
+  // A flipped data bit in a file the page cache does not hold: a miss, and the file is deleted.
+  const std::string bad = block_path(tmp.path(), kA, 1);
+  flip_bit(bad, block_file::kHeaderSize + 777777);
+  ASSERT_TRUE(testing::evict_from_page_cache(bad));
+  EXPECT_FALSE(cache->get_file_into(kA, 1, file, capacity, full.size()));
+  EXPECT_FALSE(fs::exists(bad));
+  EXPECT_EQ(cache->stats().corrupt, 1u);
+  // Absent: a miss.
+  EXPECT_FALSE(cache->get_file_into(kB, 0, file, capacity, full.size()));
+  std::free(file);
 }
 
 TEST(BlockCache, OverwriteReplacesAtomically) {

@@ -2,11 +2,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "cache/cache_disk.h"
 #include "fault_disk.h"
+#include "page_cache.h"
 #include "support/temp_dir.h"
 
 namespace hubfs {
@@ -14,6 +16,16 @@ namespace HUBFS_UNITY_ID {
 
 namespace fs = std::filesystem;
 using testing::TempDir;
+
+// Memory aligned as a block buffer pool's slots are (reader/block_buffers.h).
+struct Aligned {
+  explicit Aligned(size_t n) : p(static_cast<char*>(std::aligned_alloc(CacheDisk::kDirectReadAlign, n))), size(n) {}
+  ~Aligned() { std::free(p); }
+  Aligned(const Aligned&) = delete;
+  Aligned& operator=(const Aligned&) = delete;
+  char* p;
+  size_t size;
+};
 
 TEST(PosixDisk, MakeDirsCreatesEveryMissingLevelAndAcceptsExisting) {
   TempDir tmp;
@@ -152,6 +164,51 @@ TEST(PosixDisk, TouchRenameRemove) {
   ASSERT_TRUE(disk->remove(b).ok());
   EXPECT_EQ(disk->remove(b).code(), Code::kNotFound);
   EXPECT_EQ(disk->touch(b).code(), Code::kNotFound);
+}
+
+// A file the page cache does not hold is read with O_DIRECT straight into aligned memory (where
+// the file system takes direct I/O); one it holds, or into memory not aligned, the ordinary way.
+// The bytes are the file's every time.
+TEST(PosixDisk, AFileThePageCacheDoesNotHoldIsReadDirectlyIntoAlignedMemory) {
+  TempDir tmp;
+  auto disk = posix_disk();
+  const std::string path = tmp.str() + "/block";
+  std::string data(1000000 + 48, '\0');  // not a multiple of any alignment
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + i / 4096);
+  ASSERT_TRUE(disk->write_new_file(path, data).ok());
+  const bool possible = testing::direct_reads_possible(path);
+  Aligned buffer(data.size() + CacheDisk::kDirectReadAlign);
+
+  ASSERT_TRUE(testing::evict_from_page_cache(path));
+  auto read = disk->read_file_into(path, buffer.p, buffer.size);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->size, data.size());
+  EXPECT_EQ(std::string(buffer.p, read->size), data);
+  EXPECT_EQ(read->direct, possible);
+
+  // The page cache holds it now (an ordinary read put it there): read through it.
+  ASSERT_TRUE(disk->read_file(path, data.size()).ok());
+  std::fill(buffer.p, buffer.p + buffer.size, 'x');
+  read = disk->read_file_into(path, buffer.p, buffer.size);
+  ASSERT_TRUE(read.ok());
+  EXPECT_FALSE(read->direct);
+  EXPECT_EQ(std::string(buffer.p, read->size), data);
+
+  // Memory not aligned, or too little room for the file rounded up: the ordinary way.
+  ASSERT_TRUE(testing::evict_from_page_cache(path));
+  read = disk->read_file_into(path, buffer.p + 8, buffer.size - 8);
+  ASSERT_TRUE(read.ok());
+  EXPECT_FALSE(read->direct);
+  EXPECT_EQ(std::string(buffer.p + 8, read->size), data);
+  ASSERT_TRUE(testing::evict_from_page_cache(path));
+  read = disk->read_file_into(path, buffer.p, data.size());
+  ASSERT_TRUE(read.ok());
+  EXPECT_FALSE(read->direct);
+  EXPECT_EQ(std::string(buffer.p, read->size), data);
+
+  // Larger than the room given: refused as not a block; missing: not found.
+  EXPECT_EQ(disk->read_file_into(path, buffer.p, data.size() - 1).status().code(), Code::kCorrupt);
+  EXPECT_EQ(disk->read_file_into(tmp.str() + "/none", buffer.p, buffer.size).status().code(), Code::kNotFound);
 }
 
 }  // namespace
