@@ -404,6 +404,8 @@ void ChunkStreamDecoder::reset() {
   chunk_start_ = 0;
   keep_from_.reset();
   header_.reset();
+  direct_ = false;
+  direct_got_ = 0;
   stage_.clear();
   if (length_ > std::numeric_limits<uint32_t>::max()) {
     failed_ = InvalidArgument("a xorb range of " + std::to_string(length_) + " bytes: xorbs are at most 64 MiB");
@@ -442,6 +444,17 @@ size_t ChunkStreamDecoder::step(const uint8_t* p, size_t n) {
                       " chunks (from chunk " + std::to_string(first_chunk_) + "): the range and the chunk count disagree");
     return 0;
   }
+  if (header_ && direct_) {
+    // A chunk stored as-is and kept whole: its bytes go straight to their place in the output
+    // as they arrive, and are hashed there once complete (still in cache), with no staging copy.
+    const size_t take = std::min<size_t>(n, header_->compressed_size - direct_got_);
+    out_.data.append(reinterpret_cast<const char*>(p), take);
+    direct_got_ += take;
+    if (direct_got_ == header_->compressed_size) {
+      chunk_done(reinterpret_cast<const uint8_t*>(out_.data.data()) + out_.data.size() - direct_got_);
+    }
+    return take;
+  }
   const size_t need = header_ ? header_->compressed_size : kChunkHeaderSize;
   const bool whole_here = stage_.empty() && n >= need;
   const size_t take = whole_here ? need : std::min(n, need - stage_.size());
@@ -478,6 +491,10 @@ void ChunkStreamDecoder::header_done(const uint8_t* h) {
     return;
   }
   header_ = *header;
+  if (!keep_from_ && out_.count() == extras_.keep_from_chunk) keep_from_ = produced_ + extras_.keep_skip;
+  direct_ = header_->scheme == CompressionScheme::kNone && keep_from_ && *keep_from_ <= produced_ &&
+            header_->compressed_size > 0;
+  direct_got_ = 0;
   if (header_->compressed_size == 0) chunk_done(h);  // an empty chunk: its payload is complete
 }
 
@@ -500,8 +517,9 @@ void ChunkStreamDecoder::chunk_done(const uint8_t* payload) {
     content = reinterpret_cast<const uint8_t*>(scratch_.data());
   }
   if (extras_.hash) out_.hashes.push_back(chunk_hash(content, h.uncompressed_size));
-  if (!keep_from_ && out_.count() == extras_.keep_from_chunk) keep_from_ = produced_ + extras_.keep_skip;
-  if (keep_from_ && produced_ + h.uncompressed_size > *keep_from_) {
+  if (direct_) {
+    direct_ = false;  // already in place
+  } else if (keep_from_ && produced_ + h.uncompressed_size > *keep_from_) {
     const uint64_t from = std::max<uint64_t>(produced_, *keep_from_);
     out_.data.append(reinterpret_cast<const char*>(content) + (from - produced_), produced_ + h.uncompressed_size - from);
   }

@@ -145,6 +145,8 @@ class ChunkStreamDecoder {
   uint64_t chunk_start_ = 0;     // where the current chunk's header starts in the range
   std::optional<uint64_t> keep_from_;
   std::optional<ChunkHeader> header_;  // the current chunk's, once its 8 bytes are in
+  bool direct_ = false;          // the current chunk's payload goes straight to the output
+  size_t direct_got_ = 0;        // how much of it has
   std::string stage_;            // the current step's bytes when they span pieces
   std::string scratch_;          // one compressed chunk's decoded content
 };
