@@ -71,9 +71,6 @@ struct HttpRequest {
   // does not wait for another read's transfer to end, which, with every slot taken by ranges
   // that share the link and end together, is the end of the whole wave.
   bool companion = false;
-  // Capacity to reserve for the body beyond its Content-Length, in the same allocation: for a
-  // caller that decodes the body inside its own buffer and needs room to grow (Xet chunks).
-  size_t body_headroom = 0;
   // Where a successful body goes instead of HttpResponse::body (BodySink). Shared: every attempt
   // of a retried request feeds the same sink, each from begin().
   std::shared_ptr<BodySink> body_sink;

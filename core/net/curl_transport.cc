@@ -132,7 +132,7 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
         t->response.headers.emplace_back(std::move(name), std::string(value));
         return n;
       }
-      const size_t room = static_cast<size_t>(length) + t->request.body_headroom;
+      const size_t room = static_cast<size_t>(length);
       t->response.body.reserve(room);
       advise_huge_pages(t->response.body.data(), room);
     }
