@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <future>  // for the files that take std::future from here (core itself uses OneShot)
 #include <optional>
 #include <string>
@@ -25,6 +26,23 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 std::optional<std::string> find_header(const Headers& headers, std::string_view name);
 
 struct HttpResponse;
+
+// Takes a successful (2xx) response body in pieces as they arrive, instead of its collection in
+// HttpResponse::body: a caller that decodes a body (Xet chunks) does it while the rest is on the
+// wire, from bytes still in the CPU's cache, with no body-sized buffer of fresh pages
+// (docs/xet.md, "Decoding while bytes arrive"). Called on a transport thread: must not block.
+// Only one attempt feeds it at a time: each attempt that streams calls begin() before its first
+// byte, so a retry starts it from zero (a hedged twin that loses never feeds it). A transport
+// that does not stream leaves the body in HttpResponse::body, and HttpResponse::streamed at 0:
+// the caller feeds it then.
+class BodySink {
+ public:
+  virtual ~BodySink() = default;
+  // A body begins: everything fed before (a failed attempt's) is forgotten.
+  virtual void begin() = 0;
+  // The next n bytes of the body.
+  virtual void feed(const char* data, size_t n) = 0;
+};
 
 struct HttpRequest {
   std::string method = "GET";  // GET, HEAD or POST
@@ -53,9 +71,9 @@ struct HttpRequest {
   // does not wait for another read's transfer to end, which, with every slot taken by ranges
   // that share the link and end together, is the end of the whole wave.
   bool companion = false;
-  // Capacity to reserve for the body beyond its Content-Length, in the same allocation: for a
-  // caller that decodes the body inside its own buffer and needs room to grow (Xet chunks).
-  size_t body_headroom = 0;
+  // Where a successful body goes instead of HttpResponse::body (BodySink). Shared: every attempt
+  // of a retried request feeds the same sink, each from begin().
+  std::shared_ptr<BodySink> body_sink;
   // When the read this request serves gives up: a retrying transport retries transient failures
   // until then (rather than a fixed number of times), and the transport abandons a transfer
   // still running then. Never by default (API requests are bounded by their attempts).
@@ -72,6 +90,8 @@ struct HttpResponse {
   long status = 0;
   Headers headers;  // header names lower-cased
   std::string body;
+  // Bytes of this answer's successful body given to HttpRequest::body_sink instead of `body`.
+  uint64_t streamed = 0;
   // How long the request was held for the Hub's quota windows before this answer, over all its
   // attempts (set by RetryingTransport; zero from a plain transport). Time the request's read
   // lost to quota, not to the network: whoever waits on the answer may add it to its deadline.

@@ -126,8 +126,13 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
         return 0;
       }
       // The hot path: one allocation for the whole body instead of log2(n) regrowths, in huge
-      // pages when large, because a fault per 4 KiB page is dear (common/big_buffer.h).
-      const size_t room = static_cast<size_t>(length) + t->request.body_headroom;
+      // pages when large, because a fault per 4 KiB page is dear (common/big_buffer.h). A
+      // streamed body (HttpRequest::body_sink) needs none.
+      if (t->request.body_sink) {
+        t->response.headers.emplace_back(std::move(name), std::string(value));
+        return n;
+      }
+      const size_t room = static_cast<size_t>(length);
       t->response.body.reserve(room);
       advise_huge_pages(t->response.body.data(), room);
     }
@@ -146,11 +151,20 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
     t->response.body.append(data, keep);
     return n;
   }
-  if (t->response.body.size() + n > t->request.max_body) {
+  const uint64_t so_far = t->response.body.size() + t->response.streamed;
+  if (so_far + n > t->request.max_body) {
     t->abort_status = Corrupt("server sent more than asked: " + t->what() + " body passed " +
                               std::to_string(t->request.max_body) +
                               " bytes (did the server ignore the Range header?)");
     return 0;  // makes curl abort the transfer
+  }
+  if (BodySink* sink = t->request.body_sink.get()) {
+    // Only the transfer that answered first gets here (a hedge's loser is cancelled at the
+    // winner's first header byte, above), so one transfer feeds the sink, from its begin().
+    if (t->response.streamed == 0) sink->begin();
+    sink->feed(data, n);
+    t->response.streamed += n;
+    return n;
   }
   t->response.body.append(data, n);
   return n;

@@ -271,7 +271,7 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
     bool needed = false;
     uint64_t known_unpacked = 0;  // of its chunks the read's terms describe
     uint32_t known_chunks = 0;
-    XorbBody body;
+    XorbDecoded pending;  // its chunks, decoded as they arrive
     std::optional<Result<DecodedChunks>> decoded;
   };
   std::vector<Request> requests;
@@ -305,20 +305,28 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
       r.known_chunks += p.term->chunks.count();
     }
   }
+  // A read of one term from one listed range (most reads: a file's terms are long) is decoded
+  // into its output from the read's first byte on and handed over: no copy trims it.
+  const bool one_piece = n == 1 && requests.size() == 1 && !pieces[0].cached;
   // Every range the cache cannot serve goes out at once; the read holds one of the reader's
-  // slots, so its ranges after the first go out beside it (HttpRequest::companion).
+  // slots, so its ranges after the first go out beside it (HttpRequest::companion). Each is
+  // decoded, every chunk hashed (the file's check needs every one), as its bytes arrive.
   bool first_out = true;
   for (Request& r : requests) {
     if (!r.needed) continue;
     const uint32_t unknown = r.listed->chunks.count() > r.known_chunks ? r.listed->chunks.count() - r.known_chunks : 0;
-    r.body = fetch_xorb_range(transport_, r.fetch->url, r.listed->bytes, deadline,
-                              listed_range_headroom(*r.listed, r.known_unpacked, unknown), !first_out, xorbs_);
+    DecodeExtras extras;
+    extras.hash = true;
+    size_t capacity = listed_range_output_bound(r.known_unpacked, unknown);
+    if (one_piece) {
+      extras.keep_from_chunk = pieces[0].term->chunks.start - r.listed->chunks.start;
+      extras.keep_skip = pieces[0].read->skip;
+    }
+    r.pending = fetch_xorb_range(transport_, r.fetch->url, r.xorb, *r.listed, deadline, capacity, extras,
+                                 !first_out, xorbs_);
     first_out = false;
   }
 
-  // A read of one term from one listed range (most reads: a file's terms are long) is decoded
-  // inside the range's buffer from its first byte on and handed over: no copy trims it.
-  const bool one_piece = n == 1 && requests.size() == 1 && !pieces[0].cached;
   std::string out;
   if (n > 1) {
     out.reserve(range.length);
@@ -343,20 +351,7 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
     Request& r = requests[p.request];
     if (!r.decoded) {
       // Every request is waited for before returning, failed or not (they use this reader).
-      auto body = r.body->take();
-      if (!body.ok()) {
-        r.decoded = Result<DecodedChunks>(body.status());
-      } else {
-        // One pass: each chunk decoded, hashed (the file's check needs every one) and moved to
-        // its place while it is in cache.
-        DecodeExtras extras;
-        extras.hash = true;
-        if (one_piece) {
-          extras.keep_from_chunk = term.chunks.start - r.listed->chunks.start;
-          extras.keep_skip = t.skip;
-        }
-        r.decoded = decode_listed_range(std::move(body).value(), r.xorb, *r.listed, extras);
-      }
+      r.decoded = r.pending->take();
     }
     if (!first_error.ok()) continue;
     if (!r.decoded->ok()) {
@@ -380,7 +375,7 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
       first_error = Internal("xorb " + term.xorb.hex() + ": a decoded range does not hold what the read asked for");
       continue;
     }
-    // Hashed on this worker as they were decoded: the file's check needs every one.
+    // Hashed as they arrived (on the transport's thread): the file's check needs every one.
     for (size_t k = lo; k < hi; ++k) {
       const uint64_t a = k ? d.ends[k - 1] : 0;
       served[i].push_back(

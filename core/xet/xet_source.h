@@ -10,8 +10,8 @@
 //   3. per term: its chunks from the chunk cache when all are there, else the listed range that
 //      holds it (V2: one of the URL's listed ranges, one per request, as huggingface.js XetBlob;
 //      V1: the term's url_range), each range once per read, all in flight at once (xorb_fetch.h);
-//   4. decoded, chunk boundaries from the chunk headers, each chunk hashed on this reader's
-//      thread; the hashes go to the whole-file check (XetFileChecks), which compares their Merkle
+//   4. decoded as the bytes arrive (each chunk once its last byte is in, on the transport's
+//      thread: xorb_fetch.h), chunk boundaries from the chunk headers, each chunk hashed; the hashes go to the whole-file check (XetFileChecks), which compares their Merkle
 //      root with the file's Xet hash once they tile the file. A read that alone covers the whole
 //      file is checked before it answers: on a mismatch it is fetched once more with a fresh
 //      plan (nothing of the first attempt served or kept). A partial read is not

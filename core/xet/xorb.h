@@ -103,6 +103,54 @@ inline size_t in_place_headroom(uint64_t decoded, uint64_t stored, uint64_t chun
   return static_cast<size_t>((decoded > stored ? decoded - stored : 0) + chunks * kChunkHeaderSize);
 }
 
+// Decodes a range's chunks as its bytes arrive, in pieces of any size (a response body as the
+// network hands it over, HttpRequest::body_sink): each chunk is checked, decoded and hashed as
+// soon as its last byte is in, from the piece that holds it or, when it spans pieces, from a
+// chunk-sized buffer reused for every chunk, so its bytes are read while they are in the CPU's
+// cache and no range-sized buffer is filled first. The result, checks and errors are those of
+// decode_chunks with expected_chunks (the output holds only the kept bytes: DecodeExtras). After
+// the first failure nothing more is decoded; finish() reports it. Not thread-safe: one feeder.
+class ChunkStreamDecoder {
+ public:
+  // `length`: the range's size in bytes (a count of chunks it cannot hold is refused);
+  // output_capacity: reserved for the kept output up front (in huge pages when large; only what
+  // is written is ever touched), so it grows without a copy when the caller knows its size.
+  ChunkStreamDecoder(uint64_t first_chunk, size_t expected_chunks, uint64_t length, size_t max_output,
+                     size_t output_capacity, const DecodeExtras& extras = {});
+  // Starts again from the range's first byte (a retried body): what was fed is forgotten.
+  void reset();
+  void feed(const uint8_t* data, size_t n);
+  uint64_t fed() const { return fed_; }
+  // Once the range's bytes are all fed: its chunks, or the first failure (kCorrupt, as
+  // decode_chunks). Ends this decoder's use until reset().
+  Result<DecodedChunks> finish();
+
+ private:
+  // Consumes what the current step (a header, then its payload) needs from [p, p + n); returns
+  // how many bytes it took.
+  size_t step(const uint8_t* p, size_t n);
+  void header_done(const uint8_t* h);
+  void chunk_done(const uint8_t* payload);
+
+  const uint64_t first_chunk_;
+  const size_t expected_chunks_;
+  const uint64_t length_;
+  const size_t max_output_;
+  const size_t output_capacity_;
+  const DecodeExtras extras_;
+  DecodedChunks out_;
+  Status failed_ = Status::Ok();
+  uint64_t fed_ = 0;
+  uint64_t produced_ = 0;        // decoded bytes so far, kept or not
+  uint64_t chunk_start_ = 0;     // where the current chunk's header starts in the range
+  std::optional<uint64_t> keep_from_;
+  std::optional<ChunkHeader> header_;  // the current chunk's, once its 8 bytes are in
+  bool direct_ = false;          // the current chunk's payload goes straight to the output
+  size_t direct_got_ = 0;        // how much of it has
+  std::string stage_;            // the current step's bytes when they span pieces
+  std::string scratch_;          // one compressed chunk's decoded content
+};
+
 // A xorb's footer (XorbObjectInfoV1 in xorb_object_format.rs).
 struct XorbFooter {
   MerkleHash xorb_hash;

@@ -29,30 +29,47 @@ std::string answer_text(const HttpResponse& r) {
 
 }  // namespace
 
-XorbBody fetch_xorb_range(HttpTransport& transport, const std::string& url, const ByteRange& range,
-                          const Deadline& deadline, size_t headroom, bool companion, XorbFetchCounters& counters) {
-  auto answer = std::make_shared<OneShot<Result<std::string>>>();
+namespace {
+// The transport's sink for one listed range: its chunks decoded as they arrive.
+class DecodingSink : public BodySink {
+ public:
+  DecodingSink(const XorbRange& listed, size_t output_capacity, const DecodeExtras& extras)
+      : decoder(listed.chunks.start, listed.chunks.count(), listed.bytes.length(),
+                listed.chunks.count() * kMaxChunkSize, output_capacity, extras) {}
+  void begin() override { decoder.reset(); }
+  void feed(const char* data, size_t n) override { decoder.feed(reinterpret_cast<const uint8_t*>(data), n); }
+  ChunkStreamDecoder decoder;
+};
+}  // namespace
+
+XorbDecoded fetch_xorb_range(HttpTransport& transport, const std::string& url, const MerkleHash& xorb,
+                             const XorbRange& listed, const Deadline& deadline, size_t output_capacity,
+                             const DecodeExtras& extras, bool companion, XorbFetchCounters& counters) {
+  auto answer = std::make_shared<OneShot<Result<DecodedChunks>>>();
+  auto sink = std::make_shared<DecodingSink>(listed, output_capacity, extras);
+  const ByteRange range = listed.bytes;
   HttpRequest req;
   req.url = url;  // signed: no Authorization header goes with it
   req.headers = {{"Range", xorb_range_header(range)}};
   req.own_connection = true;
   req.companion = companion;
-  req.body_headroom = headroom;
   req.deadline = deadline;
   req.max_body = range.length() + 1;  // a longer body is refused as it arrives
+  req.body_sink = sink;
   const ByteRange want = range;
   req.validate = [want](const HttpResponse& r) -> Status {
     if (r.status != 206) return Status::Ok();  // judged below (a 403 or 404 is not transient)
     auto cr = parse_xorb_content_range(r.header("content-range").value_or(""));
-    if (!cr || !(*cr == want) || r.body.size() != want.length()) {
+    const uint64_t got = r.body.size() + r.streamed;
+    if (!cr || !(*cr == want) || got != want.length()) {
       return Unavailable("the Xet storage service answered xorb range " + xorb_range_header(want) +
                          " with Content-Range '" + r.header("content-range").value_or("") + "' and " +
-                         std::to_string(r.body.size()) + " bytes");
+                         std::to_string(got) + " bytes");
     }
     return Status::Ok();
   };
   ++counters.requests;
-  transport.submit(std::move(req), [answer, want, &counters](Result<HttpResponse> r) {
+  transport.submit(std::move(req), [answer, sink, want, xorb, &counters](Result<HttpResponse> r) {
     const std::string what = "xorb range " + xorb_range_header(want);
     if (!r.ok()) {
       // A validation refusal (or a transfer cut short) is the service's fault, never the data's.
@@ -64,15 +81,31 @@ XorbBody fetch_xorb_range(HttpTransport& transport, const std::string& url, cons
       answer->set(PermissionDenied(what + ": " + answer_text(*r) + ": the Xet service refused the signed URL"));
       return;
     }
-    if (r->status != 206 || r->body.size() != want.length()) {
-      answer->set(Unavailable(what + ": " + answer_text(*r) + " with " + std::to_string(r->body.size()) +
-                                     " bytes: the Xet storage service failed"));
+    const uint64_t got = r->body.size() + r->streamed;
+    if (r->status != 206 || got != want.length()) {
+      answer->set(Unavailable(what + ": " + answer_text(*r) + " with " + std::to_string(got) +
+                              " bytes: the Xet storage service failed"));
       return;
     }
-    counters.bytes += r->body.size();
-    answer->set(std::move(r->body));
+    if (r->streamed == 0) {
+      // A transport that does not stream (or an empty body): decoded here, all at once.
+      sink->begin();
+      sink->feed(r->body.data(), r->body.size());
+    }
+    counters.bytes += got;
+    auto decoded = sink->decoder.finish();
+    if (!decoded.ok()) {
+      answer->set(Unavailable("the Xet storage service sent bytes of xorb " + xorb.hex() + " that do not decode (" +
+                              decoded.status().message() + ")"));
+      return;
+    }
+    answer->set(std::move(decoded));
   });
   return answer;
+}
+
+size_t listed_range_output_bound(uint64_t known_unpacked, uint32_t unknown_chunks) {
+  return static_cast<size_t>(known_unpacked + uint64_t(unknown_chunks) * kMaxChunkSize);
 }
 
 size_t listed_range_headroom(const XorbRange& listed, uint64_t known_unpacked, uint32_t unknown_chunks) {

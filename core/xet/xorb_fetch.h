@@ -27,16 +27,24 @@ struct XorbFetchCounters {
   std::atomic<uint64_t> bytes{0};  // received (compressed, headers included)
 };
 
-// A xorb range's answer, given once by the transport's callback (OneShot: its waiter takes it).
-using XorbBody = std::shared_ptr<OneShot<Result<std::string>>>;
+// A listed range's chunks, decoded, given once by the transport's callback (OneShot: its waiter
+// takes them).
+using XorbDecoded = std::shared_ptr<OneShot<Result<DecodedChunks>>>;
 
 // Starts the GET of one listed range from its signed URL (no Authorization header; on a
-// connection of its own). The answer holds exactly range.length() bytes, in a buffer with
-// `headroom` bytes of capacity beyond them (to decode in place), or a service error. companion:
-// a further range of a read whose first one just went out (HttpRequest::companion). transport
-// and counters must outlive the answer.
-XorbBody fetch_xorb_range(HttpTransport& transport, const std::string& url, const ByteRange& range,
-                          const Deadline& deadline, size_t headroom, bool companion, XorbFetchCounters& counters);
+// connection of its own) and decodes its chunks as the bytes arrive (ChunkStreamDecoder, on the
+// transport's thread, with `extras`; a retried body starts again from zero): the answer is
+// exactly listed.chunks.count() chunks filling exactly the range's bytes, or a service error
+// naming the xorb (kUnavailable; kPermissionDenied for a refused URL). output_capacity: reserved
+// for the decoded output up front. companion: a further range of a read whose first one just
+// went out (HttpRequest::companion). transport and counters must outlive the answer.
+XorbDecoded fetch_xorb_range(HttpTransport& transport, const std::string& url, const MerkleHash& xorb,
+                             const XorbRange& listed, const Deadline& deadline, size_t output_capacity,
+                             const DecodeExtras& extras, bool companion, XorbFetchCounters& counters);
+
+// The most a listed range decodes to, when `known_unpacked` bytes of it are known (terms) and
+// `unknown_chunks` chunks are not: a capacity to reserve for its output.
+size_t listed_range_output_bound(uint64_t known_unpacked, uint32_t unknown_chunks);
 
 // The capacity decode_listed_range needs beyond a listed range's bytes to decode it in place,
 // when `known_unpacked` bytes of it are known (terms) and `unknown_chunks` chunks are not.

@@ -346,6 +346,67 @@ TEST(CurlTransport, BodyExactlyMaxBodyIsAccepted) {
   EXPECT_EQ(r->body, "0123456789");
 }
 
+// HttpRequest::body_sink: a successful body goes to the sink as it arrives (begin() once, before
+// the first byte), HttpResponse::body stays empty and `streamed` counts it; an error page is
+// still collected in `body`; a streamed body past max_body is refused as a collected one is.
+class RecordingSink : public BodySink {
+ public:
+  void begin() override {
+    ++begins;
+    bytes.clear();
+  }
+  void feed(const char* data, size_t n) override {
+    bytes.append(data, n);
+    ++pieces;
+  }
+  int begins = 0;
+  int pieces = 0;
+  std::string bytes;
+};
+
+TEST(CurlTransport, ABodySinkGetsTheSuccessfulBodyAsItArrives) {
+  std::string big(3 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + i / 1000);
+  ScriptedHttpServer server([&](const ServerRequest& req, ServerConnection& c) {
+    if (req.target == "/missing") {
+      c.respond(404, "no such file");
+    } else if (req.target == "/huge") {
+      c.respond(206, std::string(5000, 'z'));
+    } else {
+      c.respond(206, big);
+    }
+  });
+  CurlTransport transport(real_env_options());
+  auto sink = std::make_shared<RecordingSink>();
+  HttpRequest req = get(server.url("/big"));
+  req.body_sink = sink;
+  auto r = transport.perform(req);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->status, 206);
+  EXPECT_TRUE(r->body.empty());
+  EXPECT_EQ(r->streamed, big.size());
+  EXPECT_EQ(sink->begins, 1);
+  EXPECT_GT(sink->pieces, 1) << "3 MiB in one piece: not streamed";
+  EXPECT_TRUE(sink->bytes == big);
+
+  auto error_sink = std::make_shared<RecordingSink>();
+  HttpRequest missing = get(server.url("/missing"));
+  missing.body_sink = error_sink;
+  auto m = transport.perform(missing);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->status, 404);
+  EXPECT_EQ(m->body, "no such file");
+  EXPECT_EQ(m->streamed, 0u);
+  EXPECT_EQ(error_sink->begins, 0) << "an error page is not the body the sink decodes";
+
+  HttpRequest huge = get(server.url("/huge"));
+  huge.body_sink = std::make_shared<RecordingSink>();
+  huge.max_body = 1000;
+  auto h = transport.perform(huge);
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.status().code(), Code::kCorrupt) << h.status().message();
+}
+
 TEST(CurlTransport, UnsupportedMethodIsInvalidArgument) {
   CurlTransport transport(real_env_options());
   HttpRequest req = get("http://127.0.0.1:1/x");

@@ -18,6 +18,7 @@
 #include <set>
 
 #include "support/fake_transport.h"
+#include "xet/streaming_transport.h"
 #include "support/manual_env.h"
 #include "support/temp_dir.h"
 #include "xet/chunker.h"
@@ -236,7 +237,7 @@ class FakeCas {
 
 class XetSourceTest : public ::testing::Test {
  protected:
-  XetSourceTest() : transport_([this](const HttpRequest& r) { return cas_.handle(r); }) {}
+  XetSourceTest() : transport_([this](const HttpRequest& r) { return cas_.handle(r); }), streaming_(transport_, 4093) {}
 
   std::unique_ptr<XetReader> reader(XetReaderOptions options = {}) {
     options.threads = 4;
@@ -245,7 +246,8 @@ class XetSourceTest : public ::testing::Test {
       ++token_calls_;
       return XetToken{"http://cas", "tok", env_.system_now() + std::chrono::seconds(100)};
     };
-    return std::make_unique<XetReader>(transport_, tokens, options);
+    // Xorb bodies reach the reader in pieces, as from CurlTransport: chunks span them.
+    return std::make_unique<XetReader>(streaming_, tokens, options);
   }
 
   // Reads the whole file in `step`-byte pieces; true when every piece was exact.
@@ -260,6 +262,7 @@ class XetSourceTest : public ::testing::Test {
 
   FakeCas cas_;
   testing::FakeTransport transport_;
+  testing::StreamingTransport streaming_;
   std::atomic<int> token_calls_{0};
   testing::ManualEnv env_;
 };

@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include "net/retrying_transport.h"
 #include "support/fake_transport.h"
+#include "support/manual_env.h"
+#include "xet/streaming_transport.h"
 #include "xet/chunker.h"
 
 namespace hubfs::xet {
@@ -39,10 +42,12 @@ TEST(XorbFetchTest, AsksForExactlyTheListedRangeAndDecodesItsChunks) {
     return partial(x.bytes, 0, x.bytes.size() - 1, x.bytes.size() + 500);
   });
   XorbFetchCounters counters;
-  auto body = fetch_xorb_range(transport, "http://cas/xorbs/x?sig", x.all.bytes, Deadline::never(),
-                               listed_range_headroom(x.all, x.content.size(), 0), false, counters)
-                  ->take();
-  ASSERT_TRUE(body.ok()) << body.status().message();
+  DecodeExtras extras;
+  extras.hash = true;
+  auto decoded = fetch_xorb_range(transport, "http://cas/xorbs/x?sig", MerkleHash(), x.all, Deadline::never(),
+                                  listed_range_output_bound(x.content.size(), 0), extras, false, counters)
+                     ->take();
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
   const auto sent = transport.requests();
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(find_header(sent[0].headers, "Range").value_or(""), "bytes=0-" + std::to_string(x.bytes.size() - 1));
@@ -50,8 +55,8 @@ TEST(XorbFetchTest, AsksForExactlyTheListedRangeAndDecodesItsChunks) {
   EXPECT_TRUE(sent[0].own_connection);
   EXPECT_EQ(counters.requests.load(), 1u);
   EXPECT_EQ(counters.bytes.load(), x.bytes.size());
-  auto decoded = decode_listed_range(std::move(*body), MerkleHash(), x.all);
-  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  ASSERT_EQ(decoded->hashes.size(), 3u);
+  EXPECT_EQ(decoded->hashes[1], chunk_hash(x.content.data() + 20'000, 20'000));
   EXPECT_EQ(decoded->data, x.content);
   EXPECT_EQ(decoded->count(), 3u);
   EXPECT_EQ(decoded->ends[0], 20'000u);
@@ -70,13 +75,74 @@ TEST(XorbFetchTest, AnswersThatDoNotFitAreServiceErrors) {
                         Case{"200 ignoring the range", HttpResponse{200, {}, x.bytes}, Code::kUnavailable},
                         Case{"short", partial(x.bytes.substr(0, n / 2), 0, n - 1, n), Code::kUnavailable},
                         Case{"long", partial(x.bytes + "xx", 0, n - 1, n), Code::kUnavailable}}) {
-    SCOPED_TRACE(c.name);
-    testing::FakeTransport transport([&](const HttpRequest&) -> Result<HttpResponse> { return c.answer; });
-    XorbFetchCounters counters;
-    auto body = fetch_xorb_range(transport, "http://cas/x", x.all.bytes, Deadline::never(), 0, false, counters)->take();
-    ASSERT_FALSE(body.ok());
-    EXPECT_EQ(body.status().code(), c.code) << body.status().message();
+    for (bool streamed : {false, true}) {
+      SCOPED_TRACE(std::string(c.name) + (streamed ? ", streamed" : ""));
+      testing::FakeTransport scripted([&](const HttpRequest&) -> Result<HttpResponse> { return c.answer; });
+      testing::StreamingTransport streaming(scripted, 1000);
+      HttpTransport& transport = streamed ? static_cast<HttpTransport&>(streaming) : scripted;
+      XorbFetchCounters counters;
+      auto decoded =
+          fetch_xorb_range(transport, "http://cas/x", MerkleHash(), x.all, Deadline::never(), 0, {}, false, counters)
+              ->take();
+      ASSERT_FALSE(decoded.ok());
+      EXPECT_EQ(decoded.status().code(), c.code) << decoded.status().message();
+    }
   }
+}
+
+// A transport that streams each attempt's body to the sink as it arrives: attempt 1 sends half
+// the range and is cut (a reset), attempt 2 sends bytes that are not the range's and is cut too,
+// attempt 3 the whole range. The retries (RetryingTransport) restart the decode from zero, so the
+// answer is the range's chunks, exactly, with no byte of the failed attempts in them.
+class CutThenWhole : public HttpTransport {
+ public:
+  explicit CutThenWhole(const std::string& bytes) : bytes_(bytes) {}
+  void submit(HttpRequest request, Callback done) override {
+    const int n = ++attempts;
+    BodySink* sink = request.body_sink.get();
+    EXPECT_NE(sink, nullptr);
+    if (!sink) return done(Internal("no sink"));
+    if (n < 3) {
+      sink->begin();
+      const std::string sent = n == 1 ? bytes_.substr(0, bytes_.size() / 2) : std::string(bytes_.size() / 3, '\x01');
+      sink->feed(sent.data(), sent.size());
+      return done(Unavailable("connection reset after " + std::to_string(sent.size()) + " bytes"));
+    }
+    HttpResponse r{206, {{"content-range", "bytes 0-" + std::to_string(bytes_.size() - 1) + "/" +
+                                               std::to_string(bytes_.size())}}, ""};
+    sink->begin();
+    for (size_t at = 0; at < bytes_.size(); at += 333) sink->feed(bytes_.data() + at, std::min<size_t>(333, bytes_.size() - at));
+    r.streamed = bytes_.size();
+    if (request.validate) {
+      Status v = request.validate(r);
+      if (!v.ok()) return done(v);
+    }
+    done(std::move(r));
+  }
+  int attempts = 0;
+
+ private:
+  const std::string bytes_;
+};
+
+TEST(XorbFetchTest, ARetriedBodyIsDecodedFromZeroAgain) {
+  OneXorb x;
+  CutThenWhole inner(x.bytes);
+  testing::ManualEnv env(testing::ManualEnv::Timers::kRunAtOnce);
+  RetryingTransport transport(inner, RetryPolicy{}, env);
+  XorbFetchCounters counters;
+  DecodeExtras extras;
+  extras.hash = true;
+  auto decoded = fetch_xorb_range(transport, "http://cas/x", MerkleHash(), x.all, Deadline::never(),
+                                  listed_range_output_bound(x.content.size(), 0), extras, false, counters)
+                     ->take();
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(inner.attempts, 3);
+  EXPECT_TRUE(decoded->data == x.content);
+  EXPECT_EQ(decoded->count(), 3u);
+  ASSERT_EQ(decoded->hashes.size(), 3u);
+  EXPECT_EQ(decoded->hashes[0], chunk_hash(x.content.data(), 20'000));
+  EXPECT_EQ(counters.bytes.load(), x.bytes.size()) << "the last attempt's bytes";
 }
 
 TEST(XorbFetchTest, BytesThatDoNotDecodeAreServiceErrors) {
@@ -97,6 +163,18 @@ TEST(XorbFetchTest, BytesThatDoNotDecodeAreServiceErrors) {
     auto decoded = decode_listed_range(body, MerkleHash(), listed);
     ASSERT_FALSE(decoded.ok());
     EXPECT_EQ(decoded.status().code(), Code::kUnavailable) << decoded.status().message();
+    // The same bytes decoded as they arrive, in pieces.
+    const std::string answer = body;
+    testing::FakeTransport scripted([&](const HttpRequest&) -> Result<HttpResponse> {
+      return partial(answer, 0, answer.size() - 1, answer.size());
+    });
+    testing::StreamingTransport streaming(scripted, 1000);
+    XorbFetchCounters counters;
+    auto streamed =
+        fetch_xorb_range(streaming, "http://cas/x", MerkleHash(), listed, Deadline::never(), 0, {}, false, counters)
+            ->take();
+    ASSERT_FALSE(streamed.ok());
+    EXPECT_EQ(streamed.status().code(), Code::kUnavailable) << streamed.status().message();
   }
 }
 
