@@ -16,10 +16,12 @@
 // child lets go of it (a destructor would join threads the child does not have). Using one in the
 // child raises OSError; hubfs.HubFile and h5chunk.File reopen themselves there instead, by URL.
 //
-// A read releases the GIL. On the main thread (the only one a Ctrl-C reaches) it runs on a
-// helper thread while the caller wakes every kPollInterval to run Python's signal handlers: a
-// KeyboardInterrupt propagates at once, and the helper finishes into its own slices (never the
-// caller's buffer), holding the file and session alive until then.
+// A read releases the GIL. On the main thread (the only one a Ctrl-C reaches) a read that may
+// wait on the Hub runs on a helper thread while the caller wakes every kPollInterval to run
+// Python's signal handlers: a KeyboardInterrupt propagates at once, and the helper finishes into
+// its own slices (never the caller's buffer), holding the file and session alive until then. A
+// read the caches answer (h5hub/local_reads.h: the handle's last block, or blocks in the disk
+// cache) runs on the caller's thread: a helper per read cost more than the read.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -44,6 +46,7 @@
 #include "stack/hub_file.h"
 #include "reader/block_reader.h"
 #include "h5hub/hub_byte_source.h"
+#include "h5hub/local_reads.h"
 
 namespace py = pybind11;
 
@@ -76,18 +79,16 @@ constexpr const char* kByteSourceCapsule = "h5chunk.ByteSource.v2";
   throw py::error_already_set();
 }
 
-// Runs fn (which must not touch Python) with the GIL released. On the main thread it runs on a
-// helper thread so a Ctrl-C interrupts the wait; fn's captures must own what it uses.
+// The interpreter's main thread (the one Python runs signal handlers on): threading's, asked
+// once at import; in a forked child the thread that forked, which Python makes its main thread.
+unsigned long main_thread = 0;
+
+// Runs fn (which must not touch Python) with the GIL released. On the main thread, unless
+// `local` (fn cannot wait on the network), it runs on a helper thread so a Ctrl-C interrupts the
+// wait; fn's captures must own what it uses.
 template <typename T>
-T run_interruptibly(std::function<T()> fn) {
-  bool main = false;
-  {
-    // threading.main_thread() answers only with the GIL held: ask before releasing it.
-    py::object threading = py::module_::import("threading");
-    main = threading.attr("main_thread")().attr("ident").cast<unsigned long>() ==
-           threading.attr("get_ident")().cast<unsigned long>();
-  }
-  if (!main) {
+T run_interruptibly(std::function<T()> fn, bool local = false) {
+  if (local || PyThread_get_thread_ident() != main_thread) {
     py::gil_scoped_release nogil;
     return fn();
   }
@@ -155,6 +156,7 @@ struct Session {
 struct File {
   std::shared_ptr<hubfs::HubFile> f;
   pid_t pid = ::getpid();
+  std::shared_ptr<hubfs::RecentBlock> recent = std::make_shared<hubfs::RecentBlock>();  // the last read's
   explicit File(std::shared_ptr<hubfs::HubFile> file) : f(std::move(file)) {}
   File(const File&) = default;
   ~File() { let_go(f, pid); }
@@ -287,7 +289,9 @@ PYBIND11_MODULE(_core, m) {
     for (auto& [key, r] : registry()) left_by_parent().push_back(std::move(r.session));
     registry().clear();
     registry_mu.unlock();
+    main_thread = PyThread_get_thread_ident();
   });
+  main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   if (!hubfs::set_log_level_from_env())
     hubfs::log_warning("HUBFS_LOG_LEVEL must be debug, info, warning or error; it is ignored");
 
@@ -370,6 +374,7 @@ PYBIND11_MODULE(_core, m) {
         const size_t len = static_cast<size_t>(view.len);
         // Filled to the end of the buffer or of the file: the reader serves at most 16 MiB per
         // call, and h5py's file-object driver takes a short read for the end of the file.
+        const bool local = hubfs::reads_locally(*file, offset, len, f.recent->get());
         auto slices = run_interruptibly<hubfs::Result<std::vector<hubfs::BlockBytes>>>(
             [file, offset, len]() -> hubfs::Result<std::vector<hubfs::BlockBytes>> {
               std::vector<hubfs::BlockBytes> all;
@@ -384,13 +389,14 @@ PYBIND11_MODULE(_core, m) {
                 }
               }
               return all;
-            });
+            }, local);
         if (!slices.ok()) raise_status(slices.status());
         size_t copied = 0;
         for (const auto& b : *slices) {
           std::memcpy(static_cast<char*>(view.buf) + copied, b.data(), b.size());
           copied += b.size();
         }
+        f.recent->served(*file, offset, copied);
         return copied;
       }, py::arg("buffer"), py::arg("offset"), "Reads into buffer at offset; returns the bytes read (0 at end).")
       .def("hint", [](File& f, const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
