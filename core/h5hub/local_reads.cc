@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "reader/block_reader.h"
 
@@ -33,6 +34,25 @@ bool reads_locally(const HubFile& file, uint64_t offset, size_t len, uint64_t re
   for (uint64_t b = first; b <= last; ++b) {
     char byte;
     if (b != recent && !cache->read_part(key, b, 0, &byte, 1)) return false;
+  }
+  return true;
+}
+
+bool ListedDirs::opens_locally(const RepoSession& session, const std::string& path) {
+  if (!session.fs || !session.subfolder.empty()) return false;
+  const auto& listings = session.fs->options().listings;
+  if (!listings) return false;
+  std::vector<std::string> dirs{""};  // the root, then each directory down to the path's own
+  for (size_t slash = path.find('/'); slash != std::string::npos; slash = path.find('/', slash + 1))
+    dirs.push_back(path.substr(0, slash));
+  for (const std::string& dir : dirs) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (known_.count(dir)) continue;
+    }
+    if (!listings->load_dir(session.info.commit, dir)) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    known_.insert(dir);
   }
   return true;
 }

@@ -14,6 +14,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <set>
+#include <string>
 
 #include "stack/hub_file.h"
 
@@ -41,5 +44,20 @@ constexpr uint64_t kMaxLocalProbeBlocks = 16;
 // or at or past the end), or every block of it is `recent` or in the session's disk cache (a
 // look at each block file's header).
 bool reads_locally(const HubFile& file, uint64_t offset, size_t len, uint64_t recent = RecentBlock::kNone);
+
+// The directories of one session whose listings need no request: each was found stored in the
+// cache directory at the session's commit (fs/listing_cache.h) once, and from then on the
+// session's FileSystem holds it (a pinned commit's listings never change). Thread-safe.
+class ListedDirs {
+ public:
+  // True when looking `path` up (a repo path, no leading '/') lists nothing from the Hub: its
+  // root and every directory above it are stored. Reads each directory's stored listing the
+  // first time it is asked about.
+  bool opens_locally(const RepoSession& session, const std::string& path);
+
+ private:
+  std::mutex mu_;  // a leaf: guards known_
+  std::set<std::string> known_;
+};
 
 }  // namespace hubfs

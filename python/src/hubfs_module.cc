@@ -21,7 +21,8 @@
 // Python's signal handlers: a KeyboardInterrupt propagates at once, and the helper finishes into
 // its own slices (never the caller's buffer), holding the file and session alive until then. A
 // read the caches answer (h5hub/local_reads.h: the handle's last block, or blocks in the disk
-// cache) runs on the caller's thread: a helper per read cost more than the read.
+// cache) runs on the caller's thread: a helper per read cost more than the read; so does the
+// open of a file whose directories' listings the cache holds.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -141,9 +142,11 @@ void let_go(std::shared_ptr<T>& p, pid_t owner) {
 
 struct Session {
   std::shared_ptr<hubfs::RepoSession> s;
+  std::shared_ptr<hubfs::ListedDirs> dirs;  // what opens without the Hub (h5hub/local_reads.h)
   pid_t pid = ::getpid();
   Session() = default;
-  explicit Session(std::shared_ptr<hubfs::RepoSession> session) : s(std::move(session)) {}
+  Session(std::shared_ptr<hubfs::RepoSession> session, std::shared_ptr<hubfs::ListedDirs> listed)
+      : s(std::move(session)), dirs(std::move(listed)) {}
   Session(const Session&) = default;
   Session& operator=(const Session&) = default;
   ~Session() { let_go(s, pid); }
@@ -174,6 +177,7 @@ struct File {
 struct Registered {
   std::shared_ptr<hubfs::RepoSession> session;
   uint64_t last_used = 0;  // registry_clock at its last get_session
+  std::shared_ptr<hubfs::ListedDirs> dirs = std::make_shared<hubfs::ListedDirs>();
 };
 std::mutex registry_mu;  // a leaf lock: held only to find, insert or pick idle sessions, never across a build or a shutdown
 uint64_t registry_clock = 0;  // guarded by registry_mu
@@ -251,7 +255,7 @@ Session get_session(const std::string& type, const std::string& id, const std::s
     auto it = registry().find(key);
     if (it != registry().end()) {
       it->second.last_used = ++registry_clock;
-      return Session(it->second.session);
+      return Session(it->second.session, it->second.dirs);
     }
   }
   // Built outside the lock (it may wait on the Hub); two threads racing build two, one is kept.
@@ -267,7 +271,7 @@ Session get_session(const std::string& type, const std::string& id, const std::s
     std::lock_guard<std::mutex> lock(registry_mu);
     auto [it, inserted] = registry().emplace(key, Registered{built.second, 0});
     it->second.last_used = ++registry_clock;
-    out = Session(it->second.session);  // held: never idle while being handed out
+    out = Session(it->second.session, it->second.dirs);  // held: never idle while being handed out
     gone = take_excess_idle_locked();
   }
   py::gil_scoped_release nogil;
@@ -337,12 +341,20 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("private", [](const Session& s) { return s.get()->info.is_private; })
       .def_property_readonly("gated", [](const Session& s) { return s.get()->info.gated; })
       .def("open", [](const Session& s, const std::string& path) {
+        // Where every directory above the file is listed already, opening it asks the Hub
+        // nothing: on this thread (as a read the caches answer).
+        bool local = false;
+        if (s.dirs) {
+          const hubfs::RepoSession& session = *s.get();
+          py::gil_scoped_release nogil;
+          local = s.dirs->opens_locally(session, path);
+        }
         auto f = run_interruptibly<hubfs::Result<std::shared_ptr<hubfs::HubFile>>>(
             [session = s.get(), path]() -> hubfs::Result<std::shared_ptr<hubfs::HubFile>> {
               auto r = hubfs::HubFile::open(session, path);
               if (!r.ok()) return r.status();
               return std::shared_ptr<hubfs::HubFile>(std::move(r).value());
-            });
+            }, local);
         if (!f.ok()) raise_status(f.status());
         return File(*f);
       })

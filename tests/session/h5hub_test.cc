@@ -169,6 +169,21 @@ TEST_F(H5HubTest, ErrorsNameTheUrlAndTheCause) {
       << not_hdf5.status().message();
 }
 
+TEST_F(H5HubTest, AFileOpensWithoutTheHubOnceItsDirectoriesAreListedInTheCache) {
+  auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config(), Env::real());
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  RepoSession& session = *(*source)->file()->session();
+  ListedDirs dirs;
+  // The session knows its first file from the Hub's answer about it: the root is not listed.
+  EXPECT_FALSE(dirs.opens_locally(session, "README.md"));
+  ASSERT_TRUE(list_dir(session, "").ok());  // lists the root, and stores the listing
+  EXPECT_TRUE(dirs.opens_locally(session, "README.md"));
+  EXPECT_TRUE(dirs.opens_locally(session, "noise.bin"));
+  EXPECT_FALSE(dirs.opens_locally(session, "data/x.h5"));  // no directory "data" is stored
+  ListedDirs fresh;  // another session's, on the same cache and commit
+  EXPECT_TRUE(fresh.opens_locally(session, "scan.hdf5"));
+}
+
 TEST_F(H5HubTest, ReadsTheCachesAnswerRunOnTheCallersThreadWhateverTheCancelFlag) {
   // A read no block of which must come from the Hub is not handed to a helper
   // (h5hub/local_reads.h): a cancel flag already set does not stop it. One that must fetch is,
