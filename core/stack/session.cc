@@ -27,7 +27,8 @@ std::function<void(const RemoteFile&)> index_recorder(const std::string& cache_d
 namespace {
 
 // What the cache knows of `path` at `commit` without the Hub: nothing, a stored listing of its
-// directory, or the file's own record (a probe's, stored by an earlier session).
+// directory (and in it, the file's entry), or the file's own record (a probe's, stored by an
+// earlier session).
 struct StoredFirstFile {
   bool dir_listed = false;
   std::optional<TreeEntry> record;
@@ -37,8 +38,20 @@ StoredFirstFile stored_first_file(const ListingCache* listings, const std::strin
   StoredFirstFile out;
   if (!listings || path.empty()) return out;
   const size_t slash = path.rfind('/');
-  out.dir_listed = listings->load_dir(commit, slash == std::string::npos ? "" : path.substr(0, slash)).has_value();
-  if (!out.dir_listed) out.record = listings->load_file(commit, path);
+  auto dir = listings->load_dir(commit, slash == std::string::npos ? "" : path.substr(0, slash));
+  out.dir_listed = dir.has_value();
+  if (!dir) {
+    out.record = listings->load_file(commit, path);
+    return out;
+  }
+  // Known from its directory's listing: the session then lists nothing ahead (its root need not
+  // be stored), and that directory comes from the cache at the first lookup in it.
+  for (TreeEntry& e : *dir) {
+    if (e.path == path && !e.is_dir) {
+      out.record = std::move(e);
+      break;
+    }
+  }
   return out;
 }
 

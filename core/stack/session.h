@@ -59,7 +59,9 @@ struct RepoSession {
 // the file from it (FileSystem::know_file), its CDN location is kept, its record is stored
 // (ListingCache::save_file: the next session, offline ones too, needs no request for it) and
 // the root is not listed ahead: the file's first block is one round trip after the pin instead
-// of three (the listing, the resolve, the block). Whatever else is looked up lists as before.
+// of three (the listing, the resolve, the block). A first file the cache knows (its entry in its
+// directory's stored listing, or its own record) is known the same way, with no request: the
+// root is not listed ahead either. Whatever else is looked up lists as before.
 Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, RepoSession& s,
                          const std::function<void(RepoSession&, FsOptions&)>& customize = {},
                          const std::string& first_file = "");

@@ -486,6 +486,22 @@ TEST_F(SessionTest, AColdOpenResolvesItsFileBesideThePinAndListsNothing) {
   EXPECT_EQ(hub_->stats()["requests"].get<int>(), 0) << hub_->stats().dump();
 }
 
+TEST_F(SessionTest, AFirstFileInAStoredDirectoryListingNeedsOnlyThePin) {
+  // The cache holds data/'s listing but not the root's (an earlier session opened data/big.bin
+  // and listed data/ alone): the next session knows the file from that listing and lists nothing.
+  {
+    auto s = open("hf://datasets/lab/scans", config(), "data/big.bin");
+    ASSERT_TRUE(s) << last_error_.message();
+    ASSERT_TRUE(list_dir(*s, "data").ok());
+  }
+  hub_->reset_stats();
+  read_big_exactly("hf://datasets/lab/scans", config(), /*name_first_file=*/true);
+  nlohmann::json st = hub_->stats();
+  EXPECT_EQ(st["api_requests"].get<int>(), 1) << st.dump();  // the branch's pin; the rest is the data
+  EXPECT_EQ(requests_for(st, "/tree/"), 0) << st.dump();
+  EXPECT_EQ(requests_for(st, "/paths-info/"), 0) << st.dump();
+}
+
 // A probe held somewhere (a stalled connection, the resolvers' quota) is not waited for past a
 // short grace after the pin: the session lists instead, and its end is not held by the probe.
 TEST_F(SessionTest, AProbeThatDoesNotAnswerIsNotWaitedFor) {
