@@ -2,7 +2,7 @@
 // threads start when its first task is posted, not when it is made. A stack builds a dozen
 // executors (the reader's disk loads, the cache's writes and upkeep, Xet's fetches, URL refreshes)
 // of which a process that opens a few files and reads their first blocks from the cache uses one
-// or two: starting the rest cost a fresh process ~30 threads before its first read
+// or two: starting the rest cost a fresh process tens of threads before its first read
 // (docs/benchmarks.md, "Opening 16 files"). A forked child that never used them never has them.
 //
 // The executors keep Env's contract (common/env.h): tasks never run on the poster (they run on
