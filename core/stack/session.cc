@@ -9,6 +9,7 @@
 #include "common/deadline.h"
 #include "common/log.h"
 #include "common/single_flight.h"
+#include "common/text.h"
 #include "fs/listing_cache.h"
 
 namespace hubfs {
@@ -98,6 +99,16 @@ class FirstFileProbe {
 constexpr std::chrono::milliseconds kProbeGrace{1000};
 
 }  // namespace
+
+bool session_needs_no_request(const SessionConfig& config, const RepoSpec& spec, const std::string& first_file) {
+  if (config.offline || offline_requested()) return true;  // never a request (or an error at once)
+  if (config.cache_size == 0 || !spec.subfolder.empty() || !is_hex(spec.repo.revision, 40)) return false;
+  const ListingCache listings(config.cache_dir, config.endpoint, spec.repo);
+  auto pinned = listings.load_ref(spec.repo.revision);
+  if (!pinned || pinned->commit != spec.repo.revision) return false;  // pin_revision would ask
+  if (first_file.empty()) return listings.load_dir(pinned->commit, "").has_value();  // list_root's
+  return stored_first_file(&listings, pinned->commit, first_file).record.has_value();  // no probe, no list_root
+}
 
 Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, RepoSession& s,
                          const std::function<void(RepoSession&, FsOptions&)>& customize,

@@ -259,11 +259,18 @@ Session get_session(const std::string& type, const std::string& id, const std::s
     }
   }
   // Built outside the lock (it may wait on the Hub); two threads racing build two, one is kept.
+  // One that asks the Hub nothing (a commit the cache holds: a forked or unpickled file's
+  // session) is built on this thread.
+  bool local = false;
+  {
+    py::gil_scoped_release nogil;
+    local = hubfs::session_needs_no_request(c, hubfs::RepoSpec{*ref, ""}, first_file);
+  }
   auto built = run_interruptibly<std::pair<Status, std::shared_ptr<hubfs::RepoSession>>>([ref = *ref, c, first_file] {
     auto s = std::make_shared<hubfs::RepoSession>(hubfs::Env::real());
     Status st = hubfs::open_repo_session(c, hubfs::RepoSpec{ref, ""}, *s, {}, first_file);
     return std::make_pair(st, st.ok() ? s : nullptr);
-  });
+  }, local);
   if (!built.first.ok()) raise_status(built.first);
   Session out;
   std::vector<std::shared_ptr<hubfs::RepoSession>> gone;
