@@ -84,12 +84,16 @@ constexpr const char* kByteSourceCapsule = "h5chunk.ByteSource.v2";
 // once at import; in a forked child the thread that forked, which Python makes its main thread.
 unsigned long main_thread = 0;
 
+// Whether the caller (holding the GIL) is the main thread: only its waits must stay
+// interruptible, so only it asks whether a call can wait on the Hub.
+bool on_main_thread() { return PyThread_get_thread_ident() == main_thread; }
+
 // Runs fn (which must not touch Python) with the GIL released. On the main thread, unless
 // `local` (fn cannot wait on the network), it runs on a helper thread so a Ctrl-C interrupts the
 // wait; fn's captures must own what it uses.
 template <typename T>
 T run_interruptibly(std::function<T()> fn, bool local = false) {
-  if (local || PyThread_get_thread_ident() != main_thread) {
+  if (local || !on_main_thread()) {
     py::gil_scoped_release nogil;
     return fn();
   }
@@ -262,7 +266,7 @@ Session get_session(const std::string& type, const std::string& id, const std::s
   // One that asks the Hub nothing (a commit the cache holds: a forked or unpickled file's
   // session) is built on this thread.
   bool local = false;
-  {
+  if (on_main_thread()) {
     py::gil_scoped_release nogil;
     local = hubfs::session_needs_no_request(c, hubfs::RepoSpec{*ref, ""}, first_file);
   }
@@ -351,7 +355,7 @@ PYBIND11_MODULE(_core, m) {
         // Where every directory above the file is listed already, opening it asks the Hub
         // nothing: on this thread (as a read the caches answer).
         bool local = false;
-        if (s.dirs) {
+        if (s.dirs && on_main_thread()) {
           const hubfs::RepoSession& session = *s.get();
           py::gil_scoped_release nogil;
           local = s.dirs->opens_locally(session, path);
@@ -393,7 +397,12 @@ PYBIND11_MODULE(_core, m) {
         const size_t len = static_cast<size_t>(view.len);
         // Filled to the end of the buffer or of the file: the reader serves at most 16 MiB per
         // call, and h5py's file-object driver takes a short read for the end of the file.
-        const bool local = hubfs::reads_locally(*file, offset, len, f.recent->get());
+        bool local = false;
+        if (on_main_thread()) {
+          const uint64_t recent = f.recent->get();
+          py::gil_scoped_release nogil;  // it may look at a few block files
+          local = hubfs::reads_locally(*file, offset, len, recent);
+        }
         auto slices = run_interruptibly<hubfs::Result<std::vector<hubfs::BlockBytes>>>(
             [file, offset, len]() -> hubfs::Result<std::vector<hubfs::BlockBytes>> {
               std::vector<hubfs::BlockBytes> all;
