@@ -301,7 +301,10 @@ PYBIND11_MODULE(_core, m) {
   // A child forked with sessions in the registry keeps them (never shut down there: see the top)
   // and starts with none; registry_mu is held across the fork so the child's copy is free.
   pthread_atfork([] { registry_mu.lock(); }, [] { registry_mu.unlock(); }, [] {
-    for (auto& [key, r] : registry()) left_by_parent().push_back(std::move(r.session));
+    for (auto& [key, r] : registry()) {
+      left_by_parent().push_back(std::move(r.session));
+      left_by_parent().push_back(std::move(r.dirs));  // its lock may have been held at the fork
+    }
     registry().clear();
     registry_mu.unlock();
     main_thread = PyThread_get_thread_ident();
