@@ -1,7 +1,5 @@
 #include "h5hub/hub_byte_source.h"
 
-#include "h5hub/local_reads.h"
-
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
