@@ -8,11 +8,26 @@ read with the same cache directory makes. Prints one JSON object.
 
 The file: float32 (16, 8, 1024, 64), one frame per chunk (2 MiB), gzip level 1. Cold: an empty
 cache directory for hubfs (fsspec's HTTP file caches nothing across opens). Timed: open + read of
-frames 0:FRAMES, in this process."""
+frames 0:FRAMES, in this process.
+
+    /usr/bin/python3 bench/hf_open_bench.py --opens [--rounds 5] [--baseline-python DIR]
+        [--open-frames 30] [--dir DIR]
+
+--opens: issue 40's "opening 16 files" alone, as bench/training_loop.py measures it (16
+sequential h5py.File() in a fresh process; its 16 zea-like files of --open-frames frames each),
+for rclone's mount (--vfs-cache-mode full) and hf:// (hubfs.open), a warm-up round first, then
+--rounds rounds alternating the contenders process by process (a loaded machine drifts; each
+round sees the same load): per contender the median time, the opener's CPU and the requests the
+Hub answered per process; with --baseline-python (another build's build/python), that build's
+hf:// too, on the same cache directory. Each opening process prints its phases: loading the
+extension, the first open (the session: stack and pin), the first h5py open, the other 15.
+Needs root for rclone's mount (skipped with a message where it cannot start). --dir keeps the
+generated files for the next run."""
 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,13 +52,116 @@ def control(endpoint, method, path):
         return json.loads(r.read() or b"null")
 
 
+# One opening process (bench/training_loop.py's, with its phases): argv paths, hubfs options (or
+# null: local paths), the build's python directory. Prints a JSON object of (wall, CPU) seconds.
+OPENER = r"""
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[3])
+import h5py
+paths, opts = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+if opts is not None:
+    import hubfs
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+marks = [(time.perf_counter(), cpu())]
+def mark():
+    marks.append((time.perf_counter(), cpu()))
+if opts is not None:
+    hubfs._remote._core()  # what the first hubfs.open does first
+mark()
+for i, p in enumerate(paths):
+    f = hubfs.open(p, **opts) if opts is not None else p
+    if i == 0:
+        mark()
+    h5py.File(f, "r").close()
+    if i == 0:
+        mark()
+mark()
+names = ["extension", "first_open", "first_h5py", "rest"]
+out = {n: (b[0] - a[0], b[1] - a[1]) for n, a, b in zip(names, marks, marks[1:])}
+out["total"] = (marks[-1][0] - marks[0][0], marks[-1][1] - marks[0][1])
+print(json.dumps(out))
+"""
+
+
+def opens(args):
+    sys.path.insert(0, HERE)
+    import peer_bench  # noqa: E402  (bench/: the local Hub, rclone's mount)
+    import training_loop  # noqa: E402  (the workload's files)
+    work = args.dir or tempfile.mkdtemp(prefix="hubfs-open-bench-")
+    root = os.path.join(work, "hub")
+    repo_dir = os.path.join(root, peer_bench.REPO)
+    names = [f"{training_loop.SUBDIR}/rec{k:02d}.hdf5" for k in range(16)]
+    if not all(os.path.exists(os.path.join(repo_dir, n)) for n in names):
+        names = training_loop.write_files(repo_dir, 16, args.open_frames, 40)
+    os.makedirs(os.path.join(work, "logs"), exist_ok=True)
+    hub = peer_bench.Hub(root, args.latency_ms, args.bandwidth_mbps, 0, os.path.join(work, "logs", "hub.log"))
+    cache = os.path.join(work, "hf-cache")
+    shutil.rmtree(cache, ignore_errors=True)
+    urls = [f"hf://{peer_bench.REPO}/{n}" for n in names]
+    hf = {"endpoint": hub.url, "cache_dir": cache, "token": False}
+    contenders = {"hf://": (urls, hf, os.path.join(REPO_ROOT, "build", "python"))}
+    if args.baseline_python:
+        contenders["hf:// baseline"] = (urls, hf, os.path.abspath(args.baseline_python))
+    mount = None
+    try:
+        if shutil.which("rclone"):
+            mnt = os.path.join(work, "rclone-mnt")
+            os.makedirs(mnt, exist_ok=True)
+            shutil.rmtree(os.path.join(work, "rclone-cache"), ignore_errors=True)
+            try:
+                mount = peer_bench.RcloneMount(hub, mnt, os.path.join(work, "rclone-cache"),
+                                               os.path.join(work, "logs", "rclone.log"))
+                os.listdir(os.path.join(mnt, training_loop.SUBDIR))
+                contenders = dict({"rclone": ([os.path.join(mnt, n) for n in names], None, "")}, **contenders)
+            except Exception as e:  # noqa: BLE001 (a contender that cannot start is reported)
+                print(f"rclone: skipped ({e})")
+        runs = {k: [] for k in contenders}
+        for r in range(args.rounds + 1):  # round 0 warms the caches, untimed
+            for name, (paths, options, python_dir) in contenders.items():
+                before = hub.stats().get("requests", 0)
+                p = subprocess.run(["/usr/bin/python3", "-c", OPENER, json.dumps(paths), json.dumps(options),
+                                    python_dir], capture_output=True, text=True, timeout=600)
+                if p.returncode != 0:
+                    raise RuntimeError(f"{name}: {p.stderr}")
+                hub.wait_quiet()
+                if r:
+                    runs[name].append(dict(json.loads(p.stdout), requests=hub.stats().get("requests", 0) - before))
+    finally:
+        if mount:
+            mount.close()
+        hub.stop()
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    med = {name: {k: (statistics.median(r[k][0] for r in rs), statistics.median(r[k][1] for r in rs))
+                  for k in ("extension", "first_open", "first_h5py", "rest", "total")}
+           for name, rs in runs.items()}
+    print(f"opening 16 files, {args.latency_ms} ms/request; medians of {args.rounds} fresh processes, "
+          f"contenders alternating; wall/CPU ms")
+    for name, m in med.items():
+        phases = "  ".join(f"{k} {1e3 * m[k][0]:.1f}/{1e3 * m[k][1]:.1f}"
+                           for k in ("extension", "first_open", "first_h5py", "rest"))
+        requests = statistics.median(r["requests"] for r in runs[name])
+        ratio = f"; {m['total'][0] / med['rclone']['total'][0]:.2f} x rclone" if "rclone" in med and name != "rclone" else ""
+        print(f"{name:15} {1e3 * m['total'][0]:6.1f} ms, CPU {1e3 * m['total'][1]:5.1f} ms, {requests:g} requests"
+              f"{ratio}  ({phases})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--latency-ms", type=int, default=50)
     ap.add_argument("--bandwidth-mbps", type=int, default=400)
     ap.add_argument("--frames", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--opens", action="store_true")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--baseline-python", default="")
+    ap.add_argument("--open-frames", type=int, default=30)
+    ap.add_argument("--dir", default="")
     args = ap.parse_args()
+    if args.opens:
+        return opens(args)
     work = tempfile.mkdtemp(prefix="hubfs-hf-bench-")
     repo = os.path.join(work, "hub", "datasets", "lab", "bench")
     os.makedirs(repo)

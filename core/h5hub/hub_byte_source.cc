@@ -42,9 +42,12 @@ Result<std::shared_ptr<h5chunk::ByteSource>> HubFileTree::open(const std::string
 }
 
 Result<size_t> HubByteSource::pread(void* dst, uint64_t offset, size_t len, const std::atomic<bool>* cancel) {
-  if (!cancel) {
+  // Without the network nothing waits long enough to need cancelling: on this thread
+  // (h5hub/local_reads.h).
+  if (!cancel || reads_locally(*file_, offset, len, recent_.get())) {
     auto r = file_->pread(dst, offset, len);
     if (!r.ok()) return r.status().with_context("reading " + name_);
+    recent_.served(*file_, offset, *r);
     return r;
   }
   auto pending = std::make_shared<PendingRead>();
@@ -92,6 +95,7 @@ Result<size_t> HubByteSource::pread(void* dst, uint64_t offset, size_t len, cons
     std::memcpy(static_cast<char*>(dst) + copied, b.data(), n);
     copied += n;
   }
+  recent_.served(*file_, offset, copied);
   return copied;
 }
 

@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "stack/hub_file.h"
 #include "h5chunk/byte_source.h"
+#include "h5hub/local_reads.h"
 
 namespace hubfs {
 
@@ -50,10 +51,11 @@ class HubByteSource : public h5chunk::ByteSource {
 
   const std::string& name() const override { return name_; }
   uint64_t size() const override { return file_->size(); }
-  // Without `cancel`, HubFile::pread on the calling thread. With it, the read waits on a helper
-  // thread for the blocks (kept as cached slices, no copy) while the caller checks *cancel every
-  // kCancelPoll: a cancelled read returns at once and the helper finishes on its own (its read
-  // is bounded by the session's read timeout), never touching `dst`; the destructor waits for it.
+  // Without `cancel`, or when no block of it must come from the Hub (h5hub/local_reads.h),
+  // HubFile::pread on the calling thread. Otherwise the read waits on a helper thread for the
+  // blocks (kept as cached slices, no copy) while the caller checks *cancel every kCancelPoll: a
+  // cancelled read returns at once and the helper finishes on its own (its read is bounded by the
+  // session's read timeout), never touching `dst`; the destructor waits for it.
   Result<size_t> pread(void* dst, uint64_t offset, size_t len, const std::atomic<bool>* cancel = nullptr) override;
   void hint(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) override;
   std::shared_ptr<h5chunk::FileTree> tree() const override { return tree_; }
@@ -74,6 +76,7 @@ class HubByteSource : public h5chunk::ByteSource {
   std::string name_;
   std::shared_ptr<HubFileTree> tree_;
   std::shared_ptr<Helpers> helpers_ = std::make_shared<Helpers>();
+  RecentBlock recent_;  // the block the last read ended in
 };
 
 // Opens hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH with its own session (pinned repo,

@@ -9,6 +9,7 @@
 #include "common/deadline.h"
 #include "common/log.h"
 #include "common/single_flight.h"
+#include "common/text.h"
 #include "fs/listing_cache.h"
 
 namespace hubfs {
@@ -27,7 +28,8 @@ std::function<void(const RemoteFile&)> index_recorder(const std::string& cache_d
 namespace {
 
 // What the cache knows of `path` at `commit` without the Hub: nothing, a stored listing of its
-// directory, or the file's own record (a probe's, stored by an earlier session).
+// directory (and in it, the file's entry), or the file's own record (a probe's, stored by an
+// earlier session).
 struct StoredFirstFile {
   bool dir_listed = false;
   std::optional<TreeEntry> record;
@@ -37,8 +39,20 @@ StoredFirstFile stored_first_file(const ListingCache* listings, const std::strin
   StoredFirstFile out;
   if (!listings || path.empty()) return out;
   const size_t slash = path.rfind('/');
-  out.dir_listed = listings->load_dir(commit, slash == std::string::npos ? "" : path.substr(0, slash)).has_value();
-  if (!out.dir_listed) out.record = listings->load_file(commit, path);
+  auto dir = listings->load_dir(commit, slash == std::string::npos ? "" : path.substr(0, slash));
+  out.dir_listed = dir.has_value();
+  if (!dir) {
+    out.record = listings->load_file(commit, path);
+    return out;
+  }
+  // Known from its directory's listing: the session then lists nothing ahead (its root need not
+  // be stored), and that directory comes from the cache at the first lookup in it.
+  for (TreeEntry& e : *dir) {
+    if (e.path == path && !e.is_dir) {
+      out.record = std::move(e);
+      break;
+    }
+  }
   return out;
 }
 
@@ -85,6 +99,16 @@ class FirstFileProbe {
 constexpr std::chrono::milliseconds kProbeGrace{1000};
 
 }  // namespace
+
+bool session_needs_no_request(const SessionConfig& config, const RepoSpec& spec, const std::string& first_file) {
+  if (config.offline || offline_requested()) return true;  // never a request (or an error at once)
+  if (config.cache_size == 0 || !spec.subfolder.empty() || !is_hex(spec.repo.revision, 40)) return false;
+  const ListingCache listings(config.cache_dir, config.endpoint, spec.repo);
+  auto pinned = listings.load_ref(spec.repo.revision);
+  if (!pinned || pinned->commit != spec.repo.revision) return false;  // pin_revision would ask
+  if (first_file.empty()) return listings.load_dir(pinned->commit, "").has_value();  // list_root's
+  return stored_first_file(&listings, pinned->commit, first_file).record.has_value();  // no probe, no list_root
+}
 
 Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, RepoSession& s,
                          const std::function<void(RepoSession&, FsOptions&)>& customize,

@@ -59,7 +59,16 @@ struct RepoSession {
 // the file from it (FileSystem::know_file), its CDN location is kept, its record is stored
 // (ListingCache::save_file: the next session, offline ones too, needs no request for it) and
 // the root is not listed ahead: the file's first block is one round trip after the pin instead
-// of three (the listing, the resolve, the block). Whatever else is looked up lists as before.
+// of three (the listing, the resolve, the block). A first file the cache knows (its entry in its
+// directory's stored listing, or its own record) is known the same way, with no request: the
+// root is not listed ahead either. Whatever else is looked up lists as before.
+// Whether open_repo_session(config, spec, s, {}, first_file) asks the Hub nothing: offline, or a
+// commit sha whose pin the cache holds, with the first file known from the cache at it (without
+// one: the root's listing stored). A caller that must stay interruptible while it waits on the
+// Hub (Python's main thread) builds such a session on its own thread. Reads a few stored
+// documents.
+bool session_needs_no_request(const SessionConfig& config, const RepoSpec& spec, const std::string& first_file);
+
 Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, RepoSession& s,
                          const std::function<void(RepoSession&, FsOptions&)>& customize = {},
                          const std::string& first_file = "");

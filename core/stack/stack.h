@@ -25,6 +25,7 @@
 #include "reader/shared_blocks.h"
 #include "shared/memcached/memcached_store.h"
 #include "stack/config.h"
+#include "stack/lazy_threads.h"
 #include "stack/xet_routing.h"
 #include "xet/chunk_cache.h"
 #include "xet/xet_source.h"
@@ -35,8 +36,11 @@ namespace hubfs {
 // (also run by the destructor) answers retries waiting out a long Retry-After and fails what is
 // on the wire, then drains the reader while everything its tasks reach still exists.
 struct Stack {
-  // Time and threads for every piece below (common/env.h), handed to each: the process's real
-  // Env (the mains pass it), or a test's. Required; must outlive the stack.
+  // The Env a door builds the stack on (common/env.h): the process's real one (the mains pass
+  // it), or a test's. Required; must outlive the stack.
+  // Every piece below is handed `env`: the same, except that its executors start their threads
+  // on first use (stack/lazy_threads.h). Declared first: it outlives every piece.
+  LazyThreadsEnv lazy_env;
   Env* const env;
   std::unique_ptr<QuotaGate> quota;  // consulted by transport: outlives it
   std::shared_ptr<TokenWatcher> tokens;
@@ -55,7 +59,7 @@ struct Stack {
   std::shared_ptr<XetRouter> xet_router;
   std::unique_ptr<BlockReader> reader;
 
-  explicit Stack(Env& e) : env(&e) {}
+  explicit Stack(Env& e) : lazy_env(e), env(&lazy_env) {}
   Stack(const Stack&) = delete;
   Stack& operator=(const Stack&) = delete;
   ~Stack() { shutdown(); }

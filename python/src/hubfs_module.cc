@@ -16,10 +16,13 @@
 // child lets go of it (a destructor would join threads the child does not have). Using one in the
 // child raises OSError; hubfs.HubFile and h5chunk.File reopen themselves there instead, by URL.
 //
-// A read releases the GIL. On the main thread (the only one a Ctrl-C reaches) it runs on a
-// helper thread while the caller wakes every kPollInterval to run Python's signal handlers: a
-// KeyboardInterrupt propagates at once, and the helper finishes into its own slices (never the
-// caller's buffer), holding the file and session alive until then.
+// A read releases the GIL. On the main thread (the only one a Ctrl-C reaches) a read that may
+// wait on the Hub runs on a helper thread while the caller wakes every kPollInterval to run
+// Python's signal handlers: a KeyboardInterrupt propagates at once, and the helper finishes into
+// its own slices (never the caller's buffer), holding the file and session alive until then. A
+// read the caches answer (h5hub/local_reads.h: the handle's last block, or blocks in the disk
+// cache) runs on the caller's thread: a helper per read cost more than the read; so does the
+// open of a file whose directories' listings the cache holds.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -44,6 +47,7 @@
 #include "stack/hub_file.h"
 #include "reader/block_reader.h"
 #include "h5hub/hub_byte_source.h"
+#include "h5hub/local_reads.h"
 
 namespace py = pybind11;
 
@@ -76,18 +80,20 @@ constexpr const char* kByteSourceCapsule = "h5chunk.ByteSource.v2";
   throw py::error_already_set();
 }
 
-// Runs fn (which must not touch Python) with the GIL released. On the main thread it runs on a
-// helper thread so a Ctrl-C interrupts the wait; fn's captures must own what it uses.
+// The interpreter's main thread (the one Python runs signal handlers on): threading's, asked
+// once at import; in a forked child the thread that forked, which Python makes its main thread.
+unsigned long main_thread = 0;
+
+// Whether the caller (holding the GIL) is the main thread: only its waits must stay
+// interruptible, so only it asks whether a call can wait on the Hub.
+bool on_main_thread() { return PyThread_get_thread_ident() == main_thread; }
+
+// Runs fn (which must not touch Python) with the GIL released. On the main thread, unless
+// `local` (fn cannot wait on the network), it runs on a helper thread so a Ctrl-C interrupts the
+// wait; fn's captures must own what it uses.
 template <typename T>
-T run_interruptibly(std::function<T()> fn) {
-  bool main = false;
-  {
-    // threading.main_thread() answers only with the GIL held: ask before releasing it.
-    py::object threading = py::module_::import("threading");
-    main = threading.attr("main_thread")().attr("ident").cast<unsigned long>() ==
-           threading.attr("get_ident")().cast<unsigned long>();
-  }
-  if (!main) {
+T run_interruptibly(std::function<T()> fn, bool local = false) {
+  if (local || !on_main_thread()) {
     py::gil_scoped_release nogil;
     return fn();
   }
@@ -140,9 +146,11 @@ void let_go(std::shared_ptr<T>& p, pid_t owner) {
 
 struct Session {
   std::shared_ptr<hubfs::RepoSession> s;
+  std::shared_ptr<hubfs::ListedDirs> dirs;  // what opens without the Hub (h5hub/local_reads.h)
   pid_t pid = ::getpid();
   Session() = default;
-  explicit Session(std::shared_ptr<hubfs::RepoSession> session) : s(std::move(session)) {}
+  Session(std::shared_ptr<hubfs::RepoSession> session, std::shared_ptr<hubfs::ListedDirs> listed)
+      : s(std::move(session)), dirs(std::move(listed)) {}
   Session(const Session&) = default;
   Session& operator=(const Session&) = default;
   ~Session() { let_go(s, pid); }
@@ -155,6 +163,7 @@ struct Session {
 struct File {
   std::shared_ptr<hubfs::HubFile> f;
   pid_t pid = ::getpid();
+  std::shared_ptr<hubfs::RecentBlock> recent = std::make_shared<hubfs::RecentBlock>();  // the last read's
   explicit File(std::shared_ptr<hubfs::HubFile> file) : f(std::move(file)) {}
   File(const File&) = default;
   ~File() { let_go(f, pid); }
@@ -172,6 +181,7 @@ struct File {
 struct Registered {
   std::shared_ptr<hubfs::RepoSession> session;
   uint64_t last_used = 0;  // registry_clock at its last get_session
+  std::shared_ptr<hubfs::ListedDirs> dirs = std::make_shared<hubfs::ListedDirs>();
 };
 std::mutex registry_mu;  // a leaf lock: held only to find, insert or pick idle sessions, never across a build or a shutdown
 uint64_t registry_clock = 0;  // guarded by registry_mu
@@ -249,15 +259,22 @@ Session get_session(const std::string& type, const std::string& id, const std::s
     auto it = registry().find(key);
     if (it != registry().end()) {
       it->second.last_used = ++registry_clock;
-      return Session(it->second.session);
+      return Session(it->second.session, it->second.dirs);
     }
   }
   // Built outside the lock (it may wait on the Hub); two threads racing build two, one is kept.
+  // One that asks the Hub nothing (a commit the cache holds: a forked or unpickled file's
+  // session) is built on this thread.
+  bool local = false;
+  if (on_main_thread()) {
+    py::gil_scoped_release nogil;
+    local = hubfs::session_needs_no_request(c, hubfs::RepoSpec{*ref, ""}, first_file);
+  }
   auto built = run_interruptibly<std::pair<Status, std::shared_ptr<hubfs::RepoSession>>>([ref = *ref, c, first_file] {
     auto s = std::make_shared<hubfs::RepoSession>(hubfs::Env::real());
     Status st = hubfs::open_repo_session(c, hubfs::RepoSpec{ref, ""}, *s, {}, first_file);
     return std::make_pair(st, st.ok() ? s : nullptr);
-  });
+  }, local);
   if (!built.first.ok()) raise_status(built.first);
   Session out;
   std::vector<std::shared_ptr<hubfs::RepoSession>> gone;
@@ -265,7 +282,7 @@ Session get_session(const std::string& type, const std::string& id, const std::s
     std::lock_guard<std::mutex> lock(registry_mu);
     auto [it, inserted] = registry().emplace(key, Registered{built.second, 0});
     it->second.last_used = ++registry_clock;
-    out = Session(it->second.session);  // held: never idle while being handed out
+    out = Session(it->second.session, it->second.dirs);  // held: never idle while being handed out
     gone = take_excess_idle_locked();
   }
   py::gil_scoped_release nogil;
@@ -284,10 +301,15 @@ PYBIND11_MODULE(_core, m) {
   // A child forked with sessions in the registry keeps them (never shut down there: see the top)
   // and starts with none; registry_mu is held across the fork so the child's copy is free.
   pthread_atfork([] { registry_mu.lock(); }, [] { registry_mu.unlock(); }, [] {
-    for (auto& [key, r] : registry()) left_by_parent().push_back(std::move(r.session));
+    for (auto& [key, r] : registry()) {
+      left_by_parent().push_back(std::move(r.session));
+      left_by_parent().push_back(std::move(r.dirs));  // its lock may have been held at the fork
+    }
     registry().clear();
     registry_mu.unlock();
+    main_thread = PyThread_get_thread_ident();
   });
+  main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   if (!hubfs::set_log_level_from_env())
     hubfs::log_warning("HUBFS_LOG_LEVEL must be debug, info, warning or error; it is ignored");
 
@@ -333,12 +355,20 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("private", [](const Session& s) { return s.get()->info.is_private; })
       .def_property_readonly("gated", [](const Session& s) { return s.get()->info.gated; })
       .def("open", [](const Session& s, const std::string& path) {
+        // Where every directory above the file is listed already, opening it asks the Hub
+        // nothing: on this thread (as a read the caches answer).
+        bool local = false;
+        if (s.dirs && on_main_thread()) {
+          const hubfs::RepoSession& session = *s.get();
+          py::gil_scoped_release nogil;
+          local = s.dirs->opens_locally(session, path);
+        }
         auto f = run_interruptibly<hubfs::Result<std::shared_ptr<hubfs::HubFile>>>(
             [session = s.get(), path]() -> hubfs::Result<std::shared_ptr<hubfs::HubFile>> {
               auto r = hubfs::HubFile::open(session, path);
               if (!r.ok()) return r.status();
               return std::shared_ptr<hubfs::HubFile>(std::move(r).value());
-            });
+            }, local);
         if (!f.ok()) raise_status(f.status());
         return File(*f);
       })
@@ -370,6 +400,12 @@ PYBIND11_MODULE(_core, m) {
         const size_t len = static_cast<size_t>(view.len);
         // Filled to the end of the buffer or of the file: the reader serves at most 16 MiB per
         // call, and h5py's file-object driver takes a short read for the end of the file.
+        bool local = false;
+        if (on_main_thread()) {
+          const uint64_t recent = f.recent->get();
+          py::gil_scoped_release nogil;  // it may look at a few block files
+          local = hubfs::reads_locally(*file, offset, len, recent);
+        }
         auto slices = run_interruptibly<hubfs::Result<std::vector<hubfs::BlockBytes>>>(
             [file, offset, len]() -> hubfs::Result<std::vector<hubfs::BlockBytes>> {
               std::vector<hubfs::BlockBytes> all;
@@ -384,13 +420,14 @@ PYBIND11_MODULE(_core, m) {
                 }
               }
               return all;
-            });
+            }, local);
         if (!slices.ok()) raise_status(slices.status());
         size_t copied = 0;
         for (const auto& b : *slices) {
           std::memcpy(static_cast<char*>(view.buf) + copied, b.data(), b.size());
           copied += b.size();
         }
+        f.recent->served(*file, offset, copied);
         return copied;
       }, py::arg("buffer"), py::arg("offset"), "Reads into buffer at offset; returns the bytes read (0 at end).")
       .def("hint", [](File& f, const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "h5chunk/h5chunk.h"
+#include "h5hub/local_reads.h"
 #include "support/local_hub.h"
 #include "support/temp_dir.h"
 
@@ -60,6 +61,15 @@ class H5HubTest : public ::testing::Test {
     std::filesystem::create_directories(repo);
     frames_ = new std::vector<float>(write_frames((repo / "scan.hdf5").string()));
     std::ofstream(repo / "README.md") << "# scans\n";
+    {
+      // Three and a half of the reader's 1 MiB blocks of bytes that do not compress.
+      std::ofstream noise(repo / "noise.bin", std::ios::binary);
+      uint64_t x = 88172645463325252ull;
+      for (size_t i = 0; i < (7u << 19) / 8; ++i) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        noise.write(reinterpret_cast<const char*>(&x), 8);
+      }
+    }
     LocalHubOptions options;
     options.root = root_->str();
     options.latency_ms = 20;  // requests overlap when they go out together
@@ -157,6 +167,84 @@ TEST_F(H5HubTest, ErrorsNameTheUrlAndTheCause) {
   ASSERT_FALSE(not_hdf5.ok());
   EXPECT_NE(not_hdf5.status().message().find("hf://datasets/lab/scans/README.md' is not an HDF5 file"), std::string::npos)
       << not_hdf5.status().message();
+}
+
+TEST_F(H5HubTest, AFileOpensWithoutTheHubOnceItsDirectoriesAreListedInTheCache) {
+  auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config(), Env::real());
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  RepoSession& session = *(*source)->file()->session();
+  ListedDirs dirs;
+  // The session knows its first file from the Hub's answer about it: the root is not listed.
+  EXPECT_FALSE(dirs.opens_locally(session, "README.md"));
+  ASSERT_TRUE(list_dir(session, "").ok());  // lists the root, and stores the listing
+  EXPECT_TRUE(dirs.opens_locally(session, "README.md"));
+  EXPECT_TRUE(dirs.opens_locally(session, "noise.bin"));
+  EXPECT_FALSE(dirs.opens_locally(session, "data/x.h5"));  // no directory "data" is stored
+  ListedDirs fresh;  // another session's, on the same cache and commit
+  EXPECT_TRUE(fresh.opens_locally(session, "scan.hdf5"));
+}
+
+TEST_F(H5HubTest, ReadsTheCachesAnswerRunOnTheCallersThreadWhateverTheCancelFlag) {
+  // A read no block of which must come from the Hub is not handed to a helper
+  // (h5hub/local_reads.h): a cancel flag already set does not stop it. One that must fetch is,
+  // and the flag ends it.
+  std::vector<char> head(64, 'x');
+  {
+    auto source = open_hf_source("hf://datasets/lab/scans/noise.bin", config(), Env::real());
+    ASSERT_TRUE(source.ok()) << source.status().message();
+    const HubFile& file = *(*source)->file();
+    const uint64_t block = file.session()->stack.reader->options().block_size;
+    ASSERT_GT(file.size(), 3 * block);
+    EXPECT_TRUE(reads_locally(file, file.size(), 10));  // past the end: nothing to read
+    EXPECT_TRUE(reads_locally(file, 0, 0));
+    EXPECT_FALSE(reads_locally(file, 0, 16));  // nothing cached yet
+    EXPECT_TRUE(reads_locally(file, 0, 16, /*recent=*/0));  // the block the last read served
+    EXPECT_FALSE(reads_locally(file, block - 8, 16, /*recent=*/0));  // its neighbour is not cached
+
+    std::atomic<bool> cancel{true};
+    // Held 3 s: far longer than the cancelled read's first look at its flag.
+    hub_->add_fault({{"mode", "stall"}, {"path_contains", "/blobs/"}, {"count", 1000}, {"stall_ms", 3000}});
+    auto cold = (*source)->pread(head.data(), 0, head.size(), &cancel);
+    hub_->clear_faults();
+    ASSERT_FALSE(cold.ok());
+    EXPECT_EQ(cold.status().code(), Code::kUnavailable) << cold.status().message();
+    EXPECT_EQ(std::count(head.begin(), head.end(), 'x'), static_cast<long>(head.size()));
+    auto fetched = (*source)->pread(head.data(), 0, head.size());  // no flag: fetched
+    ASSERT_TRUE(fetched.ok()) << fetched.status().message();
+    ASSERT_EQ(*fetched, head.size());
+    // The block this source's last read served: read here, flag or not.
+    std::vector<char> again(64, 'y');
+    auto warm = (*source)->pread(again.data(), 0, again.size(), &cancel);
+    ASSERT_TRUE(warm.ok()) << warm.status().message();
+    EXPECT_EQ(std::memcmp(again.data(), head.data(), head.size()), 0);
+  }  // the session's queued cache writes finish
+  uint64_t x = 88172645463325252ull;
+  x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+  EXPECT_EQ(std::memcmp(head.data(), &x, 8), 0);  // the file's first bytes
+
+  // A new session on the same cache: the first block is on disk.
+  auto source = open_hf_source("hf://datasets/lab/scans/noise.bin", config(), Env::real());
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  const HubFile& file = *(*source)->file();
+  const uint64_t block = file.session()->stack.reader->options().block_size;
+  EXPECT_TRUE(reads_locally(file, 0, 16));
+  EXPECT_TRUE(reads_locally(file, 100, block - 100));
+  EXPECT_FALSE(reads_locally(file, 0, 2 * block));  // the second block is not
+  EXPECT_FALSE(reads_locally(file, 0, (kMaxLocalProbeBlocks + 1) * block));  // too many to look up
+  std::atomic<bool> cancel{true};
+  std::vector<char> warm(64, 'z');
+  auto got = (*source)->pread(warm.data(), 0, warm.size(), &cancel);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(std::memcmp(warm.data(), head.data(), head.size()), 0);
+
+  RecentBlock recent;
+  EXPECT_EQ(recent.get(), RecentBlock::kNone);
+  recent.served(file, 3 * block + 5, 10);
+  EXPECT_EQ(recent.get(), 3u);
+  recent.served(file, block, 2 * block);  // ends in the block after
+  EXPECT_EQ(recent.get(), 2u);
+  recent.served(file, file.size(), 10);  // nothing read: unchanged
+  EXPECT_EQ(recent.get(), 2u);
 }
 
 TEST_F(H5HubTest, ACancelledReadReturnsWhileTheHubStalls) {

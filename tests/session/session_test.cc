@@ -486,6 +486,51 @@ TEST_F(SessionTest, AColdOpenResolvesItsFileBesideThePinAndListsNothing) {
   EXPECT_EQ(hub_->stats()["requests"].get<int>(), 0) << hub_->stats().dump();
 }
 
+TEST_F(SessionTest, AFirstFileInAStoredDirectoryListingNeedsOnlyThePin) {
+  // The cache holds data/'s listing but not the root's (an earlier session opened data/big.bin
+  // and listed data/ alone): the next session knows the file from that listing and lists nothing.
+  {
+    auto s = open("hf://datasets/lab/scans", config(), "data/big.bin");
+    ASSERT_TRUE(s) << last_error_.message();
+    ASSERT_TRUE(list_dir(*s, "data").ok());
+  }
+  hub_->reset_stats();
+  read_big_exactly("hf://datasets/lab/scans", config(), /*name_first_file=*/true);
+  nlohmann::json st = hub_->stats();
+  EXPECT_EQ(st["api_requests"].get<int>(), 1) << st.dump();  // the branch's pin; the rest is the data
+  EXPECT_EQ(requests_for(st, "/tree/"), 0) << st.dump();
+  EXPECT_EQ(requests_for(st, "/paths-info/"), 0) << st.dump();
+}
+
+TEST_F(SessionTest, ASessionKnowsWhenItsBuildAsksTheHubNothing) {
+  const RepoRef main_ref = parse_hf_url("hf://datasets/lab/scans").value().repo;
+  EXPECT_FALSE(session_needs_no_request(config(), RepoSpec{main_ref, ""}, "data/big.bin"));  // a branch: pinned
+  SessionConfig offline = config();
+  offline.offline = true;
+  EXPECT_TRUE(session_needs_no_request(offline, RepoSpec{main_ref, ""}, "data/big.bin"));
+  std::string commit;
+  {
+    auto s = open("hf://datasets/lab/scans", config(), "data/big.bin");  // stores the pin and the file's record
+    ASSERT_TRUE(s) << last_error_.message();
+    commit = s->info.commit;
+  }
+  RepoRef at_commit = main_ref;
+  at_commit.revision = commit;
+  EXPECT_TRUE(session_needs_no_request(config(), RepoSpec{at_commit, ""}, "data/big.bin"));
+  EXPECT_FALSE(session_needs_no_request(config(), RepoSpec{at_commit, ""}, "README.md"));  // not known: probed
+  EXPECT_FALSE(session_needs_no_request(config(), RepoSpec{at_commit, ""}, ""));  // the root is not stored
+  EXPECT_FALSE(session_needs_no_request(config(), RepoSpec{at_commit, "data"}, "big.bin"));  // a subfolder is checked
+  SessionConfig elsewhere = config();
+  elsewhere.cache_dir = (cache_.path() / "other").string();
+  EXPECT_FALSE(session_needs_no_request(elsewhere, RepoSpec{at_commit, ""}, "data/big.bin"));
+  // What it says holds: that session makes no request.
+  hub_->reset_stats();
+  auto s = open("hf://datasets/lab/scans@" + commit, config(), "data/big.bin");
+  ASSERT_TRUE(s) << last_error_.message();
+  ASSERT_TRUE(HubFile::open(s, "data/big.bin").ok());
+  EXPECT_EQ(hub_->stats()["requests"].get<int>(), 0) << hub_->stats().dump();
+}
+
 // A probe held somewhere (a stalled connection, the resolvers' quota) is not waited for past a
 // short grace after the pin: the session lists instead, and its end is not held by the probe.
 TEST_F(SessionTest, AProbeThatDoesNotAnswerIsNotWaitedFor) {

@@ -1,0 +1,60 @@
+#include "h5hub/local_reads.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "reader/block_reader.h"
+
+namespace hubfs {
+
+namespace {
+uint64_t block_size_of(const HubFile& file) {
+  const Stack& stack = file.session()->stack;
+  return stack.reader ? stack.reader->options().block_size : 0;
+}
+}  // namespace
+
+void RecentBlock::served(const HubFile& file, uint64_t offset, size_t len) {
+  const uint64_t block = block_size_of(file);
+  if (block == 0 || len == 0 || offset >= file.size()) return;
+  index_.store((std::min<uint64_t>(offset + len, file.size()) - 1) / block, std::memory_order_relaxed);
+}
+
+bool reads_locally(const HubFile& file, uint64_t offset, size_t len, uint64_t recent) {
+  if (len == 0 || offset >= file.size()) return true;
+  const uint64_t block = block_size_of(file);
+  if (block == 0) return false;
+  const uint64_t first = offset / block;
+  const uint64_t last = (std::min<uint64_t>(offset + len, file.size()) - 1) / block;
+  if (first == last && first == recent) return true;
+  BlockCache* cache = file.session()->stack.cache.get();
+  if (!cache || last - first >= kMaxLocalProbeBlocks) return false;
+  const std::string key = BlockReader::disk_key(file.content_id(), static_cast<uint32_t>(block));
+  for (uint64_t b = first; b <= last; ++b) {
+    char byte;
+    if (b != recent && !cache->read_part(key, b, 0, &byte, 1)) return false;
+  }
+  return true;
+}
+
+bool ListedDirs::opens_locally(const RepoSession& session, const std::string& path) {
+  if (!session.fs || !session.subfolder.empty()) return false;
+  const auto& listings = session.fs->options().listings;
+  if (!listings) return false;
+  std::vector<std::string> dirs{""};  // the root, then each directory down to the path's own
+  for (size_t slash = path.find('/'); slash != std::string::npos; slash = path.find('/', slash + 1))
+    dirs.push_back(path.substr(0, slash));
+  for (const std::string& dir : dirs) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (known_.count(dir)) continue;
+    }
+    if (!listings->load_dir(session.info.commit, dir)) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    known_.insert(dir);
+  }
+  return true;
+}
+
+}  // namespace hubfs
