@@ -58,19 +58,32 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
   if (run_blocks < options_.min_run_blocks) return std::nullopt;
   // A long run: the random reads before it were not a pattern.
   state.random_reads = 0;
-  const uint64_t doubled = state.window_blocks == 0 ? options_.min_readahead_blocks
-                                                    : std::min(state.window_blocks * 2, options_.max_readahead_blocks);
+  const uint64_t read_blocks = (end - 1) / bs - offset / bs + 1;
+  const uint64_t grown = next_window(state, facts, read_blocks);
   const double factor = state.fetching ? options_.per_run_factor : options_.local_run_factor;
   const uint64_t earned = std::max<uint64_t>(1, static_cast<uint64_t>(factor * double(run_blocks)));
   // A reader that reads N blocks at a time gets at least its next read's worth ahead.
-  const uint64_t read_blocks = (end - 1) / bs - offset / bs + 1;
-  state.window_blocks = static_cast<uint32_t>(
-      std::max(std::min(doubled, earned), std::min<uint64_t>(read_blocks, options_.max_readahead_blocks)));
+  state.window_blocks = static_cast<uint32_t>(std::max(
+      std::min({grown, earned, uint64_t(options_.max_readahead_blocks)}),
+      std::min<uint64_t>(read_blocks, options_.max_readahead_blocks)));
   // A fetching stream between its marks waits for the next one (or a miss).
   if (facts.hinted || (state.fetching && !may_fetch)) return std::nullopt;
   auto plan = refill(state, (end - 1) / bs, file_blocks);
   if (plan) plan->fetch = state.fetching;
   return plan;
+}
+
+uint64_t ReadAheadPolicy::next_window(const ReadAheadState& state, const ReadFacts& facts,
+                                      uint64_t read_blocks) const {
+  if (state.window_blocks == 0) return options_.min_readahead_blocks;  // the run's first window
+  // From the disk cache a wider window costs no network bytes: it doubles per read.
+  if (!state.fetching) return uint64_t(state.window_blocks) * 2;
+  // Over the network it grows only when the reader caught up with it (a block of the read was
+  // still on its way, or missed), by the blocks of that read: a reader slower than the link (h5py
+  // decoding between its chunk reads) keeps the window that kept it fed, and a stop wastes that
+  // much, not per_run_factor of the run; a reader that keeps waiting grows it as before.
+  if (facts.missed || facts.waited) return uint64_t(state.window_blocks) + read_blocks;
+  return state.window_blocks;
 }
 
 std::optional<ReadAheadPlan> ReadAheadPolicy::on_random_read(ReadAheadState& state, uint64_t file_size,
