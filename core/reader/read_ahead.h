@@ -12,14 +12,14 @@
 //   (the kernel sends one stream's pieces from several threads, a little out of order). A run
 //   earns read-ahead only once it has read min_run_blocks: a FUSE mount's mmap fault reads a
 //   couple of blocks around the faulting page in order, and that is not a stream.
-// - Over the network the window grows only while the reader catches up with it: by a read's
-//   blocks when the read missed or waited for a block read-ahead still had on its way (TCP's
-//   window grows only when it limits the sender, likewise). A reader slower than the link (h5py,
-//   decoding between its chunk reads) keeps the window that kept it fed, and when it stops, that
-//   window is all it wasted. It never exceeds max_readahead_blocks, nor per_run_factor times what
-//   the run has read: a run that ends (the last chunk of an HDF5 read) was fetched at most
-//   (1 + per_run_factor) times over. From the disk cache (a warm stream) over-reading costs no
-//   network bytes: the window doubles per read, up to local_run_factor times the run. But a reader
+// - Over the network the window doubles only on a read that catches up with it: one that missed
+//   or waited for a block read-ahead still had on its way (TCP's window grows only when it limits
+//   the sender, likewise). A reader slower than the link (h5py, decoding between its chunk reads)
+//   keeps the window that kept it fed, and when it stops, that window is all it wasted. It never
+//   exceeds max_readahead_blocks, nor per_run_factor times what the run has read: a run that ends
+//   (the last chunk of an HDF5 read) was fetched at most (1 + per_run_factor) times over. From
+//   the disk cache (a warm stream) over-reading costs no network bytes: the window doubles per
+//   read, up to local_run_factor times the run. But a reader
 //   that reads N blocks at a time (h5py reading a 10 MiB chunk through hubfs.open) always gets
 //   its next read's worth ahead, to arrive while it decodes this one: a run that then ends was
 //   fetched one read over. (A mount's reads are at most a block: there this changes nothing.)
@@ -164,7 +164,7 @@ class ReadAheadPolicy {
 
  private:
   // The window a sequential read asks for before the run's bounds (ReadAheadOptions).
-  uint64_t next_window(const ReadAheadState& state, const ReadFacts& facts, uint64_t read_blocks) const;
+  uint64_t next_window(const ReadAheadState& state, const ReadFacts& facts) const;
   std::optional<ReadAheadPlan> on_random_read(ReadAheadState& state, uint64_t file_size, uint64_t file_blocks,
                                               bool may_fetch, bool hinted) const;
   // Which blocks to request once the window is known (the refill rule).

@@ -185,8 +185,8 @@ TEST_F(ReadAheadPolicyTest, AMissStartsFetchingAndConsumingReadAheadContinuesIt)
 }
 
 // Over the network the window grows only when the reader catches up with it: a read that takes
-// the mark of a block already arrived keeps it; one that waited for its marked block grows it by
-// the read's blocks, never past per_run_factor of the run.
+// the mark of a block already arrived keeps it; one that waited for its marked block doubles it,
+// never past per_run_factor of the run.
 TEST_F(ReadAheadPolicyTest, TheWindowGrowsOnlyWhenTheReaderWaitsForReadAhead) {
   ReadFacts arrived, waited;
   arrived.marked = true;
@@ -201,9 +201,11 @@ TEST_F(ReadAheadPolicyTest, TheWindowGrowsOnlyWhenTheReaderWaitsForReadAhead) {
     if (r) EXPECT_LE(r->blocks.last, b + window) << b;
     EXPECT_EQ(state_.window_blocks, window) << b;
   }
-  // It waits for one: the window grows by that read's block, and by one per waiting read after.
+  // It waits for one: the window doubles, and again at each waiting read after, up to the bound.
   read_with(120, 1, waited);
-  EXPECT_EQ(state_.window_blocks, window + 1);
+  EXPECT_EQ(state_.window_blocks, 2 * window);
+  read_with(121, 1, waited);
+  EXPECT_EQ(state_.window_blocks, 4 * window);
   for (uint64_t b = 121; b < 200; ++b) read_with(b, 1, waited);
   EXPECT_EQ(state_.window_blocks, 80u) << "0.4 of a 200-block run: the bound still holds";
 }
