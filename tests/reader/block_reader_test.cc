@@ -296,6 +296,28 @@ TEST_F(BlockReaderTest, ReadAheadSendsWholeRequestsOnly) {
   EXPECT_GT(whole, 2);
 }
 
+// A reader slower than the link (every block read-ahead asked for lands before its next read, as
+// h5py's decoding between chunk reads lets it): each read takes a mark without waiting, so the
+// window stays the run's first and a stop has fetched that much past the last block read, not 0.4
+// of the run (the window of a reader that waits, above).
+TEST_F(BlockReaderTest, AReaderSlowerThanTheLinkKeepsItsFirstReadAheadWindow) {
+  ReaderOptions options;
+  options.block_size = 64 * 1024;
+  const uint64_t block = options.block_size;
+  cdn_.content = pattern(200 * block, 9);
+  file_.content_id = "sha256:" + sha256_hex(cdn_.content);
+  file_.size = cdn_.content.size();
+  BlockReader reader(cache_.get(), fetcher_, options);
+  ReadState sequential;
+  for (uint64_t b = 0; b < 100; ++b) {
+    ASSERT_EQ(read(reader, b * block, block, &sequential), cdn_.content.substr(b * block, block));
+    wait_for_state([&] { return reader.stats().blocks_in_flight == 0; });
+  }
+  EXPECT_EQ(sequential.ahead.window_blocks, 1u);  // 0.4 of the 4 blocks that earned it
+  EXPECT_TRUE(sequential.ahead.fetching);
+  EXPECT_EQ(reader.stats().bytes_fetched, 101 * block) << "the blocks read and one ahead";
+}
+
 TEST_F(BlockReaderTest, ErrorsReachTheReaderAndAreNotRemembered) {
   BlockReader reader(cache_.get(), fetcher_);
   cdn_.fail = true;
