@@ -79,9 +79,9 @@ uint64_t ReadAheadPolicy::next_window(const ReadAheadState& state, const ReadFac
   // still on its way, or missed): a reader slower than the link (h5py decoding between its chunk
   // reads) keeps the window that kept it fed, and a stop wastes that much, not per_run_factor of
   // the run. A reader faster than the link waits at least once per request that lands, and its
-  // window grows as fast as before (growing by the read's blocks instead left a 300 MB stream at
-  // 50 ms with 196 requests for 145). From the disk cache a wider window costs no network bytes:
-  // it doubles per read.
+  // window grows as fast as before (growing by only the read's blocks lagged a stream's window:
+  // docs/benchmarks.md, issue 42). From the disk cache a wider window costs no network bytes: it
+  // doubles per read.
   if (state.fetching && !facts.missed && !facts.waited) return state.window_blocks;
   return uint64_t(state.window_blocks) * 2;
 }

@@ -19,10 +19,10 @@
 //   exceeds max_readahead_blocks, nor per_run_factor times what the run has read: a run that ends
 //   (the last chunk of an HDF5 read) was fetched at most (1 + per_run_factor) times over. From
 //   the disk cache (a warm stream) over-reading costs no network bytes: the window doubles per
-//   read, up to local_run_factor times the run. But a reader
-//   that reads N blocks at a time (h5py reading a 10 MiB chunk through hubfs.open) always gets
-//   its next read's worth ahead, to arrive while it decodes this one: a run that then ends was
-//   fetched one read over. (A mount's reads are at most a block: there this changes nothing.)
+//   read, up to local_run_factor times the run. But a reader that reads N blocks at a time (h5py
+//   reading a 10 MiB chunk through hubfs.open) always gets its next read's worth ahead, to arrive
+//   while it decodes this one: a run that then ends was fetched one read over. (A mount's reads
+//   are at most a block: there this changes nothing.)
 // - The window goes out in requests sized to keep every connection busy: a window of W blocks
 //   over C connections goes as requests of W / C blocks (1 to max_blocks_per_request). With a
 //   bandwidth cap per connection a small window in big requests used a few connections and
