@@ -227,9 +227,11 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
   const bool marked = take_marks(key, first, last);
   std::vector<Flights::FlightPtr> flights;
   std::vector<uint64_t> claimed;
+  bool joined = false;  // a block of the read is on its way (not in memory, not claimed here)
   for (uint64_t b = first; b <= last; ++b) {
     Flights::Ticket t = claim(file, key, b);
     if (t.leader) claimed.push_back(b);
+    joined = joined || (!t.leader && !t.stored);
     flights.push_back(std::move(t.flight));
   }
   // The blocks this read needs go out first, spread over the connections (each brings its own
@@ -237,6 +239,7 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
   // read may fetch ahead (ReadFacts).
   ReadFacts facts;
   facts.marked = marked;
+  facts.waited = marked && joined;
   if (!claimed.empty()) {
     const Loaded loaded =
         load_claimed(file, key, claimed, Origin::kRead, read_ahead_policy_.request_blocks(claimed.size()), deadline);

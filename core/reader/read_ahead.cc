@@ -58,19 +58,32 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
   if (run_blocks < options_.min_run_blocks) return std::nullopt;
   // A long run: the random reads before it were not a pattern.
   state.random_reads = 0;
-  const uint64_t doubled = state.window_blocks == 0 ? options_.min_readahead_blocks
-                                                    : std::min(state.window_blocks * 2, options_.max_readahead_blocks);
+  const uint64_t read_blocks = (end - 1) / bs - offset / bs + 1;
+  const uint64_t grown = next_window(state, facts);
   const double factor = state.fetching ? options_.per_run_factor : options_.local_run_factor;
   const uint64_t earned = std::max<uint64_t>(1, static_cast<uint64_t>(factor * double(run_blocks)));
   // A reader that reads N blocks at a time gets at least its next read's worth ahead.
-  const uint64_t read_blocks = (end - 1) / bs - offset / bs + 1;
-  state.window_blocks = static_cast<uint32_t>(
-      std::max(std::min(doubled, earned), std::min<uint64_t>(read_blocks, options_.max_readahead_blocks)));
+  state.window_blocks = static_cast<uint32_t>(std::max(
+      std::min({grown, earned, uint64_t(options_.max_readahead_blocks)}),
+      std::min<uint64_t>(read_blocks, options_.max_readahead_blocks)));
   // A fetching stream between its marks waits for the next one (or a miss).
   if (facts.hinted || (state.fetching && !may_fetch)) return std::nullopt;
   auto plan = refill(state, (end - 1) / bs, file_blocks);
   if (plan) plan->fetch = state.fetching;
   return plan;
+}
+
+uint64_t ReadAheadPolicy::next_window(const ReadAheadState& state, const ReadFacts& facts) const {
+  if (state.window_blocks == 0) return options_.min_readahead_blocks;  // the run's first window
+  // Over the network it doubles only when the reader caught up with it (a block of the read was
+  // still on its way, or missed): a reader slower than the link (h5py decoding between its chunk
+  // reads) keeps the window that kept it fed, and a stop wastes that much, not per_run_factor of
+  // the run. A reader faster than the link waits at least once per request that lands, and its
+  // window grows as fast as before (growing by only the read's blocks lagged a stream's window:
+  // docs/benchmarks.md, issue 42). From the disk cache a wider window costs no network bytes: it
+  // doubles per read.
+  if (state.fetching && !facts.missed && !facts.waited) return state.window_blocks;
+  return uint64_t(state.window_blocks) * 2;
 }
 
 std::optional<ReadAheadPlan> ReadAheadPolicy::on_random_read(ReadAheadState& state, uint64_t file_size,

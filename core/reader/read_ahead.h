@@ -12,13 +12,17 @@
 //   (the kernel sends one stream's pieces from several threads, a little out of order). A run
 //   earns read-ahead only once it has read min_run_blocks: a FUSE mount's mmap fault reads a
 //   couple of blocks around the faulting page in order, and that is not a stream.
-// - The window doubles per sequential read up to max_readahead_blocks and never exceeds
-//   per_run_factor times what the run has read: a run that ends (the last chunk of an HDF5 read)
-//   was fetched at most (1 + per_run_factor) times over. From the disk cache (a warm stream)
-//   over-reading costs no network bytes, and the window grows at local_run_factor. But a reader
-//   that reads N blocks at a time (h5py reading a 10 MiB chunk through hubfs.open) always gets
-//   its next read's worth ahead, to arrive while it decodes this one: a run that then ends was
-//   fetched one read over. (A mount's reads are at most a block: there this changes nothing.)
+// - Over the network the window doubles only on a read that catches up with it: one that missed
+//   or waited for a block read-ahead still had on its way (TCP's window grows only when it limits
+//   the sender, likewise). A reader slower than the link (h5py, decoding between its chunk reads)
+//   keeps the window that kept it fed, and when it stops, that window is all it wasted. It never
+//   exceeds max_readahead_blocks, nor per_run_factor times what the run has read: a run that ends
+//   (the last chunk of an HDF5 read) was fetched at most (1 + per_run_factor) times over. From
+//   the disk cache (a warm stream) over-reading costs no network bytes: the window doubles per
+//   read, up to local_run_factor times the run. But a reader that reads N blocks at a time (h5py
+//   reading a 10 MiB chunk through hubfs.open) always gets its next read's worth ahead, to arrive
+//   while it decodes this one: a run that then ends was fetched one read over. (A mount's reads
+//   are at most a block: there this changes nothing.)
 // - The window goes out in requests sized to keep every connection busy: a window of W blocks
 //   over C connections goes as requests of W / C blocks (1 to max_blocks_per_request). With a
 //   bandwidth cap per connection a small window in big requests used a few connections and
@@ -107,6 +111,9 @@ struct ReadFacts {
   bool from_disk = false;
   // The file's reader sent a range hint lately: no speculative read-ahead at all.
   bool hinted = false;
+  // The read took a block's mark while that block was still on its way: the reader caught up
+  // with read-ahead (the window grows only then, or on a miss).
+  bool waited = false;
 };
 
 // Blocks [first, last], both included.
@@ -156,6 +163,8 @@ class ReadAheadPolicy {
   const ReadAheadOptions& options() const { return options_; }
 
  private:
+  // The window a sequential read asks for before the run's bounds (ReadAheadOptions).
+  uint64_t next_window(const ReadAheadState& state, const ReadFacts& facts) const;
   std::optional<ReadAheadPlan> on_random_read(ReadAheadState& state, uint64_t file_size, uint64_t file_blocks,
                                               bool may_fetch, bool hinted) const;
   // Which blocks to request once the window is known (the refill rule).

@@ -184,6 +184,50 @@ TEST_F(ReadAheadPolicyTest, AMissStartsFetchingAndConsumingReadAheadContinuesIt)
   EXPECT_EQ(r->blocks.first, 261u);
 }
 
+// Over the network the window grows only when the reader catches up with it: a read that takes
+// the mark of a block already arrived keeps it; one that waited for its marked block doubles it,
+// never past per_run_factor of the run.
+TEST_F(ReadAheadPolicyTest, TheWindowGrowsOnlyWhenTheReaderWaitsForReadAhead) {
+  ReadFacts arrived, waited;
+  arrived.marked = true;
+  waited.marked = true;
+  waited.waited = true;
+  for (uint64_t b = 0; b < 20; ++b) read(b, 1);  // misses: the window follows the run
+  const uint32_t window = state_.window_blocks;
+  EXPECT_EQ(window, 8u);  // 0.4 of 20 blocks
+  // A reader slower than the link: every block it reads had arrived. The window holds.
+  for (uint64_t b = 20; b < 120; ++b) {
+    auto r = read_with(b, 1, arrived);
+    if (r) EXPECT_LE(r->blocks.last, b + window) << b;
+    EXPECT_EQ(state_.window_blocks, window) << b;
+  }
+  // It waits for one: the window doubles, and again at each waiting read after, up to the bound.
+  read_with(120, 1, waited);
+  EXPECT_EQ(state_.window_blocks, 2 * window);
+  read_with(121, 1, waited);
+  EXPECT_EQ(state_.window_blocks, 4 * window);
+  for (uint64_t b = 121; b < 200; ++b) read_with(b, 1, waited);
+  EXPECT_EQ(state_.window_blocks, 80u) << "0.4 of a 200-block run: the bound still holds";
+}
+
+// h5py through a mount reads a 10-block chunk in a burst of 1-block reads, then decodes while
+// the link is idle. Read-ahead that kept up with the last bursts does not grow, so the blocks
+// fetched past the last chunk read are those of that window, well under per_run_factor of the run.
+TEST_F(ReadAheadPolicyTest, ABurstyReaderThatStopsWastesItsWindowNotAFractionOfTheRun) {
+  ReadFacts arrived, waited;
+  arrived.marked = waited.marked = waited.waited = true;
+  uint64_t fetched_to = 0;
+  for (uint64_t b = 0; b < 50; ++b) {
+    // Blocks asked for before the burst began landed during the pause; those asked for during
+    // the burst are on their way; the rest miss.
+    const ReadFacts facts = b < fetched_to ? arrived : b < state_.prefetched_to ? waited : missed();
+    if (auto r = read_with(b, 1, facts)) EXPECT_TRUE(r->fetch);
+    if (b % 10 == 9) fetched_to = state_.prefetched_to;  // the burst ends: its read-ahead lands
+  }
+  EXPECT_LE(state_.prefetched_to, 50u + 12u) << "more than 1.24x the 50 blocks read";
+  EXPECT_LT(state_.window_blocks, 20u) << "the window reached 0.4 of the run: it grew while the reader kept up";
+}
+
 // A file hinted, prefetched or warm: reads whose blocks a hint brought carry no mark, so however
 // sequential, they fetch nothing; nor does a random pattern fetch the file whole.
 TEST_F(ReadAheadPolicyTest, ReadsOfHintedOrPrefetchedBlocksStartNoFetch) {
