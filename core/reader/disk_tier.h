@@ -22,9 +22,9 @@ class DiskTier final : public BlockTier {
   // file_slot_bytes(block_size), shared with the reader's fetches), or null for one of its own.
   explicit DiskTier(BlockCache& cache, size_t block_size = 0, std::shared_ptr<BlockBufferPool> pool = nullptr)
       : cache_(cache), block_size_(block_size),
-        pool_(pool                ? std::move(pool)
-              : block_size        ? BlockBufferPool::create(file_slot_bytes(block_size))
-                                  : nullptr) {}
+        pool_(pool         ? std::move(pool)
+              : block_size ? BlockBufferPool::create(file_slot_bytes(block_size))
+                           : nullptr) {}
 
   // A slot's size for blocks of block_size bytes: the block file, rounded up to the alignment a
   // direct read needs.
