@@ -82,6 +82,50 @@ class RefreshWorker {
   std::unique_ptr<Executor> queue_;
 };
 
+// Where a request of a fetch_into_async puts its body as it arrives: the bytes of the range into
+// the caller's buffer, any past it (a 200 with the whole file, bounded by max_body) aside. One
+// transfer feeds it at a time (a retry's begins after the last ended; a losing hedge never feeds).
+class IntoSink final : public BodySink {
+ public:
+  IntoSink(std::shared_ptr<RangeBuffer> into, uint64_t at, uint64_t length)
+      : into_(std::move(into)), at_(at), length_(length) {}
+
+  void begin() override {
+    fed_ = 0;
+    std::string().swap(past_);
+  }
+
+  void feed(const char* data, size_t n) override {
+    if (fed_ < length_) {
+      const size_t k = static_cast<size_t>(std::min<uint64_t>(n, length_ - fed_));
+      into_->write(at_ + fed_, data, k);
+      data += k;
+      n -= k;
+      fed_ += k;
+    }
+    past_.append(data, n);
+    fed_ += n;
+  }
+
+  // A 200 carried the whole file (its size checked): its bytes [offset, offset + length_) become
+  // the range's.
+  void cut_whole_file(uint64_t offset) {
+    std::string whole(static_cast<size_t>(std::min(fed_, length_)), '\0');
+    into_->read(at_, whole.data(), whole.size());
+    whole += past_;
+    into_->write(at_, whole.data() + offset, static_cast<size_t>(length_));
+  }
+
+ private:
+  const std::shared_ptr<RangeBuffer> into_;
+  const uint64_t at_, length_;
+  uint64_t fed_ = 0;
+  std::string past_;
+};
+
+// A response's body length, streamed or held.
+uint64_t body_length(const HttpResponse& resp) { return resp.body.size() + resp.streamed; }
+
 // One range, across its (at most two) requests.
 struct Fetch {
   std::shared_ptr<const Locator> locate;
@@ -100,6 +144,10 @@ struct Fetch {
   int waited_refusals = 0;   // refusals answered after a backoff (past kMaxFreshLocations)
   std::string replaced_url;  // set when the last location came from the shared table
   Deadline deadline;         // of the read this range serves
+  // fetch_into_async: where the bytes go (this range at into_offset), and `done` gets an empty
+  // string for them.
+  std::shared_ptr<RangeBuffer> into;
+  uint64_t into_offset = 0;
 
   bool may_refresh() const { return fresh_locations < kMaxFreshLocations; }
 
@@ -122,11 +170,11 @@ struct Fetch {
       if (*got != expected)
         return Corrupt(host + " sent Content-Range '" + *got + "', expected '" + expected +
                        "'; the file changed on the server or the server is broken");
-      if (resp.body.size() != range.length)
-        return Corrupt(host + " sent " + std::to_string(resp.body.size()) + " bytes for " + what + " (" +
+      if (body_length(resp) != range.length)
+        return Corrupt(host + " sent " + std::to_string(body_length(resp)) + " bytes for " + what + " (" +
                        std::to_string(range.length) + " expected): truncated or padded body");
-    } else if (resp.status == 200 && resp.body.size() != file_size) {
-      return Corrupt(host + " ignored Range: answered 200 with " + std::to_string(resp.body.size()) +
+    } else if (resp.status == 200 && body_length(resp) != file_size) {
+      return Corrupt(host + " ignored Range: answered 200 with " + std::to_string(body_length(resp)) +
                      " bytes for " + what + " of a " + std::to_string(file_size) +
                      "-byte file; did the server ignore the Range header?");
     } else if (resp.status >= 200 && resp.status < 300 && resp.status != 200) {
@@ -136,7 +184,8 @@ struct Fetch {
   }
 
   // Exactly range.length bytes from `r`, or why not.
-  Result<std::string> check(const std::string& host, Result<HttpResponse> r) const {
+  // `sink`: this request's (fetch_into_async), or null.
+  Result<std::string> check(const std::string& host, Result<HttpResponse> r, IntoSink* sink) const {
     const std::string what = "bytes " + range_text(range) + " from " + host;
     if (!r.ok()) return r.status().with_context("fetching " + what);
     HttpResponse& resp = r.value();
@@ -145,8 +194,10 @@ struct Fetch {
     }
     switch (resp.status) {
       case 206:
+        if (into) return into_body(resp, sink);
         return std::move(resp.body);
       case 200:
+        if (into) return into_body(resp, sink);
         if (range.offset == 0 && range.length == file_size) return std::move(resp.body);
         return resp.body.substr(range.offset, range.length);
       case 403:
@@ -162,6 +213,18 @@ struct Fetch {
       default:
         return IoError(host + " answered HTTP " + std::to_string(resp.status) + " for " + what);
     }
+  }
+
+  // A checked 2xx of a fetch_into_async: its range's bytes into `into` (already there when
+  // streamed), and an empty string for `done`.
+  std::string into_body(const HttpResponse& resp, IntoSink* sink) const {
+    const bool whole_file = resp.status == 200;
+    if (resp.streamed == 0) {  // a transport that does not stream: the body is in the response
+      into->write(into_offset, resp.body.data() + (whole_file ? range.offset : 0), static_cast<size_t>(range.length));
+    } else if (whole_file && range.offset != 0) {
+      sink->cut_whole_file(range.offset);
+    }
+    return {};
   }
 };
 
@@ -222,11 +285,14 @@ struct RangeFetcher::Shared : std::enable_shared_from_this<RangeFetcher::Shared>
   RefreshWorker refresher;
   RefreshWorker locator;
 
+  // `into`: the bytes go there, at into_offset (fetch_into_async), and `done` gets an empty string.
   void start(std::shared_ptr<const Locator> locate, const Result<Location>& location, uint64_t file_size,
-             ByteRange range, Callback done, Deadline deadline = Deadline::never());
+             ByteRange range, Callback done, Deadline deadline = Deadline::never(),
+             std::shared_ptr<RangeBuffer> into = nullptr, uint64_t into_offset = 0);
   // start() of `range` in `parts` requests (RangeFetcher::fetch_async).
   void start_parts(std::shared_ptr<const Locator> locate, const Result<Location>& location, uint64_t file_size,
-                   ByteRange range, uint32_t parts, Callback done, Deadline deadline);
+                   ByteRange range, uint32_t parts, Callback done, Deadline deadline,
+                   std::shared_ptr<RangeBuffer> into = nullptr);
   void send(std::shared_ptr<Fetch> fetch, Location location);
   void refresh_and_resend(std::shared_ptr<Fetch> fetch, std::string expired_url);
   // A 403 or 416 from `url`: true when a fresh location and another try are under way.
@@ -294,6 +360,12 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
   std::string host = url::url_host(request.url);
   std::string url = request.url;
   request.validate = [fetch, host](const HttpResponse& resp) { return fetch->validate(host, resp); };
+  // Each send its own sink (a refusal's resend starts afresh); a retry of this request reuses it.
+  std::shared_ptr<IntoSink> sink;
+  if (fetch->into) {
+    sink = std::make_shared<IntoSink>(fetch->into, fetch->into_offset, fetch->range.length);
+    request.body_sink = sink;
+  }
   std::weak_ptr<Shared> weak = weak_from_this();
   request.before_retry = [fetch, weak](HttpRequest& req, const Status& cause) {
     std::lock_guard<std::mutex> lock(fetch->relocate_mu);
@@ -321,9 +393,9 @@ void RangeFetcher::Shared::send(std::shared_ptr<Fetch> fetch, Location location)
       });
     }
   };
-  transport.submit(std::move(request), [self = shared_from_this(), fetch, host, url](Result<HttpResponse> r) {
+  transport.submit(std::move(request), [self = shared_from_this(), fetch, host, url, sink](Result<HttpResponse> r) {
     if (r.ok() && (r->status == 403 || r->status == 416) && self->retry_refusal(fetch, host, url, r->status)) return;
-    Result<std::string> checked = fetch->check(host, std::move(r));
+    Result<std::string> checked = fetch->check(host, std::move(r), sink.get());
     if (!checked.ok() && !fetch->deadline.is_never() && fetch->waited_refusals > 0 &&
         (checked.status().code() == Code::kPermissionDenied || checked.status().code() == Code::kOutOfRange)) {
       // Refused until the read's deadline: the read timed out, with the refusal as its cause.
@@ -405,7 +477,8 @@ void RangeFetcher::shutdown() {
 }
 
 void RangeFetcher::Shared::start(std::shared_ptr<const Locator> locate, const Result<Location>& location,
-                                 uint64_t file_size, ByteRange range, Callback done, Deadline deadline) {
+                                 uint64_t file_size, ByteRange range, Callback done, Deadline deadline,
+                                 std::shared_ptr<RangeBuffer> into, uint64_t into_offset) {
   if (Status s = validate(file_size, range); !s.ok()) {
     done(std::move(s));
     return;
@@ -423,6 +496,8 @@ void RangeFetcher::Shared::start(std::shared_ptr<const Locator> locate, const Re
   fetch->file_size = file_size;
   fetch->range = range;
   fetch->done = std::move(done);
+  fetch->into = std::move(into);
+  fetch->into_offset = into_offset;
   // The read's deadline, plus what locating it waited for the Hub's quota (a location fetch()
   // shares among its ranges carries none of it: its deadline is never).
   fetch->deadline = after_quota_wait(deadline, *location, range);
@@ -431,10 +506,10 @@ void RangeFetcher::Shared::start(std::shared_ptr<const Locator> locate, const Re
 
 void RangeFetcher::Shared::start_parts(std::shared_ptr<const Locator> locate, const Result<Location>& location,
                                        uint64_t file_size, ByteRange range, uint32_t parts, Callback done,
-                                       Deadline deadline) {
+                                       Deadline deadline, std::shared_ptr<RangeBuffer> into) {
   parts = static_cast<uint32_t>(std::clamp<uint64_t>(parts, 1, std::max<uint64_t>(1, range.length)));
   if (parts == 1 || !location.ok() || !validate(file_size, range).ok()) {
-    start(std::move(locate), location, file_size, range, std::move(done), deadline);
+    start(std::move(locate), location, file_size, range, std::move(done), deadline, std::move(into));
     return;
   }
   // The parts' answers, joined once the last is in (on whichever transport thread brings it).
@@ -454,6 +529,7 @@ void RangeFetcher::Shared::start_parts(std::shared_ptr<const Locator> locate, co
   for (uint32_t i = 0; i < parts; ++i) {
     const ByteRange part{offset, base + (i < extra ? 1 : 0)};
     offset += part.length;
+    // Into a buffer, each part writes its own stretch of it (their strings, joined, are empty).
     start(locate, location, file_size, part, [gather, i](Result<std::string> body) {
       std::unique_lock<std::mutex> lock(gather->mu);
       if (!body.ok()) {
@@ -473,12 +549,24 @@ void RangeFetcher::Shared::start_parts(std::shared_ptr<const Locator> locate, co
         std::string().swap(b);
       }
       gather->done(std::move(all));
-    }, deadline);
+    }, deadline, into, part.offset - range.offset);
   }
 }
 
 void RangeFetcher::fetch_async(const Locator& locate, uint64_t file_size, ByteRange range, Callback done,
                                Deadline deadline, uint32_t parts) {
+  locate_and_start(locate, file_size, range, std::move(done), deadline, parts, nullptr);
+}
+
+void RangeFetcher::fetch_into_async(const Locator& locate, uint64_t file_size, ByteRange range,
+                                    std::shared_ptr<RangeBuffer> into, DoneCallback done, Deadline deadline,
+                                    uint32_t parts) {
+  locate_and_start(locate, file_size, range, [done = std::move(done)](Result<std::string> r) { done(r.status()); },
+                   deadline, parts, std::move(into));
+}
+
+void RangeFetcher::locate_and_start(const Locator& locate, uint64_t file_size, ByteRange range, Callback done,
+                                    Deadline deadline, uint32_t parts, std::shared_ptr<RangeBuffer> into) {
   if (Status s = validate(file_size, range); !s.ok() || range.length == 0) {
     if (s.ok()) {
       done(std::string());
@@ -493,7 +581,8 @@ void RangeFetcher::fetch_async(const Locator& locate, uint64_t file_size, ByteRa
   auto callback = std::make_shared<Callback>(std::move(done));
   std::weak_ptr<Shared> weak = shared_;
   const MonotonicClock::time_point queued_at = shared_->env.now();
-  shared_->locator.post([weak, shared_locate, file_size, range, callback, deadline, queued_at, parts](bool cancelled) {
+  shared_->locator.post([weak, shared_locate, file_size, range, callback, deadline, queued_at, parts,
+                         into = std::move(into)](bool cancelled) mutable {
     auto self = weak.lock();
     if (cancelled || !self) {
       (*callback)(Unavailable("fetching bytes " + range_text(range) + ": the range fetcher shut down"));
@@ -502,7 +591,8 @@ void RangeFetcher::fetch_async(const Locator& locate, uint64_t file_size, ByteRa
     const std::chrono::milliseconds behind = queued_behind_quota(self->env.clock(), queued_at);
     Result<Location> location = locate_on_locator_thread(*shared_locate, false);
     if (location.ok()) location->quota_waited += behind;
-    self->start_parts(shared_locate, location, file_size, range, parts, std::move(*callback), deadline);
+    self->start_parts(shared_locate, location, file_size, range, parts, std::move(*callback), deadline,
+                      std::move(into));
   });
 }
 

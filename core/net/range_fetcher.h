@@ -51,9 +51,23 @@ struct RangeFetcherOptions {
   std::function<double()> jitter;  // uniform in [0, 1); empty: a thread-local PRNG
 };
 
+// Memory a range's body is written into as it arrives (RangeFetcher::fetch_into_async), instead
+// of a string of its own that is then copied: the reader's pooled block slots, already mapped.
+class RangeBuffer {
+ public:
+  virtual ~RangeBuffer() = default;
+  // Bytes [offset, offset + n) of the range (never past its length). May run on any transport
+  // thread, for different parts of one range at once; a retry writes the same bytes again.
+  virtual void write(uint64_t offset, const char* data, size_t n) = 0;
+  // Bytes [offset, offset + n) as last written (for a server that ignored Range, whose whole
+  // file is cut to the range after it arrived).
+  virtual void read(uint64_t offset, char* out, size_t n) const = 0;
+};
+
 class RangeFetcher {
  public:
   using Callback = std::function<void(Result<std::string>)>;
+  using DoneCallback = std::function<void(Status)>;
 
   // `transport` must outlive this fetcher and every fetch it started.
   // options.env is required.
@@ -84,6 +98,15 @@ class RangeFetcher {
   void fetch_async(const Locator& locate, uint64_t file_size, ByteRange range, Callback done,
                    Deadline deadline = Deadline::never(), uint32_t parts = 1);
 
+  // fetch_async whose bytes go into `into` (each request's body as it arrives, through
+  // HttpRequest::body_sink; a transport that does not stream, from its HttpResponse::body) and
+  // `done` gets their Status. Only an OK Status says `into` holds exactly the range: every
+  // answer is held to the same checks as fetch_async's first (status, Content-Range, body
+  // length), and on an error `into` holds anything (a failed attempt's partial bytes). `done`
+  // runs after every request of the fetch has ended: nothing writes into `into` after it.
+  void fetch_into_async(const Locator& locate, uint64_t file_size, ByteRange range, std::shared_ptr<RangeBuffer> into,
+                        DoneCallback done, Deadline deadline = Deadline::never(), uint32_t parts = 1);
+
   // Fetches all ranges concurrently and waits. results[i] answers ranges[i].
   std::vector<Result<std::string>> fetch(const Locator& locate, uint64_t file_size,
                                          const std::vector<ByteRange>& ranges);
@@ -93,6 +116,9 @@ class RangeFetcher {
 
  private:
   struct Shared;
+  // fetch_async, into `into` when it is set.
+  void locate_and_start(const Locator& locate, uint64_t file_size, ByteRange range, Callback done, Deadline deadline,
+                        uint32_t parts, std::shared_ptr<RangeBuffer> into);
 
   std::shared_ptr<Shared> shared_;  // outlives this object while fetches are in flight
 };

@@ -19,7 +19,8 @@ BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions
       env_(fetcher.env()),
       options_(options),
       read_ahead_policy_(options.read_ahead()),
-      tiers_(env_, cache ? std::make_unique<DiskTier>(*cache, options.block_size) : nullptr,
+      block_pool_(BlockBufferPool::create(DiskTier::file_slot_bytes(options.block_size))),
+      tiers_(env_, cache ? std::make_unique<DiskTier>(*cache, options.block_size, block_pool_) : nullptr,
              shared ? std::make_unique<SharedBlockTier>(*shared) : nullptr,
              TierStackOptions{.memory_bytes = options.memory_cache_bytes,
                               .max_deferred_write_bytes = options.max_deferred_write_bytes},
@@ -143,6 +144,25 @@ void BlockReader::fetch_blocks(const RemoteFile& file, const FileKey& key, const
     fetches_.add();
     requests_in_flight_ += parts;
     const auto sent_at = env_.now();
+    // A file read from the Hub (no source of its own) arrives straight into pooled block slots.
+    std::shared_ptr<BlockSlots> slots =
+        file.source ? nullptr : BlockSlots::take(*block_pool_, BlockRun{first, count}, file.size, options_.block_size);
+    if (slots) {
+      fetcher_.fetch_into_async(
+          file.locate, file.size, range, slots,
+          [this, file, key, first, count, range, prefetch, parts, sent_at, slots](Status status) {
+            // On the network thread: as below.
+            cdn_latency_.observe(env_.now() - sent_at, parts);
+            requests_in_flight_ -= parts;
+            post([this, file, key, first, count, range, prefetch, slots, status] {
+              if (prefetch) prefetch_bytes_ -= range.length;
+              on_fetched_into(file, key, BlockRun{first, count}, status, *slots);
+            });
+            fetches_.done();
+          },
+          deadline, parts);
+      continue;
+    }
     fetch_file_range(
         fetcher_, file.source, file.locate, file.size, range,
         [this, file, key, first, count, range, prefetch, parts, sent_at](Result<std::string> body,
@@ -174,6 +194,17 @@ void BlockReader::on_fetched(const RemoteFile& file, const FileKey& key, uint64_
   auto blocks = split_response(all, BlockRun{first, count}, file.size, options_.block_size);
   for (auto& [index, bytes] : blocks) bytes.source_checked = provenance == Provenance::kFileHashed;
   complete_batch(file, key, blocks, /*from_hub=*/true);
+}
+
+void BlockReader::on_fetched_into(const RemoteFile& file, const FileKey& key, BlockRun run, const Status& status,
+                                  const BlockSlots& slots) {
+  if (!status.ok()) {
+    counters_.add(counters_.fetch_errors, 1);
+    return fail(key, run.indices(), status.with_context("fetching " + file.path));
+  }
+  counters_.add(counters_.bytes_fetched, slots.length());
+  counters_.add(counters_.blocks_fetched, run.count);
+  complete_batch(file, key, slots.blocks(), /*from_hub=*/true);  // the bridge's bytes: kPlain
 }
 
 std::vector<uint64_t> BlockReader::claim_ahead(const RemoteFile& file, const FileKey& key,

@@ -60,6 +60,8 @@
 #include "common/task_queue.h"  // InFlight
 #include "net/range_fetcher.h"
 #include "net/range_source.h"
+#include "reader/block_buffers.h"
+#include "reader/block_slots.h"
 #include "reader/block_tier.h"
 #include "reader/tier_stack.h"
 #include "reader/file_verifier.h"
@@ -333,6 +335,9 @@ class BlockReader {
   // A response (or its error) for blocks [first, first + count): split and served, on a worker.
   void on_fetched(const RemoteFile& file, const FileKey& key, uint64_t first, uint64_t count,
                   Result<std::string>& body, Provenance provenance);
+  // The blocks of a run fetched into `slots` (RangeFetcher::fetch_into_async), or its error.
+  void on_fetched_into(const RemoteFile& file, const FileKey& key, BlockRun run, const Status& status,
+                       const BlockSlots& slots);
   // Serves blocks that arrived together: every one into memory and its waiters released before
   // any is stored or hashed. from_hub: offer them to the shared tier and write them to disk.
   void complete_batch(const RemoteFile& file, const FileKey& key,
@@ -364,6 +369,10 @@ class BlockReader {
   Env& env_;  // the fetcher's
   const ReaderOptions options_;
   const ReadAheadPolicy read_ahead_policy_;
+  // Memory for blocks, mapped once and reused: blocks fetched from the Hub are written into its
+  // slots as they arrive (reader/block_slots.h), blocks read from the disk cache are read into
+  // them (DiskTier). One pool for both, so what it maps is bounded by the blocks held at once.
+  const std::shared_ptr<BlockBufferPool> block_pool_;
   TierStack tiers_;
   FileVerifier verifier_;
   Flights in_flight_;  // by "<memory id>#<index>"

@@ -18,10 +18,13 @@ class DiskTier final : public BlockTier {
   // pool of this tier's (reader/block_buffers.h), each as its whole block file (header, then the
   // data the block's bytes point at), in a slot aligned and sized for a direct read
   // (BlockCache::get_file_into); others (a file's short last block, any block size when
-  // block_size is 0) into a string of their own.
-  explicit DiskTier(BlockCache& cache, size_t block_size = 0)
+  // block_size is 0) into a string of their own. `pool`: the one to use (slots of
+  // file_slot_bytes(block_size), shared with the reader's fetches), or null for one of its own.
+  explicit DiskTier(BlockCache& cache, size_t block_size = 0, std::shared_ptr<BlockBufferPool> pool = nullptr)
       : cache_(cache), block_size_(block_size),
-        pool_(block_size ? BlockBufferPool::create(file_slot_bytes(block_size)) : nullptr) {}
+        pool_(pool         ? std::move(pool)
+              : block_size ? BlockBufferPool::create(file_slot_bytes(block_size))
+                           : nullptr) {}
 
   // A slot's size for blocks of block_size bytes: the block file, rounded up to the alignment a
   // direct read needs.
