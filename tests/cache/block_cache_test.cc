@@ -222,8 +222,10 @@ TEST(BlockCache, ABlockFileReadIntoAlignedMemoryIsCheckedWhicheverWayItIsRead) {
   cache->put(kA, 1, full);
   const std::string path = block_path(tmp.path(), kA, 0);
   const bool possible = testing::direct_reads_possible(path);
-  const size_t capacity = block_file::kHeaderSize + full.size() + CacheDisk::kDirectReadAlign;
-  char* file = static_cast<char*>(std::aligned_alloc(CacheDisk::kDirectReadAlign, capacity));
+  // A multiple of the alignment, as aligned_alloc wants (the sanitizers' allocators refuse others).
+  const size_t align = CacheDisk::kDirectReadAlign;
+  const size_t capacity = (block_file::kHeaderSize + full.size() + align + align - 1) / align * align;
+  char* file = static_cast<char*>(std::aligned_alloc(align, capacity));
   ASSERT_NE(file, nullptr);
   ASSERT_TRUE(testing::evict_from_page_cache(path));
   ASSERT_TRUE(cache->get_file_into(kA, 0, file, capacity, full.size()));

@@ -17,9 +17,16 @@ namespace HUBFS_UNITY_ID {
 namespace fs = std::filesystem;
 using testing::TempDir;
 
-// Memory aligned as a block buffer pool's slots are (reader/block_buffers.h).
+// Memory aligned as a block buffer pool's slots are (reader/block_buffers.h). aligned_alloc
+// wants a size that is a multiple of the alignment (C11; the sanitizers' allocators refuse
+// others): `size` is what the test may use, rounded up for the allocation.
 struct Aligned {
-  explicit Aligned(size_t n) : p(static_cast<char*>(std::aligned_alloc(CacheDisk::kDirectReadAlign, n))), size(n) {}
+  static size_t rounded(size_t n) {
+    const size_t a = CacheDisk::kDirectReadAlign;
+    return (n + a - 1) / a * a;
+  }
+  explicit Aligned(size_t n)
+      : p(static_cast<char*>(std::aligned_alloc(CacheDisk::kDirectReadAlign, rounded(n)))), size(n) {}
   ~Aligned() { std::free(p); }
   Aligned(const Aligned&) = delete;
   Aligned& operator=(const Aligned&) = delete;
