@@ -111,24 +111,7 @@ class DiskBlockCache final : public BlockCache {
     Result<uint64_t> size = length > block_file::kMaxDataBytes
                                 ? Result<uint64_t>(Corrupt("longer than any block"))
                                 : disk_->read_part(loc.path, header, sizeof header, block_file::kHeaderSize, out, length);
-    if (!size.ok() && size.status().code() == Code::kNotFound) {
-      misses_.fetch_add(1, std::memory_order_relaxed);
-      return false;
-    }
-    if (size.ok() && *size == block_file::kHeaderSize + length &&
-        block_file::verify(std::string_view(header, sizeof header), std::string_view(out, length), loc.digest, index)
-            .ok()) {
-      hits_.fetch_add(1, std::memory_order_relaxed);
-      maybe_touch(loc);
-      return true;
-    }
-    // Anything else (shorter, longer, failing its checks, unreadable): get() reads it again and
-    // treats it as it treats every block, deleting a corrupt one; its bytes are then not `length`
-    // long or not good, or they are (a file replaced between the two reads) and copied.
-    std::optional<std::string> hit = get(content_id, index);
-    if (!hit || hit->size() != length) return false;
-    std::memcpy(out, hit->data(), length);
-    return true;
+    return settle_read_into(content_id, index, loc, size, header, out, length, /*direct=*/false);
   }
 
   bool get_file_into(std::string_view content_id, uint64_t index, char* file, size_t capacity,
@@ -136,25 +119,9 @@ class DiskBlockCache final : public BlockCache {
     if (length > block_file::kMaxDataBytes || capacity < block_file::kHeaderSize + length) return false;
     const Location loc = locate(content_id, index);
     Result<CacheDisk::ReadInto> read = disk_->read_file_into(loc.path, file, capacity);
-    if (!read.ok() && read.status().code() == Code::kNotFound) {
-      misses_.fetch_add(1, std::memory_order_relaxed);
-      return false;
-    }
-    char* const data = file + block_file::kHeaderSize;
-    if (read.ok() && read->size == block_file::kHeaderSize + length &&
-        block_file::verify(std::string_view(file, block_file::kHeaderSize), std::string_view(data, length),
-                           loc.digest, index)
-            .ok()) {
-      hits_.fetch_add(1, std::memory_order_relaxed);
-      if (read->direct) direct_reads_.fetch_add(1, std::memory_order_relaxed);
-      maybe_touch(loc);
-      return true;
-    }
-    // Anything else: as get_into, get() reads it again and deletes a corrupt one.
-    std::optional<std::string> hit = get(content_id, index);
-    if (!hit || hit->size() != length) return false;
-    std::memcpy(data, hit->data(), length);
-    return true;
+    const Result<uint64_t> size = read.ok() ? Result<uint64_t>(read->size) : Result<uint64_t>(read.status());
+    return settle_read_into(content_id, index, loc, size, file, file + block_file::kHeaderSize, length,
+                            read.ok() && read->direct);
   }
 
   bool read_part(std::string_view content_id, uint64_t index, uint64_t offset, char* out, size_t length) override {
@@ -288,6 +255,32 @@ class DiskBlockCache final : public BlockCache {
   void discard_corrupt(const std::string& path, uint64_t size) {
     corrupt_.fetch_add(1, std::memory_order_relaxed);
     if (disk_->remove(path).ok()) bytes_used_.fetch_sub(static_cast<int64_t>(size));
+  }
+
+  // The end of get_into and get_file_into: a block file of `size` bytes (or why none) read into
+  // `header` and `data`. A hit when it is exactly the header and `length` data bytes that pass
+  // their checks. Anything else (shorter, longer, failing its checks, unreadable): get() reads it
+  // again and treats it as it treats every block, deleting a corrupt one; its bytes are then not
+  // `length` long or not good, or they are (a file replaced between the two reads) and copied.
+  bool settle_read_into(std::string_view content_id, uint64_t index, const Location& loc,
+                        const Result<uint64_t>& size, const char* header, char* data, size_t length, bool direct) {
+    if (!size.ok() && size.status().code() == Code::kNotFound) {
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    if (size.ok() && *size == block_file::kHeaderSize + length &&
+        block_file::verify(std::string_view(header, block_file::kHeaderSize), std::string_view(data, length),
+                           loc.digest, index)
+            .ok()) {
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      if (direct) direct_reads_.fetch_add(1, std::memory_order_relaxed);
+      maybe_touch(loc);
+      return true;
+    }
+    std::optional<std::string> hit = get(content_id, index);
+    if (!hit || hit->size() != length) return false;
+    std::memcpy(data, hit->data(), length);
+    return true;
   }
 
   void maybe_touch(const Location& loc) {
