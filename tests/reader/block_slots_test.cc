@@ -47,7 +47,7 @@ Status fetch_run(RangeFetcher& fetcher, uint64_t file_size, BlockRun run, std::s
                  uint32_t parts) {
   std::promise<Status> done;
   const ByteRange range{run.first * kBlock, slots->length()};
-  fetcher.fetch_into_async([](bool) -> Result<Location> { return Location{.url = "https://cdn.example/f"}; },
+  fetcher.fetch_into_async([](bool) -> Result<Location> { return Location{.url = "https://cdn.example/f", .headers = {}}; },
                            file_size, range, slots, [&](Status s) { done.set_value(s); }, Deadline::never(), parts);
   return done.get_future().get();
 }

@@ -198,7 +198,9 @@ TEST_F(ReadAheadPolicyTest, TheWindowGrowsOnlyWhenTheReaderWaitsForReadAhead) {
   // A reader slower than the link: every block it reads had arrived. The window holds.
   for (uint64_t b = 20; b < 120; ++b) {
     auto r = read_with(b, 1, arrived);
-    if (r) EXPECT_LE(r->blocks.last, b + window) << b;
+    if (r) {
+      EXPECT_LE(r->blocks.last, b + window) << b;
+    }
     EXPECT_EQ(state_.window_blocks, window) << b;
   }
   // It waits for one: the window doubles, and again at each waiting read after, up to the bound.
@@ -221,7 +223,9 @@ TEST_F(ReadAheadPolicyTest, ABurstyReaderThatStopsWastesItsWindowNotAFractionOfT
     // Blocks asked for before the burst began landed during the pause; those asked for during
     // the burst are on their way; the rest miss.
     const ReadFacts facts = b < fetched_to ? arrived : b < state_.prefetched_to ? waited : missed();
-    if (auto r = read_with(b, 1, facts)) EXPECT_TRUE(r->fetch);
+    if (auto r = read_with(b, 1, facts)) {
+      EXPECT_TRUE(r->fetch);
+    }
     if (b % 10 == 9) fetched_to = state_.prefetched_to;  // the burst ends: its read-ahead lands
   }
   EXPECT_LE(state_.prefetched_to, 50u + 12u) << "more than 1.24x the 50 blocks read";
