@@ -456,7 +456,9 @@ class Dataset:
         return self._require_open().row_ranges(int(first), int(count))
 
     def _read(self, selection: Any, out: Optional[np.ndarray], progress: Any, route: str,
-              return_stats: bool, stacklevel: int) -> Any:
+              return_stats: bool, stacklevel: int, on_caller: bool = False) -> Any:
+        """on_caller: the read runs on this thread even on the main thread (a short read: see
+        _core.Dataset.read_into); FrameDataset's frames whose bytes are on local disk."""
         names, selection = _split_field_names(selection)
         if names:
             return self._read_fields(names, selection, out, progress, route, return_stats, stacklevel + 1)
@@ -498,7 +500,7 @@ class Dataset:
         buf = out if into_out else np.empty(plan.read_shape, native)
         callback, close = _progress_callback(progress, self.name)
         try:
-            stats = core.read_into(plan.items, buf, route, callback)
+            stats = core.read_into(plan.items, buf, route, callback, on_caller)
         finally:
             if close is not None:
                 close()

@@ -97,12 +97,25 @@ class FrameDataset:
     def __getitem__(self, i: int):
         k, row = self.locate(int(i))
         ds = self._dataset(k)
+        return ds._read(row, None, None, "auto", False, stacklevel=3, on_caller=self._on_disk(k, ds, row))
+
+    def _on_disk(self, k: int, ds: Any, row: int) -> bool:
+        """Whether frame `row` of file k reads from local disk alone: a local path (or a mount's),
+        or an hf:// frame whose blocks are all in the disk cache. Such a read is short, and runs
+        on the calling thread (a thread of its own cost a third of a warm frame's CPU); the rest
+        keep the main thread free for Ctrl-C. Over hf://, a frame with blocks a plan has on their
+        way first waits for them, rather than fetching them a second time (bounded; a dead
+        planner holds nothing)."""
         key = self._marker_keys[k]
-        if key and os.path.isdir(self._marker_dir):
-            # A plan may have this frame's blocks on their way: wait for them rather than
-            # fetching them a second time (bounded; a dead planner holds nothing).
-            _inflight.markers(self._marker_dir).wait(key, _inflight.blocks_of(ds._row_ranges(row, 1)))
-        return ds[row]
+        if not key:
+            return not self.paths[k].startswith("hf://")
+        raw = ds.file._hub_file._core_file()
+        missing = raw.uncached_blocks(ds._row_ranges(row, 1))
+        if not missing:
+            return True
+        if self._marker_dir and os.path.isdir(self._marker_dir):
+            _inflight.markers(self._marker_dir).wait(key, missing)
+        return False
 
     def frame_ranges(self, i: int) -> Tuple[int, List[Tuple[int, int]]]:
         """(file number, the byte ranges in that file holding frame i): what a hint fetches."""

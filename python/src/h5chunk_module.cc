@@ -167,8 +167,12 @@ class PyDataset {
 
   const h5chunk::DatasetInfo& info() const { return dataset_.info(); }
 
+  // on_caller: run the read on the calling thread even on the main thread, for a read the caller
+  // knows is short (a frame whose bytes are on local disk: h5chunk.FrameDataset). Handing a
+  // read to a thread of its own costs about 0.9 ms of CPU per 3 MB frame read warm, a third of
+  // the read (docs/benchmarks.md, issue 40, session 27); a Ctrl-C then waits for the read.
   h5chunk::ReadStats read_into(const py::sequence& items, const py::array& out, const std::string& route,
-                               const py::object& progress) {
+                               const py::object& progress, bool on_caller) {
     check_same_process(pid_);
     h5chunk::Selection sel = to_selection(items);
     if (!(out.flags() & py::array::c_style)) throw py::value_error("out must be C-contiguous");
@@ -179,7 +183,7 @@ class PyDataset {
     options.route = parse_route(route);
 
     const bool main_thread = PyThread_get_thread_ident() == main_thread_ident();
-    if (progress.is_none() && (!main_thread || nbytes < kInlineReadBytes)) {
+    if (progress.is_none() && (on_caller || !main_thread || nbytes < kInlineReadBytes)) {
       std::optional<hubfs::Result<h5chunk::ReadStats>> r;
       {
         py::gil_scoped_release release;
@@ -435,7 +439,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("fix", [](const PyDataset& d) { return d.info().fix; })
       .def_property_readonly("missing_sources", [](const PyDataset& d) { return d.info().missing_sources; })
       .def("read_into", &PyDataset::read_into, py::arg("items"), py::arg("out"), py::arg("route") = "auto",
-           py::arg("progress") = py::none())
+           py::arg("progress") = py::none(), py::arg("on_caller") = false)
       .def("selection_shape", &PyDataset::selection_shape, py::arg("items"))
       .def_property_readonly("manifest_queries", &PyDataset::manifest_queries)
       .def("row_ranges", &PyDataset::row_ranges, py::arg("first"), py::arg("count"),

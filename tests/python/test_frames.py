@@ -146,6 +146,63 @@ def test_workers_find_planned_frames_in_the_cache(hub, opts):
     assert s["range_requests"] == 0, s  # every byte from the shared disk cache
 
 
+class _ReadSpy:
+    """A core Dataset that records how each read_into was asked to run (on the caller or not)."""
+
+    def __init__(self, core):
+        self.core, self.on_caller = core, []
+
+    def read_into(self, items, out, route="auto", progress=None, on_caller=False):
+        self.on_caller.append(on_caller)
+        return self.core.read_into(items, out, route, progress, on_caller)
+
+    def __getattr__(self, name):
+        return getattr(self.core, name)
+
+
+class _DiskSays:
+    """A hubfs core file whose uncached_blocks answers `missing` (the rest is the real file's)."""
+
+    def __init__(self, raw, missing):
+        self.raw, self.missing = raw, missing
+
+    def uncached_blocks(self, ranges):
+        return self.missing
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)
+
+
+def _spy_on(ds, k):
+    d = ds._dataset(k)
+    spy = _ReadSpy(d._core)
+    d._core = spy
+    return d, spy
+
+
+def test_frames_on_local_disk_read_on_the_calling_thread(hub, opts, monkeypatch):
+    # Local paths: on the caller. hf://: on the caller once the frame's blocks are all in the disk
+    # cache; before, on a thread of its own (the main thread stays free for Ctrl-C), after waiting
+    # on the plan's markers of the missing blocks only. Every frame exact either way.
+    local = h5chunk.FrameDataset([os.path.join(hub["dir"], f"r{i}.hdf5") for i in range(FILES)], "data/raw_data")
+    _, spy = _spy_on(local, 1)
+    np.testing.assert_array_equal(local[FRAMES + 1], hub["frames"][FRAMES + 1])
+    assert spy.on_caller == [True]
+
+    ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
+    d, spy = _spy_on(ds, 1)
+    raw = d.file._hub_file._core_file()
+    os.makedirs(ds._marker_dir, exist_ok=True)
+    waited = []
+    monkeypatch.setattr(h5chunk._inflight.Markers, "wait",
+                        lambda self, key, blocks, *a, **k: waited.append(list(blocks)) or 0)
+    for missing, on_caller in (([0], False), ([], True)):
+        monkeypatch.setattr(d.file._hub_file, "_core_file", lambda m=missing: _DiskSays(raw, m))
+        np.testing.assert_array_equal(ds[FRAMES + 3], hub["frames"][FRAMES + 3])
+        assert spy.on_caller[-1] is on_caller
+    assert waited == [[0]]  # the frame on disk waited for nothing
+
+
 def _frame_sum(args):
     ds, i = args
     return int(ds[i].astype(np.int64).sum())
