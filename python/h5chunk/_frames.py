@@ -105,16 +105,18 @@ class FrameDataset:
         on the calling thread (a thread of its own cost a third of a warm frame's CPU); the rest
         keep the main thread free for Ctrl-C. Over hf://, a frame with blocks a plan has on their
         way first waits for them, rather than fetching them a second time (bounded; a dead
-        planner holds nothing)."""
+        planner holds nothing), then looks again."""
         key = self._marker_keys[k]
         if not key:
             return not self.paths[k].startswith("hf://")
         raw = ds.file._hub_file._core_file()
-        missing = raw.uncached_blocks(ds._row_ranges(row, 1))
+        ranges = ds._row_ranges(row, 1)
+        missing = raw.uncached_blocks(ranges)
         if not missing:
             return True
-        if self._marker_dir and os.path.isdir(self._marker_dir):
-            _inflight.markers(self._marker_dir).wait(key, missing)
+        if self._marker_dir and os.path.isdir(self._marker_dir) and \
+                _inflight.markers(self._marker_dir).wait(key, missing):
+            return not raw.uncached_blocks(ranges)  # the plan's blocks came: on disk now
         return False
 
     def frame_ranges(self, i: int) -> Tuple[int, List[Tuple[int, int]]]:

@@ -161,13 +161,14 @@ class _ReadSpy:
 
 
 class _DiskSays:
-    """A hubfs core file whose uncached_blocks answers `missing` (the rest is the real file's)."""
+    """A hubfs core file whose uncached_blocks gives these answers in turn, the last one from then
+    on (the rest is the real file's)."""
 
-    def __init__(self, raw, missing):
-        self.raw, self.missing = raw, missing
+    def __init__(self, raw, *answers):
+        self.raw, self.answers = raw, list(answers)
 
     def uncached_blocks(self, ranges):
-        return self.missing
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
 
     def __getattr__(self, name):
         return getattr(self.raw, name)
@@ -201,6 +202,12 @@ def test_frames_on_local_disk_read_on_the_calling_thread(hub, opts, monkeypatch)
         np.testing.assert_array_equal(ds[FRAMES + 3], hub["frames"][FRAMES + 3])
         assert spy.on_caller[-1] is on_caller
     assert waited == [[0]]  # the frame on disk waited for nothing
+    # A frame whose missing block a plan held: once the wait is over, the disk is asked again.
+    disk = _DiskSays(raw, [0], [])
+    monkeypatch.setattr(h5chunk._inflight.Markers, "wait", lambda self, key, blocks, *a, **k: 1)
+    monkeypatch.setattr(d.file._hub_file, "_core_file", lambda: disk)
+    np.testing.assert_array_equal(ds[FRAMES + 4], hub["frames"][FRAMES + 4])
+    assert spy.on_caller[-1] is True and disk.answers == [[]]
 
 
 def _frame_sum(args):
