@@ -5,7 +5,7 @@ mount (h5chunk.FrameDataset on the mount's paths) and hf:// (FrameDataset + plan
 
     /usr/bin/python3 bench/training_loop.py [--latency-ms 50] [--bandwidth-mbps 400] [--reads 160]
         [--files 16] [--frames 30] [--workers 4] [--contenders local,rclone,mount,hf]
-        [--cache-size 0] [--epochs 2] [--dir DIR]
+        [--cache-size 0] [--epochs 2] [--dir DIR] [--profile] [--perf PERF_DIR]
 
 The workload (issue 40): each file holds 30 frames of (24, 1024, 64, 1) int16, a sine plus
 Gaussian noise (sigma 20), Blosc-zstd level 3 with byte shuffle, one frame per chunk; a fixed
@@ -20,6 +20,13 @@ Hub answered, the opening process's CPU) for rclone, the mount and hf://. With -
 data), the hf:// contender runs --epochs epochs and reports the bytes fetched per epoch and the
 cache's size after each. Needs root for the mounts (FUSE); contenders that cannot start are
 reported as skipped. Shaping is the local Hub server's (bench/peer_bench.py).
+
+Where an epoch's time goes: --profile prints, per epoch, the CPU seconds of each process (the
+bench's, where a plan runs; the workers'; the Hub server's; a mount's daemon), each frame's wall
+time, CPU and wait on in-flight markers in its worker, and from the Hub's trace the range
+requests in flight over the epoch and the blocks requested twice (with --dir, the trace is
+kept in DIR/logs/). --perf PERF_DIR records each epoch's processes with `perf record -g`. A kept
+--dir keeps its files when they were written for the same workload (files, frames, seed).
 """
 
 import argparse
@@ -53,7 +60,19 @@ SUBDIR = "train"
 OPEN_REPEATS = 5
 
 
-def write_files(repo_dir, files, frames, seed):
+def write_files(repo_dir, files, frames, seed, stamp_path):
+    """The workload's files in repo_dir (kept when stamp_path says they are this workload's)."""
+    import json
+    stamp = json.dumps([files, frames, seed, SHAPE, BLOSC_ZSTD3_SHUFFLE])
+    names = [f"{SUBDIR}/rec{k:02d}.hdf5" for k in range(files)]
+    try:
+        with open(stamp_path) as f:
+            if f.read() == stamp:
+                return names  # a kept --dir's files, written with the same workload
+    except OSError:
+        pass
+    if os.path.exists(stamp_path):
+        os.remove(stamp_path)  # rewritten below: not the kept files' any more
     rng = np.random.default_rng(seed)
     t = np.arange(int(np.prod(SHAPE))).reshape(SHAPE)
     os.makedirs(os.path.join(repo_dir, SUBDIR), exist_ok=True)
@@ -67,6 +86,8 @@ def write_files(repo_dir, files, frames, seed):
             f.create_dataset(DATASET, data=data, chunks=(1,) + SHAPE, compression=BLOSC,
                              compression_opts=BLOSC_ZSTD3_SHUFFLE)
         names.append(name)
+    with open(stamp_path, "w") as f:
+        f.write(stamp)
     return names
 
 
@@ -92,16 +113,34 @@ class H5pyFrames:
 
 
 _dataset = None  # the worker's, set by the pool's initializer (inherited on fork)
+_profile = None  # --profile: [seconds waiting on in-flight markers] in this worker
 
 
-def _init(ds):
-    global _dataset
+def _init(ds, profile=False):
+    global _dataset, _profile
     _dataset = ds
+    if profile:
+        from h5chunk import _inflight
+        _profile = [0.0]
+        wait = _inflight.Markers.wait
+
+        def timed_wait(self, *a, **k):
+            t = time.perf_counter()
+            try:
+                return wait(self, *a, **k)
+            finally:
+                _profile[0] += time.perf_counter() - t
+        _inflight.Markers.wait = timed_wait
 
 
 def _read(i):
+    if _profile is None:
+        a = _dataset[i]
+        return i, zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B"))
+    t, c, w = time.perf_counter(), time.process_time(), _profile[0]
     a = _dataset[i]
-    return i, zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B"))
+    t, c, w = time.perf_counter() - t, time.process_time() - c, _profile[0] - w
+    return i, zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B")), (t, c, w)
 
 
 def _pss_kib(pid):
@@ -130,8 +169,10 @@ def _cpu_s(pids=()):
     return total
 
 
-def run_epoch(pool, indices, workers, planner=None):
-    """(seconds, {index: crc}) of reading `indices` through the pool, 2 x workers outstanding."""
+def run_epoch(pool, indices, workers, planner=None, timings=None):
+    """(seconds, {index: crc}) of reading `indices` through the pool, 2 x workers outstanding;
+    with --profile, each frame's (wall, CPU, marker wait) in the worker appended to `timings`."""
+    timings = [] if timings is None else timings
     outstanding = threading.Semaphore(2 * workers)
     got, errors = {}, []
     done = threading.Event()
@@ -141,6 +182,8 @@ def run_epoch(pool, indices, workers, planner=None):
     def finished(result):
         with lock:
             got[result[0]] = result[1]
+            if len(result) > 2:
+                timings.append(result[2])
             left[0] -= 1
             if left[0] == 0:
                 done.set()
@@ -165,20 +208,36 @@ def run_epoch(pool, indices, workers, planner=None):
     return seconds, got
 
 
-def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, cache_dir=None):
+def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, cache_dir=None, daemon=None):
     import multiprocessing
     ctx = multiprocessing.get_context("fork")
     result = {"name": name}
-    with ctx.Pool(args.workers, initializer=_init, initargs=(ds,)) as pool:
+    with ctx.Pool(args.workers, initializer=_init, initargs=(ds, args.profile)) as pool:
         pool.map(abs, range(args.workers * 4))  # workers started before the clock
         epochs = []
         for e in range(max(2, args.epochs if plan is not None else 2)):
+            if hub and args.profile:
+                hub.wait_quiet()
+                hub.reset()  # the trace starts here
             before_stats = hub.stats() if hub else None
             pids = [p.pid for p in pool._pool]
+            others = {"hub": hub.proc.pid if hub else None, "daemon": daemon}
             cpu0 = _cpu_s(pids)
+            parts0 = _cpu_parts(pids, others)
             planner = ds.plan(indices, ahead=args.ahead) if plan else None
-            seconds, got = run_epoch(pool, indices, args.workers, planner)
+            timings = []
+            perf = _start_perf(args, name, e, [os.getpid()] + pids + [p for p in others.values() if p])
+            seconds, got = run_epoch(pool, indices, args.workers, planner, timings)
+            _stop_perf(perf)
             cpu = _cpu_s(pids) - cpu0
+            if args.profile:
+                parts = {k: v - parts0[k] for k, v in _cpu_parts(pids, others).items()}
+                trace = _hub_trace(hub) if hub else None
+                _print_profile(f"{name}, epoch {e + 1}", seconds, len(indices), parts, timings, trace)
+                if trace and args.dir:
+                    import json
+                    with open(os.path.join(args.dir, "logs", f"trace-{name.split()[0].strip(':/')}-{e + 1}.json"), "w") as f:
+                        json.dump(trace, f)
             wrong = sum(1 for i, c in got.items() if truth[i] != c)
             ep = {"s": seconds, "fps": len(indices) / seconds, "wrong": wrong,
                   "cpu_s_per_gb": cpu / (len(indices) * frame_bytes / 1e9)}
@@ -192,6 +251,79 @@ def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, 
         result["epochs"] = epochs
         result["pss_mib"] = [round(_pss_kib(p.pid) / 1024, 1) for p in pool._pool]
     return result
+
+
+def _cpu_parts(pids, others):
+    """CPU seconds by process: this one (the sampler's, where a plan runs), the workers', and
+    `others` (name: pid or None)."""
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    out = {"main": s.ru_utime + s.ru_stime, "workers": _cpu_s(pids) - _cpu_s()}
+    for k, pid in others.items():
+        if pid:
+            out[k] = _cpu_s([pid]) - _cpu_s()
+    return out
+
+
+def _start_perf(args, name, epoch, pids):
+    """--perf DIR: `perf record -g` of these processes over the epoch, into DIR/perf-NAME-EPOCH.data."""
+    if not args.perf:
+        return None
+    os.makedirs(args.perf, exist_ok=True)
+    out = os.path.join(args.perf, f"perf-{name.split()[0].strip(':/')}-{epoch + 1}.data")
+    p = subprocess.Popen(["perf", "record", "-q", "-F", "499", "-g", "-o", out, "-p", ",".join(map(str, pids))],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # perf attaches before the clock starts
+    return p
+
+
+def _stop_perf(p):
+    if p is not None:
+        import signal
+        p.send_signal(signal.SIGINT)
+        p.wait()
+
+
+def _hub_trace(hub):
+    import json
+    return json.loads(hub.request("GET", "/_hubfs/trace")[2])
+
+
+def _print_profile(title, seconds, frames, parts, timings, trace):
+    """--profile: where an epoch's time went (per-process CPU, the workers' time per frame, and
+    from the Hub's trace the data requests in flight over time and blocks fetched twice)."""
+    print(f"  [{title}] {seconds:.2f} s, {frames / seconds:.1f} frames/s; CPU s: "
+          + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+    if timings:
+        wall, cpu, wait = (sorted(t[n] for t in timings) for n in range(3))
+        med = lambda v: v[len(v) // 2]  # noqa: E731
+        print(f"    per frame in a worker: wall {sum(wall) / len(wall) * 1e3:.1f} ms mean "
+              f"(median {med(wall) * 1e3:.1f}), CPU {sum(cpu) / len(cpu) * 1e3:.1f} ms, waiting on markers "
+              f"{sum(wait) / len(wait) * 1e3:.1f} ms mean ({sum(1 for w in wait if w > 0.001)} frames waited)")
+    data = [t for t in trace or () if t.get("range") and "end" in t]
+    if not data:
+        return
+    t0 = min(t["begin"] for t in data)
+    t1 = max(t["end"] for t in data)
+    busy = sum(t["end"] - t["begin"] for t in data)
+    nbytes, seen, twice = 0, set(), 0
+    for t in data:
+        lo, hi = (int(x) for x in t["range"].split("=")[1].split("-"))
+        nbytes += hi - lo + 1
+        for b in range(lo >> 20, (hi >> 20) + 1):
+            if (t["path"], b) in seen:
+                twice += 1
+            seen.add((t["path"], b))
+    print(f"    Hub: {len(data)} range requests, {nbytes / 1e6:.0f} MB over {t1 - t0:.2f} s, "
+          f"{busy / max(t1 - t0, 1e-9):.1f} in flight on average, {twice} blocks requested twice")
+    step = max(0.25, (t1 - t0) / 12)
+    line = []
+    k = t0
+    while k < t1:
+        inflight = sum(min(t["end"], k + step) - max(t["begin"], k) for t in data
+                       if t["end"] > k and t["begin"] < k + step) / step
+        line.append(f"{inflight:.1f}")
+        k += step
+    print(f"    in flight per {step:.2f} s: " + " ".join(line))
 
 
 def _du(path):
@@ -254,6 +386,9 @@ def main():
     ap.add_argument("--seed", type=int, default=40)
     ap.add_argument("--contenders", default="local,rclone,mount,hf")
     ap.add_argument("--dir", default="")
+    ap.add_argument("--perf", default="", help="a directory: perf record -g of each epoch's processes there")
+    ap.add_argument("--profile", action="store_true",
+                    help="per epoch: CPU by process, the workers' time per frame, requests in flight")
     args = ap.parse_args()
     contenders = args.contenders.split(",")
     work = args.dir or tempfile.mkdtemp(prefix="hubfs-training-")
@@ -262,7 +397,7 @@ def main():
     os.makedirs(os.path.join(work, "logs"), exist_ok=True)
     for cache in ("rclone-cache", "mount-cache", "hf-cache"):  # cold: a kept --dir's too
         shutil.rmtree(os.path.join(work, cache), ignore_errors=True)
-    names = write_files(repo_dir, args.files, args.frames, args.seed)
+    names = write_files(repo_dir, args.files, args.frames, args.seed, os.path.join(work, "files-stamp.json"))
     local_paths = [os.path.join(repo_dir, n) for n in names]
     lengths = [args.frames] * args.files
     local = H5pyFrames(local_paths, lengths)
@@ -309,7 +444,7 @@ def main():
                     os.listdir(os.path.join(mnt, SUBDIR))
                     ds = h5chunk.FrameDataset(paths, DATASET)
                     results.append(contender("mount + FrameDataset", ds, indices, args, truth, frame_bytes,
-                                             plan=True, hub=hub))
+                                             plan=True, hub=hub, daemon=m.pid))
                     ds.close()
                     opens["mount"] = open_time(paths, hub=hub)
                 finally:
