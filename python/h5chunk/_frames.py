@@ -102,7 +102,7 @@ class FrameDataset:
     def _on_disk(self, k: int, ds: Any, row: int) -> bool:
         """Whether frame `row` of file k reads from local disk alone: a local path (or a mount's),
         or an hf:// frame whose blocks are all in the disk cache. Such a read is short, and runs
-        on the calling thread (a thread of its own cost a third of a warm frame's CPU); the rest
+        on the calling thread (a thread of its own cost a fifth of a warm frame's CPU); the rest
         keep the main thread free for Ctrl-C. Over hf://, a frame with blocks a plan has on their
         way first waits for them, rather than fetching them a second time (bounded; a dead
         planner holds nothing), then looks again."""

@@ -169,8 +169,8 @@ class PyDataset {
 
   // on_caller: run the read on the calling thread even on the main thread, for a read the caller
   // knows is short (a frame whose bytes are on local disk: h5chunk.FrameDataset). Handing a
-  // read to a thread of its own costs about 0.9 ms of CPU per 3 MB frame read warm, a third of
-  // the read (docs/benchmarks.md, issue 40, session 27); a Ctrl-C then waits for the read.
+  // read to a thread of its own cost 0.6-0.9 ms of the ~3.2 ms of CPU of a 3 MB frame read warm
+  // (docs/benchmarks.md, issue 40, session 27); a Ctrl-C then waits for the read.
   h5chunk::ReadStats read_into(const py::sequence& items, const py::array& out, const std::string& route,
                                const py::object& progress, bool on_caller) {
     check_same_process(pid_);
