@@ -443,8 +443,9 @@ def main():
                 # to the same contender every round.
                 def direct_16():
                     # peer_bench's direct limit itself (the issue's reference): 16 threads, one
-                    # connection each, reading into a reused buffer. curl --parallel measured
-                    # 1.2-1.8x slower for the same ranges (docs/benchmarks.md, issue 39, session 27).
+                    # connection each, reading into a reused buffer. It was curl --parallel, a
+                    # different fetcher than the one the issue's target names (docs/benchmarks.md,
+                    # "Issue 39: cold 16 frames, session 27").
                     location = cdn_location(endpoint, "datasets/lab/zea/resolve/main/scan.hdf5")
                     runs["direct_16"].append(peer_bench.direct_fetch(None, location, frame_ranges))
 
