@@ -33,8 +33,9 @@ h5py over an fsspec HTTP file object.
 With --xet the server stores the files on Xet (build/bin/hubfs-xet-pack packs them at startup):
 hf:// and the mount read them natively (plans, xorb ranges); the seed and the direct limits still
 fetch the file's own bytes from where the resolve redirects. Then `direct_16` runs too: the 16
-frames' chunks as 16 byte ranges over 16 connections by curl, the limit the issue's Xet target
-compares with (mount_h5chunk and h5chunk_cli at least 0.5 of it).
+frames' chunks as 16 byte ranges over 16 connections, fetched by peer_bench.py's direct limit
+(`direct_fetch`, the `direct` contender of `peer_bench.py --xet --workloads zea16`), the limit
+the issue's Xet target compares with (mount_h5chunk and h5chunk_cli at least 0.5 of it).
 
 CPU (issue 42): for every contender, user + system CPU-seconds of its process (its rusage, from
 wait4), plus for the mount the daemon's (utime + stime from /proc/PID/stat, read before the read
@@ -77,6 +78,7 @@ BUILD = os.environ.get("HUBFS_BUILD_DIR", os.path.join(REPO_ROOT, "build"))
 sys.path.insert(0, os.path.join(BUILD, "python"))
 import h5chunk  # noqa: E402
 import hubfs  # noqa: E402
+import peer_bench  # noqa: E402  (bench/: its direct limit, direct_fetch)
 import warm_pages  # noqa: E402  (bench/, beside this script)
 
 SERVER = os.path.join(REPO_ROOT, "tools", "hub_server.py")
@@ -173,20 +175,6 @@ def curl_ranges(location, size, piece=8 << 20, connections=16):
     assert r.returncode == 0, "curl: exit %d %s" % (r.returncode, r.stderr[-300:])
     got = sum(int(x) for x in r.stdout.split())
     assert got == size, "curl fetched %d bytes of %d" % (got, size)
-
-
-def curl_byte_ranges(location, ranges, connections=16):
-    """A limit: each (offset, size) of `ranges` as one range, all at once over `connections`."""
-    cmd = ["curl", "--parallel", "--parallel-max", str(connections)]
-    for k, (offset, size) in enumerate(ranges):
-        if k:
-            cmd.append("--next")
-        cmd += ["-s", "-f", "-w", "%{size_download}\n", "-r", "%d-%d" % (offset, offset + size - 1),
-                "-o", "/dev/null", location]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, "curl: exit %d %s" % (r.returncode, r.stderr[-300:])
-    got = sum(int(x) for x in r.stdout.split())
-    assert got == sum(n for _, n in ranges), "curl fetched %d bytes" % got
 
 
 # How much memory settle() touches and frees before each contender (warm_pages.py). 0: none.
@@ -454,9 +442,12 @@ def main():
                 # per page once the host has taken it back), and a fixed order would charge that
                 # to the same contender every round.
                 def direct_16():
+                    # peer_bench's direct limit itself (the issue's reference): 16 threads, one
+                    # connection each, reading into a reused buffer. It was curl --parallel, a
+                    # different fetcher than the one the issue's target names (docs/benchmarks.md,
+                    # "Issue 39: cold 16 frames, session 27").
                     location = cdn_location(endpoint, "datasets/lab/zea/resolve/main/scan.hdf5")
-                    t, _ = timed(lambda: curl_byte_ranges(location, frame_ranges))
-                    runs["direct_16"].append(t)
+                    runs["direct_16"].append(peer_bench.direct_fetch(None, location, frame_ranges))
 
                 def h5chunk_cli_base():
                     # The baseline build's `h5chunk read hf://` (--baseline-bin), cold, in the same loop.

@@ -1,6 +1,7 @@
 #include "common/big_buffer.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -24,6 +25,21 @@ void advise_huge_pages(void* p, size_t n) {
   const uintptr_t first = round_up_to_huge_page(start);
   const uintptr_t last = (start + n) / kHugePage * kHugePage;
   if (last > first) (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+}
+
+bool prefault_pages(const void* p, size_t n) {
+#ifdef MADV_POPULATE_WRITE
+  static const uintptr_t kPage = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t start = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t first = (start + kPage - 1) / kPage * kPage;
+  const uintptr_t last = (start + n) / kPage * kPage;
+  if (!p || last <= first) return true;  // no whole page inside: nothing to do
+  return ::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE) == 0;
+#else
+  (void)p;
+  (void)n;
+  return false;
+#endif
 }
 
 void* allocate_in_huge_pages(size_t n, size_t huge_from) {

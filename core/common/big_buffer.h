@@ -19,6 +19,13 @@ namespace hubfs {
 // to be filled. Call it before the buffer is written.
 void advise_huge_pages(void* p, size_t n);
 
+// Maps the whole pages inside [p, p + n) into the process now, writable, as a first write would,
+// without reading or writing a byte of them (MADV_POPULATE_WRITE): the faults and page zeroing
+// of fresh memory are paid by the calling thread, ahead of the thread that fills the buffer.
+// Concurrent writes by other threads are safe (no byte changes). False when the kernel cannot
+// (before Linux 5.14) or a page is not mapped; nothing else changes then.
+bool prefault_pages(const void* p, size_t n);
+
 // n bytes (at least 1) to be freed with std::free, or null. From `huge_from` bytes on, whole
 // 2 MiB pages, 2 MiB aligned (THP only maps aligned 2 MiB ranges) and advised into huge pages;
 // below it, or when that allocation fails, plain malloc.

@@ -272,6 +272,8 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
     uint64_t known_unpacked = 0;  // of its chunks the read's terms describe
     uint32_t known_chunks = 0;
     XorbDecoded pending;  // its chunks, decoded as they arrive
+    std::shared_ptr<const ChunkStreamDecoder> decoder;  // filling `pending`
+    size_t expected_output = 0;  // what its decoder will most likely keep
     std::optional<Result<DecodedChunks>> decoded;
   };
   std::vector<Request> requests;
@@ -322,15 +324,22 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
       extras.keep_from_chunk = pieces[0].term->chunks.start - r.listed->chunks.start;
       extras.keep_skip = pieces[0].read->skip;
     }
+    r.expected_output = one_piece ? pieces[0].read->take : r.known_unpacked;
     r.pending = fetch_xorb_range(transport_, r.fetch->url, r.xorb, *r.listed, deadline, capacity, extras,
-                                 !first_out, xorbs_);
+                                 !first_out, xorbs_, &r.decoder);
     first_out = false;
   }
-
+  // While the ranges wait for their first bytes, this thread maps the memory their decoders
+  // will write and this read's output: the transport's one thread, which copies every byte in,
+  // then finds its pages there (fresh pages cost a fault and zeroing each; docs/xet.md).
+  for (const Request& r : requests) {
+    if (r.decoder) r.decoder->prefault_output(r.expected_output);
+  }
   std::string out;
   if (n > 1) {
     out.reserve(range.length);
     advise_huge_pages(out.data(), range.length);
+    prefault_pages(out.data(), range.length);
   }
   Status first_error = Status::Ok();
   // Each piece's chunks, for the whole-file check (from its term's first byte on).

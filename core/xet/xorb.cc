@@ -389,6 +389,12 @@ ChunkStreamDecoder::ChunkStreamDecoder(uint64_t first_chunk, size_t expected_chu
       output_capacity_(output_capacity),
       extras_(extras) {
   reset();
+  output_base_ = out_.data.data();
+  output_reserved_ = out_.data.capacity();
+}
+
+bool ChunkStreamDecoder::prefault_output(size_t bytes) const {
+  return prefault_pages(output_base_, std::min(bytes, std::min(output_capacity_, output_reserved_)));
 }
 
 void ChunkStreamDecoder::reset() {

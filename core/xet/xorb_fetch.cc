@@ -44,9 +44,11 @@ class DecodingSink : public BodySink {
 
 XorbDecoded fetch_xorb_range(HttpTransport& transport, const std::string& url, const MerkleHash& xorb,
                              const XorbRange& listed, const Deadline& deadline, size_t output_capacity,
-                             const DecodeExtras& extras, bool companion, XorbFetchCounters& counters) {
+                             const DecodeExtras& extras, bool companion, XorbFetchCounters& counters,
+                             std::shared_ptr<const ChunkStreamDecoder>* decoder) {
   auto answer = std::make_shared<OneShot<Result<DecodedChunks>>>();
   auto sink = std::make_shared<DecodingSink>(listed, output_capacity, extras);
+  if (decoder) *decoder = std::shared_ptr<const ChunkStreamDecoder>(sink, &sink->decoder);
   const ByteRange range = listed.bytes;
   HttpRequest req;
   req.url = url;  // signed: no Authorization header goes with it

@@ -38,9 +38,12 @@ using XorbDecoded = std::shared_ptr<OneShot<Result<DecodedChunks>>>;
 // naming the xorb (kUnavailable; kPermissionDenied for a refused URL). output_capacity: reserved
 // for the decoded output up front. companion: a further range of a read whose first one just
 // went out (HttpRequest::companion). transport and counters must outlive the answer.
+// decoder, when given, gets the range's decoder (kept alive by it), whose prefault_output the
+// waiting thread may call while the request waits for its first byte.
 XorbDecoded fetch_xorb_range(HttpTransport& transport, const std::string& url, const MerkleHash& xorb,
                              const XorbRange& listed, const Deadline& deadline, size_t output_capacity,
-                             const DecodeExtras& extras, bool companion, XorbFetchCounters& counters);
+                             const DecodeExtras& extras, bool companion, XorbFetchCounters& counters,
+                             std::shared_ptr<const ChunkStreamDecoder>* decoder = nullptr);
 
 // The most a listed range decodes to, when `known_unpacked` bytes of it are known (terms) and
 // `unknown_chunks` chunks are not: a capacity to reserve for its output.

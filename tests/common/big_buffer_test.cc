@@ -1,9 +1,14 @@
-// BigBuffer and allocate_in_huge_pages: large buffers 2 MiB aligned in huge pages, small ones plain.
+// BigBuffer and allocate_in_huge_pages: large buffers 2 MiB aligned in huge pages, small ones plain;
+// prefault_pages maps fresh memory without changing a byte of it.
 #include "common/big_buffer.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -78,6 +83,32 @@ TEST(BigBufferTest, AdvisingHugePagesOnAStringKeepsItsBytes) {
     EXPECT_EQ(s.size(), n);
     EXPECT_EQ(s[n / 2], 'x');
   }
+}
+
+TEST(BigBufferTest, PrefaultingMapsFreshPagesAndKeepsWhatIsWritten) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t n = 64 * page;
+  void* m = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  char* p = static_cast<char*>(m);
+  std::memset(p, 'a', page);  // one page written before: its bytes stay
+  std::vector<unsigned char> in(n / page);
+  ASSERT_EQ(::mincore(p, n, in.data()), 0);
+  size_t mapped = 0;
+  for (unsigned char c : in) mapped += c & 1;
+  EXPECT_EQ(mapped, 1u);
+  // From the middle of the first page: only whole pages inside the range are mapped.
+  EXPECT_TRUE(prefault_pages(p + 10, n - 10)) << "MADV_POPULATE_WRITE needs Linux 5.14 or later";
+  ASSERT_EQ(::mincore(p, n, in.data()), 0);
+  mapped = 0;
+  for (unsigned char c : in) mapped += c & 1;
+  EXPECT_EQ(mapped, n / page);
+  EXPECT_EQ(p[0], 'a');
+  EXPECT_EQ(p[page - 1], 'a');
+  EXPECT_EQ(p[page], '\0');
+  EXPECT_TRUE(prefault_pages(p + 1, 10));  // no whole page: nothing to do
+  EXPECT_TRUE(prefault_pages(nullptr, 0));
+  ::munmap(m, n);
 }
 
 }  // namespace HUBFS_UNITY_ID

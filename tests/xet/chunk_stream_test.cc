@@ -1,10 +1,15 @@
 // ChunkStreamDecoder (xorb.h): a range fed in pieces of any size decodes exactly as the whole
 // range does with decode_chunks (content, boundaries, hashes, the bytes left out before a read);
 // a range cut short, one with bytes after its chunks, or a damaged header mid-stream fails as the
-// whole-range decode would; a reset starts again from zero (a retried body).
+// whole-range decode would; a reset starts again from zero (a retried body); the output's memory
+// can be mapped ahead from another thread without changing a byte of what is decoded into it.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <random>
+#include <thread>
 
 #include "xet/xorb.h"
 
@@ -135,6 +140,48 @@ TEST(ChunkStreamTest, AResetStartsAgainFromTheFirstByte) {
   EXPECT_EQ(got->count(), n);
   ASSERT_EQ(got->hashes.size(), n);
   EXPECT_EQ(got->hashes[5], chunk_hash(r.chunks[5].data(), r.chunks[5].size()));
+}
+
+// How many of the whole pages in [p, p + n) are mapped (mincore).
+size_t resident_pages(const char* p, size_t n) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  std::vector<unsigned char> in((last - first) / page);
+  EXPECT_EQ(::mincore(reinterpret_cast<void*>(first), last - first, in.data()), 0);
+  size_t mapped = 0;
+  for (unsigned char c : in) mapped += c & 1;
+  return mapped;
+}
+
+TEST(ChunkStreamTest, PrefaultingTheOutputMapsItAndChangesNoByte) {
+  const Range r = six_chunks(CompressionScheme::kLz4);
+  const size_t n = r.chunks.size();
+  DecodeExtras extras;
+  extras.hash = true;
+  // 64 MiB reserved: fresh memory from mmap (past malloc's largest threshold), nothing mapped yet.
+  const size_t capacity = size_t{64} << 20;
+  ChunkStreamDecoder d(0, n, r.xorb.size(), SIZE_MAX, capacity, extras);
+  const char* base = d.output_base();
+  ASSERT_NE(base, nullptr);
+  const size_t ahead = size_t{8} << 20;
+  const size_t pages = ahead / static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  EXPECT_LT(resident_pages(base, ahead), pages / 2);
+  // From another thread while the first half is fed (as the reader's worker does while the
+  // transport's thread feeds): then every page of the first 8 MiB is mapped.
+  std::thread other([&] { EXPECT_TRUE(d.prefault_output(ahead)) << "MADV_POPULATE_WRITE needs Linux 5.14 or later"; });
+  d.feed(reinterpret_cast<const uint8_t*>(r.xorb.data()), r.xorb.size() / 2);
+  other.join();
+  EXPECT_GE(resident_pages(base, ahead), pages - 2);  // all but the partial pages at the ends
+  d.feed(reinterpret_cast<const uint8_t*>(r.xorb.data()) + r.xorb.size() / 2, r.xorb.size() - r.xorb.size() / 2);
+  auto got = d.finish();
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(got->data.data(), base);  // decoded into the memory that was mapped, not a copy
+  EXPECT_TRUE(got->data == r.all);
+  ASSERT_EQ(got->hashes.size(), n);
+  for (size_t k = 0; k < n; ++k) EXPECT_EQ(got->hashes[k], chunk_hash(r.chunks[k].data(), r.chunks[k].size()));
+  // Never past what was reserved, and nothing to do for nothing.
+  EXPECT_TRUE(ChunkStreamDecoder(0, n, r.xorb.size(), SIZE_MAX, 0, extras).prefault_output(ahead));
 }
 
 }  // namespace

@@ -178,5 +178,28 @@ TEST(XorbFetchTest, BytesThatDoNotDecodeAreServiceErrors) {
   }
 }
 
+TEST(XorbFetchTest, TheDecoderHandedOutFillsTheAnswer) {
+  // What read_once maps ahead (prefault_output) is the memory the answer's bytes end up in.
+  OneXorb x;
+  testing::FakeTransport scripted([&](const HttpRequest&) -> Result<HttpResponse> {
+    return partial(x.bytes, 0, x.bytes.size() - 1, x.bytes.size());
+  });
+  testing::StreamingTransport streaming(scripted, 777);
+  XorbFetchCounters counters;
+  std::shared_ptr<const ChunkStreamDecoder> decoder;
+  DecodeExtras extras;
+  extras.hash = true;
+  auto pending = fetch_xorb_range(streaming, "http://cas/x", MerkleHash(), x.all, Deadline::never(),
+                                  listed_range_output_bound(x.content.size(), 0), extras, false, counters, &decoder);
+  ASSERT_TRUE(decoder);
+  const char* base = decoder->output_base();
+  EXPECT_TRUE(decoder->prefault_output(x.content.size()));
+  auto decoded = pending->take();
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(decoded->data.data(), base);
+  EXPECT_EQ(decoded->data, x.content);
+  EXPECT_EQ(decoded->hashes[2], chunk_hash(x.content.data() + 40'000, 20'000));
+}
+
 }  // namespace
 }  // namespace hubfs::xet
