@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <optional>
 
 #include "cache/cache_index.h"
@@ -177,7 +178,13 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   // not one after the other. Nothing is read through the session before it is pinned.
   std::optional<BackgroundPin> pin_in_flight;
   if (pin_asks) pin_in_flight.emplace(*s.background, *s.stack.hub, s.repo, listings);
-  const bool reader_first = pin_in_flight && config.shared_cache.empty();  // a shared tier needs the pin's answer
+  // Not with a shared tier, which needs the pin's answer (private or gated). And opening the disk
+  // cache makes its directories and a probe file: before the pin has found the repo, only a cache
+  // that holds blocks already is opened, so a repo or revision that does not exist leaves nothing
+  // new behind (a mount's checks of its mountpoint see it as it was).
+  std::error_code no_throw;
+  const bool reader_first = pin_in_flight && config.shared_cache.empty() &&
+                            (config.cache_size == 0 || std::filesystem::is_directory(config.cache_dir + "/blocks", no_throw));
   if (reader_first) {
     if (Status st = build_reader(config, s.stack, nullptr, s.label); !st.ok()) return st;
   }

@@ -636,9 +636,18 @@ TEST_F(SessionTest, ABranchThatMovedIsReadAtItsNewCommitThoughTheCacheKnewTheOld
   EXPECT_EQ(testing::count_pattern_mismatches(32, 0, buf.data(), *n), 0u);
 }
 
-// A pin that fails after the reader was built beside it is the session's error, and the session
-// (its reader, its background executor) goes away cleanly; the next try pins again.
-TEST_F(SessionTest, APinThatFailsBesideTheReaderBuildIsTheSessionsError) {
+// A pin that fails is the session's error. Into a cache directory not made yet it leaves nothing
+// (the reader waits for the pin); beside a cache already there, the reader is built first, and
+// the session (its reader, its background executor) goes away cleanly; the next try pins again.
+TEST_F(SessionTest, APinThatFailsIsTheSessionsErrorAndLeavesNoNewCacheBehind) {
+  const std::filesystem::path dir = config().cache_dir;
+  ASSERT_FALSE(std::filesystem::exists(dir));
+  hub_->add_fault({{"status", 404}, {"count", 1}, {"path_contains", "scans/revision/main"}});
+  EXPECT_FALSE(open("hf://datasets/lab/scans", config(), "data/big.bin"));
+  EXPECT_EQ(last_error_.code(), Code::kNotFound) << last_error_.message();
+  EXPECT_FALSE(std::filesystem::exists(dir / "blocks")) << "a cache directory made for a repo that was not found";
+  read_big_exactly("hf://datasets/lab/scans", config(), /*name_first_file=*/true);
+  ASSERT_TRUE(std::filesystem::is_directory(dir / "blocks"));
   hub_->reset_stats();
   hub_->add_fault({{"status", 404}, {"count", 1}, {"path_contains", "scans/revision/main"}});
   EXPECT_FALSE(open("hf://datasets/lab/scans", config(), "data/big.bin"));
