@@ -47,9 +47,9 @@ struct RepoSession {
 
 // Pins spec's repo (offline: from the stored listings), checks its subfolder, builds the stack
 // and the FileSystem with the listings kept in the cache. A pin that asks the Hub runs on
-// RepoSession::background while the reader and its disk cache are built (unless a shared tier
-// is configured: whether the repo may use it is the pin's answer); nothing is read before the
-// pin has answered. `customize` may add to the FileSystem's
+// RepoSession::background while the reader and its disk cache are built (a disk cache that
+// exists already: none is made before the pin has found the repo; and no shared tier: whether
+// the repo may use it is the pin's answer); nothing is read before the pin has answered. `customize` may add to the FileSystem's
 // options before it is built (the mount adds its status attribute). Lists the root ahead of the
 // first access (a failure there is only logged).
 //
