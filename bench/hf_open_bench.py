@@ -15,7 +15,8 @@ frames 0:FRAMES, in this process.
 
 --opens: issue 40's "opening 16 files" alone, as bench/training_loop.py measures it (16
 sequential h5py.File() in a fresh process; its 16 zea-like files of --open-frames frames each),
-for rclone's mount (--vfs-cache-mode full) and hf:// (hubfs.open), a warm-up round first, then
+for rclone's mount (--vfs-cache-mode full) and hf:// (hubfs.open) on the branch and at its
+commit (the URLs' revision option: no pin), a warm-up round first, then
 --rounds rounds alternating the contenders process by process (a loaded machine drifts; each
 round sees the same load): per contender the median time, the opener's CPU and the requests the
 Hub answered per process; with --baseline-python (another build's build/python), that build's
@@ -102,6 +103,11 @@ def opens(args):
     urls = [f"hf://{peer_bench.REPO}/{n}" for n in names]
     hf = {"endpoint": hub.url, "cache_dir": cache, "token": False}
     contenders = {"hf://": (urls, hf, os.path.join(REPO_ROOT, "build", "python"))}
+    # The same files at the branch's commit: no pin (a sha never moves), as a worker handed its
+    # parent's commit opens them.
+    with urllib.request.urlopen(f"{hub.url}/api/{peer_bench.REPO}/revision/main", timeout=10) as r:
+        commit = json.loads(r.read())["sha"]
+    contenders["hf:// @commit"] = (urls, dict(hf, revision=commit), os.path.join(REPO_ROOT, "build", "python"))
     if args.baseline_python:
         contenders["hf:// baseline"] = (urls, hf, os.path.abspath(args.baseline_python))
     mount = None

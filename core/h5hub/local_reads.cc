@@ -42,19 +42,31 @@ bool ListedDirs::opens_locally(const RepoSession& session, const std::string& pa
   if (!session.fs || !session.subfolder.empty()) return false;
   const auto& listings = session.fs->options().listings;
   if (!listings) return false;
-  std::vector<std::string> dirs{""};  // the root, then each directory down to the path's own
-  for (size_t slash = path.find('/'); slash != std::string::npos; slash = path.find('/', slash + 1))
-    dirs.push_back(path.substr(0, slash));
-  for (const std::string& dir : dirs) {
+  // Each directory on the way (the root first) and the name looked up in it.
+  for (size_t start = 0;;) {
+    const size_t slash = path.find('/', start);
+    const std::string dir = start == 0 ? std::string() : path.substr(0, start - 1);
+    const std::string next = path.substr(0, slash);
+    bool found;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (known_.count(dir)) continue;
+      found = walked_.count(next) || known_.count(dir);
     }
-    if (!listings->load_dir(session.info.commit, dir)) return false;
-    std::lock_guard<std::mutex> lock(mu_);
-    known_.insert(dir);
+    if (!found) {
+      if (!listings->load_dir(session.info.commit, dir)) return false;  // read unlocked
+      std::lock_guard<std::mutex> lock(mu_);
+      known_.insert(dir);
+    }
+    if (slash == std::string::npos) return true;
+    start = slash + 1;
   }
-  return true;
+}
+
+void ListedDirs::opened(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t slash = path.find('/'); slash != std::string::npos; slash = path.find('/', slash + 1))
+    walked_.insert(path.substr(0, slash));
+  walked_.insert(path);
 }
 
 }  // namespace hubfs

@@ -45,19 +45,24 @@ constexpr uint64_t kMaxLocalProbeBlocks = 16;
 // look at each block file's header).
 bool reads_locally(const HubFile& file, uint64_t offset, size_t len, uint64_t recent = RecentBlock::kNone);
 
-// The directories of one session whose listings need no request: each was found stored in the
-// cache directory at the session's commit (fs/listing_cache.h) once, and from then on the
-// session's FileSystem holds it (a pinned commit's listings never change). Thread-safe.
+// What one session's FileSystem can look up without a request: directories whose listings were
+// found stored in the cache directory at the session's commit (fs/listing_cache.h) once (from
+// then on the FileSystem holds them: a pinned commit's listings never change), and the names on
+// the way to each file opened before (a name never leaves its directory in a pinned view, so a
+// lookup finds it again without listing that directory). Thread-safe.
 class ListedDirs {
  public:
-  // True when looking `path` up (a repo path, no leading '/') lists nothing from the Hub: its
-  // root and every directory above it are stored. Reads each directory's stored listing the
-  // first time it is asked about.
+  // True when looking `path` up (a repo path, no leading '/') lists nothing from the Hub: each
+  // directory on the way either holds the next name from an earlier open, or is stored. Reads
+  // each directory's stored listing the first time it is asked about.
   bool opens_locally(const RepoSession& session, const std::string& path);
+  // `path` was opened: it and every directory above it are names its session finds again.
+  void opened(const std::string& path);
 
  private:
-  std::mutex mu_;  // a leaf: guards known_
-  std::set<std::string> known_;
+  std::mutex mu_;  // a leaf: guards known_ and walked_
+  std::set<std::string> known_;   // directories whose listing is stored
+  std::set<std::string> walked_;  // paths an open passed through (directories and files)
 };
 
 }  // namespace hubfs

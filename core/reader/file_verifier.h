@@ -16,8 +16,12 @@
 //
 // The hash reads blocks from the memory tier: a block read out of order waits there for its
 // predecessors; one evicted before its turn stalls the hash (the file simply goes unverified).
-// A hash starts when the file's first block is in memory (blocks that came before it count as
-// arrived while they are still there); at most max_files hashes are kept, the oldest dropped.
+// A hash starts when the file's first block is in memory and a block past it arrives (or is in
+// memory: its second block), or at once for a file of one block; blocks that came before count
+// as arrived while they are still there. A file read at its first block alone (an HDF5 open reads
+// its header there) is not hashed until more of it is read: most such files are never read
+// whole, and their hash cost a block's worth of SHA-256 each. At most max_files hashes are kept,
+// the oldest dropped.
 //
 // BlockReader tells the verifier what happened, as facts, and the verifier decides what to do
 // about each (hash now, leave it to the thread hashing, wait for the verdict, catch up):
@@ -109,11 +113,15 @@ class FileVerifier {
   // Of those, the files whose source's own check stood for the hash.
   uint64_t files_verified_by_source() const { return verified_by_source_.load(); }
   uint64_t failures() const { return failures_.load(); }
+  // Blocks fed to a hash (each once per hash).
+  uint64_t blocks_hashed() const { return blocks_hashed_.load(); }
 
  private:
   struct Verification;
-  // The file's hash in progress (begun if its first block is in memory), or null.
-  std::shared_ptr<Verification> verification_for(const VerifiedFile& file);
+  // The file's hash in progress, or null. One begins when its first block is in memory and
+  // either the file is that block, or its second block is in memory, or `past_first` (the caller
+  // has a later block of it in hand).
+  std::shared_ptr<Verification> verification_for(const VerifiedFile& file, bool past_first);
   uint64_t blocks_of(const VerifiedFile& file) const;
   // The verdict of a file no block of which is missing: its source's (under v->mu) or, when the
   // source has none or did not check every block, the file's hash.
@@ -132,6 +140,7 @@ class FileVerifier {
   std::atomic<uint64_t> verified_{0};
   std::atomic<uint64_t> verified_by_source_{0};
   std::atomic<uint64_t> failures_{0};
+  std::atomic<uint64_t> blocks_hashed_{0};
 
   // Taken after a Verification::mu, before the memory tier's; never held across a hash.
   mutable std::mutex mu_;

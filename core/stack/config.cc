@@ -45,6 +45,9 @@ Status choose_ca_bundle(const std::string& flag, CurlOptions& options) {
                              strerror(errno) + "); point " + b.source + " at a PEM file of trusted CA "
                              "certificates, or unset it to use the system's");
     }
+    // One bundle is passed by its name (libcurl reads it at its first TLS connection, never for
+    // plain http): its ~200 KB are read here only to join several.
+    if (bundles.size() == 1) break;
     pem.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     if (!pem.empty() && pem.back() != '\n') pem += '\n';
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <optional>
 
 #include "cache/cache_index.h"
@@ -98,6 +99,33 @@ class FirstFileProbe {
 // resolvers' quota, a stalled connection): listing costs one round trip instead.
 constexpr std::chrono::milliseconds kProbeGrace{1000};
 
+// Whether pin_revision(hub, repo, listings, offline) would ask the Hub: not offline, and not a
+// commit sha whose record the cache holds.
+bool pin_needs_request(const RepoRef& repo, const ListingCache* listings, bool offline) {
+  if (offline) return false;
+  if (!listings || !is_hex(repo.revision, 40)) return true;
+  auto stored = listings->load_ref(repo.revision);
+  return !stored || stored->commit != repo.revision;
+}
+
+// pin_revision, run on `executor` (which must outlive `hub`'s requests: the session's background
+// executor) from the moment it is made, and waited for with get().
+class BackgroundPin {
+ public:
+  BackgroundPin(Executor& executor, HubClient& hub, const RepoRef& repo, std::shared_ptr<const ListingCache> listings)
+      : answer_(std::make_shared<OneShot<Result<PinnedRevision>>>()) {
+    if (!executor.post([&hub, repo, listings, answer = answer_] {
+          answer->set(pin_revision(hub, repo, listings.get(), /*offline=*/false));
+        })) {
+      answer_->set(pin_revision(hub, repo, listings.get(), false));  // a refused post: pinned here
+    }
+  }
+  Result<PinnedRevision> get() { return answer_->take(); }
+
+ private:
+  std::shared_ptr<OneShot<Result<PinnedRevision>>> answer_;
+};
+
 }  // namespace
 
 bool session_needs_no_request(const SessionConfig& config, const RepoSpec& spec, const std::string& first_file) {
@@ -139,13 +167,28 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
       last_commit = last->commit;
       stored_at_last = stored_first_file(listings.get(), last->commit, first_file);
     }
-    if (!stored_at_last.known()) {
-      s.background = s.stack.env->new_executor(1);
-      probe.emplace(*s.stack.env, *s.background, *s.stack.hub, s.repo, first_file);
-    }
   }
+  const bool probing = may_probe && !stored_at_last.known();
+  const bool pin_asks = pin_needs_request(s.repo, listings.get(), offline);
+  if (probing || pin_asks) s.background = s.stack.env->new_executor(probing && pin_asks ? 2 : 1);
+  if (probing) probe.emplace(*s.stack.env, *s.background, *s.stack.hub, s.repo, first_file);
   const auto pin_started = s.stack.env->now();
-  auto info = pin_revision(*s.stack.hub, s.repo, listings.get(), offline);
+  // A pin that asks the Hub runs beside the local part of the build (the reader, the disk
+  // cache's opening): a fresh process's first open pays the round trip and that work at once,
+  // not one after the other. Nothing is read through the session before it is pinned.
+  std::optional<BackgroundPin> pin_in_flight;
+  if (pin_asks) pin_in_flight.emplace(*s.background, *s.stack.hub, s.repo, listings);
+  // Not with a shared tier, which needs the pin's answer (private or gated). And opening the disk
+  // cache makes its directories and a probe file: before the pin has found the repo, only a cache
+  // that holds blocks already is opened, so a repo or revision that does not exist leaves nothing
+  // new behind (a mount's checks of its mountpoint see it as it was).
+  std::error_code no_throw;
+  const bool reader_first = pin_in_flight && config.shared_cache.empty() &&
+                            (config.cache_size == 0 || std::filesystem::is_directory(config.cache_dir + "/blocks", no_throw));
+  if (reader_first) {
+    if (Status st = build_reader(config, s.stack, nullptr, s.label); !st.ok()) return st;
+  }
+  auto info = pin_in_flight ? pin_in_flight->get() : pin_revision(*s.stack.hub, s.repo, listings.get(), offline);
   if (!info.ok()) return info.status();
   std::optional<TreeEntry> first;  // known without listing its directory
   std::optional<Location> first_location;
@@ -201,7 +244,9 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
                              "subfolder mount shows a directory (mount its parent instead)");
     }
   }
-  if (Status st = build_reader(config, s.stack, &s.info, s.label); !st.ok()) return st;
+  if (!reader_first) {
+    if (Status st = build_reader(config, s.stack, &s.info, s.label); !st.ok()) return st;
+  }
   FsOptions fs_options;
   fs_options.mtime = static_cast<time_t>(info->last_modified);
   fs_options.root_path = subfolder;

@@ -33,9 +33,9 @@ struct RepoSession {
   PinnedRevision info;    // the commit it is pinned to, private/gated
   bool offline = false;
   Stack stack;
-  // Work open_repo_session started and did not wait for (a first file's probe that was slow to
-  // answer: see open_repo_session). Drained after the stack's shutdown, which ends its requests,
-  // and before the stack goes.
+  // Requests open_repo_session runs beside its build: the pin (waited for) and the first file's
+  // probe (one slow to answer is not waited for: see open_repo_session). Drained after the
+  // stack's shutdown, which ends its requests, and before the stack goes.
   std::unique_ptr<Executor> background;
   std::unique_ptr<FileSystem> fs;  // declared last: destroyed first
 
@@ -46,7 +46,10 @@ struct RepoSession {
 };
 
 // Pins spec's repo (offline: from the stored listings), checks its subfolder, builds the stack
-// and the FileSystem with the listings kept in the cache. `customize` may add to the FileSystem's
+// and the FileSystem with the listings kept in the cache. A pin that asks the Hub runs on
+// RepoSession::background while the reader and its disk cache are built (a disk cache that
+// exists already: none is made before the pin has found the repo; and no shared tier: whether
+// the repo may use it is the pin's answer); nothing is read before the pin has answered. `customize` may add to the FileSystem's
 // options before it is built (the mount adds its status attribute). Lists the root ahead of the
 // first access (a failure there is only logged).
 //

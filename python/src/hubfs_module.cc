@@ -370,6 +370,7 @@ PYBIND11_MODULE(_core, m) {
               return std::shared_ptr<hubfs::HubFile>(std::move(r).value());
             }, local);
         if (!f.ok()) raise_status(f.status());
+        if (s.dirs) s.dirs->opened(path);  // its siblings' opens need not list what it walked
         return File(*f);
       })
       .def("stat", [](const Session& s, const std::string& path) {

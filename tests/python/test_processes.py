@@ -4,9 +4,11 @@ hf:// (sessions, connections and threads running), then used in forked children 
 a hang fails the test instead of stalling the suite. Bytes are compared with the local files."""
 
 import hashlib
+import json
 import multiprocessing
 import os
 import pickle
+import urllib.request
 
 import h5py
 import numpy as np
@@ -205,3 +207,60 @@ def test_a_forked_child_of_an_hf_user_keeps_a_small_memory_tier(hub, opts, monke
         assert not _remote._one_of_many  # this process is on its own: 256 MiB
         got = _run_children(multiprocessing.get_context("fork"), _memory_rule, [(f,)])
     assert got == [True]  # each worker: 8 MiB beside the disk tier they share
+
+
+def test_pickled_objects_read_the_commit_they_were_opened_at_without_a_pin(tmp_path):
+    """A worker handed a file, dataset or FrameDataset made on a branch reads the commit the parent
+    read, though the branch moved since (every worker of an epoch reads one commit), and asks the
+    Hub for no pin (a commit sha never moves). Here the copies are unpickled in this process: a
+    session at the commit is a new one, as in a spawned worker."""
+    root = tmp_path / "hub"
+    repo = root / "datasets" / "lab" / "moving"
+    frames = {}
+    for commit, seed in (("c1", 1), ("c2", 2)):
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        frames[commit] = (np.random.default_rng(seed).normal(size=(4, 2, 64, 64)) * 300).astype("int16")
+        with h5py.File(repo / "snapshots" / commit / "rec.hdf5", "w") as f:
+            f.create_dataset("data/raw_data", data=frames[commit], chunks=(1, 2, 64, 64))
+
+    def point_main_at(commit):
+        (repo / "hub.json").write_text(json.dumps({
+            "refs": {"main": commit},
+            "commits": {"c1": {"date": "2024-01-01T00:00:00Z"}, "c2": {"date": "2024-02-01T00:00:00Z"}}}))
+
+    def pins(endpoint):
+        with urllib.request.urlopen(endpoint + "/_hubfs/stats", timeout=10) as r:
+            by_path = json.load(r)["by_path"]
+        return sum(n for path, n in by_path.items() if "/revision/" in path)
+
+    point_main_at("c1")
+    url = "hf://datasets/lab/moving/rec.hdf5"
+    with local_hub(str(root)) as endpoint:
+        opts = {"endpoint": endpoint, "cache_dir": str(tmp_path / "cache"), "token": False}
+        with h5chunk.File(url, **opts) as f, hubfs.open(url, **opts) as raw:
+            ds = f["data/raw_data"]
+            np.testing.assert_array_equal(ds[0], frames["c1"][0])
+            frame_ds = h5chunk.FrameDataset([url], "data/raw_data", **opts)
+            np.testing.assert_array_equal(frame_ds[1], frames["c1"][1])
+            commit = raw.commit
+            pickled = [pickle.dumps(o) for o in (raw, ds, frame_ds)]
+            frame_ds.close()
+        # As in a spawned worker, no session of the parent's is left: a copy that carried the
+        # branch alone would pin it again, and read c2.
+        hubfs.close_sessions()
+        point_main_at("c2")
+        pinned_before = pins(endpoint)
+        raw2, ds2, frame_ds2 = (pickle.loads(p) for p in pickled)
+        assert raw2.commit == commit
+        assert raw2.read() == (repo / "snapshots" / "c1" / "rec.hdf5").read_bytes()
+        np.testing.assert_array_equal(ds2[3], frames["c1"][3])
+        np.testing.assert_array_equal(frame_ds2[2], frames["c1"][2])
+        assert pins(endpoint) == pinned_before, "a copy at a commit pins nothing"
+        raw2.close()
+        ds2.file.close()
+        frame_ds2.close()
+        # The branch opened afresh is pinned again, at its new commit.
+        hubfs.close_sessions()
+        with h5chunk.File(url, **opts) as f:
+            np.testing.assert_array_equal(f["data/raw_data"][3], frames["c2"][3])
+        assert pins(endpoint) > pinned_before

@@ -129,6 +129,48 @@ TEST_F(FileVerifierTest, AMismatchDropsTheFileAndFailsTheArrival) {
   EXPECT_EQ(corrupt_calls_, 1);
 }
 
+// A file read at its first block alone (an HDF5 open) is not hashed: the hash begins with the
+// first block past it, from the first block (still in memory), and the file verifies; or fails.
+TEST_F(FileVerifierTest, TheFirstBlockAloneIsNotHashedUntilABlockPastItArrives) {
+  for (bool corrupt : {false, true}) {
+    SCOPED_TRACE(corrupt ? "corrupt" : "good");
+    for (uint64_t b = 0; b < 5; ++b) memory_.remove(BlockId{memory_id_, b, 0});
+    std::string bytes = content_;
+    if (corrupt) bytes[5] ^= 1;  // in the first block
+    FileVerifier v = make();
+    EXPECT_TRUE(arrive(v, 0, bytes).ok());
+    EXPECT_TRUE(arrive(v, 0, bytes).ok());  // read again: still nothing hashed
+    EXPECT_EQ(v.blocks_hashed(), 0u);
+    EXPECT_TRUE(arrive(v, 1, bytes).ok());
+    EXPECT_EQ(v.blocks_hashed(), 2u);
+    for (uint64_t b = 2; b < 4; ++b) EXPECT_TRUE(arrive(v, b, bytes).ok());
+    EXPECT_EQ(arrive(v, 4, bytes).code(), corrupt ? Code::kCorrupt : Code::kOk);
+    EXPECT_EQ(v.files_verified(), corrupt ? 0u : 1u);
+    EXPECT_EQ(v.failures(), corrupt ? 1u : 0u);
+  }
+}
+
+// The second block already in memory when the first arrives (read ahead, or read first), or a
+// file of one block: the first block's arrival begins the hash.
+TEST_F(FileVerifierTest, TheFirstBlockBeginsTheHashWhenTheSecondIsInMemoryOrItIsTheWholeFile) {
+  FileVerifier v = make();
+  EXPECT_TRUE(arrive(v, 1, content_).ok());
+  EXPECT_EQ(v.blocks_hashed(), 0u) << "no hash without block 0";
+  EXPECT_TRUE(arrive(v, 0, content_).ok());
+  EXPECT_EQ(v.blocks_hashed(), 2u);
+  const std::string one = content_.substr(0, 100);
+  const std::string one_id = "sha256:" + sha256_hex(one);
+  const std::string one_memory = "sha256:one-block";
+  BlockBytes bytes{std::make_shared<const std::string>(one), 0, one.size()};
+  memory_.put(BlockId{one_memory, 0, one.size()}, bytes);
+  Status verdict = Internal("not released");
+  v.blocks_arrived(VerifiedFile{"one.bin", one_id, one_memory, one.size()}, {{0, bytes}},
+                   [&](size_t, const Status& s) { verdict = s; });
+  EXPECT_TRUE(verdict.ok()) << verdict.message();
+  EXPECT_EQ(v.files_verified(), 1u);
+  EXPECT_EQ(v.blocks_hashed(), 3u);
+}
+
 // A block evicted before its turn stalls the hash: the file goes unverified, never fails.
 TEST_F(FileVerifierTest, ABlockEvictedBeforeItsTurnLeavesTheFileUnverified) {
   FileVerifier v = make();
@@ -257,7 +299,8 @@ TEST_F(FileVerifierTest, DisabledHashesNothing) {
 // At most max_files hashes are kept: the oldest goes, and its file is simply not verified.
 TEST_F(FileVerifierTest, OnlyTheNewestHashesAreKept) {
   FileVerifier v = make({.block_size = kBlock, .max_files = 1});
-  arrive(v, 0, content_);
+  arrive_batch(v, {0, 1}, content_);  // its hash begins
+  EXPECT_EQ(v.blocks_hashed(), 2u);
   const std::string other_id = "sha256:other";
   BlockBytes one{std::make_shared<const std::string>("x"), 0, 1};
   memory_.put(BlockId{other_id, 0, 1}, one);
@@ -267,7 +310,7 @@ TEST_F(FileVerifierTest, OnlyTheNewestHashesAreKept) {
   // Starts a second hash: the first one's record goes.
   v.blocks_arrived(other, {{0, one}}, [&](size_t, const Status& verdict) { other_verdict = verdict; });
   EXPECT_EQ(other_verdict.code(), Code::kCorrupt) << "the other file's one byte does not hash to zeros";
-  for (uint64_t b = 1; b < 5; ++b) arrive(v, b, content_);
+  for (uint64_t b = 2; b < 5; ++b) arrive(v, b, content_);
   // The first file's record went; its next arrival started a new one from the blocks in memory,
   // so it still verifies.
   EXPECT_EQ(v.files_verified(), 1u);

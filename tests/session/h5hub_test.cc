@@ -61,6 +61,9 @@ class H5HubTest : public ::testing::Test {
     std::filesystem::create_directories(repo);
     frames_ = new std::vector<float>(write_frames((repo / "scan.hdf5").string()));
     std::ofstream(repo / "README.md") << "# scans\n";
+    std::filesystem::create_directories(repo / "sub");
+    std::ofstream(repo / "sub" / "a.bin") << "a";
+    std::ofstream(repo / "sub" / "b.bin") << "b";
     {
       // Three and a half of the reader's 1 MiB blocks of bytes that do not compress.
       std::ofstream noise(repo / "noise.bin", std::ios::binary);
@@ -182,6 +185,31 @@ TEST_F(H5HubTest, AFileOpensWithoutTheHubOnceItsDirectoriesAreListedInTheCache) 
   EXPECT_FALSE(dirs.opens_locally(session, "data/x.h5"));  // no directory "data" is stored
   ListedDirs fresh;  // another session's, on the same cache and commit
   EXPECT_TRUE(fresh.opens_locally(session, "scan.hdf5"));
+}
+
+// A file's siblings open without the Hub when its directory's listing is stored, even where the
+// root's is not: the names an earlier open walked (the directory, in the root) are found again
+// without listing the root. What opens_locally says holds: such an open makes no request.
+TEST_F(H5HubTest, AFileOpensWithoutTheHubWhereAnEarlierOpenWalkedAndItsDirectoryIsStored) {
+  {
+    auto s = open_hf_source("hf://datasets/lab/scans/sub/a.bin", config(), Env::real());
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    ASSERT_TRUE(list_dir(*(*s)->file()->session(), "sub").ok());  // stores sub/'s listing alone
+  }
+  auto source = open_hf_source("hf://datasets/lab/scans/sub/a.bin", config(), Env::real());
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  auto session = (*source)->file()->session();
+  ListedDirs dirs;
+  EXPECT_FALSE(dirs.opens_locally(*session, "sub/b.bin")) << "the root is not stored, and nothing walked it";
+  dirs.opened("sub/a.bin");
+  EXPECT_TRUE(dirs.opens_locally(*session, "sub/a.bin"));
+  EXPECT_TRUE(dirs.opens_locally(*session, "sub/b.bin"));
+  EXPECT_FALSE(dirs.opens_locally(*session, "README.md")) << "the root's other names need its listing";
+  EXPECT_FALSE(dirs.opens_locally(*session, "sub/deeper/c.bin")) << "sub/deeper is not stored";
+  hub_->reset_stats();
+  auto b = HubFile::open(session, "sub/b.bin");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(hub_->stats()["api_requests"].get<int>(), 0) << hub_->stats().dump();
 }
 
 TEST_F(H5HubTest, ReadsTheCachesAnswerRunOnTheCallersThreadWhateverTheCancelFlag) {

@@ -599,6 +599,63 @@ TEST_F(SessionTest, AProbeFromAnotherCommitThanThePinIsNotBelieved) {
   EXPECT_GE(requests_for(hub_->stats(), "/tree/"), 1);  // listed, as without a probe
 }
 
+// The pin runs beside the session's local build (the reader, the disk cache): a branch that moved
+// since the cache last saw it is read at its new commit, never at the one the cache knew, though
+// the cache held that commit's record of the file before the pin answered.
+TEST_F(SessionTest, ABranchThatMovedIsReadAtItsNewCommitThoughTheCacheKnewTheOld) {
+  const auto repo = root_->path() / "datasets" / "lab" / "moved";
+  testing::write_pattern_file((repo / "snapshots" / "c1" / "x.bin").string(), 31, 40'000);
+  testing::write_pattern_file((repo / "snapshots" / "c2" / "x.bin").string(), 32, 50'000);
+  auto write_refs = [&](const char* main) {
+    std::ofstream(repo / "hub.json") << R"({"refs": {"main": ")" << main
+                                     << R"("}, "commits": {"c1": {"date": "2024-01-01T00:00:00Z"},)"
+                                     << R"( "c2": {"date": "2024-02-01T00:00:00Z"}}})";
+  };
+  write_refs("c1");
+  std::string first_commit;
+  {
+    auto s = open("hf://datasets/lab/moved", config(), "x.bin");  // stores main -> c1 and x.bin's record at c1
+    ASSERT_TRUE(s) << last_error_.message();
+    first_commit = s->info.commit;
+    auto f = HubFile::open(s, "x.bin");
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    std::string buf(40'000, '\0');
+    ASSERT_TRUE((*f)->pread(buf.data(), 0, buf.size()).ok());  // c1's blocks in the disk cache
+  }
+  write_refs("c2");
+  auto s = open("hf://datasets/lab/moved", config(), "x.bin");
+  ASSERT_TRUE(s) << last_error_.message();
+  EXPECT_NE(s->info.commit, first_commit);
+  auto f = HubFile::open(s, "x.bin");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ((*f)->size(), 50'000u);
+  std::string buf(50'000, '\0');
+  auto n = (*f)->pread(buf.data(), 0, buf.size());
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  ASSERT_EQ(*n, 50'000u);
+  EXPECT_EQ(testing::count_pattern_mismatches(32, 0, buf.data(), *n), 0u);
+}
+
+// A pin that fails is the session's error. Into a cache directory not made yet it leaves nothing
+// (the reader waits for the pin); beside a cache already there, the reader is built first, and
+// the session (its reader, its background executor) goes away cleanly; the next try pins again.
+TEST_F(SessionTest, APinThatFailsIsTheSessionsErrorAndLeavesNoNewCacheBehind) {
+  const std::filesystem::path dir = config().cache_dir;
+  ASSERT_FALSE(std::filesystem::exists(dir));
+  hub_->add_fault({{"status", 404}, {"count", 1}, {"path_contains", "scans/revision/main"}});
+  EXPECT_FALSE(open("hf://datasets/lab/scans", config(), "data/big.bin"));
+  EXPECT_EQ(last_error_.code(), Code::kNotFound) << last_error_.message();
+  EXPECT_FALSE(std::filesystem::exists(dir / "blocks")) << "a cache directory made for a repo that was not found";
+  read_big_exactly("hf://datasets/lab/scans", config(), /*name_first_file=*/true);
+  ASSERT_TRUE(std::filesystem::is_directory(dir / "blocks"));
+  hub_->reset_stats();
+  hub_->add_fault({{"status", 404}, {"count", 1}, {"path_contains", "scans/revision/main"}});
+  EXPECT_FALSE(open("hf://datasets/lab/scans", config(), "data/big.bin"));
+  EXPECT_EQ(last_error_.code(), Code::kNotFound) << last_error_.message();
+  EXPECT_EQ(hub_->stats()["faults_injected"].get<int>(), 1);
+  read_big_exactly("hf://datasets/lab/scans", config(), /*name_first_file=*/true);
+}
+
 // The Hub answers a small file's resolve with a relative 307 to /api/resolve-cache/, which serves
 // the bytes (docs/hub-http-contract.md section 7): the session follows it with the token, reads
 // exact bytes, and both hops are resolver calls. The revision is percent-encoded, as hf:// URLs
