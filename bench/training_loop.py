@@ -224,6 +224,7 @@ def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, 
             others = {"hub": hub.proc.pid if hub else None, "daemon": daemon}
             cpu0 = _cpu_s(pids)
             parts0 = _cpu_parts(pids, others)
+            faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             planner = ds.plan(indices, ahead=args.ahead) if plan else None
             timings = []
             perf = _start_perf(args, name, e, [os.getpid()] + pids + [p for p in others.values() if p])
@@ -234,6 +235,9 @@ def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, 
                 parts = {k: v - parts0[k] for k, v in _cpu_parts(pids, others).items()}
                 trace = _hub_trace(hub) if hub else None
                 _print_profile(f"{name}, epoch {e + 1}", seconds, len(indices), parts, timings, trace)
+                # The planner's fresh pages (each a fault the kernel zeroes): its fetches' memory.
+                print(f"    main process: {resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0} "
+                      f"minor page faults")
                 if trace and args.dir:
                     import json
                     with open(os.path.join(args.dir, "logs", f"trace-{name.split()[0].strip(':/')}-{e + 1}.json"), "w") as f:

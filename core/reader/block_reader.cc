@@ -81,6 +81,8 @@ void BlockReader::complete_batch(const RemoteFile& file, const FileKey& key,
   // seven disk writes and for the hash passes the first seven set off (perf: one disk worker
   // hashing a third of the daemon's CPU while the reader waited on blocks it had in hand).
   const std::string& id = key.memory_id;
+  // Found below memory until written (a small memory tier may evict them first).
+  if (from_hub) tiers_.expect_writes(key.cache_id, key.epoch, arrivals);
   for (const auto& [index, bytes] : arrivals) tiers_.memory().put(BlockId{id, index, bytes.size()}, bytes);
   // The verifier releases the waiters, the completing block's with the file's verdict, and hashes
   // after the last release (FileVerifier::blocks_arrived).

@@ -53,9 +53,12 @@ std::vector<uint64_t> TierStack::fill_from_lower(const std::vector<BlockId>& ids
         for (size_t j = i; j < ids.size(); ++j) rest.push_back(ids[j].index);
         return rest;
       }
-      const auto asked = latency_clock_.now();
-      hit = disk_->get(id);
-      if (hit) disk_latency_.observe(latency_clock_.now() - asked);
+      hit = find_writing(id, epoch);
+      if (!hit) {
+        const auto asked = latency_clock_.now();
+        hit = disk_->get(id);
+        if (hit) disk_latency_.observe(latency_clock_.now() - asked);
+      }
     }
     if (hit) {
       disk_hits_.fetch_add(1, std::memory_order_relaxed);
@@ -99,6 +102,10 @@ std::optional<BlockBytes> TierStack::disk_copy(const BlockId& id, uint64_t epoch
   if (!disk_) return std::nullopt;
   FileEpochs::Access access(epochs_, id.cache_id, epoch);
   if (!access.granted()) return std::nullopt;
+  if (auto waiting = find_writing(id, epoch)) {
+    disk_hits_.fetch_add(1, std::memory_order_relaxed);
+    return waiting;
+  }
   const auto asked = latency_clock_.now();
   auto hit = disk_->get(id);
   if (hit) {
@@ -106,6 +113,47 @@ std::optional<BlockBytes> TierStack::disk_copy(const BlockId& id, uint64_t epoch
     disk_hits_.fetch_add(1, std::memory_order_relaxed);
   }
   return hit;
+}
+
+std::string TierStack::writing_key(std::string_view cache_id, uint64_t index) {
+  std::string k(cache_id);
+  k += '#';
+  k += std::to_string(index);
+  return k;
+}
+
+void TierStack::add_writing(std::string_view cache_id, uint64_t index, const BlockBytes& bytes, uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(writing_mu_);
+  writing_[writing_key(cache_id, index)] = Writing{bytes, epoch};
+}
+
+std::optional<BlockBytes> TierStack::find_writing(const BlockId& id, uint64_t epoch) const {
+  std::lock_guard<std::mutex> lock(writing_mu_);
+  if (writing_.empty()) return std::nullopt;  // the common case: no key built
+  auto it = writing_.find(writing_key(id.cache_id, id.index));
+  if (it == writing_.end() || it->second.epoch != epoch || it->second.bytes.size() != id.length) return std::nullopt;
+  hits_before_write_.fetch_add(1, std::memory_order_relaxed);
+  return it->second.bytes;
+}
+
+void TierStack::done_writing(std::string_view cache_id, uint64_t index, const BlockBytes& bytes) {
+  std::lock_guard<std::mutex> lock(writing_mu_);
+  auto it = writing_.find(writing_key(cache_id, index));
+  // Only this write's entry: a later fetch of the block (a new epoch) may have replaced it.
+  if (it != writing_.end() && it->second.bytes.buffer.get() == bytes.buffer.get() &&
+      it->second.bytes.offset == bytes.offset)
+    writing_.erase(it);
+}
+
+size_t TierStack::writes_waiting() const {
+  std::lock_guard<std::mutex> lock(writing_mu_);
+  return writing_.size();
+}
+
+void TierStack::expect_writes(std::string_view cache_id, uint64_t epoch,
+                              const std::vector<std::pair<uint64_t, BlockBytes>>& blocks) {
+  if (!disk_) return;
+  for (const auto& [index, bytes] : blocks) add_writing(cache_id, index, bytes, epoch);
 }
 
 void TierStack::store_fetched(std::string_view cache_id, uint64_t epoch,
@@ -125,8 +173,10 @@ void TierStack::store_fetched(std::string_view cache_id, uint64_t epoch,
     }
   }
   if (disk_) {
-    for (size_t i = 0; i < blocks.size(); ++i)
+    for (size_t i = 0; i < blocks.size(); ++i) {
       if (served[i]) write_back(BlockId{cache_id, blocks[i].first, blocks[i].second.size()}, blocks[i].second, epoch);
+      done_writing(cache_id, blocks[i].first, blocks[i].second);  // on disk now, or never
+    }
   }
 }
 
@@ -138,8 +188,10 @@ void TierStack::write_back(const BlockId& id, const BlockBytes& bytes, uint64_t 
 }
 
 void TierStack::promote_to_disk(const BlockId& id, const BlockBytes& bytes, uint64_t epoch) {
+  add_writing(id.cache_id, id.index, bytes, epoch);
   auto write = [this, cache_id = std::string(id.cache_id), index = id.index, length = id.length, bytes, epoch] {
     write_back(BlockId{cache_id, index, length}, bytes, epoch);
+    done_writing(cache_id, index, bytes);
   };
   // Memory bounded: a waiting write pins its value (most of them are in the memory tier too).
   // Past the bound, or once the writer stopped, the write goes to the disk workers at once.

@@ -9,7 +9,11 @@
 // - a failed hash's cleanup (drop_failed_file) moves the file's epoch and removes its blocks from
 //   every tier; FileEpochs (file_epochs.h) keeps every lower-tier access of the old epoch out of
 //   it (a write of the old epoch lands before the removals or never) and every one of the new
-//   epoch after it.
+//   epoch after it;
+// - blocks on their way to the disk cache (a Hub block from before its waiters are released until
+//   its write lands; a shared-tier block while its deferred write waits) are found below memory
+//   as if on disk: with a memory tier smaller than what arrives at once (a training loop's
+//   planner), a block evicted before its write landed was fetched a second time.
 // The memory tier is always there; disk and shared may be absent.
 //
 // Threads: one deferred writer (a TaskQueue of one thread at nice kDeferredWriteNice) for the
@@ -21,8 +25,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -81,6 +87,11 @@ class TierStack {
   // The block from the disk cache alone, not served (a warm stream's read-ahead, which must never
   // reach the network); nothing while the file's epoch is not `epoch` or it is being cleaned.
   std::optional<BlockBytes> disk_copy(const BlockId& id, uint64_t epoch);
+  // Blocks the Hub sent for a read of `epoch`, about to be released to their waiters (and so
+  // evictable from memory) before store_fetched writes them: until then the tiers below memory
+  // serve them from here. Call before the waiters go; store_fetched ends it. A no-op without disk.
+  void expect_writes(std::string_view cache_id, uint64_t epoch,
+                     const std::vector<std::pair<uint64_t, BlockBytes>>& blocks);
   // Blocks the Hub sent for a read of `epoch` (skipped where !served[i]): offered to the shared
   // tier, then written to the disk cache, on this thread; not once the file's epoch moved.
   void store_fetched(std::string_view cache_id, uint64_t epoch, const std::vector<std::pair<uint64_t, BlockBytes>>& blocks,
@@ -100,6 +111,10 @@ class TierStack {
   void shutdown();
 
   uint64_t disk_hits() const { return disk_hits_.load(); }
+  // Blocks waiting for their disk write (expect_writes, deferred promotions), and of the disk
+  // hits those served from there.
+  size_t writes_waiting() const;
+  uint64_t hits_before_write() const { return hits_before_write_.load(); }
   // How long each disk hit took to read (one per disk_hits), and each block asked of the shared
   // tier (the lookup's time, once per block asked).
   LatencySnapshot disk_latency() const { return disk_latency_.snapshot(); }
@@ -112,6 +127,12 @@ class TierStack {
   void write_back(const BlockId& id, const BlockBytes& bytes, uint64_t epoch);
   // A block from the shared tier, to the disk cache later (skipped if its file failed its hash).
   void promote_to_disk(const BlockId& id, const BlockBytes& bytes, uint64_t epoch);
+  // The blocks on their way to disk (expect_writes): one being written, or of an old epoch, is
+  // looked up by epoch; `done` removes it once its write landed (or was skipped).
+  static std::string writing_key(std::string_view cache_id, uint64_t index);
+  void add_writing(std::string_view cache_id, uint64_t index, const BlockBytes& bytes, uint64_t epoch);
+  std::optional<BlockBytes> find_writing(const BlockId& id, uint64_t epoch) const;
+  void done_writing(std::string_view cache_id, uint64_t index, const BlockBytes& bytes);
 
   MemoryTier memory_;
   const std::unique_ptr<BlockTier> disk_;
@@ -119,6 +140,13 @@ class TierStack {
   const PostFn disk_work_;
   FileEpochs epochs_;
   std::atomic<uint64_t> disk_hits_{0};
+  mutable std::atomic<uint64_t> hits_before_write_{0};
+  struct Writing {
+    BlockBytes bytes;
+    uint64_t epoch = 0;
+  };
+  mutable std::mutex writing_mu_;  // a leaf: guards writing_
+  std::unordered_map<std::string, Writing> writing_;  // by writing_key
   const MonotonicClock& latency_clock_;  // the Env's: what the latency histograms read
   LatencyHistogram disk_latency_;
   LatencyHistogram shared_latency_;

@@ -29,8 +29,8 @@ struct SessionConfig {
   // minutes: longer than that, so a spent quota is always waited out).
   int rate_limit_wait_s = 330;
   int max_requests = 16;  // HTTP requests in flight
-  // The reader's memory tier (ReaderOptions::memory_cache_bytes) and the read-ahead and deferred
-  // write budgets sized with it. Processes sharing one cache directory share its disk tier: a
+  // The reader's memory tier (ReaderOptions::memory_cache_bytes) and the deferred write budget
+  // sized with it. Processes sharing one cache directory share its disk tier: a
   // training loop's workers each keep a small one (hubfs.open's memory_cache).
   uint64_t memory_cache_bytes = 256ull << 20;
   // No byte for this long aborts a request (then retried). Unset: the transport's defaults;

@@ -135,7 +135,9 @@ Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision*
   reader_options.quota_max_wait = std::chrono::seconds(config.rate_limit_wait_s);
   reader_options.parallel_requests = static_cast<uint32_t>(config.max_requests);
   reader_options.memory_cache_bytes = config.memory_cache_bytes;
-  reader_options.max_prefetch_bytes = std::min(reader_options.max_prefetch_bytes, config.memory_cache_bytes);
+  // The read-ahead budget is not cut with a small memory tier: blocks take memory only while
+  // their transfer runs (reader/block_slots.h) and until written to disk, and a training loop's
+  // planner (a 32 MiB tier) hints 150 MB at once, which a 32 MiB budget cut to a fifth.
   reader_options.max_deferred_write_bytes = std::min(reader_options.max_deferred_write_bytes, config.memory_cache_bytes);
   if (!config.shared_cache.empty()) {
     if (repo) {

@@ -49,6 +49,13 @@ class FrameDataset:
         self.paths: List[str] = [os.fspath(p) for p in paths]
         self.dataset = dataset
         self._options = dict(options)
+        if _marker_dir(self.paths, self._options) is not None:
+            # Over hf:// with a shared disk cache, this process (a plan's, the DataLoader's main
+            # process) is one of many too: its sessions keep the workers' small memory tier. The
+            # blocks it hints go to the shared disk tier for the workers; a 256 MiB tier here
+            # held each for nothing, and the kernel zeroed fresh pages for every one of them.
+            from . import _one_of_many
+            _one_of_many()
         _hint_first_blocks(self.paths, self._options)
         self._files: Dict[int, Any] = {}
         self._file_options: List[dict] = []  # per file: hf:// ones pinned to the commit read here

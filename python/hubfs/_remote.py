@@ -19,7 +19,8 @@ $XDG_CACHE_HOME/hubfs, else ~/.cache/hubfs), ``cache_size`` ("10G"; 0 keeps no d
 of memcached "host:port", with ``shared_cache_key_file``; ``shared_cache_private``),
 ``offline`` ($HF_HUB_OFFLINE: the cache alone), ``ca_bundle``, ``memory_cache`` (the session's
 memory tier: "256M", or "8M" in a process that is one of many sharing the cache directory: a
-forked child of a process that used hf://, or one that unpickled a file).
+forked child of a process that used hf://, one that unpickled a file, or one that made an
+h5chunk.FrameDataset over hf://).
 
 The repo is pinned to a commit when first opened, and the pinned session (cache, connections,
 listings) is shared by every later open with the same repo, revision and options in the

@@ -130,6 +130,19 @@ def test_plan_caps_what_it_hints_by_bytes(hub, opts):
     assert list(it) == list(range(1, len(ds)))
 
 
+def test_a_dataset_over_hf_keeps_its_process_memory_tier_small(hub, opts, monkeypatch):
+    # The plan's process hints blocks for its workers, through the shared disk tier: it keeps the
+    # workers' small memory tier, not 256 MiB of blocks it never reads again.
+    from hubfs import _remote
+    monkeypatch.setattr(_remote, "_one_of_many", False)
+    h5chunk.FrameDataset([os.path.join(hub["dir"], "r0.hdf5")], "data/raw_data").close()
+    assert not _remote._one_of_many  # local files: nothing shared
+    h5chunk.FrameDataset(_urls(), "data/raw_data", **dict(opts, cache_size=0)).close()
+    assert not _remote._one_of_many  # no disk cache: nothing shared either
+    h5chunk.FrameDataset(_urls(), "data/raw_data", **opts).close()
+    assert _remote._one_of_many
+
+
 def test_workers_find_planned_frames_in_the_cache(hub, opts):
     ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
     order = list(range(len(ds)))

@@ -68,6 +68,7 @@ TEST(BlockSlots, AStreamedRunLandsExactlyInItsBlocks) {
       auto slots = BlockSlots::take(*pool, run, file_size, kBlock);
       ASSERT_NE(slots, nullptr);
       EXPECT_EQ(slots->length(), 3 * kBlock + 1234);
+      EXPECT_EQ(pool->slots() - pool->free_slots(), 0u);  // none taken before a byte arrives
       ASSERT_TRUE(fetch_run(*fetcher, file_size, run, slots, parts).ok());
       fetcher.reset();
       fake.reset();  // it kept the requests, and with them their sinks
@@ -86,6 +87,31 @@ TEST(BlockSlots, AStreamedRunLandsExactlyInItsBlocks) {
       EXPECT_EQ(pool->free_slots(), pool->slots());
     }
   }
+}
+
+// A run waiting for its connection holds no memory: a block takes its slot with its first byte,
+// so a hint far larger than the transfers running maps only what those carry (the planner of a
+// training loop zeroed fresh pages for a whole 150 MB hint at once), and a slot freed meanwhile
+// serves the next block.
+TEST(BlockSlots, ABlockTakesItsSlotWhenItsFirstByteArrives) {
+  auto pool = BlockBufferPool::create(kBlock);
+  auto first = BlockSlots::take(*pool, BlockRun{0, 3}, 10 * kBlock, kBlock);
+  auto second = BlockSlots::take(*pool, BlockRun{3, 3}, 10 * kBlock, kBlock);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(pool->slots(), 0u);  // nothing mapped yet
+  const std::string a = bytes_of(3 * kBlock);
+  first->write(0, a.data(), kBlock + 10);  // block 0 whole, block 1 begun
+  EXPECT_EQ(pool->slots() - pool->free_slots(), 2u);
+  first->write(kBlock + 10, a.data() + kBlock + 10, 2 * kBlock - 10);
+  auto blocks = first->blocks();
+  EXPECT_EQ(blocks[2].second.view(), std::string_view(a).substr(2 * kBlock, kBlock));
+  const size_t mapped = pool->slots();
+  blocks.clear();
+  first.reset();  // its slots go back, and the next run's blocks take them
+  second->write(0, a.data(), 3 * kBlock);
+  EXPECT_EQ(pool->slots(), mapped);
+  EXPECT_EQ(second->blocks()[1].second.view(), std::string_view(a).substr(kBlock, kBlock));
 }
 
 TEST(BlockSlots, BlocksLargerThanTheSlotsAreNotTaken) {

@@ -201,6 +201,58 @@ TEST_F(TierStackTest, HubBlocksAreOfferedThenWrittenAndNeverStoredAfterAFailure)
   EXPECT_EQ(disk_->blocks.count(id_ + "#3"), 1u);
 }
 
+// A Hub block released to its waiters (then evictable from a small memory tier) before its disk
+// write landed is found below memory all the same, not fetched a second time: the training
+// loop's planner with a 32 MiB tier fetched 73-76 blocks twice. Once written, the disk serves it.
+TEST_F(TierStackTest, AHubBlockIsFoundBelowMemoryBetweenItsReleaseAndItsDiskWrite) {
+  make({}, /*with_disk=*/true, /*with_shared=*/false);
+  std::vector<std::pair<uint64_t, BlockBytes>> blocks{{0, bytes("h000")}, {1, bytes("h001")}};
+  tiers_->expect_writes(id_, 0, blocks);
+  EXPECT_EQ(tiers_->writes_waiting(), 2u);
+  // Not in memory (evicted), not on disk yet: served from the write waiting.
+  EXPECT_TRUE(tiers_->fill_from_lower(ids({1}), 0, Deadline::never(), record()).empty());
+  EXPECT_EQ(served_, (std::vector<std::vector<uint64_t>>{{1}}));
+  EXPECT_EQ(disk_->gets, 0);
+  ASSERT_TRUE(tiers_->disk_copy(BlockId{id_, 0, 4}, 0));
+  EXPECT_EQ(tiers_->disk_copy(BlockId{id_, 0, 4}, 0)->view(), "h000");
+  EXPECT_EQ(tiers_->hits_before_write(), 3u);
+  tiers_->store_fetched(id_, 0, blocks, {true, true});
+  EXPECT_EQ(tiers_->writes_waiting(), 0u);
+  EXPECT_TRUE(tiers_->fill_from_lower(ids({1}), 0, Deadline::never(), record()).empty());
+  EXPECT_EQ(disk_->gets, 1);  // from the disk now
+  EXPECT_EQ(tiers_->hits_before_write(), 3u);
+}
+
+// A block not served (its file failed its hash) leaves the waiting writes too, and a waiting
+// block of an older epoch is never served to a read of the new one.
+TEST_F(TierStackTest, AWaitingWriteServesOnlyItsEpochAndEndsEvenWhenSkipped) {
+  make({}, /*with_disk=*/true, /*with_shared=*/false);
+  std::vector<std::pair<uint64_t, BlockBytes>> blocks{{0, bytes("bad0")}};
+  tiers_->expect_writes(id_, 0, blocks);
+  tiers_->drop_failed_file(id_, id_, 0, 16, 4);
+  EXPECT_EQ(tiers_->fill_from_lower(ids({0}), 1, Deadline::never(), record()), (std::vector<uint64_t>{0}));
+  EXPECT_FALSE(tiers_->disk_copy(BlockId{id_, 0, 4}, 1));
+  tiers_->store_fetched(id_, 0, blocks, {false});
+  EXPECT_EQ(tiers_->writes_waiting(), 0u);
+  EXPECT_EQ(disk_->blocks.count(id_ + "#0"), 0u);
+}
+
+// A shared-tier block waiting for its deferred disk write is found there, not asked of the
+// shared tier again.
+TEST_F(TierStackTest, ADeferredPromotionIsFoundBeforeItsWriteRuns) {
+  make();
+  shared_->blocks[id_ + "#2"] = "s002";
+  EXPECT_TRUE(tiers_->fill_from_lower(ids({2}), 0, Deadline::never(), record()).empty());
+  EXPECT_EQ(shared_->lookups, 1);
+  EXPECT_EQ(tiers_->writes_waiting(), 1u);
+  EXPECT_TRUE(tiers_->fill_from_lower(ids({2}), 0, Deadline::never(), record()).empty());
+  EXPECT_EQ(shared_->lookups, 1);
+  env_.advance(1s);
+  tiers_->deferred().run_due();
+  EXPECT_EQ(disk_->blocks[id_ + "#2"], "s002");
+  EXPECT_EQ(tiers_->writes_waiting(), 0u);
+}
+
 // A failure drops the file from every tier and moves its epoch; the lower tiers then answer
 // only reads of the new epoch.
 TEST_F(TierStackTest, AFailedFileLeavesEveryTierAndItsEpochMoves) {
