@@ -820,6 +820,30 @@ TEST_F(ReadAheadOnMissTest, ConsumedReadAheadContinuesAndUnreadReadAheadIsCounte
   EXPECT_GT(s.read_ahead_bytes, s.read_ahead_used_bytes) << "the partial read's unread read-ahead is not counted";
 }
 
+// The reader's pause, told by the clock: pieces that follow each other at once are one read of
+// the program's own; one that comes ReaderOptions::reader_pause after the last returned starts
+// the next, and gets the last one's worth ahead (read_ahead.h).
+TEST_F(ReadAheadOnMissTest, AReadAfterTheReadersPauseGetsItsLastReadAhead) {
+  for (const bool pause : {false, true}) {
+    file_.content_id = "sha256:" + std::string(64, pause ? 'e' : 'd');  // nothing cached
+    const size_t before = transport_.request_count();
+    BlockReader reader(cache_.get(), fetcher_);
+    ReadState state;
+    read_pieces(reader, state, 0, 5);  // one read of 5 blocks, cut into the kernel's pieces
+    settle(reader, before);
+    if (pause) env_.advance(reader.options().reader_pause);
+    read_pieces(reader, state, 5, 6);
+    if (pause) {
+      EXPECT_EQ(state.ahead.last_burst_bytes, 5 * kBlock);
+      EXPECT_GE(state.ahead.window_blocks, 5u);
+    } else {
+      EXPECT_EQ(state.ahead.last_burst_bytes, 0u) << "pieces with no pause between them were taken for reads";
+      EXPECT_LT(state.ahead.window_blocks, 5u);
+    }
+    settle(reader, before);
+  }
+}
+
 // A file whose blocks a hint (or `hubfs prefetch`) brought: its reads start no fetch, in this
 // reader and in the next one over the same cache.
 TEST_F(ReadAheadOnMissTest, AHintedFilesReadsStartNoFetch) {

@@ -232,6 +232,51 @@ TEST_F(ReadAheadPolicyTest, ABurstyReaderThatStopsWastesItsWindowNotAFractionOfT
   EXPECT_LT(state_.window_blocks, 20u) << "the window reached 0.4 of the run: it grew while the reader kept up";
 }
 
+// The same reader through a mount, its pause now seen (ReadFacts::paused: h5py decoding): from
+// its second chunk on it gets its last whole chunk ahead at the chunk's first piece, where the
+// window of a reader that keeps up stayed at 0.4 of the run (4 blocks at block 11: the chunk's
+// other 7 blocks each waited a round trip). A run that stops was fetched one chunk over.
+TEST_F(ReadAheadPolicyTest, AReaderThatPausesBetweenItsReadsGetsItsLastReadAheadThroughAMount) {
+  ReadFacts arrived;
+  arrived.marked = true;
+  for (uint64_t b = 0; b < 11; ++b) read(b, 1);  // the first chunk: misses, in 1-block pieces
+  EXPECT_LE(state_.window_blocks, 4u);
+  ReadFacts paused = arrived;
+  paused.paused = true;
+  auto r = read_with(11, 1, paused);  // the next chunk's first piece, after the decoding pause
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(state_.last_burst_bytes, 11 * kMiB);
+  EXPECT_GE(state_.window_blocks, 11u);
+  EXPECT_GE(r->blocks.last, 21u) << "the rest of the chunk is not all ahead";
+  uint64_t fetched_to = state_.prefetched_to;
+  for (uint64_t b = 12; b < 55; ++b) {
+    read_with(b, 1, b % 11 == 0 ? paused : arrived);
+    fetched_to = std::max(fetched_to, state_.prefetched_to);
+  }
+  EXPECT_LE(fetched_to, 55u + 11u) << "more than one chunk past the last one read";
+}
+
+// A reader that never pauses (cat, or the kernel's pieces of one long read) keeps the window of
+// the rules above, and a read elsewhere forgets the reader's last read.
+TEST_F(ReadAheadPolicyTest, WithoutAPauseOrAfterAJumpTheLastReadGivesNothingAhead) {
+  ReadFacts arrived;
+  arrived.marked = true;
+  for (uint64_t b = 0; b < 11; ++b) read(b, 1);
+  for (uint64_t b = 11; b < 22; ++b) read_with(b, 1, arrived);
+  EXPECT_EQ(state_.last_burst_bytes, 0u);
+  EXPECT_EQ(state_.burst_bytes, 22 * kMiB);
+  EXPECT_LE(state_.window_blocks, 4u);
+  ReadFacts paused = arrived;
+  paused.paused = true;
+  read_with(22, 1, paused);
+  EXPECT_EQ(state_.last_burst_bytes, 22 * kMiB);
+  paused.missed = true;
+  read_with(500, 1, paused);  // a jump: a new run, with no last read of its own
+  EXPECT_EQ(state_.last_burst_bytes, 0u);
+  EXPECT_EQ(state_.burst_bytes, kMiB);
+  EXPECT_EQ(state_.window_blocks, 0u);
+}
+
 // A file hinted, prefetched or warm: reads whose blocks a hint brought carry no mark, so however
 // sequential, they fetch nothing; nor does a random pattern fetch the file whole.
 TEST_F(ReadAheadPolicyTest, ReadsOfHintedOrPrefetchedBlocksStartNoFetch) {
