@@ -10,8 +10,8 @@
 // (docs/how-it-works.md, "Read-ahead"):
 // - Sequential: a read that starts where the handle's last read ended, give or take the window
 //   (the kernel sends one stream's pieces from several threads, a little out of order). A run
-//   earns read-ahead only once it has read min_run_blocks: a FUSE mount's mmap fault reads a
-//   couple of blocks around the faulting page in order, and that is not a stream.
+//   earns read-ahead only once it has read min_run_blocks: a FUSE mount's mmap fault reads the
+//   1 MiB around the faulting page (two blocks, in one read), and that is not a stream.
 // - Over the network the window doubles only on a read that catches up with it: one that missed
 //   or waited for a block read-ahead still had on its way (TCP's window grows only when it limits
 //   the sender, likewise). A reader slower than the link (h5py, decoding between its chunk reads)
@@ -71,8 +71,10 @@ struct ReadAheadOptions {
   // faster (docs/constants.md, local_run_factor).
   double local_run_factor = 4;
   // A run reads this many blocks before it earns read-ahead: more than the kernel's read-around
-  // for one mmap fault (the mount's read_ahead_kb, 1 MiB: fuse/mount.cc), with room to spare.
-  uint32_t min_run_blocks = 4;
+  // for one mmap fault (one read of the mount's read_ahead_kb, 1 MiB: fuse/mount.cc), so that
+  // a stream's second 1 MiB read starts it (at 4, the first chunk h5py read through a mount
+  // waited a round trip more; docs/constants.md, min_run_blocks).
+  uint32_t min_run_blocks = 2;
   // The link: requests in flight at once (--max-requests), the round trip of one request, and
   // one connection's bandwidth (a CDN edge gives one TCP stream ~400 Mbit/s).
   uint32_t parallel_requests = 16;

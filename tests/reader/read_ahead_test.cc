@@ -49,18 +49,25 @@ TEST_F(ReadAheadPolicyTest, AFirstReadIsNotSequentialAndFetchesNothingAhead) {
 }
 
 TEST_F(ReadAheadPolicyTest, ARunEarnsReadAheadOnlyPastAnMmapFaultsReadAround) {
-  // A fault's read-around: two blocks in order. No read-ahead for that.
-  EXPECT_EQ(read(100, 1), std::nullopt);
-  EXPECT_EQ(read(101, 1), std::nullopt);
-  EXPECT_EQ(read(102, 1), std::nullopt);
-  // The fourth block of the run: a stream. Its window is at most 0.4 of the run (1 block).
-  auto r = read(103, 1);
+  // A fault's read-around: one kernel read of 1 MiB (read_ahead_kb), not aligned to a block, so
+  // it spans two. No read-ahead for that.
+  EXPECT_EQ(policy_.on_read(state_, 100 * kMiB + kMiB / 2, 101 * kMiB + kMiB / 2, 1000 * kMiB, missed()), std::nullopt);
+  // The stream's second 1 MiB read: two blocks read in order, a stream. Its window is at least
+  // the read's own two blocks (0.4 of the run is less).
+  auto r = policy_.on_read(state_, 101 * kMiB + kMiB / 2, 102 * kMiB + kMiB / 2, 1000 * kMiB, missed());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(state_.window_blocks, 2u);
+  EXPECT_EQ(*r, (ReadAheadPlan{BlockRange{103, 104}, 1}));
+  // Two aligned blocks read one at a time earn it as well, at the second.
+  state_ = ReadAheadState{};
+  EXPECT_EQ(read(200, 1), std::nullopt);
+  r = read(201, 1);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(state_.window_blocks, 1u);
-  EXPECT_EQ(*r, (ReadAheadPlan{BlockRange{104, 104}, 1}));
-  // Four blocks on, 2 blocks (of a run of 8) go as 1-block requests, on two connections at once.
-  stream(104, 107);
-  r = read(107, 1);
+  EXPECT_EQ(*r, (ReadAheadPlan{BlockRange{202, 202}, 1}));
+  // Eight blocks on, 3 blocks (0.4 of a run of 8) go as 1-block requests, on three connections at once.
+  stream(202, 207);
+  r = read(207, 1);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(state_.window_blocks, 3u);
   EXPECT_EQ(r->blocks_per_request, 1u);
@@ -86,10 +93,10 @@ TEST_F(ReadAheadPolicyTest, AReaderOfNBlocksAtATimeGetsItsNextReadAhead) {
     fetched_to = std::max(fetched_to, r->blocks.last + 1);
   }
   EXPECT_LE(fetched_to, 75u) << "more than 1.5x the 50 blocks read";
-  // A reader of one block at a time is unchanged (a mount's reads): 4 blocks earn one ahead.
+  // A reader of one block at a time is unchanged (a mount's reads): 2 blocks earn one ahead.
   state_ = ReadAheadState{};
-  for (uint64_t b = 100; b < 103; ++b) EXPECT_EQ(read(b, 1), std::nullopt);
-  ASSERT_TRUE(read(103, 1).has_value());
+  EXPECT_EQ(read(100, 1), std::nullopt);
+  ASSERT_TRUE(read(101, 1).has_value());
   EXPECT_EQ(state_.window_blocks, 1u);
 }
 
