@@ -3,6 +3,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -116,7 +117,13 @@ void open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
   Handled handled;
+  const bool debug = log_enabled(LogLevel::kDebug);
+  const auto t0 = debug ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   auto r = fs(req)->read(fi->fh, static_cast<uint64_t>(off), size);
+  if (debug)
+    log_debug("kernel read fh " + std::to_string(fi->fh) + " at " + std::to_string(off) + " +" + std::to_string(size) +
+              ": " + std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+                                         std::chrono::steady_clock::now() - t0).count()) + " us");
   if (!r.ok()) return reply_error(req, r.error());
   // The reply is written straight from the cached blocks with one writev (no copy into a reply
   // buffer); the slices keep them alive until it returns. Not fuse_reply_data: libfuse 3.14

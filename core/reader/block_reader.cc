@@ -242,6 +242,7 @@ Result<size_t> BlockReader::read(const RemoteFile& file, uint64_t offset, size_t
 Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file, uint64_t offset, size_t length,
                                                          ReadState* state) {
   std::vector<BlockBytes> slices;
+  const MonotonicClock::time_point arrived = env_.now();
   tiers_.note_activity();
   // A handle that may already have passed on bytes of a file whose hash then failed gets errors
   // from then on (reopening reads fresh bytes): a whole read never ends "successfully" with
@@ -284,6 +285,7 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     // chunks look sequential, and guessing past the last one fetched up to 50% more).
     facts.hinted = hinted_.marked_ago(key.cache_id).has_value();
     std::lock_guard<std::mutex> state_lock(state->mu);
+    facts.paused = state->last_return && arrived - *state->last_return >= options_.reader_pause;
     if (auto ahead = read_ahead_policy_.on_read(state->ahead, offset, end, file.size, facts)) {
       if (!ahead->fetch) {
         queue_from_disk(file, key, ahead->blocks, ahead->blocks_per_request);
@@ -323,6 +325,10 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     if (Status st = verifier_.read_reached_end(verified(file, key)); !st.ok()) return st;
   }
   if (Result<uint64_t> now = read_epoch(file, state); !now.ok()) return now.status();
+  if (state) {
+    std::lock_guard<std::mutex> state_lock(state->mu);
+    state->last_return = env_.now();
+  }
   return slices;
 }
 

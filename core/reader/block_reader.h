@@ -112,6 +112,11 @@ struct ReaderOptions {
   // max_readahead_blocks).
   uint32_t min_readahead_blocks = 4;
   uint32_t max_readahead_blocks = 128;
+  // A handle's read that comes this long after its last read returned starts a new read of the
+  // program's own (ReadFacts::paused): the kernel sends the 1 MiB pieces of one large read()
+  // back to back (well under a millisecond apart from memory), while h5py decodes for 10 ms or
+  // more between its chunk reads (docs/constants.md, reader_pause).
+  std::chrono::milliseconds reader_pause{5};
   // Global bound on read-ahead bytes fetched but not yet consumed: memory in flight stays bounded
   // however many handles stream at once.
   uint64_t max_prefetch_bytes = 256ull << 20;
@@ -215,6 +220,8 @@ struct ReadState {
   std::mutex mu;
   ReadAheadState ahead;               // the read-ahead policy's memory of this handle
   uint64_t epoch = UINT64_MAX;        // the file's content epoch at this handle's first read
+  // When this handle's last read returned (unset: none yet), to tell the reader's pauses.
+  std::optional<MonotonicClock::time_point> last_return;
 
   // Records the epoch at the handle's first read; false once the file's epoch moved since.
   // Caller holds mu.

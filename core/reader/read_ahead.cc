@@ -46,6 +46,13 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
   const bool sequential = state.next_offset != UINT64_MAX && offset + slack >= state.next_offset &&
                           offset <= state.next_offset + slack;
   state.next_offset = end;
+  // The reader's own reads (its bursts of kernel pieces), counted within the run.
+  if (!sequential || facts.paused) {
+    state.last_burst_bytes = sequential ? state.burst_bytes : 0;
+    state.burst_bytes = end - offset;
+  } else {
+    state.burst_bytes += end - offset;
+  }
   if (!sequential) {
     state.window_blocks = 0;
     state.run_bytes = end - offset;  // a run starts with this read
@@ -58,11 +65,13 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
   if (run_blocks < options_.min_run_blocks) return std::nullopt;
   // A long run: the random reads before it were not a pattern.
   state.random_reads = 0;
-  const uint64_t read_blocks = (end - 1) / bs - offset / bs + 1;
+  // Its next read's worth: this read's blocks, or its last whole read's (a burst of pieces).
+  const uint64_t read_blocks = std::max((end - 1) / bs - offset / bs + 1, blocks_in(state.last_burst_bytes, bs));
   const uint64_t grown = next_window(state, facts);
   const double factor = state.fetching ? options_.per_run_factor : options_.local_run_factor;
   const uint64_t earned = std::max<uint64_t>(1, static_cast<uint64_t>(factor * double(run_blocks)));
-  // A reader that reads N blocks at a time gets at least its next read's worth ahead.
+  // A reader that reads N blocks at a time (in one read, or one burst) gets at least its next
+  // read's worth ahead.
   state.window_blocks = static_cast<uint32_t>(std::max(
       std::min({grown, earned, uint64_t(options_.max_readahead_blocks)}),
       std::min<uint64_t>(read_blocks, options_.max_readahead_blocks)));

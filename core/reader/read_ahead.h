@@ -10,8 +10,8 @@
 // (docs/how-it-works.md, "Read-ahead"):
 // - Sequential: a read that starts where the handle's last read ended, give or take the window
 //   (the kernel sends one stream's pieces from several threads, a little out of order). A run
-//   earns read-ahead only once it has read min_run_blocks: a FUSE mount's mmap fault reads a
-//   couple of blocks around the faulting page in order, and that is not a stream.
+//   earns read-ahead only once it has read min_run_blocks: a FUSE mount's mmap fault reads the
+//   1 MiB around the faulting page (two blocks, in one read), and that is not a stream.
 // - Over the network the window doubles only on a read that catches up with it: one that missed
 //   or waited for a block read-ahead still had on its way (TCP's window grows only when it limits
 //   the sender, likewise). A reader slower than the link (h5py, decoding between its chunk reads)
@@ -21,8 +21,13 @@
 //   the disk cache (a warm stream) over-reading costs no network bytes: the window doubles per
 //   read, up to local_run_factor times the run. But a reader that reads N blocks at a time (h5py
 //   reading a 10 MiB chunk through hubfs.open) always gets its next read's worth ahead, to arrive
-//   while it decodes this one: a run that then ends was fetched one read over. (A mount's reads
-//   are at most a block: there this changes nothing.)
+//   while it decodes this one: a run that then ends was fetched one read over. Through a mount
+//   the kernel cuts each such read into 1 MiB pieces that follow each other at once, and the
+//   reader's pause between its reads (ReadFacts::paused) shows where one ends: from its second
+//   read on, a run gets its last whole read (its burst of pieces) ahead, as one read through
+//   hubfs.open does. h5py's second chunk then no longer waits round trips for a window still
+//   growing at 0.4 of the run, and a run that ends was fetched one read over, as before.
+//   A reader that never pauses (cat) keeps the window above.
 // - The window goes out in requests sized to keep every connection busy: a window of W blocks
 //   over C connections goes as requests of W / C blocks (1 to max_blocks_per_request). With a
 //   bandwidth cap per connection a small window in big requests used a few connections and
@@ -66,8 +71,10 @@ struct ReadAheadOptions {
   // faster (docs/constants.md, local_run_factor).
   double local_run_factor = 4;
   // A run reads this many blocks before it earns read-ahead: more than the kernel's read-around
-  // for one mmap fault (the mount's read_ahead_kb, 1 MiB: fuse/mount.cc), with room to spare.
-  uint32_t min_run_blocks = 4;
+  // for one mmap fault (one read of the mount's read_ahead_kb, 1 MiB: fuse/mount.cc), so that
+  // a stream's second 1 MiB read starts it (at 4, the first chunk h5py read through a mount
+  // waited a round trip more; docs/constants.md, min_run_blocks).
+  uint32_t min_run_blocks = 2;
   // The link: requests in flight at once (--max-requests), the round trip of one request, and
   // one connection's bandwidth (a CDN edge gives one TCP stream ~400 Mbit/s).
   uint32_t parallel_requests = 16;
@@ -98,6 +105,10 @@ struct ReadAheadState {
   // its last loads came from the disk cache): its window is read from the disk cache only, at
   // local_run_factor, and nothing is fetched until a read misses.
   bool fetching = false;
+  // The reader's reads as it made them (ReadFacts::paused): the bytes of the one it is making
+  // now, and of its last whole one in this run (0: none yet).
+  uint64_t burst_bytes = 0;
+  uint64_t last_burst_bytes = 0;
 };
 
 // What the caller found serving one read: whether it may start or continue fetching ahead.
@@ -114,6 +125,10 @@ struct ReadFacts {
   // The read took a block's mark while that block was still on its way: the reader caught up
   // with read-ahead (the window grows only then, or on a miss).
   bool waited = false;
+  // The reader paused before this read (BlockReader: longer than ReaderOptions::reader_pause
+  // after its last read returned): this read starts a new read of the reader's own, not the next
+  // piece the kernel cut from the same one.
+  bool paused = false;
 };
 
 // Blocks [first, last], both included.

@@ -247,8 +247,8 @@ TEST_F(BlockReaderTest, SequentialReadsFetchAheadRandomReadsDoNot) {
   file_.content_id = "sha256:" + std::string(64, 'b');
   const uint64_t before = transport_.bytes_asked();
   ReadState sequential;
-  // Five blocks: a run earns read-ahead after four (read_ahead.h), at the read that misses the
-  // fifth (only a miss starts a fetch ahead).
+  // Five blocks: a run earns read-ahead after two (read_ahead.h), at a read that misses (only a
+  // miss starts a fetch ahead).
   for (uint64_t off = 0; off < 5 * kBlock; off += 128 * 1024) {
     ASSERT_EQ(read(reader, off, 128 * 1024, &sequential), cdn_.content.substr(off, 128 * 1024));
   }
@@ -314,7 +314,7 @@ TEST_F(BlockReaderTest, AReaderSlowerThanTheLinkKeepsItsFirstReadAheadWindow) {
     ASSERT_EQ(read(reader, b * block, block, &sequential), cdn_.content.substr(b * block, block));
     wait_for_state([&] { return reader.stats().blocks_in_flight == 0; });
   }
-  EXPECT_EQ(sequential.ahead.window_blocks, 1u);  // 0.4 of the 4 blocks that earned it
+  EXPECT_EQ(sequential.ahead.window_blocks, 1u);  // the blocks' own read: 0.4 of the 2 that earned it is less
   EXPECT_TRUE(sequential.ahead.fetching);
   EXPECT_EQ(reader.stats().bytes_fetched, 101 * block) << "the blocks read and one ahead";
 }
@@ -818,6 +818,30 @@ TEST_F(ReadAheadOnMissTest, ConsumedReadAheadContinuesAndUnreadReadAheadIsCounte
   settle(reader, before);
   const ReaderStats s = reader.stats();
   EXPECT_GT(s.read_ahead_bytes, s.read_ahead_used_bytes) << "the partial read's unread read-ahead is not counted";
+}
+
+// The reader's pause, told by the clock: pieces that follow each other at once are one read of
+// the program's own; one that comes ReaderOptions::reader_pause after the last returned starts
+// the next, and gets the last one's worth ahead (read_ahead.h).
+TEST_F(ReadAheadOnMissTest, AReadAfterTheReadersPauseGetsItsLastReadAhead) {
+  for (const bool pause : {false, true}) {
+    file_.content_id = "sha256:" + std::string(64, pause ? 'e' : 'd');  // nothing cached
+    const size_t before = transport_.request_count();
+    BlockReader reader(cache_.get(), fetcher_);
+    ReadState state;
+    read_pieces(reader, state, 0, 5);  // one read of 5 blocks, cut into the kernel's pieces
+    settle(reader, before);
+    if (pause) env_.advance(reader.options().reader_pause);
+    read_pieces(reader, state, 5, 6);
+    if (pause) {
+      EXPECT_EQ(state.ahead.last_burst_bytes, 5 * kBlock);
+      EXPECT_GE(state.ahead.window_blocks, 5u);
+    } else {
+      EXPECT_EQ(state.ahead.last_burst_bytes, 0u) << "pieces with no pause between them were taken for reads";
+      EXPECT_LT(state.ahead.window_blocks, 5u);
+    }
+    settle(reader, before);
+  }
 }
 
 // A file whose blocks a hint (or `hubfs prefetch`) brought: its reads start no fetch, in this

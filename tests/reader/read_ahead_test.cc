@@ -49,18 +49,25 @@ TEST_F(ReadAheadPolicyTest, AFirstReadIsNotSequentialAndFetchesNothingAhead) {
 }
 
 TEST_F(ReadAheadPolicyTest, ARunEarnsReadAheadOnlyPastAnMmapFaultsReadAround) {
-  // A fault's read-around: two blocks in order. No read-ahead for that.
-  EXPECT_EQ(read(100, 1), std::nullopt);
-  EXPECT_EQ(read(101, 1), std::nullopt);
-  EXPECT_EQ(read(102, 1), std::nullopt);
-  // The fourth block of the run: a stream. Its window is at most 0.4 of the run (1 block).
-  auto r = read(103, 1);
+  // A fault's read-around: one kernel read of 1 MiB (read_ahead_kb), not aligned to a block, so
+  // it spans two. No read-ahead for that.
+  EXPECT_EQ(policy_.on_read(state_, 100 * kMiB + kMiB / 2, 101 * kMiB + kMiB / 2, 1000 * kMiB, missed()), std::nullopt);
+  // The stream's second 1 MiB read: two blocks read in order, a stream. Its window is at least
+  // the read's own two blocks (0.4 of the run is less).
+  auto r = policy_.on_read(state_, 101 * kMiB + kMiB / 2, 102 * kMiB + kMiB / 2, 1000 * kMiB, missed());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(state_.window_blocks, 2u);
+  EXPECT_EQ(*r, (ReadAheadPlan{BlockRange{103, 104}, 1}));
+  // Two aligned blocks read one at a time earn it as well, at the second.
+  state_ = ReadAheadState{};
+  EXPECT_EQ(read(200, 1), std::nullopt);
+  r = read(201, 1);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(state_.window_blocks, 1u);
-  EXPECT_EQ(*r, (ReadAheadPlan{BlockRange{104, 104}, 1}));
-  // Four blocks on, 2 blocks (of a run of 8) go as 1-block requests, on two connections at once.
-  stream(104, 107);
-  r = read(107, 1);
+  EXPECT_EQ(*r, (ReadAheadPlan{BlockRange{202, 202}, 1}));
+  // Eight blocks on, 3 blocks (0.4 of a run of 8) go as 1-block requests, on three connections at once.
+  stream(202, 207);
+  r = read(207, 1);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(state_.window_blocks, 3u);
   EXPECT_EQ(r->blocks_per_request, 1u);
@@ -86,10 +93,10 @@ TEST_F(ReadAheadPolicyTest, AReaderOfNBlocksAtATimeGetsItsNextReadAhead) {
     fetched_to = std::max(fetched_to, r->blocks.last + 1);
   }
   EXPECT_LE(fetched_to, 75u) << "more than 1.5x the 50 blocks read";
-  // A reader of one block at a time is unchanged (a mount's reads): 4 blocks earn one ahead.
+  // A reader of one block at a time is unchanged (a mount's reads): 2 blocks earn one ahead.
   state_ = ReadAheadState{};
-  for (uint64_t b = 100; b < 103; ++b) EXPECT_EQ(read(b, 1), std::nullopt);
-  ASSERT_TRUE(read(103, 1).has_value());
+  EXPECT_EQ(read(100, 1), std::nullopt);
+  ASSERT_TRUE(read(101, 1).has_value());
   EXPECT_EQ(state_.window_blocks, 1u);
 }
 
@@ -230,6 +237,51 @@ TEST_F(ReadAheadPolicyTest, ABurstyReaderThatStopsWastesItsWindowNotAFractionOfT
   }
   EXPECT_LE(state_.prefetched_to, 50u + 12u) << "more than 1.24x the 50 blocks read";
   EXPECT_LT(state_.window_blocks, 20u) << "the window reached 0.4 of the run: it grew while the reader kept up";
+}
+
+// The same reader through a mount, its pause now seen (ReadFacts::paused: h5py decoding): from
+// its second chunk on it gets its last whole chunk ahead at the chunk's first piece, where the
+// window of a reader that keeps up stayed at 0.4 of the run (4 blocks at block 11: the chunk's
+// other 7 blocks each waited a round trip). A run that stops was fetched one chunk over.
+TEST_F(ReadAheadPolicyTest, AReaderThatPausesBetweenItsReadsGetsItsLastReadAheadThroughAMount) {
+  ReadFacts arrived;
+  arrived.marked = true;
+  for (uint64_t b = 0; b < 11; ++b) read(b, 1);  // the first chunk: misses, in 1-block pieces
+  EXPECT_LE(state_.window_blocks, 4u);
+  ReadFacts paused = arrived;
+  paused.paused = true;
+  auto r = read_with(11, 1, paused);  // the next chunk's first piece, after the decoding pause
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(state_.last_burst_bytes, 11 * kMiB);
+  EXPECT_GE(state_.window_blocks, 11u);
+  EXPECT_GE(r->blocks.last, 21u) << "the rest of the chunk is not all ahead";
+  uint64_t fetched_to = state_.prefetched_to;
+  for (uint64_t b = 12; b < 55; ++b) {
+    read_with(b, 1, b % 11 == 0 ? paused : arrived);
+    fetched_to = std::max(fetched_to, state_.prefetched_to);
+  }
+  EXPECT_LE(fetched_to, 55u + 11u) << "more than one chunk past the last one read";
+}
+
+// A reader that never pauses (cat, or the kernel's pieces of one long read) keeps the window of
+// the rules above, and a read elsewhere forgets the reader's last read.
+TEST_F(ReadAheadPolicyTest, WithoutAPauseOrAfterAJumpTheLastReadGivesNothingAhead) {
+  ReadFacts arrived;
+  arrived.marked = true;
+  for (uint64_t b = 0; b < 11; ++b) read(b, 1);
+  for (uint64_t b = 11; b < 22; ++b) read_with(b, 1, arrived);
+  EXPECT_EQ(state_.last_burst_bytes, 0u);
+  EXPECT_EQ(state_.burst_bytes, 22 * kMiB);
+  EXPECT_LE(state_.window_blocks, 4u);
+  ReadFacts paused = arrived;
+  paused.paused = true;
+  read_with(22, 1, paused);
+  EXPECT_EQ(state_.last_burst_bytes, 22 * kMiB);
+  paused.missed = true;
+  read_with(500, 1, paused);  // a jump: a new run, with no last read of its own
+  EXPECT_EQ(state_.last_burst_bytes, 0u);
+  EXPECT_EQ(state_.burst_bytes, kMiB);
+  EXPECT_EQ(state_.window_blocks, 0u);
 }
 
 // A file hinted, prefetched or warm: reads whose blocks a hint brought carry no mark, so however
