@@ -366,9 +366,12 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
               " blocks, " + std::to_string(claimed.size()) + " to load");
   if (claimed.empty()) return claimed_bytes;
   // A whole file, hashed once its last block is in: graded requests, ending in file order
-  // (ReaderOptions::whole_file_hint_grade).
+  // (ReaderOptions::whole_file_hint_grade). A file with a source of its own (Xet) is checked by
+  // the source, chunk by chunk, with no serial pass to feed in order: its requests are equal, so
+  // the largest, which bounds the read, is as small as it can be.
   if (options_.verify_whole_files && wanted->size() == blocks_in(file.size, options_.block_size)) {
-    const auto sizes = graded_groups(claimed.size(), options_.parallel_requests, options_.whole_file_hint_grade,
+    const double grade = file.source ? 1.0 : options_.whole_file_hint_grade;
+    const auto sizes = graded_groups(claimed.size(), options_.parallel_requests, grade,
                                      options_.max_blocks_per_hinted_request);
     if (!sizes.empty()) {
       hint_blocks_queued_ += claimed.size();

@@ -101,7 +101,8 @@ struct ReaderOptions {
   // split into graded requests, each this many times the one before (graded_groups in
   // reader/block_ranges.h): they end in file order, so the hash and the decoding of the early
   // ones run while the later ones arrive. 1: equal requests, all ending together
-  // (docs/constants.md, whole_file_hint_grade).
+  // (docs/constants.md, whole_file_hint_grade). Not for a file with a source of its own (Xet):
+  // the source checks it, so its requests are equal.
   double whole_file_hint_grade = 1.08;
   // Requests the transport runs at once (--max-requests): hinted ranges are split over this many
   // requests, since each connection brings its own bandwidth.

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -714,6 +715,47 @@ TEST_F(BlockReaderTest, AWholeFileHintGoesOutInGradedRequests) {
     EXPECT_EQ(got, c.blocks);
     EXPECT_EQ(read(reader, 0, hinted_bytes), cdn_.content.substr(0, hinted_bytes));
   }
+}
+
+// A file with a source of its own (a Xet read, checked chunk by chunk by the source) has no
+// serial hash to feed in file order: its whole-file hint goes out in equal requests however the
+// reader grades other files' (with the grade, 1 + 2 + 3 + 5 blocks as above).
+TEST_F(BlockReaderTest, AWholeFileHintOfAFileWithItsOwnSourceGoesOutInEqualRequests) {
+  // Holds every request until the test answers it from its own thread.
+  struct HeldSource : RangeSource {
+    void fetch_async(uint64_t, ByteRange range, Callback done, Deadline) override {
+      std::lock_guard<std::mutex> lock(mu);
+      held.emplace_back(range, std::move(done));
+      asked += range.length;
+    }
+    std::mutex mu;
+    std::vector<std::pair<ByteRange, Callback>> held;
+    std::atomic<uint64_t> asked{0};
+  };
+  auto source = std::make_shared<HeldSource>();
+  file_.source = source;
+  FakeTransport transport([this](const HttpRequest& r) { return cdn_.answer(r); });
+  RangeFetcher fetcher(transport, testing::fetcher_on(Env::real()));
+  ReaderOptions o;
+  o.parallel_requests = 4;
+  o.whole_file_hint_grade = 1.5;
+  BlockReader reader(nullptr, fetcher, o);
+  ASSERT_TRUE(reader.prefetch(file_, {{0, file_.size}}).ok());
+  wait_for_state([&] { return source->asked.load() == file_.size; });
+  std::vector<std::pair<ByteRange, RangeSource::Callback>> held;
+  {
+    std::lock_guard<std::mutex> lock(source->mu);
+    held.swap(source->held);
+  }
+  std::vector<uint64_t> blocks;
+  for (auto& [range, done] : held) {
+    blocks.push_back((range.length + kBlock - 1) / kBlock);
+    done(cdn_.content.substr(range.offset, range.length), Provenance::kPlain);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  EXPECT_EQ(blocks, (std::vector<uint64_t>{2, 3, 3, 3}));
+  EXPECT_EQ(read(reader, 0, file_.size), cdn_.content);
+  EXPECT_EQ(transport.request_count(), 0u);  // every byte came from the source
 }
 
 TEST_F(BlockReaderTest, MalformedHintsChangeNothing) {
