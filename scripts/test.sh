@@ -71,9 +71,9 @@ SANITIZER_FLAGS=(-DCMAKE_C_FLAGS_RELWITHDEBINFO="-Og -g1" -DCMAKE_CXX_FLAGS_RELW
 # One test more than cores in the sanitizer passes: their integration tests mostly wait on a
 # paced server or a mount.
 SANITIZER_JOBS=$(( $(nproc) + 1 ))
-# And two more in the ASan+UBSan pass, the last, which runs alone: at one more it left a sixth of
-# the cores idle (241 CPU s in 142 s of wall time on 2 cores at 5db129d), which in the TSan pass the
-# ASan build beside it takes.
+# Two more in the ASan+UBSan pass, the last, which runs alone: at one more it left part of the
+# cores idle, which in the TSan pass the ASan build beside it takes (docs/benchmarks.md, "Issue
+# 41's suite time, round 4").
 LAST_PASS_JOBS=$(( $(nproc) + 2 ))
 run_asan=1; [ "$quick" = 0 ] && [ "${HUBFS_SKIP_ASAN:-0}" != "1" ] || run_asan=0
 run_tsan=1; [ "$quick" = 0 ] && [ "${HUBFS_SKIP_TSAN:-0}" != "1" ] || run_tsan=0
@@ -203,9 +203,9 @@ check_pytest_rc "$py_rc"
 # from build/, lints it, installs it with apt-get, checks what it promises and purges it. It runs
 # here, while only the sanitizer builds run beside it: no test is running that could see what it
 # installs system-wide (the HDF5 plugins), it has purged it before the next pass starts, and the
-# builds take the CPU its waits leave (at the end of the suite, alone, it left half the 2 cores
-# idle: docs/benchmarks.md, "Issue 41's suite time, round 4"). HUBFS_SKIP_PACKAGE=1 skips it (it
-# needs root: it installs a package).
+# builds take the CPU its waits leave (at the end of the suite, alone, it left a core idle:
+# docs/benchmarks.md, "Issue 41's suite time, round 4"). HUBFS_SKIP_PACKAGE=1 skips it (it needs
+# root: it installs a package).
 if [ "$quick" = 0 ] && [ "${HUBFS_SKIP_PACKAGE:-0}" != "1" ]; then
   step "the Debian package: build, lintian, install, check, purge"
   ./scripts/package_test.sh
