@@ -71,10 +71,6 @@ SANITIZER_FLAGS=(-DCMAKE_C_FLAGS_RELWITHDEBINFO="-Og -g1" -DCMAKE_CXX_FLAGS_RELW
 # One test more than cores in the sanitizer passes: their integration tests mostly wait on a
 # paced server or a mount.
 SANITIZER_JOBS=$(( $(nproc) + 1 ))
-# Two more in the ASan+UBSan pass, the last, which runs alone: at one more it left part of the
-# cores idle, which in the TSan pass the ASan build beside it takes (docs/benchmarks.md, "Issue
-# 41's suite time, round 4").
-LAST_PASS_JOBS=$(( $(nproc) + 2 ))
 run_asan=1; [ "$quick" = 0 ] && [ "${HUBFS_SKIP_ASAN:-0}" != "1" ] || run_asan=0
 run_tsan=1; [ "$quick" = 0 ] && [ "${HUBFS_SKIP_TSAN:-0}" != "1" ] || run_tsan=0
 
@@ -237,7 +233,7 @@ if [ "$run_asan" = 1 ]; then
   # and h5chunk's children ask for over 1 TiB, which ASan aborts rather than refuses.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
-    ctest --test-dir build-asan --output-on-failure -j"$LAST_PASS_JOBS" --timeout 900 -LE "slow|server" \
+    ctest --test-dir build-asan --output-on-failure -j"$SANITIZER_JOBS" --timeout 900 -LE "slow|server" \
       -E "^MutationFuzz\.|$FIRST_PASS_ONLY" "${CTEST_ARGS[@]}"
 fi
 
