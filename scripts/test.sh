@@ -28,11 +28,12 @@
 # Where the full suite's time goes (2 cores): compiling dominates, and the test passes leave
 # part of the CPU idle (integration tests wait on mounts, paced servers and child processes;
 # measured: the ASan build got through a third of its steps during the Release pass).
-# So both sanitizer builds start in the background as soon as the first build is done, at low
-# CPU priority (TSan's above ASan's, since its pass comes first), while the passes before theirs
-# test: the tests keep the CPU they need and the builds take what they leave. A build's output
-# goes to build-<kind>/build.log, printed if it fails. (Not in a session of its own: where
-# the kernel groups CPU time by session, nice would then count for nothing.)
+# So both sanitizer builds start in the background at once, before the first build, at low CPU
+# priority (TSan's above ASan's, since its pass comes first): the first build and the passes
+# before theirs keep the CPU they need, and the sanitizer builds take what they leave (the first
+# build's own tail, where one compile runs alone, included). A build's output goes to
+# build-<kind>/build.log, printed if it fails. (Not in a session of its own: where the kernel
+# groups CPU time by session, nice would then count for nothing.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -125,6 +126,10 @@ finish_pytest() {
   rm -f "$py_log"
 }
 
+# check_seams_bites tests scripts/check_seams.sh on a copy of the tree: the same test whatever the
+# build, run in the first pass only (under each sanitizer it ran again, ~4 s each).
+FIRST_PASS_ONLY='^check_seams_bites$'
+
 # Every build registers one CTest test per gtest suite and one per slow test (tests/CMakeLists.txt,
 # HUBFS_TESTS_PER_SUITE): given here too, so a build directory configured before that was the
 # default gets it.
@@ -161,10 +166,10 @@ else
   # as well (tests/CMakeLists.txt).
   release_targets="all_tests python"
   [ "$run_asan" = 1 ] && release_targets="release_pass python"
+  [ "$run_tsan" = 1 ] && start_background_build tsan 10 -DHUBFS_TSAN=ON "${PER_SUITE[@]}"
+  [ "$run_asan" = 1 ] && start_background_build asan 19 -DHUBFS_SANITIZE=ON "${PER_SUITE[@]}"
   step "build (RelWithDebInfo): the programs, the Python packages and the tests ($release_targets)"
   BUILD_TARGETS="$release_targets" ./scripts/build.sh "${PER_SUITE[@]}"
-  [ "$run_asan" = 1 ] && start_background_build asan 19 -DHUBFS_SANITIZE=ON "${PER_SUITE[@]}"
-  [ "$run_tsan" = 1 ] && start_background_build tsan 10 -DHUBFS_TSAN=ON "${PER_SUITE[@]}"
   # The Python tests run beside the first pass (measured alone: pytest 39 s of wall time for
   # 27 s of CPU).
   start_pytest
@@ -190,6 +195,18 @@ finish_pytest
 check_pytest_rc "$py_rc"
 # --- end Python
 
+# --- The Debian package, on the build the tests above used: scripts/package_test.sh builds it
+# from build/, lints it, installs it with apt-get, checks what it promises and purges it. It runs
+# here, while only the sanitizer builds run beside it: no test is running that could see what it
+# installs system-wide (the HDF5 plugins), it has purged it before the next pass starts, and the
+# builds take the CPU its waits leave (at the end of the suite, alone, it left a core idle:
+# docs/benchmarks.md, "Issue 41's suite time, round 4"). HUBFS_SKIP_PACKAGE=1 skips it (it needs
+# root: it installs a package).
+if [ "$quick" = 0 ] && [ "${HUBFS_SKIP_PACKAGE:-0}" != "1" ]; then
+  step "the Debian package: build, lintian, install, check, purge"
+  ./scripts/package_test.sh
+fi
+
 # TSan's pass before ASan's: its build is the smaller (~320 CPU s against ~550 at 46ca961), so
 # it is done first, and its pass waits the most (215 s of wall time for 321 CPU s): beside the
 # ASan build still running, the CPU it leaves goes to that build, and the shorter ASan pass is
@@ -206,7 +223,7 @@ if [ "$run_tsan" = 1 ]; then
   # tests/h5chunk/equality_test.cc.
   TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:suppressions=$PWD/scripts/tsan.supp" \
     ctest --test-dir build-tsan --output-on-failure -j"$SANITIZER_JOBS" --timeout 900 -LE "slow|server" \
-      "${CTEST_ARGS[@]}"
+      -E "$FIRST_PASS_ONLY" "${CTEST_ARGS[@]}"
 fi
 
 if [ "$run_asan" = 1 ]; then
@@ -217,14 +234,7 @@ if [ "$run_asan" = 1 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
     ctest --test-dir build-asan --output-on-failure -j"$SANITIZER_JOBS" --timeout 900 -LE "slow|server" \
-      -E "^MutationFuzz\." "${CTEST_ARGS[@]}"
+      -E "^MutationFuzz\.|$FIRST_PASS_ONLY" "${CTEST_ARGS[@]}"
 fi
 
-# --- The Debian package (after every other test, on the build they used): scripts/package_test.sh
-# builds it from build/, lints it, installs it with apt-get, checks what it promises and purges it.
-# HUBFS_SKIP_PACKAGE=1 skips it (it needs root: it installs a package).
-if [ "$quick" = 0 ] && [ "${HUBFS_SKIP_PACKAGE:-0}" != "1" ]; then
-  step "the Debian package: build, lintian, install, check, purge"
-  ./scripts/package_test.sh
-fi
 step "full suite passed"
