@@ -60,19 +60,21 @@ SUBDIR = "train"
 OPEN_REPEATS = 5
 
 
-def write_files(repo_dir, files, frames, seed, stamp_path):
-    """The workload's files in repo_dir (kept when stamp_path says they are this workload's)."""
+def write_files(repo_dir, files, frames, seed, stamp_path=None):
+    """The workload's files in repo_dir (kept when stamp_path says they are this workload's;
+    without one, always written)."""
     import json
     stamp = json.dumps([files, frames, seed, SHAPE, BLOSC_ZSTD3_SHUFFLE])
     names = [f"{SUBDIR}/rec{k:02d}.hdf5" for k in range(files)]
-    try:
-        with open(stamp_path) as f:
-            if f.read() == stamp:
-                return names  # a kept --dir's files, written with the same workload
-    except OSError:
-        pass
-    if os.path.exists(stamp_path):
-        os.remove(stamp_path)  # rewritten below: not the kept files' any more
+    if stamp_path is not None:
+        try:
+            with open(stamp_path) as f:
+                if f.read() == stamp:
+                    return names  # a kept --dir's files, written with the same workload
+        except OSError:
+            pass
+        if os.path.exists(stamp_path):
+            os.remove(stamp_path)  # rewritten below: not the kept files' any more
     rng = np.random.default_rng(seed)
     t = np.arange(int(np.prod(SHAPE))).reshape(SHAPE)
     os.makedirs(os.path.join(repo_dir, SUBDIR), exist_ok=True)
@@ -86,8 +88,9 @@ def write_files(repo_dir, files, frames, seed, stamp_path):
             f.create_dataset(DATASET, data=data, chunks=(1,) + SHAPE, compression=BLOSC,
                              compression_opts=BLOSC_ZSTD3_SHUFFLE)
         names.append(name)
-    with open(stamp_path, "w") as f:
-        f.write(stamp)
+    if stamp_path is not None:
+        with open(stamp_path, "w") as f:
+            f.write(stamp)
     return names
 
 
