@@ -40,6 +40,9 @@ struct ChunkHeader {
   uint32_t uncompressed_size = 0;
 };
 
+// How errors name a chunk ("xorb chunk N", N its index in the xorb).
+std::string chunk_name(uint64_t index);
+
 // Parses and checks the 8 header bytes at p (len bytes available from p). chunk_index names the
 // chunk in errors. Refuses a newer version, an unknown scheme, sizes past the limits above, a
 // "none" chunk whose two sizes differ, and the footer's "XETBLOB" (the chunks have ended).
