@@ -150,6 +150,14 @@ Status ListingCache::save_ref(const std::string& revision, const PinnedRevision&
   return listing_store::write(listing_store::ref_document(repo_dir_, revision), doc.dump() + "\n");
 }
 
+std::optional<PinnedRevision> stored_commit_pin(const RepoRef& repo, const ListingCache* listings) {
+  if (!listings || !is_hex(repo.revision, 40)) return std::nullopt;
+  // Stored by an earlier pin of the commit, or of a branch that pointed at it.
+  auto stored = listings->load_ref(repo.revision);
+  if (!stored || stored->commit != repo.revision) return std::nullopt;
+  return stored;
+}
+
 Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const ListingCache* listings, bool offline) {
   const std::string label = std::string(api_segment(repo.type)) + "/" + repo.id;
   if (offline) {
@@ -164,13 +172,8 @@ Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const L
                     ": mount it once without --offline while the Hub can be reached (offline, a revision "
                     "resolves to the commit it pointed at then)");
   }
-  // A commit sha never moves: a record stored for it (by an earlier pin of it, or of a branch
-  // that pointed at it) answers without a request, so reopening a pinned commit costs none.
-  if (listings && is_hex(repo.revision, 40)) {
-    if (auto stored = listings->load_ref(repo.revision); stored && stored->commit == repo.revision) {
-      return std::move(*stored);
-    }
-  }
+  // Reopening a pinned commit costs no request.
+  if (auto stored = stored_commit_pin(repo, listings)) return std::move(*stored);
   auto info = hub.repo_info(repo);
   if (!info.ok()) {
     const Code code = info.status().code();

@@ -63,6 +63,11 @@ class ListingCache {
   std::string repo_dir_;
 };
 
+// The record the cache holds of `repo.revision` when it is a commit sha pinned before (a commit
+// never moves, so this answers its pin without the Hub); nothing for a branch or a tag, or with
+// no record or no cache.
+std::optional<PinnedRevision> stored_commit_pin(const RepoRef& repo, const ListingCache* listings);
+
 // The commit `repo.revision` points at. Online: asked of the Hub, and remembered in `listings`
 // (when given, under the revision and under the commit) for later offline mounts; a commit sha
 // remembered is answered from there, online too (a commit never moves); when the Hub cannot be reached and `listings` remembers

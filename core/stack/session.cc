@@ -99,15 +99,6 @@ class FirstFileProbe {
 // resolvers' quota, a stalled connection): listing costs one round trip instead.
 constexpr std::chrono::milliseconds kProbeGrace{1000};
 
-// Whether pin_revision(hub, repo, listings, offline) would ask the Hub: not offline, and not a
-// commit sha whose record the cache holds.
-bool pin_needs_request(const RepoRef& repo, const ListingCache* listings, bool offline) {
-  if (offline) return false;
-  if (!listings || !is_hex(repo.revision, 40)) return true;
-  auto stored = listings->load_ref(repo.revision);
-  return !stored || stored->commit != repo.revision;
-}
-
 // pin_revision, run on `executor` (which must outlive `hub`'s requests: the session's background
 // executor) from the moment it is made, and waited for with get().
 class BackgroundPin {
@@ -132,8 +123,8 @@ bool session_needs_no_request(const SessionConfig& config, const RepoSpec& spec,
   if (config.offline || offline_requested()) return true;  // never a request (or an error at once)
   if (config.cache_size == 0 || !spec.subfolder.empty() || !is_hex(spec.repo.revision, 40)) return false;
   const ListingCache listings(config.cache_dir, config.endpoint, spec.repo);
-  auto pinned = listings.load_ref(spec.repo.revision);
-  if (!pinned || pinned->commit != spec.repo.revision) return false;  // pin_revision would ask
+  auto pinned = stored_commit_pin(spec.repo, &listings);
+  if (!pinned) return false;  // pin_revision would ask
   if (first_file.empty()) return listings.load_dir(pinned->commit, "").has_value();  // list_root's
   return stored_first_file(&listings, pinned->commit, first_file).record.has_value();  // no probe, no list_root
 }
@@ -169,7 +160,14 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
     }
   }
   const bool probing = may_probe && !stored_at_last.known();
-  const bool pin_asks = pin_needs_request(s.repo, listings.get(), offline);
+  // A pin answered without the Hub: offline, or a commit sha the cache holds.
+  std::optional<Result<PinnedRevision>> pinned_here;
+  if (offline) {
+    pinned_here = pin_revision(*s.stack.hub, s.repo, listings.get(), /*offline=*/true);
+  } else if (auto stored = stored_commit_pin(s.repo, listings.get())) {
+    pinned_here = std::move(*stored);
+  }
+  const bool pin_asks = !pinned_here;
   if (probing || pin_asks) s.background = s.stack.env->new_executor(probing && pin_asks ? 2 : 1);
   if (probing) probe.emplace(*s.stack.env, *s.background, *s.stack.hub, s.repo, first_file);
   const auto pin_started = s.stack.env->now();
@@ -188,7 +186,7 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   if (reader_first) {
     if (Status st = build_reader(config, s.stack, nullptr, s.label); !st.ok()) return st;
   }
-  auto info = pin_in_flight ? pin_in_flight->get() : pin_revision(*s.stack.hub, s.repo, listings.get(), offline);
+  Result<PinnedRevision> info = pin_in_flight ? pin_in_flight->get() : std::move(*pinned_here);
   if (!info.ok()) return info.status();
   std::optional<TreeEntry> first;  // known without listing its directory
   std::optional<Location> first_location;
