@@ -244,8 +244,9 @@ TEST_F(BlockReaderTest, SequentialReadsFetchAheadRandomReadsDoNot) {
   EXPECT_EQ(transport_.bytes_asked(), 3u * kBlock);  // exactly the three blocks, nothing more
   EXPECT_EQ(random.ahead.window_blocks, 0u);
 
-  // A new file id so nothing is cached; read it sequentially in kernel-sized pieces.
-  file_.content_id = "sha256:" + std::string(64, 'b');
+  // A new file id so nothing is cached (one that verifies: read-ahead may reach the end, and a
+  // whole read is checked); read it sequentially in kernel-sized pieces.
+  file_.content_id = testing::git_blob_id(cdn_.content);
   const uint64_t before = transport_.bytes_asked();
   ReadState sequential;
   // Five blocks: a run earns read-ahead after two (read_ahead.h), at a read that misses (only a
@@ -852,7 +853,7 @@ TEST_F(ReadAheadOnMissTest, ConsumedReadAheadContinuesAndUnreadReadAheadIsCounte
     EXPECT_GT(s.read_ahead_bytes, 2u * kBlock) << "read-ahead did not continue past its first window";
     EXPECT_EQ(s.read_ahead_used_bytes, s.read_ahead_bytes) << "a whole-file read left read-ahead unread";
   }
-  file_.content_id = "sha256:" + std::string(64, 'c');  // nothing cached
+  file_.content_id = testing::git_blob_id(cdn_.content);  // nothing cached, and it verifies
   const size_t before = transport_.request_count();
   BlockReader reader(cache_.get(), fetcher_);
   ReadState partial;
@@ -866,8 +867,10 @@ TEST_F(ReadAheadOnMissTest, ConsumedReadAheadContinuesAndUnreadReadAheadIsCounte
 // the program's own; one that comes ReaderOptions::reader_pause after the last returned starts
 // the next, and gets the last one's worth ahead (read_ahead.h).
 TEST_F(ReadAheadOnMissTest, AReadAfterTheReadersPauseGetsItsLastReadAhead) {
+  const std::string sha256_id = file_.content_id;
   for (const bool pause : {false, true}) {
-    file_.content_id = "sha256:" + std::string(64, pause ? 'e' : 'd');  // nothing cached
+    // Nothing cached under either id, and both verify: read-ahead may reach the file's end.
+    file_.content_id = pause ? testing::git_blob_id(cdn_.content) : sha256_id;
     const size_t before = transport_.request_count();
     BlockReader reader(cache_.get(), fetcher_);
     ReadState state;
