@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import subprocess
+import sys
 import urllib.request
 
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "hub_server.py")
@@ -24,7 +25,8 @@ def assert_no_refused_ranges(endpoint):
 @contextlib.contextmanager
 def local_hub(root, *extra_args):
     """The local Hub serving `root` on loopback: yields its endpoint (http://127.0.0.1:PORT); at the
-    end checks that it refused no xorb Range (assert_no_refused_ranges) and stops it. Its stdin
+    end ends idle hf:// sessions, checks that it refused no xorb Range (assert_no_refused_ranges)
+    and stops it. Its stdin
     stays a pipe this process holds, so the server exits with the tests even if they crash."""
     proc = subprocess.Popen(["/usr/bin/python3", SERVER, "--root", str(root), "--host", "127.0.0.1",
                              *extra_args, "--exit-on-stdin-eof"],
@@ -35,6 +37,10 @@ def local_hub(root, *extra_args):
             proc.kill()
             raise RuntimeError(f"hub server did not start: {line} {proc.stderr.read()}")
         yield line[1]
+        # Idle hf:// sessions end first: their read-ahead is then done and checked below, rather
+        # than left retrying a stopped server until the interpreter exits.
+        if "hubfs._remote" in sys.modules:
+            sys.modules["hubfs._remote"].close_sessions()
         assert_no_refused_ranges(line[1])
     finally:
         proc.terminate()
