@@ -17,6 +17,7 @@
 #include "support/fake_transport.h"
 #include "support/pattern.h"
 #include "support/fetcher_env.h"
+#include "support/manual_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -45,23 +46,39 @@ std::unique_ptr<MemcachedStore> tier_on(const FakeMemcachedNode& node, std::chro
   return std::move(t).value();
 }
 
-// The node of the issue: a valid header, then a trickle that keeps every per-wait timeout (200 ms)
-// happy. The lookup ends at its budget as a miss and an error, and after three such failures the
-// node's breaker stops asking it.
+// The node of the issue: a valid header, then a trickle that keeps every per-wait timeout happy.
+// The lookup ends at its budget as a miss and an error, and after three such failures the node's
+// breaker stops asking it. The tier's clock follows the node, not the machine: each piece the node
+// trickles moves it 100 ms, so the 300 ms budget runs out after the third piece of each answer
+// however slowly a loaded machine schedules either side (on the real clock, under TSan, a budget
+// once ran out before the node had begun to answer). The per-wait timeout is far longer than any
+// pause between pieces: only the budget can end a lookup, and had it no effect, the lookup would
+// get the whole (short) value, a hit.
 TEST(HostileNode, ATricklingNodeIsCutOffAtTheLookupBudgetAndThenSkipped) {
-  FakeMemcachedNode node(64, std::chrono::milliseconds(150));
-  node.set("k", std::string(400 * 1024, 'v'));  // one item, far longer than the trickle will send
-  auto tier = tier_on(node, std::chrono::milliseconds(300));
+  FakeMemcachedNode node(64, std::chrono::milliseconds(10));
+  const size_t size = 32 * 1024;  // 512 pieces: ~5 s for a lookup the budget does not end
+  node.set("k", std::string(size, 'v'));
+  testing::FunctionEnv env;
+  env.steady = [&node] { return MonotonicClock::time_point{} + node.pieces_trickled() * std::chrono::milliseconds(100); };
+  MemcachedStoreOptions o;
+  o.env = &env;
+  o.servers = {node.address()};
+  o.timeout = std::chrono::seconds(60);
+  o.lookup_budget = std::chrono::milliseconds(300);
+  auto tier = MemcachedStore::create(o);
+  ASSERT_TRUE(tier.ok()) << tier.status().message();
   for (int i = 0; i < 3; ++i) {
-    auto got = tier->get({SharedGet{"k", 400 * 1024}}, Deadline::never());
+    const int before = node.pieces_trickled();
+    auto got = (*tier)->get({SharedGet{"k", size}}, Deadline::never());
     ASSERT_EQ(got.size(), 1u);
     EXPECT_FALSE(got[0]) << "lookup " << i;
+    EXPECT_GE(node.pieces_trickled() - before, 3) << "lookup " << i << " ended before its budget";
   }
   EXPECT_EQ(node.hits_served(), 3) << "the node did start answering each lookup";
-  EXPECT_EQ(tier->stats().get_errors, 3u);
-  EXPECT_EQ(tier->stats().nodes_down, 1u);
-  EXPECT_FALSE(tier->get({SharedGet{"k", 400 * 1024}}, Deadline::never())[0]);
-  EXPECT_EQ(tier->stats().skipped, 1u);
+  EXPECT_EQ((*tier)->stats().get_errors, 3u);
+  EXPECT_EQ((*tier)->stats().nodes_down, 1u);
+  EXPECT_FALSE((*tier)->get({SharedGet{"k", size}}, Deadline::never())[0]);
+  EXPECT_EQ((*tier)->stats().skipped, 1u);
   EXPECT_EQ(node.hits_served(), 3) << "a node whose breaker is open is not asked";
 }
 
