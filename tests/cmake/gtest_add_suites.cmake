@@ -16,6 +16,8 @@
 #   HUBFS_SUITES_COST     their COST
 #   HUBFS_SUITES_WORKDIR  their working directory
 #   HUBFS_SUITES_EXCLUDE  gtest patterns of tests left out (':'-separated; may be empty)
+#   HUBFS_SUITES_FIRST_PASS  a regex of suite names whose tests (not slow) also get the label
+#                         "first_pass": the unsanitized pass runs them (may be empty)
 if(NOT EXISTS "${HUBFS_SUITES_EXE}")
   get_filename_component(_name "${HUBFS_SUITES_EXE}" NAME)
   add_test("${_name}_NOT_BUILT" "${_name}_NOT_BUILT")
@@ -44,13 +46,18 @@ if(NOT EXISTS "${HUBFS_SUITES_OUT}" OR NOT "${HUBFS_SUITES_OUT}" IS_NEWER_THAN "
   # (a parameterized one's line ends with a comment: "  Name/0  # GetParam() = ...").
   foreach(_line IN LISTS _lines ITEMS "EOF.")  # EOF.: the last suite is written too
     if(_line MATCHES "^([A-Za-z0-9_/]+)\\.")
+      set(_next_suite "${CMAKE_MATCH_1}")  # before another MATCHES below clears CMAKE_MATCH_1
       if(_suite_has_quick)
+        set(_labels "${HUBFS_SUITES_LABELS}")
+        if(HUBFS_SUITES_FIRST_PASS AND _suite MATCHES "^(${HUBFS_SUITES_FIRST_PASS})$")
+          string(APPEND _labels ";first_pass")
+        endif()
         string(APPEND _script
           "add_test([==[${_suite}.*]==] \"${HUBFS_SUITES_EXE}\" [==[--gtest_filter=${_suite}.*-*.Slow*${_exclude}]==])\n"
-          "set_tests_properties([==[${_suite}.*]==] PROPERTIES LABELS \"${HUBFS_SUITES_LABELS}\""
+          "set_tests_properties([==[${_suite}.*]==] PROPERTIES LABELS \"${_labels}\""
           " COST ${HUBFS_SUITES_COST} ${_common})\n")
       endif()
-      set(_suite "${CMAKE_MATCH_1}")
+      set(_suite "${_next_suite}")
       set(_suite_has_quick OFF)
     elseif(_line MATCHES "^  (Slow[A-Za-z0-9_/]*)")
       set(_name "${_suite}.${CMAKE_MATCH_1}")

@@ -17,6 +17,7 @@
 #include "support/fake_transport.h"
 #include "support/pattern.h"
 #include "support/fetcher_env.h"
+#include "support/manual_env.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -35,33 +36,58 @@ const SharedStoreKey& cluster_key() {
 // builds (a per-byte generator at -O0 under TSan cost ~1 s per test to fill 10 MiB).
 std::string pattern(size_t n, unsigned seed) { return testing::pattern_bytes(seed, 0, n); }
 
-std::unique_ptr<MemcachedStore> tier_on(const FakeMemcachedNode& node, std::chrono::milliseconds budget) {
+// On `env` other than the real one (a clock that follows the node, below), each wait for the
+// socket may last a minute: only the budget or the caller's deadline ends a lookup then.
+std::unique_ptr<MemcachedStore> tier_on(const FakeMemcachedNode& node, std::chrono::milliseconds budget,
+                                       Env& env = Env::real()) {
   MemcachedStoreOptions o;
-  o.env = &Env::real();
+  o.env = &env;
   o.servers = {node.address()};
   o.lookup_budget = budget;
+  if (&env != &Env::real()) o.timeout = std::chrono::seconds(60);
   auto t = MemcachedStore::create(o);
   EXPECT_TRUE(t.ok()) << t.status().message();
   return std::move(t).value();
 }
 
-// The node of the issue: a valid header, then a trickle that keeps every per-wait timeout (200 ms)
-// happy. The lookup ends at its budget as a miss and an error, and after three such failures the
-// node's breaker stops asking it.
+// A clock that follows a trickling node, not the machine: each piece the node has trickled moves
+// it 100 ms. A budget or deadline of 300 ms on it runs out after the third piece, however slowly a
+// loaded machine schedules either side (on the real clock, under TSan, a budget once ran out
+// before the node had begun to answer, and the test failed).
+void follow_the_node(testing::FunctionEnv& env, const FakeMemcachedNode& node) {
+  env.steady = [&node] { return MonotonicClock::time_point{} + node.pieces_trickled() * std::chrono::milliseconds(100); };
+}
+
+// The node of the issue: a valid header, then a trickle that keeps every per-wait timeout happy.
+// The lookup ends at its budget as a miss and an error, and after three such failures the node's
+// breaker stops asking it. The tier's clock follows the node (follow_the_node), and the per-wait
+// timeout is far longer than any pause between pieces: only the budget can end a lookup, and had
+// it no effect, the lookup would get the whole (short) value, a hit.
 TEST(HostileNode, ATricklingNodeIsCutOffAtTheLookupBudgetAndThenSkipped) {
-  FakeMemcachedNode node(64, std::chrono::milliseconds(150));
-  node.set("k", std::string(400 * 1024, 'v'));  // one item, far longer than the trickle will send
-  auto tier = tier_on(node, std::chrono::milliseconds(300));
+  FakeMemcachedNode node(64, std::chrono::milliseconds(10));
+  const size_t size = 32 * 1024;  // 512 pieces: ~5 s for a lookup the budget does not end
+  node.set("k", std::string(size, 'v'));
+  testing::FunctionEnv env;
+  follow_the_node(env, node);
+  MemcachedStoreOptions o;
+  o.env = &env;
+  o.servers = {node.address()};
+  o.timeout = std::chrono::seconds(60);
+  o.lookup_budget = std::chrono::milliseconds(300);
+  auto tier = MemcachedStore::create(o);
+  ASSERT_TRUE(tier.ok()) << tier.status().message();
   for (int i = 0; i < 3; ++i) {
-    auto got = tier->get({SharedGet{"k", 400 * 1024}}, Deadline::never());
+    const int before = node.pieces_trickled();
+    auto got = (*tier)->get({SharedGet{"k", size}}, Deadline::never());
     ASSERT_EQ(got.size(), 1u);
     EXPECT_FALSE(got[0]) << "lookup " << i;
+    EXPECT_GE(node.pieces_trickled() - before, 3) << "lookup " << i << " ended before its budget";
   }
   EXPECT_EQ(node.hits_served(), 3) << "the node did start answering each lookup";
-  EXPECT_EQ(tier->stats().get_errors, 3u);
-  EXPECT_EQ(tier->stats().nodes_down, 1u);
-  EXPECT_FALSE(tier->get({SharedGet{"k", 400 * 1024}}, Deadline::never())[0]);
-  EXPECT_EQ(tier->stats().skipped, 1u);
+  EXPECT_EQ((*tier)->stats().get_errors, 3u);
+  EXPECT_EQ((*tier)->stats().nodes_down, 1u);
+  EXPECT_FALSE((*tier)->get({SharedGet{"k", size}}, Deadline::never())[0]);
+  EXPECT_EQ((*tier)->stats().skipped, 1u);
   EXPECT_EQ(node.hits_served(), 3) << "a node whose breaker is open is not asked";
 }
 
@@ -82,15 +108,18 @@ TEST(HostileNode, ATricklingNodeCannotHoldAStore) {
 }
 
 // The caller's deadline bounds a lookup too, when it comes before the tier's own budget.
+// (On the node's clock, as above: the deadline runs out after the node has begun to answer.)
 TEST(HostileNode, TheCallersDeadlineEndsALookupBeforeTheBudget) {
-  FakeMemcachedNode node(64, std::chrono::milliseconds(150));
-  node.set("k", std::string(400 * 1024, 'v'));
-  auto tier = tier_on(node, std::chrono::hours(1));  // only the caller's deadline can end it
-  auto got = tier->get({SharedGet{"k", 400 * 1024}}, Deadline::after(std::chrono::milliseconds(300), Env::real().clock()));
+  FakeMemcachedNode node(64, std::chrono::milliseconds(10));
+  node.set("k", std::string(32 * 1024, 'v'));
+  testing::FunctionEnv env;
+  follow_the_node(env, node);
+  auto tier = tier_on(node, std::chrono::hours(1), env);  // only the caller's deadline can end it
+  auto got = tier->get({SharedGet{"k", 32 * 1024}}, Deadline::after(std::chrono::milliseconds(300), env.clock()));
   EXPECT_FALSE(got[0]);
   EXPECT_EQ(tier->stats().get_errors, 1u);
   // An expired deadline asks nothing, and is not the node's fault.
-  EXPECT_FALSE(tier->get({SharedGet{"k", 400 * 1024}}, Deadline::after(std::chrono::milliseconds(0), Env::real().clock()))[0]);
+  EXPECT_FALSE(tier->get({SharedGet{"k", 32 * 1024}}, Deadline::after(std::chrono::milliseconds(0), env.clock()))[0]);
   EXPECT_EQ(node.hits_served(), 1);
   EXPECT_EQ(tier->stats().nodes_down, 0u);
 }
@@ -165,7 +194,10 @@ TEST(HostileNode, ReadersOfATricklingTierGetTheHubsBytes) {
     node.set(k + "#0/2", value.substr(0, half));
     node.set(k + "#1/2", value.substr(half));
   }
-  auto tier = tier_on(node, std::chrono::milliseconds(300));
+  // On the node's clock: the budgets run out only once the node has trickled (so has answered).
+  testing::FunctionEnv env;
+  follow_the_node(env, node);
+  auto tier = tier_on(node, std::chrono::milliseconds(300), env);
   SharedBlocks shared(*tier, kBlock, cluster_key());
   ReaderOptions options;
   options.read_timeout = std::chrono::seconds(30);

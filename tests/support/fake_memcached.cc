@@ -145,6 +145,7 @@ void FakeMemcachedNode::serve(int fd) {
     if (!send_exact(fd, r.data(), r.size())) return;
     for (size_t sent = 0; !stop_ && sent + trickle_ <= value.size(); sent += trickle_) {
       if (!send_exact(fd, value.data() + sent, trickle_)) return;
+      ++trickled_;
       std::this_thread::sleep_for(every_);
     }
   }

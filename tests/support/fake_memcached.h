@@ -30,6 +30,9 @@ class FakeMemcachedNode {
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   // GETKQ requests for keys it holds, answered or being answered.
   int hits_served() const { return hits_.load(); }
+  // Pieces of `trickle` bytes of hits sent so far (over all connections): a test's clock can
+  // follow the node's progress instead of the machine's speed.
+  int pieces_trickled() const { return trickled_.load(); }
 
  private:
   void accept_loop();
@@ -41,6 +44,7 @@ class FakeMemcachedNode {
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<int> hits_{0};
+  std::atomic<int> trickled_{0};
   std::mutex mu_;  // guards values_, connections_ and threads_
   std::map<std::string, std::string> values_;
   std::vector<int> connections_;
