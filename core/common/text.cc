@@ -17,4 +17,8 @@ bool is_hex(std::string_view s, size_t length) {
   return true;
 }
 
+bool is_lower_hex(std::string_view s, size_t length) {
+  return is_hex(s, length) && s == ascii_lower(s);
+}
+
 }  // namespace hubfs

@@ -12,5 +12,8 @@ std::string ascii_lower(std::string_view s);
 
 // Whether s is exactly `length` hex digits, either case.
 bool is_hex(std::string_view s, size_t length);
+// The same in lowercase only: the form hubfs writes a hash or commit in (a stored record with
+// another form is not one of ours).
+bool is_lower_hex(std::string_view s, size_t length);
 
 }  // namespace hubfs

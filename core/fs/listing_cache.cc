@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/listing_store.h"
+#include "common/text.h"
 #include "common/url.h"
 #include "hub/hub_json.h"
 
@@ -21,13 +22,6 @@ bool is_direct_child(const std::string& path, const std::string& dir) {
     name = std::string_view(path).substr(dir.size() + 1);
   }
   return !name.empty() && name.find('/') == std::string_view::npos && name != "." && name != "..";
-}
-
-bool is_hex(const std::string& s, size_t size) {
-  if (s.size() != size) return false;
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
 }
 
 // The document, parsed, if it is one of ours about exactly this (endpoint, repo, ...).
@@ -68,7 +62,7 @@ std::optional<std::vector<TreeEntry>> ListingCache::load_dir(const std::string& 
   if (!parsed.ok() || parsed->size() != count->get<uint64_t>()) return std::nullopt;
   for (const TreeEntry& e : *parsed) {
     if (!is_direct_child(e.path, dir)) return std::nullopt;
-    if (e.lfs_sha256 && !is_hex(*e.lfs_sha256, 64)) return std::nullopt;
+    if (e.lfs_sha256 && !is_lower_hex(*e.lfs_sha256, 64)) return std::nullopt;
   }
   return std::move(parsed).value();
 }
@@ -96,8 +90,8 @@ std::optional<TreeEntry> ListingCache::load_file(const std::string& commit, cons
   auto parsed = hub_json::parse_tree_entries(entries->dump(), "the listing cache");
   if (!parsed.ok() || parsed->size() != 1) return std::nullopt;
   TreeEntry& e = parsed->front();
-  if (e.is_dir || e.path != path || (e.lfs_sha256 && !is_hex(*e.lfs_sha256, 64))) return std::nullopt;
-  if (!e.lfs_sha256 && !is_hex(e.oid, 40)) return std::nullopt;
+  if (e.is_dir || e.path != path || (e.lfs_sha256 && !is_lower_hex(*e.lfs_sha256, 64))) return std::nullopt;
+  if (!e.lfs_sha256 && !is_lower_hex(e.oid, 40)) return std::nullopt;
   return std::move(e);
 }
 
@@ -123,7 +117,7 @@ std::optional<PinnedRevision> ListingCache::load_ref(const std::string& revision
   if (!j || j->value("revision", std::string("\x01")) != revision) return std::nullopt;
   PinnedRevision p;
   p.commit = j->value("commit", "");
-  if (!is_hex(p.commit, 40)) return std::nullopt;
+  if (!is_lower_hex(p.commit, 40)) return std::nullopt;
   auto number = [&](const char* key) -> int64_t {
     auto it = j->find(key);
     return it != j->end() && it->is_number_integer() ? it->get<int64_t>() : 0;
@@ -151,7 +145,7 @@ Status ListingCache::save_ref(const std::string& revision, const PinnedRevision&
 }
 
 std::optional<PinnedRevision> stored_commit_pin(const RepoRef& repo, const ListingCache* listings) {
-  if (!listings || !is_hex(repo.revision, 40)) return std::nullopt;
+  if (!listings || !is_lower_hex(repo.revision, 40)) return std::nullopt;
   // Stored by an earlier pin of the commit, or of a branch that pointed at it.
   auto stored = listings->load_ref(repo.revision);
   if (!stored || stored->commit != repo.revision) return std::nullopt;
@@ -166,7 +160,7 @@ Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const L
                              "--cache-size 0, or mount without --offline");
     }
     if (auto stored = listings->load_ref(repo.revision)) return std::move(*stored);
-    if (is_hex(repo.revision, 40)) return PinnedRevision{repo.revision, 0, false, false, 0, std::nullopt};
+    if (is_lower_hex(repo.revision, 40)) return PinnedRevision{repo.revision, 0, false, false, 0, std::nullopt};
     return NotFound("--offline: the cache " + listings->cache_dir() + " holds no listing of " + label +
                     " at revision " + repo.revision + " from " + url::url_for_log(hub.config().endpoint) +
                     ": mount it once without --offline while the Hub can be reached (offline, a revision "

@@ -21,5 +21,12 @@ TEST(Text, IsHexWantsExactlyThatManyDigitsOfEitherCase) {
   EXPECT_FALSE(is_hex(std::string("ab\0c", 4), 4));
 }
 
+TEST(Text, IsLowerHexRefusesCapitals) {
+  EXPECT_TRUE(is_lower_hex("0123456789abcdef", 16));
+  EXPECT_FALSE(is_lower_hex("0123456789abcdeF", 16));
+  EXPECT_FALSE(is_lower_hex("0123456789abcdef", 15));
+  EXPECT_FALSE(is_lower_hex("0123456789abcdeg", 16));
+}
+
 }  // namespace HUBFS_UNITY_ID
 }  // namespace hubfs
