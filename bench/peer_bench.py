@@ -8,6 +8,7 @@ run over the bundled local Hub server; prints a table and the ratios the issue a
         [--workloads zea16,zea5,seq]     # the default; also mmap300, mmap3g
         [--contenders hubfs,base --baseline-bin OTHER/build/bin]
         [--xet --contenders hubfs,bridge,direct --workloads zea16]   # Xet-stored files
+        [--trace DIR]    # each cold read's requests, as the server saw them, and a timeline
     /usr/bin/python3 bench/peer_bench.py --latency-ms 20 --bandwidth-mbps 0   # "nothing worse"
     # issue 20's over-read targets: the host, not the connection, is the limit
     /usr/bin/python3 bench/peer_bench.py --workloads zea5,mmap300,mmap3g --host-mbps 800 \
@@ -519,6 +520,28 @@ class Bench:
         """The programs a contender runs: --baseline-bin's for "base", this tree's otherwise."""
         return self.args.baseline_bin if contender == "base" else BIN
 
+    def save_trace(self, key, started):
+        """With --trace: the server's request log of the read just recorded (begin and end of each
+        request, seconds since the read's start) to DIR/<key>-<run>.json, and its timeline to the
+        log: where requests wait on each other and how many are in flight."""
+        if not self.args.trace or key[3] != "cold":
+            return
+        run = len(self.results[key])
+        entries = json.loads(self.hub.request("GET", "/_hubfs/trace")[2])
+        for e in entries:
+            for f in ("begin", "end"):
+                if e.get(f) is not None:
+                    e[f] = round(e[f] - started, 4)
+        os.makedirs(self.args.trace, exist_ok=True)
+        name = os.path.join(self.args.trace, "%s-%d.json" % ("-".join(key[:3]), run))
+        with open(name, "w") as f:
+            json.dump({"key": list(key), "seconds": self.results[key][-1]["s"], "requests": entries}, f, indent=1)
+        log("trace of %s run %d (%.3f s), seconds from the read's start:" % ("/".join(key[:3]), run,
+                                                                           self.results[key][-1]["s"]))
+        for e in entries:
+            log("  %7.3f %7.3f %-8s %-4s %s %s %s" % (e["begin"], e.get("end") or -1, e["kind"], e["method"],
+                                                    e.get("status"), e["path"][-40:], e.get("range") or ""))
+
     def record(self, key, seconds, before_stats=None, cpu=None):
         """Stores a read's time and, for reads through the server (before_stats given: the
         counters right after the reset that preceded the read), what the server did for it:
@@ -571,6 +594,7 @@ class Bench:
         if self.hub is not None:
             self.hub.wait_quiet()
             self.hub.reset()
+        reset_at = time.perf_counter()
         self.warm_pages()
         before = self.hub.stats() if self.hub is not None else None
         # A read on a wedged FUSE mount would block forever; the alarm interrupts it (FUSE reads
@@ -579,6 +603,7 @@ class Bench:
         daemon = self.mount.pid if self.mount is not None else None
         hubfs_mount = isinstance(self.mount, HubfsMount)
         unread_before = self.mount.status().get("read_ahead_unread_bytes", 0) if hubfs_mount else None
+        started = time.perf_counter() - reset_at  # the trace's times are from the reset
         try:
             if reader == "h5chunk":
                 # No -o: the array stays in the process, as h5py's does (writing 200 MB even to
@@ -596,6 +621,8 @@ class Bench:
             signal.alarm(0)
         self.check(reader, workload, got, value)
         self.record(key, seconds, before if contender != "local" else None, cpu)
+        if contender != "local":
+            self.save_trace(key, started)
         if hubfs_mount:  # read-ahead fetched during this read and never read: its waste
             self.results[key][-1]["unread_bytes"] = self.mount.status().get("read_ahead_unread_bytes", 0) - unread_before
 
@@ -689,10 +716,13 @@ class Bench:
                 drop_caches()  # the server reads the file from disk, as for the mounts' cold reads
                 self.hub.wait_quiet()
                 self.hub.reset()
+                reset_at = time.perf_counter()
                 self.warm_pages()
                 before = self.hub.stats()
+                started = time.perf_counter() - reset_at
                 s = direct_fetch(self.hub, location, self.ranges[workload])
                 self.record(("direct", "ranges", workload, "cold"), s, before)
+                self.save_trace(("direct", "ranges", workload, "cold"), started)
             self.progress(rep)
         self.load_after = os.getloadavg()
         self.report()
@@ -903,6 +933,8 @@ def main():
                    "directory (another commit's build/bin), measured in the same run as this tree's")
     p.add_argument("--workloads", default="zea16,zea5,seq",
                    help="comma-separated subset of %s" % ",".join(WORKLOADS))
+    p.add_argument("--trace", metavar="DIR", help="save each cold read's request log (the server's "
+                   "/_hubfs/trace, from the read's start) to DIR and print its timeline")
     p.add_argument("--keep", action="store_true", help="keep the run's directory (logs, caches)")
     p.add_argument("--server-cpu", type=int, default=(os.cpu_count() or 1) - 1,
                    help="the CPU the local server is pinned to (taskset); -1: not pinned")
