@@ -617,7 +617,6 @@ TEST_F(XetSourceTest, AWholeReadMatchesItsFileAndPartsDoNotDecide) {
   EXPECT_EQ(source->file_verdict(), FileVerdict::kMatch);
 }
 
-
 // A read's debug line says when its plan was there, its ranges out and the read done, from the
 // read's start on the Env's clock: the timeline of a cold read without a tracer.
 TEST_F(XetSourceTest, EachReadLogsItsTimelineAtDebugLevel) {
