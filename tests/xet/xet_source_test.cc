@@ -631,11 +631,13 @@ TEST_F(XetSourceTest, EachReadLogsItsTimelineAtDebugLevel) {
   auto r = reader();
   auto cold = r->fetch(cas_.file(), cas_.size(), {1, 100});
   auto kept = r->fetch(cas_.file(), cas_.size(), {1, 100});  // the kept plan: no round trip for it
+  auto whole = r->fetch(cas_.file(), cas_.size(), {0, cas_.size()});  // decides the file's check
   r->shutdown();
   set_log_level(LogLevel::kInfo);
   set_log_file(nullptr);
   ASSERT_TRUE(cold.ok()) << cold.status().message();
   ASSERT_TRUE(kept.ok()) << kept.status().message();
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
   std::rewind(f);
   std::string log;
   char buf[4096];
@@ -644,7 +646,7 @@ TEST_F(XetSourceTest, EachReadLogsItsTimelineAtDebugLevel) {
   std::vector<std::string> lines;
   for (size_t at = log.find("Xet read "); at != std::string::npos; at = log.find("Xet read ", at + 1))
     lines.push_back(log.substr(at, log.find('\n', at) - at));
-  ASSERT_EQ(lines.size(), 2u) << log;
+  ASSERT_EQ(lines.size(), 3u) << log;
   const std::string head = "Xet read " + cas_.file().hex().substr(0, 16) + "... bytes 1+100: ";
   // The range goes out once the plan is there; when this thread notes that, the fake CAS's
   // thread may already have moved the clock for the range's answer.
@@ -652,6 +654,12 @@ TEST_F(XetSourceTest, EachReadLogsItsTimelineAtDebugLevel) {
   EXPECT_NE(lines[0].find("(0 terms from the chunk cache), done +80 ms"), std::string::npos) << lines[0];
   EXPECT_EQ(lines[1].rfind(head + "plan +0 ms, 1 range out +", 0), 0u) << lines[1];
   EXPECT_NE(lines[1].find("done +30 ms"), std::string::npos) << lines[1];
+  // The whole read's plan (50 ms), its two xorbs' ranges side by side (30 ms each on this clock,
+  // which both fake requests move), then the file's check, which this read decides.
+  const std::string file_head = "Xet file " + cas_.file().hex().substr(0, 16) + "... decided by the read of bytes 0+" +
+                                std::to_string(cas_.size()) + ": checked +";
+  EXPECT_NE(log.find(file_head), std::string::npos) << log;
+  EXPECT_NE(log.find("(2 verified runs), its chunks kept by +"), std::string::npos) << log;
 }
 
 }  // namespace
