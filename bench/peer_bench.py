@@ -120,6 +120,7 @@ MMAP_SLICES, MMAP_SLICE, MMAP_SEED = 100, 64 << 10, 20
 PIECE = 8 << 20  # the direct limit's range size for the sequential file (hubfs's largest request)
 READ_SIZE = 1 << 20
 CONNECTIONS = 16
+TRACE_PRINTED = 60  # --trace: requests of a read printed in the log (all of them go to its file)
 
 # Bounds on everything that waits, so a wedged mount or server ends the run instead of hanging.
 MOUNT_WAIT_S = 30
@@ -536,11 +537,18 @@ class Bench:
         name = os.path.join(self.args.trace, "%s-%d.json" % ("-".join(key[:3]), run))
         with open(name, "w") as f:
             json.dump({"key": list(key), "seconds": self.results[key][-1]["s"], "requests": entries}, f, indent=1)
-        log("trace of %s run %d (%.3f s), seconds from the read's start:" % ("/".join(key[:3]), run,
-                                                                           self.results[key][-1]["s"]))
-        for e in entries:
+        done = [e for e in entries if e.get("end") is not None]
+        seconds = self.results[key][-1]["s"]
+        last = max((e["end"] for e in done), default=0.0)
+        log("trace of %s run %d (%.3f s): %d requests, the first sent at %.3f s, the last byte at %.3f s, "
+            "%.3f s after it; seconds from the read's start:" % (
+                "/".join(key[:3]), run, seconds, len(entries), min((e["begin"] for e in entries), default=0.0),
+                last, seconds - last))
+        for e in entries[:TRACE_PRINTED]:
             log("  %7.3f %7.3f %-8s %-4s %s %s %s" % (e["begin"], e.get("end") or -1, e["kind"], e["method"],
                                                     e.get("status"), e["path"][-40:], e.get("range") or ""))
+        if len(entries) > TRACE_PRINTED:
+            log("  ... %d more in %s" % (len(entries) - TRACE_PRINTED, name))
 
     def record(self, key, seconds, before_stats=None, cpu=None):
         """Stores a read's time and, for reads through the server (before_stats given: the
