@@ -55,7 +55,10 @@ CPU (issue 42): "CPU s/GB" is the reader process's user + system CPU-seconds (wa
 plus, through a mount, its daemon's (hubfs's or rclone's utime + stime in /proc/PID/stat, from
 before the read until the daemon went idle after it), per GB the reader handed back; the local
 server's CPU never counts. The server runs pinned to one CPU (taskset, --server-cpu; the last
-CPU by default on two or more), so its work does not cap the contenders on the others. MB/s are
+CPU by default on two or more), so its work does not cap the contenders on the others; with
+--server-nice N at nice N too, so a VM's other work does not starve it (the real Hub and CDN do
+not share our CPUs: on a loaded VM, requests the readers had sent began at the server up to 1.4 s
+late, docs/benchmarks.md session 28). MB/s are
 the bytes the reader needed on the wire (zea: the chunks' stored sizes; seq: the file; mmap:
 the slices, overlaps once), so every row compares with the direct limit.
 Over-read: "fetched MB" is what the server sent during a cold read (its body bytes, counted
@@ -214,13 +217,15 @@ def checksum(array):
 
 
 class Hub:
-    def __init__(self, root, latency_ms, bandwidth_mbps, host_mbps, log_file, xet=False, cpu=-1):
+    def __init__(self, root, latency_ms, bandwidth_mbps, host_mbps, log_file, xet=False, cpu=-1, nice=0):
         # --exit-on-stdin-eof: if this script dies without its finally blocks (SIGKILL), the
         # server still goes with it.
         extra = ["--xet", "--xet-pack", os.path.join(BIN, "hubfs-xet-pack")] if xet else []
         # On one CPU of its own (issue 42): on two cores it otherwise takes CPU the contenders need.
         self.pinned = cpu >= 0 and shutil.which("taskset") is not None
         pin = ["taskset", "-c", str(cpu)] if self.pinned else []
+        if nice:  # --server-nice: the Hub's stand-in ahead of the VM's other work (see --help)
+            pin = ["nice", "-n", str(nice)] + pin
         with open(log_file, "w") as err:
             self.proc = subprocess.Popen(
                 pin + ["/usr/bin/python3", SERVER, "--root", root, "--latency-ms", str(latency_ms),
@@ -693,7 +698,8 @@ class Bench:
             except OSError:
                 shutil.copy(src, dst)
         self.hub = Hub(os.path.join(self.work, "hub"), args.latency_ms, args.bandwidth_mbps, args.host_mbps,
-                       os.path.join(self.logs, "hub_server.log"), xet=args.xet, cpu=args.server_cpu)
+                       os.path.join(self.logs, "hub_server.log"), xet=args.xet, cpu=args.server_cpu,
+                       nice=args.server_nice)
         # Listing the repo once makes the server hash the files now, not inside a timed read.
         self.hub.request("GET", "/api/%s/tree/main?recursive=true" % REPO)
         self.load_before = os.getloadavg()
@@ -776,7 +782,8 @@ class Bench:
         print("peer benchmark, %s UTC; load average %.1f/%.1f/%.1f before, %.1f/%.1f/%.1f after; %d cores"
               % (self.started.strftime("%Y-%m-%d %H:%M"), *self.load_before, *self.load_after, os.cpu_count()))
         print("server: %s; %s; hubfs --max-requests %d; rclone %s" % (
-            self.shaping(), "pinned to CPU %d (taskset)" % a.server_cpu if self.hub.pinned else "not pinned",
+            self.shaping(), ("pinned to CPU %d (taskset)" % a.server_cpu if self.hub.pinned else "not pinned")
+            + (", nice %d" % a.server_nice if a.server_nice else ""),
             a.requests, rclone_version()))
         print("median of %d; MB/s = bytes the reader needed / s (zea: the frames' stored chunks, seq: the"
               " file, mmap: the slices); %s" % (a.repeat, self.describe_workloads()))
@@ -946,6 +953,10 @@ def main():
     p.add_argument("--keep", action="store_true", help="keep the run's directory (logs, caches)")
     p.add_argument("--server-cpu", type=int, default=(os.cpu_count() or 1) - 1,
                    help="the CPU the local server is pinned to (taskset); -1: not pinned")
+    p.add_argument("--server-nice", type=int, default=0,
+                   help="run the local server at this nice value (e.g. -15): on a VM shared with other work "
+                   "the one Python process pacing every connection is otherwise what a loaded CPU starves "
+                   "first (docs/benchmarks.md, session 28), which the real Hub and CDN never share with us")
     p.add_argument("--no-warm-pages", action="store_true",
                    help="do not touch and free memory before each timed read (warm_pages.py)")
     args = p.parse_args()
