@@ -450,7 +450,9 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
     const MonotonicClock::time_point decided_at = env_.now();
     on_decided(file, decided);
     if (log_enabled(LogLevel::kDebug)) {
-      log_debug("Xet file " + file.hex().substr(0, 16) + "... decided by the read of bytes " + range_text(range) +
+      log_debug("Xet file " + file.hex().substr(0, 16) + "... " +
+                (decided.verdict == hubfs::FileVerdict::kMatch ? "matched" : "did not match") +
+                " its Xet hash, decided by the read of bytes " + range_text(range) +
                 ": checked +" + std::to_string(ms_between(started, decided_at)) + " ms (" +
                 std::to_string(decided.verified_runs.size()) + " verified runs), its chunks kept by +" +
                 std::to_string(ms_between(started, env_.now())) + " ms");

@@ -656,7 +656,8 @@ TEST_F(XetSourceTest, EachReadLogsItsTimelineAtDebugLevel) {
   EXPECT_NE(lines[1].find("done +30 ms"), std::string::npos) << lines[1];
   // The whole read's plan (50 ms), its two xorbs' ranges side by side (30 ms each on this clock,
   // which both fake requests move), then the file's check, which this read decides.
-  const std::string file_head = "Xet file " + cas_.file().hex().substr(0, 16) + "... decided by the read of bytes 0+" +
+  const std::string file_head = "Xet file " + cas_.file().hex().substr(0, 16) +
+                                "... matched its Xet hash, decided by the read of bytes 0+" +
                                 std::to_string(cas_.size()) + ": checked +";
   EXPECT_NE(log.find(file_head), std::string::npos) << log;
   EXPECT_NE(log.find("(2 verified runs), its chunks kept by +"), std::string::npos) << log;
