@@ -311,6 +311,8 @@ def main():
                     "target's run")
     ap.add_argument("--server-cpu", type=int, default=(os.cpu_count() or 1) - 1,
                     help="the CPU the local server is pinned to (taskset); -1: not pinned")
+    ap.add_argument("--server-nice", type=int, default=0,
+                    help="run the local server at this nice value (e.g. -15), as peer_bench.py --server-nice")
     args = ap.parse_args()
     global WARM_PAGES_MB
     if args.no_warm_pages:
@@ -335,6 +337,8 @@ def main():
     # The server on one CPU of its own (issue 42): on two cores it otherwise takes CPU the
     # contenders need, and its share would move with theirs.
     pin = ["taskset", "-c", str(args.server_cpu)] if args.server_cpu >= 0 and shutil.which("taskset") else []
+    if args.server_nice:  # ahead of the VM's other work (peer_bench.py --server-nice)
+        pin = ["nice", "-n", str(args.server_nice)] + pin
     proc = subprocess.Popen(pin + ["/usr/bin/python3", SERVER, "--root", os.path.join(work, "hub"), "--host", "127.0.0.1",
                              "--latency-ms", str(args.latency_ms), "--bandwidth-mbps", str(args.bandwidth_mbps),
                              "--exit-on-stdin-eof"]
@@ -496,7 +500,8 @@ def main():
     cpu_med = {k: statistics.median(v) for k, v in cpu_runs.items() if v}
     cpu_per_gb = {k: round(c / (delivered[k] / 1e9), 3) for k, c in cpu_med.items()}
     out = {"latency_ms": args.latency_ms, "bandwidth_mbps": args.bandwidth_mbps, "repeat": args.repeat, "warm_pages_mb": WARM_PAGES_MB,
-           "server_cpu": args.server_cpu if pin else "not pinned",
+           "server_cpu": args.server_cpu if args.server_cpu >= 0 and shutil.which("taskset") else "not pinned",
+           "server_nice": args.server_nice,
            "load_before_after": [round(x, 2) for x in load_before] + [round(x, 2) for x in os.getloadavg()],
            "median_s": med, "runs_s": {k: [round(x, 3) for x in v] for k, v in runs.items() if v},
            "cpu_s_per_gb": cpu_per_gb, "median_cpu_s": {k: round(v, 3) for k, v in cpu_med.items()},

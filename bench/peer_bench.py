@@ -8,6 +8,7 @@ run over the bundled local Hub server; prints a table and the ratios the issue a
         [--workloads zea16,zea5,seq]     # the default; also mmap300, mmap3g
         [--contenders hubfs,base --baseline-bin OTHER/build/bin]
         [--xet --contenders hubfs,bridge,direct --workloads zea16]   # Xet-stored files
+        [--trace DIR]    # each cold read's requests, as the server saw them, and a timeline
     /usr/bin/python3 bench/peer_bench.py --latency-ms 20 --bandwidth-mbps 0   # "nothing worse"
     # issue 20's over-read targets: the host, not the connection, is the limit
     /usr/bin/python3 bench/peer_bench.py --workloads zea5,mmap300,mmap3g --host-mbps 800 \
@@ -54,7 +55,10 @@ CPU (issue 42): "CPU s/GB" is the reader process's user + system CPU-seconds (wa
 plus, through a mount, its daemon's (hubfs's or rclone's utime + stime in /proc/PID/stat, from
 before the read until the daemon went idle after it), per GB the reader handed back; the local
 server's CPU never counts. The server runs pinned to one CPU (taskset, --server-cpu; the last
-CPU by default on two or more), so its work does not cap the contenders on the others. MB/s are
+CPU by default on two or more), so its work does not cap the contenders on the others; with
+--server-nice N at nice N too, so a VM's other work does not starve it (the real Hub and CDN do
+not share our CPUs: on a loaded VM, requests the readers had sent began at the server up to 1.4 s
+late, docs/benchmarks.md session 28). MB/s are
 the bytes the reader needed on the wire (zea: the chunks' stored sizes; seq: the file; mmap:
 the slices, overlaps once), so every row compares with the direct limit.
 Over-read: "fetched MB" is what the server sent during a cold read (its body bytes, counted
@@ -119,6 +123,7 @@ MMAP_SLICES, MMAP_SLICE, MMAP_SEED = 100, 64 << 10, 20
 PIECE = 8 << 20  # the direct limit's range size for the sequential file (hubfs's largest request)
 READ_SIZE = 1 << 20
 CONNECTIONS = 16
+TRACE_PRINTED = 60  # --trace: requests of a read printed in the log (all of them go to its file)
 
 # Bounds on everything that waits, so a wedged mount or server ends the run instead of hanging.
 MOUNT_WAIT_S = 30
@@ -212,13 +217,15 @@ def checksum(array):
 
 
 class Hub:
-    def __init__(self, root, latency_ms, bandwidth_mbps, host_mbps, log_file, xet=False, cpu=-1):
+    def __init__(self, root, latency_ms, bandwidth_mbps, host_mbps, log_file, xet=False, cpu=-1, nice=0):
         # --exit-on-stdin-eof: if this script dies without its finally blocks (SIGKILL), the
         # server still goes with it.
         extra = ["--xet", "--xet-pack", os.path.join(BIN, "hubfs-xet-pack")] if xet else []
         # On one CPU of its own (issue 42): on two cores it otherwise takes CPU the contenders need.
         self.pinned = cpu >= 0 and shutil.which("taskset") is not None
         pin = ["taskset", "-c", str(cpu)] if self.pinned else []
+        if nice:  # --server-nice: the Hub's stand-in ahead of the VM's other work (see --help)
+            pin = ["nice", "-n", str(nice)] + pin
         with open(log_file, "w") as err:
             self.proc = subprocess.Popen(
                 pin + ["/usr/bin/python3", SERVER, "--root", root, "--latency-ms", str(latency_ms),
@@ -519,6 +526,35 @@ class Bench:
         """The programs a contender runs: --baseline-bin's for "base", this tree's otherwise."""
         return self.args.baseline_bin if contender == "base" else BIN
 
+    def save_trace(self, key, started):
+        """With --trace: the server's request log of the read just recorded (begin and end of each
+        request, seconds since the read's start) to DIR/<key>-<run>.json, and its timeline to the
+        log: where requests wait on each other and how many are in flight."""
+        if not self.args.trace or key[3] != "cold":
+            return
+        run = len(self.results[key])
+        entries = json.loads(self.hub.request("GET", "/_hubfs/trace")[2])
+        for e in entries:
+            for f in ("begin", "end"):
+                if e.get(f) is not None:
+                    e[f] = round(e[f] - started, 4)
+        os.makedirs(self.args.trace, exist_ok=True)
+        name = os.path.join(self.args.trace, "%s-%d.json" % ("-".join(key[:3]), run))
+        with open(name, "w") as f:
+            json.dump({"key": list(key), "seconds": self.results[key][-1]["s"], "requests": entries}, f, indent=1)
+        done = [e for e in entries if e.get("end") is not None]
+        seconds = self.results[key][-1]["s"]
+        last = max((e["end"] for e in done), default=0.0)
+        log("trace of %s run %d (%.3f s): %d requests, the first sent at %.3f s, the last byte at %.3f s, "
+            "%.3f s after it; seconds from the read's start:" % (
+                "/".join(key[:3]), run, seconds, len(entries), min((e["begin"] for e in entries), default=0.0),
+                last, seconds - last))
+        for e in entries[:TRACE_PRINTED]:
+            log("  %7.3f %7.3f %-8s %-4s %s %s %s" % (e["begin"], e.get("end") or -1, e["kind"], e["method"],
+                                                    e.get("status"), e["path"][-40:], e.get("range") or ""))
+        if len(entries) > TRACE_PRINTED:
+            log("  ... %d more in %s" % (len(entries) - TRACE_PRINTED, name))
+
     def record(self, key, seconds, before_stats=None, cpu=None):
         """Stores a read's time and, for reads through the server (before_stats given: the
         counters right after the reset that preceded the read), what the server did for it:
@@ -571,6 +607,7 @@ class Bench:
         if self.hub is not None:
             self.hub.wait_quiet()
             self.hub.reset()
+        reset_at = time.perf_counter()
         self.warm_pages()
         before = self.hub.stats() if self.hub is not None else None
         # A read on a wedged FUSE mount would block forever; the alarm interrupts it (FUSE reads
@@ -579,6 +616,7 @@ class Bench:
         daemon = self.mount.pid if self.mount is not None else None
         hubfs_mount = isinstance(self.mount, HubfsMount)
         unread_before = self.mount.status().get("read_ahead_unread_bytes", 0) if hubfs_mount else None
+        started = time.perf_counter() - reset_at  # the trace's times are from the reset
         try:
             if reader == "h5chunk":
                 # No -o: the array stays in the process, as h5py's does (writing 200 MB even to
@@ -596,6 +634,8 @@ class Bench:
             signal.alarm(0)
         self.check(reader, workload, got, value)
         self.record(key, seconds, before if contender != "local" else None, cpu)
+        if contender != "local":
+            self.save_trace(key, started)
         if hubfs_mount:  # read-ahead fetched during this read and never read: its waste
             self.results[key][-1]["unread_bytes"] = self.mount.status().get("read_ahead_unread_bytes", 0) - unread_before
 
@@ -658,7 +698,8 @@ class Bench:
             except OSError:
                 shutil.copy(src, dst)
         self.hub = Hub(os.path.join(self.work, "hub"), args.latency_ms, args.bandwidth_mbps, args.host_mbps,
-                       os.path.join(self.logs, "hub_server.log"), xet=args.xet, cpu=args.server_cpu)
+                       os.path.join(self.logs, "hub_server.log"), xet=args.xet, cpu=args.server_cpu,
+                       nice=args.server_nice)
         # Listing the repo once makes the server hash the files now, not inside a timed read.
         self.hub.request("GET", "/api/%s/tree/main?recursive=true" % REPO)
         self.load_before = os.getloadavg()
@@ -689,10 +730,13 @@ class Bench:
                 drop_caches()  # the server reads the file from disk, as for the mounts' cold reads
                 self.hub.wait_quiet()
                 self.hub.reset()
+                reset_at = time.perf_counter()
                 self.warm_pages()
                 before = self.hub.stats()
+                started = time.perf_counter() - reset_at
                 s = direct_fetch(self.hub, location, self.ranges[workload])
                 self.record(("direct", "ranges", workload, "cold"), s, before)
+                self.save_trace(("direct", "ranges", workload, "cold"), started)
             self.progress(rep)
         self.load_after = os.getloadavg()
         self.report()
@@ -738,7 +782,8 @@ class Bench:
         print("peer benchmark, %s UTC; load average %.1f/%.1f/%.1f before, %.1f/%.1f/%.1f after; %d cores"
               % (self.started.strftime("%Y-%m-%d %H:%M"), *self.load_before, *self.load_after, os.cpu_count()))
         print("server: %s; %s; hubfs --max-requests %d; rclone %s" % (
-            self.shaping(), "pinned to CPU %d (taskset)" % a.server_cpu if self.hub.pinned else "not pinned",
+            self.shaping(), ("pinned to CPU %d (taskset)" % a.server_cpu if self.hub.pinned else "not pinned")
+            + (", nice %d" % a.server_nice if a.server_nice else ""),
             a.requests, rclone_version()))
         print("median of %d; MB/s = bytes the reader needed / s (zea: the frames' stored chunks, seq: the"
               " file, mmap: the slices); %s" % (a.repeat, self.describe_workloads()))
@@ -903,9 +948,15 @@ def main():
                    "directory (another commit's build/bin), measured in the same run as this tree's")
     p.add_argument("--workloads", default="zea16,zea5,seq",
                    help="comma-separated subset of %s" % ",".join(WORKLOADS))
+    p.add_argument("--trace", metavar="DIR", help="save each cold read's request log (the server's "
+                   "/_hubfs/trace, from the read's start) to DIR and print its timeline")
     p.add_argument("--keep", action="store_true", help="keep the run's directory (logs, caches)")
     p.add_argument("--server-cpu", type=int, default=(os.cpu_count() or 1) - 1,
                    help="the CPU the local server is pinned to (taskset); -1: not pinned")
+    p.add_argument("--server-nice", type=int, default=0,
+                   help="run the local server at this nice value (e.g. -15): on a VM shared with other work "
+                   "the one Python process pacing every connection is otherwise what a loaded CPU starves "
+                   "first (docs/benchmarks.md, session 28), which the real Hub and CDN never share with us")
     p.add_argument("--no-warm-pages", action="store_true",
                    help="do not touch and free memory before each timed read (warm_pages.py)")
     args = p.parse_args()

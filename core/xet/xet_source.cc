@@ -13,6 +13,10 @@ namespace {
 
 std::string range_text(hubfs::ByteRange r) { return std::to_string(r.offset) + "+" + std::to_string(r.length); }
 
+long long ms_between(MonotonicClock::time_point a, MonotonicClock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
+}
+
 std::string status_text(const HttpResponse& r) {
   std::string body = r.body.substr(0, 200);
   for (char& c : body) {
@@ -48,6 +52,17 @@ Status as_service_error(const Status& s, const Deadline& read_deadline) {
       if (read_deadline.expired()) return Timeout("Xet read: " + s.message());
       return Unavailable("the Xet storage service failed: " + s.message());
   }
+}
+
+// One read's debug line: when (ms from the read's start, plan included: its token, or its wait
+// for a plan another read asked) its plan was there, its ranges were out and it was done.
+std::string read_timeline(const MerkleHash& file, hubfs::ByteRange range, long long plan_ms, size_t ranges_out,
+                          size_t cached_terms, long long out_ms, long long done_ms, const Status& result) {
+  return "Xet read " + file.hex().substr(0, 16) + "... bytes " + range_text(range) + ": plan +" +
+         std::to_string(plan_ms) + " ms, " + std::to_string(ranges_out) + (ranges_out == 1 ? " range" : " ranges") +
+         " out +" + std::to_string(out_ms) + " ms (" + std::to_string(cached_terms) +
+         " terms from the chunk cache), done +" + std::to_string(done_ms) + " ms" +
+         (result.ok() ? "" : " (failed: " + result.message() + ")");
 }
 
 }  // namespace
@@ -253,11 +268,15 @@ void XetReader::on_decided(const MerkleHash& file, XetFileChecks::Recorded& deci
 Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
                                          const Deadline& deadline, bool fresh, const std::string& block_key,
                                          std::string* mismatch) {
+  // The read's steps on the Env's clock, for its debug line (read_timeline): where a cold read's
+  // round trips go, drawn from the log without a tracer.
+  const MonotonicClock::time_point started = env_.now();
   auto planned = plans_.get(file, range, deadline, fresh,
                             [this](const MerkleHash& f, hubfs::ByteRange r, const Deadline& d, int* v) {
                               return ask_plan(f, r, d, v);
                             });
   if (!planned.ok()) return planned.status();
+  const MonotonicClock::time_point plan_ready = env_.now();
   const ReconstructionPlan& plan = *planned->plan;
   auto reads = map_read(plan, planned->covered.offset, range.offset, range.length);
   if (!reads.ok()) return Unavailable("reconstruction of " + file.hex() + ": " + reads.status().message());
@@ -314,6 +333,7 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
   // slots, so its ranges after the first go out beside it (HttpRequest::companion). Each is
   // decoded, every chunk hashed (the file's check needs every one), as its bytes arrive.
   bool first_out = true;
+  size_t ranges_out = 0;
   for (Request& r : requests) {
     if (!r.needed) continue;
     const uint32_t unknown = r.listed->chunks.count() > r.known_chunks ? r.listed->chunks.count() - r.known_chunks : 0;
@@ -328,7 +348,9 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
     r.pending = fetch_xorb_range(transport_, r.fetch->url, r.xorb, *r.listed, deadline, capacity, extras,
                                  !first_out, xorbs_, &r.decoder);
     first_out = false;
+    ++ranges_out;
   }
+  const MonotonicClock::time_point out_at = env_.now();
   // While the ranges wait for their first bytes, this thread maps the memory their decoders
   // will write and this read's output: the transport's one thread, which copies every byte in,
   // then finds its pages there (fresh pages cost a fault and zeroing each; docs/xet.md).
@@ -399,6 +421,12 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
       out.append(d.data, begin + t.skip - d.dropped, t.take);
     }
   }
+  if (log_enabled(LogLevel::kDebug)) {
+    size_t cached_terms = 0;
+    for (const Piece& p : pieces) cached_terms += p.cached.has_value();
+    log_debug(read_timeline(file, range, ms_between(started, plan_ready), ranges_out, cached_terms,
+                            ms_between(started, out_at), ms_between(started, env_.now()), first_error));
+  }
   if (!first_error.ok()) return first_error;
   if (out.size() != range.length) {
     return Unavailable("Xet read assembled " + std::to_string(out.size()) + " bytes for a " +
@@ -418,7 +446,18 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
     return Unavailable("Xet file " + file.hex() + ": " + decided.why +
                        ": the storage service did not serve this file");
   }
-  if (decided.verdict != hubfs::FileVerdict::kUnknown) on_decided(file, decided);
+  if (decided.verdict != hubfs::FileVerdict::kUnknown) {
+    const MonotonicClock::time_point decided_at = env_.now();
+    on_decided(file, decided);
+    if (log_enabled(LogLevel::kDebug)) {
+      log_debug("Xet file " + file.hex().substr(0, 16) + "... " +
+                (decided.verdict == hubfs::FileVerdict::kMatch ? "matched" : "did not match") +
+                " its Xet hash, decided by the read of bytes " + range_text(range) +
+                ": checked +" + std::to_string(ms_between(started, decided_at)) + " ms (" +
+                std::to_string(decided.verified_runs.size()) + " verified runs), its chunks kept by +" +
+                std::to_string(ms_between(started, env_.now())) + " ms");
+    }
+  }
   return out;
 }
 

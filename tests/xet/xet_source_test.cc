@@ -12,11 +12,13 @@
 
 #include <atomic>
 #include <cstdio>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <random>
 #include <set>
 
+#include "common/log.h"
 #include "support/fake_transport.h"
 #include "xet/streaming_transport.h"
 #include "support/manual_env.h"
@@ -72,9 +74,12 @@ class FakeCas {
   MerkleHash file() const { return file_; }
 
   Result<HttpResponse> handle(const HttpRequest& r) {
+    const bool is_plan = r.url.find("/reconstructions/") != std::string::npos;
+    if (is_plan && on_plan) on_plan();  // outside mu_: it may move the test's clock
+    if (!is_plan && on_xorb) on_xorb();
     std::lock_guard<std::mutex> lock(mu_);
     const std::string range = find_header(r.headers, "Range").value_or("");
-    if (r.url.find("/reconstructions/") != std::string::npos) {
+    if (is_plan) {
       ++reconstructions;
       const bool v2 = r.url.find("/v2/") != std::string::npos;
       if (v2 && v2_status) return status(v2_status);
@@ -148,6 +153,8 @@ class FakeCas {
   int plan_faults = 0;
   XorbFault xorb_fault = XorbFault::kNone;
   int xorb_faults = 0;
+  // Run as each plan / xorb request arrives, before it is answered (set before any read).
+  std::function<void()> on_plan, on_xorb;
   std::mutex mu_;
 
  private:
@@ -608,6 +615,52 @@ TEST_F(XetSourceTest, AWholeReadMatchesItsFileAndPartsDoNotDecide) {
   }, Deadline::never());
   EXPECT_EQ(provenance.get_future().get(), Provenance::kFileHashed);
   EXPECT_EQ(source->file_verdict(), FileVerdict::kMatch);
+}
+
+// A read's debug line says when its plan was there, its ranges out and the read done, from the
+// read's start on the Env's clock: the timeline of a cold read without a tracer.
+TEST_F(XetSourceTest, EachReadLogsItsTimelineAtDebugLevel) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  set_log_file(f);
+  set_log_level(LogLevel::kDebug);
+  // The round trips, on the manual clock: each plan answers 50 ms after it is asked, each xorb
+  // range 30 ms after.
+  cas_.on_plan = [this] { env_.advance(std::chrono::milliseconds(50)); };
+  cas_.on_xorb = [this] { env_.advance(std::chrono::milliseconds(30)); };
+  auto r = reader();
+  auto cold = r->fetch(cas_.file(), cas_.size(), {1, 100});
+  auto kept = r->fetch(cas_.file(), cas_.size(), {1, 100});  // the kept plan: no round trip for it
+  auto whole = r->fetch(cas_.file(), cas_.size(), {0, cas_.size()});  // decides the file's check
+  r->shutdown();
+  set_log_level(LogLevel::kInfo);
+  set_log_file(nullptr);
+  ASSERT_TRUE(cold.ok()) << cold.status().message();
+  ASSERT_TRUE(kept.ok()) << kept.status().message();
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  std::rewind(f);
+  std::string log;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) log.append(buf, n);
+  std::fclose(f);
+  std::vector<std::string> lines;
+  for (size_t at = log.find("Xet read "); at != std::string::npos; at = log.find("Xet read ", at + 1))
+    lines.push_back(log.substr(at, log.find('\n', at) - at));
+  ASSERT_EQ(lines.size(), 3u) << log;
+  const std::string head = "Xet read " + cas_.file().hex().substr(0, 16) + "... bytes 1+100: ";
+  // The range goes out once the plan is there; when this thread notes that, the fake CAS's
+  // thread may already have moved the clock for the range's answer.
+  EXPECT_EQ(lines[0].rfind(head + "plan +50 ms, 1 range out +", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find("(0 terms from the chunk cache), done +80 ms"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[1].rfind(head + "plan +0 ms, 1 range out +", 0), 0u) << lines[1];
+  EXPECT_NE(lines[1].find("done +30 ms"), std::string::npos) << lines[1];
+  // The whole read's plan (50 ms), its two xorbs' ranges side by side (30 ms each on this clock,
+  // which both fake requests move), then the file's check, which this read decides.
+  const std::string file_head = "Xet file " + cas_.file().hex().substr(0, 16) +
+                                "... matched its Xet hash, decided by the read of bytes 0+" +
+                                std::to_string(cas_.size()) + ": checked +";
+  EXPECT_NE(log.find(file_head), std::string::npos) << log;
+  EXPECT_NE(log.find("(2 verified runs), its chunks kept by +"), std::string::npos) << log;
 }
 
 }  // namespace
