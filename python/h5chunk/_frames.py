@@ -139,7 +139,6 @@ class FrameDataset:
 
     def _hint(self, indices: Iterable[int], max_bytes: Optional[int], arrivals: Optional["_Arrivals"]) -> int:
         """hint(), marking the hinted blocks with ``arrivals`` (a plan's) until they are cached."""
-        per_file: Dict[int, List[Tuple[int, int]]] = collections.defaultdict(list)
         frames: List[Tuple[int, List[Tuple[int, int]]]] = []
         total = 0
         for i in indices:
@@ -147,28 +146,36 @@ class FrameDataset:
             size = sum(n for _, n in ranges)
             if max_bytes is not None and total and total + size > max_bytes:
                 break
-            per_file[k].extend(ranges)
             frames.append((k, ranges))
             total += size
         if arrivals is None:
-            for k, ranges in per_file.items():
-                self._dataset(k).file._hint(ranges)
+            self._send_hints(frames)
             return total
         # A plan (hf://): only frames with blocks the disk cache lacks are hinted, and those
-        # blocks are marked before the hints go out, so no worker fetches them meanwhile. A
+        # blocks are marked before their hint goes out, so no worker fetches them meanwhile. A
         # cached frame costs the planner no read of its blocks (a warm epoch hints nothing).
-        per_file.clear()
-        marked = []
+        # Frame by frame, in order: the first frame's requests go out at once, not after the
+        # whole batch was looked up and marked (64 frames: 0.3 s before the first request).
         for k, ranges in frames:
             missing = arrivals.missing(k, ranges)
             if missing:
-                per_file[k].extend(ranges)
-                marked.append((k, ranges, arrivals.hold(k, missing)))
-        for k, ranges in per_file.items():
-            self._dataset(k).file._hint(ranges)
-        for k, ranges, names in marked:
-            arrivals.add(k, ranges, names)
+                names = arrivals.hold(k, missing)
+                self._dataset(k).file._hint(ranges)
+                arrivals.add(k, ranges, names)
         return total
+
+    def _send_hints(self, frames: List[Tuple[int, List[Tuple[int, int]]]]) -> None:
+        """Hints these frames in the order given, one hint per run of frames of one file: the
+        reader queues requests in the order hinted, so the frames the workers need first go out
+        first. (One hint per file sent a file's frames due late ahead of the next file's due
+        soon, and the workers waited on frames queued behind later ones.)"""
+        run_k, run = None, []
+        for k, ranges in frames + [(None, [])]:
+            if k != run_k and run:
+                self._dataset(run_k).file._hint(run)
+                run = []
+            run_k = k
+            run.extend(ranges)
 
     def _arrivals(self) -> Optional["_Arrivals"]:
         """What a plan marks its hints with: hf:// files sharing a disk cache only."""
@@ -242,6 +249,7 @@ class FramePlan:
         hinted_waiting = 0  # stored bytes hinted and not yet yielded
         exhausted = False
         batch_at = max(1, self.ahead // 2)
+        yielded = 0
         while True:
             while not exhausted and len(buffer) < self.lead + self.ahead + 1:
                 try:
@@ -251,9 +259,15 @@ class FramePlan:
                     break
                 _, ranges = self.dataset.frame_ranges(i)
                 buffer.append([i, sum(n for _, n in ranges), False])
-            if self.ahead:
-                # Positions 1..lead follow the index yielded next: the workers fetch those.
-                todo = [e for k, e in enumerate(buffer) if k > self.lead and not e[2]]
+            # The first `lead` indices go out before any hint: the loader hands them to its
+            # workers at once, and they fetch them while the plan hints those after them (the
+            # first hint of 64 frames took 0.3 s of this thread while the workers had nothing).
+            if self.ahead and yielded >= self.lead:
+                # Then positions 1..lead follow the index yielded next: the workers fetch those.
+                # (The first hint, `lead` indices later, covers the same frames as it would have
+                # then: the `ahead` after the workers' first.)
+                owned = self.lead if yielded > self.lead else 0
+                todo = [e for k, e in enumerate(buffer) if owned < k <= owned + self.ahead and not e[2]]
                 if todo and (len(todo) >= batch_at or exhausted):
                     batch = []
                     for e in todo:
@@ -268,6 +282,7 @@ class FramePlan:
             i, size, hinted = buffer.popleft()
             if hinted:
                 hinted_waiting -= size
+            yielded += 1
             yield i
 
 
@@ -281,13 +296,16 @@ _DISK_POLL_MAX = 0.01
 
 class _Arrivals:
     """A plan's side of the in-flight markers: it holds a marker on each block it hints, and
-    releases a frame's once that frame's bytes are in this process's cache. Threads read them
-    here for that: a read joins the hint's fetches and fetches nothing else (the blocks are
-    claimed), and returns once the blocks are in; the disk cache has them a moment later."""
+    releases a frame's once that frame's bytes are in this process's cache. Threads read a byte
+    of each of its blocks here for that: a read joins the hint's fetch of its block and fetches
+    nothing else (the blocks are claimed), and returns once the block is in; the disk cache has
+    it a moment later."""
 
-    # Frames waited on at once: arrivals come roughly in hint order, and a few threads keep a
-    # slow frame from holding back the markers of those behind it.
-    THREADS = 4
+    # Frames waited on at once, in hint order: as many as the transport's requests in flight
+    # (16), so a frame whose request is still queued does not hold back the markers of frames
+    # already in. (With 4, fetched frames waited a median 0.3 s, 1.4 s in the queue, for their
+    # release while the workers waited on them: docs/benchmarks.md, session 28.)
+    THREADS = 16
 
     def __init__(self, dataset: FrameDataset, markers: "_inflight.Markers") -> None:
         self._dataset = dataset
@@ -311,7 +329,7 @@ class _Arrivals:
         self._queue.put((k, ranges, names))
 
     def _run(self) -> None:
-        buffer = bytearray(0)
+        byte = bytearray(1)
         while True:
             item = self._queue.get()
             if item is None:
@@ -320,10 +338,9 @@ class _Arrivals:
             try:
                 if names and not self._closed:
                     raw = self._dataset._dataset(k).file._hub_file._core_file()
-                    for offset, length in ranges:
-                        if len(buffer) < length:
-                            buffer = bytearray(length)
-                        raw.readinto(memoryview(buffer)[:length], offset)
+                    # A byte per block: the wait for each block without a copy of the frame.
+                    for b in _inflight.blocks_of(ranges):
+                        raw.readinto(byte, b * _inflight.BLOCK)
                     # A read returns once the blocks are in memory; the disk cache, which the
                     # workers read, has them a moment later (written after the waiters go).
                     delay, deadline = _DISK_POLL_FIRST, time.monotonic() + _DISK_WAIT_SECONDS

@@ -119,6 +119,54 @@ def test_plan_yields_the_order_each_epoch_and_hints_ahead(hub, opts):
     assert sorted(first) == sorted(second) == list(range(len(ds))) and first != second
 
 
+def _record_hints(ds, monkeypatch):
+    """The (file, first offset) of every hint ds's files send, in the order sent. The plan takes
+    every frame as missing from the disk cache (these small files are whole in it once the
+    dataset hinted their first blocks)."""
+    from h5chunk import _frames, _inflight
+    monkeypatch.setattr(_frames._Arrivals, "missing", lambda self, k, ranges: _inflight.blocks_of(ranges))
+    sent = []
+    file_type = type(ds._dataset(0).file)
+    hint = file_type._hint
+
+    def recorded(f, ranges):
+        sent.append((ds.paths.index(f.filename), ranges[0][0]))
+        return hint(f, ranges)
+    monkeypatch.setattr(file_type, "_hint", recorded)
+    return sent
+
+
+def test_plan_hints_frames_in_the_order_they_come(hub, opts, monkeypatch):
+    # The reader queues requests in the order hinted: frames of many files go out in the
+    # sampler's order, not grouped by file (which put a file's late frames before the next
+    # file's early ones).
+    ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
+    sent = _record_hints(ds, monkeypatch)
+    order = list(np.random.default_rng(5).permutation(len(ds)))
+    assert list(ds.plan(order, ahead=len(ds), lead=0)) == order
+    frames = [(k, ranges[0][0]) for k, ranges in (ds.frame_ranges(i) for i in order[1:])]
+    assert sent == frames
+    # hint() alone (no plan) also keeps the order, one hint per run of one file's frames.
+    sent.clear()
+    ds.hint([0, 1, FRAMES, 2])
+    assert sent == [(0, ds.frame_ranges(0)[1][0][0]), (1, ds.frame_ranges(FRAMES)[1][0][0]),
+                    (0, ds.frame_ranges(2)[1][0][0])]
+
+
+def test_plan_hands_out_the_workers_frames_before_it_hints(hub, opts, monkeypatch):
+    # The first `lead` indices are the workers' at once: they go out before the plan spends
+    # time on its first hint, which then covers every frame after them.
+    ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
+    sent = _record_hints(ds, monkeypatch)
+    order = list(range(len(ds)))
+    it = iter(ds.plan(order, ahead=6, lead=3))
+    assert [next(it) for _ in range(3)] == order[:3]
+    assert sent == []
+    assert next(it) == order[3]
+    assert sent == [(k, ranges[0][0]) for k, ranges in (ds.frame_ranges(i) for i in order[4:10])]
+    assert list(it) == order[4:]
+
+
 def test_plan_caps_what_it_hints_by_bytes(hub, opts):
     ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
     one = sum(n for _, n in ds.frame_ranges(0)[1])
