@@ -25,7 +25,10 @@ Where an epoch's time goes: --profile prints, per epoch, the CPU seconds of each
 bench's, where a plan runs; the workers'; the Hub server's; a mount's daemon), each frame's wall
 time, CPU and wait on in-flight markers in its worker, and from the Hub's trace the range
 requests in flight over the epoch and the blocks requested twice (with --dir, the trace is
-kept in DIR/logs/). --perf PERF_DIR records each epoch's processes with `perf record -g`. A kept
+kept in DIR/logs/); then each frame's way through the epoch, on one clock for every process:
+when the plan hinted it, when it was handed to a worker, when the Hub ended its last block's
+request, when the plan released its markers, when its worker started and ended it (medians and
+p90s of the gaps, and counts per tenth of the epoch), and how busy each worker was. --perf PERF_DIR records each epoch's processes with `perf record -g`. A kept
 --dir keeps its files when they were written for the same workload (files, frames, seed).
 """
 
