@@ -341,9 +341,10 @@ class _Arrivals:
             try:
                 if names and not self._closed:
                     raw = self._dataset._dataset(k).file._hub_file._core_file()
-                    # A byte per block: the wait for each block without a copy of the frame.
-                    for b in _inflight.blocks_of(ranges):
-                        raw.readinto(byte, b * _inflight.BLOCK)
+                    # A byte of the ranges in each block: the wait for each block without a
+                    # copy of the frame (and no byte outside the hinted ranges).
+                    for offset in _block_starts(ranges):
+                        raw.readinto(byte, offset)
                     # A read returns once the blocks are in memory; the disk cache, which the
                     # workers read, has them a moment later (written after the waiters go).
                     delay, deadline = _DISK_POLL_FIRST, time.monotonic() + _DISK_WAIT_SECONDS
@@ -368,6 +369,19 @@ class _Arrivals:
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join()
+
+
+def _block_starts(ranges: Iterable[Tuple[int, int]]) -> List[int]:
+    """The first offset of these (offset, length) ranges in each block they touch, ascending."""
+    firsts: Dict[int, int] = {}
+    for offset, length in ranges:
+        end = offset + length
+        at = offset
+        while at < end:
+            b = at // _inflight.BLOCK
+            firsts[b] = min(firsts.get(b, at), at)
+            at = (b + 1) * _inflight.BLOCK
+    return [firsts[b] for b in sorted(firsts)]
 
 
 def _marker_dir(paths: Sequence[str], options: dict) -> Optional[str]:

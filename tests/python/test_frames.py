@@ -167,6 +167,15 @@ def test_plan_hands_out_the_workers_frames_before_it_hints(hub, opts, monkeypatc
     assert list(it) == order[4:]
 
 
+def test_a_plan_waits_for_a_frame_by_one_byte_in_each_of_its_blocks():
+    from h5chunk._frames import _block_starts
+    mib = 1 << 20
+    assert _block_starts([(100, 10)]) == [100]
+    assert _block_starts([(mib - 5, 10)]) == [mib - 5, mib]
+    assert _block_starts([(3 * mib + 7, 2 * mib)]) == [3 * mib + 7, 4 * mib, 5 * mib]
+    assert _block_starts([(2 * mib + 50, 10), (2 * mib + 10, 10), (0, 0)]) == [2 * mib + 10]
+
+
 def test_plan_caps_what_it_hints_by_bytes(hub, opts):
     ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
     one = sum(n for _, n in ds.frame_ranges(0)[1])
