@@ -28,8 +28,9 @@ requests in flight over the epoch and the blocks requested twice (with --dir, th
 kept in DIR/logs/); then each frame's way through the epoch, on one clock for every process:
 when the plan hinted it, when it was handed to a worker, when the Hub ended its last block's
 request, when the plan released its markers, when its worker started and ended it (medians and
-p90s of the gaps, and counts per tenth of the epoch), and how busy each worker was. --perf PERF_DIR records each epoch's processes with `perf record -g`. A kept
---dir keeps its files when they were written for the same workload (files, frames, seed).
+p90s of the gaps, and counts per tenth of the epoch), and how busy each worker was. --perf
+PERF_DIR records each epoch's processes with `perf record -g`. A kept --dir keeps its files
+when they were written for the same workload (files, frames, seed).
 """
 
 import argparse
