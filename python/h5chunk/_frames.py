@@ -217,8 +217,9 @@ class FramePlan:
     """The sampler ``FrameDataset.plan`` returns: iterating it yields ``order``. The next ``lead``
     indices are the workers' own to fetch (a DataLoader hands them out at once: prefetch_factor x
     workers); the ``ahead`` beyond them are hinted, in batches (whenever half of them are not
-    yet hinted, those go as one hint per file), at most ``max_bytes`` stored bytes hinted and not
-    yet yielded. A frame is hinted at most once per epoch."""
+    yet hinted, those are chosen), at most ``max_bytes`` stored bytes chosen and not yet yielded.
+    A batch's frames are hinted in order, ``ahead / lead`` of them before each index yielded. A
+    frame is hinted at most once per epoch."""
 
     def __init__(self, dataset: FrameDataset, order: Any, ahead: int, max_bytes: int, lead: int) -> None:
         if ahead < 0 or lead < 0:
@@ -245,47 +246,49 @@ class FramePlan:
 
     def _iterate(self, arrivals: Optional["_Arrivals"]) -> Iterator[int]:
         source = iter(self.order)
-        buffer: "collections.deque[list]" = collections.deque()  # [index, stored bytes, hinted]
-        hinted_waiting = 0  # stored bytes hinted and not yet yielded
+        # [index, stored bytes, chosen for a hint, hinted]
+        buffer: "collections.deque[list]" = collections.deque()
+        pending: "collections.deque[list]" = collections.deque()  # chosen, not yet hinted
+        hinted_waiting = 0  # stored bytes chosen for hints and not yet yielded
         exhausted = False
         batch_at = max(1, self.ahead // 2)
-        yielded = 0
+        # Frames hinted per index yielded: a batch is spread over the indices the loader takes
+        # at once (its lead), so the workers get their first frames while the plan's first
+        # hint is still going out, and the first requests leave after one frame's lookups
+        # (a 64-frame hint took 0.3 s of this thread, loaded, before the first index went out).
+        per_step = max(1, -(-self.ahead // max(1, self.lead)))
         while True:
-            # Before the first hint, only the index to yield: the lookups of the frames to hint
-            # (0.3 s for 73 on a loaded machine) wait until the workers have their first ones.
-            wanted = self.lead + self.ahead + 1 if yielded >= self.lead else 1
-            while not exhausted and len(buffer) < wanted:
+            while not exhausted and len(buffer) < self.lead + self.ahead + 1:
                 try:
                     i = next(source)
                 except StopIteration:
                     exhausted = True
                     break
                 _, ranges = self.dataset.frame_ranges(i)
-                buffer.append([i, sum(n for _, n in ranges), False])
-            # The first `lead` indices go out before any hint: the loader hands them to its
-            # workers at once, and they fetch them while the plan hints those after them (the
-            # first hint of 64 frames took 0.3 s of this thread while the workers had nothing).
-            if self.ahead and yielded >= self.lead:
-                # Then positions 1..lead follow the index yielded next: the workers fetch those.
-                # (The first hint, `lead` indices later, covers the same frames as it would have
-                # then: the `ahead` after the workers' first.)
-                owned = self.lead if yielded > self.lead else 0
-                todo = [e for k, e in enumerate(buffer) if owned < k <= owned + self.ahead and not e[2]]
+                buffer.append([i, sum(n for _, n in ranges), False, False])
+            if self.ahead and not pending:
+                # Positions 1..lead follow the index yielded next: the workers fetch those.
+                todo = [e for k, e in enumerate(buffer) if k > self.lead and not e[2]]
                 if todo and (len(todo) >= batch_at or exhausted):
-                    batch = []
                     for e in todo:
-                        if batch and hinted_waiting + e[1] > self.max_bytes:
+                        if pending and hinted_waiting + e[1] > self.max_bytes:
                             break
-                        batch.append(e)
+                        pending.append(e)
                         hinted_waiting += e[1]
                         e[2] = True
-                    self.hinted_bytes += self.dataset._hint([e[0] for e in batch], None, arrivals)
+            if pending:
+                step = [pending.popleft() for _ in range(min(per_step, len(pending)))]
+                for e in step:
+                    e[3] = True
+                self.hinted_bytes += self.dataset._hint([e[0] for e in step], None, arrivals)
             if not buffer:
                 return
-            i, size, hinted = buffer.popleft()
-            if hinted:
+            entry = buffer.popleft()
+            i, size, chosen, hinted = entry
+            if chosen:
                 hinted_waiting -= size
-            yielded += 1
+                if not hinted:
+                    pending.remove(entry)  # handed out before its hint: the workers fetch it
             yield i
 
 

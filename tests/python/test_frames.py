@@ -153,18 +153,19 @@ def test_plan_hints_frames_in_the_order_they_come(hub, opts, monkeypatch):
                     (0, ds.frame_ranges(2)[1][0][0])]
 
 
-def test_plan_hands_out_the_workers_frames_before_it_hints(hub, opts, monkeypatch):
-    # The first `lead` indices are the workers' at once: they go out before the plan spends
-    # time on its first hint, which then covers every frame after them.
+def test_plan_spreads_a_hint_over_the_indices_a_loader_takes_at_once(hub, opts, monkeypatch):
+    # A loader takes `lead` indices at once: the plan's first hint is spread over them (ahead /
+    # lead frames each), so its first requests and the workers' first frames both go out at once.
     ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
     sent = _record_hints(ds, monkeypatch)
     order = list(range(len(ds)))
+    want = [(k, ranges[0][0]) for k, ranges in (ds.frame_ranges(i) for i in order[4:10])]
     it = iter(ds.plan(order, ahead=6, lead=3))
-    assert [next(it) for _ in range(3)] == order[:3]
-    assert sent == []
-    assert next(it) == order[3]
-    assert sent == [(k, ranges[0][0]) for k, ranges in (ds.frame_ranges(i) for i in order[4:10])]
-    assert list(it) == order[4:]
+    assert next(it) == order[0]
+    assert sent == want[:2]
+    assert [next(it) for _ in range(2)] == order[1:3]
+    assert sent == want
+    assert list(it) == order[3:]
 
 
 def test_a_plan_waits_for_a_frame_by_one_byte_in_each_of_its_blocks():
