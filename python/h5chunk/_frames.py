@@ -154,14 +154,21 @@ class FrameDataset:
         # A plan (hf://): only frames with blocks the disk cache lacks are hinted, and those
         # blocks are marked before their hint goes out, so no worker fetches them meanwhile. A
         # cached frame costs the planner no read of its blocks (a warm epoch hints nothing).
-        # Frame by frame, in order: the first frame's requests go out at once, not after the
-        # whole batch was looked up and marked (64 frames: 0.3 s before the first request).
-        for k, ranges in frames:
-            missing = arrivals.missing(k, ranges)
-            if missing:
-                names = arrivals.hold(k, missing)
-                self._dataset(k).file._hint(ranges)
-                arrivals.add(k, ranges, names)
+        # In order, one hint per run of one file's frames (consecutive frames share blocks, and
+        # their hint coalesces them into large requests): the first run's requests go out at
+        # once, not after the whole batch was looked up and marked.
+        run_k, run = None, []
+        for k, ranges in frames + [(None, [])]:
+            if k != run_k and run:
+                self._dataset(run_k).file._hint([r for _, rs, _ in run for r in rs])
+                for _, rs, names in run:
+                    arrivals.add(run_k, rs, names)
+                run = []
+            run_k = k
+            if k is not None:
+                missing = arrivals.missing(k, ranges)
+                if missing:
+                    run.append((k, ranges, arrivals.hold(k, missing)))
         return total
 
     def _send_hints(self, frames: List[Tuple[int, List[Tuple[int, int]]]]) -> None:
