@@ -132,9 +132,10 @@ class FrameDataset:
         return k, self._dataset(k)._row_ranges(row, 1)
 
     def hint(self, indices: Iterable[int], max_bytes: Optional[int] = None) -> int:
-        """Fetches these frames into the cache, all at once (one hint per file), without reading
-        them here; frames already cached cost nothing. Stops adding frames past ``max_bytes``.
-        Returns the stored bytes hinted. Local files: nothing to fetch (0)."""
+        """Fetches these frames into the cache, all at once (in order, one hint per run of one
+        file's frames), without reading them here; frames already cached cost nothing. Stops
+        adding frames past ``max_bytes``. Returns the stored bytes hinted. Local files: nothing
+        to fetch (0)."""
         return self._hint(indices, max_bytes, None)
 
     def _hint(self, indices: Iterable[int], max_bytes: Optional[int], arrivals: Optional["_Arrivals"]) -> int:
