@@ -25,8 +25,12 @@ Where an epoch's time goes: --profile prints, per epoch, the CPU seconds of each
 bench's, where a plan runs; the workers'; the Hub server's; a mount's daemon), each frame's wall
 time, CPU and wait on in-flight markers in its worker, and from the Hub's trace the range
 requests in flight over the epoch and the blocks requested twice (with --dir, the trace is
-kept in DIR/logs/). --perf PERF_DIR records each epoch's processes with `perf record -g`. A kept
---dir keeps its files when they were written for the same workload (files, frames, seed).
+kept in DIR/logs/); then each frame's way through the epoch, on one clock for every process:
+when the plan hinted it, when it was handed to a worker, when the Hub ended its last block's
+request, when the plan released its markers, when its worker started and ended it (medians and
+p90s of the gaps, and counts per tenth of the epoch), and how busy each worker was. --perf
+PERF_DIR records each epoch's processes with `perf record -g`. A kept --dir keeps its files
+when they were written for the same workload (files, frames, seed).
 """
 
 import argparse
@@ -141,9 +145,11 @@ def _read(i):
         a = _dataset[i]
         return i, zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B"))
     t, c, w = time.perf_counter(), time.process_time(), _profile[0]
+    start = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process (the timeline)
     a = _dataset[i]
     t, c, w = time.perf_counter() - t, time.process_time() - c, _profile[0] - w
-    return i, zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B")), (t, c, w)
+    return i, zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B")), (t, c, w, os.getpid(), start,
+                                                                          time.monotonic(), i)
 
 
 def _pss_kib(pid):
@@ -172,9 +178,10 @@ def _cpu_s(pids=()):
     return total
 
 
-def run_epoch(pool, indices, workers, planner=None, timings=None):
+def run_epoch(pool, indices, workers, planner=None, timings=None, timeline=None):
     """(seconds, {index: crc}) of reading `indices` through the pool, 2 x workers outstanding;
-    with --profile, each frame's (wall, CPU, marker wait) in the worker appended to `timings`."""
+    with --profile, each frame's (wall, CPU, marker wait, worker pid, start, end, index) in the
+    worker appended to `timings`, and when each index was handed out in timeline["handed"]."""
     timings = [] if timings is None else timings
     outstanding = threading.Semaphore(2 * workers)
     got, errors = {}, []
@@ -203,6 +210,8 @@ def run_epoch(pool, indices, workers, planner=None, timings=None):
         outstanding.acquire()
         if errors:
             break
+        if timeline is not None:
+            timeline.setdefault("handed", {})[i] = time.monotonic()
         pool.apply_async(_read, (i,), callback=finished, error_callback=failed)
     done.wait()
     seconds = time.perf_counter() - t0
@@ -219,9 +228,12 @@ def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, 
         pool.map(abs, range(args.workers * 4))  # workers started before the clock
         epochs = []
         for e in range(max(2, args.epochs if plan is not None else 2)):
+            timeline = {} if args.profile else None
             if hub and args.profile:
                 hub.wait_quiet()
+                t = time.monotonic()
                 hub.reset()  # the trace starts here
+                timeline["hub_epoch"] = (t + time.monotonic()) / 2  # its trace's 0 on our clock
             before_stats = hub.stats() if hub else None
             pids = [p.pid for p in pool._pool]
             others = {"hub": hub.proc.pid if hub else None, "daemon": daemon}
@@ -231,13 +243,19 @@ def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, 
             planner = ds.plan(indices, ahead=args.ahead) if plan else None
             timings = []
             perf = _start_perf(args, name, e, [os.getpid()] + pids + [p for p in others.values() if p])
-            seconds, got = run_epoch(pool, indices, args.workers, planner, timings)
+            undo = _record_plan(ds, timeline) if timeline is not None and planner is not None else None
+            if timeline is not None:
+                timeline["t0"] = time.monotonic()
+            seconds, got = run_epoch(pool, indices, args.workers, planner, timings, timeline)
             _stop_perf(perf)
+            if undo:
+                undo()
             cpu = _cpu_s(pids) - cpu0
             if args.profile:
                 parts = {k: v - parts0[k] for k, v in _cpu_parts(pids, others).items()}
                 trace = _hub_trace(hub) if hub else None
                 _print_profile(f"{name}, epoch {e + 1}", seconds, len(indices), parts, timings, trace)
+                _print_timeline(ds, seconds, timings, timeline, trace)
                 # The planner's fresh pages (each a fault the kernel zeroes): its fetches' memory.
                 print(f"    main process: {resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0} "
                       f"minor page faults")
@@ -333,6 +351,112 @@ def _print_profile(title, seconds, frames, parts, timings, trace):
     print(f"    in flight per {step:.2f} s: " + " ".join(line))
 
 
+_BLOBS = {}  # --profile: file number -> "/blobs/<sha256>", the Hub's path for its bytes
+
+
+def _record_plan(ds, timeline):
+    """--profile: records, on this process's clock, when the plan hinted each frame (its hint
+    call returned) and when it released each marker (the frame's blocks on disk for the workers).
+    Returns what undoes it."""
+    from h5chunk import _frames, _inflight
+    hinted, names_of, released = {}, {}, {}
+    timeline.update(hinted=hinted, names_of=names_of, released=released)
+    hint, add, release = type(ds)._hint, _frames._Arrivals.add, _inflight.Markers.release
+
+    def timed_hint(self, indices, max_bytes, arrivals):
+        indices = list(indices)
+        n = hint(self, indices, max_bytes, arrivals)
+        t = time.monotonic()
+        for i in indices:
+            hinted.setdefault(i, t)
+        return n
+
+    def timed_add(self, k, ranges, names):
+        names_of[(k, ranges[0][0])] = list(names)
+        return add(self, k, ranges, names)
+
+    def timed_release(self, names):
+        names = list(names)
+        release(self, names)
+        t = time.monotonic()
+        for n in names:
+            released[n] = t
+
+    type(ds)._hint, _frames._Arrivals.add, _inflight.Markers.release = timed_hint, timed_add, timed_release
+
+    def undo():
+        type(ds)._hint, _frames._Arrivals.add, _inflight.Markers.release = hint, add, release
+    return undo
+
+
+def _print_timeline(ds, seconds, timings, timeline, trace):
+    """--profile: each frame's way, in ms from the epoch's start (medians, and the worst 10%):
+    hinted (the plan's hint call returned), handed to a worker, its last block's Hub request
+    ended, its markers released, the worker started and ended it; and how busy each worker was."""
+    if not timings or not timeline:
+        return
+    t0 = timeline["t0"]
+    ms = lambda t: (t - t0) * 1e3  # noqa: E731
+    by_index = {t[6]: t for t in timings}
+    hub_end = {}  # (path, block) -> when its request ended, on our clock
+    hub0 = timeline.get("hub_epoch")
+    if trace and hub0 is not None and hasattr(ds, "paths"):
+        for r in trace:
+            if r.get("range") and "end" in r:
+                lo, hi = (int(x) for x in r["range"].split("=")[1].split("-"))
+                for b in range(lo >> 20, (hi >> 20) + 1):
+                    hub_end[(r["path"], b)] = max(hub_end.get((r["path"], b), 0), hub0 + r["end"])
+    rows = []
+    for i, handed in timeline.get("handed", {}).items():
+        t = by_index.get(i)
+        if t is None:
+            continue
+        row = {"handed": ms(handed), "start": ms(t[4]), "end": ms(t[5]), "wait": t[2] * 1e3}
+        if i in timeline.get("hinted", {}):
+            row["hinted"] = ms(timeline["hinted"][i])
+        if hasattr(ds, "frame_ranges"):
+            k, ranges = ds.frame_ranges(i)
+            blocks = {b for o, n in ranges for b in range(o >> 20, ((o + n - 1) >> 20) + 1)}
+            names = ("/" + ds.paths[k].rsplit("/", 1)[-1], _BLOBS.get(k, "\0"))  # the path, or its blob
+            ends = [v for (p, b), v in hub_end.items() if b in blocks and p.endswith(names)]
+            if ends:
+                row["fetched"] = ms(max(ends))
+            names = timeline.get("names_of", {}).get((k, ranges[0][0]))
+            if names:
+                rel = [timeline["released"][n] for n in names if n in timeline.get("released", {})]
+                if rel:
+                    row["released"] = ms(max(rel))
+        rows.append(row)
+
+    if hub_end:
+        first = min(hub0 + r["begin"] for r in trace if r.get("range"))
+        print(f"    the first range request reached the Hub {ms(first):.0f} ms into the epoch; the plan's first hint "
+              f"returned at {min((r['hinted'] for r in rows if 'hinted' in r), default=float('nan')):.0f} ms")
+
+    def stat(key, base):
+        v = sorted(r[key] - r[base] for r in rows if key in r and base in r)
+        if not v:
+            return "-"
+        return f"{v[len(v) // 2]:.0f} (p90 {v[int(len(v) * 0.9)]:.0f}, n {len(v)})"
+    print("    frame timeline, ms (median, p90): "
+          f"hint before handing out {stat('handed', 'hinted')}; fetched after handing out {stat('fetched', 'handed')}; "
+          f"released after fetched {stat('released', 'fetched')}; worker start after handing out {stat('start', 'handed')}; "
+          f"in the worker {stat('end', 'start')}")
+    workers = {}
+    for t in timings:
+        workers.setdefault(t[3], []).append(t)
+    busy = [sum(x[5] - x[4] for x in v) / seconds for v in workers.values()]
+    waits = [sum(x[2] for x in v) / seconds for v in workers.values()]
+    print("    workers busy " + ", ".join(f"{b:.0%}" for b in busy) + " of the epoch (of which waiting on markers "
+          + ", ".join(f"{w:.0%}" for w in waits) + ")")
+    # Over the epoch in tenths: frames handed out, hinted, fetched at the Hub, done.
+    step = seconds * 1e3 / 10
+    line = lambda key: " ".join(f"{sum(1 for r in rows if key in r and k * step <= r[key] < (k + 1) * step):3d}"  # noqa: E731
+                                for k in range(10))
+    for key in ("hinted", "handed", "fetched", "released", "end"):
+        print(f"    {key:>9} per tenth: {line(key)}")
+
+
 def _du(path):
     total = 0
     for d, _, files in os.walk(path):
@@ -415,6 +539,11 @@ def main():
     print(f"{args.files} files x {args.frames} frames {SHAPE} int16, {data_bytes / 1e6:.0f} MB stored; "
           f"{args.reads} random frames, {args.workers} workers; {args.latency_ms:g} ms/request, "
           f"{args.bandwidth_mbps:g} Mbit/s/connection", flush=True)
+    if args.profile:
+        import hashlib
+        for k, p in enumerate(local_paths):
+            with open(p, "rb") as f:
+                _BLOBS[k] = "/blobs/" + hashlib.file_digest(f, "sha256").hexdigest()
     hub = peer_bench.Hub(root, args.latency_ms, args.bandwidth_mbps, 0, os.path.join(work, "logs", "hub.log"))
     results, opens = [], {}
     try:

@@ -132,14 +132,14 @@ class FrameDataset:
         return k, self._dataset(k)._row_ranges(row, 1)
 
     def hint(self, indices: Iterable[int], max_bytes: Optional[int] = None) -> int:
-        """Fetches these frames into the cache, all at once (one hint per file), without reading
-        them here; frames already cached cost nothing. Stops adding frames past ``max_bytes``.
-        Returns the stored bytes hinted. Local files: nothing to fetch (0)."""
+        """Fetches these frames into the cache, all at once (in order, one hint per run of one
+        file's frames), without reading them here; frames already cached cost nothing. Stops
+        adding frames past ``max_bytes``. Returns the stored bytes hinted. Local files: nothing
+        to fetch (0)."""
         return self._hint(indices, max_bytes, None)
 
     def _hint(self, indices: Iterable[int], max_bytes: Optional[int], arrivals: Optional["_Arrivals"]) -> int:
         """hint(), marking the hinted blocks with ``arrivals`` (a plan's) until they are cached."""
-        per_file: Dict[int, List[Tuple[int, int]]] = collections.defaultdict(list)
         frames: List[Tuple[int, List[Tuple[int, int]]]] = []
         total = 0
         for i in indices:
@@ -147,28 +147,43 @@ class FrameDataset:
             size = sum(n for _, n in ranges)
             if max_bytes is not None and total and total + size > max_bytes:
                 break
-            per_file[k].extend(ranges)
             frames.append((k, ranges))
             total += size
         if arrivals is None:
-            for k, ranges in per_file.items():
-                self._dataset(k).file._hint(ranges)
+            self._send_hints(frames)
             return total
         # A plan (hf://): only frames with blocks the disk cache lacks are hinted, and those
-        # blocks are marked before the hints go out, so no worker fetches them meanwhile. A
+        # blocks are marked before their hint goes out, so no worker fetches them meanwhile. A
         # cached frame costs the planner no read of its blocks (a warm epoch hints nothing).
-        per_file.clear()
-        marked = []
-        for k, ranges in frames:
-            missing = arrivals.missing(k, ranges)
-            if missing:
-                per_file[k].extend(ranges)
-                marked.append((k, ranges, arrivals.hold(k, missing)))
-        for k, ranges in per_file.items():
-            self._dataset(k).file._hint(ranges)
-        for k, ranges, names in marked:
-            arrivals.add(k, ranges, names)
+        # In order, one hint per run of one file's frames (consecutive frames share blocks, and
+        # their hint coalesces them into large requests): the first run's requests go out at
+        # once, not after the whole batch was looked up and marked.
+        run_k, run = None, []
+        for k, ranges in frames + [(None, [])]:
+            if k != run_k and run:
+                self._dataset(run_k).file._hint([r for _, rs, _ in run for r in rs])
+                for _, rs, names in run:
+                    arrivals.add(run_k, rs, names)
+                run = []
+            run_k = k
+            if k is not None:
+                missing = arrivals.missing(k, ranges)
+                if missing:
+                    run.append((k, ranges, arrivals.hold(k, missing)))
         return total
+
+    def _send_hints(self, frames: List[Tuple[int, List[Tuple[int, int]]]]) -> None:
+        """Hints these frames in the order given, one hint per run of frames of one file: the
+        reader queues requests in the order hinted, so the frames the workers need first go out
+        first. (One hint per file sent a file's frames due late ahead of the next file's due
+        soon, and the workers waited on frames queued behind later ones.)"""
+        run_k, run = None, []
+        for k, ranges in frames + [(None, [])]:
+            if k != run_k and run:
+                self._dataset(run_k).file._hint(run)
+                run = []
+            run_k = k
+            run.extend(ranges)
 
     def _arrivals(self) -> Optional["_Arrivals"]:
         """What a plan marks its hints with: hf:// files sharing a disk cache only."""
@@ -210,8 +225,9 @@ class FramePlan:
     """The sampler ``FrameDataset.plan`` returns: iterating it yields ``order``. The next ``lead``
     indices are the workers' own to fetch (a DataLoader hands them out at once: prefetch_factor x
     workers); the ``ahead`` beyond them are hinted, in batches (whenever half of them are not
-    yet hinted, those go as one hint per file), at most ``max_bytes`` stored bytes hinted and not
-    yet yielded. A frame is hinted at most once per epoch."""
+    yet hinted, those are chosen), at most ``max_bytes`` stored bytes chosen and not yet yielded.
+    A batch's frames are hinted in order, ``ahead / lead`` of them before each index yielded. A
+    frame is hinted at most once per epoch."""
 
     def __init__(self, dataset: FrameDataset, order: Any, ahead: int, max_bytes: int, lead: int) -> None:
         if ahead < 0 or lead < 0:
@@ -238,10 +254,17 @@ class FramePlan:
 
     def _iterate(self, arrivals: Optional["_Arrivals"]) -> Iterator[int]:
         source = iter(self.order)
-        buffer: "collections.deque[list]" = collections.deque()  # [index, stored bytes, hinted]
-        hinted_waiting = 0  # stored bytes hinted and not yet yielded
+        # [index, stored bytes, chosen for a hint, hinted]
+        buffer: "collections.deque[list]" = collections.deque()
+        pending: "collections.deque[list]" = collections.deque()  # chosen, not yet hinted
+        hinted_waiting = 0  # stored bytes chosen for hints and not yet yielded
         exhausted = False
         batch_at = max(1, self.ahead // 2)
+        # Frames hinted per index yielded: a batch is spread over the indices the loader takes
+        # at once (its lead), so the workers get their first frames while the plan's first
+        # hint is still going out, and the first requests leave after one frame's lookups
+        # (a 64-frame hint took 0.3 s of this thread, loaded, before the first index went out).
+        per_step = max(1, -(-self.ahead // max(1, self.lead)))
         while True:
             while not exhausted and len(buffer) < self.lead + self.ahead + 1:
                 try:
@@ -250,24 +273,30 @@ class FramePlan:
                     exhausted = True
                     break
                 _, ranges = self.dataset.frame_ranges(i)
-                buffer.append([i, sum(n for _, n in ranges), False])
-            if self.ahead:
+                buffer.append([i, sum(n for _, n in ranges), False, False])
+            if self.ahead and not pending:
                 # Positions 1..lead follow the index yielded next: the workers fetch those.
                 todo = [e for k, e in enumerate(buffer) if k > self.lead and not e[2]]
                 if todo and (len(todo) >= batch_at or exhausted):
-                    batch = []
                     for e in todo:
-                        if batch and hinted_waiting + e[1] > self.max_bytes:
+                        if pending and hinted_waiting + e[1] > self.max_bytes:
                             break
-                        batch.append(e)
+                        pending.append(e)
                         hinted_waiting += e[1]
                         e[2] = True
-                    self.hinted_bytes += self.dataset._hint([e[0] for e in batch], None, arrivals)
+            if pending:
+                step = [pending.popleft() for _ in range(min(per_step, len(pending)))]
+                for e in step:
+                    e[3] = True
+                self.hinted_bytes += self.dataset._hint([e[0] for e in step], None, arrivals)
             if not buffer:
                 return
-            i, size, hinted = buffer.popleft()
-            if hinted:
+            entry = buffer.popleft()
+            i, size, chosen, hinted = entry
+            if chosen:
                 hinted_waiting -= size
+                if not hinted:
+                    pending.remove(entry)  # handed out before its hint: the workers fetch it
             yield i
 
 
@@ -281,13 +310,16 @@ _DISK_POLL_MAX = 0.01
 
 class _Arrivals:
     """A plan's side of the in-flight markers: it holds a marker on each block it hints, and
-    releases a frame's once that frame's bytes are in this process's cache. Threads read them
-    here for that: a read joins the hint's fetches and fetches nothing else (the blocks are
-    claimed), and returns once the blocks are in; the disk cache has them a moment later."""
+    releases a frame's once that frame's bytes are in this process's cache. Threads read a byte
+    of each of its blocks here for that: a read joins the hint's fetch of its block and fetches
+    nothing else (the blocks are claimed), and returns once the block is in; the disk cache has
+    it a moment later."""
 
-    # Frames waited on at once: arrivals come roughly in hint order, and a few threads keep a
-    # slow frame from holding back the markers of those behind it.
-    THREADS = 4
+    # Frames waited on at once, in hint order: as many as the transport's requests in flight
+    # (16), so a frame whose request is still queued does not hold back the markers of frames
+    # already in. (With 4, fetched frames waited a median 0.3 s, 1.4 s in the queue, for their
+    # release while the workers waited on them: docs/benchmarks.md, session 28.)
+    THREADS = 16
 
     def __init__(self, dataset: FrameDataset, markers: "_inflight.Markers") -> None:
         self._dataset = dataset
@@ -311,7 +343,7 @@ class _Arrivals:
         self._queue.put((k, ranges, names))
 
     def _run(self) -> None:
-        buffer = bytearray(0)
+        byte = bytearray(1)
         while True:
             item = self._queue.get()
             if item is None:
@@ -320,10 +352,10 @@ class _Arrivals:
             try:
                 if names and not self._closed:
                     raw = self._dataset._dataset(k).file._hub_file._core_file()
-                    for offset, length in ranges:
-                        if len(buffer) < length:
-                            buffer = bytearray(length)
-                        raw.readinto(memoryview(buffer)[:length], offset)
+                    # A byte of the ranges in each block: the wait for each block without a
+                    # copy of the frame (and no byte outside the hinted ranges).
+                    for offset in _block_starts(ranges):
+                        raw.readinto(byte, offset)
                     # A read returns once the blocks are in memory; the disk cache, which the
                     # workers read, has them a moment later (written after the waiters go).
                     delay, deadline = _DISK_POLL_FIRST, time.monotonic() + _DISK_WAIT_SECONDS
@@ -348,6 +380,19 @@ class _Arrivals:
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join()
+
+
+def _block_starts(ranges: Iterable[Tuple[int, int]]) -> List[int]:
+    """The first offset of these (offset, length) ranges in each block they touch, ascending."""
+    firsts: Dict[int, int] = {}
+    for offset, length in ranges:
+        end = offset + length
+        at = offset
+        while at < end:
+            b = at // _inflight.BLOCK
+            firsts[b] = min(firsts.get(b, at), at)
+            at = (b + 1) * _inflight.BLOCK
+    return [firsts[b] for b in sorted(firsts)]
 
 
 def _marker_dir(paths: Sequence[str], options: dict) -> Optional[str]:

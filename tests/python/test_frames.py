@@ -119,6 +119,68 @@ def test_plan_yields_the_order_each_epoch_and_hints_ahead(hub, opts):
     assert sorted(first) == sorted(second) == list(range(len(ds))) and first != second
 
 
+def _record_hints(ds, monkeypatch):
+    """The (file, first offset) of every hint ds's files send, in the order sent. The plan takes
+    every frame as missing from the disk cache (these small files are whole in it once the
+    dataset hinted their first blocks)."""
+    from h5chunk import _frames, _inflight
+    monkeypatch.setattr(_frames._Arrivals, "missing", lambda self, k, ranges: _inflight.blocks_of(ranges))
+    sent = []
+    file_type = type(ds._dataset(0).file)
+    hint = file_type._hint
+
+    def recorded(f, ranges):
+        sent.append((ds.paths.index(f.filename), ranges[0][0]))
+        return hint(f, ranges)
+    monkeypatch.setattr(file_type, "_hint", recorded)
+    return sent
+
+
+def test_plan_hints_frames_in_the_order_they_come(hub, opts, monkeypatch):
+    # The reader queues requests in the order hinted: frames of many files go out in the
+    # sampler's order, not grouped by file (which put a file's late frames before the next
+    # file's early ones).
+    ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
+    sent = _record_hints(ds, monkeypatch)
+    order = list(np.random.default_rng(5).permutation(len(ds)))
+    assert list(ds.plan(order, ahead=len(ds), lead=0)) == order
+    # One hint per run of one file's frames (they coalesce), each starting at the run's first.
+    runs = []
+    for k, ranges in (ds.frame_ranges(i) for i in order[1:]):
+        if not runs or runs[-1][0] != k:
+            runs.append((k, ranges[0][0]))
+    assert len(runs) > FILES and sent == runs
+    # hint() alone (no plan) also keeps the order, one hint per run of one file's frames.
+    sent.clear()
+    ds.hint([0, 1, FRAMES, 2])
+    assert sent == [(0, ds.frame_ranges(0)[1][0][0]), (1, ds.frame_ranges(FRAMES)[1][0][0]),
+                    (0, ds.frame_ranges(2)[1][0][0])]
+
+
+def test_plan_spreads_a_hint_over_the_indices_a_loader_takes_at_once(hub, opts, monkeypatch):
+    # A loader takes `lead` indices at once: the plan's first hint is spread over them (ahead /
+    # lead frames each), so its first requests and the workers' first frames both go out at once.
+    ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
+    sent = _record_hints(ds, monkeypatch)
+    order = [FRAMES * (i % FILES) + i // FILES for i in range(len(ds))]  # files in turn: one hint a frame
+    want = [(k, ranges[0][0]) for k, ranges in (ds.frame_ranges(i) for i in order[4:10])]
+    it = iter(ds.plan(order, ahead=6, lead=3))
+    assert next(it) == order[0]
+    assert sent == want[:2]
+    assert [next(it) for _ in range(2)] == order[1:3]
+    assert sent == want
+    assert list(it) == order[3:]
+
+
+def test_a_plan_waits_for_a_frame_by_one_byte_in_each_of_its_blocks():
+    from h5chunk._frames import _block_starts
+    mib = 1 << 20
+    assert _block_starts([(100, 10)]) == [100]
+    assert _block_starts([(mib - 5, 10)]) == [mib - 5, mib]
+    assert _block_starts([(3 * mib + 7, 2 * mib)]) == [3 * mib + 7, 4 * mib, 5 * mib]
+    assert _block_starts([(2 * mib + 50, 10), (2 * mib + 10, 10), (0, 0)]) == [2 * mib + 10]
+
+
 def test_plan_caps_what_it_hints_by_bytes(hub, opts):
     ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
     one = sum(n for _, n in ds.frame_ranges(0)[1])
