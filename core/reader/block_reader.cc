@@ -450,6 +450,12 @@ void BlockReader::queue_from_disk(const RemoteFile& file, const FileKey& key, Bl
   }
 }
 
+void BlockReader::load_from_disk(const RemoteFile& file, uint64_t blocks) {
+  blocks = std::min<uint64_t>(blocks, blocks_in(file.size, options_.block_size));
+  if (blocks == 0) return;
+  queue_from_disk(file, key_of(file, content_epoch(file)), BlockRange{0, blocks - 1}, 1);
+}
+
 bool BlockReader::take_marks(const FileKey& key, uint64_t first, uint64_t last) {
   if (marks_.size() == 0) return false;  // the common warm case: no key built
   bool marked = false;

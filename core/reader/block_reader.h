@@ -271,6 +271,10 @@ class BlockReader {
   // bytes it started fetching or checking. Every range must be non-empty and inside the file,
   // else kInvalidArgument and nothing happens.
   Result<uint64_t> prefetch(const RemoteFile& file, const std::vector<ByteRange>& ranges);
+  // Loads the file's first `blocks` blocks that the disk cache holds into memory, on the
+  // workers; fetches nothing, marks nothing as hinted (the file's read-ahead is unchanged). For
+  // blocks a caller will likely read soon while it waits on something else (a session's pin).
+  void load_from_disk(const RemoteFile& file, uint64_t blocks);
 
   ReaderStats stats() const;
   const ReaderOptions& options() const { return options_; }

@@ -34,8 +34,17 @@ namespace {
 struct StoredFirstFile {
   bool dir_listed = false;
   std::optional<TreeEntry> record;
+  // From its directory's listing: the files after it, in the listing's order (up to
+  // kWarmFiles - 1): what an opener of many files in a row opens next.
+  std::vector<TreeEntry> next_files;
   bool known() const { return dir_listed || record.has_value(); }
 };
+
+// While a pin is out, the first blocks of the first file and of the files after it in its
+// stored directory listing are loaded from the disk cache into memory: at most this many files
+// (docs/constants.md, kWarmFiles).
+constexpr size_t kWarmFiles = 16;
+
 StoredFirstFile stored_first_file(const ListingCache* listings, const std::string& commit, const std::string& path) {
   StoredFirstFile out;
   if (!listings || path.empty()) return out;
@@ -49,12 +58,43 @@ StoredFirstFile stored_first_file(const ListingCache* listings, const std::strin
   // Known from its directory's listing: the session then lists nothing ahead (its root need not
   // be stored), and that directory comes from the cache at the first lookup in it.
   for (TreeEntry& e : *dir) {
-    if (e.path == path && !e.is_dir) {
+    if (out.record) {
+      if (out.next_files.size() + 1 >= kWarmFiles) break;
+      if (!e.is_dir) out.next_files.push_back(std::move(e));
+    } else if (e.path == path && !e.is_dir) {
       out.record = std::move(e);
-      break;
     }
   }
+  if (!out.record) out.next_files.clear();
   return out;
+}
+
+// Loads the first block of each file from the disk cache into the reader's memory, on its
+// workers, while the pin is out: the opens that follow it then find them in memory (a block
+// read from disk and checked is most of a small open's CPU). Blocks are keyed by their content,
+// not by commit: if the pin names another commit than the one these files were listed at, they
+// are simply not the blocks its files read. Fetches nothing; at most a quarter of the memory
+// tier.
+void warm_first_blocks(BlockReader& reader, uint64_t memory_bytes, const StoredFirstFile& stored) {
+  if (!stored.record) return;
+  const uint64_t block = reader.options().block_size;
+  uint64_t budget = memory_bytes / 4;
+  auto warm = [&](const TreeEntry& e) {
+    if (e.size == 0 || budget < block) return false;
+    budget -= block;
+    RemoteFile f;
+    f.path = e.path;
+    f.content_id = e.content_id();
+    f.size = e.size;
+    f.locate = [path = e.path](bool) -> Result<Location> {
+      return Unavailable("not fetched: " + path + " is only loaded from the disk cache while the revision is pinned");
+    };
+    reader.load_from_disk(f, 1);
+    return true;
+  };
+  if (!warm(*stored.record)) return;
+  for (const TreeEntry& e : stored.next_files)
+    if (!warm(e)) return;
 }
 
 // A probe of the first file, started beside the pin (on `executor`, which must outlive `hub`'s
@@ -185,6 +225,7 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
                             (config.cache_size == 0 || std::filesystem::is_directory(config.cache_dir + "/blocks", no_throw));
   if (reader_first) {
     if (Status st = build_reader(config, s.stack, nullptr, s.label); !st.ok()) return st;
+    if (s.stack.reader && config.cache_size != 0) warm_first_blocks(*s.stack.reader, config.memory_cache_bytes, stored_at_last);
   }
   Result<PinnedRevision> info = pin_in_flight ? pin_in_flight->get() : std::move(*pinned_here);
   if (!info.ok()) return info.status();
