@@ -271,10 +271,11 @@ class BlockReader {
   // bytes it started fetching or checking. Every range must be non-empty and inside the file,
   // else kInvalidArgument and nothing happens.
   Result<uint64_t> prefetch(const RemoteFile& file, const std::vector<ByteRange>& ranges);
-  // Loads the file's first `blocks` blocks that the disk cache holds into memory, on the
-  // workers; fetches nothing, marks nothing as hinted (the file's read-ahead is unchanged). For
-  // blocks a caller will likely read soon while it waits on something else (a session's pin).
-  void load_from_disk(const RemoteFile& file, uint64_t blocks);
+  // Loads each file's first block, where the disk cache holds it, into memory: one task on one
+  // worker, in order (a second thread would cost more to start than the blocks take to load).
+  // Fetches nothing, marks nothing as hinted (the files' read-ahead is unchanged). For blocks a
+  // caller will likely read soon while it waits on something else (a session's pin).
+  void load_first_blocks_from_disk(std::vector<RemoteFile> files);
 
   ReaderStats stats() const;
   const ReaderOptions& options() const { return options_; }
@@ -342,6 +343,8 @@ class BlockReader {
   // A warm stream's read-ahead: the blocks the disk cache holds go into memory, on the workers;
   // nothing is fetched.
   void queue_from_disk(const RemoteFile& file, const FileKey& key, BlockRange blocks, size_t group);
+  // queue_from_disk's task: blocks from..to of the file into memory where the disk has them.
+  void load_from_disk(const RemoteFile& file, const FileKey& key, uint64_t from, uint64_t to);
   // Takes the read-ahead marks of blocks [first, last] (ReadAheadMarks): true if any was marked.
   bool take_marks(const FileKey& key, uint64_t first, uint64_t last);
   // A response (or its error) for blocks [first, first + count): split and served, on a worker.

@@ -69,19 +69,18 @@ StoredFirstFile stored_first_file(const ListingCache* listings, const std::strin
   return out;
 }
 
-// Loads the first block of each file from the disk cache into the reader's memory, on its
-// workers, while the pin is out: the opens that follow it then find them in memory (a block
-// read from disk and checked is most of a small open's CPU). Blocks are keyed by their content,
-// not by commit: if the pin names another commit than the one these files were listed at, they
-// are simply not the blocks its files read. Fetches nothing; at most a quarter of the memory
-// tier.
+// Loads the first block of each file from the disk cache into the reader's memory, on one of its
+// workers, while the pin is out: the opens after it then find them in memory (a block read from
+// disk and checked is most of a small open's CPU). Blocks are keyed by their content, not by
+// commit: if the pin names another commit than the one these files were listed at, they are
+// simply not the blocks its files read. Fetches nothing; at most a quarter of the memory tier.
 void warm_first_blocks(BlockReader& reader, uint64_t memory_bytes, const StoredFirstFile& stored) {
   if (!stored.record) return;
   const uint64_t block = reader.options().block_size;
-  uint64_t budget = memory_bytes / 4;
-  auto warm = [&](const TreeEntry& e) {
-    if (e.size == 0 || budget < block) return false;
-    budget -= block;
+  const uint64_t most = std::min<uint64_t>(kWarmFiles, memory_bytes / 4 / block);
+  std::vector<RemoteFile> files;
+  auto add = [&](const TreeEntry& e) {
+    if (files.size() >= most) return;
     RemoteFile f;
     f.path = e.path;
     f.content_id = e.content_id();
@@ -89,12 +88,11 @@ void warm_first_blocks(BlockReader& reader, uint64_t memory_bytes, const StoredF
     f.locate = [path = e.path](bool) -> Result<Location> {
       return Unavailable("not fetched: " + path + " is only loaded from the disk cache while the revision is pinned");
     };
-    reader.load_from_disk(f, 1);
-    return true;
+    files.push_back(std::move(f));
   };
-  if (!warm(*stored.record)) return;
-  for (const TreeEntry& e : stored.next_files)
-    if (!warm(e)) return;
+  add(*stored.record);
+  for (const TreeEntry& e : stored.next_files) add(e);
+  if (!files.empty()) reader.load_first_blocks_from_disk(std::move(files));
 }
 
 // A probe of the first file, started beside the pin (on `executor`, which must outlive `hub`'s
