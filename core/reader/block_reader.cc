@@ -452,6 +452,14 @@ void BlockReader::load_from_disk(const RemoteFile& file, const FileKey& key, uin
   if (served_to) verifier_.loaded_from_tiers(verified(file, key), *served_to);
 }
 
+bool BlockReader::in_memory(const std::string& content_id, uint64_t size, uint64_t index) const {
+  const uint64_t start = index * options_.block_size;
+  if (start >= size) return false;
+  const std::string id = cache_id(content_id);
+  const FileKey key(id, tiers_.epochs().current(id));
+  return tiers_.memory().peek(BlockId{key.memory_id, index, std::min<uint64_t>(options_.block_size, size - start)}).has_value();
+}
+
 void BlockReader::load_first_blocks_from_disk(std::vector<RemoteFile> files) {
   post([this, files = std::move(files)] {
     for (const RemoteFile& f : files)

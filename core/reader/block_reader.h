@@ -276,6 +276,9 @@ class BlockReader {
   // Fetches nothing, marks nothing as hinted (the files' read-ahead is unchanged). For blocks a
   // caller will likely read soon while it waits on something else (a session's pin).
   void load_first_blocks_from_disk(std::vector<RemoteFile> files);
+  // Whether block `index` of the file with this content is in memory now (no disk look, not
+  // counted as a use): for a caller deciding whether a read can wait on nothing.
+  bool in_memory(const std::string& content_id, uint64_t size, uint64_t index) const;
 
   ReaderStats stats() const;
   const ReaderOptions& options() const { return options_; }
