@@ -457,7 +457,8 @@ bool BlockReader::in_memory(const std::string& content_id, uint64_t size, uint64
   if (start >= size) return false;
   const std::string id = cache_id(content_id);
   const FileKey key(id, tiers_.epochs().current(id));
-  return tiers_.memory().peek(BlockId{key.memory_id, index, std::min<uint64_t>(options_.block_size, size - start)}).has_value();
+  const uint64_t length = std::min<uint64_t>(options_.block_size, size - start);
+  return tiers_.memory().peek(BlockId{key.memory_id, index, length}).has_value();
 }
 
 void BlockReader::load_first_blocks_from_disk(std::vector<RemoteFile> files) {

@@ -223,7 +223,8 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
                             (config.cache_size == 0 || std::filesystem::is_directory(config.cache_dir + "/blocks", no_throw));
   if (reader_first) {
     if (Status st = build_reader(config, s.stack, nullptr, s.label); !st.ok()) return st;
-    if (s.stack.reader && config.cache_size != 0) warm_first_blocks(*s.stack.reader, config.memory_cache_bytes, stored_at_last);
+    if (s.stack.reader && config.cache_size != 0)
+      warm_first_blocks(*s.stack.reader, config.memory_cache_bytes, stored_at_last);
   }
   Result<PinnedRevision> info = pin_in_flight ? pin_in_flight->get() : std::move(*pinned_here);
   if (!info.ok()) return info.status();
