@@ -461,11 +461,9 @@ bool BlockReader::in_memory(const std::string& content_id, uint64_t size, uint64
   return tiers_.memory().peek(BlockId{key.memory_id, index, length}).has_value();
 }
 
-void BlockReader::load_first_blocks_from_disk(std::vector<RemoteFile> files) {
-  post([this, files = std::move(files)] {
-    for (const RemoteFile& f : files)
-      if (f.size != 0) load_from_disk(f, key_of(f, content_epoch(f)), 0, 0);
-  });
+void BlockReader::load_first_blocks_from_disk(const std::vector<RemoteFile>& files) {
+  for (const RemoteFile& f : files)
+    if (f.size != 0) load_from_disk(f, key_of(f, content_epoch(f)), 0, 0);
 }
 
 bool BlockReader::take_marks(const FileKey& key, uint64_t first, uint64_t last) {

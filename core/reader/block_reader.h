@@ -271,11 +271,11 @@ class BlockReader {
   // bytes it started fetching or checking. Every range must be non-empty and inside the file,
   // else kInvalidArgument and nothing happens.
   Result<uint64_t> prefetch(const RemoteFile& file, const std::vector<ByteRange>& ranges);
-  // Loads each file's first block, where the disk cache holds it, into memory: one task on one
-  // worker, in order (a second thread would cost more to start than the blocks take to load).
-  // Fetches nothing, marks nothing as hinted (the files' read-ahead is unchanged). For blocks a
-  // caller will likely read soon while it waits on something else (a session's pin).
-  void load_first_blocks_from_disk(std::vector<RemoteFile> files);
+  // Loads each file's first block, where the disk cache holds it, into memory, on the caller's
+  // thread, in order. Fetches nothing, marks nothing as hinted (the files' read-ahead is
+  // unchanged); stops once shutdown() has begun. For blocks a caller will likely read soon, run
+  // while it waits on something else (a session's pin).
+  void load_first_blocks_from_disk(const std::vector<RemoteFile>& files);
   // Whether block `index` of the file with this content is in memory now (no disk look, not
   // counted as a use): for a caller deciding whether a read can wait on nothing.
   bool in_memory(const std::string& content_id, uint64_t size, uint64_t index) const;

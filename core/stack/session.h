@@ -33,9 +33,10 @@ struct RepoSession {
   PinnedRevision info;    // the commit it is pinned to, private/gated
   bool offline = false;
   Stack stack;
-  // Requests open_repo_session runs beside its build: the pin (waited for) and the first file's
-  // probe (one slow to answer is not waited for: see open_repo_session). Drained after the
-  // stack's shutdown, which ends its requests, and before the stack goes.
+  // Work open_repo_session runs beside its build: the pin (waited for), the first file's probe
+  // (one slow to answer is not waited for: see open_repo_session) and the first blocks loaded
+  // from the disk cache. Drained after the stack's shutdown, which ends its requests, and before
+  // the stack goes.
   std::unique_ptr<Executor> background;
   std::unique_ptr<FileSystem> fs;  // declared last: destroyed first
 
