@@ -152,6 +152,8 @@ def opens(args):
         ratio = f"; {m['total'][0] / med['rclone']['total'][0]:.2f} x rclone" if "rclone" in med and name != "rclone" else ""
         print(f"{name:15} {1e3 * m['total'][0]:6.1f} ms, CPU {1e3 * m['total'][1]:5.1f} ms, {requests:g} requests"
               f"{ratio}  ({phases})")
+        # Each round's total, in round order: a loaded machine's outliers show here, not in the median.
+        print(f"{'':15} rounds: " + " ".join(f"{1e3 * r['total'][0]:.1f}" for r in runs[name]))
 
 
 def main():

@@ -30,10 +30,12 @@ bool reads_locally(const HubFile& file, uint64_t offset, size_t len, uint64_t re
   if (first == last && first == recent) return true;
   BlockCache* cache = file.session()->stack.cache.get();
   if (!cache || last - first >= kMaxLocalProbeBlocks) return false;
+  const BlockReader& reader = *file.session()->stack.reader;
   const std::string key = BlockReader::disk_key(file.content_id(), static_cast<uint32_t>(block));
   for (uint64_t b = first; b <= last; ++b) {
+    if (b == recent || reader.in_memory(file.content_id(), file.size(), b)) continue;  // no block file opened
     char byte;
-    if (b != recent && !cache->read_part(key, b, 0, &byte, 1)) return false;
+    if (!cache->read_part(key, b, 0, &byte, 1)) return false;
   }
   return true;
 }

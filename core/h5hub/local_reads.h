@@ -41,8 +41,8 @@ class RecentBlock {
 constexpr uint64_t kMaxLocalProbeBlocks = 16;
 
 // True when [offset, offset + len) of `file` needs no block from the Hub: nothing to read (empty,
-// or at or past the end), or every block of it is `recent` or in the session's disk cache (a
-// look at each block file's header).
+// or at or past the end), or every block of it is `recent`, in the session's memory tier, or in
+// its disk cache (a look at each block file's header).
 bool reads_locally(const HubFile& file, uint64_t offset, size_t len, uint64_t recent = RecentBlock::kNone);
 
 // What one session's FileSystem can look up without a request: directories whose listings were

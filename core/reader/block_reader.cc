@@ -429,25 +429,41 @@ void BlockReader::queue_from_disk(const RemoteFile& file, const FileKey& key, Bl
   group = std::max<size_t>(group, 1);
   for (uint64_t from = blocks.first; from <= blocks.last; from += group) {
     const uint64_t to = std::min<uint64_t>(blocks.last, from + group - 1);
-    post([this, file, key, from, to] {
-      if (stopping_.load()) return;
-      std::optional<uint64_t> served_to;
-      for (uint64_t b = from; b <= to; ++b) {
-        const BlockId id{key.cache_id, b, block_length(file, b)};
-        // Read first and claimed after, so a block the disk lacks has no flight to end: a read
-        // that needs it then loads it itself. Not read again if in memory or on its way.
-        const std::string flight = flight_key(key.memory_id, b);
-        if (in_flight_.in_progress(flight) || tiers_.memory().peek(BlockId{key.memory_id, b, id.length})) continue;
-        std::optional<BlockBytes> hit = tiers_.disk_copy(id, key.epoch);
-        if (!hit) continue;
-        Flights::Ticket t = claim(file, key, b);
-        if (!t.leader) continue;  // someone else served it meanwhile
-        complete_batch(file, key, {{b, std::move(*hit)}}, /*from_hub=*/false);
-        served_to = b;
-      }
-      if (served_to) verifier_.loaded_from_tiers(verified(file, key), *served_to);
-    });
+    post([this, file, key, from, to] { load_from_disk(file, key, from, to); });
   }
+}
+
+void BlockReader::load_from_disk(const RemoteFile& file, const FileKey& key, uint64_t from, uint64_t to) {
+  if (stopping_.load()) return;
+  std::optional<uint64_t> served_to;
+  for (uint64_t b = from; b <= to; ++b) {
+    const BlockId id{key.cache_id, b, block_length(file, b)};
+    // Read first and claimed after, so a block the disk lacks has no flight to end: a read
+    // that needs it then loads it itself. Not read again if in memory or on its way.
+    const std::string flight = flight_key(key.memory_id, b);
+    if (in_flight_.in_progress(flight) || tiers_.memory().peek(BlockId{key.memory_id, b, id.length})) continue;
+    std::optional<BlockBytes> hit = tiers_.disk_copy(id, key.epoch);
+    if (!hit) continue;
+    Flights::Ticket t = claim(file, key, b);
+    if (!t.leader) continue;  // someone else served it meanwhile
+    complete_batch(file, key, {{b, std::move(*hit)}}, /*from_hub=*/false);
+    served_to = b;
+  }
+  if (served_to) verifier_.loaded_from_tiers(verified(file, key), *served_to);
+}
+
+bool BlockReader::in_memory(const std::string& content_id, uint64_t size, uint64_t index) const {
+  const uint64_t start = index * options_.block_size;
+  if (start >= size) return false;
+  const std::string id = cache_id(content_id);
+  const FileKey key(id, tiers_.epochs().current(id));
+  const uint64_t length = std::min<uint64_t>(options_.block_size, size - start);
+  return tiers_.memory().peek(BlockId{key.memory_id, index, length}).has_value();
+}
+
+void BlockReader::load_first_blocks_from_disk(const std::vector<RemoteFile>& files) {
+  for (const RemoteFile& f : files)
+    if (f.size != 0) load_from_disk(f, key_of(f, content_epoch(f)), 0, 0);
 }
 
 bool BlockReader::take_marks(const FileKey& key, uint64_t first, uint64_t last) {

@@ -271,6 +271,14 @@ class BlockReader {
   // bytes it started fetching or checking. Every range must be non-empty and inside the file,
   // else kInvalidArgument and nothing happens.
   Result<uint64_t> prefetch(const RemoteFile& file, const std::vector<ByteRange>& ranges);
+  // Loads each file's first block, where the disk cache holds it, into memory, on the caller's
+  // thread, in order. Fetches nothing, marks nothing as hinted (the files' read-ahead is
+  // unchanged); stops once shutdown() has begun. For blocks a caller will likely read soon, run
+  // while it waits on something else (a session's pin).
+  void load_first_blocks_from_disk(const std::vector<RemoteFile>& files);
+  // Whether block `index` of the file with this content is in memory now (no disk look, not
+  // counted as a use): for a caller deciding whether a read can wait on nothing.
+  bool in_memory(const std::string& content_id, uint64_t size, uint64_t index) const;
 
   ReaderStats stats() const;
   const ReaderOptions& options() const { return options_; }
@@ -338,6 +346,8 @@ class BlockReader {
   // A warm stream's read-ahead: the blocks the disk cache holds go into memory, on the workers;
   // nothing is fetched.
   void queue_from_disk(const RemoteFile& file, const FileKey& key, BlockRange blocks, size_t group);
+  // queue_from_disk's task: blocks from..to of the file into memory where the disk has them.
+  void load_from_disk(const RemoteFile& file, const FileKey& key, uint64_t from, uint64_t to);
   // Takes the read-ahead marks of blocks [first, last] (ReadAheadMarks): true if any was marked.
   bool take_marks(const FileKey& key, uint64_t first, uint64_t last);
   // A response (or its error) for blocks [first, first + count): split and served, on a worker.

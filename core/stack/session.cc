@@ -34,8 +34,17 @@ namespace {
 struct StoredFirstFile {
   bool dir_listed = false;
   std::optional<TreeEntry> record;
+  // From its directory's listing: the files after it, in the listing's order (up to
+  // kWarmFiles - 1): what an opener of many files in a row opens next.
+  std::vector<TreeEntry> next_files;
   bool known() const { return dir_listed || record.has_value(); }
 };
+
+// While a pin is out, the first blocks of the first file and of the files after it in its
+// stored directory listing are loaded from the disk cache into memory: at most this many files
+// (docs/constants.md, kWarmFiles).
+constexpr size_t kWarmFiles = 16;
+
 StoredFirstFile stored_first_file(const ListingCache* listings, const std::string& commit, const std::string& path) {
   StoredFirstFile out;
   if (!listings || path.empty()) return out;
@@ -49,12 +58,44 @@ StoredFirstFile stored_first_file(const ListingCache* listings, const std::strin
   // Known from its directory's listing: the session then lists nothing ahead (its root need not
   // be stored), and that directory comes from the cache at the first lookup in it.
   for (TreeEntry& e : *dir) {
-    if (e.path == path && !e.is_dir) {
+    if (out.record) {
+      if (out.next_files.size() + 1 >= kWarmFiles) break;
+      if (!e.is_dir) out.next_files.push_back(std::move(e));
+    } else if (e.path == path && !e.is_dir) {
       out.record = std::move(e);
-      break;
     }
   }
+  if (!out.record) out.next_files.clear();
   return out;
+}
+
+// Loads the first block of each file from the disk cache into the reader's memory, on `executor`
+// (the session's background one: a thread of its own, not the reader's four disk threads, which
+// an opener that reads nothing else never starts), while the pin is out: the opens after it then
+// find them in memory (a block read from disk and checked is most of a small open's CPU). Blocks
+// are keyed by their content, not by commit: if the pin names another commit than the one these
+// files were listed at, they are simply not the blocks its files read. Fetches nothing; at most a
+// quarter of the memory tier. `executor` must be drained before the reader goes.
+void warm_first_blocks(Executor& executor, BlockReader& reader, uint64_t memory_bytes, const StoredFirstFile& stored) {
+  if (!stored.record) return;
+  const uint64_t block = reader.options().block_size;
+  const uint64_t most = std::min<uint64_t>(kWarmFiles, memory_bytes / 4 / block);
+  std::vector<RemoteFile> files;
+  auto add = [&](const TreeEntry& e) {
+    if (files.size() >= most) return;
+    RemoteFile f;
+    f.path = e.path;
+    f.content_id = e.content_id();
+    f.size = e.size;
+    f.locate = [path = e.path](bool) -> Result<Location> {
+      return Unavailable("not fetched: " + path + " is only loaded from the disk cache while the revision is pinned");
+    };
+    files.push_back(std::move(f));
+  };
+  add(*stored.record);
+  for (const TreeEntry& e : stored.next_files) add(e);
+  if (!files.empty())
+    (void)executor.post([&reader, files = std::move(files)] { reader.load_first_blocks_from_disk(files); });
 }
 
 // A probe of the first file, started beside the pin (on `executor`, which must outlive `hub`'s
@@ -168,7 +209,16 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
     pinned_here = std::move(*stored);
   }
   const bool pin_asks = !pinned_here;
-  if (probing || pin_asks) s.background = s.stack.env->new_executor(probing && pin_asks ? 2 : 1);
+  // Not with a shared tier, which needs the pin's answer (private or gated). And opening the disk
+  // cache makes its directories and a probe file: before the pin has found the repo, only a cache
+  // that holds blocks already is opened, so a repo or revision that does not exist leaves nothing
+  // new behind (a mount's checks of its mountpoint see it as it was).
+  std::error_code no_throw;
+  const bool reader_first = pin_asks && config.shared_cache.empty() &&
+                            (config.cache_size == 0 || std::filesystem::is_directory(config.cache_dir + "/blocks", no_throw));
+  const bool warming = reader_first && config.cache_size != 0 && stored_at_last.record.has_value();
+  if (const int threads = int{probing} + int{pin_asks} + int{warming}; threads > 0)
+    s.background = s.stack.env->new_executor(threads);
   if (probing) probe.emplace(*s.stack.env, *s.background, *s.stack.hub, s.repo, first_file);
   const auto pin_started = s.stack.env->now();
   // A pin that asks the Hub runs beside the local part of the build (the reader, the disk
@@ -176,15 +226,10 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   // not one after the other. Nothing is read through the session before it is pinned.
   std::optional<BackgroundPin> pin_in_flight;
   if (pin_asks) pin_in_flight.emplace(*s.background, *s.stack.hub, s.repo, listings);
-  // Not with a shared tier, which needs the pin's answer (private or gated). And opening the disk
-  // cache makes its directories and a probe file: before the pin has found the repo, only a cache
-  // that holds blocks already is opened, so a repo or revision that does not exist leaves nothing
-  // new behind (a mount's checks of its mountpoint see it as it was).
-  std::error_code no_throw;
-  const bool reader_first = pin_in_flight && config.shared_cache.empty() &&
-                            (config.cache_size == 0 || std::filesystem::is_directory(config.cache_dir + "/blocks", no_throw));
   if (reader_first) {
     if (Status st = build_reader(config, s.stack, nullptr, s.label); !st.ok()) return st;
+    if (warming && s.stack.reader)
+      warm_first_blocks(*s.background, *s.stack.reader, config.memory_cache_bytes, stored_at_last);
   }
   Result<PinnedRevision> info = pin_in_flight ? pin_in_flight->get() : std::move(*pinned_here);
   if (!info.ok()) return info.status();

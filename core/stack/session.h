@@ -33,9 +33,10 @@ struct RepoSession {
   PinnedRevision info;    // the commit it is pinned to, private/gated
   bool offline = false;
   Stack stack;
-  // Requests open_repo_session runs beside its build: the pin (waited for) and the first file's
-  // probe (one slow to answer is not waited for: see open_repo_session). Drained after the
-  // stack's shutdown, which ends its requests, and before the stack goes.
+  // Work open_repo_session runs beside its build: the pin (waited for), the first file's probe
+  // (one slow to answer is not waited for: see open_repo_session) and the first blocks loaded
+  // from the disk cache. Drained after the stack's shutdown, which ends its requests, and before
+  // the stack goes.
   std::unique_ptr<Executor> background;
   std::unique_ptr<FileSystem> fs;  // declared last: destroyed first
 
@@ -64,7 +65,10 @@ struct RepoSession {
 // the root is not listed ahead: the file's first block is one round trip after the pin instead
 // of three (the listing, the resolve, the block). A first file the cache knows (its entry in its
 // directory's stored listing, or its own record) is known the same way, with no request: the
-// root is not listed ahead either. Whatever else is looked up lists as before.
+// root is not listed ahead either. Whatever else is looked up lists as before. While a branch's
+// pin is out, the first blocks of that file and of up to 15 files after it in its directory's
+// stored listing load from the disk cache into memory (never fetched; blocks are keyed by
+// content, so a branch that moved reads its own), for the opens that follow.
 // Whether open_repo_session(config, spec, s, {}, first_file) asks the Hub nothing: offline, or a
 // commit sha whose pin the cache holds, with the first file known from the cache at it (without
 // one: the root's listing stored). A caller that must stay interruptible while it waits on the

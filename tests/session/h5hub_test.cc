@@ -275,6 +275,25 @@ TEST_F(H5HubTest, ReadsTheCachesAnswerRunOnTheCallersThreadWhateverTheCancelFlag
   EXPECT_EQ(recent.get(), 2u);
 }
 
+// A block the memory tier holds needs no look at the disk cache (a session's opens after its pin
+// find their first blocks there): such a read runs on the caller's thread even once the disk
+// cache has lost the block.
+TEST_F(H5HubTest, ABlockInMemoryReadsLocallyWithoutItsBlockFile) {
+  auto source = open_hf_source("hf://datasets/lab/scans/noise.bin", config(), Env::real());
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  const HubFile& file = *(*source)->file();
+  std::vector<char> head(64);
+  auto got = (*source)->pread(head.data(), 0, head.size());  // block 0 fetched, in memory
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_TRUE(file.session()->stack.reader->in_memory(file.content_id(), file.size(), 0));
+  EXPECT_FALSE(file.session()->stack.reader->in_memory(file.content_id(), file.size(), 2));
+  EXPECT_FALSE(file.session()->stack.reader->in_memory(file.content_id(), file.size(), file.size()));  // past the end
+  file.session()->stack.reader->shutdown();  // the block files' writes are done; none come after
+  std::filesystem::remove_all(cache_.path() / "cache" / "blocks");
+  EXPECT_TRUE(reads_locally(file, 0, 16));  // in memory: no block file looked at
+  EXPECT_FALSE(reads_locally(file, 2 * file.session()->stack.reader->options().block_size, 16));  // neither
+}
+
 TEST_F(H5HubTest, ACancelledReadReturnsWhileTheHubStalls) {
   auto source = open_hf_source("hf://datasets/lab/scans/scan.hdf5", config(), Env::real());
   ASSERT_TRUE(source.ok()) << source.status().message();

@@ -636,6 +636,113 @@ TEST_F(SessionTest, ABranchThatMovedIsReadAtItsNewCommitThoughTheCacheKnewTheOld
   EXPECT_EQ(testing::count_pattern_mismatches(32, 0, buf.data(), *n), 0u);
 }
 
+// Until the reader has loaded `blocks` blocks from the disk cache in all (the blocks a session
+// warms while its pin is out load on the reader's workers). Bounded, so a reader that never gets
+// there fails the test instead of hanging it.
+bool wait_for_disk_hits(const BlockReader& reader, uint64_t blocks) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (reader.stats().disk_hits < blocks) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// Writes `n` one-block files d/f00.bin... of `size` bytes (seeds 100 + k) into `repo`'s snapshot
+// `commit` (or the repo's own directory when commit is empty).
+void write_small_files(const std::filesystem::path& dir, int n, size_t size, uint32_t seed_base = 100) {
+  for (int k = 0; k < n; ++k) {
+    char name[16];
+    std::snprintf(name, sizeof name, "f%02d.bin", k);
+    testing::write_pattern_file((dir / name).string(), seed_base + static_cast<uint32_t>(k), size);
+  }
+}
+
+// While a branch's pin is out, the session loads the first blocks of the file it opens and of
+// the files after it in their directory's stored listing from the disk cache into memory (at
+// most 16): the opens after the pin find them there. Nothing is fetched for it: a file the disk
+// cache lacks stays cold until it is read, and the pin is the session's only request.
+TEST_F(SessionTest, WhileThePinIsOutTheNextFilesFirstBlocksLoadFromDisk) {
+  const auto repo = root_->path() / "datasets" / "lab" / "many";
+  write_small_files(repo / "d", 20, 70'000);
+  auto path = [](int k) {
+    char name[16];
+    std::snprintf(name, sizeof name, "d/f%02d.bin", k);
+    return std::string(name);
+  };
+  auto read_exactly = [&](const std::shared_ptr<RepoSession>& s, int k) {
+    auto f = HubFile::open(s, path(k));
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    std::string buf(70'000, '\0');
+    auto n = (*f)->pread(buf.data(), 0, buf.size());
+    ASSERT_TRUE(n.ok()) << n.status().message();
+    ASSERT_EQ(*n, 70'000u);
+    EXPECT_EQ(testing::count_pattern_mismatches(100 + k, 0, buf.data(), *n), 0u) << path(k);
+  };
+  {
+    auto s = open("hf://datasets/lab/many", config(), path(0));
+    ASSERT_TRUE(s) << last_error_.message();
+    ASSERT_TRUE(list_dir(*s, "d").ok());  // d/'s listing stored
+    for (int k = 0; k < 20; ++k)
+      if (k != 3) read_exactly(s, k);  // f03 never reaches the disk cache
+  }
+  hub_->reset_stats();
+  auto s = open("hf://datasets/lab/many", config(), path(0));
+  ASSERT_TRUE(s) << last_error_.message();
+  // f00 and the 15 after it, less f03, which the disk cache lacks.
+  ASSERT_TRUE(wait_for_disk_hits(*s->stack.reader, 15)) << s->stack.reader->stats().disk_hits;
+  const ReaderStats warmed = s->stack.reader->stats();
+  EXPECT_EQ(warmed.disk_hits, 15u);  // none past the 16th file
+  EXPECT_EQ(warmed.hints, 0u);      // not a hint: the files' read-ahead is left as it was
+  for (int k = 0; k < 16; ++k)
+    if (k != 3) read_exactly(s, k);
+  const ReaderStats read = s->stack.reader->stats();
+  EXPECT_EQ(read.disk_hits, 15u);  // every one of them from memory
+  EXPECT_EQ(read.memory_hits - warmed.memory_hits, 15u);
+  nlohmann::json st = hub_->stats();
+  EXPECT_EQ(st["requests"].get<int>(), 1) << st.dump();  // the pin
+  read_exactly(s, 3);  // then fetched when read (its one block), and exact
+  EXPECT_EQ(hub_->stats()["cdn_requests"].get<int>(), 1) << hub_->stats().dump();
+}
+
+// The blocks warmed while the pin is out are those of the commit the cache knew; a branch that
+// moved since changes a file's content, not its name: the file is read at the new commit, and the
+// old content's block, in memory by then, is not what it reads.
+TEST_F(SessionTest, FirstBlocksWarmedAtTheOldCommitAreNotReadAfterTheBranchMoved) {
+  const auto repo = root_->path() / "datasets" / "lab" / "moving";
+  write_small_files(repo / "snapshots" / "c1" / "d", 3, 60'000, 200);
+  write_small_files(repo / "snapshots" / "c2" / "d", 3, 60'000, 300);  // the same names and sizes
+  auto write_refs = [&](const char* main) {
+    std::ofstream(repo / "hub.json") << R"({"refs": {"main": ")" << main
+                                     << R"("}, "commits": {"c1": {"date": "2024-01-01T00:00:00Z"},)"
+                                     << R"( "c2": {"date": "2024-02-01T00:00:00Z"}}})";
+  };
+  auto read_all = [&](const std::shared_ptr<RepoSession>& s, uint32_t seed_base) {
+    for (int k = 0; k < 3; ++k) {
+      const std::string path = "d/f0" + std::to_string(k) + ".bin";
+      auto f = HubFile::open(s, path);
+      ASSERT_TRUE(f.ok()) << f.status().message();
+      std::string buf(60'000, '\0');
+      auto n = (*f)->pread(buf.data(), 0, buf.size());
+      ASSERT_TRUE(n.ok()) << n.status().message();
+      ASSERT_EQ(*n, 60'000u);
+      EXPECT_EQ(testing::count_pattern_mismatches(seed_base + k, 0, buf.data(), *n), 0u) << path;
+    }
+  };
+  write_refs("c1");
+  {
+    auto s = open("hf://datasets/lab/moving", config(), "d/f00.bin");
+    ASSERT_TRUE(s) << last_error_.message();
+    ASSERT_TRUE(list_dir(*s, "d").ok());
+    read_all(s, 200);  // c1's blocks on disk, d/ listed at c1
+  }
+  write_refs("c2");
+  auto s = open("hf://datasets/lab/moving", config(), "d/f00.bin");
+  ASSERT_TRUE(s) << last_error_.message();
+  ASSERT_TRUE(wait_for_disk_hits(*s->stack.reader, 3));  // c1's three first blocks, in memory
+  read_all(s, 300);
+}
+
 // A pin that fails is the session's error. Into a cache directory not made yet it leaves nothing
 // (the reader waits for the pin); beside a cache already there, the reader is built first, and
 // the session (its reader, its background executor) goes away cleanly; the next try pins again.
