@@ -60,8 +60,8 @@ uint64_t BlockReader::block_length(const RemoteFile& file, uint64_t index) const
   return start >= file.size ? 0 : std::min<uint64_t>(options_.block_size, file.size - start);
 }
 
-// A read's facts and the window they left, for the debug log: ", paused missed, window 11 (last
-// read 11 blocks)".
+// A read's facts and the window they left, for the debug log: ", paused marked window 12 (last
+// read 10 MiB, this one 1 MiB so far)".
 static std::string describe(const ReadFacts& facts, const ReadAheadState& ahead) {
   std::string s = ",";
   if (facts.paused) s += " paused";
