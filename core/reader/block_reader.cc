@@ -60,6 +60,21 @@ uint64_t BlockReader::block_length(const RemoteFile& file, uint64_t index) const
   return start >= file.size ? 0 : std::min<uint64_t>(options_.block_size, file.size - start);
 }
 
+// A read's facts and the window they left, for the debug log: ", paused marked window 12 (last
+// read 10 MiB, this one 1 MiB so far)".
+static std::string describe(const ReadFacts& facts, const ReadAheadState& ahead) {
+  std::string s = ",";
+  if (facts.paused) s += " paused";
+  if (facts.missed) s += " missed";
+  if (facts.marked) s += " marked";
+  if (facts.waited) s += " waited";
+  if (facts.from_disk) s += " from-disk";
+  if (facts.hinted) s += " hinted";
+  return s + " window " + std::to_string(ahead.window_blocks) + " (last read " +
+         std::to_string(ahead.last_burst_bytes >> 20) + " MiB, this one " + std::to_string(ahead.burst_bytes >> 20) +
+         " MiB so far)";
+}
+
 std::string BlockReader::cache_id(const std::string& content_id) const {
   return disk_key(content_id, options_.block_size);
 }
@@ -286,7 +301,14 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
     facts.hinted = hinted_.marked_ago(key.cache_id).has_value();
     std::lock_guard<std::mutex> state_lock(state->mu);
     facts.paused = state->last_return && arrived - *state->last_return >= options_.reader_pause;
-    if (auto ahead = read_ahead_policy_.on_read(state->ahead, offset, end, file.size, facts)) {
+    auto ahead = read_ahead_policy_.on_read(state->ahead, offset, end, file.size, facts);
+    // What the policy saw, for checking its rules against a real reader's pattern (the pause
+    // rule fires only if a program's reads reach us as bursts: docs/benchmarks.md, issue 42).
+    if (log_enabled(LogLevel::kDebug) && (!ahead || !ahead->fetch))
+      log_debug("read-ahead " + file.path + ": at block " + std::to_string(last) + describe(facts, state->ahead) +
+                (ahead ? ", from disk " + std::to_string(ahead->blocks.first) + "-" + std::to_string(ahead->blocks.last)
+                       : ", nothing"));
+    if (ahead) {
       if (!ahead->fetch) {
         queue_from_disk(file, key, ahead->blocks, ahead->blocks_per_request);
         state->ahead.prefetched_to = ahead->blocks.last + 1;
@@ -296,7 +318,8 @@ Result<std::vector<BlockBytes>> BlockReader::read_slices(const RemoteFile& file,
         std::vector<uint64_t> mine =
             claim_ahead(file, key, wanted, &bytes, &state->ahead.prefetched_to, /*mark=*/true);
         if (log_enabled(LogLevel::kDebug))
-          log_debug("read-ahead " + file.path + ": at block " + std::to_string(last) + ", claimed " +
+          log_debug("read-ahead " + file.path + ": at block " + std::to_string(last) + describe(facts, state->ahead) +
+                    ", claimed " +
                     std::to_string(mine.size()) + " of " + std::to_string(ahead->blocks.first) + "-" +
                     std::to_string(ahead->blocks.last) + ", " + std::to_string(prefetch_bytes_.load() >> 20) +
                     " MiB ahead");

@@ -69,7 +69,11 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
   const uint64_t read_blocks = std::max((end - 1) / bs - offset / bs + 1, blocks_in(state.last_burst_bytes, bs));
   const uint64_t grown = next_window(state, facts);
   const double factor = state.fetching ? options_.per_run_factor : options_.local_run_factor;
-  const uint64_t earned = std::max<uint64_t>(1, static_cast<uint64_t>(factor * double(run_blocks)));
+  // Never under the first window: a run's first read-ahead at 0.4 of 2-9 blocks (1-3) left a
+  // reader as fast as the link (h5py's first chunk through a mount) waiting a round trip for
+  // every 40% it read; a run that stops there wastes at most that first window.
+  const uint64_t earned =
+      std::max<uint64_t>(options_.min_readahead_blocks, static_cast<uint64_t>(factor * double(run_blocks)));
   // A reader that reads N blocks at a time (in one read, or one burst) gets at least its next
   // read's worth ahead.
   state.window_blocks = static_cast<uint32_t>(std::max(

@@ -16,8 +16,11 @@
 //   or waited for a block read-ahead still had on its way (TCP's window grows only when it limits
 //   the sender, likewise). A reader slower than the link (h5py, decoding between its chunk reads)
 //   keeps the window that kept it fed, and when it stops, that window is all it wasted. It never
-//   exceeds max_readahead_blocks, nor per_run_factor times what the run has read: a run that ends
-//   (the last chunk of an HDF5 read) was fetched at most (1 + per_run_factor) times over. From
+//   exceeds max_readahead_blocks, nor per_run_factor times what the run has read or the first
+//   window (min_readahead_blocks), whichever is more: a run that ends (the last chunk of an HDF5
+//   read) was fetched at most (1 + per_run_factor) times over, a short one min_readahead_blocks
+//   over. Below it, a reader as fast as the link (h5py's first chunk through a mount, before any
+//   pause is seen) waited a round trip for each 40% it read. From
 //   the disk cache (a warm stream) over-reading costs no network bytes: the window doubles per
 //   read, up to local_run_factor times the run. But a reader that reads N blocks at a time (h5py
 //   reading a 10 MiB chunk through hubfs.open) always gets its next read's worth ahead, to arrive

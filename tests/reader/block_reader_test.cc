@@ -316,9 +316,9 @@ TEST_F(BlockReaderTest, AReaderSlowerThanTheLinkKeepsItsFirstReadAheadWindow) {
     ASSERT_EQ(read(reader, b * block, block, &sequential), cdn_.content.substr(b * block, block));
     wait_for_state([&] { return reader.stats().blocks_in_flight == 0; });
   }
-  EXPECT_EQ(sequential.ahead.window_blocks, 1u);  // the blocks' own read: 0.4 of the 2 that earned it is less
+  EXPECT_EQ(sequential.ahead.window_blocks, 4u);  // the first window (min_readahead_blocks)
   EXPECT_TRUE(sequential.ahead.fetching);
-  EXPECT_EQ(reader.stats().bytes_fetched, 101 * block) << "the blocks read and one ahead";
+  EXPECT_EQ(reader.stats().bytes_fetched, 104 * block) << "the blocks read and the first window ahead";
 }
 
 TEST_F(BlockReaderTest, ErrorsReachTheReaderAndAreNotRemembered) {
@@ -821,21 +821,21 @@ TEST_F(ReadAheadOnMissTest, AWarmReadAfterARestartFetchesNothing) {
   {
     BlockReader reader(cache_.get(), fetcher_);
     ReadState cold;
-    read_pieces(reader, cold, 0, 6);
+    read_pieces(reader, cold, 0, 3);  // with its first window ahead, blocks 0-6 of 11
     settle(reader, 0);
     EXPECT_GT(reader.stats().read_ahead_bytes, 0u) << "the cold stream read ahead";
   }  // shutdown: every block fetched is on disk
   const size_t before = transport_.request_count();
   BlockReader reader(cache_.get(), fetcher_);
   ReadState warm;
-  read_pieces(reader, warm, 0, 6);
+  read_pieces(reader, warm, 0, 3);
   settle(reader, before);
   EXPECT_EQ(transport_.request_count(), before) << "a warm read fetched";
   EXPECT_EQ(reader.stats().read_ahead_bytes, 0u);
   EXPECT_GT(reader.stats().disk_hits, 0u);
   EXPECT_FALSE(warm.ahead.fetching);
   // Reading on past what the cache holds misses, and the miss starts read-ahead.
-  read_pieces(reader, warm, 6, 11);
+  read_pieces(reader, warm, 3, 11);
   settle(reader, before);
   EXPECT_GT(transport_.request_count(), before);
   EXPECT_GT(reader.stats().read_ahead_bytes, 0u) << "a miss did not start read-ahead";

@@ -11,7 +11,8 @@ constexpr uint64_t kMiB = 1 << 20;
 class ReadAheadPolicyTest : public ::testing::Test {
  protected:
   // 1 MiB blocks, windows of 4..128 blocks, requests of up to 8 blocks over 16 connections, runs
-  // of 4 blocks before read-ahead, a window of at most half the run: the mount's defaults.
+  // of 2 blocks before read-ahead, a window of at most 0.4 of the run past the first: the mount's
+  // defaults.
   ReadAheadPolicy policy_{ReadAheadOptions{}};
   ReadAheadState state_;
 
@@ -52,25 +53,39 @@ TEST_F(ReadAheadPolicyTest, ARunEarnsReadAheadOnlyPastAnMmapFaultsReadAround) {
   // A fault's read-around: one kernel read of 1 MiB (read_ahead_kb), not aligned to a block, so
   // it spans two. No read-ahead for that.
   EXPECT_EQ(policy_.on_read(state_, 100 * kMiB + kMiB / 2, 101 * kMiB + kMiB / 2, 1000 * kMiB, missed()), std::nullopt);
-  // The stream's second 1 MiB read: two blocks read in order, a stream. Its window is at least
-  // the read's own two blocks (0.4 of the run is less).
+  // The stream's second 1 MiB read: two blocks read in order, a stream. Its window is the first
+  // one, min_readahead_blocks (0.4 of the run is less).
   auto r = policy_.on_read(state_, 101 * kMiB + kMiB / 2, 102 * kMiB + kMiB / 2, 1000 * kMiB, missed());
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(state_.window_blocks, 2u);
-  EXPECT_EQ(*r, (ReadAheadPlan{BlockRange{103, 104}, 1}));
+  EXPECT_EQ(state_.window_blocks, 4u);
+  EXPECT_EQ(*r, (ReadAheadPlan{BlockRange{103, 106}, 1}));
   // Two aligned blocks read one at a time earn it as well, at the second.
   state_ = ReadAheadState{};
   EXPECT_EQ(read(200, 1), std::nullopt);
   r = read(201, 1);
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(state_.window_blocks, 1u);
-  EXPECT_EQ(*r, (ReadAheadPlan{BlockRange{202, 202}, 1}));
-  // Eight blocks on, 3 blocks (0.4 of a run of 8) go as 1-block requests, on three connections at once.
-  stream(202, 207);
-  r = read(207, 1);
+  EXPECT_EQ(state_.window_blocks, 4u);
+  EXPECT_EQ(*r, (ReadAheadPlan{BlockRange{202, 205}, 1}));
+  // Fifteen blocks on, 6 blocks (0.4 of a run of 15, past the first window) go as 1-block
+  // requests, on six connections at once.
+  stream(202, 215);
+  r = read(215, 1);
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(state_.window_blocks, 3u);
+  EXPECT_EQ(state_.window_blocks, 6u);
   EXPECT_EQ(r->blocks_per_request, 1u);
+}
+
+// A reader as fast as the link (every read misses or waits: h5py's first chunk through a mount,
+// before any pause tells its reads apart) has its first window ahead from the run's second block
+// on, not 0.4 of the run: at 1-3 blocks it waited a round trip for each 40% it read.
+TEST_F(ReadAheadPolicyTest, AShortRunGetsTheFirstWindowAheadNotAFractionOfItself) {
+  EXPECT_EQ(read(0, 1), std::nullopt);
+  for (uint64_t b = 1; b < 10; ++b) {
+    read(b, 1);
+    EXPECT_GE(state_.window_blocks, 4u) << b;
+    EXPECT_GE(state_.prefetched_to, b + 5) << "fewer than 4 blocks ahead of block " << b;
+    EXPECT_LE(state_.prefetched_to, b + 5) << "more than the first window ahead of block " << b;
+  }
 }
 
 TEST_F(ReadAheadPolicyTest, AStoppedRunWasFetchedAtMostOneAndAHalfTimesOver) {
@@ -93,11 +108,11 @@ TEST_F(ReadAheadPolicyTest, AReaderOfNBlocksAtATimeGetsItsNextReadAhead) {
     fetched_to = std::max(fetched_to, r->blocks.last + 1);
   }
   EXPECT_LE(fetched_to, 75u) << "more than 1.5x the 50 blocks read";
-  // A reader of one block at a time is unchanged (a mount's reads): 2 blocks earn one ahead.
+  // A reader of one block at a time is unchanged (a mount's reads): 2 blocks earn the first window.
   state_ = ReadAheadState{};
   EXPECT_EQ(read(100, 1), std::nullopt);
   ASSERT_TRUE(read(101, 1).has_value());
-  EXPECT_EQ(state_.window_blocks, 1u);
+  EXPECT_EQ(state_.window_blocks, 4u);
 }
 
 TEST_F(ReadAheadPolicyTest, TheWindowGrowsToItsCapAndFillsEveryConnectionWithWholeRequests) {
