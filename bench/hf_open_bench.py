@@ -20,8 +20,9 @@ commit (the URLs' revision option: no pin), a warm-up round first, then
 --rounds rounds alternating the contenders process by process (a loaded machine drifts; each
 round sees the same load): per contender the median time, the opener's CPU and the requests the
 Hub answered per process; with --baseline-python (another build's build/python), that build's
-hf:// too, on the same cache directory. Each opening process prints its phases: loading the
-extension, the first open (the session: stack and pin), the first h5py open, the other 15.
+hf:// too (on the branch and at the commit), on the same cache directory. Each opening process
+prints its phases: loading the extension, the first open (the session: stack and pin), the
+first h5py open, the other 15.
 Needs root for rclone's mount (skipped with a message where it cannot start). --dir keeps the
 generated files for the next run."""
 
@@ -110,6 +111,7 @@ def opens(args):
     contenders["hf:// @commit"] = (urls, dict(hf, revision=commit), os.path.join(REPO_ROOT, "build", "python"))
     if args.baseline_python:
         contenders["hf:// baseline"] = (urls, hf, os.path.abspath(args.baseline_python))
+        contenders["hf:// base @commit"] = (urls, dict(hf, revision=commit), os.path.abspath(args.baseline_python))
     mount = None
     try:
         if shutil.which("rclone"):
