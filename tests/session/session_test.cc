@@ -553,18 +553,21 @@ TEST_F(SessionTest, AProbeThatDoesNotAnswerIsNotWaitedFor) {
   }  // the session's shutdown ends the probe's request
 }
 
+// A repo of two commits, c1 and c2 (its snapshots/ directories), with its branch main at `main`:
+// moving it between them is a push that changes what the branch reads.
+void write_main_ref(const std::filesystem::path& repo, const char* main) {
+  std::ofstream(repo / "hub.json") << R"({"refs": {"main": ")" << main
+                                   << R"("}, "commits": {"c1": {"date": "2024-01-01T00:00:00Z"},)"
+                                   << R"( "c2": {"date": "2024-02-01T00:00:00Z"}}})";
+}
+
 // The probe asks by branch name and the pin may see the branch before it moved: a probe served
 // from another commit than the pinned one is not believed, and the session lists that commit.
 TEST_F(SessionTest, AProbeFromAnotherCommitThanThePinIsNotBelieved) {
   const auto repo = root_->path() / "datasets" / "lab" / "moving";
   testing::write_pattern_file((repo / "snapshots" / "c1" / "x.bin").string(), 21, 40'000);
   testing::write_pattern_file((repo / "snapshots" / "c2" / "x.bin").string(), 22, 50'000);
-  auto write_refs = [&](const char* main) {
-    std::ofstream(repo / "hub.json") << R"({"refs": {"main": ")" << main
-                                     << R"("}, "commits": {"c1": {"date": "2024-01-01T00:00:00Z"},)"
-                                     << R"( "c2": {"date": "2024-02-01T00:00:00Z"}}})";
-  };
-  write_refs("c1");
+  write_main_ref(repo, "c1");
   hub_->reset_stats();
   // The probe is held at the server until the pin has been answered and main has moved on, and
   // not so long that the session stops waiting for it (kProbeGrace, a second).
@@ -578,7 +581,7 @@ TEST_F(SessionTest, AProbeFromAnotherCommitThanThePinIsNotBelieved) {
       if (pinned) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    write_refs("c2");
+    write_main_ref(repo, "c2");
   });
   auto s = open("hf://datasets/lab/moving", config(), "x.bin");
   mover.join();
@@ -606,12 +609,7 @@ TEST_F(SessionTest, ABranchThatMovedIsReadAtItsNewCommitThoughTheCacheKnewTheOld
   const auto repo = root_->path() / "datasets" / "lab" / "moved";
   testing::write_pattern_file((repo / "snapshots" / "c1" / "x.bin").string(), 31, 40'000);
   testing::write_pattern_file((repo / "snapshots" / "c2" / "x.bin").string(), 32, 50'000);
-  auto write_refs = [&](const char* main) {
-    std::ofstream(repo / "hub.json") << R"({"refs": {"main": ")" << main
-                                     << R"("}, "commits": {"c1": {"date": "2024-01-01T00:00:00Z"},)"
-                                     << R"( "c2": {"date": "2024-02-01T00:00:00Z"}}})";
-  };
-  write_refs("c1");
+  write_main_ref(repo, "c1");
   std::string first_commit;
   {
     auto s = open("hf://datasets/lab/moved", config(), "x.bin");  // stores main -> c1 and x.bin's record at c1
@@ -622,7 +620,7 @@ TEST_F(SessionTest, ABranchThatMovedIsReadAtItsNewCommitThoughTheCacheKnewTheOld
     std::string buf(40'000, '\0');
     ASSERT_TRUE((*f)->pread(buf.data(), 0, buf.size()).ok());  // c1's blocks in the disk cache
   }
-  write_refs("c2");
+  write_main_ref(repo, "c2");
   auto s = open("hf://datasets/lab/moved", config(), "x.bin");
   ASSERT_TRUE(s) << last_error_.message();
   EXPECT_NE(s->info.commit, first_commit);
@@ -648,8 +646,7 @@ bool wait_for_disk_hits(const BlockReader& reader, uint64_t blocks) {
   return true;
 }
 
-// Writes `n` one-block files d/f00.bin... of `size` bytes (seeds 100 + k) into `repo`'s snapshot
-// `commit` (or the repo's own directory when commit is empty).
+// Writes `n` one-block files f00.bin... of `size` bytes (seeds seed_base + k) into `dir`.
 void write_small_files(const std::filesystem::path& dir, int n, size_t size, uint32_t seed_base = 100) {
   for (int k = 0; k < n; ++k) {
     char name[16];
@@ -712,11 +709,6 @@ TEST_F(SessionTest, FirstBlocksWarmedAtTheOldCommitAreNotReadAfterTheBranchMoved
   const auto repo = root_->path() / "datasets" / "lab" / "moving";
   write_small_files(repo / "snapshots" / "c1" / "d", 3, 60'000, 200);
   write_small_files(repo / "snapshots" / "c2" / "d", 3, 60'000, 300);  // the same names and sizes
-  auto write_refs = [&](const char* main) {
-    std::ofstream(repo / "hub.json") << R"({"refs": {"main": ")" << main
-                                     << R"("}, "commits": {"c1": {"date": "2024-01-01T00:00:00Z"},)"
-                                     << R"( "c2": {"date": "2024-02-01T00:00:00Z"}}})";
-  };
   auto read_all = [&](const std::shared_ptr<RepoSession>& s, uint32_t seed_base) {
     for (int k = 0; k < 3; ++k) {
       const std::string path = "d/f0" + std::to_string(k) + ".bin";
@@ -729,14 +721,14 @@ TEST_F(SessionTest, FirstBlocksWarmedAtTheOldCommitAreNotReadAfterTheBranchMoved
       EXPECT_EQ(testing::count_pattern_mismatches(seed_base + k, 0, buf.data(), *n), 0u) << path;
     }
   };
-  write_refs("c1");
+  write_main_ref(repo, "c1");
   {
     auto s = open("hf://datasets/lab/moving", config(), "d/f00.bin");
     ASSERT_TRUE(s) << last_error_.message();
     ASSERT_TRUE(list_dir(*s, "d").ok());
     read_all(s, 200);  // c1's blocks on disk, d/ listed at c1
   }
-  write_refs("c2");
+  write_main_ref(repo, "c2");
   auto s = open("hf://datasets/lab/moving", config(), "d/f00.bin");
   ASSERT_TRUE(s) << last_error_.message();
   ASSERT_TRUE(wait_for_disk_hits(*s->stack.reader, 3));  // c1's three first blocks, in memory
