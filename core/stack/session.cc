@@ -65,7 +65,6 @@ StoredFirstFile stored_first_file(const ListingCache* listings, const std::strin
       out.record = std::move(e);
     }
   }
-  if (!out.record) out.next_files.clear();
   return out;
 }
 
