@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import itertools
 import os
 import queue
 import threading
@@ -149,41 +150,33 @@ class FrameDataset:
                 break
             frames.append((k, ranges))
             total += size
+        # In order, one hint per run of one file's frames: the reader queues requests in the
+        # order hinted, so the frames the workers need first go out first (one hint per file sent
+        # a file's frames due late ahead of the next file's due soon), and a run's frames share
+        # blocks, which its hint coalesces into large requests.
+        runs = itertools.groupby(frames, key=lambda frame: frame[0])
         if arrivals is None:
-            self._send_hints(frames)
+            for k, run in runs:
+                hinted = [r for _, ranges in run for r in ranges]
+                if hinted:  # frames of no stored bytes (unwritten chunks) have nothing to fetch
+                    self._dataset(k).file._hint(hinted)
             return total
         # A plan (hf://): only frames with blocks the disk cache lacks are hinted, and those
         # blocks are marked before their hint goes out, so no worker fetches them meanwhile. A
-        # cached frame costs the planner no read of its blocks (a warm epoch hints nothing).
-        # In order, one hint per run of one file's frames (consecutive frames share blocks, and
-        # their hint coalesces them into large requests): the first run's requests go out at
+        # cached frame costs the planner no read of its blocks (a warm epoch hints nothing). Runs
+        # are looked up, marked and hinted one at a time: the first run's requests go out at
         # once, not after the whole batch was looked up and marked.
-        run_k, run = None, []
-        for k, ranges in frames + [(None, [])]:
-            if k != run_k and run:
-                self._dataset(run_k).file._hint([r for _, rs, _ in run for r in rs])
-                for _, rs, names in run:
-                    arrivals.add(run_k, rs, names)
-                run = []
-            run_k = k
-            if k is not None:
+        for k, run in runs:
+            marked = []
+            for _, ranges in run:
                 missing = arrivals.missing(k, ranges)
                 if missing:
-                    run.append((k, ranges, arrivals.hold(k, missing)))
+                    marked.append((ranges, arrivals.hold(k, missing)))
+            if marked:
+                self._dataset(k).file._hint([r for ranges, _ in marked for r in ranges])
+                for ranges, names in marked:
+                    arrivals.add(k, ranges, names)
         return total
-
-    def _send_hints(self, frames: List[Tuple[int, List[Tuple[int, int]]]]) -> None:
-        """Hints these frames in the order given, one hint per run of frames of one file: the
-        reader queues requests in the order hinted, so the frames the workers need first go out
-        first. (One hint per file sent a file's frames due late ahead of the next file's due
-        soon, and the workers waited on frames queued behind later ones.)"""
-        run_k, run = None, []
-        for k, ranges in frames + [(None, [])]:
-            if k != run_k and run:
-                self._dataset(run_k).file._hint(run)
-                run = []
-            run_k = k
-            run.extend(ranges)
 
     def _arrivals(self) -> Optional["_Arrivals"]:
         """What a plan marks its hints with: hf:// files sharing a disk cache only."""
