@@ -220,8 +220,10 @@ class FrameDataset:
              lead: int = DEFAULT_LEAD) -> "FramePlan":
         """A sampler yielding ``order`` (a list of indices, or a sampler iterated afresh each
         epoch) that, as it is iterated, hints the ``ahead`` frames (at most ``max_bytes`` stored
-        bytes) that follow the ``lead`` next ones: those the loader hands its workers at once,
-        which fetch them themselves (a hint of them would race their reads for the same blocks)."""
+        bytes) that follow the ``lead`` next ones: those the loader hands its workers at once.
+        Over hf:// with a disk cache, where the plan marks what it hints and the workers wait for
+        it, the ``lead`` frames are hinted too; elsewhere the workers fetch them themselves (a
+        hint of them would race their reads for the same blocks)."""
         return FramePlan(self, order, ahead, max_bytes, lead)
 
     def close(self) -> None:
@@ -248,8 +250,9 @@ class FrameDataset:
 
 class FramePlan:
     """The sampler ``FrameDataset.plan`` returns: iterating it yields ``order``. The next ``lead``
-    indices are the workers' own to fetch (a DataLoader hands them out at once: prefetch_factor x
-    workers); the ``ahead`` beyond them are hinted, in batches (whenever half of them are not
+    indices are those a DataLoader hands out at once (prefetch_factor x workers): hinted too when
+    the plan marks its hints (hf:// with a disk cache), else the workers' own to fetch; the
+    ``ahead`` beyond them are hinted, in batches (whenever half of them are not
     yet hinted, those are chosen), at most ``max_bytes`` stored bytes chosen and not yet yielded.
     A batch's frames are hinted in order, ``ahead / lead`` of them before each index yielded. A
     frame is hinted at most once per epoch."""
@@ -285,20 +288,21 @@ class FramePlan:
         hinted_waiting = 0  # stored bytes chosen for hints and not yet yielded
         exhausted = False
         batch_at = max(1, self.ahead // 2)
+        # Where the hinted window starts in the buffer (0: the index yielded next); it ends
+        # `ahead` past the lead either way. A plan that marks its hints (hf://) hints from the
+        # next index on: a worker waits for a marked block rather than fetching it too, and the
+        # plan's connections are open while a forked worker's first request comes after its first
+        # open (0.2-0.5 s: the first 8 frames of a cold epoch ended 1 s in, with the plan's first
+        # 64 fetched meanwhile). Unmarked, the next `lead` indices are the workers' own: a hint of
+        # them would race their reads.
+        first = 0 if arrivals is not None else self.lead + 1
         # Frames hinted per index yielded: a batch is spread over the indices the loader takes
         # at once (its lead), so the workers get their first frames while the plan's first
         # hint is still going out, and the first requests leave after one frame's lookups
         # (a 64-frame hint took 0.3 s of this thread, loaded, before the first index went out).
-        per_step = max(1, -(-self.ahead // max(1, self.lead)))
-        # Where the hinted window starts in the buffer (0: the index yielded next). A plan that
-        # marks its hints (hf://) hints from the next index on: a worker waits for a marked block
-        # rather than fetching it too, and the plan's connections are open while a forked
-        # worker's first request comes after its first open (0.2-0.5 s: the first 8 frames of a
-        # cold epoch ended 1 s in, with the plan's first 64 fetched meanwhile). Unmarked, the
-        # next `lead` indices are the workers' own: a hint of them would race their reads.
-        first = 0 if arrivals is not None else self.lead + 1
+        per_step = max(1, -(-(self.lead + self.ahead + 1 - first) // max(1, self.lead)))
         while True:
-            while not exhausted and len(buffer) < first + self.ahead:
+            while not exhausted and len(buffer) < self.lead + self.ahead + 1:
                 try:
                     i = next(source)
                 except StopIteration:
