@@ -40,9 +40,8 @@ DEFAULT_LEAD = 8
 OPEN_AT_FORK = 64
 # The frames of hf:// files whose byte ranges a FrameDataset looks up when it is made (all of
 # them, up to this many; about 150 bytes each): a plan then takes them from memory. Looked up as
-# the plan went, the first lookup of each file in an epoch read its chunk index through the
-# reader, 20-30 ms each under load, and held the first hint back 0.2-0.3 s; at the open, 480
-# frames took 9 ms.
+# the plan went, the first lookup of each file in a cold epoch took 20-30 ms under load and held
+# the first hint back 0.2-0.3 s; at the open, 480 frames took 9 ms.
 LOCATE_AT_OPEN = 16384
 # The bytes hinted of each hf:// file when a FrameDataset is made: its first block (the reader's
 # 1 MiB), where HDF5 keeps the superblock and, for most writers, the root group and the dataset's
@@ -171,7 +170,7 @@ class FrameDataset:
               located: Optional[Sequence[Tuple[int, List[Tuple[int, int]]]]] = None) -> int:
         """hint(), marking the hinted blocks with ``arrivals`` (a plan's) until they are cached.
         ``located``: each index's frame_ranges, when the caller has them (a plan looked them up
-        when it took the index; a lookup reads the file's chunk index through the reader)."""
+        when it took the index)."""
         frames: List[Tuple[int, List[Tuple[int, int]]]] = []
         total = 0
         indices = list(indices)
