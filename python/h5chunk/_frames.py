@@ -174,8 +174,8 @@ class FrameDataset:
         frames: List[Tuple[int, List[Tuple[int, int]]]] = []
         total = 0
         indices = list(indices)
-        for n, i in enumerate(indices):
-            k, ranges = located[n] if located is not None else self.frame_ranges(i)
+        for at, i in enumerate(indices):
+            k, ranges = located[at] if located is not None else self.frame_ranges(i)
             size = sum(n for _, n in ranges)
             if max_bytes is not None and total and total + size > max_bytes:
                 break
