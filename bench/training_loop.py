@@ -178,6 +178,30 @@ def _cpu_s(pids=()):
     return total
 
 
+def _started(_):
+    """A worker's start: with FrameDataset over hf://, the files it opens as it is forked
+    (h5chunk._frames.child_opener) are open."""
+    try:
+        from h5chunk import _frames
+    except ImportError:
+        return os.getpid()
+    opener = getattr(_frames, "child_opener", None)
+    if opener is not None:
+        opener.join()
+    return os.getpid()
+
+
+def _start_workers(pool, workers):
+    """Returns once every worker of the pool has started (each ran _started; a few rounds at
+    most: a worker that never gets a task is not waited for)."""
+    pids = {p.pid for p in pool._pool}
+    seen = set()
+    for _ in range(20):
+        seen |= set(pool.map(_started, range(workers * 4), chunksize=1))
+        if pids <= seen:
+            break
+
+
 def run_epoch(pool, indices, workers, planner=None, timings=None, timeline=None):
     """(seconds, {index: crc}) of reading `indices` through the pool, 2 x workers outstanding;
     with --profile, each frame's (wall, CPU, marker wait, worker pid, start, end, index) in the
@@ -225,7 +249,7 @@ def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, 
     ctx = multiprocessing.get_context("fork")
     result = {"name": name}
     with ctx.Pool(args.workers, initializer=_init, initargs=(ds, args.profile)) as pool:
-        pool.map(abs, range(args.workers * 4))  # workers started before the clock
+        _start_workers(pool, args.workers)  # before the clock
         epochs = []
         for e in range(max(2, args.epochs if plan is not None else 2)):
             timeline = {} if args.profile else None
@@ -363,9 +387,9 @@ def _record_plan(ds, timeline):
     timeline.update(hinted=hinted, names_of=names_of, released=released)
     hint, add, release = type(ds)._hint, _frames._Arrivals.add, _inflight.Markers.release
 
-    def timed_hint(self, indices, max_bytes, arrivals):
+    def timed_hint(self, indices, max_bytes, arrivals, *located):
         indices = list(indices)
-        n = hint(self, indices, max_bytes, arrivals)
+        n = hint(self, indices, max_bytes, arrivals, *located)
         t = time.monotonic()
         for i in indices:
             hinted.setdefault(i, t)

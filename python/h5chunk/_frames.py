@@ -21,6 +21,7 @@ import os
 import queue
 import threading
 import time
+import weakref
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from . import _inflight
@@ -32,6 +33,16 @@ DEFAULT_AHEAD = 64
 DEFAULT_AHEAD_BYTES = 256 << 20
 # The indices a DataLoader hands out before its workers read: prefetch_factor (2) x 4 workers.
 DEFAULT_LEAD = 8
+# The files a forked worker opens as soon as it is forked (per dataset, the first ones): a
+# forked worker otherwise opens each file on its first frame of it, and its first open (the
+# session made again, then each file's metadata read) came 0.2-0.5 s into a cold epoch, ahead of
+# its first request. Capped: a dataset of thousands of files must not make every worker open them all.
+OPEN_AT_FORK = 64
+# The frames of hf:// files whose byte ranges a FrameDataset looks up when it is made (all of
+# them, up to this many; about 150 bytes each): a plan then takes them from memory. Looked up as
+# the plan went, the first lookup of each file in a cold epoch took 20-30 ms under load and held
+# the first hint back 0.2-0.3 s; at the open, 480 frames took 9 ms.
+LOCATE_AT_OPEN = 16384
 # The bytes hinted of each hf:// file when a FrameDataset is made: its first block (the reader's
 # 1 MiB), where HDF5 keeps the superblock and, for most writers, the root group and the dataset's
 # header, so the opens that follow find them cached.
@@ -80,6 +91,15 @@ class FrameDataset:
         self._marker_keys = [
             _inflight.file_key(p, o.get("revision") or "") if p.startswith("hf://") else None
             for p, o in zip(self.paths, self._file_options)]
+        if any(p.startswith("hf://") for p in self.paths):
+            _open_at_fork(self)
+        self._located: Dict[int, Tuple[int, Tuple[Tuple[int, int], ...]]] = {}  # LOCATE_AT_OPEN
+        hf_frames = [i for k, p in enumerate(self.paths) if p.startswith("hf://")
+                     for i in range(self._starts[k], self._starts[k + 1])]
+        if len(hf_frames) <= LOCATE_AT_OPEN:
+            for i in hf_frames:
+                k, ranges = self._look_up(i)
+                self._located[i] = (k, tuple(ranges))
 
     def __len__(self) -> int:
         return self._starts[-1]
@@ -105,9 +125,9 @@ class FrameDataset:
     def __getitem__(self, i: int):
         k, row = self.locate(int(i))
         ds = self._dataset(k)
-        return ds._read(row, None, None, "auto", False, stacklevel=3, on_caller=self._on_disk(k, ds, row))
+        return ds._read(row, None, None, "auto", False, stacklevel=3, on_caller=self._on_disk(k, ds, row, int(i)))
 
-    def _on_disk(self, k: int, ds: Any, row: int) -> bool:
+    def _on_disk(self, k: int, ds: Any, row: int, i: int) -> bool:
         """Whether frame `row` of file k reads from local disk alone: a local path (or a mount's),
         or an hf:// frame whose blocks are all in the disk cache. Such a read is short, and runs
         on the calling thread (a thread of its own cost a fifth of a warm frame's CPU); the rest
@@ -118,7 +138,8 @@ class FrameDataset:
         if not key:
             return not self.paths[k].startswith("hf://")
         raw = ds.file._hub_file._core_file()
-        ranges = ds._row_ranges(row, 1)
+        located = self._located.get(i)
+        ranges = list(located[1]) if located is not None else ds._row_ranges(row, 1)
         missing = raw.uncached_blocks(ranges)
         if not missing:
             return True
@@ -129,6 +150,12 @@ class FrameDataset:
 
     def frame_ranges(self, i: int) -> Tuple[int, List[Tuple[int, int]]]:
         """(file number, the byte ranges in that file holding frame i): what a hint fetches."""
+        located = self._located.get(int(i))
+        if located is not None:
+            return located[0], list(located[1])
+        return self._look_up(i)
+
+    def _look_up(self, i: int) -> Tuple[int, List[Tuple[int, int]]]:
         k, row = self.locate(int(i))
         return k, self._dataset(k)._row_ranges(row, 1)
 
@@ -139,12 +166,16 @@ class FrameDataset:
         to fetch (0)."""
         return self._hint(indices, max_bytes, None)
 
-    def _hint(self, indices: Iterable[int], max_bytes: Optional[int], arrivals: Optional["_Arrivals"]) -> int:
-        """hint(), marking the hinted blocks with ``arrivals`` (a plan's) until they are cached."""
+    def _hint(self, indices: Iterable[int], max_bytes: Optional[int], arrivals: Optional["_Arrivals"],
+              located: Optional[Sequence[Tuple[int, List[Tuple[int, int]]]]] = None) -> int:
+        """hint(), marking the hinted blocks with ``arrivals`` (a plan's) until they are cached.
+        ``located``: each index's frame_ranges, when the caller has them (a plan looked them up
+        when it took the index)."""
         frames: List[Tuple[int, List[Tuple[int, int]]]] = []
         total = 0
-        for i in indices:
-            k, ranges = self.frame_ranges(i)
+        indices = list(indices)
+        for at, i in enumerate(indices):
+            k, ranges = located[at] if located is not None else self.frame_ranges(i)
             size = sum(n for _, n in ranges)
             if max_bytes is not None and total and total + size > max_bytes:
                 break
@@ -188,8 +219,10 @@ class FrameDataset:
              lead: int = DEFAULT_LEAD) -> "FramePlan":
         """A sampler yielding ``order`` (a list of indices, or a sampler iterated afresh each
         epoch) that, as it is iterated, hints the ``ahead`` frames (at most ``max_bytes`` stored
-        bytes) that follow the ``lead`` next ones: those the loader hands its workers at once,
-        which fetch them themselves (a hint of them would race their reads for the same blocks)."""
+        bytes) that follow the ``lead`` next ones: those the loader hands its workers at once.
+        Over hf:// with a disk cache, where the plan marks what it hints and the workers wait for
+        it, the ``lead`` frames are hinted too; elsewhere the workers fetch them themselves (a
+        hint of them would race their reads for the same blocks)."""
         return FramePlan(self, order, ahead, max_bytes, lead)
 
     def close(self) -> None:
@@ -216,8 +249,9 @@ class FrameDataset:
 
 class FramePlan:
     """The sampler ``FrameDataset.plan`` returns: iterating it yields ``order``. The next ``lead``
-    indices are the workers' own to fetch (a DataLoader hands them out at once: prefetch_factor x
-    workers); the ``ahead`` beyond them are hinted, in batches (whenever half of them are not
+    indices are those a DataLoader hands out at once (prefetch_factor x workers): hinted too when
+    the plan marks its hints (hf:// with a disk cache), else the workers' own to fetch; the
+    ``ahead`` beyond them are hinted, in batches (whenever half of them are not
     yet hinted, those are chosen), at most ``max_bytes`` stored bytes chosen and not yet yielded.
     A batch's frames are hinted in order, ``ahead / lead`` of them before each index yielded. A
     frame is hinted at most once per epoch."""
@@ -247,17 +281,25 @@ class FramePlan:
 
     def _iterate(self, arrivals: Optional["_Arrivals"]) -> Iterator[int]:
         source = iter(self.order)
-        # [index, stored bytes, chosen for a hint, hinted]
+        # [index, stored bytes, chosen for a hint, hinted, (file number, byte ranges)]
         buffer: "collections.deque[list]" = collections.deque()
         pending: "collections.deque[list]" = collections.deque()  # chosen, not yet hinted
         hinted_waiting = 0  # stored bytes chosen for hints and not yet yielded
         exhausted = False
         batch_at = max(1, self.ahead // 2)
+        # Where the hinted window starts in the buffer (0: the index yielded next); it ends
+        # `ahead` past the lead either way. A plan that marks its hints (hf://) hints from the
+        # next index on: a worker waits for a marked block rather than fetching it too, and the
+        # plan's connections are open while a forked worker's first request comes after its first
+        # open (0.2-0.5 s: the first 8 frames of a cold epoch ended 1 s in, with the plan's first
+        # 64 fetched meanwhile). Unmarked, the next `lead` indices are the workers' own: a hint of
+        # them would race their reads.
+        first = 0 if arrivals is not None else self.lead + 1
         # Frames hinted per index yielded: a batch is spread over the indices the loader takes
         # at once (its lead), so the workers get their first frames while the plan's first
         # hint is still going out, and the first requests leave after one frame's lookups
         # (a 64-frame hint took 0.3 s of this thread, loaded, before the first index went out).
-        per_step = max(1, -(-self.ahead // max(1, self.lead)))
+        per_step = max(1, -(-(self.lead + self.ahead + 1 - first) // max(1, self.lead)))
         while True:
             while not exhausted and len(buffer) < self.lead + self.ahead + 1:
                 try:
@@ -265,11 +307,10 @@ class FramePlan:
                 except StopIteration:
                     exhausted = True
                     break
-                _, ranges = self.dataset.frame_ranges(i)
-                buffer.append([i, sum(n for _, n in ranges), False, False])
+                located = self.dataset.frame_ranges(i)
+                buffer.append([i, sum(n for _, n in located[1]), False, False, located])
             if self.ahead and not pending:
-                # Positions 1..lead follow the index yielded next: the workers fetch those.
-                todo = [e for k, e in enumerate(buffer) if k > self.lead and not e[2]]
+                todo = [e for k, e in enumerate(buffer) if k >= first and not e[2]]
                 if todo and (len(todo) >= batch_at or exhausted):
                     for e in todo:
                         if pending and hinted_waiting + e[1] > self.max_bytes:
@@ -281,11 +322,11 @@ class FramePlan:
                 step = [pending.popleft() for _ in range(min(per_step, len(pending)))]
                 for e in step:
                     e[3] = True
-                self.hinted_bytes += self.dataset._hint([e[0] for e in step], None, arrivals)
+                self.hinted_bytes += self.dataset._hint([e[0] for e in step], None, arrivals, [e[4] for e in step])
             if not buffer:
                 return
             entry = buffer.popleft()
-            i, size, chosen, hinted = entry
+            i, size, chosen, hinted, _ = entry
             if chosen:
                 hinted_waiting -= size
                 if not hinted:
@@ -386,6 +427,47 @@ def _block_starts(ranges: Iterable[Tuple[int, int]]) -> List[int]:
             firsts[b] = min(firsts.get(b, at), at)
             at = (b + 1) * _inflight.BLOCK
     return [firsts[b] for b in sorted(firsts)]
+
+
+# The hf:// datasets made in this process (a forked child inherits them), and the thread a
+# forked child opens their files on (tests join it).
+_at_fork: "weakref.WeakSet[FrameDataset]" = weakref.WeakSet()
+_fork_hook_registered = False
+child_opener: Optional[threading.Thread] = None
+
+
+def _open_at_fork(ds: FrameDataset) -> None:
+    """Makes every process forked from this one open ds's open files (its first OPEN_AT_FORK) on a
+    thread of its own as soon as it is forked, so a pool's worker has them open before its first
+    frame. Registered from here, not at import: h5chunk's and hubfs's own fork hooks (fresh locks,
+    sessions forgotten) are registered by then and run first."""
+    global _fork_hook_registered
+    _at_fork.add(ds)
+    if not _fork_hook_registered:
+        _fork_hook_registered = True
+        os.register_at_fork(after_in_child=_start_opening_in_child)
+
+
+def _start_opening_in_child() -> None:
+    global child_opener
+    datasets = list(_at_fork)
+    child_opener = None
+    if datasets:
+        child_opener = threading.Thread(target=_open_files, args=(datasets,), name="h5chunk-frames-open",
+                                        daemon=True)
+        child_opener.start()
+
+
+def _open_files(datasets: List[FrameDataset]) -> None:
+    """Opens again in this (forked) process the files these datasets had open in the parent (a
+    closed dataset's: none). A file that fails is left to the worker's read of it, which reports
+    the error."""
+    for ds in datasets:
+        for k in sorted(ds._files)[:OPEN_AT_FORK]:
+            try:
+                ds._dataset(k)._require_open()
+            except Exception:  # noqa: BLE001
+                pass
 
 
 def _marker_dir(paths: Sequence[str], options: dict) -> Optional[str]:
