@@ -169,6 +169,7 @@ Result<std::vector<TreeEntry>> FileSystem::listed_entries(const View& v, const s
     // then this directory is listed alone, so the damage stays with the directory that holds it.
     if (!all.ok() && all.status().code() != Code::kCorrupt) return all.status();
     if (all.ok() && *all) {
+      if (options_.on_hub_listing) options_.on_hub_listing(**all);
       // Grouped by parent, every directory of the subtree present (an empty one too), so each
       // is stored as if listed alone: a remount reads any of them without a request.
       Subtree& by_dir = *subtree;
@@ -189,6 +190,7 @@ Result<std::vector<TreeEntry>> FileSystem::listed_entries(const View& v, const s
   }
   auto entries = hub_.list_dir(v.repo, path);
   if (!entries.ok()) return entries;
+  if (options_.on_hub_listing) options_.on_hub_listing(*entries);
   // Best effort: a listing that cannot be stored is only asked for again at the next mount.
   if (options_.listings) (void)options_.listings->save_dir(v.repo.revision, path, *entries);
   return entries;

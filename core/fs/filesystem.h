@@ -65,6 +65,11 @@ struct FsOptions {
   // file's source from the Xet service (stack/xet_routing.h, set by the stack). Null or returning
   // null: the bridge. Never called for an offline mount.
   std::function<std::shared_ptr<RangeSource>(const TreeEntry&, const Locator&)> range_source;
+  // Called with the entries of every listing that came from the Hub (not from `listings`), on
+  // the thread that listed: the stack starts the Xet read token there when one is a Xet file
+  // (XetReader::warm_token), so a mount's first cold read does not wait for it while a warm
+  // remount, whose listings are stored, asks for nothing. Must be cheap and thread-safe.
+  std::function<void(const std::vector<TreeEntry>&)> on_hub_listing;
   // `--follow`: the view may move to a newer commit (FileSystem::advance). Negative lookups are
   // then remembered per view, so that the kernel's cached "no such name" can be invalidated when
   // a new commit adds the name.

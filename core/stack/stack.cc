@@ -210,6 +210,16 @@ void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsO
   fs_options.range_source = [router = s.xet_router, locations, block_size](const TreeEntry& e, const Locator& locate) {
     return router->source_for(e, locate, locations ? BlockReader::disk_key(e.content_id(), block_size) : std::string());
   };
+  // A listing from the Hub that shows a Xet file: its token now, beside the rest of the mount
+  // (docs/xet.md, the read path, step 1). Stored listings (a warm remount) ask for nothing.
+  fs_options.on_hub_listing = [xet = s.xet.get()](const std::vector<TreeEntry>& entries) {
+    for (const TreeEntry& e : entries) {
+      if (!e.is_dir && e.xet_hash) {
+        xet->warm_token();
+        return;
+      }
+    }
+  };
 }
 
 }  // namespace hubfs

@@ -110,6 +110,16 @@ void XetReader::fetch_async(const MerkleHash& file, uint64_t file_size, hubfs::B
   if (!posted) (*cb)(Unavailable("the Xet reader is shut down (unmounting)"));
 }
 
+void XetReader::warm_token() {
+  if (token_warmed_.exchange(true)) return;
+  (void)work_->post([this] {
+    // Bounded as a plan is: the token is as small, and a read that needs it meanwhile joins this
+    // fetch with its own deadline (XetTokens' single flight).
+    auto t = tokens_.get(Deadline::after(options_.plan_budget, env_.clock()));
+    if (!t.ok()) log_debug("Xet read token at the listing: " + t.status().message() + "; the first read asks again");
+  });
+}
+
 Result<std::string> XetReader::fetch(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
                                      Deadline deadline, std::string block_key) {
   auto answer = std::make_shared<OneShot<Result<std::string>>>();

@@ -120,6 +120,12 @@ class XetReader {
   // records verified chunks as locations there); empty: nothing goes to the chunk cache.
   void fetch_async(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range, Callback done,
                    Deadline deadline = Deadline::never(), std::string block_key = {});
+  // Fetches the read token now, on this reader's threads, unless one was fetched (or is on its
+  // way) already: a mount whose listing came from the Hub calls it when the listing shows a Xet
+  // file, so its first read waits for the plan only (hf-mount fetches its storage token at mount,
+  // src/setup.rs `build_cas_config`). At most once per reader; a failure is only logged (the
+  // first read asks again, as without it).
+  void warm_token();
   // The same, waiting.
   Result<std::string> fetch(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
                             Deadline deadline = Deadline::never(), std::string block_key = {});
@@ -158,6 +164,7 @@ class XetReader {
   XetFileChecks checks_;
   XorbFetchCounters xorbs_;
   std::atomic<int> version_;
+  std::atomic<bool> token_warmed_{false};
   std::atomic<uint64_t> served_bytes_{0}, cache_bytes_{0}, retries_{0}, service_errors_{0}, whole_read_refetches_{0};
 
   // The Env's executor (declared last: its threads start once everything above exists).

@@ -284,6 +284,29 @@ TEST_F(XetSessionTest, SecondRevisionFetchesOnlyItsChangedChunks) {
   EXPECT_GT(usage->xet_served_chunks, 0u);
 }
 
+// A listing from the Hub that shows a Xet file fetches the read token then, before any read
+// (XetReader::warm_token: a mount's first cold read waits for its plan only); a session whose
+// listings come from the cache asks for none.
+TEST_F(XetSessionTest, AListingFromTheHubFetchesTheTokenAndAStoredOneDoesNot) {
+  {
+    auto first = open("v1", config());
+    ASSERT_TRUE(first);
+    ASSERT_TRUE(HubFile::open(first, "data/big.bin").ok());  // lists data/ (or the root did)
+    first->stack.xet->shutdown();  // the warm-up, on the reader's threads, is done
+    auto stats = hub_->stats();
+    EXPECT_EQ(stats["xet_token_requests"], 1) << stats.dump();
+    EXPECT_EQ(stats["xet_reconstructions"], 0) << "no read, no plan: " << stats.dump();
+  }
+  hub_->reset_stats();
+  auto second = open("v1", config());
+  ASSERT_TRUE(second);
+  ASSERT_TRUE(HubFile::open(second, "data/big.bin").ok());
+  second->stack.xet->shutdown();
+  auto stats = hub_->stats();
+  EXPECT_EQ(stats["xet_token_requests"], 0) << "the listings were stored: " << stats.dump();
+  EXPECT_EQ(stats["requests"], 1) << "only the revision name's pinning: " << stats.dump();
+}
+
 // A second session on the same cache finds the listing and every block there: it asks for no
 // read token, no plan and no xorb; the one request left pins the revision name.
 TEST_F(XetSessionTest, ASecondSessionOnAWarmCacheAsksNoTokenAndNoData) {

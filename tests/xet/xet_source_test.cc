@@ -574,6 +574,42 @@ TEST_F(XetSourceTest, TokenIsRefreshedBeforeItExpires) {
   EXPECT_EQ(token_calls_.load(), 2);
 }
 
+// A mount whose listing shows a Xet file fetches the token then (warm_token), once however often
+// it is asked, with no plan; the first read uses it. A failed warm-up only costs the read its own
+// token request, as without it.
+TEST_F(XetSourceTest, AWarmedTokenIsFetchedOnceAndServesTheFirstRead) {
+  env_.inline_executors(true);  // the warm-up runs within its call: counted when it returns
+  auto r = reader();
+  r->warm_token();
+  EXPECT_EQ(token_calls_.load(), 1) << "the token is fetched at the warm-up, before any read";
+  EXPECT_EQ(cas_.reconstructions, 0) << "the warm-up asks for no plan";
+  r->warm_token();
+  auto got = r->fetch(cas_.file(), cas_.size(), {0, 1000});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_TRUE(*got == cas_.content().substr(0, 1000));
+  r->warm_token();
+  EXPECT_EQ(token_calls_.load(), 1) << "one token for the warm-ups and the read";
+  EXPECT_EQ(r->stats().token_requests, 1u);
+
+  // A refused warm-up: the read asks again, and is served.
+  int tries = 0;
+  XetReaderOptions options;
+  options.threads = 4;
+  options.env = &env_;
+  TokenSource failing_once = [&]() -> Result<XetToken> {
+    if (++tries == 1) return Unavailable("the token endpoint is down");
+    return XetToken{"http://cas", "tok", env_.system_now() + std::chrono::seconds(100)};
+  };
+  XetReader r2(streaming_, failing_once, options);
+  r2.warm_token();
+  EXPECT_EQ(tries, 1);
+  auto again = r2.fetch(cas_.file(), cas_.size(), {5, 100});
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(*again == cas_.content().substr(5, 100));
+  EXPECT_EQ(tries, 2);
+  EXPECT_EQ(r2.stats().retries, 0u) << "the read asked its own token, not a retry";
+}
+
 TEST_F(XetSourceTest, ChunksThatDoNotMakeUpTheFileAreReported) {
   // The fake CAS answers any hash with its one file: asked for another file, every chunk decodes,
   // but together they are not that file. Read in two parts, the second decides: the bytes of the
