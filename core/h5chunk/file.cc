@@ -115,7 +115,11 @@ void File::hint(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) const 
   const int fd = ::open(state_->path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;  // a hint only: the reads report what is wrong
   struct stat st;
-  if (::fstat(fd, &st) == 0) (void)send_range_hints(fd, static_cast<uint64_t>(st.st_size), ranges);
+  if (::fstat(fd, &st) == 0) {
+    // A warm training epoch on a mount: every frame already in the kernel's page cache, no hint.
+    const auto uncached = ranges_not_in_page_cache(fd, ranges);
+    if (!uncached.empty()) (void)send_range_hints(fd, static_cast<uint64_t>(st.st_size), uncached);
+  }
   ::close(fd);
 }
 
