@@ -11,7 +11,7 @@ cache directory for hubfs (fsspec's HTTP file caches nothing across opens). Time
 frames 0:FRAMES, in this process.
 
     /usr/bin/python3 bench/hf_open_bench.py --opens [--rounds 5] [--baseline-python DIR]
-        [--open-frames 30] [--dir DIR]
+        [--open-frames 30] [--dir DIR] [--cache-dir DIR]
 
 --opens: issue 40's "opening 16 files" alone, as bench/training_loop.py measures it (16
 sequential h5py.File() in a fresh process; its 16 zea-like files of --open-frames frames each),
@@ -24,7 +24,8 @@ hf:// too (on the branch and at the commit), on the same cache directory. Each o
 prints its phases: loading the extension, the first open (the session: stack and pin), the
 first h5py open, the other 15.
 Needs root for rclone's mount (skipped with a message where it cannot start). --dir keeps the
-generated files for the next run."""
+generated files for the next run; --cache-dir puts hf://'s cache elsewhere (emptied first): the
+files on a tmpfs --dir, the cache on disk, where its records' renames cost what they cost a user."""
 
 import argparse
 import json
@@ -99,7 +100,7 @@ def opens(args):
         names = training_loop.write_files(repo_dir, 16, args.open_frames, 40)
     os.makedirs(os.path.join(work, "logs"), exist_ok=True)
     hub = peer_bench.Hub(root, args.latency_ms, args.bandwidth_mbps, 0, os.path.join(work, "logs", "hub.log"))
-    cache = os.path.join(work, "hf-cache")
+    cache = args.cache_dir or os.path.join(work, "hf-cache")
     shutil.rmtree(cache, ignore_errors=True)
     urls = [f"hf://{peer_bench.REPO}/{n}" for n in names]
     hf = {"endpoint": hub.url, "cache_dir": cache, "token": False}
@@ -169,6 +170,7 @@ def main():
     ap.add_argument("--baseline-python", default="")
     ap.add_argument("--open-frames", type=int, default=30)
     ap.add_argument("--dir", default="")
+    ap.add_argument("--cache-dir", default="")
     args = ap.parse_args()
     if args.opens:
         return opens(args)

@@ -152,7 +152,16 @@ std::optional<PinnedRevision> stored_commit_pin(const RepoRef& repo, const Listi
   return stored;
 }
 
-Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const ListingCache* listings, bool offline) {
+namespace {
+
+// Whether a stored record answers a pin as `pinned` does, but for when it was resolved.
+bool same_answer(const std::optional<PinnedRevision>& stored, const PinnedRevision& pinned) {
+  return stored && stored->commit == pinned.commit && stored->last_modified == pinned.last_modified &&
+         stored->is_private == pinned.is_private && stored->gated == pinned.gated;
+}
+
+Result<PinnedRevision> pin(HubClient& hub, const RepoRef& repo, const ListingCache* listings, bool offline,
+                           std::function<void()>* store_later) {
   const std::string label = std::string(api_segment(repo.type)) + "/" + repo.id;
   if (offline) {
     if (!listings) {
@@ -190,10 +199,33 @@ Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const L
   PinnedRevision pinned{info->sha, info->last_modified, info->is_private, info->gated, now_s, info->file_count};
   // Best effort: without it only a later --offline mount of this revision is impossible.
   if (listings) {
-    (void)listings->save_ref(repo.revision, pinned);
-    if (repo.revision != pinned.commit) (void)listings->save_ref(pinned.commit, pinned);
+    auto store_revision = [listings, revision = repo.revision, pinned] { (void)listings->save_ref(revision, pinned); };
+    if (!store_later) {
+      store_revision();
+      if (repo.revision != pinned.commit) (void)listings->save_ref(pinned.commit, pinned);
+    } else if (repo.revision != pinned.commit && same_answer(listings->load_ref(pinned.commit), pinned)) {
+      *store_later = [store_revision, listings, pinned] {
+        store_revision();
+        (void)listings->save_ref(pinned.commit, pinned);
+      };
+    } else {
+      (void)listings->save_ref(pinned.commit, pinned);  // new to the cache: stored before anyone is handed it
+      if (repo.revision != pinned.commit) *store_later = store_revision;
+    }
   }
   return pinned;
+}
+
+}  // namespace
+
+Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const ListingCache* listings, bool offline) {
+  return pin(hub, repo, listings, offline, nullptr);
+}
+
+Result<PinnedRevision> pin_revision_storing_later(HubClient& hub, const RepoRef& repo, const ListingCache* listings,
+                                                  std::function<void()>* store_later) {
+  *store_later = nullptr;
+  return pin(hub, repo, listings, /*offline=*/false, store_later);
 }
 
 }  // namespace hubfs

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -75,5 +76,14 @@ std::optional<PinnedRevision> stored_commit_pin(const RepoRef& repo, const Listi
 // remembers (a 40-hex revision is its own commit), never a request; nothing remembered is
 // kNotFound saying to mount once online. `listings` null and offline: kInvalidArgument.
 Result<PinnedRevision> pin_revision(HubClient& hub, const RepoRef& repo, const ListingCache* listings, bool offline);
+
+// pin_revision online, storing before it returns only the record a worker may need at once: the
+// commit's, when `listings` lacks it or holds another answer for it (a worker handed the commit,
+// a pickled file, opens from that record without asking). What only refreshes the records (the
+// revision's own, and the commit's time of resolution) is left in `store_later`, for the caller
+// to run once it has handed the answer on: a record's atomic rename cost a fresh process's first
+// open 10-13 ms on a busy ext4 disk (docs/benchmarks.md, session 29). `listings` must outlive it.
+Result<PinnedRevision> pin_revision_storing_later(HubClient& hub, const RepoRef& repo, const ListingCache* listings,
+                                                  std::function<void()>* store_later);
 
 }  // namespace hubfs

@@ -112,11 +112,18 @@ void File::hint(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) const 
     state_->link->hint(ranges);
     return;
   }
-  const int fd = ::open(state_->path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;  // a hint only: the reads report what is wrong
+  // On a descriptor the file's reads keep: a plan hints each frame, and a descriptor of its own
+  // cost every hint an open and a release by the mount's daemon, in series with the plan.
+  auto worker = state_->workers.acquire();
+  if (!worker.ok()) return;  // a hint only: the reads report what is wrong
+  const int fd = (*worker)->fd;
   struct stat st;
-  if (::fstat(fd, &st) == 0) (void)send_range_hints(fd, static_cast<uint64_t>(st.st_size), ranges);
-  ::close(fd);
+  if (::fstat(fd, &st) == 0) {
+    // A warm training epoch on a mount: every frame already in the kernel's page cache, no hint.
+    const auto uncached = ranges_not_in_page_cache(fd, ranges);
+    if (!uncached.empty()) (void)send_range_hints(fd, static_cast<uint64_t>(st.st_size), uncached);
+  }
+  state_->workers.release(std::move(*worker));
 }
 
 Result<std::vector<std::string>> File::dataset_paths() const {

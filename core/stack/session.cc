@@ -146,7 +146,10 @@ class BackgroundPin {
   BackgroundPin(Executor& executor, HubClient& hub, const RepoRef& repo, std::shared_ptr<const ListingCache> listings)
       : answer_(std::make_shared<OneShot<Result<PinnedRevision>>>()) {
     if (!executor.post([&hub, repo, listings, answer = answer_] {
-          answer->set(pin_revision(hub, repo, listings.get(), /*offline=*/false));
+          // The records that only refresh the cache are stored after the answer is handed on.
+          std::function<void()> store_later;
+          answer->set(pin_revision_storing_later(hub, repo, listings.get(), &store_later));
+          if (store_later) store_later();
         })) {
       answer_->set(pin_revision(hub, repo, listings.get(), false));  // a refused post: pinned here
     }
@@ -187,9 +190,28 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   // Listings live with the blocks; cache_size 0 writes nothing to the cache directory.
   std::shared_ptr<const ListingCache> listings;
   if (config.cache_size != 0) listings = std::make_shared<ListingCache>(config.cache_dir, config.endpoint, s.repo);
+  // A pin answered without the Hub: offline, or a commit sha the cache holds.
+  std::optional<Result<PinnedRevision>> pinned_here;
+  if (offline) {
+    pinned_here = pin_revision(*s.stack.hub, s.repo, listings.get(), /*offline=*/true);
+  } else if (auto stored = stored_commit_pin(s.repo, listings.get())) {
+    pinned_here = std::move(*stored);
+  }
+  const bool pin_asks = !pinned_here;
   // The first file is probed beside the pin unless the cache knows it at the commit this
-  // revision was pinned to last (the pin then most likely confirms that commit).
+  // revision was pinned to last (the pin then most likely confirms that commit); or, when it
+  // knows it, its first blocks are loaded beside the pin (warm_first_blocks): one or the other,
+  // on a thread beside the pin's.
   const bool may_probe = !offline && !first_file.empty() && spec.subfolder.empty();
+  if (const int threads = int{pin_asks} + int{may_probe}; threads > 0)
+    s.background = s.stack.env->new_executor(threads);
+  // A pin that asks the Hub goes out first, and runs beside the rest of the build (what the
+  // cache knows of the first file, the reader, the disk cache's opening): a fresh process's
+  // first open pays the round trip and that work at once, not one after the other. Nothing is
+  // read through the session before it is pinned.
+  const auto pin_started = s.stack.env->now();
+  std::optional<BackgroundPin> pin_in_flight;
+  if (pin_asks) pin_in_flight.emplace(*s.background, *s.stack.hub, s.repo, listings);
   std::optional<FirstFileProbe> probe;
   std::optional<std::string> last_commit;  // what `stored_at_last` was read for
   StoredFirstFile stored_at_last;
@@ -200,14 +222,6 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
     }
   }
   const bool probing = may_probe && !stored_at_last.known();
-  // A pin answered without the Hub: offline, or a commit sha the cache holds.
-  std::optional<Result<PinnedRevision>> pinned_here;
-  if (offline) {
-    pinned_here = pin_revision(*s.stack.hub, s.repo, listings.get(), /*offline=*/true);
-  } else if (auto stored = stored_commit_pin(s.repo, listings.get())) {
-    pinned_here = std::move(*stored);
-  }
-  const bool pin_asks = !pinned_here;
   // Not with a shared tier, which needs the pin's answer (private or gated). And opening the disk
   // cache makes its directories and a probe file: before the pin has found the repo, only a cache
   // that holds blocks already is opened, so a repo or revision that does not exist leaves nothing
@@ -216,15 +230,7 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   const bool reader_first = pin_asks && config.shared_cache.empty() &&
                             (config.cache_size == 0 || std::filesystem::is_directory(config.cache_dir + "/blocks", no_throw));
   const bool warming = reader_first && config.cache_size != 0 && stored_at_last.record.has_value();
-  if (const int threads = int{probing} + int{pin_asks} + int{warming}; threads > 0)
-    s.background = s.stack.env->new_executor(threads);
   if (probing) probe.emplace(*s.stack.env, *s.background, *s.stack.hub, s.repo, first_file);
-  const auto pin_started = s.stack.env->now();
-  // A pin that asks the Hub runs beside the local part of the build (the reader, the disk
-  // cache's opening): a fresh process's first open pays the round trip and that work at once,
-  // not one after the other. Nothing is read through the session before it is pinned.
-  std::optional<BackgroundPin> pin_in_flight;
-  if (pin_asks) pin_in_flight.emplace(*s.background, *s.stack.hub, s.repo, listings);
   if (reader_first) {
     if (Status st = build_reader(config, s.stack, nullptr, s.label); !st.ok()) return st;
     if (warming && s.stack.reader)

@@ -656,5 +656,63 @@ TEST_F(ListingCacheTest, PinRevisionRemembersTheCommitForOfflineAndHintsAtItWhen
   EXPECT_EQ(hub_transport.request_count(), before_sha);
 }
 
+TEST_F(ListingCacheTest, PinStoresANewCommitsRecordAtOnceAndLeavesRefreshesForLater) {
+  testing::FakeTransport hub_transport([&](const HttpRequest& req) -> Result<HttpResponse> {
+    if (req.url.find("/api/datasets/org/x/revision/main") != std::string::npos)
+      return respond(200, R"({"sha":")" + kCommit + R"(","lastModified":"2024-01-01T00:00:00Z","private":true})");
+    return respond(404, "{}", {{"x-error-code", "RevisionNotFound"}});
+  });
+  HubConfig config;
+  config.env = &Env::real();
+  config.endpoint = "https://hub.test";
+  HubClient client(config, hub_transport);
+  RepoRef repo{RepoType::kDataset, "org/x", "main"};
+  auto l = listings();
+  std::function<void()> later;
+
+  // A commit new to the cache: its record is there when the pin returns (a worker handed the
+  // commit opens from it without asking); the branch's own record is stored by `later`.
+  auto first = pin_revision_storing_later(client, repo, l.get(), &later);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  auto commit_record = l->load_ref(kCommit);
+  ASSERT_TRUE(commit_record.has_value());
+  EXPECT_EQ(commit_record->commit, kCommit);
+  EXPECT_TRUE(commit_record->is_private);
+  EXPECT_FALSE(l->load_ref("main").has_value());
+  ASSERT_TRUE(later);
+  later();
+  ASSERT_TRUE(l->load_ref("main").has_value());
+  EXPECT_EQ(l->load_ref("main")->commit, kCommit);
+
+  // The cache holds the same answer: nothing is rewritten before the pin returns; `later`
+  // refreshes both records' time of resolution.
+  PinnedRevision old = *commit_record;
+  old.resolved_at = 1;
+  ASSERT_TRUE(l->save_ref("main", old).ok());
+  ASSERT_TRUE(l->save_ref(kCommit, old).ok());
+  ASSERT_TRUE(pin_revision_storing_later(client, repo, l.get(), &later).ok());
+  EXPECT_EQ(l->load_ref("main")->resolved_at, 1);
+  EXPECT_EQ(l->load_ref(kCommit)->resolved_at, 1);
+  ASSERT_TRUE(later);
+  later();
+  EXPECT_GT(l->load_ref("main")->resolved_at, 1);
+  EXPECT_GT(l->load_ref(kCommit)->resolved_at, 1);
+
+  // The commit's record says something else (public): corrected before the pin returns.
+  PinnedRevision other = old;
+  other.is_private = false;
+  ASSERT_TRUE(l->save_ref(kCommit, other).ok());
+  ASSERT_TRUE(l->save_ref("main", other).ok());
+  ASSERT_TRUE(pin_revision_storing_later(client, repo, l.get(), &later).ok());
+  EXPECT_TRUE(l->load_ref(kCommit)->is_private);
+  EXPECT_FALSE(l->load_ref("main")->is_private);  // the branch's record: still for `later`
+  later();
+  EXPECT_TRUE(l->load_ref("main")->is_private);
+
+  // No cache: nothing to store.
+  ASSERT_TRUE(pin_revision_storing_later(client, repo, nullptr, &later).ok());
+  EXPECT_FALSE(later);
+}
+
 }  // namespace
 }  // namespace hubfs

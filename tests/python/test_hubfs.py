@@ -1,5 +1,6 @@
 """The hubfs module mounts a repo of the bundled local Hub server (127.0.0.1, started here)."""
 
+import json
 import os
 
 import h5py
@@ -44,6 +45,32 @@ def test_mount_reads_and_unmounts_on_exit(hub, tmp_path):
         with h5py.File(mnt / "recordings" / "scan.hdf5", "r") as hf:
             np.testing.assert_array_equal(h5chunk.read(hf["data/raw_data"], np.s_[2]), data[2])
     assert not os.path.ismount(mnt) and not m.mounted
+
+
+def test_hints_on_a_mount_leave_out_what_the_page_cache_holds(hub, tmp_path):
+    """A frame the kernel's page cache holds is read without the daemon: h5chunk does not hint it
+    (a warm epoch's plan through a mount sends no hint; issue 40)."""
+    if tuple(int(x) for x in os.uname().release.split(".")[:2] if x.isdigit()) < (6, 5):
+        pytest.skip("cachestat(2) needs Linux 6.5: older kernels hint every range, as before")
+    endpoint, data = hub
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with hubfs.mount(REPO, mnt, endpoint=endpoint, cache_dir=str(tmp_path / "cache")):
+        def hints():
+            return json.loads(os.getxattr(mnt, "user.hubfs.status"))["hints"]
+        ds = h5chunk.FrameDataset([str(mnt / "recordings" / "scan.hdf5")], "data/raw_data")
+        try:
+            before = hints()
+            assert ds.hint([2]) > 0
+            assert hints() == before + 1  # not read yet: hinted
+            np.testing.assert_array_equal(ds[2], data[2])  # now in the page cache
+            ds.hint([2])
+            assert hints() == before + 1
+            ds.hint([2, 4])  # frame 4 never read: only it is hinted
+            assert hints() == before + 2
+            np.testing.assert_array_equal(ds[4], data[4])
+        finally:
+            ds.close()
 
 
 def test_mount_failure_raises_with_the_programs_message(hub, tmp_path):
