@@ -418,6 +418,24 @@ class ListingCacheTest : public FileSystemTest {
     o.offline = offline;
     return o;
   }
+  // A Hub that answers the pin of dataset org/x's main with kCommit (private), or refuses every
+  // connection while `unreachable`.
+  struct RevisionHub {
+    static HubConfig config() {
+      HubConfig c;
+      c.env = &Env::real();
+      c.endpoint = "https://hub.test";
+      return c;
+    }
+    std::atomic<bool> unreachable{false};
+    testing::FakeTransport transport{[this](const HttpRequest& req) -> Result<HttpResponse> {
+      if (unreachable) return Unavailable("connection refused");
+      if (req.url.find("/api/datasets/org/x/revision/main") != std::string::npos)
+        return respond(200, R"({"sha":")" + kCommit + R"(","lastModified":"2024-01-01T00:00:00Z","private":true})");
+      return respond(404, "{}", {{"x-error-code", "RevisionNotFound"}});
+    }};
+    HubClient client{config(), transport};
+  };
 };
 
 TEST_F(ListingCacheTest, ARemountOfTheSameCommitListsNothing) {
@@ -605,17 +623,10 @@ TEST_F(ListingCacheTest, OfflineADirectoryNeverListedIsEioSayingSo) {
 }
 
 TEST_F(ListingCacheTest, PinRevisionRemembersTheCommitForOfflineAndHintsAtItWhenUnreachable) {
-  std::atomic<bool> unreachable{false};
-  testing::FakeTransport hub_transport([&](const HttpRequest& req) -> Result<HttpResponse> {
-    if (unreachable) return Unavailable("connection refused");
-    if (req.url.find("/api/datasets/org/x/revision/main") != std::string::npos)
-      return respond(200, R"({"sha":")" + kCommit + R"(","lastModified":"2024-01-01T00:00:00Z","private":true})");
-    return respond(404, "{}", {{"x-error-code", "RevisionNotFound"}});
-  });
-  HubConfig config;
-  config.env = &Env::real();
-  config.endpoint = "https://hub.test";
-  HubClient client(config, hub_transport);
+  RevisionHub hub;
+  std::atomic<bool>& unreachable = hub.unreachable;
+  testing::FakeTransport& hub_transport = hub.transport;
+  HubClient& client = hub.client;
   RepoRef repo{RepoType::kDataset, "org/x", "main"};
   auto l = listings();
 
@@ -657,15 +668,8 @@ TEST_F(ListingCacheTest, PinRevisionRemembersTheCommitForOfflineAndHintsAtItWhen
 }
 
 TEST_F(ListingCacheTest, PinStoresANewCommitsRecordAtOnceAndLeavesRefreshesForLater) {
-  testing::FakeTransport hub_transport([&](const HttpRequest& req) -> Result<HttpResponse> {
-    if (req.url.find("/api/datasets/org/x/revision/main") != std::string::npos)
-      return respond(200, R"({"sha":")" + kCommit + R"(","lastModified":"2024-01-01T00:00:00Z","private":true})");
-    return respond(404, "{}", {{"x-error-code", "RevisionNotFound"}});
-  });
-  HubConfig config;
-  config.env = &Env::real();
-  config.endpoint = "https://hub.test";
-  HubClient client(config, hub_transport);
+  RevisionHub hub;
+  HubClient& client = hub.client;
   RepoRef repo{RepoType::kDataset, "org/x", "main"};
   auto l = listings();
   std::function<void()> later;
