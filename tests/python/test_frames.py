@@ -210,6 +210,50 @@ def test_a_plan_waits_for_a_frame_by_one_byte_in_each_of_its_blocks():
     assert _block_starts([(mib - 5, 10)]) == [mib - 5, mib]
     assert _block_starts([(3 * mib + 7, 2 * mib)]) == [3 * mib + 7, 4 * mib, 5 * mib]
     assert _block_starts([(2 * mib + 50, 10), (2 * mib + 10, 10), (0, 0)]) == [2 * mib + 10]
+    # Only the blocks the disk cache lacks: those on disk need no wait.
+    assert _block_starts([(3 * mib + 7, 2 * mib)], [4, 9]) == [4 * mib]
+    assert _block_starts([(3 * mib + 7, 2 * mib)], []) == []
+
+
+class _RecordedReads:
+    """A core file whose disk cache lacks `missing` (block numbers) until a byte of each is read;
+    records the offsets read."""
+
+    def __init__(self, missing):
+        self.missing, self.read = set(missing), []
+
+    def uncached_blocks(self, ranges):
+        from h5chunk import _inflight
+        return sorted(self.missing & set(_inflight.blocks_of(ranges)))
+
+    def readinto(self, buffer, offset):
+        from h5chunk import _inflight
+        self.read.append(offset)
+        self.missing.discard(offset // _inflight.BLOCK)
+        return 1
+
+
+def test_a_plan_reads_nothing_of_the_blocks_already_on_disk(hub, opts, monkeypatch):
+    from h5chunk import _inflight
+    ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
+    mib = _inflight.BLOCK
+    ranges = [(3 * mib + 7, 2 * mib)]  # blocks 3, 4, 5
+    raw = _RecordedReads(missing=[4])
+    hub_file = ds._dataset(0).file._hub_file
+    monkeypatch.setattr(hub_file, "_core_file", lambda: raw)
+    arrivals = ds._arrivals()
+    names = arrivals.hold(0, [3, 4, 5])
+    arrivals.add(0, ranges, names)
+    names0 = arrivals.hold(0, [0])  # block 0: on disk from the start
+    arrivals.add(0, [(0, mib)], names0)
+    arrivals.close(wait_for_bytes=True)
+    # The wait read a byte of the one block the disk lacked, none of those already there.
+    assert raw.read == [4 * mib]
+    markers = _inflight.markers(ds._marker_dir)
+    again = markers.hold(ds._marker_keys[0], [0, 3, 4, 5])
+    assert len(again) == 4  # every marker was released
+    markers.release(again)
+    ds.close()
 
 
 def test_plan_caps_what_it_hints_by_bytes(hub, opts):
