@@ -125,10 +125,10 @@ class FrameDataset:
     def __getitem__(self, i: int):
         k, row = self.locate(int(i))
         ds = self._dataset(k)
-        return ds._read(row, None, None, "auto", False, stacklevel=3, on_caller=self._on_disk(k, ds, row, int(i)))
+        return ds._read(row, None, None, "auto", False, stacklevel=3, on_caller=self._on_disk(k, ds, int(i)))
 
-    def _on_disk(self, k: int, ds: Any, row: int, i: int) -> bool:
-        """Whether frame `row` of file k reads from local disk alone: a local path (or a mount's),
+    def _on_disk(self, k: int, ds: Any, i: int) -> bool:
+        """Whether frame i (in file k, whose dataset is ds) reads from local disk alone: a local path (or a mount's),
         or an hf:// frame whose blocks are all in the disk cache. Such a read is short, and runs
         on the calling thread (a thread of its own cost a fifth of a warm frame's CPU); the rest
         keep the main thread free for Ctrl-C. Over hf://, a frame with blocks a plan has on their
@@ -138,8 +138,7 @@ class FrameDataset:
         if not key:
             return not self.paths[k].startswith("hf://")
         raw = ds.file._hub_file._core_file()
-        located = self._located.get(i)
-        ranges = list(located[1]) if located is not None else ds._row_ranges(row, 1)
+        ranges = self.frame_ranges(i)[1]
         missing = raw.uncached_blocks(ranges)
         if not missing:
             return True
