@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The determinism corpus read by the real `h5chunk` command, twice (issue 38: never nondeterministic,
 never a crash of the command).
 

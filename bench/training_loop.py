@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """A training loop's reads: 4 worker processes reading random whole frames of 16 zea-like files,
 cold and warm, through local disk (h5py), rclone's mount (--vfs-cache-mode full) + h5py, a hubfs
 mount (h5chunk.FrameDataset on the mount's paths) and hf:// (FrameDataset + plan), in one run.
