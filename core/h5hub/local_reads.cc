@@ -32,8 +32,8 @@ bool reads_locally(const HubFile& file, uint64_t offset, size_t len, uint64_t re
   if (!cache || last - first >= kMaxLocalProbeBlocks) return false;
   const BlockReader& reader = *file.session()->stack.reader;
   const std::string key = BlockReader::disk_key(file.content_id(), static_cast<uint32_t>(block));
-  for (uint64_t b = first; b <= last; ++b) {
-    if (b == recent || reader.in_memory(file.content_id(), file.size(), b)) continue;  // no block file opened
+  for (uint64_t b : reader.not_in_memory(file.content_id(), file.size(), first, last)) {
+    if (b == recent) continue;  // served a moment ago: no block file opened
     char byte;
     if (!cache->read_part(key, b, 0, &byte, 1)) return false;
   }

@@ -475,13 +475,19 @@ void BlockReader::load_from_disk(const RemoteFile& file, const FileKey& key, uin
   if (served_to) verifier_.loaded_from_tiers(verified(file, key), *served_to);
 }
 
-bool BlockReader::in_memory(const std::string& content_id, uint64_t size, uint64_t index) const {
-  const uint64_t start = index * options_.block_size;
-  if (start >= size) return false;
+std::vector<uint64_t> BlockReader::not_in_memory(const std::string& content_id, uint64_t size, uint64_t first,
+                                                 uint64_t last) const {
+  std::vector<uint64_t> missing;
+  if (size == 0) return missing;
+  last = std::min<uint64_t>(last, (size - 1) / options_.block_size);
+  if (first > last) return missing;
   const std::string id = cache_id(content_id);
   const FileKey key(id, tiers_.epochs().current(id));
-  const uint64_t length = std::min<uint64_t>(options_.block_size, size - start);
-  return tiers_.memory().peek(BlockId{key.memory_id, index, length}).has_value();
+  for (uint64_t b = first; b <= last; ++b) {
+    const uint64_t length = std::min<uint64_t>(options_.block_size, size - b * options_.block_size);
+    if (!tiers_.memory().peek(BlockId{key.memory_id, b, length})) missing.push_back(b);
+  }
+  return missing;
 }
 
 void BlockReader::load_first_blocks_from_disk(const std::vector<RemoteFile>& files) {

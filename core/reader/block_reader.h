@@ -276,9 +276,12 @@ class BlockReader {
   // unchanged); stops once shutdown() has begun. For blocks a caller will likely read soon, run
   // while it waits on something else (a session's pin).
   void load_first_blocks_from_disk(const std::vector<RemoteFile>& files);
-  // Whether block `index` of the file with this content is in memory now (no disk look, not
-  // counted as a use): for a caller deciding whether a read can wait on nothing.
-  bool in_memory(const std::string& content_id, uint64_t size, uint64_t index) const;
+  // Of blocks first..last of the file with this content, those not in memory now, in order (no
+  // disk look, not counted as a use; blocks past the file's end are left out): for a caller
+  // deciding whether a read can wait on nothing. The file's cache id and epoch are worked out
+  // once for the span, not per block.
+  std::vector<uint64_t> not_in_memory(const std::string& content_id, uint64_t size, uint64_t first,
+                                      uint64_t last) const;
 
   ReaderStats stats() const;
   const ReaderOptions& options() const { return options_; }

@@ -285,9 +285,15 @@ TEST_F(H5HubTest, ABlockInMemoryReadsLocallyWithoutItsBlockFile) {
   std::vector<char> head(64);
   auto got = (*source)->pread(head.data(), 0, head.size());  // block 0 fetched, in memory
   ASSERT_TRUE(got.ok()) << got.status().message();
-  EXPECT_TRUE(file.session()->stack.reader->in_memory(file.content_id(), file.size(), 0));
-  EXPECT_FALSE(file.session()->stack.reader->in_memory(file.content_id(), file.size(), 2));
-  EXPECT_FALSE(file.session()->stack.reader->in_memory(file.content_id(), file.size(), file.size()));  // past the end
+  const BlockReader& reader = *file.session()->stack.reader;
+  const uint64_t last = (file.size() - 1) / reader.options().block_size;
+  ASSERT_GE(last, 2u);
+  std::vector<uint64_t> missing = reader.not_in_memory(file.content_id(), file.size(), 0, last + 5);
+  ASSERT_EQ(missing.size(), last);  // all but block 0, none past the end
+  EXPECT_EQ(missing.front(), 1u);
+  EXPECT_EQ(missing.back(), last);
+  EXPECT_EQ(reader.not_in_memory(file.content_id(), file.size(), 2, 2), std::vector<uint64_t>{2});
+  EXPECT_TRUE(reader.not_in_memory(file.content_id(), file.size(), last + 1, last + 3).empty());  // past the end
   file.session()->stack.reader->shutdown();  // the block files' writes are done; none come after
   std::filesystem::remove_all(cache_.path() / "cache" / "blocks");
   EXPECT_TRUE(reads_locally(file, 0, 16));  // in memory: no block file looked at
