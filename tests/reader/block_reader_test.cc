@@ -128,6 +128,23 @@ class BlockReaderTest : public ::testing::Test {
     });
   }
 
+  // The reader's defaults with a read timeout of 200 ms (of the manual clock).
+  static ReaderOptions timing_out_options() {
+    ReaderOptions o = options();
+    o.read_timeout = std::chrono::milliseconds(200);
+    return o;
+  }
+  // Reads 100 bytes at `off` while the CDN holds every answer back, the clock moved past the
+  // reader's timeout once the read waits: the read's result.
+  Result<size_t> read_unanswered(BlockReader& reader, uint64_t off, std::chrono::milliseconds timeout) {
+    cdn_.close_gate();
+    std::string out(100, '\0');
+    std::thread clock = advance_once_waiting(timeout);
+    auto n = reader.read(file_, off, out.size(), out.data(), nullptr);
+    clock.join();
+    return n;
+  }
+
   testing::ManualEnv env_;
   TempDir dir_;
   FakeCdn cdn_;
@@ -359,14 +376,9 @@ TEST_F(BlockReaderTest, ErrorsReachTheReaderAndAreNotRemembered) {
 }
 
 TEST_F(BlockReaderTest, AReadThatIsNotAnsweredTimesOut) {
-  ReaderOptions options = BlockReaderTest::options();
-  options.read_timeout = std::chrono::milliseconds(200);
+  const ReaderOptions options = timing_out_options();
   BlockReader reader(cache_.get(), fetcher_, options);
-  cdn_.close_gate();
-  std::string out(100, '\0');
-  std::thread clock = advance_once_waiting(options.read_timeout);
-  auto n = reader.read(file_, 0, 100, out.data(), nullptr);
-  clock.join();
+  auto n = read_unanswered(reader, 0, options.read_timeout);
   EXPECT_FALSE(n.ok());
   EXPECT_EQ(n.status().code(), Code::kTimeout);
   cdn_.open_gate();  // the fetch then completes; the reader's destructor waits for it
@@ -376,16 +388,12 @@ TEST_F(BlockReaderTest, AReadThatIsNotAnsweredTimesOut) {
 // once too, rather than waiting a second --read-timeout (and sends nothing); once the late block
 // arrives, reads get it.
 TEST_F(BlockReaderTest, AReadRightAfterATimeoutFailsAtOnceAndTheLateBlockIsServed) {
-  ReaderOptions options = BlockReaderTest::options();
-  options.read_timeout = std::chrono::milliseconds(200);
+  const ReaderOptions options = timing_out_options();
   BlockReader reader(cache_.get(), fetcher_, options);
-  cdn_.close_gate();
-  std::string out(100, '\0');
-  std::thread clock = advance_once_waiting(options.read_timeout);
-  auto first = reader.read(file_, 0, 100, out.data(), nullptr);
-  clock.join();
+  auto first = read_unanswered(reader, 0, options.read_timeout);
   ASSERT_FALSE(first.ok());
   EXPECT_EQ(first.status().code(), Code::kTimeout);
+  std::string out(100, '\0');
   auto again = reader.read(file_, 50, 100, out.data(), nullptr);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), Code::kTimeout);
