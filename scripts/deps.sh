@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
+  lld  # the linker CMakeLists.txt picks: a fraction of ld.bfd's CPU per link, three builds of links in the suite
   libfuse3-dev fuse3
   libcurl4-openssl-dev libssl-dev
   libhdf5-dev hdf5-tools

@@ -3,13 +3,14 @@
 #
 #   ./scripts/test.sh          the full suite, what CI runs: installs what is needed, builds, and
 #                              runs the slow tests (long fuzz runs, stress, quota windows: only
-#                              here), the tests no sanitizer pass runs (label first_pass), the
-#                              local Hub server's own test and pytest; then the unit and
+#                              here), the tests no sanitizer pass runs (label first_pass) and
+#                              the local Hub server's own test; then the unit and
 #                              integration tests (real FUSE mounts, the daemon and CLIs sanitized
 #                              too) under AddressSanitizer + UndefinedBehaviorSanitizer (skip with
 #                              HUBFS_SKIP_ASAN=1), and those that exercise concurrency
 #                              (tests/CMakeLists.txt says which) under ThreadSanitizer (skip with
-#                              HUBFS_SKIP_TSAN=1). The unit and integration tests run in the
+#                              HUBFS_SKIP_TSAN=1); pytest (on the plain build) beside the last of
+#                              those passes. The unit and integration tests run in the
 #                              sanitizer passes only: a third, plain run cost the first pass more
 #                              CPU than any other part of it but the slow tests. (HUBFS_SKIP_ASAN=1
 #                              runs every unit test plain; with HUBFS_SKIP_TSAN=1 too, the
@@ -169,9 +170,14 @@ else
   [ "$run_asan" = 1 ] && start_background_build asan 19 -DHUBFS_SANITIZE=ON "${PER_SUITE[@]}"
   step "build (RelWithDebInfo): the programs, the Python packages and the tests ($release_targets)"
   BUILD_TARGETS="$release_targets" ./scripts/build.sh "${PER_SUITE[@]}"
-  # The Python tests run beside the first pass (measured alone: pytest 39 s of wall time for
-  # 27 s of CPU).
-  start_pytest
+  # The Python tests run beside the last test pass: the sanitizer builds take whatever the
+  # passes before it leave idle, but nothing runs beside the last one, whose waits on mounts and
+  # servers left a quarter of the cores idle (docs/benchmarks.md, "Session 30: suite41"). They
+  # need only build/, which nothing builds in by then.
+  last_pass=release
+  [ "$run_tsan" = 1 ] && last_pass=tsan
+  [ "$run_asan" = 1 ] && last_pass=asan
+  [ "$last_pass" = release ] && start_pytest
   if [ "$run_asan" = 1 ] || [ "$run_tsan" = 1 ]; then
     # Any label matching: slow tests (of every tier), the local Hub server's test and the doors
     # without a mount (test_server, label "server"), and the tests no sanitizer pass runs (label
@@ -190,9 +196,12 @@ else
   fi
 fi
 
-# --- Python packages (h5chunk, hubfs): pytest with Debian's interpreter on the fresh build.
-finish_pytest
-check_pytest_rc "$py_rc"
+# --- Python packages (h5chunk, hubfs): pytest with Debian's interpreter on the fresh build, here
+# when it ran beside the first pass (no sanitizer pass), else after the last sanitizer pass.
+if [ "$last_pass" = release ]; then
+  finish_pytest
+  check_pytest_rc "$py_rc"
+fi
 # --- end Python
 
 # --- The Debian package, on the build the tests above used: scripts/package_test.sh builds it
@@ -210,9 +219,10 @@ fi
 # TSan's pass before ASan's: its build is the smaller (~320 CPU s against ~550 at 46ca961), so
 # it is done first, and its pass waits the most (215 s of wall time for 321 CPU s): beside the
 # ASan build still running, the CPU it leaves goes to that build, and the shorter ASan pass is
-# the one that runs alone at the end.
+# the one that runs at the end, with pytest beside it.
 if [ "$run_tsan" = 1 ]; then
   finish_background_build tsan
+  [ "$last_pass" = tsan ] && start_pytest
   step "unit and integration tests under TSan (the test programs that exercise concurrency)"
   # Suppressed: only races reported inside libraries built without TSan (see the file).
   # The TSan build leaves out the single-threaded hostile-file tests (mutation fuzz, damaged
@@ -228,6 +238,7 @@ fi
 
 if [ "$run_asan" = 1 ]; then
   finish_background_build asan
+  [ "$last_pass" = asan ] && start_pytest
   step "unit and integration tests under ASan + UBSan"
   # The mutation fuzz runs in the Release pass only: under ASan a damaged size makes libhdf5's
   # and h5chunk's children ask for over 1 TiB, which ASan aborts rather than refuses (its label
@@ -236,6 +247,11 @@ if [ "$run_asan" = 1 ]; then
   LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
     ctest --test-dir build-asan --output-on-failure -j"$SANITIZER_JOBS" --timeout 900 -LE "slow|server|first_pass" \
       -E "^MutationFuzz\." "${CTEST_ARGS[@]}"
+fi
+
+if [ "$last_pass" != release ]; then
+  finish_pytest
+  check_pytest_rc "$py_rc"
 fi
 
 step "full suite passed"
