@@ -400,9 +400,9 @@ def _record_plan(ds, timeline):
             hinted.setdefault(i, t)
         return n
 
-    def timed_add(self, k, ranges, names):
+    def timed_add(self, k, ranges, names, *rest):
         names_of[(k, ranges[0][0])] = list(names)
-        return add(self, k, ranges, names)
+        return add(self, k, ranges, names, *rest)
 
     def timed_release(self, names):
         names = list(names)
@@ -543,6 +543,8 @@ def main():
     ap.add_argument("--ahead", type=int, default=64)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--cache-size", default="")
+    ap.add_argument("--max-requests", type=int, default=0,
+                    help="hf://: hubfs.open's max_requests (connections per process; 0: its default)")
     ap.add_argument("--seed", type=int, default=40)
     ap.add_argument("--contenders", default="local,rclone,mount,hf")
     ap.add_argument("--dir", default="")
@@ -619,6 +621,8 @@ def main():
             opts = {"endpoint": hub.url, "cache_dir": cache, "token": False}
             if args.cache_size:
                 opts["cache_size"] = args.cache_size
+            if args.max_requests:
+                opts["max_requests"] = args.max_requests
             urls = [f"hf://{peer_bench.REPO}/{n}" for n in names]
             hub.reset()
             ds = h5chunk.FrameDataset(urls, DATASET, **opts)

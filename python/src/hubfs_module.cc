@@ -463,6 +463,16 @@ PYBIND11_MODULE(_core, m) {
         }
         return missing;
       }, py::arg("ranges"), "The blocks of these (offset, length) ranges the disk cache lacks.")
+      .def("disk_writes_refused", [](File& f) -> uint64_t {
+        // The block writes this process's disk cache refused or skipped so far (a full disk, a
+        // read-only one, past its budget): a plan that waits for a block to reach the disk stops
+        // waiting once this grows (the block may never get there). 0 without a disk cache.
+        std::shared_ptr<hubfs::HubFile> file = f.held();
+        const hubfs::Stack& stack = file->session()->stack;
+        if (!stack.cache) return 0;
+        const hubfs::CacheStats stats = stack.cache->stats();
+        return stats.write_failures + stats.writes_skipped;
+      }, "The block writes the disk cache refused or skipped so far (0 without one).")
       .def("byte_source", [](File& f, const std::string& name) {
         // A heap shared_ptr the capsule owns: h5chunk copies it, so the file stays open for as
         // long as an h5chunk.File reads it, whatever happens to this object.

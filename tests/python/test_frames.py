@@ -232,6 +232,54 @@ class _RecordedReads:
         self.missing.discard(offset // _inflight.BLOCK)
         return 1
 
+    def disk_writes_refused(self):
+        return 0
+
+
+class _FullDisk(_RecordedReads):
+    """A core file whose disk cache refuses every block write (a full disk): a block read stays
+    missing from it, and the refused writes grow with each read. Counts the plan's looks."""
+
+    def __init__(self, missing):
+        super().__init__(missing)
+        self.refusals, self.looks = 0, 0
+
+    def uncached_blocks(self, ranges):
+        from h5chunk import _inflight
+        self.looks += 1
+        return sorted(set(_inflight.blocks_of(ranges)))  # nothing ever reaches the disk
+
+    def readinto(self, buffer, offset):
+        self.read.append(offset)
+        self.refusals += 1  # the fetched block's write refused
+        return 1
+
+    def disk_writes_refused(self):
+        return self.refusals
+
+
+def test_a_refused_write_ends_the_plans_wait_for_its_block(hub, opts, monkeypatch):
+    from h5chunk import _frames, _inflight
+    # Without the refusal seen, this wait would be bounded by _DISK_WAIT_SECONDS alone: made
+    # longer than any test run, the test would hang there.
+    monkeypatch.setattr(_frames, "_DISK_WAIT_SECONDS", 1e9)
+    ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
+    mib = _inflight.BLOCK
+    raw = _FullDisk(missing=[1, 2])
+    monkeypatch.setattr(ds._dataset(0).file._hub_file, "_core_file", lambda: raw)
+    arrivals = ds._arrivals()
+    refused = arrivals.refused(0)
+    names = arrivals.hold(0, [1, 2])
+    arrivals.add(0, [(mib, 2 * mib)], names, refused)
+    arrivals.close(wait_for_bytes=True)
+    assert raw.read == [mib, 2 * mib]  # the wait read both blocks, then stopped at the refusal
+    assert raw.looks == 2  # which blocks to read, then one look at the disk: no polling after
+    markers = _inflight.markers(ds._marker_dir)
+    again = markers.hold(ds._marker_keys[0], [1, 2])
+    assert len(again) == 2  # the markers were released: the workers fetch the blocks themselves
+    markers.release(again)
+    ds.close()
+
 
 def test_a_plan_reads_nothing_of_the_blocks_already_on_disk(hub, opts, monkeypatch):
     from h5chunk import _inflight
