@@ -713,7 +713,8 @@ class Bench:
         log("local Hub %s: %s; %d runs; load %.1f %.1f %.1f\n"
             % (self.hub.url, self.shaping(), args.repeat, *self.load_before))
 
-        combos = [(r, w) for w in WORKLOADS if w in args.workloads for r in READERS_OF[w]]
+        combos = [(r, w) for w in WORKLOADS if w in args.workloads for r in READERS_OF[w]
+                  if not args.readers or r in args.readers]
         for rep in range(args.repeat):
             log("run %d/%d" % (rep + 1, args.repeat))
             # The contenders take turns going first: on this VM a read's time depends on what ran
@@ -954,6 +955,9 @@ def main():
                    "directory (another commit's build/bin), measured in the same run as this tree's")
     p.add_argument("--workloads", default="zea16,zea5,seq",
                    help="comma-separated subset of %s" % ",".join(WORKLOADS))
+    p.add_argument("--readers", default="",
+                   help="comma-separated subset of h5py,h5chunk,read,mmap to run (default: every reader of "
+                   "each workload); e.g. h5chunk for issue 39's Xet target alone")
     p.add_argument("--trace", metavar="DIR", help="save each cold read's request log (the server's "
                    "/_hubfs/trace, from the read's start) to DIR and print its timeline")
     p.add_argument("--keep", action="store_true", help="keep the run's directory (logs, caches)")
@@ -968,6 +972,9 @@ def main():
     args = p.parse_args()
     args.contenders = set(args.contenders.split(","))
     args.workloads = set(args.workloads.split(","))
+    args.readers = set(args.readers.split(",")) if args.readers else set()
+    if not args.readers <= {"h5py", "h5chunk", "read", "mmap"}:
+        sys.exit("--readers takes a comma-separated subset of h5py,h5chunk,read,mmap")
     for name, chosen, allowed in (("--contenders", args.contenders, {"local", "hubfs", "base", "bridge", "rclone", "direct"}),
                                   ("--workloads", args.workloads, set(WORKLOADS))):
         if not chosen or not chosen <= allowed:

@@ -104,6 +104,7 @@ struct ReadStats {
   uint64_t compressed_bytes = 0;  // bytes it read from the file
   uint64_t manifest_queries = 0;  // HDF5 chunk queries it made (memo misses)
   uint64_t peak_bytes_in_flight = 0;  // most compressed bytes held at once (<= the limit, or one chunk)
+  uint64_t prefaulted_bytes = 0;  // output bytes mapped ahead of the decoders (a large hinted read)
 };
 
 // A read's result: C-order elements (element_size() bytes each; of `dtype` for plain numbers),

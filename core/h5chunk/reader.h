@@ -106,6 +106,13 @@ inline constexpr double kH5DreadMicros = 50.0;
 // Chunks smaller than this (uncompressed) are all decoded on the caller's thread unless the
 // caller chose a thread count: see read_chunks.
 inline constexpr uint64_t kMinChunkBytesToShare = 16 << 10;
+// A hinted read (a hubfs mount's or a source's) whose output is at least this large has the
+// output's pages mapped by a thread of its own while its workers wait for the first chunks
+// (hubfs::prefault_pages): a cold read's chunks arrive together at the end, and the faults and
+// zeroing of 201 MB of fresh output (18-46 ms of CPU here) otherwise ran after the last byte,
+// beside the decoding. Smaller reads (a training loop's frame) keep their one thread
+// (docs/constants.md, kPrefaultOutputFrom).
+inline constexpr uint64_t kPrefaultOutputFrom = 32ull << 20;
 
 // Reads the selection with the worker pool. Errors name the source and the chunk.
 // With may_decline: kUnsupported (nothing read) when locating the chunks not yet remembered

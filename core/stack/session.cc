@@ -240,6 +240,7 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   if (!info.ok()) return info.status();
   std::optional<TreeEntry> first;  // known without listing its directory
   std::optional<Location> first_location;
+  bool first_probed = false;  // `first` is the Hub's answer of this session, not the cache's
   if (spec.subfolder.empty()) {
     // Read once: the pin usually confirms the commit the cache was asked about before it.
     StoredFirstFile stored = last_commit == info->commit ? std::move(stored_at_last)
@@ -251,6 +252,7 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
       if (auto probed = probe->wait(info->commit, std::max(kProbeGrace, pin_took))) {
         first = std::move(probed->entry);
         first_location = std::move(probed->location);
+        first_probed = true;
         // Best effort, as listings are: the next session opens this file without the Hub.
         if (listings) (void)listings->save_file(info->commit, *first);
       }
@@ -303,6 +305,11 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   fs_options.list_whole_repo = info->file_count && *info->file_count <= kWholeRepoMaxFiles;
   if (s.stack.cache) fs_options.on_open = index_recorder(config.cache_dir, s.label, s.repo.revision, info->commit);
   if (!offline) build_xet(config, s.stack, pinned, fs_options);
+  // A probe that shows a Xet file: its read token now, beside the rest of the open, as a listing
+  // from the Hub does (on_hub_listing), so the first read waits for its plan only. huggingface_hub
+  // does the same: the HEAD's X-Xet-Hash, then the token (docs/hub-http-contract.md, 7b). A first
+  // file known from the cache asks for nothing (a warm session sends only its pin).
+  if (first_probed && first->xet_hash && s.stack.xet) s.stack.xet->warm_token();
   if (customize) customize(s, fs_options);
   s.fs = std::make_unique<FileSystem>(*s.stack.hub, pinned, *s.stack.reader, fs_options);
   if (first) {

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "h5_fixture.h"
+#include "h5chunk/reader.h"
 #include "h5chunk/source_driver.h"
 #include "support/temp_dir.h"
 
@@ -133,6 +134,41 @@ TEST(SourceTest, OneHintNamesEveryChunkOfTheRead) {
     StoredChunk c = stored_chunk(f.path, "/data", {frame, 0, 0});
     EXPECT_EQ(hints[0][frame - 2], std::make_pair(c.offset, c.size)) << frame;
   }
+}
+
+// A hinted read of at least kPrefaultOutputFrom has its output's pages mapped ahead of the
+// decoders (while a cold read's chunks are on their way); the bytes are the file's all the
+// same. A smaller read, and a read of a local file (no hint), map nothing ahead.
+TEST(SourceTest, ALargeHintedReadMapsItsOutputAhead) {
+  hubfs::testing::TempDir dir;
+  const std::string path = (dir / "big.h5").string();
+  DatasetSpec spec;
+  spec.shape = {8, 1024, 1024};  // 32 MiB of float32
+  spec.chunk = {1, 1024, 1024};
+  spec.codec = Codec::kNone;
+  const Bytes data = make_data(spec);
+  write_dataset(path, spec, data);
+  auto source = std::make_shared<RecordingSource>(path);
+  auto file = File::open(source, quiet_options());
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto d = file->dataset("/data");
+  ASSERT_TRUE(d.ok());
+  auto all = d->read(":", via(Route::kFastPath));
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  EXPECT_EQ(all->stats.prefaulted_bytes, kPrefaultOutputFrom);
+  EXPECT_EQ(bytes_of(*all), data);
+  auto some = d->read("2:5", via(Route::kFastPath));
+  ASSERT_TRUE(some.ok()) << some.status().message();
+  EXPECT_EQ(some->stats.prefaulted_bytes, 0u);
+  EXPECT_EQ(bytes_of(*some), Bytes(data.begin() + 2 * (4 << 20), data.begin() + 5 * (4 << 20)));
+  auto local = File::open(path, quiet_options());
+  ASSERT_TRUE(local.ok());
+  auto ld = local->dataset("/data");
+  ASSERT_TRUE(ld.ok());
+  auto unhinted = ld->read(":", via(Route::kFastPath));
+  ASSERT_TRUE(unhinted.ok()) << unhinted.status().message();
+  EXPECT_EQ(unhinted->stats.prefaulted_bytes, 0u);
+  EXPECT_EQ(bytes_of(*unhinted), data);
 }
 
 TEST(SourceTest, ASourceErrorComesBackWithItsCodeAndCause) {

@@ -360,6 +360,29 @@ TEST_F(XetSessionTest, AProbedXetFileIsReadNativelyAndItsRecordServesTheNextSess
   EXPECT_EQ(stats["requests"], 1) << "only the revision name's pinning: " << stats.dump();
 }
 
+// A probe that shows a Xet file fetches the read token as the session opens, before any read
+// (as huggingface_hub fetches it once the HEAD shows X-Xet-Hash): an hf:// door's first read
+// then waits for its plan only. A session whose first file the cache knows asks for none.
+TEST_F(XetSessionTest, AProbedXetFileFetchesTheTokenAtTheOpenAndAStoredOneDoesNot) {
+  hub_->reset_stats();
+  {
+    auto first = open("v1", config(), "data/big.bin");
+    ASSERT_TRUE(first);
+    first->stack.xet->shutdown();  // the warm-up, on the reader's threads, is done
+    auto stats = hub_->stats();
+    EXPECT_EQ(stats["resolve_requests"], 1) << "the probe: " << stats.dump();
+    EXPECT_EQ(stats["xet_token_requests"], 1) << stats.dump();
+    EXPECT_EQ(stats["xet_reconstructions"], 0) << "no read, no plan: " << stats.dump();
+  }
+  hub_->reset_stats();
+  auto second = open("v1", config(), "data/big.bin");
+  ASSERT_TRUE(second);
+  second->stack.xet->shutdown();
+  auto stats = hub_->stats();
+  EXPECT_EQ(stats["xet_token_requests"], 0) << "the probe's record was stored: " << stats.dump();
+  EXPECT_EQ(stats["requests"], 1) << "only the revision name's pinning: " << stats.dump();
+}
+
 TEST_F(XetSessionTest, DisableXetReadsThroughTheBridge) {
   ::setenv("HF_HUB_DISABLE_XET", "1", 1);
   auto s = open("v1", config());
