@@ -155,13 +155,13 @@ struct ReaderOptions {
   // 8 MiB response is 8 block files to write, and read-ahead tasks queue behind those writes
   // (with two, bench/peer_bench.py saw 3-4 requests in flight of 16 allowed).
   int disk_threads = 4;
-  // Blocks served by the shared tier or fetched from the Hub are written to the local disk cache
-  // by one thread of low CPU priority (with a shared tier, once reading pauses for a moment), so
-  // a reader does not share the CPU with their write-backs, which took a large share of it while
-  // the reader waited, or copied and decoded what had just arrived (docs/constants.md,
-  // max_deferred_write_bytes). Up to this many bytes wait for it; past that the write goes to
-  // the disk threads at once. As large as the memory cache: a read's blocks sit there anyway
-  // while their writes wait. 0: no deferral.
+  // Blocks served by the shared tier are written to the local disk cache later, by one thread of
+  // low CPU priority once reading pauses for a moment, so a stream from the tier does not share
+  // the CPU with its own write-backs, which took a large share of it while the reader waited
+  // (docs/constants.md, max_deferred_write_bytes). Up to this
+  // many bytes wait for it; past that the write goes to the disk threads as for a Hub fetch. As
+  // large as the memory cache: a stream's blocks sit there anyway while their writes wait.
+  // 0: no deferral.
   uint64_t max_deferred_write_bytes = 256ull << 20;
   // A file read (or read ahead) from its first block to its last is hashed as its blocks arrive
   // and compared with its content id; on a mismatch its blocks leave both caches and the read
@@ -202,7 +202,7 @@ struct ReaderStats {
   uint64_t files_verified = 0;      // whole files whose hash matched their content id
   uint64_t files_verified_by_source = 0;  // of those, files whose source's own check stood for it
   uint64_t verify_failures = 0;     // whole files whose hash did not (their blocks were dropped)
-  uint64_t deferred_writes = 0;     // Hub and shared-tier blocks handed to the low-priority writer
+  uint64_t deferred_writes = 0;     // shared-tier blocks handed to the low-priority writer
   uint64_t blocks_in_flight = 0;    // blocks claimed and being loaded now (0: the reader is idle)
   // Latencies: each range request for file content (the CDN, or Xet storage), from the request
   // to its answer, one observation per request counted in `requests` (a range sent in parts

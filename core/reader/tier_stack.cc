@@ -94,8 +94,7 @@ std::vector<uint64_t> TierStack::fill_from_lower(const std::vector<BlockId>& ids
   // Into memory and the hash now (this may be a reader's thread), to the local disk later.
   serve(arrivals);
   if (disk_)
-    for (size_t i = 0; i < arrivals.size(); ++i)
-      promote_to_disk(arrived[i], arrivals[i].second, epoch, arrivals[i].second.buffer->size());
+    for (size_t i = 0; i < arrivals.size(); ++i) promote_to_disk(arrived[i], arrivals[i].second, epoch);
   return rest;
 }
 
@@ -174,19 +173,9 @@ void TierStack::store_fetched(std::string_view cache_id, uint64_t epoch,
     }
   }
   if (disk_) {
-    // To the low-priority writer, as promotions go (promote_to_disk): a hinted Xet read's blocks
-    // all arrive at once, and writing their 162 block files on the disk workers (0.14-0.34 s of
-    // this VM's kernel CPU) competed with the reader's copies and decoding after the last byte
-    // (docs/benchmarks.md, session 30). Found below memory until written (the waiting write stays).
     for (size_t i = 0; i < blocks.size(); ++i) {
-      const auto& [index, bytes] = blocks[i];
-      if (served[i]) {
-        // A response's blocks share its body and queue together, in order: together they pin
-        // the body once, so each counts its own length against the budget.
-        promote_to_disk(BlockId{cache_id, index, bytes.size()}, bytes, epoch, bytes.size());
-      } else {
-        done_writing(cache_id, index, bytes);  // never on disk
-      }
+      if (served[i]) write_back(BlockId{cache_id, blocks[i].first, blocks[i].second.size()}, blocks[i].second, epoch);
+      done_writing(cache_id, blocks[i].first, blocks[i].second);  // on disk now, or never
     }
   }
 }
@@ -198,7 +187,7 @@ void TierStack::write_back(const BlockId& id, const BlockBytes& bytes, uint64_t 
   if (access.granted()) disk_->put(id, bytes);
 }
 
-void TierStack::promote_to_disk(const BlockId& id, const BlockBytes& bytes, uint64_t epoch, uint64_t pins) {
+void TierStack::promote_to_disk(const BlockId& id, const BlockBytes& bytes, uint64_t epoch) {
   add_writing(id.cache_id, id.index, bytes, epoch);
   auto write = [this, cache_id = std::string(id.cache_id), index = id.index, length = id.length, bytes, epoch] {
     write_back(BlockId{cache_id, index, length}, bytes, epoch);
@@ -206,7 +195,7 @@ void TierStack::promote_to_disk(const BlockId& id, const BlockBytes& bytes, uint
   };
   // Memory bounded: a waiting write pins its value (most of them are in the memory tier too).
   // Past the bound, or once the writer stopped, the write goes to the disk workers at once.
-  if (deferred_.add(pins, write)) return;
+  if (deferred_.add(bytes.buffer->size(), write)) return;
   if (!disk_work_ || !disk_work_(write)) write();
 }
 

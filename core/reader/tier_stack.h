@@ -5,8 +5,7 @@
 //   `serve`), and a block from the shared tier also into the disk cache, later (deferred: see
 //   DeferredWrites; past max_deferred_write_bytes waiting, at once on the disk workers);
 // - write-back: a block the Hub sent is offered to the shared tier first (the sooner other
-//   machines find it), then handed to the same low-priority writer for the disk cache (a
-//   reader still copying and decoding what just arrived comes first);
+//   machines find it), then written to the disk cache, on the calling (disk worker) thread;
 // - a failed hash's cleanup (drop_failed_file) moves the file's epoch and removes its blocks from
 //   every tier; FileEpochs (file_epochs.h) keeps every lower-tier access of the old epoch out of
 //   it (a write of the old epoch lands before the removals or never) and every one of the new
@@ -94,8 +93,7 @@ class TierStack {
   void expect_writes(std::string_view cache_id, uint64_t epoch,
                      const std::vector<std::pair<uint64_t, BlockBytes>>& blocks);
   // Blocks the Hub sent for a read of `epoch` (skipped where !served[i]): offered to the shared
-  // tier on this thread, then queued for the deferred writer (past its budget, written at once on
-  // the disk workers); not stored once the file's epoch moved.
+  // tier, then written to the disk cache, on this thread; not once the file's epoch moved.
   void store_fetched(std::string_view cache_id, uint64_t epoch, const std::vector<std::pair<uint64_t, BlockBytes>>& blocks,
                      const std::vector<bool>& served);
   // The file's bytes of `epoch` failed their hash: drops its blocks (`size` bytes in blocks of
@@ -127,10 +125,8 @@ class TierStack {
  private:
   // Writes a served block of a read of `epoch` to the disk cache, unless the file's epoch moved.
   void write_back(const BlockId& id, const BlockBytes& bytes, uint64_t epoch);
-  // A block from the shared tier or the Hub, to the disk cache later, on the low-priority writer
-  // (skipped if its file failed its hash); found below memory until then. `pins`: the memory
-  // its wait holds, counted against max_deferred_write_bytes.
-  void promote_to_disk(const BlockId& id, const BlockBytes& bytes, uint64_t epoch, uint64_t pins);
+  // A block from the shared tier, to the disk cache later (skipped if its file failed its hash).
+  void promote_to_disk(const BlockId& id, const BlockBytes& bytes, uint64_t epoch);
   // The blocks on their way to disk (expect_writes): one being written, or of an old epoch, is
   // looked up by epoch; `done` removes it once its write landed (or was skipped).
   static std::string writing_key(std::string_view cache_id, uint64_t index);

@@ -187,51 +187,18 @@ TEST_F(TierStackTest, ShutdownRunsTheWaitingWritesAtOnce) {
 // before the file failed its hash is stored after the failure.
 TEST_F(TierStackTest, HubBlocksAreOfferedThenWrittenAndNeverStoredAfterAFailure) {
   make();
-  env_.advance(1s);  // no read noted: the deferred writes are due at once
   std::vector<std::pair<uint64_t, BlockBytes>> blocks{{0, bytes("h000")}, {1, bytes("h001")}, {2, bytes("h002")}};
   tiers_->store_fetched(id_, 0, blocks, {true, false, true});  // block 1 was not served
   EXPECT_EQ(shared_->log, (std::vector<std::string>{"put 0", "put 2"}));
-  tiers_->deferred().run_due();
   EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 0", "put 2"}));
   tiers_->drop_failed_file(id_, id_, 0, 16, 4);
   tiers_->store_fetched(id_, 0, {{3, bytes("h003")}}, {true});
-  tiers_->deferred().run_due();
   EXPECT_EQ(shared_->blocks.count(id_ + "#3"), 0u);
   EXPECT_EQ(disk_->blocks.count(id_ + "#3"), 0u);
   EXPECT_EQ(disk_->log.back(), "remove 3");  // the cleanup's: no write after it
   // A read of the new epoch stores as before.
   tiers_->store_fetched(id_, 1, {{3, bytes("h003")}}, {true});
-  tiers_->deferred().run_due();
   EXPECT_EQ(disk_->blocks.count(id_ + "#3"), 1u);
-}
-
-// A Hub read's block files go to the low-priority writer, not the disk workers: a hinted Xet
-// read's blocks arrive all at once, and writing them beside the reader's copies and decoding
-// lengthened its tail (docs/benchmarks.md, session 30). Each counts its own length against the
-// budget (a response's blocks share its body); past the budget they go to the disk workers.
-TEST_F(TierStackTest, HubBlocksWaitForTheLowPriorityWriter) {
-  TierStackOptions o;
-  o.max_deferred_write_bytes = 8;  // two 4-byte blocks
-  make(o, /*with_disk=*/true, /*with_shared=*/false);
-  env_.advance(1s);  // no read noted: the deferred writes are due at once
-  auto body = std::make_shared<const std::string>("h000h001h002");
-  std::vector<std::pair<uint64_t, BlockBytes>> blocks{{0, BlockBytes{body, 0, 4}}, {1, BlockBytes{body, 4, 4}},
-                                                      {2, BlockBytes{body, 8, 4}}};
-  tiers_->expect_writes(id_, 0, blocks);
-  tiers_->store_fetched(id_, 0, blocks, {true, true, true});
-  EXPECT_TRUE(disk_->log.empty()) << "written on the calling thread";
-  EXPECT_EQ(tiers_->deferred_writes(), 2u);
-  EXPECT_EQ(tiers_->deferred().queued_bytes(), 8u);
-  ASSERT_EQ(disk_work_.tasks.size(), 1u);  // the third: past the budget
-  // Waiting, each is still found below memory.
-  EXPECT_TRUE(tiers_->fill_from_lower(ids({0, 1, 2}), 0, Deadline::never(), record()).empty());
-  EXPECT_EQ(disk_->gets, 0);
-  disk_work_.run_all();
-  EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 2"}));
-  EXPECT_EQ(tiers_->deferred().run_due(), std::nullopt);
-  EXPECT_EQ(disk_->log, (std::vector<std::string>{"put 2", "put 0", "put 1"}));
-  EXPECT_EQ(disk_->blocks[id_ + "#1"], "h001");
-  EXPECT_EQ(tiers_->writes_waiting(), 0u);
 }
 
 // A Hub block released to its waiters (then evictable from a small memory tier) before its disk
@@ -239,7 +206,6 @@ TEST_F(TierStackTest, HubBlocksWaitForTheLowPriorityWriter) {
 // loop's planner with a 32 MiB tier fetched 73-76 blocks twice. Once written, the disk serves it.
 TEST_F(TierStackTest, AHubBlockIsFoundBelowMemoryBetweenItsReleaseAndItsDiskWrite) {
   make({}, /*with_disk=*/true, /*with_shared=*/false);
-  env_.advance(1s);  // no read noted: the deferred writes are due at once
   std::vector<std::pair<uint64_t, BlockBytes>> blocks{{0, bytes("h000")}, {1, bytes("h001")}};
   tiers_->expect_writes(id_, 0, blocks);
   EXPECT_EQ(tiers_->writes_waiting(), 2u);
@@ -251,8 +217,6 @@ TEST_F(TierStackTest, AHubBlockIsFoundBelowMemoryBetweenItsReleaseAndItsDiskWrit
   EXPECT_EQ(tiers_->disk_copy(BlockId{id_, 0, 4}, 0)->view(), "h000");
   EXPECT_EQ(tiers_->hits_before_write(), 3u);
   tiers_->store_fetched(id_, 0, blocks, {true, true});
-  EXPECT_EQ(tiers_->writes_waiting(), 2u);  // queued for the deferred writer
-  tiers_->deferred().run_due();
   EXPECT_EQ(tiers_->writes_waiting(), 0u);
   EXPECT_TRUE(tiers_->fill_from_lower(ids({1}), 0, Deadline::never(), record()).empty());
   EXPECT_EQ(disk_->gets, 1);  // from the disk now
