@@ -56,13 +56,17 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
   if (!sequential) {
     state.window_blocks = 0;
     state.run_bytes = end - offset;  // a run starts with this read
+    state.run_first_block = offset / bs;
     if (!state.whole_file) state.prefetched_to = 0;
     return on_random_read(state, file_size, file_blocks, may_fetch, facts.hinted);
   }
   state.run_bytes += end - offset;
   if (state.whole_file) return facts.hinted || !may_fetch ? std::nullopt : whole_file_rest(state, file_blocks);
   const uint64_t run_blocks = state.run_bytes / bs;
-  if (run_blocks < options_.min_run_blocks) return std::nullopt;
+  const uint64_t last_read_block = (end - 1) / bs;
+  // The blocks the run has reached (a piece the kernel sent out of order may end before its start).
+  const uint64_t reached = last_read_block >= state.run_first_block ? last_read_block - state.run_first_block + 1 : 1;
+  if (reached < options_.min_run_blocks) return std::nullopt;
   // A long run: the random reads before it were not a pattern.
   state.random_reads = 0;
   // Its next read's worth: this read's blocks, or its last whole read's (a burst of pieces).
@@ -81,7 +85,12 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
       std::min<uint64_t>(read_blocks, options_.max_readahead_blocks)));
   // A fetching stream between its marks waits for the next one (or a miss).
   if (facts.hinted || (state.fetching && !may_fetch)) return std::nullopt;
-  auto plan = refill(state, (end - 1) / bs, file_blocks);
+  // A file read from its start: its first start_window_blocks ahead at once (read_ahead.h). Not
+  // the window: past them the run's own window takes over, as it grew.
+  uint64_t reach = state.window_blocks;
+  if (state.run_first_block == 0 && last_read_block + 1 < options_.start_window_blocks)
+    reach = std::max<uint64_t>(reach, options_.start_window_blocks - last_read_block - 1);
+  auto plan = refill(state, last_read_block, file_blocks, reach);
   if (plan) plan->fetch = state.fetching;
   return plan;
 }
@@ -124,14 +133,14 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::whole_file_rest(const ReadAheadSta
 }
 
 std::optional<ReadAheadPlan> ReadAheadPolicy::refill(const ReadAheadState& state, uint64_t last_read_block,
-                                                     uint64_t file_blocks) const {
-  if (file_blocks == 0 || state.window_blocks == 0) return std::nullopt;
+                                                     uint64_t file_blocks, uint64_t reach) const {
+  if (file_blocks == 0 || reach == 0) return std::nullopt;
   const uint64_t ahead = state.prefetched_to > last_read_block + 1 ? state.prefetched_to - last_read_block - 1 : 0;
-  const uint64_t room = state.window_blocks > ahead ? state.window_blocks - ahead : 0;
-  const uint32_t per_request = request_blocks(state.window_blocks);
+  const uint64_t room = reach > ahead ? reach - ahead : 0;
+  const uint32_t per_request = request_blocks(reach);
   if (room < per_request) return std::nullopt;
   const uint64_t from = std::max(last_read_block + 1, state.prefetched_to);
-  uint64_t to = std::min<uint64_t>(last_read_block + state.window_blocks, file_blocks - 1);
+  uint64_t to = std::min<uint64_t>(last_read_block + reach, file_blocks - 1);
   if (from >= file_blocks || to < from) return std::nullopt;
   // Whole requests only, but at the end of the file: the rest of the room waits for the next read.
   if (to + 1 < file_blocks && to - from + 1 > per_request) to -= (to - from + 1) % per_request;
