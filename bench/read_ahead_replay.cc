@@ -145,7 +145,9 @@ int main(int argc, char** argv) {
   };
   const std::vector<Variant> variants = {
       {"this build", [](ReadAheadOptions&) {}},
-      {"start_window_blocks 0", [](ReadAheadOptions& o) { o.start_window_blocks = 0; }},
+      // A run earning read-ahead a block later: the piece after the one that reached block 1, as
+      // before session 30's run rule.
+      {"min_run_blocks 3", [](ReadAheadOptions& o) { o.min_run_blocks = 3; }},
       {"max_readahead_blocks 5", [](ReadAheadOptions& o) { o.max_readahead_blocks = 5; }},
       {"max_readahead_blocks 4", [](ReadAheadOptions& o) { o.max_readahead_blocks = 4; }},
   };

@@ -113,9 +113,6 @@ struct ReaderOptions {
   // max_readahead_blocks).
   uint32_t min_readahead_blocks = 4;
   uint32_t max_readahead_blocks = 128;
-  // A run that began in a file's first block has this many of the file's first blocks fetched
-  // ahead once it earns read-ahead (read_ahead.h; docs/constants.md, start_window_blocks).
-  uint32_t start_window_blocks = 16;
   // A handle's read that comes this long after its last read returned starts a new read of the
   // program's own (ReadFacts::paused): the kernel sends the 1 MiB pieces of one large read()
   // back to back (well under a millisecond apart from memory), while h5py decodes for 10 ms or
@@ -183,7 +180,6 @@ struct ReaderOptions {
     o.block_size = block_size;
     o.min_readahead_blocks = min_readahead_blocks;
     o.max_readahead_blocks = max_readahead_blocks;
-    o.start_window_blocks = start_window_blocks;
     o.max_blocks_per_request = max_blocks_per_request;
     o.parallel_requests = parallel_requests;
     return o;

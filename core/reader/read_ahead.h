@@ -14,14 +14,6 @@
 //   reads the 1 MiB around the faulting page (two blocks, in one read), and that one read is not
 //   a stream; a second read that goes on into a new block is (h5py's first chunk through a mount:
 //   the kernel's reads of 16-512 KiB within block 0, then the piece that reaches block 1).
-// - A run that began in the file's first block (a program reading the file from its start, as
-//   h5py does: its metadata, then its first chunk right after) has, once it earns read-ahead, the
-//   file's first start_window_blocks fetched ahead at once, in one wave, instead of a window of
-//   min_readahead_blocks that doubles per round trip the reader waits: h5py's first chunk (10-11
-//   blocks here) then waits one round trip, not three or four. This reach is not the run's
-//   window: past those blocks the window is what the rules below made it, so a reader that stops
-//   later (the last of 5 chunks) wastes no more than before; one that stops inside them wastes at
-//   most start_window_blocks, once per open.
 // - Over the network the window doubles only on a read that catches up with it: one that missed
 //   or waited for a block read-ahead still had on its way (TCP's window grows only when it limits
 //   the sender, likewise). A reader slower than the link (h5py, decoding between its chunk reads)
@@ -88,11 +80,6 @@ struct ReadAheadOptions {
   // a stream's second 1 MiB read starts it (at 4, the first chunk h5py read through a mount
   // waited a round trip more; docs/constants.md, min_run_blocks).
   uint32_t min_run_blocks = 2;
-  // A run that began in the file's first block has, once it earns read-ahead, blocks up to this
-  // one fetched ahead (0: none beyond its window): 16 MiB, what rclone reads ahead of any reader
-  // (--buffer-size), and more than h5py's first chunk of a zea file (docs/constants.md,
-  // start_window_blocks).
-  uint32_t start_window_blocks = 16;
   // The link: requests in flight at once (--max-requests), the round trip of one request, and
   // one connection's bandwidth (a CDN edge gives one TCP stream ~400 Mbit/s).
   uint32_t parallel_requests = 16;
@@ -202,10 +189,8 @@ class ReadAheadPolicy {
   std::optional<ReadAheadPlan> on_random_read(ReadAheadState& state, uint64_t file_size, uint64_t file_blocks,
                                               bool may_fetch, bool hinted) const;
   // Which blocks to request once the window is known (the refill rule).
-  // `reach`: how many blocks past last_read_block to have fetched (the window, or more at a
-  // file's start).
   std::optional<ReadAheadPlan> refill(const ReadAheadState& state, uint64_t last_read_block,
-                                      uint64_t file_blocks, uint64_t reach) const;
+                                      uint64_t file_blocks) const;
   std::optional<ReadAheadPlan> whole_file_rest(const ReadAheadState& state, uint64_t file_blocks) const;
 
   ReadAheadOptions options_;

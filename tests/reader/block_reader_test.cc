@@ -844,19 +844,15 @@ class ReadAheadOnMissTest : public BlockReaderTest {
 // A partial read, then the same read by a new reader over the same cache (a remount): the warm
 // read asks nothing of the network, though its stream runs into blocks nobody fetched.
 TEST_F(ReadAheadOnMissTest, AWarmReadAfterARestartFetchesNothing) {
-  // No start window: the 11-block file read from its start would be fetched whole at once, and
-  // this test needs blocks past the cold read's window that nobody fetched.
-  ReaderOptions o = options();
-  o.start_window_blocks = 0;
   {
-    BlockReader reader(cache_.get(), fetcher_, o);
+    BlockReader reader(cache_.get(), fetcher_, options());
     ReadState cold;
     read_pieces(reader, cold, 0, 3);  // with its first window ahead, blocks 0-6 of 11
     settle(reader, 0);
     EXPECT_GT(reader.stats().read_ahead_bytes, 0u) << "the cold stream read ahead";
   }  // shutdown: every block fetched is on disk
   const size_t before = transport_.request_count();
-  BlockReader reader(cache_.get(), fetcher_, o);
+  BlockReader reader(cache_.get(), fetcher_, options());
   ReadState warm;
   read_pieces(reader, warm, 0, 3);
   settle(reader, before);
@@ -872,35 +868,20 @@ TEST_F(ReadAheadOnMissTest, AWarmReadAfterARestartFetchesNothing) {
 }
 
 // A program reading a file from its start (h5py: its metadata in block 0, then its first chunk):
-// once its reads go on into block 1, the file's first start_window_blocks are asked for at once,
-// not a first window of 4 that grows a round trip at a time; a stream that began further in gets
-// that first window only.
-TEST_F(ReadAheadOnMissTest, AFileReadFromItsStartHasItsFirstBlocksAskedForAtOnce) {
-  ReaderOptions o = options();
-  o.start_window_blocks = 8;  // of the file's 11 blocks
-  {
-    BlockReader reader(cache_.get(), fetcher_, o);
-    ReadState state;
-    // The kernel's reads within block 0 ask nothing ahead: one block is not a stream.
-    ASSERT_EQ(read(reader, 0, kPiece / 4, &state), cdn_.content.substr(0, kPiece / 4));
-    ASSERT_EQ(read(reader, kPiece / 4, kPiece, &state), cdn_.content.substr(kPiece / 4, kPiece));
-    settle(reader, 0);
-    EXPECT_EQ(reader.stats().read_ahead_bytes, 0u);
-    // The piece that reaches block 1: blocks 2-7 go out ahead with it.
-    const uint64_t at = kBlock - kPiece / 2;
-    ASSERT_EQ(read(reader, at, kPiece, &state), cdn_.content.substr(at, kPiece));
-    settle(reader, 0);
-    EXPECT_EQ(reader.stats().read_ahead_bytes, 6u * kBlock);
-    EXPECT_EQ(state.ahead.prefetched_to, 8u);
-    EXPECT_EQ(state.ahead.window_blocks, 4u) << "the start window is a reach, not the run's window";
-  }
-  file_.content_id = testing::git_blob_id(cdn_.content);  // nothing cached, and it verifies
-  const size_t before = transport_.request_count();
-  BlockReader reader(cache_.get(), fetcher_, o);
-  ReadState further;
-  read_pieces(reader, further, 1, 3);  // a run from block 1: its first window, 4 blocks
-  settle(reader, before);
+// the kernel's small reads within block 0 ask nothing ahead, and the piece that goes on into block
+// 1 sends the first window (blocks 2-5) out with block 1's own request.
+TEST_F(ReadAheadOnMissTest, ThePieceThatReachesBlockOneStartsReadAhead) {
+  BlockReader reader(cache_.get(), fetcher_, options());
+  ReadState state;
+  ASSERT_EQ(read(reader, 0, kPiece / 4, &state), cdn_.content.substr(0, kPiece / 4));
+  ASSERT_EQ(read(reader, kPiece / 4, kPiece, &state), cdn_.content.substr(kPiece / 4, kPiece));
+  settle(reader, 0);
+  EXPECT_EQ(reader.stats().read_ahead_bytes, 0u) << "one block is no stream";
+  const uint64_t at = kBlock - kPiece / 2;  // blocks 0-1, well under two blocks read
+  ASSERT_EQ(read(reader, at, kPiece, &state), cdn_.content.substr(at, kPiece));
+  settle(reader, 0);
   EXPECT_EQ(reader.stats().read_ahead_bytes, 4u * kBlock);
+  EXPECT_EQ(state.ahead.prefetched_to, 6u);
 }
 
 // A cold stream read to the end: read-ahead continued while its blocks were consumed, every byte
