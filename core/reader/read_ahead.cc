@@ -56,13 +56,17 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
   if (!sequential) {
     state.window_blocks = 0;
     state.run_bytes = end - offset;  // a run starts with this read
+    state.run_first_block = offset / bs;
     if (!state.whole_file) state.prefetched_to = 0;
     return on_random_read(state, file_size, file_blocks, may_fetch, facts.hinted);
   }
   state.run_bytes += end - offset;
   if (state.whole_file) return facts.hinted || !may_fetch ? std::nullopt : whole_file_rest(state, file_blocks);
   const uint64_t run_blocks = state.run_bytes / bs;
-  if (run_blocks < options_.min_run_blocks) return std::nullopt;
+  const uint64_t last_read_block = (end - 1) / bs;
+  // The blocks the run has reached (a piece the kernel sent out of order may end before its start).
+  const uint64_t reached = last_read_block >= state.run_first_block ? last_read_block - state.run_first_block + 1 : 1;
+  if (reached < options_.min_run_blocks) return std::nullopt;
   // A long run: the random reads before it were not a pattern.
   state.random_reads = 0;
   // Its next read's worth: this read's blocks, or its last whole read's (a burst of pieces).
@@ -81,7 +85,7 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
       std::min<uint64_t>(read_blocks, options_.max_readahead_blocks)));
   // A fetching stream between its marks waits for the next one (or a miss).
   if (facts.hinted || (state.fetching && !may_fetch)) return std::nullopt;
-  auto plan = refill(state, (end - 1) / bs, file_blocks);
+  auto plan = refill(state, last_read_block, file_blocks);
   if (plan) plan->fetch = state.fetching;
   return plan;
 }

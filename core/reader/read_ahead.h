@@ -10,8 +10,10 @@
 // (docs/how-it-works.md, "Read-ahead"):
 // - Sequential: a read that starts where the handle's last read ended, give or take the window
 //   (the kernel sends one stream's pieces from several threads, a little out of order). A run
-//   earns read-ahead only once it has read min_run_blocks: a FUSE mount's mmap fault reads the
-//   1 MiB around the faulting page (two blocks, in one read), and that is not a stream.
+//   earns read-ahead only once it reaches its min_run_blocks-th block: a FUSE mount's mmap fault
+//   reads the 1 MiB around the faulting page (two blocks, in one read), and that one read is not
+//   a stream; a second read that goes on into a new block is (h5py's first chunk through a mount:
+//   the kernel's reads of 16-512 KiB within block 0, then the piece that reaches block 1).
 // - Over the network the window doubles only on a read that catches up with it: one that missed
 //   or waited for a block read-ahead still had on its way (TCP's window grows only when it limits
 //   the sender, likewise). A reader slower than the link (h5py, decoding between its chunk reads)
@@ -101,6 +103,7 @@ struct ReadAheadState {
   uint32_t window_blocks = 0;         // current window (0: not sequential)
   uint64_t prefetched_to = 0;         // blocks below this were already requested ahead
   uint64_t run_bytes = 0;             // bytes read sequentially in the current run
+  uint64_t run_first_block = 0;       // the block the current run began in
   uint32_t random_reads = 0;          // random reads since the handle's last long run
   bool whole_file = false;            // the file is being fetched whole (prefetched_to: how far)
   // The last blocks this handle loaded itself came over the network (a miss), or it consumed

@@ -875,6 +875,23 @@ TEST_F(ReadAheadOnMissTest, AWarmReadAfterARestartFetchesNothing) {
   EXPECT_GT(reader.stats().read_ahead_bytes, 0u) << "a miss did not start read-ahead";
 }
 
+// A program reading a file from its start (h5py: its metadata in block 0, then its first chunk):
+// the kernel's small reads within block 0 ask nothing ahead, and the piece that goes on into block
+// 1 sends the first window (blocks 2-5) out with block 1's own request.
+TEST_F(ReadAheadOnMissTest, ThePieceThatReachesBlockOneStartsReadAhead) {
+  BlockReader reader(cache_.get(), fetcher_, options());
+  ReadState state;
+  ASSERT_EQ(read(reader, 0, kPiece / 4, &state), cdn_.content.substr(0, kPiece / 4));
+  ASSERT_EQ(read(reader, kPiece / 4, kPiece, &state), cdn_.content.substr(kPiece / 4, kPiece));
+  settle(reader, 0);
+  EXPECT_EQ(reader.stats().read_ahead_bytes, 0u) << "one block is no stream";
+  const uint64_t at = kBlock - kPiece / 2;  // blocks 0-1, well under two blocks read
+  ASSERT_EQ(read(reader, at, kPiece, &state), cdn_.content.substr(at, kPiece));
+  settle(reader, 0);
+  EXPECT_EQ(reader.stats().read_ahead_bytes, 4u * kBlock);
+  EXPECT_EQ(state.ahead.prefetched_to, 6u);
+}
+
 // A cold stream read to the end: read-ahead continued while its blocks were consumed, every byte
 // it fetched was read (nothing unread), and a partial read's unread read-ahead is counted.
 TEST_F(ReadAheadOnMissTest, ConsumedReadAheadContinuesAndUnreadReadAheadIsCounted) {

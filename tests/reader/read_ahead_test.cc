@@ -88,6 +88,34 @@ TEST_F(ReadAheadPolicyTest, AShortRunGetsTheFirstWindowAheadNotAFractionOfItself
   }
 }
 
+// h5py opening a file through a mount: the kernel reads block 0 in pieces of 16-512 KiB (its
+// metadata, then the start of its first chunk), then goes on in 1 MiB pieces not aligned to
+// blocks. The piece that reaches block 1 makes the run a stream and gets the first window (it
+// waited for the piece after, which had read two blocks' bytes: a round trip more for h5py's
+// first chunk).
+TEST_F(ReadAheadPolicyTest, AStreamEarnsReadAheadAtThePieceThatReachesItsSecondBlock) {
+  const uint64_t file = 162 * kMiB;
+  uint64_t at = 0;
+  for (uint64_t size : {16 * 1024, 64 * 1024, 128 * 1024, 256 * 1024, 512 * 1024}) {
+    EXPECT_EQ(policy_.on_read(state_, at, at + size, file, missed()), std::nullopt) << at;
+    at += size;
+  }
+  auto r = policy_.on_read(state_, at, at + kMiB, file, missed());  // blocks 0-1: 2000 KiB read
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->blocks, (BlockRange{2, 5}));
+  EXPECT_EQ(state_.window_blocks, 4u);
+  // The same further in: counted from the block the run began in, not from the file's start.
+  state_ = ReadAheadState{};
+  at = 100 * kMiB + kMiB / 2;
+  EXPECT_EQ(policy_.on_read(state_, at, at + kMiB / 4, file, missed()), std::nullopt);
+  at += kMiB / 4;
+  EXPECT_EQ(policy_.on_read(state_, at, at + kMiB / 8, file, missed()), std::nullopt) << "one block is no stream";
+  at += kMiB / 8;
+  r = policy_.on_read(state_, at, at + kMiB / 2, file, missed());  // reaches block 101
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->blocks, (BlockRange{102, 105}));
+}
+
 TEST_F(ReadAheadPolicyTest, AStoppedRunWasFetchedAtMostOneAndAHalfTimesOver) {
   // h5py reading 5 contiguous 10-block chunks, in 1-block reads: the run stops at block 50.
   const uint64_t ahead = stream(0, 50);
