@@ -7,7 +7,7 @@
 #   bench/targets.sh BASE_TREE [OUT_DIR]
 #
 # BASE_TREE is another checkout of hubfs, already built (its build/bin and build/python are the
-# baseline). Needs root (the mounts) and the packages of scripts/deps.sh. Each bench is the
+# baseline). Needs root (the mounts); installs what the contenders need (scripts/deps.sh --bench). Each bench is the
 # command its issue names; see each one's --help.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,7 @@ base=$(cd "$1" && pwd)
 out=${2:-/tmp/hubfs-targets}
 mkdir -p "$out"
 py=/usr/bin/python3
+./scripts/deps.sh --bench >/dev/null || { echo "scripts/deps.sh --bench failed: the contenders' packages are missing" >&2; exit 2; }
 failed=0
 
 # One bench: its name, then the command; the load before it goes first in its log.
