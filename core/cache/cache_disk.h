@@ -76,10 +76,6 @@ class CacheDisk {
   }
   // Creates a fresh file (O_EXCL) and writes all of head, then all of body, to it (two pieces so
   // a block file's header and its data, a slice of a response, need no copy into one buffer).
-  // The POSIX disk writes a file of 64 KiB or more past the page cache (O_DIRECT, through memory
-  // of its own that it copies the pieces into), its last partial page the ordinary way, where
-  // the file system takes direct I/O: through the page cache, each block written cost its writer
-  // a copy into fresh pages of it, and read_file_into reads such a file's whole pages directly.
   virtual Status write_new_file(const std::string& path, std::string_view head, std::string_view body) = 0;
   Status write_new_file(const std::string& path, std::string_view data) { return write_new_file(path, data, {}); }
   virtual Status rename(const std::string& from, const std::string& to) = 0;  // atomic replace

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 
 #include "cache/cache_disk.h"
@@ -108,13 +107,12 @@ size_t direct_io_align(int fd) {
 // when the kernel cannot say: then the file is read as before, through the page cache. A file
 // the page cache holds is cheaper read from there (no device read; a direct read of dirty pages
 // would wait for their writeback first).
-// `length` bytes from `offset` (length 0: to the end of the file) only, with the range form.
-bool page_cache_holds_none(int fd, uint64_t offset = 0, uint64_t length = 0) {
+bool page_cache_holds_none(int fd) {
 #if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
   constexpr long kCachestat = 451;  // the same on both (the unified syscall table)
   struct {
     uint64_t off, len;
-  } range = {offset, length};
+  } range = {0, 0};  // len 0: to the end of the file
   struct {
     uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
   } stat = {};
@@ -122,90 +120,8 @@ bool page_cache_holds_none(int fd, uint64_t offset = 0, uint64_t length = 0) {
   return stat.nr_cache == 0 && stat.nr_dirty == 0 && stat.nr_writeback == 0;
 #else
   (void)fd;
-  (void)offset;
-  (void)length;
   return false;
 #endif
-}
-
-// Reads exactly n bytes at `at` (fewer only at the file's end); the bytes read, or -1 (errno set).
-ssize_t pread_fully(int fd, char* p, size_t n, uint64_t at) {
-  size_t done = 0;
-  while (done < n) {  // normally one read; loops only on signals or a short read
-    ssize_t r = ::pread(fd, p + done, n - done, static_cast<off_t>(at + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return -1;
-    if (r == 0) break;  // truncated under us: the caller's length check will reject it
-    done += static_cast<size_t>(r);
-  }
-  return static_cast<ssize_t>(done);
-}
-
-// Files of at least this many bytes are written past the page cache (PosixDisk::write_new_file);
-// smaller ones (the index, listings, a short last block) as before.
-constexpr size_t kDirectWriteMin = 64u << 10;
-// The aligned memory a thread copies a file's bytes into for its direct writes, per write call
-// at most: a 1 MiB block file (its header and 1 MiB of data) goes out in one write and a 48-byte
-// tail. Kept for the thread's life (reused memory: fresh memory per write would be the page
-// faults the direct write saves).
-constexpr size_t kDirectWriteScratch = 1u << 20;
-
-char* direct_write_scratch() {
-  struct Scratch {
-    char* p = static_cast<char*>(std::aligned_alloc(CacheDisk::kDirectReadAlign, kDirectWriteScratch));
-    ~Scratch() { std::free(p); }
-  };
-  thread_local Scratch scratch;
-  return scratch.p;
-}
-
-// Copies bytes [from, from + n) of head followed by body into out.
-void copy_pieces(std::string_view head, std::string_view body, size_t from, size_t n, char* out) {
-  if (from < head.size()) {
-    const size_t k = std::min(n, head.size() - from);
-    std::memcpy(out, head.data() + from, k);
-    out += k;
-    n -= k;
-    from = head.size();
-  }
-  if (n) std::memcpy(out, body.data() + (from - head.size()), n);
-}
-
-// Writes the whole 4 KiB pages of head followed by body, from the file's start, with O_DIRECT
-// (through this thread's scratch memory, which is aligned as direct I/O needs); returns how many
-// bytes that is: 0 where the file system takes no direct I/O or refuses it (the caller writes
-// everything the ordinary way), or -1 with errno set (ENOSPC...). The descriptor is back to
-// ordinary writes on return, its offset where the direct writes ended.
-ssize_t write_direct(int fd, std::string_view head, std::string_view body) {
-  constexpr size_t page = CacheDisk::kDirectReadAlign;
-  const size_t pages = (head.size() + body.size()) / page * page;
-  char* scratch = direct_write_scratch();
-  if (pages == 0 || !scratch || direct_io_align(fd) == 0) return 0;
-  const int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_DIRECT) != 0) return 0;
-  size_t done = 0;
-  int err = 0;
-  while (done < pages) {
-    const size_t n = std::min(kDirectWriteScratch, pages - done);
-    copy_pieces(head, body, done, n, scratch);
-    ssize_t w;
-    do {
-      w = ::pwrite(fd, scratch, n, static_cast<off_t>(done));
-    } while (w < 0 && errno == EINTR);
-    if (w < 0 && errno == EINVAL) break;  // an alignment refused: the rest the ordinary way
-    if (w < 0) err = errno;
-    if (w == 0) err = ENOSPC;  // no progress: treat as full, as the ordinary writes do
-    if (w <= 0) break;
-    done += static_cast<size_t>(w);
-    if (static_cast<size_t>(w) % page) break;  // short, mid-page: the rest the ordinary way
-  }
-  if (::fcntl(fd, F_SETFL, flags) != 0 && !err) err = errno;
-  if (!err && ::lseek(fd, static_cast<off_t>(done), SEEK_SET) < 0) err = errno;
-  if (err) {
-    errno = err;
-    return -1;
-  }
-  return static_cast<ssize_t>(done);
 }
 
 class PosixDisk final : public CacheDisk {
@@ -272,41 +188,29 @@ class PosixDisk final : public CacheDisk {
     uint64_t size = 0;
     if (Status s = open_regular(path, &fd, &size); !s.ok()) return s;
     if (size > capacity) return Corrupt(path + " is larger than any block");
-    const size_t align = size > 0 && reinterpret_cast<uintptr_t>(buffer) % kDirectReadAlign == 0
-                             ? direct_io_align(fd.get())
-                             : 0;
-    if (align) {
-      // Direct: the whole file rounded up (one read) when the page cache holds none of it; else
-      // its whole pages when the page cache holds none of those, and its last partial page the
-      // ordinary way: a file written past the page cache (write_new_file) has only that there.
-      const uint64_t rounded = (size + align - 1) / align * align;
-      const uint64_t pages = size / kDirectReadAlign * kDirectReadAlign;
-      uint64_t direct = 0;
-      if (rounded <= capacity && page_cache_holds_none(fd.get())) {
-        direct = rounded;
-      } else if (pages > 0 && pages < size && page_cache_holds_none(fd.get(), 0, pages)) {
-        direct = pages;
-      }
-      if (direct && ::fcntl(fd.get(), F_SETFL, O_RDONLY | O_NONBLOCK | O_DIRECT) == 0) {
+    if (size > 0 && reinterpret_cast<uintptr_t>(buffer) % kDirectReadAlign == 0 && page_cache_holds_none(fd.get())) {
+      const size_t align = direct_io_align(fd.get());
+      const size_t rounded = align ? (size + align - 1) / align * align : 0;
+      if (align && rounded <= capacity && ::fcntl(fd.get(), F_SETFL, O_RDONLY | O_NONBLOCK | O_DIRECT) == 0) {
         ssize_t n;
         do {
-          n = ::pread(fd.get(), buffer, direct, 0);
+          n = ::pread(fd.get(), buffer, rounded, 0);
         } while (n < 0 && errno == EINTR);
+        if (n >= 0 && static_cast<uint64_t>(n) == size) return ReadInto{size, true};
         // Refused (EINVAL: an alignment the file system did not report) or short (a file cut
         // under us): read it again the ordinary way, which reports what it finds.
-        const bool whole = n >= 0 && static_cast<uint64_t>(n) == std::min<uint64_t>(direct, size);
         if (::fcntl(fd.get(), F_SETFL, O_RDONLY | O_NONBLOCK) != 0) return errno_status("reading", path, errno);
-        if (whole && direct >= size) return ReadInto{size, true};
-        if (whole) {
-          ssize_t tail = pread_fully(fd.get(), buffer + direct, size - direct, direct);
-          if (tail < 0) return errno_status("reading", path, errno);
-          return ReadInto{direct + static_cast<uint64_t>(tail), true};
-        }
       }
     }
-    ssize_t done = pread_fully(fd.get(), buffer, size, 0);
-    if (done < 0) return errno_status("reading", path, errno);
-    return ReadInto{static_cast<uint64_t>(done), false};
+    size_t done = 0;
+    while (done < size) {  // normally one read; loops only on signals or a short read
+      ssize_t n = ::pread(fd.get(), buffer + done, size - done, static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return errno_status("reading", path, errno);
+      if (n == 0) break;  // truncated under us: the caller's length check will reject it
+      done += static_cast<size_t>(n);
+    }
+    return ReadInto{done, false};
   }
 
   Result<SplitFile> read_file_split(const std::string& path, uint64_t head_bytes,
@@ -345,19 +249,6 @@ class PosixDisk final : public CacheDisk {
     Fd fd(open_retrying(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600));
     if (fd.get() < 0) return errno_status("creating", path, errno);
     std::string_view pieces[2] = {head, body};
-    if (head.size() + body.size() >= kDirectWriteMin) {
-      // Past the page cache: a block's write through it cost the writer a copy into fresh page
-      // cache pages, the most of a training loop's planner's CPU (docs/benchmarks.md, session 30);
-      // the readers of the block (read_file_into) read it straight from the disk anyway.
-      const ssize_t direct = write_direct(fd.get(), head, body);
-      if (direct < 0) return errno_status("writing", path, errno);
-      size_t skip = static_cast<size_t>(direct);
-      for (std::string_view& piece : pieces) {
-        const size_t k = std::min(skip, piece.size());
-        piece.remove_prefix(k);
-        skip -= k;
-      }
-    }
     size_t first = 0;  // the first piece not yet written whole
     while (first < 2) {
       if (pieces[first].empty()) {

@@ -45,27 +45,4 @@ inline bool direct_reads_possible(const std::string& path) {
   return ok;
 }
 
-// The pages of [offset, offset + length) of a file the page cache holds (cachestat), or -1 where
-// the kernel cannot say.
-inline long cached_pages(const std::string& path, uint64_t offset, uint64_t length) {
-  long pages = -1;
-#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  struct {
-    uint64_t off, len;
-  } range = {offset, length};
-  struct {
-    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-  } stat = {};
-  if (::syscall(451, fd, &range, &stat, 0) == 0) pages = static_cast<long>(stat.nr_cache);
-  ::close(fd);
-#else
-  (void)path;
-  (void)offset;
-  (void)length;
-#endif
-  return pages;
-}
-
 }  // namespace hubfs::testing

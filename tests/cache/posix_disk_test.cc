@@ -5,8 +5,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
-#include <vector>
 
 #include "cache/cache_disk.h"
 #include "fault_disk.h"
@@ -203,94 +201,21 @@ TEST(PosixDisk, AFileThePageCacheDoesNotHoldIsReadDirectlyIntoAlignedMemory) {
   EXPECT_FALSE(read->direct);
   EXPECT_EQ(std::string(buffer.p, read->size), data);
 
-  // Memory not aligned: the ordinary way. Too little room for the file rounded up: its whole
-  // pages directly, its last partial page the ordinary way.
+  // Memory not aligned, or too little room for the file rounded up: the ordinary way.
   ASSERT_TRUE(testing::evict_from_page_cache(path));
   read = disk->read_file_into(path, buffer.p + 8, buffer.size - 8);
   ASSERT_TRUE(read.ok());
   EXPECT_FALSE(read->direct);
   EXPECT_EQ(std::string(buffer.p + 8, read->size), data);
   ASSERT_TRUE(testing::evict_from_page_cache(path));
-  std::fill(buffer.p, buffer.p + buffer.size, 'x');
   read = disk->read_file_into(path, buffer.p, data.size());
   ASSERT_TRUE(read.ok());
-  EXPECT_EQ(read->direct, possible);
+  EXPECT_FALSE(read->direct);
   EXPECT_EQ(std::string(buffer.p, read->size), data);
 
   // Larger than the room given: refused as not a block; missing: not found.
   EXPECT_EQ(disk->read_file_into(path, buffer.p, data.size() - 1).status().code(), Code::kCorrupt);
   EXPECT_EQ(disk->read_file_into(tmp.str() + "/none", buffer.p, buffer.size).status().code(), Code::kNotFound);
-}
-
-// A block file (a header, then 1 MiB) goes to disk past the page cache, but for its last partial
-// page, where the file system takes direct I/O; read back at once, its whole pages come straight
-// from the disk and its tail from the page cache. The bytes are the pieces' every time, whatever
-// the file system, and for sizes around the page and the thread's scratch memory.
-TEST(PosixDisk, ABlockFileIsWrittenPastThePageCacheAndReadBackDirectly) {
-  TempDir tmp;
-  auto disk = posix_disk();
-  const size_t page = CacheDisk::kDirectReadAlign;
-  const std::string head(48, 'h');
-  for (size_t body_bytes : {size_t{1} << 20, (size_t{1} << 20) - 48, (size_t{3} << 20) + 5, size_t{64} << 10}) {
-    std::string body(body_bytes, '\0');
-    for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i * 13 + i / 4096 + body_bytes);
-    const std::string path = tmp.str() + "/block." + std::to_string(body_bytes);
-    ASSERT_TRUE(disk->write_new_file(path, head, body).ok());
-    const size_t size = head.size() + body.size();
-    const size_t pages = size / page * page;
-    const bool possible = testing::direct_reads_possible(path);
-    if (possible) {
-      EXPECT_EQ(testing::cached_pages(path, 0, pages), 0) << body_bytes;
-      EXPECT_EQ(testing::cached_pages(path, 0, 0), size > pages ? 1 : 0) << body_bytes;  // the tail's page
-    }
-    Aligned buffer(size + page);
-    std::fill(buffer.p, buffer.p + buffer.size, 'x');
-    auto read = disk->read_file_into(path, buffer.p, buffer.size);
-    ASSERT_TRUE(read.ok()) << read.status().message();
-    EXPECT_EQ(read->direct, possible) << body_bytes;
-    ASSERT_EQ(read->size, size);
-    EXPECT_EQ(std::string(buffer.p, read->size), head + body) << body_bytes;
-  }
-  // Small files (the index, listings) go through the page cache as before.
-  const std::string small = tmp.str() + "/small";
-  ASSERT_TRUE(disk->write_new_file(small, std::string(5000, 's')).ok());
-  if (testing::direct_reads_possible(small)) {
-    EXPECT_EQ(testing::cached_pages(small, 0, 0), 2);
-  }
-  EXPECT_EQ(*disk->read_file(small, 5000), std::string(5000, 's'));
-}
-
-// Threads writing block files at once each go through memory of their own: every file holds
-// its own pieces, read back whole.
-TEST(PosixDisk, BlockFilesWrittenAtOnceFromManyThreadsHoldTheirOwnBytes) {
-  TempDir tmp;
-  auto disk = posix_disk();
-  const std::string head(48, 'h');
-  auto body_of = [](int thread, int file) {
-    std::string body((size_t{1} << 20) + 4096 * file, '\0');
-    for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i * 31 + thread * 7 + file);
-    return body;
-  };
-  auto path_of = [&](int thread, int file) {
-    return tmp.str() + "/b" + std::to_string(thread) + "." + std::to_string(file);
-  };
-  std::vector<std::thread> threads;
-  std::vector<int> failures(4, 0);
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int f = 0; f < 3; ++f)
-        if (!disk->write_new_file(path_of(t, f), head, body_of(t, f)).ok()) ++failures[t];
-    });
-  }
-  for (auto& th : threads) th.join();
-  for (int t = 0; t < 4; ++t) {
-    EXPECT_EQ(failures[t], 0);
-    for (int f = 0; f < 3; ++f) {
-      auto read = disk->read_file(path_of(t, f), size_t{8} << 20);
-      ASSERT_TRUE(read.ok());
-      EXPECT_TRUE(*read == head + body_of(t, f)) << t << " " << f;
-    }
-  }
 }
 
 }  // namespace
