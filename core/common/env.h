@@ -6,8 +6,8 @@
 //
 // Contracts:
 // - clock(): the steady clock every deadline, expiry, backoff and circuit breaker reads.
-// - system_now(): wall time, only for reading absolute stamps other machines wrote (a signed
-//   URL's X-Amz-Date or Expires=); never for measuring an interval.
+// - system_now(): wall time, only for absolute stamps (a signed URL's X-Amz-Date or Expires=, a
+//   token's exp, file mtimes, when a revision was pinned); never for measuring an interval.
 // - schedule_after(delay, fn): runs fn once, after `delay` on clock(), on the Env's timer thread.
 //   A function must not block (it runs beside every other one); it may schedule more. False
 //   (and fn is not taken) once the Env stopped: the caller runs fn itself. An owner that must
