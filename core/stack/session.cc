@@ -310,6 +310,11 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   // does the same: the HEAD's X-Xet-Hash, then the token (docs/hub-http-contract.md, 7b). A first
   // file known from the cache asks for nothing (a warm session sends only its pin).
   if (first_probed && first->xet_hash && s.stack.xet) s.stack.xet->warm_token();
+  // Its first block through the bridge location the probe named, beside Xet's plan and range
+  // (SessionConfig::xet_head_from_probe).
+  if (config.xet_head_from_probe && first_probed && first->xet_hash && first_location && s.stack.xet_router &&
+      s.stack.reader)
+    s.stack.xet_router->read_head_through_bridge(*first->xet_hash, s.stack.reader->options().block_size);
   if (customize) customize(s, fs_options);
   s.fs = std::make_unique<FileSystem>(*s.stack.hub, pinned, *s.stack.reader, fs_options);
   if (first) {
