@@ -19,6 +19,28 @@ bool is_storage_service_error(const Status& s) {
   }
 }
 
+void PrefetchedHead::set(Result<std::string> got) {
+  std::vector<std::function<void(const Result<std::string>&)>> waiting;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (got_) return;
+    got_ = std::move(got);
+    waiting.swap(waiting_);
+  }
+  for (auto& w : waiting) w(*got_);  // got_ is never written again
+}
+
+void PrefetchedHead::then(std::function<void(const Result<std::string>&)> then) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!got_) {
+      waiting_.push_back(std::move(then));
+      return;
+    }
+  }
+  then(*got_);
+}
+
 // The one head read of a file (XetRouter::read_head_through_bridge): the bridge's answer and
 // Xet's, asked at once. The read takes the bridge's bytes (Xet's if the bridge fails); the file's
 // Xet verdict stands for them only once Xet's bytes equal them.
@@ -38,9 +60,10 @@ class XetRouter::FileSource : public RangeSource {
   }
 
   FileSource(std::shared_ptr<XetRouter> router, xet::MerkleHash hash, Locator locate, std::string block_key,
-             uint64_t head)
+             uint64_t head, std::shared_ptr<PrefetchedHead> prefetched)
       : router_(std::move(router)), hash_(hash), locate_(std::move(locate)), block_key_(std::move(block_key)),
-        head_(head), head_read_(head != 0 ? std::make_shared<HeadRead>() : nullptr) {}
+        head_(head), prefetched_(std::move(prefetched)),
+        head_read_(head != 0 ? std::make_shared<HeadRead>() : nullptr) {}
 
   void fetch_async(uint64_t file_size, ByteRange range, Callback done, Deadline deadline) override {
     XetRouter* r = router_.get();
@@ -87,9 +110,18 @@ class XetRouter::FileSource : public RangeSource {
       h->done = std::move(done);
     }
     router_->head_reads_.fetch_add(1);
-    router_->bridge_.fetch_async(
-        locate_, file_size, range,
-        [h, router = router_](Result<std::string> got) { settle(*h, *router, &got, nullptr); }, deadline);
+    if (prefetched_ && range.offset + range.length <= prefetched_->length()) {
+      prefetched_->then([h, router = router_, range](const Result<std::string>& head) {
+        auto got = std::make_shared<Result<std::string>>(
+            head.ok() ? Result<std::string>(head->substr(range.offset, range.length)) : Result<std::string>(head.status()));
+        auto hand_over = [h, router, got] { settle(*h, *router, got.get(), nullptr); };
+        if (!router->heads_executor_->post(hand_over)) hand_over();  // drained: the shutdown's thread
+      });
+    } else {
+      router_->bridge_.fetch_async(
+          locate_, file_size, range,
+          [h, router = router_](Result<std::string> got) { settle(*h, *router, &got, nullptr); }, deadline);
+    }
     from_xet(file_size, range,
              [h, router = router_](Result<std::string> got, Provenance) { settle(*h, *router, nullptr, &got); },
              deadline);
@@ -132,6 +164,7 @@ class XetRouter::FileSource : public RangeSource {
   Locator locate_;
   std::string block_key_;
   const uint64_t head_;
+  const std::shared_ptr<PrefetchedHead> prefetched_;  // or null
   std::atomic<bool> head_taken_{false};
   const std::shared_ptr<HeadRead> head_read_;  // with a head: its one read
 };
@@ -144,20 +177,33 @@ std::shared_ptr<RangeSource> XetRouter::source_for(const TreeEntry& entry, const
   if (entry.is_dir || !entry.xet_hash) return nullptr;
   auto hash = xet::MerkleHash::from_hex(*entry.xet_hash);
   if (!hash) return nullptr;
-  uint64_t head = 0;
+  Head head;
   {
     std::lock_guard<std::mutex> lock(heads_mu_);
-    for (const auto& [h, bytes] : heads_)
-      if (h == *hash) head = bytes;
+    for (const Head& h : heads_)
+      if (h.hash == *hash) head = h;
   }
-  return std::make_shared<FileSource>(shared_from_this(), *hash, locate, std::move(block_key), head);
+  return std::make_shared<FileSource>(shared_from_this(), *hash, locate, std::move(block_key), head.bytes,
+                                      std::move(head.prefetched));
 }
 
-void XetRouter::read_head_through_bridge(const std::string& xet_hash, uint64_t head) {
+void XetRouter::read_head_through_bridge(const std::string& xet_hash, uint64_t head,
+                                         std::shared_ptr<PrefetchedHead> prefetched) {
   auto hash = xet::MerkleHash::from_hex(xet_hash);
   if (!hash || head == 0) return;
   std::lock_guard<std::mutex> lock(heads_mu_);
-  heads_.emplace_back(*hash, head);
+  if (prefetched && !heads_executor_) heads_executor_ = bridge_.env().new_executor(1);
+  heads_.push_back(Head{*hash, head, std::move(prefetched)});
+}
+
+void XetRouter::shutdown() {
+  stopping_.store(true);
+  Executor* heads = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(heads_mu_);
+    heads = heads_executor_.get();  // never replaced once made
+  }
+  if (heads) heads->drain();
 }
 
 bool XetRouter::bridge_now() const {

@@ -392,8 +392,9 @@ int bridge_requests(const nlohmann::json& stats) {
 }
 
 // h5chunk's hf:// door (SessionConfig::xet_head_from_probe): the probe's redirect names the
-// bridge location, so the first read inside the first block goes there, one request and no
-// resolve, beside Xet's plan and range for the same bytes; Xet's bytes equal the bridge's, so the
+// bridge location, so the first block is asked for there as the probe answers, one request and
+// no resolve, and the first read inside it takes that answer, beside Xet's plan and range for the
+// same bytes; Xet's bytes equal the bridge's, so the
 // file's Xet check stands for them and a whole read of the file is verified.
 TEST_F(XetSessionTest, AProbedXetFilesHeadComesFromTheProbesBridgeLocation) {
   hub_->reset_stats();
@@ -433,9 +434,10 @@ TEST_F(XetSessionTest, AWrongByteInTheBridgesHeadNeverPassesTheFileCheck) {
   hub_->reset_stats();
   SessionConfig c = config();
   c.xet_head_from_probe = true;
+  // Before the open: the head is asked for as soon as the probe answers.
+  hub_->add_fault({{"mode", "flip_byte"}, {"path_contains", "/blobs/"}, {"count", 1}});
   auto s = open("v1", c, "data/big.bin");
   ASSERT_TRUE(s);
-  hub_->add_fault({{"mode", "flip_byte"}, {"path_contains", "/blobs/"}, {"count", 1}});
   auto f = HubFile::open(s, "data/big.bin");
   ASSERT_TRUE(f.ok()) << f.status().message();
   std::string head(4096, '\0');
