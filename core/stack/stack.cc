@@ -180,7 +180,11 @@ void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsO
     return;
   }
   xet::XetReaderOptions options;
-  options.threads = std::max(1, config.max_requests);
+  // A read holds a thread from its plan to its last byte. An hf:// file's head read through
+  // Xet (XetRouter::read_head_through_bridge: the check behind the bridge's answer) may still
+  // be running when h5chunk's hint asks for --max-requests reads at once: one thread more for it,
+  // or the hint's last read waits for another to end (seen: 0.6 s).
+  options.threads = std::max(1, config.max_requests) + (config.xet_head_from_probe ? 1 : 0);
   options.env = s.env;
   const uint32_t block_size = s.reader ? s.reader->options().block_size : 0;
   if (config.cache_size != 0) {

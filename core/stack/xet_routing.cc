@@ -148,6 +148,7 @@ class XetRouter::FileSource : public RangeSource {
         if (**h.xet == **h.bridge) {
           h.confirmed.store(true);
           router.heads_confirmed_.fetch_add(1);
+          log_debug("the head of an hf:// file: Xet's bytes equal the bridge's, so its Xet check stands for them");
         } else {
           log_warning("the bridge and the Xet storage service served different bytes for the head of a file; "
                       "the reader hashes the whole file itself");
