@@ -121,8 +121,11 @@ class FirstFileProbe {
           Answer a{std::move(*r), nullptr};
           if (head_fetcher && a.probe.entry.xet_hash && a.probe.location && a.probe.entry.size > 0) {
             a.head = std::make_shared<PrefetchedHead>(std::min(head_bytes, a.probe.entry.size));
-            Locator at = [&hub, repo, path, location = *a.probe.location](bool refresh) -> Result<Location> {
-              if (refresh) return hub.locate(repo, path, true);  // a refused signature: a fresh one
+            // No fresh location on a refusal: the revision as named may have moved since the probe
+            // (the pin is not in yet), and another version's bytes must never stand for these.
+            // The head read then takes Xet's answer (XetRouter).
+            Locator at = [location = *a.probe.location](bool refresh) -> Result<Location> {
+              if (refresh) return Unavailable("the probe's bridge location was refused; the head comes from Xet");
               return location;
             };
             head_fetcher->fetch_async(

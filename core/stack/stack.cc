@@ -106,6 +106,11 @@ Status build_stack(const SessionConfig& config, Stack& s) {
     }
   }
   s.hub = std::make_unique<HubClient>(hub_config, *s.transport);
+  // Here, not with the reader: an hf:// session's probe may start its first file's head through
+  // it before the pin is in (open_repo_session, SessionConfig::xet_head_from_probe).
+  RangeFetcherOptions fetcher_options;
+  fetcher_options.env = s.env;
+  s.fetcher = std::make_unique<RangeFetcher>(*s.transport, fetcher_options);
   return Status::Ok();
 }
 
@@ -125,9 +130,6 @@ Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision*
     // The budget tells `hubfs cache info` what this cache is held to (best effort).
     (void)cache_index::write_budget(config.cache_dir, config.cache_size);
   }
-  RangeFetcherOptions fetcher_options;
-  fetcher_options.env = s.env;
-  s.fetcher = std::make_unique<RangeFetcher>(*s.transport, fetcher_options);
   ReaderOptions reader_options;
   reader_options.read_timeout = std::chrono::seconds(config.read_timeout_s);
   reader_options.verify_whole_files = config.verify_whole_files;

@@ -42,8 +42,8 @@ void PrefetchedHead::then(std::function<void(const Result<std::string>&)> then) 
 }
 
 // The one head read of a file (XetRouter::read_head_through_bridge): the bridge's answer and
-// Xet's, asked at once. The read takes the bridge's bytes (Xet's if the bridge fails); the file's
-// Xet verdict stands for them only once Xet's bytes equal them.
+// Xet's, asked at once. The read takes the first good one; the file's Xet verdict stands for the
+// bridge's bytes only once Xet's equal them.
 struct HeadRead {
   std::mutex mu;
   RangeSource::Callback done;  // empty once called
@@ -135,12 +135,14 @@ class XetRouter::FileSource : public RangeSource {
       std::lock_guard<std::mutex> lock(h.mu);
       if (bridge) h.bridge = std::move(*bridge);
       if (xet) h.xet = std::move(*xet);
+      // The first good answer is the read's: the bridge's (kept, to compare Xet's with), or
+      // Xet's (nothing to confirm then). Both failed: Xet's error.
       if (h.done && h.bridge && h.bridge->ok()) {
-        give = **h.bridge;  // a copy: Xet's bytes are compared with it
+        give = **h.bridge;
         h.served_from_bridge.store(true);
         done = std::move(h.done);
-      } else if (h.done && h.bridge && h.xet) {
-        give = std::move(*h.xet);  // the bridge failed: Xet's answer, bytes or error
+      } else if (h.done && h.xet && (h.xet->ok() || h.bridge)) {
+        give = std::move(*h.xet);
         h.xet.reset();
         done = std::move(h.done);
       }

@@ -454,6 +454,32 @@ TEST_F(XetSessionTest, AWrongByteInTheBridgesHeadNeverPassesTheFileCheck) {
   EXPECT_EQ(s->stack.xet_router->heads_confirmed(), 0u);
 }
 
+// A bridge that refuses the probe's location: the head asked for at the probe is not resolved
+// afresh (the revision as named may have moved since the probe), and the read takes Xet's bytes.
+TEST_F(XetSessionTest, ARefusedBridgeHeadIsNotResolvedAgainAndTheReadTakesXetsBytes) {
+  hub_->reset_stats();
+  SessionConfig c = config();
+  c.xet_head_from_probe = true;
+  hub_->add_fault({{"status", 403}, {"path_contains", "/blobs/"}, {"count", 100000}});
+  auto s = open("v1", c, "data/big.bin");
+  ASSERT_TRUE(s);
+  auto f = HubFile::open(s, "data/big.bin");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  std::string head(4096, '\0');
+  auto got = (*f)->pread(head.data(), 0, head.size());
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(head, one_->substr(0, head.size()));
+  auto stats = hub_->stats();
+  EXPECT_EQ(stats["resolve_requests"], 1) << "the probe only, no fresh location: " << stats.dump();
+  EXPECT_GE(bridge_requests(stats), 1) << stats.dump();
+  EXPECT_EQ(s->stack.xet_router->head_reads(), 1u);
+  EXPECT_EQ(s->stack.xet_router->heads_confirmed(), 0u) << "nothing of the bridge was served";
+  Outcome o = read_all(s, *one_);
+  EXPECT_EQ(o.failed, 0u) << o.first_error;
+  EXPECT_EQ(o.wrong, 0u);
+  EXPECT_EQ(s->stack.reader->stats().files_verified_by_source, 1u) << "every byte came from Xet";
+}
+
 TEST_F(XetSessionTest, DisableXetReadsThroughTheBridge) {
   ::setenv("HF_HUB_DISABLE_XET", "1", 1);
   auto s = open("v1", config());
