@@ -305,6 +305,9 @@ def main():
     ap.add_argument("--baseline-bin", help="a build's bin directory whose hubfs cp and h5chunk read hf:// "
                     "run beside this one's (h5chunk_cli_base)")
     ap.add_argument("--xet", action="store_true", help="the server stores the files on Xet (see above)")
+    ap.add_argument("--trace", metavar="DIR", help="save the server's request log (/_hubfs/trace, seconds from "
+                    "the read's start) of each cold h5chunk_cli and h5chunk_cli_base read to DIR, and print "
+                    "when its first request went out, its first data answer ended and its last byte came")
     ap.add_argument("--only", help="comma-separated contenders to run (h5chunk_cli, h5chunk_cli_base, "
                     "h5chunk_python, seed, mount_h5chunk, h5py_hubfs_open, h5py_fsspec, direct_16); all by "
                     "default. With --xet, `--only h5chunk_cli,mount_h5chunk,direct_16 --cp-mb 0` is the Xet "
@@ -392,11 +395,23 @@ def main():
                     cpu_runs[name].append(cpu)
                     delivered[name] = want.nbytes
 
+                def traced(name, cmd):
+                    # A cold read, with --trace its request log saved (the server's clock starts at
+                    # the reset, just before the read).
+                    if not args.trace:
+                        return run_contender(cmd, env)
+                    server_reset(endpoint)
+                    started = time.perf_counter()
+                    reset_at = started
+                    got = run_contender(cmd, env)
+                    save_trace(endpoint, args.trace, name, len(runs[name]) + 1, started - reset_at, got[0])
+                    return got
+
                 def h5chunk_cli():
                     # h5chunk read hf:// (its own process: session, open, read, exit).
                     cmd = [H5CHUNK, "read", url, "/data/raw_data", "0:16", "--endpoint", endpoint,
                            "--cache-dir", cache("cli")]
-                    record("h5chunk_cli", *run_contender(cmd, env), want16)
+                    record("h5chunk_cli", *traced("h5chunk_cli", cmd), want16)
                     # Again in a new process on the same cache: warm, its requests counted.
                     settle(endpoint)
                     server_reset(endpoint)
@@ -457,7 +472,7 @@ def main():
                     # The baseline build's `h5chunk read hf://` (--baseline-bin), cold, in the same loop.
                     cmd = [os.path.join(args.baseline_bin, "h5chunk"), "read", url, "/data/raw_data", "0:16",
                            "--endpoint", endpoint, "--cache-dir", cache("cli_base")]
-                    record("h5chunk_cli_base", *run_contender(cmd, env), want16)
+                    record("h5chunk_cli_base", *traced("h5chunk_cli_base", cmd), want16)
 
                 readers = [h5chunk_cli, h5chunk_python, seed, h5py_hubfs_open, h5py_fsspec]
                 if args.baseline_bin:
@@ -545,6 +560,34 @@ def server_stats(endpoint):
         return json.loads(conn.getresponse().read())
     finally:
         conn.close()
+
+
+def save_trace(endpoint, trace_dir, name, run, started, seconds):
+    """--trace: the server's request log since the last reset to trace_dir/<name>-<run>.json
+    (begin and end of each request in seconds from the read's start), and a line to stderr: the
+    first request, the end of the first data answer (block 0's: a xorb range or the bridge's), the
+    last byte and the time after it."""
+    u = urllib.parse.urlsplit(endpoint)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    try:
+        conn.request("GET", "/_hubfs/trace")
+        entries = json.loads(conn.getresponse().read())
+    finally:
+        conn.close()
+    for e in entries:
+        for f in ("begin", "end"):
+            if e.get(f) is not None:
+                e[f] = round(e[f] - started, 4)
+    os.makedirs(trace_dir, exist_ok=True)
+    with open(os.path.join(trace_dir, "%s-%d.json" % (name, run)), "w") as f:
+        json.dump({"name": name, "seconds": seconds, "requests": entries}, f, indent=1)
+    data = sorted((e for e in entries if e.get("end") is not None and e.get("range")), key=lambda e: e["begin"])
+    last = max((e["end"] for e in entries if e.get("end") is not None), default=0.0)
+    print("trace %s run %d (%.3f s): %d requests, first at %.3f s, first data answer %s %.3f-%.3f s, last byte "
+          "%.3f s, %.3f s after it" % (
+              name, run, seconds, len(entries), min((e["begin"] for e in entries), default=0.0),
+              data[0]["kind"] if data else "-", data[0]["begin"] if data else -1, data[0]["end"] if data else -1,
+              last, seconds - last), file=sys.stderr)
 
 
 def server_reset(endpoint):

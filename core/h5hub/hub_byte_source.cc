@@ -117,7 +117,12 @@ Result<std::shared_ptr<HubByteSource>> open_hf_source(const std::string& url, co
   if (!parsed.ok()) return parsed.status();
   if (parsed->path.empty()) return InvalidArgument(url + " names a repo, not a file in it");
   auto session = std::make_shared<RepoSession>(env);
-  if (Status st = open_repo_session(config, RepoSpec{parsed->repo, ""}, *session, {}, parsed->path); !st.ok()) return st;
+  // h5chunk reads the file's header first: from the bridge location the probe names, when the
+  // file is on Xet (SessionConfig::xet_head_from_probe).
+  SessionConfig one_file = config;
+  one_file.xet_head_from_probe = true;
+  if (Status st = open_repo_session(one_file, RepoSpec{parsed->repo, ""}, *session, {}, parsed->path); !st.ok())
+    return st;
   auto file = HubFile::open(session, parsed->path);
   if (!file.ok()) return file.status();
   return std::make_shared<HubByteSource>(std::shared_ptr<HubFile>(std::move(file).value()), url);

@@ -82,7 +82,8 @@ class HubByteSource : public h5chunk::ByteSource {
 // Opens hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH with its own session (pinned repo,
 // stack) built from `config` on `env` (the caller's: the real one in a main), for the h5chunk
 // command. Errors as `hubfs cat` gives them: the repo, revision or path not found, private or
-// gated, the endpoint unreachable.
+// gated, the endpoint unreachable. A Xet file's header comes from the bridge location its probe
+// names, beside Xet (SessionConfig::xet_head_from_probe, set here).
 Result<std::shared_ptr<HubByteSource>> open_hf_source(const std::string& url, const SessionConfig& config, Env& env,
                                                       std::optional<std::string> revision = {});
 

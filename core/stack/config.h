@@ -48,6 +48,14 @@ struct SessionConfig {
   // A token given by the caller (hubfs.open(token=...)); unset: the environment's (HF_TOKEN,
   // the token file, ...), followed while the session lives.
   std::optional<std::string> token;
+  // The first file's head through the bridge: when the probe of the file a session opens
+  // (open_repo_session's first_file) shows a Xet file and names its bridge location, the first
+  // read inside its first block goes there as well as to Xet, and the earlier answer is taken
+  // (XetRouter::read_head_through_bridge: Xet's bytes must equal the bridge's for the file's Xet
+  // check to stand for them). For a door that opens one file and reads its header first:
+  // h5chunk's hf:// (open_hf_source). Never a mount's (no probe; its Xet reads ask the Hub for
+  // nothing).
+  bool xet_head_from_probe = false;
 };
 
 // Defaults as `hubfs mount --help` documents them.

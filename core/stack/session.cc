@@ -12,6 +12,7 @@
 #include "common/single_flight.h"
 #include "common/text.h"
 #include "fs/listing_cache.h"
+#include "hub/environment.h"
 
 namespace hubfs {
 
@@ -99,31 +100,62 @@ void warm_first_blocks(Executor& executor, BlockReader& reader, uint64_t memory_
 
 // A probe of the first file, started beside the pin (on `executor`, which must outlive `hub`'s
 // requests: the session's background executor) and waited for after it, for a while (on
-// `env`'s clock).
+// `env`'s clock). With `head_fetcher` (SessionConfig::xet_head_from_probe): a probe that shows a
+// Xet file and names its bridge location starts the file's first block from there at once
+// (PrefetchedHead), beside the rest of the session's opening.
 class FirstFileProbe {
  public:
-  FirstFileProbe(Env& env, Executor& executor, HubClient& hub, const RepoRef& repo, const std::string& path)
-      : env_(env), answer_(std::make_shared<OneShot<Result<HubClient::FileProbe>>>()) {
-    if (!executor.post([&hub, repo, path, answer = answer_] { answer->set(hub.probe_file(repo, path)); })) {
+  struct Answer {
+    HubClient::FileProbe probe;
+    std::shared_ptr<PrefetchedHead> head;  // or null
+  };
+  FirstFileProbe(Env& env, Executor& executor, HubClient& hub, const RepoRef& repo, const std::string& path,
+                 RangeFetcher* head_fetcher, uint64_t head_bytes, int read_timeout_s)
+      : env_(env), answer_(std::make_shared<OneShot<Result<Answer>>>()) {
+    if (!executor.post([&hub, repo, path, answer = answer_, head_fetcher, head_bytes, read_timeout_s, &env] {
+          Result<HubClient::FileProbe> r = hub.probe_file(repo, path);
+          if (!r.ok()) {
+            answer->set(r.status());
+            return;
+          }
+          Answer a{std::move(*r), nullptr};
+          if (head_fetcher && a.probe.entry.xet_hash && a.probe.location && a.probe.entry.size > 0) {
+            a.head = std::make_shared<PrefetchedHead>(std::min(head_bytes, a.probe.entry.size));
+            // No fresh location on a refusal: the revision as named may have moved since the probe
+            // (the pin is not in yet), and another version's bytes must never stand for these.
+            // The head read then takes Xet's answer (XetRouter).
+            Locator at = [location = *a.probe.location](bool refresh) -> Result<Location> {
+              if (refresh) return Unavailable("the probe's bridge location was refused; the head comes from Xet");
+              return location;
+            };
+            head_fetcher->fetch_async(
+                at, a.probe.entry.size, ByteRange{0, a.head->length()},
+                [head = a.head](Result<std::string> got) { head->set(std::move(got)); },
+                Deadline::after(std::chrono::seconds(read_timeout_s), env.clock()));
+          }
+          answer->set(std::move(a));
+        })) {
       answer_->set(Unavailable("not probed"));
     }
   }
-  // The probe's entry and location if the pin's commit served it within `grace`; nullopt
-  // otherwise (the caller lists, which also produces the errors a missing or forbidden file
-  // deserves; a probe still running finishes on the executor, unheard).
-  std::optional<HubClient::FileProbe> wait(const std::string& commit, std::chrono::milliseconds grace) {
-    std::optional<Result<HubClient::FileProbe>> answered = answer_->wait(Deadline::after(grace, env_.clock()));
+  // The probe's entry and location (and its head, when one was started) if the pin's commit
+  // served it within `grace`; nullopt otherwise (the caller lists, which also produces the errors
+  // a missing or forbidden file deserves; a probe still running finishes on the executor,
+  // unheard, and so does its head).
+  std::optional<Answer> wait(const std::string& commit, std::chrono::milliseconds grace) {
+    std::optional<Result<Answer>> answered = answer_->wait(Deadline::after(grace, env_.clock()));
     if (!answered) {
       log_debug("probe of the first file: no answer " + std::to_string(grace.count()) + " ms after the pin; listing instead");
       return std::nullopt;
     }
-    Result<HubClient::FileProbe> r = std::move(*answered);
+    Result<Answer> r = std::move(*answered);
     if (!r.ok()) {
       log_debug("probe of the first file: " + r.status().message() + "; listing instead");
       return std::nullopt;
     }
-    if (r->commit != commit) {
-      log_debug("probe of the first file: served from commit " + r->commit + ", pinned " + commit + "; listing instead");
+    if (r->probe.commit != commit) {
+      log_debug("probe of the first file: served from commit " + r->probe.commit + ", pinned " + commit +
+                "; listing instead");
       return std::nullopt;
     }
     return std::move(*r);
@@ -131,7 +163,7 @@ class FirstFileProbe {
 
  private:
   Env& env_;
-  std::shared_ptr<OneShot<Result<HubClient::FileProbe>>> answer_;
+  std::shared_ptr<OneShot<Result<Answer>>> answer_;
 };
 
 // How long the pin's caller waits, after the pin, for the first file's probe: a second, or as
@@ -230,7 +262,12 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   const bool reader_first = pin_asks && config.shared_cache.empty() &&
                             (config.cache_size == 0 || std::filesystem::is_directory(config.cache_dir + "/blocks", no_throw));
   const bool warming = reader_first && config.cache_size != 0 && stored_at_last.record.has_value();
-  if (probing) probe.emplace(*s.stack.env, *s.background, *s.stack.hub, s.repo, first_file);
+  if (probing) {
+    // The reader's block size: h5chunk's header read asks for the first block.
+    probe.emplace(*s.stack.env, *s.background, *s.stack.hub, s.repo, first_file,
+                  config.xet_head_from_probe && !xet_disabled() ? s.stack.fetcher.get() : nullptr,
+                  ReaderOptions{}.block_size, config.read_timeout_s);
+  }
   if (reader_first) {
     if (Status st = build_reader(config, s.stack, nullptr, s.label); !st.ok()) return st;
     if (warming && s.stack.reader)
@@ -241,6 +278,7 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   std::optional<TreeEntry> first;  // known without listing its directory
   std::optional<Location> first_location;
   bool first_probed = false;  // `first` is the Hub's answer of this session, not the cache's
+  std::shared_ptr<PrefetchedHead> first_head;  // its first block, asked for at the probe
   if (spec.subfolder.empty()) {
     // Read once: the pin usually confirms the commit the cache was asked about before it.
     StoredFirstFile stored = last_commit == info->commit ? std::move(stored_at_last)
@@ -250,8 +288,9 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
       const auto pin_took =
           std::chrono::duration_cast<std::chrono::milliseconds>(s.stack.env->now() - pin_started);
       if (auto probed = probe->wait(info->commit, std::max(kProbeGrace, pin_took))) {
-        first = std::move(probed->entry);
-        first_location = std::move(probed->location);
+        first = std::move(probed->probe.entry);
+        first_location = std::move(probed->probe.location);
+        first_head = std::move(probed->head);
         first_probed = true;
         // Best effort, as listings are: the next session opens this file without the Hub.
         if (listings) (void)listings->save_file(info->commit, *first);
@@ -310,6 +349,12 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   // does the same: the HEAD's X-Xet-Hash, then the token (docs/hub-http-contract.md, 7b). A first
   // file known from the cache asks for nothing (a warm session sends only its pin).
   if (first_probed && first->xet_hash && s.stack.xet) s.stack.xet->warm_token();
+  // Its first block through the bridge location the probe named (asked for as the probe
+  // answered), beside Xet's plan and range (SessionConfig::xet_head_from_probe).
+  if (config.xet_head_from_probe && first_probed && first->xet_hash && first_location && s.stack.xet_router &&
+      s.stack.reader)
+    s.stack.xet_router->read_head_through_bridge(*first->xet_hash, s.stack.reader->options().block_size,
+                                                 std::move(first_head));
   if (customize) customize(s, fs_options);
   s.fs = std::make_unique<FileSystem>(*s.stack.hub, pinned, *s.stack.reader, fs_options);
   if (first) {

@@ -106,6 +106,11 @@ Status build_stack(const SessionConfig& config, Stack& s) {
     }
   }
   s.hub = std::make_unique<HubClient>(hub_config, *s.transport);
+  // Here, not with the reader: an hf:// session's probe may start its first file's head through
+  // it before the pin is in (open_repo_session, SessionConfig::xet_head_from_probe).
+  RangeFetcherOptions fetcher_options;
+  fetcher_options.env = s.env;
+  s.fetcher = std::make_unique<RangeFetcher>(*s.transport, fetcher_options);
   return Status::Ok();
 }
 
@@ -125,9 +130,6 @@ Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision*
     // The budget tells `hubfs cache info` what this cache is held to (best effort).
     (void)cache_index::write_budget(config.cache_dir, config.cache_size);
   }
-  RangeFetcherOptions fetcher_options;
-  fetcher_options.env = s.env;
-  s.fetcher = std::make_unique<RangeFetcher>(*s.transport, fetcher_options);
   ReaderOptions reader_options;
   reader_options.read_timeout = std::chrono::seconds(config.read_timeout_s);
   reader_options.verify_whole_files = config.verify_whole_files;
@@ -180,7 +182,11 @@ void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsO
     return;
   }
   xet::XetReaderOptions options;
-  options.threads = std::max(1, config.max_requests);
+  // A read holds a thread from its plan to its last byte. An hf:// file's head read through
+  // Xet (XetRouter::read_head_through_bridge: the check behind the bridge's answer) may still
+  // be running when h5chunk's hint asks for --max-requests reads at once: one thread more for it,
+  // or the hint's last read waits for another to end (seen: 0.6 s).
+  options.threads = std::max(1, config.max_requests) + (config.xet_head_from_probe ? 1 : 0);
   options.env = s.env;
   const uint32_t block_size = s.reader ? s.reader->options().block_size : 0;
   if (config.cache_size != 0) {

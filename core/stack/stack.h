@@ -66,13 +66,13 @@ struct Stack {
   void shutdown();
 };
 
-// Transport, quota gate, token and Hub client (no cache, no reader yet).
+// Transport, quota gate, token, Hub client and range fetcher (no cache, no reader yet).
 Status build_stack(const SessionConfig& config, Stack& s);
 // The Xet read path for one pinned repo (stack/xet_routing.h): chunk cache, XetReader, router.
 // Call after build_reader; fills fs_options.range_source. Does nothing offline or with
 // HF_HUB_DISABLE_XET.
 void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsOptions& fs_options);
-// Block cache, fetcher, shared tier and reader. `repo`: the one repo these blocks belong to
+// Block cache, shared tier and reader (the fetcher is build_stack's). `repo`: the one repo these blocks belong to
 // (decides whether they may go to the shared tier); null for a whole-Hub mount.
 Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision* repo = nullptr,
                     const std::string& repo_label = "");

@@ -1,5 +1,7 @@
 #include "stack/xet_routing.h"
 
+#include <optional>
+
 #include "common/log.h"
 
 namespace hubfs {
@@ -17,6 +19,39 @@ bool is_storage_service_error(const Status& s) {
   }
 }
 
+void PrefetchedHead::set(Result<std::string> got) {
+  std::vector<std::function<void(const Result<std::string>&)>> waiting;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (got_) return;
+    got_ = std::move(got);
+    waiting.swap(waiting_);
+  }
+  for (auto& w : waiting) w(*got_);  // got_ is never written again
+}
+
+void PrefetchedHead::then(std::function<void(const Result<std::string>&)> then) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!got_) {
+      waiting_.push_back(std::move(then));
+      return;
+    }
+  }
+  then(*got_);
+}
+
+// The one head read of a file (XetRouter::read_head_through_bridge): the bridge's answer and
+// Xet's, asked at once. The read takes the first good one; the file's Xet verdict stands for the
+// bridge's bytes only once Xet's equal them.
+struct HeadRead {
+  std::mutex mu;
+  RangeSource::Callback done;  // empty once called
+  std::optional<Result<std::string>> bridge, xet;
+  std::atomic<bool> served_from_bridge{false};
+  std::atomic<bool> confirmed{false};
+};
+
 class XetRouter::FileSource : public RangeSource {
  public:
   static void from_bridge(XetRouter& r, const Locator& locate, uint64_t file_size, ByteRange range, Callback done,
@@ -24,13 +59,33 @@ class XetRouter::FileSource : public RangeSource {
     r.bridge_.fetch_async(locate, file_size, range, with_provenance(std::move(done), Provenance::kPlain), deadline);
   }
 
-  FileSource(std::shared_ptr<XetRouter> router, xet::MerkleHash hash, Locator locate, std::string block_key)
-      : router_(std::move(router)), hash_(hash), locate_(std::move(locate)), block_key_(std::move(block_key)) {}
+  FileSource(std::shared_ptr<XetRouter> router, xet::MerkleHash hash, Locator locate, std::string block_key,
+             uint64_t head, std::shared_ptr<PrefetchedHead> prefetched)
+      : router_(std::move(router)), hash_(hash), locate_(std::move(locate)), block_key_(std::move(block_key)),
+        head_(head), prefetched_(std::move(prefetched)),
+        head_read_(head != 0 ? std::make_shared<HeadRead>() : nullptr) {}
 
   void fetch_async(uint64_t file_size, ByteRange range, Callback done, Deadline deadline) override {
     XetRouter* r = router_.get();
     if (r->bridge_now()) return from_bridge(*r, locate_, file_size, range, std::move(done), deadline);
-    r->xet_.fetch_async(
+    if (range.length != 0 && range.offset + range.length <= head_ && !head_taken_.exchange(true))
+      return head_read(file_size, range, std::move(done), deadline);
+    from_xet(file_size, range, std::move(done), deadline);
+  }
+
+  // Over the bytes Xet served: the bridge's are the reader's to hash. A head the bridge served
+  // counts as Xet's once Xet's own bytes for it were the same.
+  FileVerdict file_verdict() override {
+    const FileVerdict v = router_->xet_.file_verdict(hash_);
+    if (v == FileVerdict::kMatch && head_read_ && head_read_->served_from_bridge.load() &&
+        !head_read_->confirmed.load())
+      return FileVerdict::kUnknown;
+    return v;
+  }
+
+ private:
+  void from_xet(uint64_t file_size, ByteRange range, Callback done, const Deadline& deadline) {
+    router_->xet_.fetch_async(
         hash_, file_size, range,
         [router = router_, locate = locate_, file_size, range, done = std::move(done),
          deadline](Result<std::string> got) mutable {
@@ -46,14 +101,75 @@ class XetRouter::FileSource : public RangeSource {
         deadline, block_key_);
   }
 
-  // Over the bytes Xet served: the bridge's are the reader's to hash.
-  FileVerdict file_verdict() override { return router_->xet_.file_verdict(hash_); }
+  // Both at once: the bridge's range (its location is known: one round trip) and Xet's (plan,
+  // then range, or the bridge again after a service error, as any Xet read).
+  void head_read(uint64_t file_size, ByteRange range, Callback done, const Deadline& deadline) {
+    const std::shared_ptr<HeadRead>& h = head_read_;
+    {
+      std::lock_guard<std::mutex> lock(h->mu);
+      h->done = std::move(done);
+    }
+    router_->head_reads_.fetch_add(1);
+    if (prefetched_ && range.offset + range.length <= prefetched_->length()) {
+      prefetched_->then([h, router = router_, range](const Result<std::string>& head) {
+        auto got = std::make_shared<Result<std::string>>(
+            head.ok() ? Result<std::string>(head->substr(range.offset, range.length)) : Result<std::string>(head.status()));
+        auto hand_over = [h, router, got] { settle(*h, *router, got.get(), nullptr); };
+        if (!router->heads_executor_->post(hand_over)) hand_over();  // drained: the shutdown's thread
+      });
+    } else {
+      router_->bridge_.fetch_async(
+          locate_, file_size, range,
+          [h, router = router_](Result<std::string> got) { settle(*h, *router, &got, nullptr); }, deadline);
+    }
+    from_xet(file_size, range,
+             [h, router = router_](Result<std::string> got, Provenance) { settle(*h, *router, nullptr, &got); },
+             deadline);
+  }
 
- private:
+  // One of the two answers is in (the other pointer is null).
+  static void settle(HeadRead& h, XetRouter& router, Result<std::string>* bridge, Result<std::string>* xet) {
+    Callback done;
+    Result<std::string> give = Unavailable("not answered");
+    {
+      std::lock_guard<std::mutex> lock(h.mu);
+      if (bridge) h.bridge = std::move(*bridge);
+      if (xet) h.xet = std::move(*xet);
+      // The first good answer is the read's: the bridge's (kept, to compare Xet's with), or
+      // Xet's (nothing to confirm then). Both failed: Xet's error.
+      if (h.done && h.bridge && h.bridge->ok()) {
+        give = **h.bridge;
+        h.served_from_bridge.store(true);
+        done = std::move(h.done);
+      } else if (h.done && h.xet && (h.xet->ok() || h.bridge)) {
+        give = std::move(*h.xet);
+        h.xet.reset();
+        done = std::move(h.done);
+      }
+      if (h.served_from_bridge.load() && h.xet && h.xet->ok()) {
+        if (**h.xet == **h.bridge) {
+          h.confirmed.store(true);
+          router.heads_confirmed_.fetch_add(1);
+          log_debug("the head of an hf:// file: Xet's bytes equal the bridge's, so its Xet check stands for them");
+        } else {
+          log_warning("the bridge and the Xet storage service served different bytes for the head of a file; "
+                      "the reader hashes the whole file itself");
+        }
+        h.bridge.reset();
+        h.xet.reset();
+      }
+    }
+    if (done) done(std::move(give), Provenance::kFileHashed);
+  }
+
   std::shared_ptr<XetRouter> router_;
   xet::MerkleHash hash_;
   Locator locate_;
   std::string block_key_;
+  const uint64_t head_;
+  const std::shared_ptr<PrefetchedHead> prefetched_;  // or null
+  std::atomic<bool> head_taken_{false};
+  const std::shared_ptr<HeadRead> head_read_;  // with a head: its one read
 };
 
 XetRouter::XetRouter(xet::XetReader& xet, RangeFetcher& bridge, std::chrono::seconds fallback_for)
@@ -64,7 +180,33 @@ std::shared_ptr<RangeSource> XetRouter::source_for(const TreeEntry& entry, const
   if (entry.is_dir || !entry.xet_hash) return nullptr;
   auto hash = xet::MerkleHash::from_hex(*entry.xet_hash);
   if (!hash) return nullptr;
-  return std::make_shared<FileSource>(shared_from_this(), *hash, locate, std::move(block_key));
+  Head head;
+  {
+    std::lock_guard<std::mutex> lock(heads_mu_);
+    for (const Head& h : heads_)
+      if (h.hash == *hash) head = h;
+  }
+  return std::make_shared<FileSource>(shared_from_this(), *hash, locate, std::move(block_key), head.bytes,
+                                      std::move(head.prefetched));
+}
+
+void XetRouter::read_head_through_bridge(const std::string& xet_hash, uint64_t head,
+                                         std::shared_ptr<PrefetchedHead> prefetched) {
+  auto hash = xet::MerkleHash::from_hex(xet_hash);
+  if (!hash || head == 0) return;
+  std::lock_guard<std::mutex> lock(heads_mu_);
+  if (prefetched && !heads_executor_) heads_executor_ = bridge_.env().new_executor(1);
+  heads_.push_back(Head{*hash, head, std::move(prefetched)});
+}
+
+void XetRouter::shutdown() {
+  stopping_.store(true);
+  Executor* heads = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(heads_mu_);
+    heads = heads_executor_.get();  // never replaced once made
+  }
+  if (heads) heads->drain();
 }
 
 bool XetRouter::bridge_now() const {

@@ -8,19 +8,50 @@
 // the next `fallback_for`, after which Xet is tried again. Bytes that fail their checks twice
 // are an error, never a reason to serve from elsewhere unchecked (the bridge's partial reads are
 // not verified). HF_HUB_DISABLE_XET and --offline build no router at all (stack/stack.cc).
+//
+// A file's head through the bridge (read_head_through_bridge; docs/xet.md, "The head of an hf://
+// file"): the first read inside a file's first `head` bytes goes to the bridge location the
+// session already holds (an hf:// probe's redirect, adopted as the file's location), one round
+// trip where Xet needs its plan and then its range. Its bytes are still covered by the Xet check:
+// the same range is read through Xet behind it, and the file's verdict is Xet's only once those
+// bytes equal what the bridge served (else kUnknown: the reader hashes the file itself).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "common/env.h"
 #include "hub/hub_client.h"
 #include "net/range_fetcher.h"
 #include "net/range_source.h"
 #include "xet/xet_source.h"
 
 namespace hubfs {
+
+// A file's head fetched through the bridge before any read asks for it: an hf:// session starts
+// it as soon as its probe names the bridge location (open_repo_session), beside the rest of the
+// session's opening. Thread-safe; answered once.
+class PrefetchedHead {
+ public:
+  explicit PrefetchedHead(uint64_t length) : length_(length) {}
+  uint64_t length() const { return length_; }  // the head is [0, length)
+  void set(Result<std::string> got);
+  // Calls `then` with the answer: at once if it is in, else on the thread that sets it.
+  void then(std::function<void(const Result<std::string>&)> then);
+
+ private:
+  const uint64_t length_;
+  std::mutex mu_;
+  std::optional<Result<std::string>> got_;
+  std::vector<std::function<void(const Result<std::string>&)>> waiting_;
+};
 
 class XetRouter : public std::enable_shared_from_this<XetRouter> {
  public:
@@ -34,9 +65,22 @@ class XetRouter : public std::enable_shared_from_this<XetRouter> {
   // Reads the bridge served after a Xet failure.
   uint64_t fallbacks() const { return fallbacks_.load(); }
 
+  // The first read that lies inside the first `head` bytes of the file with this Xet hash (of a
+  // source made after this call) goes to the bridge, at the location its Locator already holds
+  // (HubClient::adopt_location: no resolve), once; later reads of it go to Xet. For a door that
+  // opens one file and reads its header first (h5chunk's hf://: SessionConfig::
+  // xet_head_from_probe), never for a mount (its Xet reads ask the Hub for nothing).
+  // `prefetched`, when given, is that head already asked for: a read inside it takes its answer.
+  void read_head_through_bridge(const std::string& xet_hash, uint64_t head,
+                                std::shared_ptr<PrefetchedHead> prefetched = nullptr);
+  // Reads served so, and of them those whose bytes Xet then confirmed, byte for byte.
+  uint64_t head_reads() const { return head_reads_.load(); }
+  uint64_t heads_confirmed() const { return heads_confirmed_.load(); }
+
   // The stack is shutting down (Stack::shutdown, before the transport): the failures that
   // follow are its own, so they neither count against the storage service nor go to the bridge.
-  void shutdown() { stopping_.store(true); }
+  // Also runs what the head executor holds (a prefetched head's answer to its read).
+  void shutdown();
 
  private:
   class FileSource;
@@ -50,6 +94,19 @@ class XetRouter : public std::enable_shared_from_this<XetRouter> {
   std::atomic<bool> logged_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> fallbacks_{0};
+  std::atomic<uint64_t> head_reads_{0};
+  std::atomic<uint64_t> heads_confirmed_{0};
+  std::mutex heads_mu_;
+  struct Head {
+    xet::MerkleHash hash;
+    uint64_t bytes = 0;
+    std::shared_ptr<PrefetchedHead> prefetched;
+  };
+  std::vector<Head> heads_;  // read_head_through_bridge's
+  // Hands a prefetched head's answer to its read: never on the reading thread (RangeSource's
+  // contract), though the answer may be in before the read asks. Made with the first prefetched
+  // head; drained by shutdown().
+  std::unique_ptr<Executor> heads_executor_;
 };
 
 // Errors of the storage service itself, which the bridge may not share: refusals, missing

@@ -383,6 +383,103 @@ TEST_F(XetSessionTest, AProbedXetFileFetchesTheTokenAtTheOpenAndAStoredOneDoesNo
   EXPECT_EQ(stats["requests"], 1) << "only the revision name's pinning: " << stats.dump();
 }
 
+// The bridge requests a session made: GETs of the CDN blob the resolve redirects to.
+int bridge_requests(const nlohmann::json& stats) {
+  int n = 0;
+  for (const auto& [path, count] : stats["by_path"].items())
+    if (path.find("/blobs/") != std::string::npos) n += count.get<int>();
+  return n;
+}
+
+// h5chunk's hf:// door (SessionConfig::xet_head_from_probe): the probe's redirect names the
+// bridge location, so the first block is asked for there as the probe answers, one request and
+// no resolve, and the first read inside it takes that answer, beside Xet's plan and range for the
+// same bytes; Xet's bytes equal the bridge's, so the
+// file's Xet check stands for them and a whole read of the file is verified.
+TEST_F(XetSessionTest, AProbedXetFilesHeadComesFromTheProbesBridgeLocation) {
+  hub_->reset_stats();
+  SessionConfig c = config();
+  c.xet_head_from_probe = true;
+  auto s = open("v1", c, "data/big.bin");
+  ASSERT_TRUE(s);
+  auto f = HubFile::open(s, "data/big.bin");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  std::string head(4096, '\0');
+  auto got = (*f)->pread(head.data(), 0, head.size());
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(head, one_->substr(0, head.size()));
+  auto stats = hub_->stats();
+  EXPECT_EQ(stats["resolve_requests"], 1) << "the probe only: its location serves the head: " << stats.dump();
+  EXPECT_EQ(bridge_requests(stats), 1) << stats.dump();
+  EXPECT_EQ(s->stack.xet_router->head_reads(), 1u);
+  Outcome o = read_all(s, *one_);
+  EXPECT_EQ(o.failed, 0u) << o.first_error;
+  EXPECT_EQ(o.wrong, 0u);
+  stats = hub_->stats();
+  EXPECT_EQ(bridge_requests(stats), 1) << "one head read; the rest from Xet: " << stats.dump();
+  EXPECT_EQ(stats["resolve_requests"], 1) << stats.dump();
+  EXPECT_EQ(s->stack.xet_router->head_reads(), 1u);
+  EXPECT_EQ(s->stack.xet_router->fallbacks(), 0u);
+  EXPECT_EQ(s->stack.reader->stats().files_verified, 1u) << "by Xet's check, or by the reader's own hash";
+  EXPECT_EQ(s->stack.reader->stats().verify_failures, 0u);
+  s->stack.xet->shutdown();  // Xet's read of the head is done
+  EXPECT_EQ(s->stack.xet_router->heads_confirmed(), 1u);
+}
+
+// A bridge that serves a wrong byte in the head: that read is a partial read, not verified (as
+// any partial read), but the file's Xet check never stands for it (Xet's bytes differ), so the
+// reader hashes the file itself when it is read whole: it fails, its blocks are dropped, and the
+// next whole read is exact.
+TEST_F(XetSessionTest, AWrongByteInTheBridgesHeadNeverPassesTheFileCheck) {
+  hub_->reset_stats();
+  SessionConfig c = config();
+  c.xet_head_from_probe = true;
+  // Before the open: the head is asked for as soon as the probe answers.
+  hub_->add_fault({{"mode", "flip_byte"}, {"path_contains", "/blobs/"}, {"count", 1}});
+  auto s = open("v1", c, "data/big.bin");
+  ASSERT_TRUE(s);
+  auto f = HubFile::open(s, "data/big.bin");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  std::string head(4096, '\0');
+  ASSERT_TRUE((*f)->pread(head.data(), 0, head.size()).ok());
+  EXPECT_EQ(hub_->stats()["faults_injected"], 1);
+  Outcome bad = read_all(s, *one_);
+  EXPECT_GE(bad.failed, 1u) << "a front-to-back read of a file that failed its check never ends successfully";
+  EXPECT_EQ(s->stack.reader->stats().verify_failures, 1u);
+  EXPECT_EQ(s->stack.reader->stats().files_verified_by_source, 0u);
+  Outcome good = read_all(s, *one_);
+  EXPECT_EQ(good.failed, 0u) << good.first_error;
+  EXPECT_EQ(good.wrong, 0u);
+  EXPECT_EQ(s->stack.xet_router->head_reads(), 1u) << "the head's bridge read is the session's first only";
+  EXPECT_EQ(s->stack.xet_router->heads_confirmed(), 0u);
+}
+
+// A bridge that refuses the probe's location: the head asked for at the probe is not resolved
+// afresh (the revision as named may have moved since the probe), and the read takes Xet's bytes.
+TEST_F(XetSessionTest, ARefusedBridgeHeadIsNotResolvedAgainAndTheReadTakesXetsBytes) {
+  hub_->reset_stats();
+  SessionConfig c = config();
+  c.xet_head_from_probe = true;
+  hub_->add_fault({{"status", 403}, {"path_contains", "/blobs/"}, {"count", 100000}});
+  auto s = open("v1", c, "data/big.bin");
+  ASSERT_TRUE(s);
+  auto f = HubFile::open(s, "data/big.bin");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  std::string head(4096, '\0');
+  auto got = (*f)->pread(head.data(), 0, head.size());
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(head, one_->substr(0, head.size()));
+  auto stats = hub_->stats();
+  EXPECT_EQ(stats["resolve_requests"], 1) << "the probe only, no fresh location: " << stats.dump();
+  EXPECT_GE(bridge_requests(stats), 1) << stats.dump();
+  EXPECT_EQ(s->stack.xet_router->head_reads(), 1u);
+  EXPECT_EQ(s->stack.xet_router->heads_confirmed(), 0u) << "nothing of the bridge was served";
+  Outcome o = read_all(s, *one_);
+  EXPECT_EQ(o.failed, 0u) << o.first_error;
+  EXPECT_EQ(o.wrong, 0u);
+  EXPECT_EQ(s->stack.reader->stats().files_verified_by_source, 1u) << "every byte came from Xet";
+}
+
 TEST_F(XetSessionTest, DisableXetReadsThroughTheBridge) {
   ::setenv("HF_HUB_DISABLE_XET", "1", 1);
   auto s = open("v1", config());
