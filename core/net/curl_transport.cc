@@ -28,9 +28,6 @@ using Clock = MonotonicClock;
 // The loop wakes at least this often even when nothing happens, so a missed wakeup or a
 // deadline computed before a clock hiccup can delay a timeout by at most this much.
 constexpr auto kMaxPollWait = std::chrono::milliseconds(1000);
-// curl's receive buffer per transfer (512 KiB x max_in_flight of memory): the 16 KiB default
-// holds back large ranges (docs/constants.md, kReceiveBufferBytes).
-constexpr long kReceiveBufferBytes = 512 * 1024;
 // Idle connections kept beyond one per transfer in flight: ranges each hold a CDN connection of
 // their own, and the Hub's API host needs its own too.
 constexpr long kSpareConnections = 4;
@@ -378,7 +375,7 @@ struct CurlTransport::Impl {
     }
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, options.connect_timeout_ms);
     curl_easy_setopt(h, CURLOPT_USERAGENT, options.user_agent.c_str());
-    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, kReceiveBufferBytes);
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, options.receive_buffer_bytes);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     if (!options.ca_pem.empty()) {
       // NOCOPY: options (and so ca_pem) live as long as the transport and its handles.
@@ -670,6 +667,8 @@ CurlTransport::~CurlTransport() = default;
 void CurlTransport::shutdown() { impl_->shutdown(); }
 
 CurlStats CurlTransport::stats() const { return impl_->stats(); }
+
+const CurlOptions& CurlTransport::options() const { return impl_->options; }
 
 void CurlTransport::submit(HttpRequest request, Callback done) {
   impl_->submit(std::move(request), std::move(done));

@@ -20,6 +20,12 @@ struct CurlOptions {
   Env* env = nullptr;
   int max_in_flight = 16;             // transfers running at once (companions aside); more wait in a queue
   long connect_timeout_ms = 10'000;
+  // curl's receive buffer per transfer, which curl allocates when a transfer starts and frees
+  // when it ends: 512 KiB x max_in_flight of memory, against the 16 KiB default that held back
+  // large ranges. A process whose malloc keeps freed heap (the daemon's mallopt) reuses it warm;
+  // elsewhere each transfer's buffer may be faulted in afresh (docs/constants.md,
+  // receive_buffer_bytes).
+  long receive_buffer_bytes = 512 * 1024;
   long first_byte_timeout_ms = 30'000;  // the Hub's CDN stalls ~3 s on cold objects; allow that
   long stall_timeout_ms = 20'000;       // no byte for this long aborts the transfer (kTimeout)
   std::string user_agent = "hubfs/0.1";
@@ -85,6 +91,8 @@ class CurlTransport : public HttpTransport {
   // fail at once. Idempotent.
   void shutdown();
   CurlStats stats() const;
+  // The options it runs with (as given).
+  const CurlOptions& options() const;
 
  private:
   struct Impl;

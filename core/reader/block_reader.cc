@@ -402,8 +402,9 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
       return claimed_bytes;
     }
   }
-  // Spread over every request slot, in one wave: 48 blocks hinted at 16 requests in flight go
-  // out as 16 requests of 3 blocks, not 6 of 8, and 160 blocks as 16 of 10, not 20 of 8 (a
+  // Spread over every request slot (at most hint_spread_requests), in one wave: 48 blocks hinted
+  // at 16 requests in flight go out as 16 requests of 3 blocks, not 6 of 8, and 160 blocks as 16
+  // of 10, not 20 of 8 (a
   // second wave of 4 would cost another round trip plus 8 MiB at one connection's rate). The
   // slots are shared with the hinted and read-ahead blocks still waiting to go out or to arrive:
   // behind them, this hint's runs go whole rather than one block per request (a training loop's
@@ -412,7 +413,8 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
   const uint64_t waiting = hint_blocks_queued_.load() + prefetch_bytes_.load() / options_.block_size;
   hint_blocks_queued_ += claimed.size();
   queue_load(file, key, claimed,
-             read_ahead_policy_.request_blocks(claimed.size() + waiting, options_.max_blocks_per_hinted_request),
+             read_ahead_policy_.request_blocks(claimed.size() + waiting, options_.max_blocks_per_hinted_request,
+                                               std::max<uint32_t>(1, options_.hint_spread_requests)),
              Origin::kHint);
   return claimed_bytes;
 }

@@ -105,8 +105,15 @@ struct ReaderOptions {
   // the source checks it, so its requests are equal.
   double whole_file_hint_grade = 1.08;
   // Requests the transport runs at once (--max-requests): hinted ranges are split over this many
-  // requests, since each connection brings its own bandwidth.
+  // requests (at most hint_spread_requests), since each connection brings its own bandwidth.
   uint32_t parallel_requests = 16;
+  // The request slots a hint's blocks are spread over, with the hinted and read-ahead blocks
+  // still waiting to go out or arrive: min(parallel_requests, this). More connections than this
+  // run more hinted runs at once, not the same runs cut smaller: spread over 32, a training
+  // loop's plan cut its 2-3-block frames into 1-block requests until 32 x 3 blocks were waiting
+  // (218-240 requests for 160 frames instead of 172, each a round trip more; docs/constants.md,
+  // hint_spread_requests).
+  uint32_t hint_spread_requests = 16;
   // Read-ahead window for a sequential handle: starts small so one stray sequential pair costs
   // little, doubles per sequential read, and caps at 16 requests of 8 blocks: with a bandwidth
   // cap per connection, a stream needs every request slot busy (docs/constants.md,

@@ -11,8 +11,9 @@ uint64_t ReadAheadOptions::whole_file_bytes() const {
                                double(whole_file_round_trips));
 }
 
-uint32_t ReadAheadPolicy::request_blocks(uint64_t blocks, uint32_t largest) const {
-  const uint64_t connections = std::max<uint32_t>(1, options_.parallel_requests);
+uint32_t ReadAheadPolicy::request_blocks(uint64_t blocks, uint32_t largest, uint32_t most) const {
+  const uint64_t connections =
+      std::max<uint32_t>(1, most ? std::min(most, options_.parallel_requests) : options_.parallel_requests);
   const uint64_t spread = (blocks + connections - 1) / connections;
   return static_cast<uint32_t>(std::clamp<uint64_t>(spread, 1, std::max<uint32_t>(1, largest ? largest : options_.max_blocks_per_request)));
 }

@@ -166,9 +166,9 @@ class ReadAheadPolicy {
   std::optional<ReadAheadPlan> on_read(ReadAheadState& state, uint64_t offset, uint64_t end,
                                        uint64_t file_size, const ReadFacts& facts) const;
 
-  // The largest request for `blocks` blocks needed at once: spread over every connection, at
-  // most `largest` each (0: max_blocks_per_request).
-  uint32_t request_blocks(uint64_t blocks, uint32_t largest = 0) const;
+  // The largest request for `blocks` blocks needed at once: spread over every connection (at
+  // most `connections` of them, 0: no limit), at most `largest` each (0: max_blocks_per_request).
+  uint32_t request_blocks(uint64_t blocks, uint32_t largest = 0, uint32_t connections = 0) const;
 
   // How many parts each of a read's own `requests` requests of about `bytes` bytes goes out in,
   // with `busy` of the connections' request slots taken. A reader waits for its own blocks

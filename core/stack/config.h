@@ -29,6 +29,10 @@ struct SessionConfig {
   // minutes: longer than that, so a spent quota is always waited out).
   int rate_limit_wait_s = 330;
   int max_requests = 16;  // HTTP requests in flight
+  // curl's receive buffer per transfer (CurlOptions::receive_buffer_bytes). hf:// in Python
+  // takes 64 KiB: no mallopt there (unlike the daemon), and glibc faulted each transfer's 512
+  // KiB in afresh (docs/constants.md, receive_buffer_bytes).
+  long receive_buffer_bytes = 512 * 1024;
   // The reader's memory tier (ReaderOptions::memory_cache_bytes) and the deferred write budget
   // sized with it. Processes sharing one cache directory share its disk tier: a
   // training loop's workers each keep a small one (hubfs.open's memory_cache).

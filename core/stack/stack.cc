@@ -64,6 +64,7 @@ Status build_stack(const SessionConfig& config, Stack& s) {
   CurlOptions curl_options;
   curl_options.env = s.env;
   curl_options.max_in_flight = config.max_requests;
+  curl_options.receive_buffer_bytes = config.receive_buffer_bytes;
   if (Status ca = choose_ca_bundle(config.ca_bundle, curl_options); !ca.ok()) return ca;
   curl_options.hedge = true;  // a CDN stalling on a cold object costs a duplicate, not the stall
   // HF_HUB_DOWNLOAD_TIMEOUT: huggingface_hub's read timeout of a download, i.e. how long a

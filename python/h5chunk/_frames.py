@@ -251,9 +251,9 @@ class FramePlan:
     """The sampler ``FrameDataset.plan`` returns: iterating it yields ``order``. The next ``lead``
     indices are those a DataLoader hands out at once (prefetch_factor x workers): hinted too when
     the plan marks its hints (hf:// with a disk cache), else the workers' own to fetch; the
-    ``ahead`` beyond them are hinted, in batches (whenever half of them are not
-    yet hinted, those are chosen), at most ``max_bytes`` stored bytes chosen and not yet yielded.
-    A batch's frames are hinted in order, ``ahead / lead`` of them before each index yielded. A
+    ``ahead`` beyond them are hinted as they enter the window, at most ``max_bytes`` stored bytes
+    chosen and not yet yielded. The first window's frames are hinted in order, ``ahead / lead``
+    of them before each index yielded; after it, each index yielded lets the next frame in. A
     frame is hinted at most once per epoch."""
 
     def __init__(self, dataset: FrameDataset, order: Any, ahead: int, max_bytes: int, lead: int) -> None:
@@ -286,7 +286,6 @@ class FramePlan:
         pending: "collections.deque[list]" = collections.deque()  # chosen, not yet hinted
         hinted_waiting = 0  # stored bytes chosen for hints and not yet yielded
         exhausted = False
-        batch_at = max(1, self.ahead // 2)
         # Where the hinted window starts in the buffer (0: the index yielded next); it ends
         # `ahead` past the lead either way. A plan that marks its hints (hf://) hints from the
         # next index on: a worker waits for a marked block rather than fetching it too, and the
@@ -311,7 +310,11 @@ class FramePlan:
                 buffer.append([i, sum(n for _, n in located[1]), False, False, located])
             if self.ahead and not pending:
                 todo = [e for k, e in enumerate(buffer) if k >= first and not e[2]]
-                if todo and (len(todo) >= batch_at or exhausted):
+                # Each frame as it enters the window. Hinted in batches of half the window, a
+                # plan whose connections fetched a batch faster than its workers took the next
+                # half window left them idle meanwhile (at 32 connections, quarter-seconds with
+                # no request in flight, in turn with quarter-seconds of 20).
+                if todo:
                     for e in todo:
                         if pending and hinted_waiting + e[1] > self.max_bytes:
                             break

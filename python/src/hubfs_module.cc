@@ -193,6 +193,9 @@ std::map<std::string, Registered>& registry() {
 // Idle sessions kept for reuse (idle: no open file, no Python Session object holds it).
 constexpr size_t kIdleSessions = 4;
 
+// curl's receive buffer for hf:// sessions (SessionConfig::receive_buffer_bytes; docs/constants.md).
+constexpr long kLibraryReceiveBufferBytes = 64 * 1024;
+
 // Takes out of the registry the idle sessions beyond the kIdleSessions used last; the caller
 // destroys them without the lock (a shutdown waits for the cache's queued writes).
 std::vector<std::shared_ptr<hubfs::RepoSession>> take_excess_idle_locked() {
@@ -245,6 +248,10 @@ Session get_session(const std::string& type, const std::string& id, const std::s
   if (max_requests < 1) throw py::value_error("max_requests must be at least 1");
   if (read_timeout < 1) throw py::value_error("read_timeout must be at least 1 (seconds)");
   c.max_requests = max_requests;
+  // A library in someone else's process: glibc's default malloc returns the heap curl frees at
+  // each transfer's end, and 512 KiB receive buffers were faulted in afresh (a training loop's
+  // planner: 11,000-24,000 page faults per cold epoch, 4,000 at 64 KiB; docs/constants.md).
+  c.receive_buffer_bytes = kLibraryReceiveBufferBytes;
   c.memory_cache_bytes = memory_cache;
   c.read_timeout_s = read_timeout;
   c.shared_cache = std::move(shared_cache);

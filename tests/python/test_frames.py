@@ -203,6 +203,23 @@ def test_plan_spreads_a_hint_over_the_indices_a_loader_takes_at_once(hub, opts, 
     assert list(it) == order[3:]
 
 
+def test_a_plan_hints_each_frame_as_it_enters_the_window(hub, opts, monkeypatch):
+    # After the first window, every index yielded lets the next frame in and hints it: the
+    # window stays `ahead` frames deep. (In batches of half the window, a plan with connections
+    # to spare fetched a batch and left them idle until its workers had taken the next half.)
+    ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
+    sent = _record_hints(ds, monkeypatch)
+    order = [FRAMES * (i % FILES) + i // FILES for i in range(len(ds))]  # files in turn: one hint a frame
+    want = [(k, ranges[0][0]) for k, ranges in (ds.frame_ranges(i) for i in order)]
+    ahead = 4
+    it = iter(ds.plan(order, ahead=ahead, lead=0))
+    for n in range(1, 3 * ahead):
+        assert next(it) == order[n - 1]
+        assert sent == want[:n + ahead], n
+    assert list(it) == order[3 * ahead - 1:]
+    assert sent == want
+
+
 def test_a_plan_waits_for_a_frame_by_one_byte_in_each_of_its_blocks():
     from h5chunk._frames import _block_starts
     mib = 1 << 20

@@ -716,6 +716,31 @@ TEST_F(BlockReaderTest, AHintBehindOthersStillOnTheirWayGoesInWholeRuns) {
   EXPECT_EQ(transport.request_count(), 5u);  // the reads were served by the hinted fetches
 }
 
+// Connections beyond hint_spread_requests run more hinted runs at once; they do not cut a hint's
+// runs smaller: 4 blocks hinted alone at 8 connections go as 2 requests of 2 blocks when a hint
+// is spread over at most 2 slots (before, one block per connection: 4 requests), and as 4 of 1
+// when it may use all 8.
+TEST_F(BlockReaderTest, ConnectionsBeyondTheHintSpreadDoNotCutAHintSmaller) {
+  for (const auto& [spread, want] : {std::pair<uint32_t, size_t>{2u, 2u}, std::pair<uint32_t, size_t>{8u, 4u}}) {
+    SCOPED_TRACE("spread " + std::to_string(spread));
+    FakeTransport transport([this](const HttpRequest& r) { return cdn_.answer(r); });
+    RangeFetcher fetcher(transport, testing::fetcher_on(Env::real()));
+    ReaderOptions o = options();
+    o.parallel_requests = 8;
+    o.hint_spread_requests = spread;
+    BlockReader reader(nullptr, fetcher, o);
+    cdn_.close_gate();  // everything hinted must be asked for at once
+    ASSERT_TRUE(reader.prefetch(file_, {{kBlock, 4 * kBlock}}).ok());
+    wait_for_state([&] { return transport.bytes_asked() == 4 * kBlock; });
+    std::vector<ByteRange> ranges = transport.ranges_asked();
+    cdn_.open_gate();
+    ASSERT_EQ(ranges.size(), want);
+    for (const ByteRange& r : ranges) EXPECT_EQ(r.length, 4 * kBlock / want);
+    EXPECT_EQ(read(reader, kBlock, 4 * kBlock), cdn_.content.substr(kBlock, 4 * kBlock));
+    EXPECT_EQ(transport.request_count(), want);  // the read was served by the hinted fetches
+  }
+}
+
 // A hint for the whole file (hashed once its last block is in) goes out in graded requests that
 // end in file order, 1 + 2 + 3 + 5 blocks at a ratio of 1.5 over 4 slots; a hint for part of it,
 // or with whole-file checks off, in equal ones.

@@ -127,5 +127,22 @@ TEST(LazyThreadsTest, AStackStartsNoPoolBeforeItsFirstUse) {
   EXPECT_EQ(&stack.lazy_env.base(), &base);
 }
 
+// The session's receive buffer reaches curl (hf:// in Python asks for a small one: its process
+// keeps glibc's default malloc, which faulted 512 KiB buffers in afresh per transfer).
+TEST(LazyThreadsTest, TheStackGivesCurlTheSessionsReceiveBuffer) {
+  testing::TempDir dir;
+  for (long bytes : {64L * 1024, 512L * 1024}) {
+    SessionConfig config;
+    config.endpoint = "http://127.0.0.1:1";
+    config.cache_dir = dir.str();
+    config.cache_size = 0;
+    config.token = "";
+    config.receive_buffer_bytes = bytes;
+    Stack stack(Env::real());
+    ASSERT_TRUE(build_stack(config, stack).ok());
+    EXPECT_EQ(stack.curl->options().receive_buffer_bytes, bytes);
+  }
+}
+
 }  // namespace HUBFS_UNITY_ID
 }  // namespace hubfs
