@@ -48,6 +48,9 @@ struct HeadRead {
   std::mutex mu;
   RangeSource::Callback done;  // empty once called
   std::optional<Result<std::string>> bridge, xet;
+  // What checks Xet's answer: kPlain when the Xet read itself fell back to the bridge (a service
+  // error), whose bytes then confirm nothing and are handed on as the bridge's.
+  Provenance xet_provenance = Provenance::kFileHashed;
   std::atomic<bool> served_from_bridge{false};
   std::atomic<bool> confirmed{false};
 };
@@ -123,18 +126,25 @@ class XetRouter::FileSource : public RangeSource {
           [h, router = router_](Result<std::string> got) { settle(*h, *router, &got, nullptr); }, deadline);
     }
     from_xet(file_size, range,
-             [h, router = router_](Result<std::string> got, Provenance) { settle(*h, *router, nullptr, &got); },
+             [h, router = router_](Result<std::string> got, Provenance provenance) {
+               settle(*h, *router, nullptr, &got, provenance);
+             },
              deadline);
   }
 
   // One of the two answers is in (the other pointer is null).
-  static void settle(HeadRead& h, XetRouter& router, Result<std::string>* bridge, Result<std::string>* xet) {
+  static void settle(HeadRead& h, XetRouter& router, Result<std::string>* bridge, Result<std::string>* xet,
+                     Provenance xet_provenance = Provenance::kFileHashed) {
     Callback done;
     Result<std::string> give = Unavailable("not answered");
+    Provenance given = Provenance::kFileHashed;
     {
       std::lock_guard<std::mutex> lock(h.mu);
       if (bridge) h.bridge = std::move(*bridge);
-      if (xet) h.xet = std::move(*xet);
+      if (xet) {
+        h.xet = std::move(*xet);
+        h.xet_provenance = xet_provenance;
+      }
       // The first good answer is the read's: the bridge's (kept, to compare Xet's with), or
       // Xet's (nothing to confirm then). Both failed: Xet's error.
       if (h.done && h.bridge && h.bridge->ok()) {
@@ -143,23 +153,28 @@ class XetRouter::FileSource : public RangeSource {
         done = std::move(h.done);
       } else if (h.done && h.xet && (h.xet->ok() || h.bridge)) {
         give = std::move(*h.xet);
+        given = h.xet_provenance;
         h.xet.reset();
         done = std::move(h.done);
       }
-      if (h.served_from_bridge.load() && h.xet && h.xet->ok()) {
-        if (**h.xet == **h.bridge) {
-          h.confirmed.store(true);
-          router.heads_confirmed_.fetch_add(1);
-          log_debug("the head of an hf:// file: Xet's bytes equal the bridge's, so its Xet check stands for them");
-        } else {
-          log_warning("the bridge and the Xet storage service served different bytes for the head of a file; "
-                      "the reader hashes the whole file itself");
+      // Served from the bridge, Xet's answer in: only Xet's own bytes (not a fallback's, not an
+      // error) can confirm it; either way both copies go.
+      if (h.served_from_bridge.load() && h.xet) {
+        if (h.xet->ok() && h.xet_provenance == Provenance::kFileHashed) {
+          if (**h.xet == **h.bridge) {
+            h.confirmed.store(true);
+            router.heads_confirmed_.fetch_add(1);
+            log_debug("the head of an hf:// file: Xet's bytes equal the bridge's, so its Xet check stands for them");
+          } else {
+            log_warning("the bridge and the Xet storage service served different bytes for the head of a file; "
+                        "the reader hashes the whole file itself");
+          }
         }
         h.bridge.reset();
         h.xet.reset();
       }
     }
-    if (done) done(std::move(give), Provenance::kFileHashed);
+    if (done) done(std::move(give), given);
   }
 
   std::shared_ptr<XetRouter> router_;

@@ -480,6 +480,33 @@ TEST_F(XetSessionTest, ARefusedBridgeHeadIsNotResolvedAgainAndTheReadTakesXetsBy
   EXPECT_EQ(s->stack.reader->stats().files_verified_by_source, 1u) << "every byte came from Xet";
 }
 
+// The storage service refusing plans while the head comes from the probe's bridge location: the
+// Xet read of the head falls back to the bridge too, and those bytes (the bridge's again) confirm
+// nothing. The file is then checked by the reader's own hash, never by a Xet check that saw none
+// of its bytes.
+TEST_F(XetSessionTest, AHeadWhoseXetReadFellBackToTheBridgeIsNotConfirmed) {
+  hub_->reset_stats();
+  SessionConfig c = config();
+  c.xet_head_from_probe = true;
+  hub_->add_fault({{"status", 403}, {"path_contains", "/reconstructions/"}, {"count", 100000}});
+  auto s = open("v1", c, "data/big.bin");
+  ASSERT_TRUE(s);
+  auto f = HubFile::open(s, "data/big.bin");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  std::string head(4096, '\0');
+  ASSERT_TRUE((*f)->pread(head.data(), 0, head.size()).ok());
+  EXPECT_EQ(head, one_->substr(0, head.size()));
+  Outcome o = read_all(s, *one_);
+  EXPECT_EQ(o.failed, 0u) << o.first_error;
+  EXPECT_EQ(o.wrong, 0u);
+  s->stack.xet->shutdown();  // the head's Xet read (its fallback) is done
+  EXPECT_GE(s->stack.xet_router->fallbacks(), 1u);
+  EXPECT_EQ(s->stack.xet_router->head_reads(), 1u);
+  EXPECT_EQ(s->stack.xet_router->heads_confirmed(), 0u) << "a fallback's bytes are the bridge's: they confirm nothing";
+  EXPECT_EQ(s->stack.reader->stats().files_verified_by_source, 0u);
+  EXPECT_EQ(s->stack.reader->stats().files_verified, 1u) << "by the reader's own hash";
+}
+
 TEST_F(XetSessionTest, DisableXetReadsThroughTheBridge) {
   ::setenv("HF_HUB_DISABLE_XET", "1", 1);
   auto s = open("v1", config());
