@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -29,8 +28,8 @@
 #include <utility>
 #include <vector>
 
-#include "cli_docs.h"
 #include "h5chunk/h5chunk.h"
+#include "h5chunk_args.h"
 #include "common/log.h"
 #include "h5chunk_helper.h"
 #include "h5hub/hub_byte_source.h"
@@ -195,12 +194,8 @@ class ProgressBar {
   std::chrono::steady_clock::time_point start_, last_{};
 };
 
-// Where hf:// files come from (the same options and defaults as `hubfs cat`).
-struct HubOptions {
-  std::optional<std::string> revision;
-  std::string endpoint, cache_dir;
-};
-HubOptions g_hub;
+// Where hf:// files come from: --revision, --endpoint, --cache-dir as parsed.
+h5chunk_cli::HubOptions g_hub;
 // The commit an hf:// file was opened at: the helper process reopens it there.
 std::string g_hub_commit;
 
@@ -454,78 +449,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "h5chunk: HUBFS_LOG_LEVEL must be debug, info, warning or error\n");
     return 2;
   }
-  CLI::App app{"h5chunk: fast parallel reads of chunked HDF5 datasets"};
-  app.require_subcommand(1);
-  std::string file, dataset, selection, out, route = "auto";
-  unsigned threads = 0;
-  int repeat = 5;
-  bool as_json = false;
-
-  auto* read = app.add_subcommand("read", "Read a selection; print one JSON line about it");
-  read->add_option("FILE", file, "HDF5 file: local, on a mount, or hf://[datasets/|spaces/]ORG/NAME[@REVISION]/PATH")->required();
-  read->add_option("DATASET", dataset, "dataset path, e.g. /data/raw_data")->required();
-  read->add_option("SELECTION", selection,
-                   "numpy syntax, orthogonal per axis as in h5py: '0:4' '3' '-1' '...,5:9' '::-2' "
-                   "'[0,2,5]' '[3,1],:,[2,0,2]' (default: all)");
-  read->add_option("-o,--output", out, "write the elements as raw C-order bytes in the native dtype");
-  read->add_option("--threads", threads, "worker threads (default min(16, cores))")->check(CLI::Range(1u, 256u));
-  read->add_option("--route", route,
-                   "auto: the fast path for reads of 1 MiB and more (default); fast: the fast path "
-                   "whatever the size, or an error saying why it cannot; h5dread: HDF5's reader")
-      ->check(CLI::IsMember({"auto", "fast", "h5dread"}));
-
-  auto* info = app.add_subcommand("info", "Datasets, shapes, dtypes, chunking, filters, fast path");
-  info->add_option("FILE", file)->required();
-  info->add_option("DATASET", dataset);
-  info->add_flag("--json", as_json, "one JSON object per dataset");
-
-  auto* bench = app.add_subcommand("bench", "h5chunk vs H5Dread, same run, same output buffer");
-  bench->add_option("FILE", file)->required();
-  bench->add_option("DATASET", dataset)->required();
-  bench->add_option("SELECTION", selection);
-  bench->add_option("--threads", threads)->check(CLI::Range(1u, 256u));
-  bench->add_option("--repeat", repeat, "best of R runs each")->check(CLI::Range(1, 1000));
-
-  // Hidden (the empty group): the helper process of h5chunk_helper.h, started by `read` only.
-  pid_t helper_parent = 0;
-  auto* helper = app.add_subcommand("h5dread-helper", "")->group("");
-  helper->add_option("FILE", file)->required();
-  helper->add_option("DATASET", dataset)->required();
-  helper->add_option("--parent", helper_parent)->required();
-
-  for (CLI::App* cmd : {read, info, bench, helper}) {
-    cmd->add_option("--revision", g_hub.revision, "hf:// only: branch, tag, commit sha or refs/pr/N (or @REVISION in the URL)");
-    cmd->add_option("--endpoint", g_hub.endpoint, "hf:// only: Hub URL (default $HF_ENDPOINT, else https://huggingface.co)");
-    cmd->add_option("--cache-dir", g_hub.cache_dir,
-                    "hf:// only: block cache directory, the hubfs mounts' (default $HUBFS_CACHE_DIR, else "
-                    "$XDG_CACHE_HOME/hubfs, else ~/.cache/hubfs)");
+  h5chunk_cli::Args args;
+  if (const int rc = h5chunk_cli::parse_args(argc, argv, args); rc >= 0) return rc;
+  g_hub = args.hub;
+  switch (args.command) {
+    case h5chunk_cli::Command::kHelper:
+      return h5chunk_cli::helper_main(args.file, args.dataset, args.helper_parent,
+                                      [](const std::string& p) { return open_file(p); });
+    case h5chunk_cli::Command::kRead:
+      return cmd_read(args.file, args.dataset, args.selection, args.out, args.threads, args.route);
+    case h5chunk_cli::Command::kInfo:
+      return cmd_info(args.file, args.dataset, args.as_json);
+    case h5chunk_cli::Command::kBench:
+      return cmd_bench(args.file, args.dataset, args.selection, args.threads, args.repeat);
   }
-
-  // Set after the subcommands (they copy their parent's footer when added): shown once, here.
-  app.footer(
-      "hf:// files are read in this process through hubfs's reader, block cache and verification "
-      "(the mounts' cache directory); the token is found as huggingface_hub finds it ($HF_TOKEN, the "
-      "token file). HUBFS_LOG_LEVEL=debug (or info, warning, error) sets what is logged to stderr: at "
-      "debug, every request the reader sends and every hint, with millisecond timestamps.");
-  // Selections like '-1' look like options to a parser; everything after the dataset is
-  // positional for read and bench.
-  app.allow_extras(false);
-  // Hidden: the man page and the bash completion, generated from the tables above (scripts/package.sh).
-  if (argc == 2 && std::strcmp(argv[1], "--help-man") == 0) {
-    std::cout << hubfs::cli_docs::man_page(app, "h5chunk", HUBFS_VERSION, "fast parallel reads of chunked HDF5 datasets",
-                                           "hubfs(1), h5dump(1)");
-    return 0;
-  }
-  if (argc == 2 && std::strcmp(argv[1], "--help-completion") == 0) {
-    std::cout << hubfs::cli_docs::bash_completion(app, "h5chunk");
-    return 0;
-  }
-  CLI11_PARSE(app, argc, argv);
-  if (*helper) {
-    return h5chunk_cli::helper_main(file, dataset, helper_parent, [](const std::string& p) { return open_file(p); });
-  }
-  if (*read) return cmd_read(file, dataset, selection, out, threads, route);
-  if (*info) return cmd_info(file, dataset, as_json);
-  if (*bench) return cmd_bench(file, dataset, selection, threads, repeat);
   return 1;
 }
