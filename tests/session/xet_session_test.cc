@@ -37,6 +37,14 @@ std::string revision_two(const std::string& one) {
   return two;
 }
 
+// h5chunk's hf:// door (SessionConfig::xet_head_from_probe) on data/big.bin at v1, and its
+// first read: 4 KiB at offset 0, inside the head. Faults meant for the head's bridge read must be
+// added before (it is asked for as the probe answers).
+struct HeadOpened {
+  std::shared_ptr<RepoSession> session;
+  std::string head;  // the first read's bytes
+};
+
 class XetSessionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -86,6 +94,20 @@ class XetSessionTest : public ::testing::Test {
     Status st = open_repo_session(c, RepoSpec{ref, ""}, *s, {}, first_file);
     EXPECT_TRUE(st.ok()) << st.message();
     return st.ok() ? s : nullptr;
+  }
+
+  // HeadOpened's session and first read; the read must succeed.
+  HeadOpened open_reading_the_head() {
+    SessionConfig c = config();
+    c.xet_head_from_probe = true;
+    HeadOpened h{open("v1", c, "data/big.bin"), std::string(4096, '\0')};
+    if (!h.session) return h;
+    auto f = HubFile::open(h.session, "data/big.bin");
+    EXPECT_TRUE(f.ok()) << f.status().message();
+    if (!f.ok()) return h;
+    auto got = (*f)->pread(h.head.data(), 0, h.head.size());
+    EXPECT_TRUE(got.ok()) << got.status().message();
+    return h;
   }
 
   // Reads the whole file in 1 MiB pieces: the bytes each piece returned that differ from
@@ -383,6 +405,7 @@ TEST_F(XetSessionTest, AProbedXetFileFetchesTheTokenAtTheOpenAndAStoredOneDoesNo
   EXPECT_EQ(stats["requests"], 1) << "only the revision name's pinning: " << stats.dump();
 }
 
+
 // The bridge requests a session made: GETs of the CDN blob the resolve redirects to.
 int bridge_requests(const nlohmann::json& stats) {
   int n = 0;
@@ -398,15 +421,8 @@ int bridge_requests(const nlohmann::json& stats) {
 // file's Xet check stands for them and a whole read of the file is verified.
 TEST_F(XetSessionTest, AProbedXetFilesHeadComesFromTheProbesBridgeLocation) {
   hub_->reset_stats();
-  SessionConfig c = config();
-  c.xet_head_from_probe = true;
-  auto s = open("v1", c, "data/big.bin");
+  auto [s, head] = open_reading_the_head();
   ASSERT_TRUE(s);
-  auto f = HubFile::open(s, "data/big.bin");
-  ASSERT_TRUE(f.ok()) << f.status().message();
-  std::string head(4096, '\0');
-  auto got = (*f)->pread(head.data(), 0, head.size());
-  ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ(head, one_->substr(0, head.size()));
   auto stats = hub_->stats();
   EXPECT_EQ(stats["resolve_requests"], 1) << "the probe only: its location serves the head: " << stats.dump();
@@ -432,16 +448,10 @@ TEST_F(XetSessionTest, AProbedXetFilesHeadComesFromTheProbesBridgeLocation) {
 // next whole read is exact.
 TEST_F(XetSessionTest, AWrongByteInTheBridgesHeadNeverPassesTheFileCheck) {
   hub_->reset_stats();
-  SessionConfig c = config();
-  c.xet_head_from_probe = true;
   // Before the open: the head is asked for as soon as the probe answers.
   hub_->add_fault({{"mode", "flip_byte"}, {"path_contains", "/blobs/"}, {"count", 1}});
-  auto s = open("v1", c, "data/big.bin");
+  auto s = open_reading_the_head().session;
   ASSERT_TRUE(s);
-  auto f = HubFile::open(s, "data/big.bin");
-  ASSERT_TRUE(f.ok()) << f.status().message();
-  std::string head(4096, '\0');
-  ASSERT_TRUE((*f)->pread(head.data(), 0, head.size()).ok());
   EXPECT_EQ(hub_->stats()["faults_injected"], 1);
   Outcome bad = read_all(s, *one_);
   EXPECT_GE(bad.failed, 1u) << "a front-to-back read of a file that failed its check never ends successfully";
@@ -458,16 +468,9 @@ TEST_F(XetSessionTest, AWrongByteInTheBridgesHeadNeverPassesTheFileCheck) {
 // afresh (the revision as named may have moved since the probe), and the read takes Xet's bytes.
 TEST_F(XetSessionTest, ARefusedBridgeHeadIsNotResolvedAgainAndTheReadTakesXetsBytes) {
   hub_->reset_stats();
-  SessionConfig c = config();
-  c.xet_head_from_probe = true;
   hub_->add_fault({{"status", 403}, {"path_contains", "/blobs/"}, {"count", 100000}});
-  auto s = open("v1", c, "data/big.bin");
+  auto [s, head] = open_reading_the_head();
   ASSERT_TRUE(s);
-  auto f = HubFile::open(s, "data/big.bin");
-  ASSERT_TRUE(f.ok()) << f.status().message();
-  std::string head(4096, '\0');
-  auto got = (*f)->pread(head.data(), 0, head.size());
-  ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ(head, one_->substr(0, head.size()));
   auto stats = hub_->stats();
   EXPECT_EQ(stats["resolve_requests"], 1) << "the probe only, no fresh location: " << stats.dump();
@@ -486,15 +489,9 @@ TEST_F(XetSessionTest, ARefusedBridgeHeadIsNotResolvedAgainAndTheReadTakesXetsBy
 // of its bytes.
 TEST_F(XetSessionTest, AHeadWhoseXetReadFellBackToTheBridgeIsNotConfirmed) {
   hub_->reset_stats();
-  SessionConfig c = config();
-  c.xet_head_from_probe = true;
   hub_->add_fault({{"status", 403}, {"path_contains", "/reconstructions/"}, {"count", 100000}});
-  auto s = open("v1", c, "data/big.bin");
+  auto [s, head] = open_reading_the_head();
   ASSERT_TRUE(s);
-  auto f = HubFile::open(s, "data/big.bin");
-  ASSERT_TRUE(f.ok()) << f.status().message();
-  std::string head(4096, '\0');
-  ASSERT_TRUE((*f)->pread(head.data(), 0, head.size()).ok());
   EXPECT_EQ(head, one_->substr(0, head.size()));
   Outcome o = read_all(s, *one_);
   EXPECT_EQ(o.failed, 0u) << o.first_error;
