@@ -374,14 +374,14 @@ class _Arrivals:
         """The blocks of these ranges of file k the disk cache lacks."""
         return self._dataset._dataset(k).file._hub_file._core_file().uncached_blocks(ranges)
 
-    def hold(self, k: int, blocks: List[int]) -> List[str]:
+    def hold(self, k: int, blocks: List[int]) -> List[Tuple[str, int]]:
         return self._markers.hold(self._dataset._marker_keys[k], blocks)
 
     def refused(self, k: int) -> int:
         """The block writes file k's disk cache has refused so far (this process's)."""
         return self._dataset._dataset(k).file._hub_file._core_file().disk_writes_refused()
 
-    def add(self, k: int, ranges: List[Tuple[int, int]], names: List[str], refused: Optional[int] = None) -> None:
+    def add(self, k: int, ranges: List[Tuple[int, int]], names: List[Tuple[str, int]], refused: Optional[int] = None) -> None:
         """Waits, on a thread of the plan's, for the blocks of these ranges (marked as ``names``)
         to reach the disk cache, then releases their markers. ``refused``: the disk cache's
         refused writes before their hint went out (``refused(k)``); once it has refused more,

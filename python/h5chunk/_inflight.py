@@ -2,21 +2,29 @@
 worker needing one waits for it instead of fetching it too.
 
 Over hf:// the planner and the workers are separate processes, each with its own single-flight;
-what they share is the disk cache. A marker is one file per block, ``<cache_dir>/inflight/<file
-key>.<block>``, that the planner holds with an exclusive POSIX record lock (``fcntl.lockf``) from
-its hint until the block is in its cache. A worker whose frame touches a marked block waits for
-the lock, polling, then reads (from the cache). The kernel drops the locks of a process that
-dies, and a forked child does not inherit them, so a worker never waits on a dead planner; past
-``WAIT_SECONDS`` it stops waiting and fetches the block itself. A marker only ever delays a
-read: the bytes still come through the reader, checked.
+what they share is the disk cache. The markers of a file are one empty file,
+``<cache_dir>/inflight/<file key>``, and block ``b`` is its byte ``b``: the planner holds an
+exclusive POSIX record lock (``fcntl.lockf``) on that byte from its hint until the block is in
+its cache. A worker whose frame touches a marked block asks the kernel whether the byte is
+locked (``F_GETLK``, no lock taken), polling, then reads (from the cache). The kernel drops the
+locks of a process that dies, and a forked child does not inherit them, so a worker never waits
+on a dead planner; past ``WAIT_SECONDS`` it stops waiting and fetches the block itself. A marker
+only ever delays a read: the bytes still come through the reader, checked.
+
+One file per file, not per block: making and unlinking a file per block cost the planner's
+thread more than half its CPU (docs/benchmarks.md, session 31-32). A process's record locks on a
+file all go when it closes *any* descriptor of that file, so each process opens a file's markers
+once and keeps that descriptor (``Markers._fds``) for its life; nothing else opens them. Marker
+files are never unlinked: a process holding a descriptor of an unlinked file would lock bytes
+no other process sees. What is left is one empty file per file ever planned.
 """
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import os
+import struct
 import threading
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -30,6 +38,9 @@ WAIT_SECONDS = 60.0
 # Polls of a held marker: the first soon (a block of a hint is often about to land), then less often.
 _POLL_FIRST = 0.002
 _POLL_MAX = 0.01
+
+# Linux's struct flock (64-bit off_t): l_type, l_whence, l_start, l_len, l_pid.
+_FLOCK = "hhqqi4x"
 
 _registry_lock = threading.Lock()
 _registry: Dict[str, "Markers"] = {}
@@ -61,10 +72,11 @@ def markers(directory: str) -> "Markers":
 
 def _forget_in_child() -> None:
     # The parent's locks are its own (record locks do not cross fork): the child holds none, and
-    # must neither release nor unlink the parent's markers.
+    # must not release the parent's. Closing the inherited descriptors drops only the child's
+    # own locks (none).
     global _registry_lock, _registry
     for m in _registry.values():
-        for fd in m._held.values():
+        for fd in m._fds.values():
             try:
                 os.close(fd)
             except OSError:
@@ -76,62 +88,107 @@ def _forget_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_in_child)
 
 
+def _runs(blocks: Iterable[int]) -> List[Tuple[int, int]]:
+    """(first, count) of each run of consecutive blocks, ascending."""
+    out: List[Tuple[int, int]] = []
+    for b in sorted(set(blocks)):
+        if out and out[-1][0] + out[-1][1] == b:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((b, 1))
+    return out
+
+
 class Markers:
     """The markers of one cache directory, as one process sees them."""
 
     def __init__(self, directory: str) -> None:
         self.dir = directory
-        self._held: Dict[str, int] = {}  # marker name -> the open file holding its lock
+        self._fds: Dict[str, int] = {}  # file key -> its marker file, open for this process's life
+        self._held: Dict[str, set] = {}  # file key -> the blocks this process holds
         self._lock = threading.Lock()
         self._made_dir = False
 
-    def _path(self, name: str) -> str:
-        return os.path.join(self.dir, name)
+    def path(self, key: str) -> str:
+        """The marker file of file ``key``."""
+        return os.path.join(self.dir, key)
 
-    def hold(self, key: str, blocks: Sequence[int]) -> List[str]:
+    def _fd(self, key: str, create: bool) -> Optional[int]:
+        """The marker file of ``key``, opened once (under self._lock); None if there is none
+        (and not ``create``) or it cannot be made."""
+        fd = self._fds.get(key)
+        if fd is not None:
+            return fd
+        if create and not self._made_dir:
+            try:
+                os.makedirs(self.dir, mode=0o700, exist_ok=True)
+            except OSError:
+                return None  # no markers: the workers may fetch a block twice, nothing worse
+            self._made_dir = True
+        flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        try:
+            fd = os.open(self.path(key), flags, 0o600)
+        except OSError:
+            return None
+        self._fds[key] = fd
+        return fd
+
+    def hold(self, key: str, blocks: Sequence[int]) -> List[Tuple[str, int]]:
         """Marks these blocks of file ``key`` as on their way from this process; returns the
-        markers taken (not those already held here or by another live process)."""
-        taken = []
+        markers taken, as (key, block) (not those already held here or by another live process)."""
+        taken: List[Tuple[str, int]] = []
         with self._lock:
-            if not self._made_dir:
-                try:
-                    os.makedirs(self.dir, mode=0o700, exist_ok=True)
-                except OSError:
-                    return []  # no markers: the workers may fetch a block twice, nothing worse
-                self._made_dir = True
-            for b in blocks:
-                name = f"{key}.{b}"
-                if name in self._held:
-                    continue
-                try:
-                    fd = os.open(self._path(name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-                except OSError:
-                    continue
-                try:
-                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    os.close(fd)  # another planner has it on its way
-                    continue
-                self._held[name] = fd
-                taken.append(name)
+            fd = self._fd(key, create=True)
+            if fd is None:
+                return taken
+            mine = self._held.setdefault(key, set())
+            new = [b for b in blocks if b not in mine]
+            for first, count in _runs(new):
+                try:  # a frame's blocks in one call, mostly
+                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, count, first)
+                    got = range(first, first + count)
+                except OSError:  # another planner has some of them on their way: the rest, each
+                    got = []
+                    for b in range(first, first + count):
+                        try:
+                            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, b)
+                            got.append(b)
+                        except OSError:
+                            pass
+                for b in got:
+                    mine.add(b)
+                    taken.append((key, b))
         return taken
 
-    def release(self, names: Iterable[str]) -> None:
+    def release(self, names: Iterable[Tuple[str, int]]) -> None:
         """The blocks are in the cache: workers waiting for them read now."""
+        by_key: Dict[str, List[int]] = {}
+        for key, b in names:
+            by_key.setdefault(key, []).append(b)
         with self._lock:
-            for name in names:
-                fd = self._held.pop(name, None)
-                if fd is None:
+            for key, blocks in by_key.items():
+                mine = self._held.get(key)
+                fd = self._fds.get(key)
+                if not mine or fd is None:
                     continue
-                try:
-                    os.unlink(self._path(name))
-                except OSError:
-                    pass
-                os.close(fd)  # drops the lock
+                for first, count in _runs(b for b in blocks if b in mine):
+                    for b in range(first, first + count):
+                        mine.discard(b)
+                    try:
+                        fcntl.lockf(fd, fcntl.LOCK_UN, count, first)
+                    except OSError:
+                        pass
 
     def held(self) -> int:
         with self._lock:
-            return len(self._held)
+            return sum(len(s) for s in self._held.values())
+
+    def _locked_elsewhere(self, fd: int, b: int) -> bool:
+        """Whether another process holds a lock on byte ``b`` (this process's own locks never
+        show: F_GETLK reports only conflicting ones)."""
+        asked = struct.pack(_FLOCK, fcntl.F_RDLCK, os.SEEK_SET, b, 1, 0)
+        got = fcntl.fcntl(fd, fcntl.F_GETLK, asked)
+        return struct.unpack(_FLOCK, got)[0] != fcntl.F_UNLCK
 
     def wait(self, key: str, blocks: Sequence[int], seconds: Optional[float] = None,
              on_wait: Optional[Callable[[], None]] = None) -> int:
@@ -140,35 +197,30 @@ class Markers:
         ``on_wait`` is called when the first held one is found (before waiting for it)."""
         deadline = time.monotonic() + (WAIT_SECONDS if seconds is None else seconds)
         waited = 0
+        with self._lock:
+            fd = self._fd(key, create=False)
+            mine = set(self._held.get(key, ()))
+        if fd is None:
+            return 0  # no marker file: nobody has any of its blocks on their way
         for b in blocks:
-            name = f"{key}.{b}"
-            with self._lock:
-                if name in self._held:
-                    continue  # this process fetches it: its own single-flight joins the read
-            try:
-                fd = os.open(self._path(name), os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                continue  # no marker: nobody has it on its way
-            try:
-                delay = _POLL_FIRST
-                first = True
-                while True:
-                    try:
-                        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            if b in mine:
+                continue  # this process fetches it: its own single-flight joins the read
+            delay = _POLL_FIRST
+            first = True
+            while True:
+                try:
+                    if not self._locked_elsewhere(fd, b):
                         break  # free: the holder released it, or died
-                    except OSError as e:
-                        if e.errno not in (errno.EAGAIN, errno.EACCES):
-                            break
-                    if first:
-                        waited += 1
-                        first = False
-                        if waited == 1 and on_wait is not None:
-                            on_wait()
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break  # fetch it ourselves
-                    time.sleep(min(delay, left))
-                    delay = min(delay * 2, _POLL_MAX)
-            finally:
-                os.close(fd)  # drops the shared lock, if taken
+                except OSError:
+                    break
+                if first:
+                    waited += 1
+                    first = False
+                    if waited == 1 and on_wait is not None:
+                        on_wait()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break  # fetch it ourselves
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, _POLL_MAX)
         return waited

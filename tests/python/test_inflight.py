@@ -49,6 +49,13 @@ def ds(hub, tmp_path):
     d.close()
 
 
+def _locks_on(path):
+    """The record locks any process holds on the file at path (/proc/locks)."""
+    inode = os.stat(path).st_ino
+    with open("/proc/locks") as f:
+        return sum(1 for line in f if int(line.split()[5].split(":")[2]) == inode)
+
+
 def _marked(ds):
     """(markers, file key, blocks) of FRAME."""
     k, ranges = ds.frame_ranges(FRAME)
@@ -94,7 +101,7 @@ def test_a_worker_waits_for_a_block_the_planner_has_on_its_way(hub, ds):
     assert waited >= 1
     np.testing.assert_array_equal(frame, hub["frames"][FRAME])
     assert markers.held() == 0
-    assert not any(n in os.listdir(ds._marker_dir) for n in names)  # released markers are gone
+    assert _locks_on(markers.path(key)) == 0  # released: the kernel holds no lock of ours there
 
 
 def _hold_and_die(conn, marker_dir, key, blocks):
@@ -113,7 +120,7 @@ def test_a_dead_planners_markers_hold_no_worker(hub, ds):
     names = ours.recv()
     planner.join(CHILD_TIMEOUT)
     assert planner.exitcode == -signal.SIGKILL
-    assert names and all(n in os.listdir(ds._marker_dir) for n in names)  # left behind
+    assert names and os.path.exists(_inflight.markers(ds._marker_dir).path(key))  # left behind
     # The kernel dropped the dead planner's locks: the worker sees nothing held and reads.
     p, q = _start(ds, key, blocks)
     waited, frame = _finish(p, q)
@@ -149,7 +156,10 @@ def test_a_finished_plan_leaves_no_marker_held(hub, ds):
     assert plan.hinted_bytes > 0
     assert os.path.isdir(ds._marker_dir)  # the plan marked blocks on their way
     assert _inflight.markers(ds._marker_dir).held() == 0
-    assert os.listdir(ds._marker_dir) == []
+    # One marker file per file planned, none per block, and not one of them still locked.
+    left = os.listdir(ds._marker_dir)
+    assert left and set(left) <= set(ds._marker_keys)
+    assert sum(_locks_on(os.path.join(ds._marker_dir, n)) for n in left) == 0
     # Every frame it hinted (all but the first, the workers' own) is in the disk cache, without a
     # read of it: the next epoch hints none of them.
     assert not any(_uncached(ds, i) for i in order[1:])
@@ -174,3 +184,85 @@ def test_a_forked_child_holds_none_of_its_parents_markers(hub, ds):
 
 def _held_in_child(queue, marker_dir):
     queue.put(_inflight.markers(marker_dir).held())
+
+
+def test_a_plan_marks_a_files_blocks_in_one_file_made_once(hub, ds):
+    # Making and unlinking a file per block was most of the plan's own CPU (docs/benchmarks.md,
+    # session 32): a file's markers are bytes of one file, opened once by each process.
+    markers, key, blocks = _marked(ds)
+    more = [b + 100 for b in range(8)]
+    names = markers.hold(key, blocks + more)
+    assert len(names) == len(blocks) + len(more)
+    path = markers.path(key)
+    assert os.listdir(ds._marker_dir) == [key]
+    inode = os.stat(path).st_ino
+    assert _locks_on(path) >= 1
+    markers.release(names)
+    assert markers.held() == 0 and _locks_on(path) == 0
+    again = markers.hold(key, more)
+    assert len(again) == len(more)
+    assert os.listdir(ds._marker_dir) == [key] and os.stat(path).st_ino == inode
+    markers.release(again)
+
+
+def _hold_until_told(conn, marker_dir, key, blocks):
+    conn.send(_inflight.markers(marker_dir).hold(key, blocks))
+    conn.recv()  # held until the test says
+
+
+def _hold_in_child(marker_dir, key, blocks):
+    ctx = multiprocessing.get_context("fork")
+    ours, theirs = ctx.Pipe()
+    p = ctx.Process(target=_hold_until_told, args=(theirs, marker_dir, key, blocks))
+    p.start()
+    assert ours.poll(CHILD_TIMEOUT)
+    return p, ours, ours.recv()
+
+
+def _waited_in_child(queue, marker_dir, key, blocks):
+    queue.put(_inflight.markers(marker_dir).wait(key, blocks, seconds=0.05))
+
+
+def _waited_elsewhere(marker_dir, key, blocks):
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    p = ctx.Process(target=_waited_in_child, args=(queue, marker_dir, key, blocks))
+    p.start()
+    waited = queue.get(timeout=CHILD_TIMEOUT)
+    p.join(CHILD_TIMEOUT)
+    return waited
+
+
+def test_a_block_held_elsewhere_is_skipped_and_the_rest_of_its_run_taken(hub, ds):
+    markers, key, _ = _marked(ds)
+    other, conn, theirs = _hold_in_child(ds._marker_dir, key, [2])
+    try:
+        assert theirs == [(key, 2)]
+        # A run of blocks with one held by another live planner: the others are taken.
+        assert markers.hold(key, [1, 2, 3]) == [(key, 1), (key, 3)]
+    finally:
+        conn.send("go")
+        other.join(CHILD_TIMEOUT)
+    try:
+        assert _waited_elsewhere(ds._marker_dir, key, [1, 2, 3]) == 2  # 1 and 3: ours, 2: free now
+    finally:
+        markers.release([(key, 1), (key, 3)])
+
+
+def test_waiting_on_a_file_keeps_this_process_markers_on_it(hub, ds):
+    # A process's record locks on a file all go when it closes any descriptor of that file: a
+    # wait that opened and closed the marker file would drop this process's own markers there.
+    markers, key, _ = _marked(ds)
+    mine = markers.hold(key, [0])
+    assert mine == [(key, 0)]
+    other, conn, theirs = _hold_in_child(ds._marker_dir, key, [1])
+    try:
+        assert theirs == [(key, 1)]
+        assert markers.wait(key, [1], seconds=0.05) == 1
+        assert markers.wait(key, [0], seconds=0.05) == 0  # this process's own: never waited on
+        assert _waited_elsewhere(ds._marker_dir, key, [0]) == 1  # still held, seen elsewhere
+    finally:
+        conn.send("go")
+        other.join(CHILD_TIMEOUT)
+        markers.release(mine)
+    assert _waited_elsewhere(ds._marker_dir, key, [0, 1]) == 0
