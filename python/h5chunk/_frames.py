@@ -196,16 +196,19 @@ class FrameDataset:
         # cached frame costs the planner no read of its blocks (a warm epoch hints nothing). Runs
         # are looked up, marked and hinted one at a time: the first run's requests go out at
         # once, not after the whole batch was looked up and marked.
+        # The hint names only the frame's bytes in the blocks the disk lacks: a block on disk
+        # (shared with a frame fetched before) hinted would be read back into the planner's
+        # memory tier (1 MiB read and checked) for nothing, as the workers read it from disk.
         for k, run in runs:
             marked = []
             for _, ranges in run:
                 missing = arrivals.missing(k, ranges)
                 if missing:
-                    marked.append((ranges, arrivals.hold(k, missing)))
+                    marked.append((ranges, _within_blocks(ranges, missing), arrivals.hold(k, missing)))
             if marked:
                 refused = arrivals.refused(k)  # before the hint: its blocks' writes come after
-                self._dataset(k).file._hint([r for ranges, _ in marked for r in ranges])
-                for ranges, names in marked:
+                self._dataset(k).file._hint([r for _, lacking, _ in marked for r in lacking])
+                for ranges, _, names in marked:
                     arrivals.add(k, ranges, names, refused)
         return total
 
@@ -429,6 +432,26 @@ class _Arrivals:
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join()
+
+
+def _within_blocks(ranges: Iterable[Tuple[int, int]], blocks: Iterable[int]) -> List[Tuple[int, int]]:
+    """These (offset, length) ranges cut to the reader's blocks ``blocks``, in order: the parts
+    of a frame that lie in those blocks (consecutive parts joined)."""
+    wanted = set(blocks)
+    out: List[Tuple[int, int]] = []
+    for offset, length in ranges:
+        end = offset + length
+        at = offset
+        while at < end:
+            b = at // _inflight.BLOCK
+            upto = min(end, (b + 1) * _inflight.BLOCK)
+            if b in wanted:
+                if out and out[-1][0] + out[-1][1] == at:
+                    out[-1] = (out[-1][0], upto - out[-1][0])
+                else:
+                    out.append((at, upto - at))
+            at = upto
+    return out
 
 
 def _block_starts(ranges: Iterable[Tuple[int, int]], only: Optional[Iterable[int]] = None) -> List[int]:

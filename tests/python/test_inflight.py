@@ -266,3 +266,41 @@ def test_waiting_on_a_file_keeps_this_process_markers_on_it(hub, ds):
         other.join(CHILD_TIMEOUT)
         markers.release(mine)
     assert _waited_elsewhere(ds._marker_dir, key, [0, 1]) == 0
+
+
+def test_a_plan_hints_only_the_blocks_the_disk_cache_lacks(hub, ds, monkeypatch):
+    # A frame's block already on disk (shared with a frame fetched before), hinted, was read back
+    # whole into the planner's memory for nothing (the workers read it from disk): a tenth of
+    # the planner's samples in a cold epoch (docs/benchmarks.md, session 32).
+    from h5chunk import _frames
+    k, ranges = ds.frame_ranges(FRAME)
+    blocks = _inflight.blocks_of(ranges)
+    assert len(blocks) >= 2
+    lacking = set(blocks[1:])  # as if the frame's first block were on disk
+    monkeypatch.setattr(_frames._Arrivals, "missing",
+                        lambda self, kk, rr: [b for b in _inflight.blocks_of(rr) if kk == k and b in lacking])
+    sent = []
+    file_type = type(ds._dataset(k).file)
+    hint = file_type._hint
+
+    def recorded(f, rr):
+        sent.extend(rr)
+        return hint(f, rr)
+    monkeypatch.setattr(file_type, "_hint", recorded)
+    assert list(ds.plan([FRAME], ahead=1, lead=0)) == [FRAME]
+    assert sent and set(_inflight.blocks_of(sent)) == lacking
+    # Exactly the frame's bytes in the lacking blocks, nothing before them.
+    first = min(lacking) * _inflight.BLOCK
+    want = sum(max(0, o + n - max(o, first)) for o, n in ranges)
+    assert sum(n for _, n in sent) == want
+    np.testing.assert_array_equal(ds[FRAME], hub["frames"][FRAME])
+
+
+def test_within_blocks_cuts_ranges_to_blocks():
+    from h5chunk._frames import _within_blocks
+    mib = _inflight.BLOCK
+    assert _within_blocks([(10, 3 * mib)], [0, 1, 2, 3]) == [(10, 3 * mib)]
+    assert _within_blocks([(10, 3 * mib)], [1, 3]) == [(mib, mib), (3 * mib, 10)]
+    assert _within_blocks([(10, 3 * mib)], [1, 2]) == [(mib, 2 * mib)]
+    assert _within_blocks([(0, 5), (mib + 5, 5)], [1]) == [(mib + 5, 5)]
+    assert _within_blocks([(0, 5)], []) == []
