@@ -14,8 +14,10 @@ only ever delays a read: the bytes still come through the reader, checked.
 One file per file, not per block: making and unlinking a file per block cost the planner's
 thread more than half its CPU (docs/benchmarks.md, session 31-32). A process's record locks on a
 file all go when it closes *any* descriptor of that file, so each process opens a file's markers
-once and keeps that descriptor (``Markers._fds``) for its life; nothing else opens them. Marker
-files are never unlinked: a process holding a descriptor of an unlinked file would lock bytes
+once and keeps that descriptor (``Markers._fds``) while it holds a marker there or waits on one;
+nothing else opens them. Of the files it holds nothing on, it keeps the ``MAX_IDLE_FILES`` used
+last open (a plan touches the same files again) and closes the rest: a dataset of thousands of
+files must not run a worker out of descriptors. Marker files are never unlinked: a process holding a descriptor of an unlinked file would lock bytes
 no other process sees. What is left is one empty file per file ever planned.
 """
 
@@ -38,6 +40,9 @@ WAIT_SECONDS = 60.0
 # Polls of a held marker: the first soon (a block of a hint is often about to land), then less often.
 _POLL_FIRST = 0.002
 _POLL_MAX = 0.01
+# Marker files a process keeps open while it holds no marker on them and waits on none: enough
+# for a plan's window over a few files, far below the usual 1,024 descriptors a process may have.
+MAX_IDLE_FILES = 64
 
 # Linux's struct flock (64-bit off_t): l_type, l_whence, l_start, l_len, l_pid.
 _FLOCK = "hhqqi4x"
@@ -106,6 +111,7 @@ class Markers:
         self.dir = directory
         self._fds: Dict[str, int] = {}  # file key -> its marker file, open for this process's life
         self._held: Dict[str, set] = {}  # file key -> the blocks this process holds
+        self._waiting: Dict[str, int] = {}  # file key -> this process's waits using its descriptor
         self._lock = threading.Lock()
         self._made_dir = False
 
@@ -116,8 +122,9 @@ class Markers:
     def _fd(self, key: str, create: bool) -> Optional[int]:
         """The marker file of ``key``, opened once (under self._lock); None if there is none
         (and not ``create``) or it cannot be made."""
-        fd = self._fds.get(key)
+        fd = self._fds.pop(key, None)
         if fd is not None:
+            self._fds[key] = fd  # the most recently used last: _close_idle closes the oldest
             return fd
         if create and not self._made_dir:
             try:
@@ -132,6 +139,18 @@ class Markers:
             return None
         self._fds[key] = fd
         return fd
+
+    def _close_idle(self) -> None:
+        """Closes the marker files used longest ago of those this process holds nothing on and
+        waits on none, past MAX_IDLE_FILES (under self._lock). Closing one drops only this
+        process's locks on it, and it has none there."""
+        idle = [k for k in self._fds if not self._held.get(k) and not self._waiting.get(k)]
+        for key in idle[:max(0, len(idle) - MAX_IDLE_FILES)]:
+            self._held.pop(key, None)
+            try:
+                os.close(self._fds.pop(key))
+            except OSError:
+                pass
 
     def hold(self, key: str, blocks: Sequence[int]) -> List[Tuple[str, int]]:
         """Marks these blocks of file ``key`` as on their way from this process; returns the
@@ -158,6 +177,7 @@ class Markers:
                 for b in got:
                     mine.add(b)
                     taken.append((key, b))
+            self._close_idle()
         return taken
 
     def release(self, names: Iterable[Tuple[str, int]]) -> None:
@@ -178,6 +198,7 @@ class Markers:
                         fcntl.lockf(fd, fcntl.LOCK_UN, count, first)
                     except OSError:
                         pass
+            self._close_idle()
 
     def held(self) -> int:
         with self._lock:
@@ -196,12 +217,24 @@ class Markers:
         ``seconds`` in all (WAIT_SECONDS). Returns how many of them were held when looked at.
         ``on_wait`` is called when the first held one is found (before waiting for it)."""
         deadline = time.monotonic() + (WAIT_SECONDS if seconds is None else seconds)
-        waited = 0
         with self._lock:
             fd = self._fd(key, create=False)
+            if fd is None:
+                return 0  # no marker file: nobody has any of its blocks on their way
             mine = set(self._held.get(key, ()))
-        if fd is None:
-            return 0  # no marker file: nobody has any of its blocks on their way
+            self._waiting[key] = self._waiting.get(key, 0) + 1  # fd stays open until we are done
+        try:
+            return self._wait_on(fd, blocks, mine, deadline, on_wait)
+        finally:
+            with self._lock:
+                self._waiting[key] -= 1
+                if not self._waiting[key]:
+                    del self._waiting[key]
+                self._close_idle()
+
+    def _wait_on(self, fd: int, blocks: Sequence[int], mine: set, deadline: float,
+                 on_wait: Optional[Callable[[], None]]) -> int:
+        waited = 0
         for b in blocks:
             if b in mine:
                 continue  # this process fetches it: its own single-flight joins the read

@@ -304,3 +304,34 @@ def test_within_blocks_cuts_ranges_to_blocks():
     assert _within_blocks([(10, 3 * mib)], [1, 2]) == [(mib, 2 * mib)]
     assert _within_blocks([(0, 5), (mib + 5, 5)], [1]) == [(mib + 5, 5)]
     assert _within_blocks([(0, 5)], []) == []
+
+
+def _open_marker_files(marker_dir):
+    """How many descriptors this process has open on files in marker_dir."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.path.dirname(os.readlink(f"/proc/self/fd/{fd}")) == os.path.realpath(marker_dir):
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
+def test_a_process_keeps_few_marker_files_open_and_never_one_it_holds_markers_on(hub, ds, monkeypatch):
+    # A plan over thousands of files must not keep a descriptor per file for the process's life
+    # (a worker would run out of them): files it holds nothing on are closed past MAX_IDLE_FILES,
+    # the ones used longest ago first; a file it holds a marker on stays open, its lock kept.
+    monkeypatch.setattr(_inflight, "MAX_IDLE_FILES", 2)
+    markers = _inflight.markers(ds._marker_dir)
+    kept = markers.hold("held-file", [7])
+    assert kept == [("held-file", 7)]
+    for i in range(6):
+        markers.release(markers.hold(f"file-{i}", [0, 1]))
+    assert _open_marker_files(ds._marker_dir) == 3  # the held one and the 2 used last
+    assert _locks_on(markers.path("held-file")) == 1  # closing the others dropped nothing of it
+    assert _waited_elsewhere(ds._marker_dir, "held-file", [7]) == 1
+    assert markers.wait("file-0", [0], seconds=0.05) == 0  # reopened to look, closed again after
+    assert _open_marker_files(ds._marker_dir) == 3
+    markers.release(kept)
+    assert _open_marker_files(ds._marker_dir) == 2
