@@ -6,16 +6,7 @@
 namespace hubfs {
 namespace {
 
-using Value = std::optional<std::string>;  // nullopt: a flag, or -o KEY without '='
-
-// One option. `value` names its value in --help; "" makes it a flag. `set` takes the value and
-// returns "" or why it is refused (the caller names the option).
-struct MountOption {
-  const char* names;
-  const char* value;
-  const char* help;
-  std::string (*set)(MountArgs&, const Value&);
-};
+using Value = MountValue;
 
 bool parse_int_in(const std::string& text, int lo, int hi, int& out) {
   try {
@@ -49,6 +40,8 @@ std::string number(int& field, const Value& v, const char* unit) {
     return std::string("give ") + unit + " from " + std::to_string(lo) + " to " + std::to_string(hi);
   return "";
 }
+
+}  // namespace
 
 const std::vector<MountOption>& mount_options() {
   static const std::vector<MountOption> kOptions = {
@@ -167,17 +160,23 @@ const std::vector<MountOption>& mount_options() {
   return kOptions;
 }
 
+bool MountOption::has_default() const { return std::string(names).find('{') != std::string::npos; }
+
+std::string MountOption::long_name() const {
+  const std::string all = names;
+  const std::string name = all.substr(all.rfind("--"));
+  return name.substr(0, name.find('{'));
+}
+
+namespace {
+
 // "--cache-dir" -> "cache_dir"; "-f,--foreground" -> "foreground"; "--follow{60}" -> "follow".
 std::string o_key(const MountOption& o) {
-  std::string names = o.names;
-  std::string key = names.substr(names.rfind("--") + 2);
-  key = key.substr(0, key.find('{'));
+  std::string key = o.long_name().substr(2);
   for (char& c : key)
     if (c == '-') c = '_';
   return key;
 }
-
-bool has_default(const MountOption& o) { return std::string(o.names).find('{') != std::string::npos; }
 
 // Options mount(8) and systemd act on themselves; when they reach us (mount.fuse3 already drops
 // _netdev, nofail, user, users, auto, noauto) they mean nothing to FUSE, which would refuse them.
@@ -191,56 +190,6 @@ bool consumed_by_mount(const std::string& opt) {
 }
 
 }  // namespace
-
-namespace {
-
-// CLI11 names a flag with an optional value "--follow{60}" in --help, its own syntax for the
-// default; users type --follow or --follow=SECONDS, so help shows that (option_text below).
-class MountHelpFormatter : public CLI::Formatter {
- public:
-  std::string make_option_name(const CLI::Option* opt, bool is_positional) const override {
-    std::string name = CLI::Formatter::make_option_name(opt, is_positional);
-    const size_t open = name.find('{');
-    if (open != std::string::npos) name.erase(open, name.find('}', open) + 1 - open);
-    return name;
-  }
-};
-
-}  // namespace
-
-MountCli::MountCli(CLI::App* mount) {
-  mount->formatter(std::make_shared<MountHelpFormatter>());
-  const auto& table = mount_options();
-  given_.reserve(table.size());  // CLI11 keeps pointers to the values
-  for (size_t i = 0; i < table.size(); ++i) {
-    const MountOption& o = table[i];
-    given_.push_back(Given{nullptr, i, {}});
-    Given& g = given_.back();
-    if (*o.value) {
-      g.option = mount->add_option(o.names, g.value, o.help)->type_name(o.value);
-    } else if (has_default(o)) {
-      g.option = mount->add_flag(o.names, g.value, o.help)  // the default, or what =VALUE gave
-                     ->option_text("[=SECONDS]");
-    } else {
-      g.option = mount->add_flag(o.names, o.help);
-    }
-  }
-}
-
-std::string MountCli::apply(MountArgs& args) const {
-  const auto& table = mount_options();
-  for (const Given& g : given_) {
-    if (g.option->count() == 0) continue;
-    const MountOption& o = table[g.row];
-    const bool takes_value = *o.value || has_default(o);
-    const std::string err = o.set(args, takes_value ? Value(g.value) : std::nullopt);
-    if (!err.empty()) {
-      const std::string name = "--" + std::string(o.names).substr(std::string(o.names).rfind("--") + 2);
-      return name.substr(0, name.find('{')) + (takes_value ? "=" + g.value : "") + ": " + err;
-    }
-  }
-  return "";
-}
 
 std::string apply_o_options(const std::vector<std::string>& groups, MountArgs& args) {
   for (const std::string& group : groups) {
@@ -276,7 +225,7 @@ std::string o_keys_text() {
     const std::string key = o_key(o);
     if (*o.value) {
       values += (values.empty() ? "" : ", ") + key + (key == "shared_cache" ? " with '+' between servers" : "");
-    } else if (has_default(o)) {
+    } else if (o.has_default()) {
       values += (values.empty() ? "" : ", ") + key + "[=SECONDS]";
     } else {
       flags += (flags.empty() ? "" : ", ") + key;

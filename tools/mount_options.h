@@ -3,10 +3,10 @@
 // generated from: tools/cli_docs.h reads them back from CLI11) and the one setter that both the
 // command line (`--cache-dir D`) and `-o cache_dir=D` (fstab, `mount -t fuse.hubfs`, the mount
 // helper form) go through, so no option takes a value one way that the other refuses. The -o
-// key is the option's long name without its dashes, '-' as '_'.
+// key is the option's long name without its dashes, '-' as '_'. The table is plain data: the
+// command line's parse (hubfs_args.cc, the one file that compiles CLI11) reads it to declare the
+// options.
 #pragma once
-
-#include <CLI/CLI.hpp>
 
 #include <optional>
 #include <string>
@@ -22,22 +22,24 @@ struct MountArgs {
   std::string cache_size = "10G";  // parse_size'd last, so a bad one is reported with the others
 };
 
-// The table's options on `mount` (the positionals and -o are the caller's). After parsing,
-// apply() runs the setter of each option given.
-class MountCli {
- public:
-  explicit MountCli(CLI::App* mount);
-  // "" or what is wrong, naming the option as given.
-  std::string apply(MountArgs& args) const;
+using MountValue = std::optional<std::string>;  // nullopt: a flag, or -o KEY without '='
 
- private:
-  struct Given {
-    const CLI::Option* option = nullptr;
-    size_t row = 0;
-    std::string value;  // what CLI11 stored (a flag's: unused)
-  };
-  std::vector<Given> given_;  // one per table row, in table order; values kept stable by reserve
+// One option. `names` are CLI11's ("-f,--foreground"; "--follow{60}": a flag with an optional
+// value, 60 when given bare). `value` names its value in --help; "" makes it a flag. `set` takes
+// the value and returns "" or why it is refused (the caller names the option).
+struct MountOption {
+  const char* names;
+  const char* value;
+  const char* help;
+  std::string (*set)(MountArgs&, const MountValue&);
+
+  bool takes_value() const { return *value || has_default(); }
+  bool has_default() const;            // "--follow{60}"
+  std::string long_name() const;       // "--follow" (what an error names)
 };
+
+// The table, in --help's order.
+const std::vector<MountOption>& mount_options();
 
 // Every -o value, split at commas: a table key (KEY or KEY=VALUE) goes to its setter; mount(8)'s
 // and systemd's own options (_netdev, nofail, x-*, ...) and rw are dropped (the mount is always

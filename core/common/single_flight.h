@@ -30,6 +30,7 @@
 #include <optional>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "common/deadline.h"
 
@@ -119,22 +120,44 @@ class SingleFlight {
 };
 
 // One answer that one producer gives once, for whoever waits on it: a submit-and-wait
-// (HttpTransport::perform), a probe waited for a while (the session's first file). The wait of a
-// SingleFlight's waiter without the keys: until the answer, or until the waiter's own deadline
-// on its own clock (the Env's). Shared between producer and waiters (make_shared): the producer
-// may answer after every waiter gave up. Thread-safe; one mutex, a leaf.
+// (HttpTransport::perform), a probe waited for a while (the session's first file), a file's head
+// fetched before any read asks for it (stack/xet_routing.h's PrefetchedHead, whose reads take it
+// through then()). The wait of a SingleFlight's waiter without the keys: until the answer, or
+// until the waiter's own deadline on its own clock (the Env's); or, with then(), no wait at all.
+// Shared between producer and waiters (make_shared): the producer may answer after every waiter
+// gave up. Thread-safe; one mutex, a leaf (then()'s callbacks run outside it).
 template <typename V>
 class OneShot {
  public:
-  // The first answer is kept; later ones are dropped (false).
+  using Callback = std::function<void(const V&)>;  // then()'s
+
+  // The first answer is kept; later ones are dropped (false). The first wakes every waiter, then
+  // runs the callbacks then() left, on this thread, in the order they were given.
   bool set(V value) {
+    std::vector<Callback> callbacks;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (value_) return false;
       value_ = std::move(value);
+      callbacks.swap(callbacks_);
     }
     cv_.notify_all();
+    for (Callback& c : callbacks) c(*value_);  // value_ is never written again (take() aside)
     return true;
+  }
+  // Calls `callback` with the answer exactly once, without waiting for it: at once on this
+  // thread if it is in, else on the thread whose set() gives it. Never under this object's lock,
+  // so a callback may call set(), wait() or then() on it. Not for an answer someone take()s:
+  // a callback after that sees a moved-from value.
+  void then(Callback callback) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!value_) {
+        callbacks_.push_back(std::move(callback));
+        return;
+      }
+    }
+    callback(*value_);
   }
   // The answer, or nullopt when `deadline` passed first.
   std::optional<V> wait(const Deadline& deadline) {
@@ -155,7 +178,8 @@ class OneShot {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  std::optional<V> value_;
+  std::optional<V> value_;           // written once, under mu_ (then read without it)
+  std::vector<Callback> callbacks_;  // then()'s, until the answer is in
 };
 
 }  // namespace hubfs

@@ -19,28 +19,6 @@ bool is_storage_service_error(const Status& s) {
   }
 }
 
-void PrefetchedHead::set(Result<std::string> got) {
-  std::vector<std::function<void(const Result<std::string>&)>> waiting;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (got_) return;
-    got_ = std::move(got);
-    waiting.swap(waiting_);
-  }
-  for (auto& w : waiting) w(*got_);  // got_ is never written again
-}
-
-void PrefetchedHead::then(std::function<void(const Result<std::string>&)> then) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!got_) {
-      waiting_.push_back(std::move(then));
-      return;
-    }
-  }
-  then(*got_);
-}
-
 // The one head read of a file (XetRouter::read_head_through_bridge): the bridge's answer and
 // Xet's, asked at once. The read takes the first good one; the file's Xet verdict stands for the
 // bridge's bytes only once Xet's equal them.

@@ -20,14 +20,13 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <functional>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/env.h"
+#include "common/single_flight.h"
 #include "hub/hub_client.h"
 #include "net/range_fetcher.h"
 #include "net/range_source.h"
@@ -37,20 +36,15 @@ namespace hubfs {
 
 // A file's head fetched through the bridge before any read asks for it: an hf:// session starts
 // it as soon as its probe names the bridge location (open_repo_session), beside the rest of the
-// session's opening. Thread-safe; answered once.
-class PrefetchedHead {
+// session's opening. Its answer is a OneShot's (common/single_flight.h): the first set() is
+// kept, and its read takes it through then(), at once or on the setting thread. Thread-safe.
+class PrefetchedHead : public OneShot<Result<std::string>> {
  public:
   explicit PrefetchedHead(uint64_t length) : length_(length) {}
   uint64_t length() const { return length_; }  // the head is [0, length)
-  void set(Result<std::string> got);
-  // Calls `then` with the answer: at once if it is in, else on the thread that sets it.
-  void then(std::function<void(const Result<std::string>&)> then);
 
  private:
   const uint64_t length_;
-  std::mutex mu_;
-  std::optional<Result<std::string>> got_;
-  std::vector<std::function<void(const Result<std::string>&)>> waiting_;
 };
 
 class XetRouter : public std::enable_shared_from_this<XetRouter> {

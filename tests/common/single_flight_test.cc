@@ -2,9 +2,12 @@
 // same lock closes the gap between "not in the store" and "no flight".
 #include "common/single_flight.h"
 
+#include <latch>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -183,6 +186,64 @@ TEST(OneShot, TakeMovesTheAnswerOutWithoutCopying) {
   producer.join();
   ASSERT_NE(got, nullptr);
   EXPECT_EQ(*got, "body");
+}
+
+// then(): a callback given before the answer runs on the thread whose set() gives it, one given
+// after runs at once on its own thread; each runs once, a second set() runs none again, and a
+// callback may call then() on the same OneShot (callbacks run outside its lock).
+TEST(OneShot, ThenRunsOnTheSettingThreadOrAtOnceWhenTheAnswerIsIn) {
+  auto answer = std::make_shared<OneShot<int>>();
+  std::vector<std::pair<int, std::thread::id>> runs;  // (value, thread) per callback run
+  auto record = [&runs](const int& v) { runs.emplace_back(v, std::this_thread::get_id()); };
+  answer->then([&, answer](const int& v) {
+    record(v);
+    answer->then(record);  // from inside a callback: the answer is in, so it runs at once
+  });
+  EXPECT_TRUE(runs.empty());
+  std::thread::id setter_id;
+  std::thread setter([&] {
+    setter_id = std::this_thread::get_id();
+    EXPECT_TRUE(answer->set(5));
+  });
+  setter.join();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0], std::make_pair(5, setter_id));
+  EXPECT_EQ(runs[1], std::make_pair(5, setter_id));
+  answer->then(record);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[2], std::make_pair(5, std::this_thread::get_id()));
+  EXPECT_FALSE(answer->set(6));
+  EXPECT_EQ(runs.size(), 3u);  // nothing ran again
+  EXPECT_EQ(answer->get(), 5);
+}
+
+// then() racing set() from many threads (run under TSan too): every callback runs exactly once,
+// with the answer, whichever side of the set() it lands on.
+TEST(OneShot, EveryCallbackRunsOnceWithTheAnswerWhenThenRacesSet) {
+  constexpr int kThreads = 8;
+  auto answer = std::make_shared<OneShot<std::string>>();
+  std::latch start(kThreads + 1);
+  std::vector<int> runs(kThreads, 0);          // each written by its own callback only
+  std::vector<std::string> seen(kThreads);     // the answer each callback got
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      answer->then([&runs, &seen, i](const std::string& v) {
+        ++runs[i];
+        seen[i] = v;
+      });
+    });
+  }
+  threads.emplace_back([&] {
+    start.arrive_and_wait();
+    EXPECT_TRUE(answer->set("head"));
+  });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    EXPECT_EQ(runs[i], 1) << "callback " << i;
+    EXPECT_EQ(seen[i], "head") << "callback " << i;
+  }
 }
 
 }  // namespace
