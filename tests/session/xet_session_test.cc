@@ -584,7 +584,7 @@ TEST_F(XetSessionTest, AReadAfterTheHeadDoesNotWaitForTheHeadsXetRead) {
   EXPECT_EQ(head, one_->substr(0, head.size())) << "from the bridge, at the probe's location";
   // The head's Xet range and its twin both held: every ordinary slot of --max-requests 2 taken.
   testing::wait_for_state([&] { return hub_->stats()["faults_injected"].get<int>() >= 2; });
-  ASSERT_EQ(s->stack.curl->stats().hedges, 1u);
+  ASSERT_GE(s->stack.curl->stats().hedges, 1u) << "the head's range has its twin";
   const uint64_t last_block = (kSize - 1) / s->stack.reader->options().block_size * s->stack.reader->options().block_size;
   std::string tail(4096, '\0');
   got = (*f)->pread(tail.data(), last_block, tail.size());
