@@ -598,12 +598,14 @@ TEST_F(XetSessionTest, AReadAfterTheHeadDoesNotWaitForTheHeadsXetRead) {
   // The head's Xet range and its twin both held: every ordinary slot of --max-requests 2 taken.
   testing::wait_for_state([&] { return hub_->stats()["faults_injected"].get<int>() >= 2; });
   ASSERT_GE(s->stack.curl->stats().hedges, 1u) << "the head's range has its twin";
-  const uint64_t last_block = (kSize - 1) / s->stack.reader->options().block_size * s->stack.reader->options().block_size;
+  const uint64_t block = s->stack.reader->options().block_size;
+  const uint64_t last_block = (kSize - 1) / block * block;
   std::string tail(4096, '\0');
   got = (*f)->pread(tail.data(), last_block, tail.size());
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ(tail, one_->substr(last_block, tail.size()));
-  EXPECT_GE(s->stack.curl->stats().in_flight, 2u) << "the head's range and its twin are still held: the read did not wait for them";
+  EXPECT_GE(s->stack.curl->stats().in_flight, 2u)
+      << "the head's range and its twin are still held: the read did not wait for them";
   EXPECT_EQ(s->stack.xet_router->fallbacks(), 0u) << "from Xet";
   EXPECT_EQ(s->stack.xet->stats().retries, 0u) << "the head's Xet read did not give up before it";
   EXPECT_EQ(bridge_requests(hub_->stats()), 1) << "the head's only";
