@@ -63,7 +63,12 @@ Status build_stack(const SessionConfig& config, Stack& s) {
   }
   CurlOptions curl_options;
   curl_options.env = s.env;
-  curl_options.max_in_flight = config.max_requests;
+  // An hf:// file's head is also read through Xet, beside the bridge's answer (the check behind
+  // it: XetRouter::read_head_through_bridge), and that read's plan and range may still be out
+  // when h5chunk's hint sends --max-requests reads: one slot more for it, as build_xet gives it
+  // one thread more, or the hint's last plan and range wait for it to end (seen: the 17th range
+  // out 0.19 s late, and the read's last byte with it).
+  curl_options.max_in_flight = config.max_requests + (config.xet_head_from_probe ? 1 : 0);
   curl_options.receive_buffer_bytes = config.receive_buffer_bytes;
   if (Status ca = choose_ca_bundle(config.ca_bundle, curl_options); !ca.ok()) return ca;
   curl_options.hedge = true;  // a CDN stalling on a cold object costs a duplicate, not the stall

@@ -17,6 +17,7 @@
 #include "support/local_hub.h"
 #include "support/pattern.h"
 #include "support/temp_dir.h"
+#include "support/wait_for.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -414,6 +415,16 @@ int bridge_requests(const nlohmann::json& stats) {
   return n;
 }
 
+// Holds Xet's plan for the head 0.3 s at the server, so that the read takes the bridge's
+// answer, which these tests are about. On loopback Xet's plan and range take ~3 ms, and the
+// bridge's answer, though asked for at the probe, is handed to the read on a thread of its own:
+// now and then Xet's came first (about 1 run in 40), nothing of the bridge was served, and the
+// tests failed. At the Hub's 50 ms a round trip, Xet's two come well after the bridge's.
+void hold_xets_head_plan(LocalHub& hub) {
+  hub.add_fault({{"mode", "stall"}, {"stall_ms", 300}, {"path_contains", "/reconstructions/"},
+                 {"range_regex", "^bytes=0-"}, {"count", 1}});
+}
+
 // h5chunk's hf:// door (SessionConfig::xet_head_from_probe): the probe's redirect names the
 // bridge location, so the first block is asked for there as the probe answers, one request and
 // no resolve, and the first read inside it takes that answer, beside Xet's plan and range for the
@@ -421,6 +432,7 @@ int bridge_requests(const nlohmann::json& stats) {
 // file's Xet check stands for them and a whole read of the file is verified.
 TEST_F(XetSessionTest, AProbedXetFilesHeadComesFromTheProbesBridgeLocation) {
   hub_->reset_stats();
+  hold_xets_head_plan(*hub_);
   auto [s, head] = open_reading_the_head();
   ASSERT_TRUE(s);
   EXPECT_EQ(head, one_->substr(0, head.size()));
@@ -450,9 +462,11 @@ TEST_F(XetSessionTest, AWrongByteInTheBridgesHeadNeverPassesTheFileCheck) {
   hub_->reset_stats();
   // Before the open: the head is asked for as soon as the probe answers.
   hub_->add_fault({{"mode", "flip_byte"}, {"path_contains", "/blobs/"}, {"count", 1}});
+  hold_xets_head_plan(*hub_);
   auto s = open_reading_the_head().session;
   ASSERT_TRUE(s);
-  EXPECT_EQ(hub_->stats()["faults_injected"], 1);
+  for (const auto& f : hub_->pending_faults())  // (the held plan's may be too, by now)
+    EXPECT_NE(f.value("mode", ""), "flip_byte") << "the bridge's head went out with its byte flipped";
   Outcome bad = read_all(s, *one_);
   EXPECT_GE(bad.failed, 1u) << "a front-to-back read of a file that failed its check never ends successfully";
   EXPECT_EQ(s->stack.reader->stats().verify_failures, 1u);
@@ -555,6 +569,46 @@ TEST_F(XetSessionTest, AReadFailedByTheShutdownIsNotAStorageServiceError) {
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(s->stack.xet_router->fallbacks(), 0u) << st.message();
   EXPECT_EQ(hub_->stats()["resolve_requests"], 0) << "no bridge fetch on the way out";
+}
+
+// An hf:// file's head is read through Xet too (its plan, then its range), beside the bridge's
+// answer, and that read may still be out when h5chunk's hint sends --max-requests reads: the
+// transport keeps one slot more for it (build_stack), or the hint's last read waited for it to
+// end. Here --max-requests 2, and the head's xorb range is held by the server, with its hedge's
+// twin (the transport sends a stalled GET once more on another connection; a twin counts as a
+// transfer): the two fill the two slots. A read of the file's last block must still go out
+// beside them, while they are held, and come from Xet (without the slot it waited for the head's
+// Xet read to give up, 15 s on: a quarter of the read's 60 s).
+TEST_F(XetSessionTest, AReadAfterTheHeadDoesNotWaitForTheHeadsXetRead) {
+  hub_->reset_stats();
+  // Only the head's range starts at the xorb's first byte (one xorb: the file is 3 MB).
+  hub_->add_fault({{"mode", "stall"}, {"stall_ms", 20000}, {"path_contains", "/xorbs/"},
+                   {"range_regex", "^bytes=0-"}, {"count", 2}});
+  SessionConfig c = config();
+  c.xet_head_from_probe = true;
+  c.max_requests = 2;
+  auto s = open("v1", c, "data/big.bin");
+  ASSERT_TRUE(s);
+  auto f = HubFile::open(s, "data/big.bin");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  std::string head(4096, '\0');
+  auto got = (*f)->pread(head.data(), 0, head.size());
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(head, one_->substr(0, head.size())) << "from the bridge, at the probe's location";
+  // The head's Xet range and its twin both held: every ordinary slot of --max-requests 2 taken.
+  testing::wait_for_state([&] { return hub_->stats()["faults_injected"].get<int>() >= 2; });
+  ASSERT_GE(s->stack.curl->stats().hedges, 1u) << "the head's range has its twin";
+  const uint64_t block = s->stack.reader->options().block_size;
+  const uint64_t last_block = (kSize - 1) / block * block;
+  std::string tail(4096, '\0');
+  got = (*f)->pread(tail.data(), last_block, tail.size());
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(tail, one_->substr(last_block, tail.size()));
+  EXPECT_GE(s->stack.curl->stats().in_flight, 2u)
+      << "the head's range and its twin are still held: the read did not wait for them";
+  EXPECT_EQ(s->stack.xet_router->fallbacks(), 0u) << "from Xet";
+  EXPECT_EQ(s->stack.xet->stats().retries, 0u) << "the head's Xet read did not give up before it";
+  EXPECT_EQ(bridge_requests(hub_->stats()), 1) << "the head's only";
 }
 
 }  // namespace
