@@ -148,6 +148,17 @@ assert hubfs.__file__.startswith("/usr/lib/python3/dist-packages/"), hubfs.__fil
 ')
 }
 check "python3 -c 'import h5chunk, hubfs' from / with no PYTHONPATH" python_imports
+python_fsspec_protocol() {
+  # fsspec finds "hubfs" through the package's entry point (hubfs-*.dist-info), hubfs not imported.
+  (cd / && "${clean_env[@]}" /usr/bin/python3 -c '
+import sys, fsspec
+cls = fsspec.get_filesystem_class("hubfs")
+assert cls.__module__ == "hubfs._fsspec", cls
+import hubfs
+print(cls.__name__, "from", hubfs.__file__)
+')
+}
+check "fsspec finds the hubfs protocol from the package's metadata" python_fsspec_protocol
 python_reads() {
   (cd / && "${clean_env[@]}" /usr/bin/python3 -c '
 import sys, numpy as np, h5chunk

@@ -39,11 +39,18 @@ from ._remote import HubFile, close_sessions, exists, glob, info, ls, open, walk
 __all__ = ["mount", "unmount", "Mount", "MountError", "find_program",
            "open", "ls", "info", "glob", "walk", "exists", "close_sessions", "HubFile"]
 
-try:  # fsspec's "hubfs" protocol, where fsspec is installed (Debian: python3-fsspec)
-    from . import _fsspec
-    _fsspec.register()
-except ImportError:
-    pass
+# fsspec's "hubfs" protocol. fsspec finds it by itself, when it is imported, through the
+# "fsspec.specs" entry point in this package's metadata (pyproject.toml for pip; the build tree's
+# and the Debian package's hubfs-*.dist-info, python/CMakeLists.txt), without importing hubfs.
+# So `import hubfs` does not import fsspec: that alone took ~60 ms, in every process and every
+# spawned DataLoader worker. A process that had imported fsspec already gets the class now, in
+# case fsspec found no metadata (a package copied without it).
+if "fsspec" in sys.modules:
+    try:
+        from . import _fsspec
+        _fsspec.register()
+    except ImportError:
+        pass
 
 # How long unmount() keeps retrying a busy mount: a process that has just closed its last file
 # on the mount may hold it for a moment more.

@@ -1,6 +1,7 @@
 """fsspec's protocol "hubfs": ``fsspec.open("hubfs://datasets/ORG/NAME/path")`` reads through
 hubfs.open (no mount), for xarray, pandas and dask. Storage options are hubfs.open's
-(endpoint, cache_dir, revision, token, ...). Registered when hubfs is imported.
+(endpoint, cache_dir, revision, token, ...). fsspec finds it through the "fsspec.specs" entry
+point of hubfs's package metadata, without hubfs being imported (hubfs/__init__.py).
 
 Every read method gives what fsspec's LocalFileSystem gives for the same bytes
 (tests/python/test_file_contracts.py compares them); every write method raises ReadOnlyError.
