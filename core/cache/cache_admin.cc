@@ -376,6 +376,10 @@ Result<Removed> clear(Env& env, const std::string& cache_dir, const std::string&
     std::error_code ec;
     std::filesystem::remove_all(cache_dir + "/" + kXetChunkDir, ec);
     std::filesystem::remove(cache_dir + "/" + kXetSavedFile, ec);
+    // The plans' marker files pile up, one per file ever planned. A live plan holding one that
+    // goes keeps its locks on the removed file, which no worker sees: at worst a worker fetches a
+    // block the plan has on its way too, never a wrong byte (the plan makes the directory anew).
+    std::filesystem::remove_all(cache_dir + "/" + kInflightDir, ec);
   }
   return removed;
 }

@@ -60,6 +60,9 @@ struct Usage {
 inline constexpr const char* kXetChunkDir = "xet-chunks";
 // Its count of what it served (common/counter_file.h; xet::ChunkCache::saved_path of the above).
 inline constexpr const char* kXetSavedFile = "xet-chunks.saved";
+// h5chunk.FrameDataset plans' in-flight markers: one empty file per file planned, kept there
+// (python/h5chunk/_inflight.py names it too). Only a whole clear takes them.
+inline constexpr const char* kInflightDir = "inflight";
 
 // Fails only when the directory does not exist or is not a hubfs cache.
 Result<Usage> info(const std::string& cache_dir);
@@ -81,7 +84,8 @@ struct Removed {
 Result<Removed> prune(Env& env, const std::string& cache_dir, uint64_t max_bytes);
 // Everything (repo empty), or the blocks of one repo's files ("datasets/org/name") except
 // those of content ids another repo's file also uses, and that repo's index entries and stored
-// listings (under every endpoint).
+// listings (under every endpoint). A whole clear also takes the Xet chunks and the plans'
+// in-flight marker files.
 Result<Removed> clear(Env& env, const std::string& cache_dir, const std::string& repo = {});
 
 struct Verified {

@@ -17,8 +17,11 @@ file all go when it closes *any* descriptor of that file, so each process opens 
 once and keeps that descriptor (``Markers._fds``) while it holds a marker there or waits on one;
 nothing else opens them. Of the files it holds nothing on, it keeps the ``MAX_IDLE_FILES`` used
 last open (a plan touches the same files again) and closes the rest: a dataset of thousands of
-files must not run a worker out of descriptors. Marker files are never unlinked: a process holding a descriptor of an unlinked file would lock bytes
-no other process sees. What is left is one empty file per file ever planned.
+files must not run a worker out of descriptors. Marker files are not unlinked here: a process
+holding a descriptor of an unlinked file would lock bytes no other process sees. Only a whole
+``hubfs cache clear`` removes them (and the directory, which ``hold`` then makes again); a plan
+it catches may see a block fetched twice, never a wrong byte. Until then, one empty file per
+file ever planned is left.
 """
 
 from __future__ import annotations
@@ -135,6 +138,14 @@ class Markers:
         flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
         try:
             fd = os.open(self.path(key), flags, 0o600)
+        except FileNotFoundError:
+            if not create:
+                return None
+            try:  # the directory went (`hubfs cache clear` takes it): make it again
+                os.makedirs(self.dir, mode=0o700, exist_ok=True)
+                fd = os.open(self.path(key), flags, 0o600)
+            except OSError:
+                return None
         except OSError:
             return None
         self._fds[key] = fd

@@ -382,6 +382,22 @@ TEST_F(CacheAdminTest, XetServedCountIsReportedAndClearedWithTheChunks) {
   EXPECT_EQ(cache_admin::to_text(*usage).find("instead of the network"), std::string::npos);
 }
 
+// FrameDataset plans leave one empty marker file per file they planned (python/h5chunk/
+// _inflight.py): one repo's clear keeps them (they are named by a hash, not by repo), a whole
+// clear takes them.
+TEST_F(CacheAdminTest, AWholeClearTakesThePlansMarkerFiles) {
+  put(kA, 1);
+  record("datasets/org/x", "a.bin", kA);
+  const std::string markers = dir_.str() + "/" + cache_admin::kInflightDir;
+  fs::create_directories(markers);
+  std::ofstream(markers + "/0123456789abcdef0123456789abcdef").flush();
+  ASSERT_TRUE(cache_admin::clear(Env::real(), dir_.str(), "datasets/org/x").ok());
+  EXPECT_TRUE(fs::exists(markers + "/0123456789abcdef0123456789abcdef"));
+  ASSERT_TRUE(cache_admin::clear(Env::real(), dir_.str()).ok());
+  EXPECT_FALSE(fs::exists(markers));
+  EXPECT_TRUE(cache_admin::info(dir_.str()).ok()) << "still a cache directory";
+}
+
 TEST(ListingStore, RepoKeysCannotLeaveTheirDirectory) {
   EXPECT_EQ(listing_store::repo_key("datasets/org/name"), "datasets~org~name");
   EXPECT_EQ(listing_store::repo_key("models/o/a b"), "models~o~a%20b");

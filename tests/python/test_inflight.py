@@ -335,3 +335,18 @@ def test_a_process_keeps_few_marker_files_open_and_never_one_it_holds_markers_on
     assert _open_marker_files(ds._marker_dir) == 3
     markers.release(kept)
     assert _open_marker_files(ds._marker_dir) == 2
+
+
+def test_a_plan_makes_the_marker_directory_again_after_a_cache_clear(hub, ds):
+    # `hubfs cache clear` removes CACHE_DIR/inflight (one marker file per file ever planned would
+    # pile up): a plan running on makes it again for the files it opens anew.
+    import shutil
+    markers = _inflight.markers(ds._marker_dir)
+    first = markers.hold("before-clear", [0])
+    assert first == [("before-clear", 0)]
+    markers.release(first)
+    shutil.rmtree(ds._marker_dir)
+    again = markers.hold("after-clear", [3])
+    assert again == [("after-clear", 3)]
+    assert os.path.exists(markers.path("after-clear")) and _locks_on(markers.path("after-clear")) == 1
+    markers.release(again)
