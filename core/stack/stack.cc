@@ -11,6 +11,13 @@ namespace hubfs {
 
 namespace {
 
+// An hf:// file's head is also read through Xet, beside the bridge's answer (the check behind
+// it: XetRouter::read_head_through_bridge). A Xet read holds a transport slot and a Xet thread
+// from its plan to its last byte, and that one may still be out when h5chunk's hint sends
+// --max-requests reads at once: one of each more for it, or the hint's last read waits for it to
+// end (docs/xet.md, "The head of an hf:// file").
+int head_check_reads(const SessionConfig& config) { return config.xet_head_from_probe ? 1 : 0; }
+
 // The shared block tier, unless the repo is private or gated and shared_cache_private was not
 // given (whoever reaches the servers could read its blocks). Contacts no server: a tier that is
 // down costs Hub fetches, never the session.
@@ -63,12 +70,7 @@ Status build_stack(const SessionConfig& config, Stack& s) {
   }
   CurlOptions curl_options;
   curl_options.env = s.env;
-  // An hf:// file's head is also read through Xet, beside the bridge's answer (the check behind
-  // it: XetRouter::read_head_through_bridge), and that read's plan and range may still be out
-  // when h5chunk's hint sends --max-requests reads: one slot more for it, as build_xet gives it
-  // one thread more, or the hint's last plan and range wait for it to end (seen: the 17th range
-  // out 0.19 s late, and the read's last byte with it).
-  curl_options.max_in_flight = config.max_requests + (config.xet_head_from_probe ? 1 : 0);
+  curl_options.max_in_flight = config.max_requests + head_check_reads(config);
   curl_options.receive_buffer_bytes = config.receive_buffer_bytes;
   if (Status ca = choose_ca_bundle(config.ca_bundle, curl_options); !ca.ok()) return ca;
   curl_options.hedge = true;  // a CDN stalling on a cold object costs a duplicate, not the stall
@@ -188,11 +190,7 @@ void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsO
     return;
   }
   xet::XetReaderOptions options;
-  // A read holds a thread from its plan to its last byte. An hf:// file's head read through
-  // Xet (XetRouter::read_head_through_bridge: the check behind the bridge's answer) may still
-  // be running when h5chunk's hint asks for --max-requests reads at once: one thread more for it,
-  // or the hint's last read waits for another to end (seen: 0.6 s).
-  options.threads = std::max(1, config.max_requests) + (config.xet_head_from_probe ? 1 : 0);
+  options.threads = std::max(1, config.max_requests) + head_check_reads(config);
   options.env = s.env;
   const uint32_t block_size = s.reader ? s.reader->options().block_size : 0;
   if (config.cache_size != 0) {
