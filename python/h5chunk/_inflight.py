@@ -116,7 +116,6 @@ class Markers:
         self._held: Dict[str, set] = {}  # file key -> the blocks this process holds
         self._waiting: Dict[str, int] = {}  # file key -> this process's waits using its descriptor
         self._lock = threading.Lock()
-        self._made_dir = False
 
     def path(self, key: str) -> str:
         """The marker file of file ``key``."""
@@ -129,23 +128,17 @@ class Markers:
         if fd is not None:
             self._fds[key] = fd  # the most recently used last: _close_idle closes the oldest
             return fd
-        if create and not self._made_dir:
-            try:
-                os.makedirs(self.dir, mode=0o700, exist_ok=True)
-            except OSError:
-                return None  # no markers: the workers may fetch a block twice, nothing worse
-            self._made_dir = True
         flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
         try:
             fd = os.open(self.path(key), flags, 0o600)
         except FileNotFoundError:
             if not create:
                 return None
-            try:  # the directory went (`hubfs cache clear` takes it): make it again
+            try:  # no directory yet, or it went (`hubfs cache clear` takes it): make it
                 os.makedirs(self.dir, mode=0o700, exist_ok=True)
                 fd = os.open(self.path(key), flags, 0o600)
             except OSError:
-                return None
+                return None  # no markers: the workers may fetch a block twice, nothing worse
         except OSError:
             return None
         self._fds[key] = fd
