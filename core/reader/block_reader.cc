@@ -119,19 +119,8 @@ void BlockReader::complete_batch(const RemoteFile& file, const FileKey& key,
 
 void BlockReader::write_back(const FileKey& key, const std::vector<std::pair<uint64_t, BlockBytes>>& blocks,
                              const std::vector<bool>& served) {
-  uint64_t bytes = 0;
-  for (const auto& [index, b] : blocks) bytes += b.size();
-  // Bounded: past max_prefetch_bytes queued, this disk worker writes them itself, as before the
-  // write workers, so a disk slower than the network holds the completions (and with them the
-  // read-ahead budget) back instead of pinning every fetched byte until its turn.
-  if (queued_write_bytes_.fetch_add(bytes) + bytes > options_.max_prefetch_bytes) {
-    queued_write_bytes_ -= bytes;
-    tiers_.store_fetched(key.cache_id, key.epoch, blocks, served);
-    return;
-  }
-  auto write = [this, cache_id = key.cache_id, epoch = key.epoch, blocks, served, bytes] {
+  auto write = [this, cache_id = key.cache_id, epoch = key.epoch, blocks, served] {
     tiers_.store_fetched(cache_id, epoch, blocks, served);
-    queued_write_bytes_ -= bytes;
   };
   // Refused only once shutdown() drained the write workers, after every fetch and disk task
   // ended: run here then, as a late task's post() does.

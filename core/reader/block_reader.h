@@ -127,8 +127,7 @@ struct ReaderOptions {
   // more between its chunk reads (docs/constants.md, reader_pause).
   std::chrono::milliseconds reader_pause{5};
   // Global bound on read-ahead bytes fetched but not yet consumed: memory in flight stays bounded
-  // however many handles stream at once. Fetched bytes waiting for the write workers are held
-  // to it as well.
+  // however many handles stream at once.
   uint64_t max_prefetch_bytes = 256ull << 20;
   // Recently used blocks kept in memory: the kernel reads in pieces smaller than a block, and each
   // piece must not re-read and re-verify a whole block file. As large as the read-ahead budget:
@@ -376,8 +375,7 @@ class BlockReader {
   // Fails the blocks' flights with `error`.
   void fail(const FileKey& key, const std::vector<uint64_t>& indices, const Status& error);
   // Offers fetched blocks to the shared tier and writes them to disk (TierStack::store_fetched)
-  // on the write workers, or on this thread once max_prefetch_bytes wait for them; served[i]:
-  // blocks[i] passed its checks (the others are not stored).
+  // on the write workers; served[i]: blocks[i] passed its checks (the others are not stored).
   void write_back(const FileKey& key, const std::vector<std::pair<uint64_t, BlockBytes>>& blocks,
                   const std::vector<bool>& served);
   // `group`: blocks per task and so at most per request.
@@ -423,8 +421,6 @@ class BlockReader {
   static constexpr size_t kMaxReadAheadMarks = 1 << 16;
   ReadAheadMarks marks_{kMaxReadAheadMarks};
   std::atomic<uint64_t> prefetch_bytes_{0};
-  // Fetched bytes queued for the write workers (write_back), at most max_prefetch_bytes.
-  std::atomic<uint64_t> queued_write_bytes_{0};
   // Hinted blocks claimed whose load task has not started yet: with prefetch_bytes_, the blocks
   // the connections carry before a new hint's (prefetch(): how finely that hint is split).
   std::atomic<uint64_t> hint_blocks_queued_{0};

@@ -151,7 +151,6 @@ class FaultDisk : public CacheDisk {
   void open_write_gate() { write_gate_.open(); }
   // False once opened, or once a write waited its 10 s out (the gate then opens itself).
   bool write_gate_closed() { return write_gate_.closed(); }
-  int writes_waiting() { return write_gate_.waiting(); }
 
   Result<std::vector<DiskEntry>> list_files(const std::string& dir) override {
     list_gate_.pass();

@@ -604,33 +604,6 @@ TEST_F(BlockReaderTest, ResponsesThatEndTogetherAreServedBeforeAnyIsWrittenToDis
   for (uint64_t b = 0; b < 8; ++b) EXPECT_TRUE(cache_->get(disk_key(), b).has_value()) << b;
 }
 
-// The write workers hold at most max_prefetch_bytes: past that, the disk worker that released a
-// response writes it itself, as before them, so a slow disk holds completions back rather than
-// pinning every fetched byte. Here the bound is one response: with the disk's writes held, the
-// first response's write waits on the write worker and the second's on the disk worker (queued
-// behind the first on the one write worker, it would never reach the disk).
-TEST_F(BlockReaderTest, WritesBeyondTheBoundAreMadeByTheDiskWorker) {
-  auto disk = std::make_shared<testing::FaultDisk>();
-  open_cache(disk);
-  ReaderOptions o = options();
-  o.disk_threads = 1;
-  o.parallel_requests = 1;
-  o.max_blocks_per_request = 4;  // a read of 8 blocks: two responses of 4
-  o.max_prefetch_bytes = 4 * kBlock;
-  disk->close_write_gate();
-  {
-    BlockReader reader(cache_.get(), fetcher_, o);
-    std::string out(8 * kBlock, '\0');
-    auto n = reader.read(file_, 0, out.size(), out.data(), nullptr);
-    ASSERT_TRUE(n.ok()) << n.status().message();
-    EXPECT_EQ(out, cdn_.content.substr(0, 8 * kBlock));
-    wait_for_state([&] { return disk->writes_waiting() == 2 || !disk->write_gate_closed(); });
-    EXPECT_TRUE(disk->write_gate_closed());  // both writes reached the disk before its bound
-    disk->open_write_gate();
-  }
-  for (uint64_t b = 0; b < 8; ++b) EXPECT_TRUE(cache_->get(disk_key(), b).has_value()) << b;
-}
-
 TEST(ContentVerifier, GitBlobIdsAndSha256) {
   // git hash-object of "hello\n" is ce013625030ba8dba906f756967f9e9ca394464a.
   auto blob = ContentVerifier::for_content("oid:ce013625030ba8dba906f756967f9e9ca394464a", 6);
