@@ -33,7 +33,6 @@ BlockReader::BlockReader(BlockCache* cache, RangeFetcher& fetcher, ReaderOptions
                 }),
       hinted_(env_, kHintQuietTime, kMaxHintedFiles),  // (block_reader.h)
       timed_out_(env_, options.read_timeout),
-      write_work_(env_.new_executor(std::max(1, options.disk_threads))),
       disk_work_(env_.new_executor(std::max(1, options.disk_threads))) {}
 
 BlockReader::~BlockReader() { shutdown(); }
@@ -46,8 +45,6 @@ void BlockReader::shutdown() {
   fetches_.wait_zero();
   disk_work_->drain();
   fetches_.wait_zero();
-  // The write-backs the disk tasks (and the callbacks run inline above) queued.
-  write_work_->drain();
   // Last: disk tasks hand it writes, and nothing does after them.
   tiers_.shutdown();
 }
@@ -97,9 +94,7 @@ void BlockReader::complete_batch(const RemoteFile& file, const FileKey& key,
   // Every block of the batch is in memory and its waiters released before any is written to
   // disk or hashed: completed one at a time, the last block of an 8-block response waited for
   // seven disk writes and for the hash passes the first seven set off (perf: one disk worker
-  // hashing a third of the daemon's CPU while the reader waited on blocks it had in hand). The
-  // writes go to their own workers: done here, the responses that end together (a hint's) were
-  // released four at a time, each batch after the writes of the four before it.
+  // hashing a third of the daemon's CPU while the reader waited on blocks it had in hand).
   const std::string& id = key.memory_id;
   // Found below memory until written (a small memory tier may evict them first).
   if (from_hub) tiers_.expect_writes(key.cache_id, key.epoch, arrivals);
@@ -111,20 +106,9 @@ void BlockReader::complete_batch(const RemoteFile& file, const FileKey& key,
     served[i] = verdict.ok();
     in_flight_.complete(flight_key(id, arrivals[i].first), served[i] ? Result<BlockBytes>(arrivals[i].second)
                                                                      : Result<BlockBytes>(verdict));
-    // Write-back once all are released, queued before any hash, on the write workers: nobody
-    // waits on the disk but they.
-    if (from_hub && i + 1 == arrivals.size()) write_back(key, arrivals, served);
+    // Write-back once all are released, before any hash: nobody waits on the disk but this thread.
+    if (from_hub && i + 1 == arrivals.size()) tiers_.store_fetched(key.cache_id, key.epoch, arrivals, served);
   });
-}
-
-void BlockReader::write_back(const FileKey& key, const std::vector<std::pair<uint64_t, BlockBytes>>& blocks,
-                             const std::vector<bool>& served) {
-  auto write = [this, cache_id = key.cache_id, epoch = key.epoch, blocks, served] {
-    tiers_.store_fetched(cache_id, epoch, blocks, served);
-  };
-  // Refused only once shutdown() drained the write workers, after every fetch and disk task
-  // ended: run here then, as a late task's post() does.
-  if (!write_work_->post(write)) write();
 }
 
 void BlockReader::fail(const FileKey& key, const std::vector<uint64_t>& indices, const Status& error) {

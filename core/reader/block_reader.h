@@ -17,9 +17,8 @@
 // deadline and wait, and the executors below.
 //
 // Threads it owns: 4 disk workers (an Env executor: disk-cache checks for read-ahead and hints,
-// splitting responses into blocks, hashing), 4 write workers (fetched blocks to the disk cache
-// and the shared tier) and TierStack's deferred writer (one thread, low priority). Stopping
-// order: shutdown() below.
+// splitting responses into blocks, hashing, write-back) and TierStack's deferred writer (one
+// thread, low priority). Stopping order: shutdown() below.
 //
 // Lock order, outermost first (no lock is held across a wait on another component but one: a
 // failed hash's cleanup waits, under its Verification::mu, for the file's lower-tier accesses
@@ -158,11 +157,10 @@ struct ReaderOptions {
     auto extended = std::min(*until + read_timeout, started + read_timeout + quota_max_wait);
     return extended > deadline ? std::optional(extended) : std::nullopt;
   }
-  // Threads that check the disk cache for read-ahead blocks and complete responses, and as many
-  // again that write fetched blocks to it, so neither the network thread nor a reader waits on
-  // the disk for someone else. Four: a finished 8 MiB response is 8 block files to write, and
-  // read-ahead tasks queued behind those writes (with two, bench/peer_bench.py saw 3-4 requests
-  // in flight of 16 allowed).
+  // Threads that check the disk cache for read-ahead blocks and write fetched blocks to it, so
+  // neither the network thread nor a reader waits on the disk for someone else. Four: a finished
+  // 8 MiB response is 8 block files to write, and read-ahead tasks queue behind those writes
+  // (with two, bench/peer_bench.py saw 3-4 requests in flight of 16 allowed).
   int disk_threads = 4;
   // Blocks served by the shared tier are written to the local disk cache later, by one thread of
   // low CPU priority once reading pauses for a moment, so a stream from the tier does not share
@@ -258,8 +256,8 @@ class BlockReader {
   // in flight to call back (the transport bounds each; shut the transport down first for a prompt
   // return); (3) drains the disk workers (their queued work runs) and joins them; (4) waits for
   // any fetch a draining task started (its callback, finding the queue closed, runs inline);
-  // (5) drains the write workers (the write-backs those tasks queued); (6) TierStack::shutdown():
-  // the deferred writes still waiting run at once, and the writer thread is joined. Afterwards nothing calls back into this reader, a RemoteFile's locate or
+  // (5) TierStack::shutdown(): the deferred writes still waiting run at once, and the writer
+  // thread is joined. Afterwards nothing calls back into this reader, a RemoteFile's locate or
   // the cache. Reads must have stopped before (the FUSE session is gone). Idempotent.
   void shutdown();
   BlockReader(const BlockReader&) = delete;
@@ -374,10 +372,6 @@ class BlockReader {
                       const std::vector<std::pair<uint64_t, BlockBytes>>& arrivals, bool from_hub);
   // Fails the blocks' flights with `error`.
   void fail(const FileKey& key, const std::vector<uint64_t>& indices, const Status& error);
-  // Offers fetched blocks to the shared tier and writes them to disk (TierStack::store_fetched)
-  // on the write workers; served[i]: blocks[i] passed its checks (the others are not stored).
-  void write_back(const FileKey& key, const std::vector<std::pair<uint64_t, BlockBytes>>& blocks,
-                  const std::vector<bool>& served);
   // `group`: blocks per task and so at most per request.
   void queue_load(const RemoteFile& file, const FileKey& key, std::vector<uint64_t> claimed, size_t group,
                   Origin origin);
@@ -444,10 +438,6 @@ class BlockReader {
   // Fetches whose callback has not yet been queued: shutdown waits for them before draining the
   // disk work (a callback posts to it).
   InFlight fetches_;
-  // Fetched blocks' write-backs (write_back), apart from disk_work_: a response's completion
-  // (its waiters released) never waits behind another response's disk writes. Declared before
-  // disk_work_, whose tasks post to it.
-  std::unique_ptr<Executor> write_work_;
   std::unique_ptr<Executor> disk_work_;  // declared last: its threads start once everything above exists
 };
 

@@ -36,11 +36,6 @@ class Gate {
     std::lock_guard<std::mutex> lock(mu_);
     return waiting_;
   }
-  // Closed and not yet opened, by open() or by a caller that waited out the bound.
-  bool closed() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return closed_;
-  }
   void pass() {
     std::unique_lock<std::mutex> lock(mu_);
     if (!closed_) return;
@@ -149,8 +144,6 @@ class FaultDisk : public CacheDisk {
   // While closed, write_new_file waits for open_write_gate() (at most 10 s once).
   void close_write_gate() { write_gate_.close(); }
   void open_write_gate() { write_gate_.open(); }
-  // False once opened, or once a write waited its 10 s out (the gate then opens itself).
-  bool write_gate_closed() { return write_gate_.closed(); }
 
   Result<std::vector<DiskEntry>> list_files(const std::string& dir) override {
     list_gate_.pass();

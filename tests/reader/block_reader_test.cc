@@ -578,32 +578,6 @@ TEST_F(BlockReaderTest, AResponsesBlocksAreServedBeforeAnyIsWrittenToDisk) {
   for (uint64_t b = 0; b < 8; ++b) EXPECT_TRUE(cache_->get(disk_key(), b).has_value()) << b;
 }
 
-// Responses that end together (a hint's) are all served before their blocks are written: with
-// one disk worker and the disk's writes stuck, the second of two responses is not queued behind
-// the first one's writes (served on the same worker, it waited for the stuck write's 10 s bound,
-// and the gate had opened itself by the time the read returned).
-TEST_F(BlockReaderTest, ResponsesThatEndTogetherAreServedBeforeAnyIsWrittenToDisk) {
-  auto disk = std::make_shared<testing::FaultDisk>();
-  open_cache(disk);
-  ReaderOptions o = options();
-  o.disk_threads = 1;
-  o.parallel_requests = 1;
-  o.max_blocks_per_request = 4;  // a read of 8 blocks: two responses of 4
-  disk->close_write_gate();
-  {
-    BlockReader reader(cache_.get(), fetcher_, o);
-    std::string out(8 * kBlock, '\0');
-    auto n = reader.read(file_, 0, out.size(), out.data(), nullptr);
-    EXPECT_TRUE(disk->write_gate_closed());  // served while the writes still wait
-    disk->open_write_gate();
-    ASSERT_TRUE(n.ok()) << n.status().message();
-    EXPECT_EQ(out, cdn_.content.substr(0, 8 * kBlock));
-    EXPECT_EQ(transport_.request_count(), 2u);
-  }
-  // ...and every one of them was written once the disk came back.
-  for (uint64_t b = 0; b < 8; ++b) EXPECT_TRUE(cache_->get(disk_key(), b).has_value()) << b;
-}
-
 TEST(ContentVerifier, GitBlobIdsAndSha256) {
   // git hash-object of "hello\n" is ce013625030ba8dba906f756967f9e9ca394464a.
   auto blob = ContentVerifier::for_content("oid:ce013625030ba8dba906f756967f9e9ca394464a", 6);
