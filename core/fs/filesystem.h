@@ -128,6 +128,17 @@ class FileSystem : public FsApi {
   // a path outside the root, a directory, or a directory listed already (its listing is the
   // truth).
   void know_file(TreeEntry entry);
+  // The listing of directory `dir` (a repo path, as stored) at this FileSystem's commit, read
+  // from FsOptions::listings by the caller (open_repo_session reads the first file's directory
+  // while its pin is out): the directory counts as listed, as if its first lookup had read that
+  // same document. Nothing for a directory not known yet (know_file makes the first file's),
+  // outside the root, or listed already.
+  void know_listing(const std::string& dir, std::vector<TreeEntry> entries);
+  // Whether looking `path` (relative to the root, as lookup walks it) up lists nothing: each
+  // directory on its way holds the next name already, or is listed (a name missing there is
+  // missing without a listing). Looks at memory only; a door that must stay interruptible
+  // (Python's main thread) opens such a path on its own thread.
+  bool finds_without_listing(const std::string& path);
 
   FsResult<EntryReply> lookup(Ino parent, const std::string& name) override;
   FsResult<struct stat> getattr(Ino ino) override;
