@@ -406,6 +406,44 @@ TEST_F(FileSystemTest, AKnownFileIsLookedUpWithoutListingAndKeptByTheListing) {
   EXPECT_EQ(lookup_ok(kRootIno, "ghost.bin"), 0u);
 }
 
+// A directory's listing handed over (open_repo_session reads the first file's while its pin is
+// out) is that directory's: its lookups and readdir list nothing, a name it lacks is missing at
+// once, and the node the first file had is kept. Nothing is taken for a directory not known yet.
+TEST_F(FileSystemTest, AKnownListingAnswersTheDirectoryWithoutListing) {
+  const TreeEntry big{"data/big.bin", false, kBody.size(), "b1", std::string(64, 'e'), std::nullopt};
+  const TreeEntry other{"data/other.bin", false, 3, "o1", std::string(64, 'f'), std::nullopt};
+  EXPECT_FALSE(fs_->finds_without_listing("data/big.bin"));
+  fs_->know_listing("data", {big, other});  // data/ is not known yet: nothing taken
+  EXPECT_FALSE(fs_->finds_without_listing("data/other.bin"));
+  fs_->know_file(big);
+  EXPECT_TRUE(fs_->finds_without_listing("data/big.bin"));
+  EXPECT_FALSE(fs_->finds_without_listing("data/other.bin"));
+  Ino data = lookup_ok(kRootIno, "data");
+  const Ino big_ino = lookup_ok(data, "big.bin");
+  fs_->know_listing("data", {big, other});
+  EXPECT_TRUE(fs_->finds_without_listing("data/other.bin"));
+  EXPECT_TRUE(fs_->finds_without_listing("data/missing.bin"));
+  EXPECT_TRUE(fs_->finds_without_listing("data/big.bin/x")) << "a file is no directory: ENOTDIR without listing";
+  EXPECT_FALSE(fs_->finds_without_listing("readme.md")) << "the root is not listed";
+  EXPECT_NE(lookup_ok(data, "other.bin"), 0u);
+  EXPECT_EQ(lookup_ok(data, "missing.bin"), 0u);
+  EXPECT_EQ(lookup_ok(data, "big.bin"), big_ino);
+  auto dir = fs_->opendir(data);
+  ASSERT_TRUE(dir.ok());
+  size_t names = 0;
+  for (const DirEntry& e : fs_->readdir(dir.value(), 0)) names += e.name != "." && e.name != "..";
+  fs_->releasedir(dir.value());
+  EXPECT_EQ(names, 2u);
+  EXPECT_EQ(hub_.listings.load(), 0);
+  // The root's listing handed over too: "" is the root.
+  fs_->know_listing("", {TreeEntry{"data", true, 0, "", std::nullopt, std::nullopt},
+                         TreeEntry{"readme.md", false, 2, "r1", std::nullopt, std::nullopt}});
+  EXPECT_TRUE(fs_->finds_without_listing("readme.md"));
+  EXPECT_NE(lookup_ok(kRootIno, "readme.md"), 0u);
+  EXPECT_EQ(lookup_ok(kRootIno, "data"), data);
+  EXPECT_EQ(hub_.listings.load(), 0);
+}
+
 class ListingCacheTest : public FileSystemTest {
  protected:
   std::shared_ptr<ListingCache> listings() {
