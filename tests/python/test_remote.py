@@ -93,6 +93,20 @@ def opts(hub, tmp_path):
 URL = "hf://datasets/lab/remote"
 
 
+def test_an_open_and_its_h5py_reads_ask_the_process_id_of_the_kernel_not_once(hub, opts, monkeypatch):
+    # A file is its process's (a forked child opens it again): each read compares ids, and
+    # os.getpid() is a system call. The id is kept by the module and renewed at os.fork().
+    with hubfs.open(f"{URL}/scan.hdf5", **opts) as f, h5py.File(f, "r") as h5:  # the session, warm
+        want = h5["data/raw_data"][0:2]
+    asked = []
+    real = os.getpid
+    monkeypatch.setattr(os, "getpid", lambda: asked.append(1) or real())
+    with hubfs.open(f"{URL}/scan.hdf5", **opts) as f, h5py.File(f, "r") as h5:
+        assert np.array_equal(h5["data/raw_data"][0:2], want)
+        assert f.tell() > 0
+    assert asked == []
+
+
 def test_reads_exact_bytes_with_seek_tell_and_readinto(hub, opts):
     big = hub["big"]
     with hubfs.open(f"{URL}/data/big.bin", **opts) as f:
