@@ -77,6 +77,7 @@ struct FileSystem::DirHandle {
 
 FileSystem::FileSystem(HubClient& hub, RepoRef repo, BlockReader& reader, FsOptions options)
     : hub_(hub), repo_(std::move(repo)), reader_(reader), options_(options) {
+  if (!options_.owner) options_.owner = std::make_pair(getuid(), getgid());
   view_ = std::make_shared<View>();
   view_->repo = repo_;
   view_->mtime = options_.mtime;
@@ -411,8 +412,8 @@ ViewChange FileSystem::retired_names() {
 struct stat FileSystem::attributes(const Node& n) const {
   struct stat st {};
   st.st_ino = n.ino;
-  st.st_uid = getuid();
-  st.st_gid = getgid();
+  st.st_uid = options_.owner->first;
+  st.st_gid = options_.owner->second;
   st.st_mtim.tv_sec = st.st_ctim.tv_sec = st.st_atim.tv_sec = n.mtime;
   if (n.is_dir) {
     st.st_mode = S_IFDIR | 0555;

@@ -21,9 +21,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -40,6 +42,10 @@ struct FsOptions {
   // keep names and attributes for as long as it likes.
   double entry_timeout_s = 86400;
   time_t mtime = 0;  // the commit date
+  // The owner every file and directory shows (st_uid, st_gid); unset: the process's, read once
+  // when the FileSystem is made (a getuid and a getgid per lookup were 6 system calls per
+  // hf:// open of a file two directories down).
+  std::optional<std::pair<uid_t, gid_t>> owner;
   // Called on every successful open() with the file being opened (the mount records which repo
   // file each cached content id was read as; see cache/cache_index.h). Must be cheap and
   // thread-safe: it runs on the FUSE thread, no lock of this class held.

@@ -3,6 +3,7 @@
 #include "fs/filesystem.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -404,6 +405,26 @@ TEST_F(FileSystemTest, AKnownFileIsLookedUpWithoutListingAndKeptByTheListing) {
   // The root is listed now: a file it does not hold is not made up by a late probe.
   fs_->know_file(TreeEntry{"ghost.bin", false, 5, std::string(40, 'a'), std::nullopt, std::nullopt});
   EXPECT_EQ(lookup_ok(kRootIno, "ghost.bin"), 0u);
+}
+
+// Files and directories show the owner the FileSystem was made with: the process's, read once,
+// or FsOptions::owner.
+TEST_F(FileSystemTest, EverythingShowsTheOwnerItWasMadeWith) {
+  EXPECT_EQ(fs_->getattr(kRootIno).value().st_uid, getuid());
+  EXPECT_EQ(fs_->getattr(kRootIno).value().st_gid, getgid());
+  FsOptions options;
+  options.owner = std::make_pair(uid_t{1234}, gid_t{5678});
+  remount(options);
+  const Ino data = lookup_ok(kRootIno, "data");
+  for (Ino ino : {kRootIno, data, lookup_ok(data, "big.bin")}) {
+    auto attr = fs_->getattr(ino);
+    ASSERT_TRUE(attr.ok());
+    EXPECT_EQ(attr.value().st_uid, 1234u);
+    EXPECT_EQ(attr.value().st_gid, 5678u);
+  }
+  auto entry = fs_->lookup(data, "big.bin");
+  ASSERT_TRUE(entry.ok());
+  EXPECT_EQ(entry.value().attr.st_uid, 1234u);
 }
 
 // A directory's listing handed over (open_repo_session reads the first file's while its pin is
