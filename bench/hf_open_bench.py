@@ -20,7 +20,9 @@ commit (the URLs' revision option: no pin), a warm-up round first, then
 --rounds rounds alternating the contenders process by process (a loaded machine drifts; each
 round sees the same load): per contender the median time, the opener's CPU and the requests the
 Hub answered per process; with --baseline-python (another build's build/python), that build's
-hf:// too (on the branch and at the commit), on the same cache directory. Each opening process
+hf:// too (on the branch and at the commit), on the same cache directory; and for hf:// (and the
+baseline) the median of each round's ratio to rclone and to the baseline, paired within a round.
+Each opening process
 prints its phases: loading the extension, the first open (the session: stack and pin), the
 first h5py open, the other 15.
 Needs root for rclone's mount (skipped with a message where it cannot start). --dir keeps the
@@ -156,7 +158,16 @@ def opens(args):
         print(f"{name:15} {1e3 * m['total'][0]:6.1f} ms, CPU {1e3 * m['total'][1]:5.1f} ms, {requests:g} requests"
               f"{ratio}  ({phases})")
         # Each round's total, in round order: a loaded machine's outliers show here, not in the median.
-        print(f"{'':15} rounds: " + " ".join(f"{1e3 * r['total'][0]:.1f}" for r in runs[name]))
+        totals = [1e3 * r["total"][0] for r in runs[name]]
+        print(f"{'':15} rounds: " + " ".join(f"{t:.1f}" for t in totals) + f"  (range {min(totals):.1f}-{max(totals):.1f})")
+        # Paired by round (the contenders of a round ran one after the other, under about the same
+        # load): the median of each round's ratio moves less with the machine's load than the
+        # ratio of medians does.
+        for other in ("rclone", "hf:// baseline"):
+            if other in runs and other != name and name in ("hf://", "hf:// baseline"):
+                paired = [a["total"][0] / b["total"][0] for a, b in zip(runs[name], runs[other])]
+                print(f"{'':15} per-round ratio to {other}: median {statistics.median(paired):.3f} "
+                      f"(range {min(paired):.2f}-{max(paired):.2f})")
 
 
 def main():

@@ -77,6 +77,7 @@ struct FileSystem::DirHandle {
 
 FileSystem::FileSystem(HubClient& hub, RepoRef repo, BlockReader& reader, FsOptions options)
     : hub_(hub), repo_(std::move(repo)), reader_(reader), options_(options) {
+  if (!options_.owner) options_.owner = std::make_pair(getuid(), getgid());
   view_ = std::make_shared<View>();
   view_->repo = repo_;
   view_->mtime = options_.mtime;
@@ -281,6 +282,62 @@ void FileSystem::know_file(TreeEntry entry) {
   }
 }
 
+void FileSystem::know_listing(const std::string& dir, std::vector<TreeEntry> entries) {
+  const std::string& root = options_.root_path;
+  std::string rel;
+  if (dir == root) {
+    rel = "";
+  } else if (root.empty()) {
+    rel = dir;
+  } else if (dir.size() > root.size() + 1 && dir.starts_with(root) && dir[root.size()] == '/') {
+    rel = dir.substr(root.size() + 1);
+  } else {
+    return;
+  }
+  std::shared_ptr<View> v = view();
+  Node* at = node(kRootIno);
+  for (size_t start = 0; !rel.empty() && at;) {
+    const size_t slash = rel.find('/', start);
+    const std::string name = rel.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    Listing& listing = v->listing(at->ino);
+    Node* next = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(listing.list_mu);
+      auto it = listing.children.find(name);
+      if (it != listing.children.end()) next = node(it->second);
+    }
+    if (!next || !next->is_dir) return;  // not known without listing: its lookup lists as before
+    at = next;
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  if (!at) return;
+  Listing& listing = v->listing(at->ino);
+  std::lock_guard<std::mutex> lock(listing.list_mu);
+  if (listing.listed) return;
+  fill_children(*v, listing, std::move(entries), nullptr);
+  listing.listed = true;
+}
+
+bool FileSystem::finds_without_listing(const std::string& path) {
+  std::shared_ptr<View> v = view();
+  Node* at = node(kRootIno);
+  for (size_t start = 0;;) {
+    while (start < path.size() && path[start] == '/') ++start;
+    if (start >= path.size()) return true;
+    const size_t slash = path.find('/', start);
+    const std::string name = path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    if (!at || !at->is_dir) return true;  // ENOTDIR without a listing
+    Listing& listing = v->listing(at->ino);
+    std::lock_guard<std::mutex> lock(listing.list_mu);
+    auto it = listing.children.find(name);
+    if (it == listing.children.end()) return listing.listed;  // missing without a listing, or unknown
+    at = node(it->second);
+    if (slash == std::string::npos) return true;
+    start = slash + 1;
+  }
+}
+
 Status FileSystem::ensure_listed(View& v, Node* dir) {
   Listing& listing = v.listing(dir->ino);
   std::lock_guard<std::mutex> lock(listing.list_mu);
@@ -355,8 +412,8 @@ ViewChange FileSystem::retired_names() {
 struct stat FileSystem::attributes(const Node& n) const {
   struct stat st {};
   st.st_ino = n.ino;
-  st.st_uid = getuid();
-  st.st_gid = getgid();
+  st.st_uid = options_.owner->first;
+  st.st_gid = options_.owner->second;
   st.st_mtim.tv_sec = st.st_ctim.tv_sec = st.st_atim.tv_sec = n.mtime;
   if (n.is_dir) {
     st.st_mode = S_IFDIR | 0555;

@@ -21,9 +21,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -40,6 +42,10 @@ struct FsOptions {
   // keep names and attributes for as long as it likes.
   double entry_timeout_s = 86400;
   time_t mtime = 0;  // the commit date
+  // The owner every file and directory shows (st_uid, st_gid); unset: the process's, read once
+  // when the FileSystem is made (a getuid and a getgid per lookup were 6 system calls per
+  // hf:// open of a file two directories down).
+  std::optional<std::pair<uid_t, gid_t>> owner;
   // Called on every successful open() with the file being opened (the mount records which repo
   // file each cached content id was read as; see cache/cache_index.h). Must be cheap and
   // thread-safe: it runs on the FUSE thread, no lock of this class held.
@@ -128,6 +134,17 @@ class FileSystem : public FsApi {
   // a path outside the root, a directory, or a directory listed already (its listing is the
   // truth).
   void know_file(TreeEntry entry);
+  // The listing of directory `dir` (a repo path, as stored) at this FileSystem's commit, read
+  // from FsOptions::listings by the caller (open_repo_session reads the first file's directory
+  // while its pin is out): the directory counts as listed, as if its first lookup had read that
+  // same document. Nothing for a directory not known yet (know_file makes the first file's),
+  // outside the root, or listed already.
+  void know_listing(const std::string& dir, std::vector<TreeEntry> entries);
+  // Whether looking `path` (relative to the root, as lookup walks it) up lists nothing: each
+  // directory on its way holds the next name already, or is listed (a name missing there is
+  // missing without a listing). Looks at memory only; a door that must stay interruptible
+  // (Python's main thread) opens such a path on its own thread.
+  bool finds_without_listing(const std::string& path);
 
   FsResult<EntryReply> lookup(Ino parent, const std::string& name) override;
   FsResult<struct stat> getattr(Ino ino) override;

@@ -42,6 +42,7 @@ bool reads_locally(const HubFile& file, uint64_t offset, size_t len, uint64_t re
 
 bool ListedDirs::opens_locally(const RepoSession& session, const std::string& path) {
   if (!session.fs || !session.subfolder.empty()) return false;
+  if (session.fs->finds_without_listing(path)) return true;  // known already: no stored listing read
   const auto& listings = session.fs->options().listings;
   if (!listings) return false;
   // Each directory on the way (the root first) and the name looked up in it.

@@ -53,8 +53,10 @@ bool reads_locally(const HubFile& file, uint64_t offset, size_t len, uint64_t re
 class ListedDirs {
  public:
   // True when looking `path` up (a repo path, no leading '/') lists nothing from the Hub: each
-  // directory on the way either holds the next name from an earlier open, or is stored. Reads
-  // each directory's stored listing the first time it is asked about.
+  // directory on the way either holds the next name from an earlier open, or is stored. Asks the
+  // session's FileSystem first (FileSystem::finds_without_listing: the first file and its
+  // directory's listing, known since the session was built); reads each other directory's stored
+  // listing the first time it is asked about.
   bool opens_locally(const RepoSession& session, const std::string& path);
   // `path` was opened: it and every directory above it are names its session finds again.
   void opened(const std::string& path);

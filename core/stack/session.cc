@@ -38,6 +38,10 @@ struct StoredFirstFile {
   // From its directory's listing: the files after it, in the listing's order (up to
   // kWarmFiles - 1): what an opener of many files in a row opens next.
   std::vector<TreeEntry> next_files;
+  // The directory's whole listing (up to kKnownListingMax entries; else empty): the session's
+  // FileSystem takes it as that directory's listing (FileSystem::know_listing), so the opens
+  // after the first read and parse no stored listing again.
+  std::vector<TreeEntry> dir_entries;
   bool known() const { return dir_listed || record.has_value(); }
 };
 
@@ -45,6 +49,12 @@ struct StoredFirstFile {
 // stored directory listing are loaded from the disk cache into memory: at most this many files
 // (docs/constants.md, kWarmFiles).
 constexpr size_t kWarmFiles = 16;
+
+// The first file's directory listing, read while the pin is out, is handed to the FileSystem
+// up to this many entries (docs/constants.md): filling its nodes is on the first open's path,
+// a listing parsed again at the second open is not; a huge directory is left to be listed at
+// its first lookup, as before.
+constexpr size_t kKnownListingMax = 1024;
 
 StoredFirstFile stored_first_file(const ListingCache* listings, const std::string& commit, const std::string& path) {
   StoredFirstFile out;
@@ -58,14 +68,15 @@ StoredFirstFile stored_first_file(const ListingCache* listings, const std::strin
   }
   // Known from its directory's listing: the session then lists nothing ahead (its root need not
   // be stored), and that directory comes from the cache at the first lookup in it.
-  for (TreeEntry& e : *dir) {
+  for (const TreeEntry& e : *dir) {
     if (out.record) {
       if (out.next_files.size() + 1 >= kWarmFiles) break;
-      if (!e.is_dir) out.next_files.push_back(std::move(e));
+      if (!e.is_dir) out.next_files.push_back(e);
     } else if (e.path == path && !e.is_dir) {
-      out.record = std::move(e);
+      out.record = e;
     }
   }
+  if (out.record && dir->size() <= kKnownListingMax) out.dir_entries = std::move(*dir);
   return out;
 }
 
@@ -276,6 +287,7 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   Result<PinnedRevision> info = pin_in_flight ? pin_in_flight->get() : std::move(*pinned_here);
   if (!info.ok()) return info.status();
   std::optional<TreeEntry> first;  // known without listing its directory
+  std::vector<TreeEntry> first_dir;  // its directory's stored listing at the pinned commit, or empty
   std::optional<Location> first_location;
   bool first_probed = false;  // `first` is the Hub's answer of this session, not the cache's
   std::shared_ptr<PrefetchedHead> first_head;  // its first block, asked for at the probe
@@ -284,6 +296,7 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
     StoredFirstFile stored = last_commit == info->commit ? std::move(stored_at_last)
                                                          : stored_first_file(listings.get(), info->commit, first_file);
     if (stored.record) first = std::move(stored.record);
+    first_dir = std::move(stored.dir_entries);
     if (probe && !stored.known()) {
       const auto pin_took =
           std::chrono::duration_cast<std::chrono::milliseconds>(s.stack.env->now() - pin_started);
@@ -360,7 +373,11 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   if (first) {
     // The first file is known without a listing; whatever else is asked for lists then.
     if (first_location) s.stack.hub->adopt_location(pinned, first->path, *first_location);
+    const size_t slash = first->path.rfind('/');
+    const std::string dir = slash == std::string::npos ? std::string() : first->path.substr(0, slash);
     s.fs->know_file(std::move(*first));
+    // Read at this commit while the pin was out: what the first lookup of a sibling would read.
+    if (!first_dir.empty()) s.fs->know_listing(dir, std::move(first_dir));
     return Status::Ok();
   }
   // Paid by the first access anyway (a lookup lists its whole directory); here it is off the

@@ -65,7 +65,10 @@ struct RepoSession {
 // the root is not listed ahead: the file's first block is one round trip after the pin instead
 // of three (the listing, the resolve, the block). A first file the cache knows (its entry in its
 // directory's stored listing, or its own record) is known the same way, with no request: the
-// root is not listed ahead either. Whatever else is looked up lists as before. While a branch's
+// root is not listed ahead either; that stored listing of its directory, read at the commit
+// the pin confirms, is the FileSystem's listing of it (FileSystem::know_listing; up to
+// kKnownListingMax entries), so its siblings' lookups read nothing more. Whatever else is
+// looked up lists as before. While a branch's
 // pin is out, the first blocks of that file and of up to 15 files after it in its directory's
 // stored listing load from the disk cache into memory (never fetched; blocks are keyed by
 // content, so a branch that moved reads its own), for the opens that follow.

@@ -70,13 +70,17 @@ _SEEK_HOLE = getattr(os, "SEEK_HOLE", 4)
 
 _core_module = None
 _core_lock = threading.Lock()
+# This process's id, kept here: a file compares it with its own at every read, and os.getpid()
+# is a system call (~1.7 us here; h5py makes 4 reads per open). os.fork() renews it below.
+_process_id = os.getpid()
 
 
 def _fresh_locks_in_child() -> None:
     # A lock another thread held at the fork stays held in the child: start with a free one.
-    global _core_lock, _one_of_many
+    global _core_lock, _one_of_many, _process_id
     _core_lock = threading.Lock()
     _one_of_many = _one_of_many or _core_module is not None
+    _process_id = os.getpid()
 
 
 os.register_at_fork(after_in_child=_fresh_locks_in_child)
@@ -185,7 +189,7 @@ class HubFile(io.RawIOBase):
     def __init__(self, core_file, name: str, session, options: Optional[Dict[str, Any]] = None):
         super().__init__()
         self._f = core_file
-        self._pid = os.getpid()  # the process core_file belongs to
+        self._pid = _process_id  # the process core_file belongs to
         self._options = dict(options or {})
         self._pos = 0
         self._size = core_file.size
@@ -195,10 +199,10 @@ class HubFile(io.RawIOBase):
 
     def _core_file(self):
         """The extension's file, opened again (same commit) in a process forked after it was made."""
-        if self._pid != os.getpid():
+        if self._pid != _process_id:
             session, path, _ = _session(self.name, dict(self._options, revision=self.commit), opening=True)
             self._f = session.open(path)  # the parent's is kept by the extension, never touched
-            self._pid = os.getpid()
+            self._pid = _process_id
         return self._f
 
     def __reduce__(self):

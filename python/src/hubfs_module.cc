@@ -122,6 +122,12 @@ T run_interruptibly(std::function<T()> fn, bool local = false) {
   }
 }
 
+// This process's id. Every call into a Session or a File compares it with the id of the process
+// that made the object (~14 times per h5py open of a file), and getpid() is a system call (~1.5
+// us on this VM): it is read once here and renewed in the child of a fork, first thing, by the
+// pthread_atfork handler below (glibc's fork() and Python's os.fork() run it).
+pid_t this_process = ::getpid();
+
 // What a forked child's objects held of its parent's sessions: kept, never destroyed (see the
 // top). Touched with the GIL held only.
 std::vector<std::shared_ptr<void>>& left_by_parent() {
@@ -132,7 +138,7 @@ std::vector<std::shared_ptr<void>>& left_by_parent() {
 // Drops `p`: released as usual in the process that made it (`owner`), kept in any other.
 template <typename T>
 void let_go(std::shared_ptr<T>& p, pid_t owner) {
-  if (p && owner != ::getpid()) left_by_parent().push_back(std::move(p));
+  if (p && owner != this_process) left_by_parent().push_back(std::move(p));
   p.reset();
 }
 
@@ -147,7 +153,7 @@ void let_go(std::shared_ptr<T>& p, pid_t owner) {
 struct Session {
   std::shared_ptr<hubfs::RepoSession> s;
   std::shared_ptr<hubfs::ListedDirs> dirs;  // what opens without the Hub (h5hub/local_reads.h)
-  pid_t pid = ::getpid();
+  pid_t pid = this_process;
   Session() = default;
   Session(std::shared_ptr<hubfs::RepoSession> session, std::shared_ptr<hubfs::ListedDirs> listed)
       : s(std::move(session)), dirs(std::move(listed)) {}
@@ -155,14 +161,14 @@ struct Session {
   Session& operator=(const Session&) = default;
   ~Session() { let_go(s, pid); }
   const std::shared_ptr<hubfs::RepoSession>& get() const {
-    if (pid != ::getpid()) raise_made_before_fork("hf:// session");
+    if (pid != this_process) raise_made_before_fork("hf:// session");
     return s;
   }
 };
 
 struct File {
   std::shared_ptr<hubfs::HubFile> f;
-  pid_t pid = ::getpid();
+  pid_t pid = this_process;
   std::shared_ptr<hubfs::RecentBlock> recent = std::make_shared<hubfs::RecentBlock>();  // the last read's
   explicit File(std::shared_ptr<hubfs::HubFile> file) : f(std::move(file)) {}
   File(const File&) = default;
@@ -171,7 +177,7 @@ struct File {
   // The file, to hold across a read; raises if closed or opened in another process.
   std::shared_ptr<hubfs::HubFile> held() {
     if (!f) throw py::value_error("I/O operation on closed file");
-    if (pid != ::getpid()) raise_made_before_fork("hf:// file");
+    if (pid != this_process) raise_made_before_fork("hf:// file");
     return f;
   }
 };
@@ -308,6 +314,7 @@ PYBIND11_MODULE(_core, m) {
   // A child forked with sessions in the registry keeps them (never shut down there: see the top)
   // and starts with none; registry_mu is held across the fork so the child's copy is free.
   pthread_atfork([] { registry_mu.lock(); }, [] { registry_mu.unlock(); }, [] {
+    this_process = ::getpid();
     for (auto& [key, r] : registry()) {
       left_by_parent().push_back(std::move(r.session));
       left_by_parent().push_back(std::move(r.dirs));  // its lock may have been held at the fork
@@ -493,11 +500,11 @@ PYBIND11_MODULE(_core, m) {
           let_go(*source, owner);
           delete source;
         });
-        PyCapsule_SetContext(capsule.ptr(), reinterpret_cast<void*>(static_cast<intptr_t>(::getpid())));
+        PyCapsule_SetContext(capsule.ptr(), reinterpret_cast<void*>(static_cast<intptr_t>(this_process)));
         return capsule;
       }, py::arg("name"), "The file as an h5chunk byte source (a capsule for h5chunk.File).")
       .def("close", [](File& f) {
-        if (f.pid != ::getpid()) return let_go(f.f, f.pid);
+        if (f.pid != this_process) return let_go(f.f, f.pid);
         py::gil_scoped_release nogil;
         f.f.reset();
       });

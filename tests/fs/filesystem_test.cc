@@ -3,6 +3,7 @@
 #include "fs/filesystem.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -404,6 +405,64 @@ TEST_F(FileSystemTest, AKnownFileIsLookedUpWithoutListingAndKeptByTheListing) {
   // The root is listed now: a file it does not hold is not made up by a late probe.
   fs_->know_file(TreeEntry{"ghost.bin", false, 5, std::string(40, 'a'), std::nullopt, std::nullopt});
   EXPECT_EQ(lookup_ok(kRootIno, "ghost.bin"), 0u);
+}
+
+// Files and directories show the owner the FileSystem was made with: the process's, read once,
+// or FsOptions::owner.
+TEST_F(FileSystemTest, EverythingShowsTheOwnerItWasMadeWith) {
+  EXPECT_EQ(fs_->getattr(kRootIno).value().st_uid, getuid());
+  EXPECT_EQ(fs_->getattr(kRootIno).value().st_gid, getgid());
+  FsOptions options;
+  options.owner = std::make_pair(uid_t{1234}, gid_t{5678});
+  remount(options);
+  const Ino data = lookup_ok(kRootIno, "data");
+  for (Ino ino : {kRootIno, data, lookup_ok(data, "big.bin")}) {
+    auto attr = fs_->getattr(ino);
+    ASSERT_TRUE(attr.ok());
+    EXPECT_EQ(attr.value().st_uid, 1234u);
+    EXPECT_EQ(attr.value().st_gid, 5678u);
+  }
+  auto entry = fs_->lookup(data, "big.bin");
+  ASSERT_TRUE(entry.ok());
+  EXPECT_EQ(entry.value().attr.st_uid, 1234u);
+}
+
+// A directory's listing handed over (open_repo_session reads the first file's while its pin is
+// out) is that directory's: its lookups and readdir list nothing, a name it lacks is missing at
+// once, and the node the first file had is kept. Nothing is taken for a directory not known yet.
+TEST_F(FileSystemTest, AKnownListingAnswersTheDirectoryWithoutListing) {
+  const TreeEntry big{"data/big.bin", false, kBody.size(), "b1", std::string(64, 'e'), std::nullopt};
+  const TreeEntry other{"data/other.bin", false, 3, "o1", std::string(64, 'f'), std::nullopt};
+  EXPECT_FALSE(fs_->finds_without_listing("data/big.bin"));
+  fs_->know_listing("data", {big, other});  // data/ is not known yet: nothing taken
+  EXPECT_FALSE(fs_->finds_without_listing("data/other.bin"));
+  fs_->know_file(big);
+  EXPECT_TRUE(fs_->finds_without_listing("data/big.bin"));
+  EXPECT_FALSE(fs_->finds_without_listing("data/other.bin"));
+  Ino data = lookup_ok(kRootIno, "data");
+  const Ino big_ino = lookup_ok(data, "big.bin");
+  fs_->know_listing("data", {big, other});
+  EXPECT_TRUE(fs_->finds_without_listing("data/other.bin"));
+  EXPECT_TRUE(fs_->finds_without_listing("data/missing.bin"));
+  EXPECT_TRUE(fs_->finds_without_listing("data/big.bin/x")) << "a file is no directory: ENOTDIR without listing";
+  EXPECT_FALSE(fs_->finds_without_listing("readme.md")) << "the root is not listed";
+  EXPECT_NE(lookup_ok(data, "other.bin"), 0u);
+  EXPECT_EQ(lookup_ok(data, "missing.bin"), 0u);
+  EXPECT_EQ(lookup_ok(data, "big.bin"), big_ino);
+  auto dir = fs_->opendir(data);
+  ASSERT_TRUE(dir.ok());
+  size_t names = 0;
+  for (const DirEntry& e : fs_->readdir(dir.value(), 0)) names += e.name != "." && e.name != "..";
+  fs_->releasedir(dir.value());
+  EXPECT_EQ(names, 2u);
+  EXPECT_EQ(hub_.listings.load(), 0);
+  // The root's listing handed over too: "" is the root.
+  fs_->know_listing("", {TreeEntry{"data", true, 0, "", std::nullopt, std::nullopt},
+                         TreeEntry{"readme.md", false, 2, "r1", std::nullopt, std::nullopt}});
+  EXPECT_TRUE(fs_->finds_without_listing("readme.md"));
+  EXPECT_NE(lookup_ok(kRootIno, "readme.md"), 0u);
+  EXPECT_EQ(lookup_ok(kRootIno, "data"), data);
+  EXPECT_EQ(hub_.listings.load(), 0);
 }
 
 class ListingCacheTest : public FileSystemTest {

@@ -93,6 +93,62 @@ def opts(hub, tmp_path):
 URL = "hf://datasets/lab/remote"
 
 
+def test_an_open_and_its_h5py_reads_ask_the_process_id_of_the_kernel_not_once(hub, opts, monkeypatch):
+    # A file is its process's (a forked child opens it again): each read compares ids, and
+    # os.getpid() is a system call. The id is kept by the module and renewed at os.fork().
+    with hubfs.open(f"{URL}/scan.hdf5", **opts) as f, h5py.File(f, "r") as h5:  # the session, warm
+        want = h5["data/raw_data"][0:2]
+    asked = []
+    real = os.getpid
+    monkeypatch.setattr(os, "getpid", lambda: asked.append(1) or real())
+    with hubfs.open(f"{URL}/scan.hdf5", **opts) as f, h5py.File(f, "r") as h5:
+        assert np.array_equal(h5["data/raw_data"][0:2], want)
+        assert f.tell() > 0
+    assert asked == []
+
+
+# Counts getpid() calls on the main thread (an LD_PRELOAD shim): the extension's objects check,
+# at every call, that they are in the process that made them.
+_GETPID_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static long calls;
+long counted_getpid_calls(void) { return calls; }
+pid_t getpid(void) {
+  static pid_t (*real)(void);
+  if (!real) real = (pid_t (*)(void))dlsym(RTLD_NEXT, "getpid");
+  pid_t pid = real();
+  if (syscall(SYS_gettid) == pid) ++calls;
+  return pid;
+}
+"""
+
+
+def test_an_open_and_its_h5py_reads_make_no_getpid_system_call(hub, opts, tmp_path):
+    # The extension keeps its process's id and renews it in a forked child (pthread_atfork); it
+    # asked the kernel ~14 times per h5py open of a file (a system call, ~1.5 us here).
+    (tmp_path / "shim.c").write_text(_GETPID_SHIM)
+    shim = tmp_path / "shim.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(shim), str(tmp_path / "shim.c"), "-ldl"], check=True)
+    code = ("import ctypes, json, sys; sys.path.insert(0, sys.argv[3]); import h5py, hubfs\n"
+            "opts, url = json.loads(sys.argv[1]), sys.argv[2]\n"
+            "def read():\n"
+            "    with hubfs.open(url, **opts) as f, h5py.File(f, 'r') as h5: return h5['data/raw_data'][0:2].sum()\n"
+            "read()  # the session, warm\n"
+            "count = ctypes.CDLL(None).counted_getpid_calls\n"
+            "count.restype = ctypes.c_long\n"
+            "before = count()\n"
+            "read()\n"
+            "print(count() - before)\n")
+    env = dict(os.environ, LD_PRELOAD=str(shim))
+    r = subprocess.run([sys.executable, "-c", code, json.dumps(opts), f"{URL}/scan.hdf5", PYTHON_DIR],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0"], r.stdout
+
+
 def test_reads_exact_bytes_with_seek_tell_and_readinto(hub, opts):
     big = hub["big"]
     with hubfs.open(f"{URL}/data/big.bin", **opts) as f:

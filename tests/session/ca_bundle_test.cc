@@ -1,6 +1,8 @@
 // choose_ca_bundle (stack/config.h): which CA certificates the session's transport trusts, from
 // the ca_bundle option or the environment, and what is read to get them.
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -90,6 +92,20 @@ TEST(ChooseCaBundle, ABundleThatCannotBeReadFailsNamingWhereItCameFrom) {
   Status flag = choose_ca_bundle(missing, o);
   ASSERT_EQ(flag.code(), Code::kInvalidArgument);
   EXPECT_NE(flag.message().find("--ca-bundle"), std::string::npos) << flag.message();
+}
+
+// A directory opens for reading, but libcurl cannot take it as CAINFO: refused at once (checked
+// without reading the bundle: hf://'s first open checks it on its way to the pin).
+TEST(ChooseCaBundle, ADirectoryIsNotABundle) {
+  CaEnv env;
+  testing::TempDir dir;
+  CaEnv::set("REQUESTS_CA_BUNDLE", dir.str());
+  CurlOptions o;
+  Status st = choose_ca_bundle("", o);
+  ASSERT_EQ(st.code(), Code::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("REQUESTS_CA_BUNDLE"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(strerror(EISDIR)), std::string::npos) << st.message();
+  EXPECT_EQ(choose_ca_bundle(dir.str(), o).code(), Code::kInvalidArgument);
 }
 
 }  // namespace HUBFS_UNITY_ID

@@ -182,15 +182,16 @@ TEST_F(H5HubTest, AFileOpensWithoutTheHubOnceItsDirectoriesAreListedInTheCache) 
   ASSERT_TRUE(list_dir(session, "").ok());  // lists the root, and stores the listing
   EXPECT_TRUE(dirs.opens_locally(session, "README.md"));
   EXPECT_TRUE(dirs.opens_locally(session, "noise.bin"));
-  EXPECT_FALSE(dirs.opens_locally(session, "data/x.h5"));  // no directory "data" is stored
+  EXPECT_TRUE(dirs.opens_locally(session, "data/x.h5"));  // the listed root has no "data": missing at once
   ListedDirs fresh;  // another session's, on the same cache and commit
   EXPECT_TRUE(fresh.opens_locally(session, "scan.hdf5"));
 }
 
 // A file's siblings open without the Hub when its directory's listing is stored, even where the
-// root's is not: the names an earlier open walked (the directory, in the root) are found again
-// without listing the root. What opens_locally says holds: such an open makes no request.
-TEST_F(H5HubTest, AFileOpensWithoutTheHubWhereAnEarlierOpenWalkedAndItsDirectoryIsStored) {
+// root's is not: the session knows its first file's way (the directory, in the root) and that
+// directory's listing, read while its pin was out; nothing is read from the cache directory to
+// say so. What opens_locally says holds: such an open makes no request.
+TEST_F(H5HubTest, AFileOpensWithoutTheHubWhereItsFirstFilesDirectoryIsStored) {
   {
     auto s = open_hf_source("hf://datasets/lab/scans/sub/a.bin", config(), Env::real());
     ASSERT_TRUE(s.ok()) << s.status().message();
@@ -199,13 +200,34 @@ TEST_F(H5HubTest, AFileOpensWithoutTheHubWhereAnEarlierOpenWalkedAndItsDirectory
   auto source = open_hf_source("hf://datasets/lab/scans/sub/a.bin", config(), Env::real());
   ASSERT_TRUE(source.ok()) << source.status().message();
   auto session = (*source)->file()->session();
+  // From here on the stored listings are gone: what follows is answered from the session's memory.
+  std::filesystem::remove_all(std::filesystem::path(config().cache_dir) / "listings");
   ListedDirs dirs;
-  EXPECT_FALSE(dirs.opens_locally(*session, "sub/b.bin")) << "the root is not stored, and nothing walked it";
-  dirs.opened("sub/a.bin");
   EXPECT_TRUE(dirs.opens_locally(*session, "sub/a.bin"));
   EXPECT_TRUE(dirs.opens_locally(*session, "sub/b.bin"));
+  EXPECT_TRUE(dirs.opens_locally(*session, "sub/deeper/c.bin")) << "sub/ is listed: missing, without a request";
   EXPECT_FALSE(dirs.opens_locally(*session, "README.md")) << "the root's other names need its listing";
-  EXPECT_FALSE(dirs.opens_locally(*session, "sub/deeper/c.bin")) << "sub/deeper is not stored";
+  hub_->reset_stats();
+  auto b = HubFile::open(session, "sub/b.bin");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  auto deeper = HubFile::open(session, "sub/deeper/c.bin");
+  EXPECT_EQ(deeper.status().code(), Code::kNotFound) << deeper.status().message();
+  EXPECT_EQ(hub_->stats()["api_requests"].get<int>(), 0) << hub_->stats().dump();
+}
+
+// Names an earlier open walked are found again without listing: a session whose first file the
+// Hub's answer described (no stored listing of its directory) finds its siblings once that
+// directory is stored, and the root's name on the way because an open walked it.
+TEST_F(H5HubTest, AFileOpensWithoutTheHubWhereAnEarlierOpenWalkedAndItsDirectoryIsStored) {
+  auto source = open_hf_source("hf://datasets/lab/scans/sub/a.bin", config(), Env::real());
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  auto session = (*source)->file()->session();
+  ListedDirs dirs;
+  EXPECT_FALSE(dirs.opens_locally(*session, "sub/b.bin")) << "sub/ is not stored";
+  ASSERT_TRUE(list_dir(*session, "sub").ok());  // stores sub/'s listing alone
+  EXPECT_FALSE(dirs.opens_locally(*session, "README.md")) << "the root's other names need its listing";
+  dirs.opened("sub/a.bin");
+  EXPECT_TRUE(dirs.opens_locally(*session, "sub/b.bin"));
   hub_->reset_stats();
   auto b = HubFile::open(session, "sub/b.bin");
   ASSERT_TRUE(b.ok()) << b.status().message();
