@@ -51,22 +51,20 @@ Status choose_ca_bundle(const std::string& flag, CurlOptions& options) {
   } else {
     bundles = find_ca_bundles();
   }
+  // Names the bundle, where it came from and errno's cause, with the fix.
+  auto unreadable = [](const CaBundle& b) {
+    return InvalidArgument("the CA bundle " + b.path + " (from " + b.source + ") cannot be read (" + strerror(errno) +
+                           "); point " + b.source + " at a PEM file of trusted CA certificates, or unset it to "
+                           "use the system's");
+  };
   std::string pem;
   for (const CaBundle& b : bundles) {
-    if (!bundle_opens(b.path)) {
-      return InvalidArgument("the CA bundle " + b.path + " (from " + b.source + ") cannot be read (" +
-                             strerror(errno) + "); point " + b.source + " at a PEM file of trusted CA "
-                             "certificates, or unset it to use the system's");
-    }
+    if (!bundle_opens(b.path)) return unreadable(b);
     // One bundle is passed by its name (libcurl reads it at its first TLS connection, never for
     // plain http): its ~200 KB are read here only to join several.
     if (bundles.size() == 1) break;
     std::ifstream in(b.path, std::ios::binary);
-    if (!in.is_open()) {
-      return InvalidArgument("the CA bundle " + b.path + " (from " + b.source + ") cannot be read (" +
-                             strerror(errno) + "); point " + b.source + " at a PEM file of trusted CA "
-                             "certificates, or unset it to use the system's");
-    }
+    if (!in.is_open()) return unreadable(b);
     pem.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     if (!pem.empty() && pem.back() != '\n') pem += '\n';
   }
