@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,9 +98,14 @@ std::string read_all(const std::string& path) {
   // read(2) into the string, not an istreambuf_iterator: that copies a byte per call, which at
   // the test code's -O0 under TSan cost seconds per MiB-sized file (MountTest: 17 s of 25 in one
   // test went there).
+  // Sized by fstat first (one byte more, to see the end in one read): grown by doubling from 64
+  // KiB, a MiB-sized file cost a fresh allocation and a copy per doubling, and under TSan each
+  // fresh page of the string's shadow too (docs/benchmarks.md, "Session 33: suite41").
   std::string out;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return out;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.resize(static_cast<size_t>(st.st_size) + 1);
   size_t used = 0;
   for (;;) {
     if (out.size() - used < (1u << 16)) out.resize(std::max<size_t>(2 * out.size(), used + (1u << 16)));
