@@ -239,20 +239,24 @@ void FileSystem::check_listed_agrees(const View& v, const Node& known, const Tre
             " from its resolve answer");
 }
 
+std::optional<std::string> FileSystem::below_root(const std::string& path) const {
+  const std::string& root = options_.root_path;
+  if (path == root) return std::string();
+  if (root.empty()) return path;
+  if (path.size() > root.size() + 1 && path.starts_with(root) && path[root.size()] == '/') {
+    return path.substr(root.size() + 1);
+  }
+  return std::nullopt;
+}
+
 void FileSystem::know_file(TreeEntry entry) {
   if (entry.is_dir) return;
-  const std::string& root = options_.root_path;
-  std::string rel;
-  if (root.empty()) {
-    rel = entry.path;
-  } else if (entry.path.size() > root.size() + 1 && entry.path.starts_with(root) && entry.path[root.size()] == '/') {
-    rel = entry.path.substr(root.size() + 1);
-  } else {
-    return;
-  }
+  std::optional<std::string> below = below_root(entry.path);
+  if (!below || below->empty()) return;  // outside the root, or the root itself
+  std::string rel = std::move(*below);
   std::shared_ptr<View> v = view();
   Node* dir = node(kRootIno);
-  std::string walked = root;
+  std::string walked = options_.root_path;
   for (;;) {
     const size_t slash = rel.find('/');
     const std::string name = rel.substr(0, slash);
@@ -283,17 +287,9 @@ void FileSystem::know_file(TreeEntry entry) {
 }
 
 void FileSystem::know_listing(const std::string& dir, std::vector<TreeEntry> entries) {
-  const std::string& root = options_.root_path;
-  std::string rel;
-  if (dir == root) {
-    rel = "";
-  } else if (root.empty()) {
-    rel = dir;
-  } else if (dir.size() > root.size() + 1 && dir.starts_with(root) && dir[root.size()] == '/') {
-    rel = dir.substr(root.size() + 1);
-  } else {
-    return;
-  }
+  std::optional<std::string> below = below_root(dir);
+  if (!below) return;
+  const std::string& rel = *below;
   std::shared_ptr<View> v = view();
   Node* at = node(kRootIno);
   for (size_t start = 0; !rel.empty() && at;) {

@@ -205,6 +205,9 @@ class FileSystem : public FsApi {
 
   std::shared_ptr<View> view() const;
   Node* node(Ino ino);
+  // `path` (a repo path) relative to FsOptions::root_path: "" for the root itself, nothing for a
+  // path outside it.
+  std::optional<std::string> below_root(const std::string& path) const;
   // The node for `entry` at view v: the one its path had if it is the same (a directory, or a
   // file of the same size and content id), else a new one whose reads name v's commit.
   Node* node_for(const View& v, TreeEntry entry);
