@@ -56,11 +56,16 @@ constexpr size_t kWarmFiles = 16;
 // its first lookup, as before.
 constexpr size_t kKnownListingMax = 1024;
 
+// The directory holding repo path `path` ("" for the repo's root).
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
 StoredFirstFile stored_first_file(const ListingCache* listings, const std::string& commit, const std::string& path) {
   StoredFirstFile out;
   if (!listings || path.empty()) return out;
-  const size_t slash = path.rfind('/');
-  auto dir = listings->load_dir(commit, slash == std::string::npos ? "" : path.substr(0, slash));
+  auto dir = listings->load_dir(commit, parent_dir(path));
   out.dir_listed = dir.has_value();
   if (!dir) {
     out.record = listings->load_file(commit, path);
@@ -323,10 +328,8 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   if (!subfolder.empty()) {
     // The subfolder must be a directory at this commit. The stored listing of its parent answers
     // that without a request (offline, its own listing was found above).
-    const size_t slash = subfolder.rfind('/');
-    const std::string parent = slash == std::string::npos ? "" : subfolder.substr(0, slash);
     std::optional<std::vector<TreeEntry>> found;
-    if (listings) found = listings->load_dir(info->commit, parent);
+    if (listings) found = listings->load_dir(info->commit, parent_dir(subfolder));
     if (!found && offline) found = std::vector<TreeEntry>{TreeEntry{subfolder, true, 0, "", std::nullopt, std::nullopt}};
     if (!found) {
       auto asked = s.stack.hub->paths_info(pinned, {subfolder});
@@ -373,8 +376,7 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   if (first) {
     // The first file is known without a listing; whatever else is asked for lists then.
     if (first_location) s.stack.hub->adopt_location(pinned, first->path, *first_location);
-    const size_t slash = first->path.rfind('/');
-    const std::string dir = slash == std::string::npos ? std::string() : first->path.substr(0, slash);
+    const std::string dir = parent_dir(first->path);
     s.fs->know_file(std::move(*first));
     // Read at this commit while the pin was out: what the first lookup of a sibling would read.
     if (!first_dir.empty()) s.fs->know_listing(dir, std::move(first_dir));
