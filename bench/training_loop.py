@@ -268,6 +268,7 @@ def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, 
             others = {"hub": hub.proc.pid if hub else None, "daemon": daemon}
             cpu0 = _cpu_s(pids)
             parts0 = _cpu_parts(pids, others)
+            split0 = _cpu_split(pids, others) if args.profile else None
             faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             planner = ds.plan(indices, ahead=args.ahead) if plan else None
             timings = []
@@ -282,8 +283,10 @@ def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, 
             cpu = _cpu_s(pids) - cpu0
             if args.profile:
                 parts = {k: v - parts0[k] for k, v in _cpu_parts(pids, others).items()}
+                split = _cpu_split(pids, others)
                 trace = _hub_trace(hub) if hub else None
                 _print_profile(f"{name}, epoch {e + 1}", seconds, len(indices), parts, timings, trace)
+                _print_split(split0, split)
                 _print_timeline(ds, seconds, timings, timeline, trace)
                 # The planner's fresh pages (each a fault the kernel zeroes): its fetches' memory.
                 print(f"    main process: {resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0} "
@@ -315,6 +318,88 @@ def _cpu_parts(pids, others):
     for k, pid in others.items():
         if pid:
             out[k] = _cpu_s([pid]) - _cpu_s()
+    return out
+
+
+def _proc_user_sys(pid):
+    """(user, system) CPU seconds of a process, all its threads (/proc/PID/stat); None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def _machine_busy():
+    """The machine's (busy, all) CPU seconds since boot, every core (/proc/stat's first line;
+    busy: everything but idle and iowait, so softirq and steal too)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(v) - v[3] - v[4]) / tick, sum(v) / tick
+
+
+def _cpu_split(pids, others):
+    """--profile: user and system CPU seconds by process (this one, the workers summed, `others`)
+    and the machine's busy CPU, to be differenced over an epoch: where every CPU-second of it
+    went, across all the processes on the machine (the rest: other work, interrupts)."""
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    out = {"main": (s.ru_utime, s.ru_stime)}
+    w = [_proc_user_sys(p) for p in pids]
+    out["workers"] = (sum(x[0] for x in w if x), sum(x[1] for x in w if x))
+    for k, pid in others.items():
+        if pid and _proc_user_sys(pid):
+            out[k] = _proc_user_sys(pid)
+    out["machine"] = _machine_busy()
+    out["all"] = _all_processes()
+    return out
+
+
+def _all_processes():
+    """{pid: (name, user + system CPU seconds)} of every process on the machine (kernel threads
+    too: writeback, softirq), to name the largest others of an epoch. By pid: a kworker's name
+    changes with the work it runs."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    head, rest = f.read().rsplit(")", 1)
+            except OSError:
+                continue
+            fields = rest.split()
+            out[int(d)] = (head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def _print_split(before, after):
+    every = {p: (n, v - before["all"].get(p, ("", 0.0))[1]) for p, (n, v) in after["all"].items()}
+    parts = {k: tuple(a - b for a, b in zip(after[k], before[k])) for k in after if k in before and k != "all"}
+    busy, total = parts.pop("machine")
+    ours = sum(u + s for u, s in parts.values())
+    print("    CPU s user/system: " + ", ".join(f"{k} {u:.2f}/{s:.2f}" for k, (u, s) in parts.items())
+          + f"; the machine busy {busy:.2f} of {total:.2f} (not these processes: {busy - ours:.2f})")
+    mine = {os.getpid()} | set(_descendants(os.getpid()))
+    top = sorted(((v, (p, n)) for p, (n, v) in every.items() if p not in mine and v >= 0.02), reverse=True)[:6]
+    print("    the largest other processes, CPU s: " + (", ".join(f"{n}[{p}] {v:.2f}" for v, (p, n) in top) or "none"))
+
+
+def _descendants(pid):
+    """Every process below pid (/proc/PID/task/*/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for t in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    kids = [int(x) for x in f.read().split()]
+                out += kids
+                todo += kids
+        except OSError:
+            pass
     return out
 
 

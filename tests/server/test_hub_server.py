@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -829,7 +830,7 @@ class LatencyAndBandwidthTest(unittest.TestCase):
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 from hub_server.quotas import QuotaTable, parse_quota_spec  # noqa: E402  (the module under test)
-from hub_server.shaping import HostBucket  # noqa: E402
+from hub_server.shaping import BodyCopy, HostBucket, Shaping  # noqa: E402
 
 
 class QuotaTableTest(unittest.TestCase):
@@ -898,6 +899,92 @@ class HostBucketTest(unittest.TestCase):
             t.join()
         # 64 / 1024 = 1/16 s per slice, exact in binary: 16000 distinct slots end to end.
         self.assertEqual(sorted(starts), [i / 16 for i in range(16000)])
+
+
+class _SendfileRecorder:
+    """A socket that records the sendfile calls made on it (offset, count, and how many bytes had
+    gone out before each) and passes them on."""
+
+    def __init__(self, sock):
+        self.sock, self.calls, self.sent = sock, [], 0
+
+    def sendfile(self, f, offset, count):
+        self.calls.append((offset, count))
+        n = self.sock.sendfile(f, offset, count)
+        self.sent += n
+        return n
+
+
+class _PacedBody(BodyCopy):
+    """BodyCopy on a socket pair, without a server: stats, in-flight end and writes recorded."""
+
+    def __init__(self, sock, shaping):
+        self.stats = {}
+        stats = type("Stats", (), {"add": lambda _, k, n: self.stats.__setitem__(k, self.stats.get(k, 0) + n)})()
+        self.server = type("Server", (), {"state": type("State", (), {"shaping": shaping, "stats": stats})()})()
+        self.connection = _SendfileRecorder(sock)
+        self.writes = []
+        self.wfile = type("Writer", (), {"write": lambda _, b: self.writes.append(len(b))})()
+        self.done_at = []  # (bytes counted, bytes gone out) at each mark_done
+
+    def mark_done(self):
+        self.done_at.append((self.stats.get("bytes_sent", 0), self.connection.sent))
+
+
+class PacedBodyTest(unittest.TestCase):
+    """Paced file bodies go out by sendfile, slice by slice, with the same slices, the same byte
+    counts and the in-flight end before the last slice as when they were read and written."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.data = os.urandom(3 * (1 << 20) + 70000)
+        self.path = os.path.join(self.tmp, "blob")
+        with open(self.path, "wb") as f:
+            f.write(self.data)
+        self.a, self.b = socket.socketpair()
+
+    def tearDown(self):
+        self.a.close()
+        self.b.close()
+        shutil.rmtree(self.tmp)
+
+    def _send(self, offset, count):
+        got = bytearray()
+
+        def drain():
+            while True:
+                chunk = self.b.recv(1 << 16)
+                if not chunk:
+                    return
+                got.extend(chunk)
+
+        reader = threading.Thread(target=drain)
+        reader.start()
+        body = _PacedBody(self.a, Shaping(0, 8000))  # 1 GB/s: 1 MiB slices, no real waiting
+        with open(self.path, "rb") as f:
+            sent = body._copy_body(f, offset, count)
+        self.a.shutdown(socket.SHUT_WR)
+        reader.join()
+        return body, sent, bytes(got)
+
+    def test_paced_slices_go_out_by_sendfile(self):
+        mib = 1 << 20
+        offset, count = 1000, 3 * mib + 12345
+        body, sent, got = self._send(offset, count)
+        self.assertEqual(sent, count)
+        self.assertEqual(got, self.data[offset:offset + count])
+        self.assertEqual(body.writes, [])  # no body byte through Python's buffers
+        self.assertEqual(body.connection.calls, [(offset + i * mib, mib) for i in range(3)] + [(offset + 3 * mib, 12345)])
+        self.assertEqual(body.stats, {"bytes_sent": count})
+        # Out of the in-flight count once, before the last slice, with every byte already counted.
+        self.assertEqual(body.done_at, [(count, 3 * mib)])
+
+    def test_a_body_past_the_end_of_its_file_counts_what_went_out(self):
+        offset = len(self.data) - 100000
+        body, sent, got = self._send(offset, 300000)
+        self.assertEqual(sent, 100000)
+        self.assertEqual(got, self.data[offset:])
+        self.assertEqual(body.stats, {"bytes_sent": 100000})
 
 
 class RealHubBehaviourTest(unittest.TestCase):
