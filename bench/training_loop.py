@@ -264,6 +264,8 @@ def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, 
                 hub.reset()  # the trace starts here
                 timeline["hub_epoch"] = (t + time.monotonic()) / 2  # its trace's 0 on our clock
             before_stats = hub.stats() if hub else None
+            if args.backed_mb:
+                _back_free_memory(args.backed_mb, args.dir or tempfile.gettempdir())
             pids = [p.pid for p in pool._pool]
             others = {"hub": hub.proc.pid if hub else None, "daemon": daemon}
             cpu0 = _cpu_s(pids)
@@ -308,6 +310,21 @@ def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, 
         result["epochs"] = epochs
         result["pss_mib"] = [round(_pss_kib(p.pid) / 1024, 1) for p in pool._pool]
     return result
+
+
+def _back_free_memory(mb, where):
+    """--backed-mb: writes mb MiB into a file under `where` and deletes it, just before an epoch's
+    clock, so the page cache the epoch fills reuses pages just freed. On this VM (a Firecracker
+    guest with virtio-balloon free page reporting) a write into pages that have stayed free a few
+    seconds costs ~10x the system time: `dd` of 380 MB (a cold hf:// epoch's bytes) took 0.06 s
+    right after a 400-600 MB file was deleted, 0.6-0.8 s 3 s later or after 600 MB of anonymous
+    memory was freed instead. A measure of that artifact, not of the code: off by default."""
+    path = os.path.join(where, "backed-mb.tmp")
+    page = b"\1" * (1 << 20)
+    with open(path, "wb") as f:
+        for _ in range(mb):
+            f.write(page)
+    os.unlink(path)
 
 
 def _cpu_parts(pids, others):
@@ -634,6 +651,9 @@ def main():
     ap.add_argument("--contenders", default="local,rclone,mount,hf")
     ap.add_argument("--dir", default="")
     ap.add_argument("--perf", default="", help="a directory: perf record -g of each epoch's processes there")
+    ap.add_argument("--backed-mb", type=int, default=0,
+                    help="before each epoch, touch and free this many MiB, so that the page cache the epoch "
+                         "fills is memory the VM's host backs (see _back_free_memory); 0: off")
     ap.add_argument("--profile", action="store_true",
                     help="per epoch: CPU by process, the workers' time per frame, requests in flight")
     args = ap.parse_args()
