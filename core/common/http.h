@@ -38,6 +38,10 @@ struct HttpResponse;
 class BodySink {
  public:
   virtual ~BodySink() = default;
+  // The answer's status and headers, before its body's first byte: a streaming transport calls
+  // it right before each begin(). One that does not leaves the sink to learn them from the whole
+  // answer (then nothing it was fed may be trusted before that answer is checked).
+  virtual void head(int /*status*/, const Headers& /*headers*/) {}
   // A body begins: everything fed before (a failed attempt's) is forgotten.
   virtual void begin() = 0;
   // The next n bytes of the body.

@@ -158,7 +158,10 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
   if (BodySink* sink = t->request.body_sink.get()) {
     // Only the transfer that answered first gets here (a hedge's loser is cancelled at the
     // winner's first header byte, above), so one transfer feeds the sink, from its begin().
-    if (t->response.streamed == 0) sink->begin();
+    if (t->response.streamed == 0) {
+      sink->head(static_cast<int>(t->status), t->response.headers);
+      sink->begin();
+    }
     sink->feed(data, n);
     t->response.streamed += n;
     return n;

@@ -39,6 +39,32 @@ class RangeSource {
   // file_size; kTimeout once `deadline` passed); with the bytes, what checks them. Thread-safe.
   virtual void fetch_async(uint64_t file_size, ByteRange range, Callback done, Deadline deadline) = 0;
 
+  // Bytes [0, ready) of a range fetched into a buffer are in it, final, from this source's
+  // checked reads (Provenance::kFileHashed): the caller may serve them before the fetch ends.
+  // The source records them for its file_verdict only when the fetch ends: a caller that takes
+  // the verdict once a file is complete completes it only from a fetch that ended.
+  using Progress = std::function<void(uint64_t ready)>;
+  using DoneInto = std::function<void(Status, Provenance)>;
+  // fetch_async whose bytes go into `into` (RangeFetcher::fetch_into_async's contract: only an OK
+  // Status says `into` holds exactly the range), with `progress`, when set, told as a prefix of
+  // the range is in for good (on any thread, before `done`, in increasing `ready`): from then on
+  // nothing writes into [0, ready) of `into` again (a retry that brings those bytes compares
+  // them, and fails unless they are the same), and they are the range's bytes whatever `done`
+  // says (a failure leaves the rest of the range unserved, not those). `done`'s provenance is
+  // that of the bytes past the last `ready`. This default fetches a string and copies it in,
+  // with no progress.
+  virtual void fetch_into_async(uint64_t file_size, ByteRange range, std::shared_ptr<RangeBuffer> into,
+                                Progress progress, DoneInto done, Deadline deadline) {
+    (void)progress;
+    fetch_async(
+        file_size, range,
+        [into = std::move(into), done = std::move(done)](Result<std::string> got, Provenance provenance) {
+          if (got.ok()) into->write(0, got->data(), got->size());
+          done(got.status(), provenance);
+        },
+        deadline);
+  }
+
   // The source's verdict on the whole file. A reader may take kMatch instead of hashing the file
   // itself when every byte it holds came from here as kFileHashed. kMismatch is reported once:
   // the source forgets what it delivered (and what told it where to fetch), so the reader's

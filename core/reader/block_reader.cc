@@ -161,10 +161,45 @@ void BlockReader::fetch_blocks(const RemoteFile& file, const FileKey& key, const
     fetches_.add();
     requests_in_flight_ += parts;
     const auto sent_at = env_.now();
-    // A file read from the Hub (no source of its own) arrives straight into pooled block slots.
+    // Every response arrives straight into pooled block slots.
     std::shared_ptr<BlockSlots> slots =
-        file.source ? nullptr : BlockSlots::take(*block_pool_, BlockRun{first, count}, file.size, options_.block_size);
-    if (slots) {
+        BlockSlots::take(*block_pool_, BlockRun{first, count}, file.size, options_.block_size);
+    if (slots && file.source) {
+      // A source of its own (Xet) says as the range's first bytes are in for good: each block
+      // they cover is served, and its disk write queued, then, while the rest is on the wire
+      // (the disk writes of a hint's responses no longer follow its last byte: docs/xet.md).
+      // `early`: the blocks of the run handed over so; the completion serves the others.
+      auto early = std::make_shared<std::atomic<uint64_t>>(0);
+      const BlockRun run{first, count};
+      file.source->fetch_into_async(
+          file.size, range, slots,
+          [this, file, key, run, early, slots](uint64_t ready) {
+            // On the source's thread (a transport thread): only whole blocks, handed to a worker.
+            // Never the run's last: the batch that completes a file must come after its source
+            // recorded what it read (when the response ends), so the file's verdict is there to
+            // take in place of a hash (FileVerifier::blocks_arrived).
+            const uint64_t whole = std::min<uint64_t>(run.count - 1, ready / options_.block_size);
+            uint64_t from = early->load();
+            while (from < whole && !early->compare_exchange_weak(from, whole)) {
+            }
+            if (from >= whole) return;
+            post([this, file, key, from, whole, slots] { on_ready_early(file, key, from, whole, *slots); });
+          },
+          [this, file, key, run, range, prefetch, parts, sent_at, slots, early](Status status, Provenance provenance) {
+            cdn_latency_.observe(env_.now() - sent_at, parts);
+            requests_in_flight_ -= parts;
+            // Every progress call came before this one: `early` is final.
+            const uint64_t served = early->load();
+            post([this, file, key, run, range, prefetch, slots, status, provenance, served] {
+              if (prefetch) prefetch_bytes_ -= range.length;
+              on_fetched_into(file, key, run, status, *slots, provenance, served);
+            });
+            fetches_.done();
+          },
+          deadline);
+      continue;
+    }
+    if (slots && !file.source) {
       fetcher_.fetch_into_async(
           file.locate, file.size, range, slots,
           [this, file, key, first, count, range, prefetch, parts, sent_at, slots](Status status) {
@@ -214,14 +249,36 @@ void BlockReader::on_fetched(const RemoteFile& file, const FileKey& key, uint64_
 }
 
 void BlockReader::on_fetched_into(const RemoteFile& file, const FileKey& key, BlockRun run, const Status& status,
-                                  const BlockSlots& slots) {
+                                  const BlockSlots& slots, Provenance provenance, uint64_t served) {
+  // The run's first `served` blocks went out early (on_ready_early): theirs, whatever the status.
+  const BlockRun rest{run.first + served, run.count - std::min(served, run.count)};
   if (!status.ok()) {
     counters_.add(counters_.fetch_errors, 1);
-    return fail(key, run.indices(), status.with_context("fetching " + file.path));
+    return fail(key, rest.indices(), status.with_context("fetching " + file.path));
   }
-  counters_.add(counters_.bytes_fetched, slots.length());
-  counters_.add(counters_.blocks_fetched, run.count);
-  complete_batch(file, key, slots.blocks(), /*from_hub=*/true);  // the bridge's bytes: kPlain
+  if (rest.count == 0) return;
+  auto blocks = slots.blocks(served, run.count);
+  uint64_t bytes = 0;
+  for (auto& [index, b] : blocks) {
+    b.source_checked = provenance == Provenance::kFileHashed;
+    bytes += b.size();
+  }
+  counters_.add(counters_.bytes_fetched, bytes);
+  counters_.add(counters_.blocks_fetched, rest.count);
+  complete_batch(file, key, blocks, /*from_hub=*/true);
+}
+
+void BlockReader::on_ready_early(const RemoteFile& file, const FileKey& key, uint64_t from, uint64_t to,
+                                 const BlockSlots& slots) {
+  auto blocks = slots.blocks(from, to);
+  uint64_t bytes = 0;
+  for (auto& [index, b] : blocks) {
+    b.source_checked = true;  // a source's progress is of its checked bytes (RangeSource::Progress)
+    bytes += b.size();
+  }
+  counters_.add(counters_.bytes_fetched, bytes);
+  counters_.add(counters_.blocks_fetched, to - from);
+  complete_batch(file, key, blocks, /*from_hub=*/true);
 }
 
 std::vector<uint64_t> BlockReader::claim_ahead(const RemoteFile& file, const FileKey& key,

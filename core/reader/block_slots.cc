@@ -57,10 +57,13 @@ void BlockSlots::read(uint64_t offset, char* out, size_t n) const {
   each_piece(offset, n, [&](const char* slot, size_t from, size_t k) { std::memcpy(out + from, slot, k); });
 }
 
-std::vector<std::pair<uint64_t, BlockBytes>> BlockSlots::blocks() const {
+std::vector<std::pair<uint64_t, BlockBytes>> BlockSlots::blocks() const { return blocks(0, loans_.size()); }
+
+std::vector<std::pair<uint64_t, BlockBytes>> BlockSlots::blocks(size_t from, size_t to) const {
   std::vector<std::pair<uint64_t, BlockBytes>> out;
-  out.reserve(loans_.size());
-  for (size_t i = 0; i < loans_.size(); ++i) {
+  to = std::min(to, loans_.size());
+  out.reserve(to > from ? to - from : 0);
+  for (size_t i = from; i < to; ++i) {
     (void)slot(i);  // a block of no bytes was never written
     BlockBytes bytes;
     std::lock_guard<std::mutex> lock(mu_);

@@ -39,6 +39,9 @@ class BlockSlots final : public RangeBuffer {
 
   // The run's blocks (call only once the fetch said OK: before, a slot holds anything).
   std::vector<std::pair<uint64_t, BlockBytes>> blocks() const;
+  // Blocks [from, to) of the run (counted from its first), the same way: for blocks whose bytes
+  // are all in while the fetch goes on (RangeSource::fetch_into_async's progress).
+  std::vector<std::pair<uint64_t, BlockBytes>> blocks(size_t from, size_t to) const;
   uint64_t length() const { return length_; }
 
  private:

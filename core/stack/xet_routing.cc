@@ -33,6 +33,18 @@ struct HeadRead {
   std::atomic<bool> confirmed{false};
 };
 
+// Bytes [base, ...) of another buffer, as a buffer of their own: the rest of a range.
+class OffsetBuffer : public RangeBuffer {
+ public:
+  OffsetBuffer(std::shared_ptr<RangeBuffer> to, uint64_t base) : to_(std::move(to)), base_(base) {}
+  void write(uint64_t offset, const char* data, size_t n) override { to_->write(base_ + offset, data, n); }
+  void read(uint64_t offset, char* out, size_t n) const override { to_->read(base_ + offset, out, n); }
+
+ private:
+  const std::shared_ptr<RangeBuffer> to_;
+  const uint64_t base_;
+};
+
 class XetRouter::FileSource : public RangeSource {
  public:
   static void from_bridge(XetRouter& r, const Locator& locate, uint64_t file_size, ByteRange range, Callback done,
@@ -52,6 +64,48 @@ class XetRouter::FileSource : public RangeSource {
     if (range.length != 0 && range.offset + range.length <= head_ && !head_taken_.exchange(true))
       return head_read(file_size, range, std::move(done), deadline);
     from_xet(file_size, range, std::move(done), deadline);
+  }
+
+  // As fetch_async, into `into`: Xet's reads report their bytes as they are decoded. A head read
+  // goes as fetch_async does (the default: a string, copied in). After a Xet failure the bridge
+  // brings only what Xet did not report ready, into the same buffer past it: what was reported
+  // may be served already, and is never written again.
+  void fetch_into_async(uint64_t file_size, ByteRange range, std::shared_ptr<RangeBuffer> into, Progress progress,
+                        DoneInto done, Deadline deadline) override {
+    XetRouter* r = router_.get();
+    if (r->bridge_now()) {
+      r->bridge_.fetch_into_async(
+          locate_, file_size, range, std::move(into), [done = std::move(done)](Status s) { done(s, Provenance::kPlain); },
+          deadline);
+      return;
+    }
+    if (range.length != 0 && range.offset + range.length <= head_ && !head_taken_.load())
+      return RangeSource::fetch_into_async(file_size, range, std::move(into), nullptr, std::move(done), deadline);
+    auto ready = std::make_shared<std::atomic<uint64_t>>(0);
+    router_->xet_.fetch_into_async(
+        hash_, file_size, range, into,
+        [ready, progress = std::move(progress)](uint64_t n) {
+          ready->store(n);
+          if (progress) progress(n);
+        },
+        [router = router_, locate = locate_, file_size, range, into, ready, done = std::move(done),
+         deadline](Status s) mutable {
+          if (s.ok() || !is_storage_service_error(s) || router->stopping_.load()) {
+            done(s, Provenance::kFileHashed);
+            return;
+          }
+          router->note_failure(s);
+          const uint64_t have = ready->load();
+          if (have >= range.length) {  // every byte was in before the failure (past the range's end)
+            done(Status::Ok(), Provenance::kFileHashed);
+            return;
+          }
+          router->bridge_.fetch_into_async(
+              locate, file_size, ByteRange{range.offset + have, range.length - have},
+              std::make_shared<OffsetBuffer>(into, have),
+              [done = std::move(done)](Status s) { done(s, Provenance::kPlain); }, deadline);
+        },
+        deadline, block_key_);
   }
 
   // Over the bytes Xet served: the bridge's are the reader's to hash. A head the bridge served

@@ -37,6 +37,8 @@ void ChunkStreamDecoder::reset() {
   failed_ = Status::Ok();
   fed_ = 0;
   produced_ = 0;
+  kept_ = 0;
+  head_ok_ = false;
   chunk_start_ = 0;
   keep_from_.reset();
   header_.reset();
@@ -84,10 +86,14 @@ size_t ChunkStreamDecoder::step(const uint8_t* p, size_t n) {
     // A chunk stored as-is and kept whole: its bytes go straight to their place in the output
     // as they arrive, and are hashed there once complete (still in cache), with no staging copy.
     const size_t take = std::min<size_t>(n, header_->compressed_size - direct_got_);
-    out_.data.append(reinterpret_cast<const char*>(p), take);
+    keep(reinterpret_cast<const char*>(p), take);
+    // Into a sink the chunk is hashed piece by piece as it passes (its bytes are not in one
+    // place of ours to hash at the end).
+    if (extras_.sink) direct_hash_.update(p, take);
     direct_got_ += take;
-    if (direct_got_ == header_->compressed_size) {
-      chunk_done(reinterpret_cast<const uint8_t*>(out_.data.data()) + out_.data.size() - direct_got_);
+    if (failed_.ok() && direct_got_ == header_->compressed_size) {
+      chunk_done(extras_.sink ? nullptr
+                              : reinterpret_cast<const uint8_t*>(out_.data.data()) + out_.data.size() - direct_got_);
     }
     return take;
   }
@@ -131,6 +137,7 @@ void ChunkStreamDecoder::header_done(const uint8_t* h) {
   direct_ = header_->scheme == CompressionScheme::kNone && keep_from_ && *keep_from_ <= produced_ &&
             header_->compressed_size > 0;
   direct_got_ = 0;
+  if (direct_ && extras_.sink) direct_hash_ = ChunkHasher();
   if (header_->compressed_size == 0) chunk_done(h);  // an empty chunk: its payload is complete
 }
 
@@ -152,17 +159,30 @@ void ChunkStreamDecoder::chunk_done(const uint8_t* payload) {
     }
     content = reinterpret_cast<const uint8_t*>(scratch_.data());
   }
-  if (extras_.hash) out_.hashes.push_back(chunk_hash(content, h.uncompressed_size));
+  // A chunk kept as-is into a sink comes with no payload here: it was hashed as it passed.
+  if (extras_.hash) out_.hashes.push_back(content ? chunk_hash(content, h.uncompressed_size) : direct_hash_.finalize());
   if (direct_) {
     direct_ = false;  // already in place
   } else if (keep_from_ && produced_ + h.uncompressed_size > *keep_from_) {
     const uint64_t from = std::max<uint64_t>(produced_, *keep_from_);
-    out_.data.append(reinterpret_cast<const char*>(content) + (from - produced_), produced_ + h.uncompressed_size - from);
+    keep(reinterpret_cast<const char*>(content) + (from - produced_), produced_ + h.uncompressed_size - from);
+    if (!failed_.ok()) return;
   }
   produced_ += h.uncompressed_size;
   chunk_start_ += kChunkHeaderSize + h.compressed_size;
   out_.ends.push_back(static_cast<uint32_t>(produced_));
   out_.packed_ends.push_back(static_cast<uint32_t>(chunk_start_));
+  if (extras_.sink && head_ok_ && kept_ > 0) extras_.sink->ready(kept_);
+}
+
+void ChunkStreamDecoder::keep(const char* p, size_t n) {
+  if (extras_.sink) {
+    Status s = extras_.sink->put(kept_, p, n);
+    if (!s.ok()) failed_ = s;
+  } else {
+    out_.data.append(p, n);
+  }
+  kept_ += n;
 }
 
 Result<DecodedChunks> ChunkStreamDecoder::finish() {
@@ -174,6 +194,7 @@ Result<DecodedChunks> ChunkStreamDecoder::finish() {
                    std::to_string(expected_chunks_) + " chunks decoded): truncated response or damaged header");
   }
   out_.dropped = std::min<uint64_t>(keep_from_.value_or(produced_), produced_);
+  out_.sunk = extras_.sink ? kept_ : 0;
   return std::move(out_);
 }
 

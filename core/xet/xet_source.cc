@@ -1,6 +1,7 @@
 #include "xet/xet_source.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 
@@ -67,6 +68,53 @@ std::string read_timeline(const MerkleHash& file, hubfs::ByteRange range, long l
 
 }  // namespace
 
+class ReadSink : public DecodeSink {
+ public:
+  ReadSink(std::shared_ptr<RangeBuffer> into, uint64_t length, RangeSource::Progress progress)
+      : into_(std::move(into)), length_(length), progress_(std::move(progress)) {}
+
+  // Whether this attempt's ready bytes are reported (a read that may tile the file alone: not).
+  void report(bool on) { reporting_.store(on); }
+  uint64_t ready_bytes() const { return ready_.load(); }
+
+  Status put(uint64_t offset, const char* data, size_t n) override {
+    if (offset >= length_) return Status::Ok();  // a term's bytes past the read's end
+    n = static_cast<size_t>(std::min<uint64_t>(n, length_ - offset));
+    const uint64_t fixed = ready_.load();
+    if (offset < fixed) {
+      // Served already: a retry brings them again, and they must be the same.
+      const size_t same = static_cast<size_t>(std::min<uint64_t>(n, fixed - offset));
+      char buf[16384];
+      for (size_t at = 0; at < same; at += sizeof buf) {
+        const size_t k = std::min(sizeof buf, same - at);
+        into_->read(offset + at, buf, k);
+        if (std::memcmp(buf, data + at, k) != 0) {
+          return Unavailable("the Xet storage service sent different bytes for bytes " + std::to_string(offset + at) +
+                             "+" + std::to_string(k) + " of a read than it sent before, which were served");
+        }
+      }
+      offset += same, data += same, n -= same;
+    }
+    if (n) into_->write(offset, data, n);
+    return Status::Ok();
+  }
+
+  void ready(uint64_t bytes) override {
+    if (!reporting_.load()) return;
+    bytes = std::min(bytes, length_);
+    if (bytes <= ready_.load()) return;
+    ready_.store(bytes);  // one writer at a time: an attempt's decoder, or its assembling thread
+    if (progress_) progress_(bytes);
+  }
+
+ private:
+  const std::shared_ptr<RangeBuffer> into_;
+  const uint64_t length_;
+  const RangeSource::Progress progress_;
+  std::atomic<uint64_t> ready_{0};
+  std::atomic<bool> reporting_{false};
+};
+
 XetReader::XetReader(HttpTransport& transport, TokenSource tokens, XetReaderOptions options)
     : transport_(transport),
       options_(std::move(options)),
@@ -110,6 +158,17 @@ void XetReader::fetch_async(const MerkleHash& file, uint64_t file_size, hubfs::B
   if (!posted) (*cb)(Unavailable("the Xet reader is shut down (unmounting)"));
 }
 
+void XetReader::fetch_into_async(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
+                                 std::shared_ptr<RangeBuffer> into, RangeSource::Progress progress,
+                                 std::function<void(Status)> done, Deadline deadline, std::string block_key) {
+  auto sink = std::make_shared<ReadSink>(std::move(into), range.length, std::move(progress));
+  auto cb = std::make_shared<std::function<void(Status)>>(std::move(done));
+  bool posted = work_->post([this, file, file_size, range, cb, deadline, key = std::move(block_key), sink] {
+    (*cb)(read_range(file, file_size, range, deadline, key, sink).status());
+  });
+  if (!posted) (*cb)(Unavailable("the Xet reader is shut down (unmounting)"));
+}
+
 void XetReader::warm_token() {
   if (token_warmed_.exchange(true)) return;
   (void)work_->post([this] {
@@ -137,6 +196,12 @@ class XetFileSource : public RangeSource {
     reader_.fetch_async(file_, file_size, range, with_provenance(std::move(done), Provenance::kFileHashed), deadline,
                         block_key_);
   }
+  void fetch_into_async(uint64_t file_size, hubfs::ByteRange range, std::shared_ptr<RangeBuffer> into,
+                        Progress progress, DoneInto done, Deadline deadline) override {
+    reader_.fetch_into_async(
+        file_, file_size, range, std::move(into), std::move(progress),
+        [done = std::move(done)](Status s) { done(s, Provenance::kFileHashed); }, deadline, block_key_);
+  }
   FileVerdict file_verdict() override { return reader_.file_verdict(file_); }
 
  private:
@@ -151,7 +216,8 @@ std::shared_ptr<RangeSource> XetReader::source_for(const MerkleHash& file, std::
 }
 
 Result<std::string> XetReader::read_range(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
-                                          const Deadline& deadline, const std::string& block_key) {
+                                          const Deadline& deadline, const std::string& block_key,
+                                          const std::shared_ptr<ReadSink>& into) {
   if (range.length == 0) return std::string();
   if (range.offset > file_size || range.length > file_size - range.offset) {
     return InvalidArgument("Xet read of bytes " + range_text(range) + " past the end of a " +
@@ -167,7 +233,7 @@ Result<std::string> XetReader::read_range(const MerkleHash& file, uint64_t file_
             ? Deadline::after(options_.attempt_budget, env_.clock())
             : deadline.within(deadline.remaining() / std::max(1, options_.attempt_share_divisor), env_.clock());
     std::string mismatch;
-    auto got = read_once(file, file_size, range, mine, /*fresh=*/attempt > 0, block_key, &mismatch);
+    auto got = read_once(file, file_size, range, mine, /*fresh=*/attempt > 0, block_key, &mismatch, into);
     if (got.ok()) {
       served_bytes_ += range.length;
       return got;
@@ -277,7 +343,7 @@ void XetReader::on_decided(const MerkleHash& file, XetFileChecks::Recorded& deci
 
 Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
                                          const Deadline& deadline, bool fresh, const std::string& block_key,
-                                         std::string* mismatch) {
+                                         std::string* mismatch, const std::shared_ptr<ReadSink>& into) {
   // The read's steps on the Env's clock, for its debug line (read_timeline): where a cold read's
   // round trips go, drawn from the log without a tracer.
   const MonotonicClock::time_point started = env_.now();
@@ -339,6 +405,13 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
   // A read of one term from one listed range (most reads: a file's terms are long) is decoded
   // into its output from the read's first byte on and handed over: no copy trims it.
   const bool one_piece = n == 1 && requests.size() == 1 && !pieces[0].cached;
+  if (into) {
+    // Its bytes are served as they are reported ready, unless its chunks may tile the file alone
+    // (it then is checked before it answers: nothing served before): a chunk is at most
+    // kMaxChunkSize, so such a read starts and ends within one of the file's ends.
+    const uint64_t end = range.offset + range.length;
+    into->report(!(range.offset < kMaxChunkSize && file_size - end < kMaxChunkSize));
+  }
   // Every range the cache cannot serve goes out at once; the read holds one of the reader's
   // slots, so its ranges after the first go out beside it (HttpRequest::companion). Each is
   // decoded, every chunk hashed (the file's check needs every one), as its bytes arrive.
@@ -353,8 +426,10 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
     if (one_piece) {
       extras.keep_from_chunk = pieces[0].term->chunks.start - r.listed->chunks.start;
       extras.keep_skip = pieces[0].read->skip;
+      // Into the caller's buffer, each chunk served as it is decoded: no output of its own.
+      if (into) extras.sink = into, capacity = 0;
     }
-    r.expected_output = one_piece ? pieces[0].read->take : r.known_unpacked;
+    r.expected_output = extras.sink ? 0 : one_piece ? pieces[0].read->take : r.known_unpacked;
     r.pending = fetch_xorb_range(transport_, r.fetch->url, r.xorb, *r.listed, deadline, capacity, extras,
                                  !first_out, xorbs_, &r.decoder);
     first_out = false;
@@ -368,7 +443,20 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
     if (r.decoder) r.decoder->prefault_output(r.expected_output);
   }
   std::string out;
-  if (n > 1) {
+  uint64_t assembled = 0;  // bytes of the range in `out`, or in `into`
+  // The piece's bytes onto the read's: into the caller's buffer (then ready), or `out`.
+  auto assemble = [&](const char* p, size_t k) {
+    if (into) {
+      Status s = into->put(assembled, p, k);
+      if (!s.ok()) return s;
+      into->ready(assembled + k);
+    } else {
+      out.append(p, k);
+    }
+    assembled += k;
+    return Status::Ok();
+  };
+  if (n > 1 && !into) {
     out.reserve(range.length);
     advise_huge_pages(out.data(), range.length);
     prefault_pages(out.data(), range.length);
@@ -384,7 +472,7 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
       for (uint32_t k = 0; k < p.cached_chunks.size(); ++k)
         served[i].push_back({p.cached_chunks[k], term.xorb, term.chunks.start + k, /*from_cache=*/true});
       if (first_error.ok()) {
-        out.append(*p.cached, t.skip, t.take);
+        first_error = assemble(p.cached->data() + t.skip, t.take);
         cache_bytes_ += t.take;
       }
       continue;
@@ -412,7 +500,7 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
       continue;
     }
     if (d.hashes.size() != d.count() || d.dropped != (one_piece ? begin + t.skip : 0) ||
-        d.data.size() < begin + t.skip - d.dropped + t.take) {
+        d.data.size() + d.sunk < begin + t.skip - d.dropped + t.take) {
       first_error = Internal("xorb " + term.xorb.hex() + ": a decoded range does not hold what the read asked for");
       continue;
     }
@@ -422,13 +510,16 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
       served[i].push_back(
           {{d.hashes[k], d.ends[k] - a}, term.xorb, r.listed->chunks.start + static_cast<uint32_t>(k), false});
     }
-    if (one_piece) {
+    if (one_piece && into) {
+      assembled = t.take;  // decoded into the caller's buffer, and reported, as it came
+    } else if (one_piece) {
       // Decoded from the read's first byte on: only its end is cut, and it is handed over.
       std::string& data = r.decoded->value().data;
       data.resize(t.take);
       out = std::move(data);
+      assembled = t.take;
     } else {
-      out.append(d.data, begin + t.skip - d.dropped, t.take);
+      first_error = assemble(d.data.data() + (begin + t.skip - d.dropped), t.take);
     }
   }
   if (log_enabled(LogLevel::kDebug)) {
@@ -438,8 +529,8 @@ Result<std::string> XetReader::read_once(const MerkleHash& file, uint64_t file_s
                             ms_between(started, out_at), ms_between(started, env_.now()), first_error));
   }
   if (!first_error.ok()) return first_error;
-  if (out.size() != range.length) {
-    return Unavailable("Xet read assembled " + std::to_string(out.size()) + " bytes for a " +
+  if (assembled != range.length) {
+    return Unavailable("Xet read assembled " + std::to_string(assembled) + " bytes for a " +
                        std::to_string(range.length) + "-byte range: the reconstruction does not cover it");
   }
   // The read's chunks, back to back from its first term's first byte, recorded at once: a read

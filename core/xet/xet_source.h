@@ -83,6 +83,10 @@ struct XetReaderOptions {
   Env* env = nullptr;
 };
 
+// A read's bytes on their way into the caller's buffer (XetReader::fetch_into_async), shared by
+// its attempts: bytes below what was reported ready are never written again, only compared.
+class ReadSink;
+
 struct XetReaderStats {
   uint64_t token_requests = 0;
   uint64_t reconstructions = 0;
@@ -120,6 +124,19 @@ class XetReader {
   // records verified chunks as locations there); empty: nothing goes to the chunk cache.
   void fetch_async(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range, Callback done,
                    Deadline deadline = Deadline::never(), std::string block_key = {});
+  // fetch_async into `into` (RangeSource::fetch_into_async's contract, `progress` included): a
+  // read of one term from one listed range (most reads) is decoded straight into `into`, and
+  // each chunk's bytes are reported ready once it is decoded and hashed, from an answer whose
+  // status and Content-Range were checked before its body (xorb_fetch.h); a read of several
+  // pieces writes each into `into` as it is assembled and reports it. A read whose chunks may
+  // tile the file alone reports nothing: it is checked before it answers (and fetched again
+  // once on a mismatch). A retry (of the transport, or with a fresh plan) compares what it
+  // brings below what was reported and fails on a difference: the whole-file check then hashes
+  // exactly the bytes served. `done` runs once, after the last write.
+  void fetch_into_async(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
+                        std::shared_ptr<RangeBuffer> into, RangeSource::Progress progress,
+                        std::function<void(Status)> done, Deadline deadline = Deadline::never(),
+                        std::string block_key = {});
   // Fetches the read token now, on this reader's threads, unless one was fetched (or is on its
   // way) already: a mount whose listing came from the Hub calls it when the listing shows a Xet
   // file, so its first read waits for the plan only (hf-mount fetches its storage token at mount,
@@ -141,13 +158,15 @@ class XetReader {
   XetReaderStats stats() const;
 
  private:
+  // into: where the bytes go (fetch_into_async; then the answer is an empty string), or null.
   Result<std::string> read_range(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
-                                 const Deadline& deadline, const std::string& block_key);
+                                 const Deadline& deadline, const std::string& block_key,
+                                 const std::shared_ptr<ReadSink>& into = nullptr);
   // One attempt; fresh: ignore kept plans. A read that alone tiles the file and fails its check
   // answers an error, with *mismatch saying what differed.
   Result<std::string> read_once(const MerkleHash& file, uint64_t file_size, hubfs::ByteRange range,
                                 const Deadline& deadline, bool fresh, const std::string& block_key,
-                                std::string* mismatch);
+                                std::string* mismatch, const std::shared_ptr<ReadSink>& into);
   // One reconstruction request (with its token refresh after a 401 and its fall back from V2).
   Result<std::shared_ptr<const ReconstructionPlan>> ask_plan(const MerkleHash& file, hubfs::ByteRange range,
                                                              const Deadline& deadline, int* version);

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,11 +66,28 @@ Status append_chunk(CompressionScheme scheme, const void* data, size_t len, std:
 // The chunks decoded from a byte range of a xorb.
 struct DecodedChunks {
   std::string data;                 // their content, concatenated (from byte `dropped` on)
+  uint64_t sunk = 0;                // of it, bytes given to DecodeExtras::sink instead of `data`
   std::vector<uint32_t> ends;       // end offset of each chunk in the whole decoded content
   std::vector<uint32_t> packed_ends;  // end offset in the input of each chunk (headers included)
   std::vector<MerkleHash> hashes;   // each chunk's hash, when DecodeExtras::hash asked for them
   uint64_t dropped = 0;             // decoded bytes left out before data[0] (DecodeExtras::keep_from_chunk)
   size_t count() const { return ends.size(); }
+};
+
+// Where a ChunkStreamDecoder puts the bytes it keeps, instead of DecodedChunks::data: the
+// reader's block slots, so the blocks of a range can be served while its later bytes are still
+// on the wire (docs/xet.md, "Blocks served as they arrive"). Called on the decoder's thread.
+class DecodeSink {
+ public:
+  virtual ~DecodeSink() = default;
+  // Kept bytes [offset, offset + n), in order from 0 (a retried body starts at 0 again). A
+  // non-OK Status fails the decoder with it.
+  virtual Status put(uint64_t offset, const char* data, size_t n) = 0;
+  // Kept bytes [0, bytes) are in, every chunk they come from decoded and hashed, and the answer
+  // they come from is the range asked for (its status and Content-Range checked:
+  // ChunkStreamDecoder::head_checked). Called after each chunk, `bytes` never smaller than before
+  // in one body.
+  virtual void ready(uint64_t bytes) = 0;
 };
 
 // What decode_chunks does in the same pass as decoding: the read path touches each byte once
@@ -83,6 +101,8 @@ struct DecodeExtras {
   // DecodedChunks::dropped says how much. A read's bytes start there, so no copy trims them.
   uint32_t keep_from_chunk = 0;
   uint64_t keep_skip = 0;
+  // ChunkStreamDecoder only: the kept bytes go here instead (may be null). Must outlive the decoder.
+  std::shared_ptr<DecodeSink> sink;
 };
 
 // Decodes a byte range that starts at a chunk header: exactly `expected_chunks` chunks filling
@@ -133,6 +153,9 @@ class ChunkStreamDecoder {
   // finish(): it reads no member that they change and writes no byte. Returns false when the
   // kernel cannot (before Linux 5.14: MADV_POPULATE_WRITE), which changes nothing else.
   bool prefault_output(size_t bytes) const;
+  // The answer whose body is fed next is the range asked for (its status and Content-Range were
+  // checked before its first byte): only then does the sink hear of ready bytes. Reset by reset().
+  void head_checked() { head_ok_ = true; }
   // Where the output's reserved memory starts (the data of finish()'s result, while the
   // output stays within output_capacity): for tests.
   const char* output_base() const { return output_base_; }
@@ -146,6 +169,8 @@ class ChunkStreamDecoder {
   size_t step(const uint8_t* p, size_t n);
   void header_done(const uint8_t* h);
   void chunk_done(const uint8_t* payload);
+  // Keeps [p, p + n): into the sink when there is one, else into the output.
+  void keep(const char* p, size_t n);
 
   const uint64_t first_chunk_;
   const size_t expected_chunks_;
@@ -168,6 +193,9 @@ class ChunkStreamDecoder {
   size_t direct_got_ = 0;        // how much of it has
   std::string stage_;            // the current step's bytes when they span pieces
   std::string scratch_;          // one compressed chunk's decoded content
+  uint64_t kept_ = 0;            // bytes kept so far (in the sink, or out_.data)
+  bool head_ok_ = false;         // head_checked() since the last reset()
+  ChunkHasher direct_hash_;      // a chunk kept as-is into the sink, hashed as it arrives
 };
 
 // A xorb's footer (XorbObjectInfoV1 in xorb_object_format.rs).

@@ -35,10 +35,23 @@ class DecodingSink : public BodySink {
  public:
   DecodingSink(const XorbRange& listed, size_t output_capacity, const DecodeExtras& extras)
       : decoder(listed.chunks.start, listed.chunks.count(), listed.bytes.length(),
-                listed.chunks.count() * kMaxChunkSize, output_capacity, extras) {}
-  void begin() override { decoder.reset(); }
+                listed.chunks.count() * kMaxChunkSize, output_capacity, extras),
+        want(listed.bytes) {}
+  // The decoder's sink hears of ready bytes only from an answer that is the range asked for,
+  // known before its body: a 206 whose Content-Range is exactly the range.
+  void head(int status, const Headers& headers) override {
+    auto cr = parse_xorb_content_range(find_header(headers, "content-range").value_or(""));
+    head_ok = status == 206 && cr && *cr == want;
+  }
+  void begin() override {
+    decoder.reset();
+    if (head_ok) decoder.head_checked();
+    head_ok = false;
+  }
   void feed(const char* data, size_t n) override { decoder.feed(reinterpret_cast<const uint8_t*>(data), n); }
   ChunkStreamDecoder decoder;
+  const ByteRange want;
+  bool head_ok = false;  // the head() just before begin()
 };
 }  // namespace
 
@@ -92,6 +105,7 @@ XorbDecoded fetch_xorb_range(HttpTransport& transport, const std::string& url, c
     if (r->streamed == 0) {
       // A transport that does not stream (or an empty body): decoded here, all at once.
       sink->begin();
+      sink->decoder.head_checked();  // a 206 of exactly the range: checked above and by validate
       sink->feed(r->body.data(), r->body.size());
     }
     counters.bytes += got;

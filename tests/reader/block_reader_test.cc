@@ -818,6 +818,112 @@ TEST_F(BlockReaderTest, AWholeFileHintOfAFileWithItsOwnSourceGoesOutInEqualReque
   EXPECT_EQ(transport.request_count(), 0u);  // every byte came from the source
 }
 
+// A source that reports its bytes as they arrive (RangeSource::fetch_into_async, as a Xet read
+// does): every request is held, the test writes into its buffer, reports and ends it.
+struct ProgressSource : RangeSource {
+  struct Call {
+    ByteRange range;
+    std::shared_ptr<RangeBuffer> into;
+    Progress progress;
+    DoneInto done;
+  };
+  void fetch_async(uint64_t, ByteRange, Callback done, Deadline) override {
+    ++string_fetches;
+    std::thread([done] { done(Unavailable("this source is asked into a buffer"), Provenance::kPlain); }).detach();
+  }
+  void fetch_into_async(uint64_t, ByteRange range, std::shared_ptr<RangeBuffer> into, Progress progress,
+                        DoneInto done, Deadline) override {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.push_back({range, std::move(into), std::move(progress), std::move(done)});
+  }
+  // The next call, once it is made.
+  Call take() {
+    testing::wait_for_state([&] {
+      std::lock_guard<std::mutex> lock(mu);
+      return !calls.empty();
+    });
+    std::lock_guard<std::mutex> lock(mu);
+    if (calls.empty()) return {};
+    Call c = std::move(calls.front());
+    calls.erase(calls.begin());
+    return c;
+  }
+  std::mutex mu;
+  std::vector<Call> calls;
+  std::atomic<int> string_fetches{0};
+};
+
+// The first blocks of a response its source reports in are served, and written to disk, while
+// its later bytes are still held: a hint's responses no longer end in every block's disk write.
+TEST_F(BlockReaderTest, ABlockASourceReportsInIsServedAndWrittenBeforeItsRequestEnds) {
+  auto source = std::make_shared<ProgressSource>();
+  file_.source = source;
+  ReaderOptions o = options();
+  o.parallel_requests = 1;  // the hint in one request
+  BlockReader reader(cache_.get(), fetcher_, o);
+  ASSERT_TRUE(reader.prefetch(file_, {{0, 4 * kBlock}}).ok());
+  ProgressSource::Call call = source->take();
+  ASSERT_TRUE(call.into);
+  ASSERT_EQ(call.range.offset, 0u);
+  ASSERT_EQ(call.range.length, 4u * kBlock);
+  // Block 0 and half of block 1 are in: block 0 alone is whole.
+  call.into->write(0, cdn_.content.data(), kBlock + kBlock / 2);
+  call.progress(kBlock + kBlock / 2);
+  EXPECT_EQ(read(reader, 0, kBlock), cdn_.content.substr(0, kBlock));
+  testing::wait_for_state([&] { return cache_->get(disk_key(), 0).has_value(); });
+  EXPECT_EQ(cache_->get(disk_key(), 0), cdn_.content.substr(0, kBlock));
+  EXPECT_FALSE(cache_->get(disk_key(), 1).has_value()) << "block 1 is not all in yet";
+  EXPECT_EQ(reader.stats().blocks_fetched, 1u);
+  // The rest, all reported: every block but the last is served now; the last waits for the
+  // request's end (the source records its read for the file's verdict then).
+  call.into->write(kBlock + kBlock / 2, cdn_.content.data() + kBlock + kBlock / 2, 2 * kBlock + kBlock / 2);
+  call.progress(4 * kBlock);
+  EXPECT_EQ(read(reader, kBlock, 2 * kBlock), cdn_.content.substr(kBlock, 2 * kBlock));
+  testing::wait_for_state([&] { return cache_->get(disk_key(), 2).has_value(); });
+  EXPECT_EQ(reader.stats().blocks_fetched, 3u);
+  EXPECT_FALSE(cache_->get(disk_key(), 3).has_value()) << "the run's last block waits for its end";
+  call.done(Status::Ok(), Provenance::kFileHashed);
+  EXPECT_EQ(read(reader, 0, 4 * kBlock), cdn_.content.substr(0, 4 * kBlock));
+  EXPECT_EQ(reader.stats().blocks_fetched, 4u);
+  EXPECT_EQ(reader.stats().bytes_fetched, 4u * kBlock);
+  EXPECT_EQ(source->string_fetches.load(), 0);
+}
+
+// A request that fails part-way: the blocks its source reported stay served; the others, whose
+// bytes it did not all bring (here: wrong ones in block 1), fail their waiters and are fetched
+// afresh by the next read, never served or written from the failed request.
+TEST_F(BlockReaderTest, ARequestThatFailsPartWayServesOnlyTheBlocksItReported) {
+  auto source = std::make_shared<ProgressSource>();
+  file_.source = source;
+  ReaderOptions o = options();
+  o.parallel_requests = 1;
+  BlockReader reader(cache_.get(), fetcher_, o);
+  ASSERT_TRUE(reader.prefetch(file_, {{0, 3 * kBlock}}).ok());
+  ProgressSource::Call call = source->take();
+  ASSERT_TRUE(call.into);
+  ASSERT_EQ(call.range.length, 3u * kBlock);
+  call.into->write(0, cdn_.content.data(), kBlock);
+  call.progress(kBlock);
+  const std::string wrong(kBlock, 'X');
+  call.into->write(kBlock, wrong.data(), wrong.size());  // never reported
+  EXPECT_EQ(read(reader, 0, kBlock), cdn_.content.substr(0, kBlock));
+  call.done(Unavailable("the storage service failed"), Provenance::kFileHashed);
+  testing::wait_for_state([&] { return reader.stats().fetch_errors == 1; });
+  // Block 1 again: a new request, answered whole by the test.
+  std::thread answer([&] {
+    ProgressSource::Call again = source->take();
+    ASSERT_TRUE(again.into);
+    EXPECT_EQ(again.range.offset, uint64_t{kBlock});
+    again.into->write(0, cdn_.content.data() + again.range.offset, again.range.length);
+    again.done(Status::Ok(), Provenance::kFileHashed);
+  });
+  EXPECT_EQ(read(reader, kBlock, kBlock), cdn_.content.substr(kBlock, kBlock));
+  answer.join();
+  testing::wait_for_state([&] { return cache_->get(disk_key(), 1).has_value(); });
+  EXPECT_EQ(cache_->get(disk_key(), 1), cdn_.content.substr(kBlock, kBlock));
+  EXPECT_EQ(cache_->get(disk_key(), 0), cdn_.content.substr(0, kBlock));
+}
+
 TEST_F(BlockReaderTest, MalformedHintsChangeNothing) {
   BlockReader reader(cache_.get(), fetcher_, options());
   EXPECT_FALSE(reader.prefetch(file_, {{0, 10}, {file_.size - 1, 2}}).ok());

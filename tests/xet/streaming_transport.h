@@ -19,6 +19,7 @@ class StreamingTransport : public HttpTransport {
     request.body_sink = nullptr;
     inner_.submit(std::move(request), [this, sink, done = std::move(done)](Result<HttpResponse> r) {
       if (sink && r.ok() && r->status >= 200 && r->status < 300 && !r->body.empty()) {
+        sink->head(r->status, r->headers);
         sink->begin();
         for (size_t at = 0; at < r->body.size(); at += piece_)
           sink->feed(r->body.data() + at, std::min(piece_, r->body.size() - at));

@@ -10,8 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
+#include <optional>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -31,7 +34,7 @@ namespace HUBFS_UNITY_ID {
 using nlohmann::json;
 
 enum class PlanFault { kNone, kMalformedJson, kSchema, kLyingLength, kStatus500, kReordered };
-enum class XorbFault { kNone, kShort, kLong, kLyingHeader, kStatus500, kFlip };
+enum class XorbFault { kNone, kShort, kLong, kLyingHeader, kStatus500, kFlip, kFlipEarly };
 
 // A file in two xorbs and a CAS that answers V1 and V2 reconstructions for it.
 class FakeCas {
@@ -136,6 +139,7 @@ class FakeCas {
       case XorbFault::kLyingHeader: resp.body[1] = static_cast<char>(resp.body[1] ^ 0x40); break;  // stored size
       case XorbFault::kStatus500: return status(500);
       case XorbFault::kFlip: resp.body[resp.body.size() / 2] ^= 0x01; break;
+      case XorbFault::kFlipEarly: resp.body[resp.body.size() / 8] ^= 0x01; break;
     }
     return resp;
   }
@@ -404,6 +408,117 @@ TEST_F(XetSourceTest, AFailingServiceIsAServiceErrorRetriedOnce) {
     EXPECT_EQ(r2->stats().service_errors, 1u);
     EXPECT_EQ(r2->stats().served_bytes, 0u);
   }
+}
+
+// The caller's buffer for XetReader::fetch_into_async: a string of the range's length.
+struct StringBuffer : RangeBuffer {
+  explicit StringBuffer(size_t n) : bytes(n, '\0') {}
+  void write(uint64_t offset, const char* data, size_t n) override { std::memcpy(bytes.data() + offset, data, n); }
+  void read(uint64_t offset, char* out, size_t n) const override { std::memcpy(out, bytes.data() + offset, n); }
+  std::string bytes;
+};
+
+// What a fetch into a buffer reported, and its end.
+struct Reported {
+  std::mutex mu;
+  std::vector<uint64_t> ready;
+  bool done_seen_before_last_ready = false;
+  std::optional<Status> done;
+  OneShot<Status> finished;
+};
+
+void fetch_into(XetReader& r, const FakeCas& cas, hubfs::ByteRange range, const std::shared_ptr<StringBuffer>& into,
+                const std::shared_ptr<Reported>& rep) {
+  r.fetch_into_async(
+      cas.file(), cas.size(), range, into,
+      [rep](uint64_t n) {
+        std::lock_guard<std::mutex> lock(rep->mu);
+        if (rep->done) rep->done_seen_before_last_ready = true;
+        rep->ready.push_back(n);
+      },
+      [rep](Status s) {
+        {
+          std::lock_guard<std::mutex> lock(rep->mu);
+          rep->done = s;
+        }
+        rep->finished.set(s);
+      });
+}
+
+// A read into a buffer reports its bytes chunk by chunk as they are decoded, before it ends,
+// from an answer whose status and Content-Range were checked first; a read that may tile the
+// file alone (checked before it answers) reports nothing.
+TEST_F(XetSourceTest, AReadIntoABufferReportsItsBytesChunkByChunkBeforeItEnds) {
+  auto r = reader();
+  const hubfs::ByteRange range{10'000, 300'000};
+  ASSERT_LT(range.offset + range.length, cas_.second_xorb_offset()) << "one term, one listed range";
+  auto into = std::make_shared<StringBuffer>(range.length);
+  auto rep = std::make_shared<Reported>();
+  fetch_into(*r, cas_, range, into, rep);
+  Status s = rep->finished.take();
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(into->bytes == cas_.content().substr(range.offset, range.length));
+  ASSERT_GE(rep->ready.size(), 2u) << "reported as its chunks came, not once at the end";
+  EXPECT_LT(rep->ready.front(), range.length);
+  EXPECT_EQ(rep->ready.back(), range.length);
+  EXPECT_TRUE(std::is_sorted(rep->ready.begin(), rep->ready.end()));
+  EXPECT_FALSE(rep->done_seen_before_last_ready);
+  // Two terms (across the xorbs): each reported as it is assembled.
+  const hubfs::ByteRange across{cas_.second_xorb_offset() - 50'000, 100'000};
+  auto into2 = std::make_shared<StringBuffer>(across.length);
+  auto rep2 = std::make_shared<Reported>();
+  fetch_into(*r, cas_, across, into2, rep2);
+  ASSERT_TRUE(rep2->finished.take().ok());
+  EXPECT_TRUE(into2->bytes == cas_.content().substr(across.offset, across.length));
+  ASSERT_FALSE(rep2->ready.empty());
+  EXPECT_EQ(rep2->ready.back(), across.length);
+  // The whole file: exact, nothing reported.
+  auto whole = std::make_shared<StringBuffer>(cas_.size());
+  auto rep3 = std::make_shared<Reported>();
+  fetch_into(*r, cas_, {0, cas_.size()}, whole, rep3);
+  ASSERT_TRUE(rep3->finished.take().ok());
+  EXPECT_TRUE(whole->bytes == cas_.content());
+  EXPECT_TRUE(rep3->ready.empty());
+}
+
+// A failed answer's reported bytes may be served already: the retry compares what it brings for
+// them, never writes them, and fails on a difference (the file's check then hashes exactly the
+// bytes served). Here the first answer is cut short, the retry flips a byte the first reported.
+TEST_F(XetSourceTest, ARetryThatBringsOtherBytesForReportedOnesFails) {
+  const hubfs::ByteRange range{10'000, 300'000};
+  cas_.xorb_fault = XorbFault::kShort;
+  cas_.xorb_faults = 1;
+  std::atomic<int> xorbs{0};
+  cas_.on_xorb = [&] {
+    if (++xorbs == 2) {
+      std::lock_guard<std::mutex> lock(cas_.mu_);
+      cas_.xorb_fault = XorbFault::kFlipEarly;
+      cas_.xorb_faults = 1;
+    }
+  };
+  auto r = reader();
+  auto into = std::make_shared<StringBuffer>(range.length);
+  auto rep = std::make_shared<Reported>();
+  fetch_into(*r, cas_, range, into, rep);
+  Status s = rep->finished.take();
+  EXPECT_EQ(s.code(), Code::kUnavailable) << s.message();
+  EXPECT_NE(s.message().find("different bytes"), std::string::npos) << s.message();
+  ASSERT_FALSE(rep->ready.empty()) << "the short answer's first chunks were reported";
+  const uint64_t served = rep->ready.back();
+  EXPECT_TRUE(into->bytes.compare(0, served, cas_.content(), range.offset, served) == 0)
+      << "what was reported is never overwritten";
+  EXPECT_EQ(r->stats().retries, 1u);
+  // The same with a retry that brings the same bytes: exact.
+  cas_.on_xorb = nullptr;
+  cas_.xorb_fault = XorbFault::kShort;
+  cas_.xorb_faults = 1;
+  auto r2 = reader();
+  auto into2 = std::make_shared<StringBuffer>(range.length);
+  auto rep2 = std::make_shared<Reported>();
+  fetch_into(*r2, cas_, range, into2, rep2);
+  ASSERT_TRUE(rep2->finished.take().ok());
+  EXPECT_TRUE(into2->bytes == cas_.content().substr(range.offset, range.length));
+  EXPECT_EQ(r2->stats().retries, 1u);
 }
 
 // Each attempt may use only a share of the time the read has left, and a plan request a few
