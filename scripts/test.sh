@@ -68,6 +68,27 @@ step() {
 # 16.7 CPU s), and the sanitizer passes mostly wait on mounts and servers, not on the CPU. (The
 # test programs' own files compile at -O0 there: tests/CMakeLists.txt.)
 SANITIZER_FLAGS=(-DCMAKE_C_FLAGS_RELWITHDEBINFO="-Og -g1" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-Og -g1")
+# The compiler of each sanitizer build (cmake options): clang for TSan, whose LLVM runtime (v3:
+# fixed-size vector clocks) ran the TSan pass in ~0.6 of gcc-12's CPU and page faults, and whose
+# build took ~0.8 of the CPU (docs/benchmarks.md, "Session 34: suite41"); gcc where clang or its
+# runtime is missing (scripts/deps.sh installs both), said once.
+sanitizer_compiler() {  # sanitizer (thread|address): prints the C compiler of that build, clang or gcc
+  local probe rc=0
+  if command -v clang >/dev/null && command -v clang++ >/dev/null; then
+    probe=$(mktemp -d)
+    echo 'int main() {}' >"$probe/p.cc"
+    clang++ -fsanitize="$1" "$probe/p.cc" -o "$probe/p" >/dev/null 2>&1 || rc=$?
+    rm -rf "$probe"
+    if [ "$rc" -eq 0 ]; then
+      echo clang
+      return
+    fi
+    echo "test.sh: clang++ cannot link -fsanitize=$1 (libclang-rt-dev missing?): that build uses gcc" >&2
+  else
+    echo "test.sh: clang not found: the $1 sanitizer build uses gcc (slower: docs/benchmarks.md, \"Session 34: suite41\")" >&2
+  fi
+  echo gcc
+}
 # One test more than cores in the sanitizer passes: their integration tests mostly wait on a
 # paced server or a mount.
 SANITIZER_JOBS=$(( $(nproc) + 1 ))
@@ -77,12 +98,19 @@ run_tsan=1; [ "$quick" = 0 ] && [ "${HUBFS_SKIP_TSAN:-0}" != "1" ] || run_tsan=0
 # The sanitizer builds make every test program and what the tests drive (all_tests: the daemon
 # and h5chunk run sanitized under the integration tests; a report aborts them, which fails the
 # test). The local Hub server's own test is Python: nothing to sanitize.
-start_background_build() {  # kind (asan|tsan), niceness, cmake options...
-  local kind=$1 niceness=$2; shift 2
+start_background_build() {  # kind (asan|tsan), niceness, C compiler (clang|gcc), cmake options...
+  local kind=$1 niceness=$2 cc=$3 cxx=clang++ cached; shift 3
+  [ "$cc" = gcc ] && cxx=g++
+  # A directory configured with the other compiler is configured afresh: CMake would switch it
+  # itself, but then drops every other option given (the build would come out unsanitized).
+  cached=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "build-$kind/CMakeCache.txt" 2>/dev/null || true)
+  if [ -n "$cached" ] && [ "$(readlink -f "$cached")" != "$(readlink -f "$(command -v "$cxx")")" ]; then
+    rm -rf "build-$kind/CMakeCache.txt" "build-$kind/CMakeFiles"
+  fi
   mkdir -p "build-$kind"
-  step "build ($kind) starts in the background (log: build-$kind/build.log)"
-  BUILD_DIR=build-$kind BUILD_TARGETS="all_tests" nice -n "$niceness" ./scripts/build.sh "$@" \
-    "${SANITIZER_FLAGS[@]}" >"build-$kind/build.log" 2>&1 &
+  step "build ($kind, $cc) starts in the background (log: build-$kind/build.log)"
+  BUILD_DIR=build-$kind BUILD_TARGETS="all_tests" nice -n "$niceness" ./scripts/build.sh \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" "$@" "${SANITIZER_FLAGS[@]}" >"build-$kind/build.log" 2>&1 &
   background_build[$kind]=$!
 }
 finish_background_build() {  # kind
@@ -166,8 +194,8 @@ else
   # as well (tests/CMakeLists.txt).
   release_targets="all_tests python"
   [ "$run_asan" = 1 ] && release_targets="release_pass python"
-  [ "$run_tsan" = 1 ] && start_background_build tsan 10 -DHUBFS_TSAN=ON "${PER_SUITE[@]}"
-  [ "$run_asan" = 1 ] && start_background_build asan 19 -DHUBFS_SANITIZE=ON "${PER_SUITE[@]}"
+  [ "$run_tsan" = 1 ] && start_background_build tsan 10 "$(sanitizer_compiler thread)" -DHUBFS_TSAN=ON "${PER_SUITE[@]}"
+  [ "$run_asan" = 1 ] && start_background_build asan 19 gcc -DHUBFS_SANITIZE=ON "${PER_SUITE[@]}"
   step "build (RelWithDebInfo): the programs, the Python packages and the tests ($release_targets)"
   BUILD_TARGETS="$release_targets" ./scripts/build.sh "${PER_SUITE[@]}"
   # The Python tests run beside the last test pass: the sanitizer builds take whatever the

@@ -142,7 +142,10 @@ void BlockReader::fetch_blocks(const RemoteFile& file, const FileKey& key, const
   // in parts over the idle connections (ReadAheadPolicy::demand_parts).
   const std::vector<BlockRun> runs = coalesce(indices, max_run);
   const uint64_t busy = requests_in_flight_.load();
-  for (const auto [first, count] : runs) {
+  for (const BlockRun& run : runs) {
+    // Named copies, not a structured binding: the lambdas below capture them, which clang
+    // accepts only from version 16 (the sanitizer builds of scripts/test.sh use clang).
+    const uint64_t first = run.first, count = run.count;
     ByteRange range{first * options_.block_size, 0};
     for (uint64_t b = first; b < first + count; ++b) range.length += block_length(file, b);
     const uint32_t parts = prefetch || file.source ? 1 : read_ahead_policy_.demand_parts(range.length, runs.size(), busy);

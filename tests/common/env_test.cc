@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "support/manual_env.h"
+#include "support/sanitized.h"
 
 namespace hubfs {
 namespace HUBFS_UNITY_ID {
@@ -32,7 +33,7 @@ using testing::ManualEnv;
 //   allocates can block in malloc for good (seen once in 6 ASan runs: the child's new timer thread
 //   never ran). glibc's malloc, which the product uses, is locked across fork.
 // Not compiled at all under either: a skipped test fails the suite (tests/cmake).
-#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+#if !HUBFS_UNDER_TSAN && !HUBFS_UNDER_ASAN
 TEST(RealEnv, AForkedChildGetsATimerOfItsOwn) {
   std::promise<void> ran;
   ASSERT_TRUE(Env::real().schedule_after(milliseconds(1), [&] { ran.set_value(); }));
@@ -62,7 +63,7 @@ TEST(RealEnv, AForkedChildGetsATimerOfItsOwn) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's scheduled function never ran";
 }
-#endif  // !__SANITIZE_THREAD__ && !__SANITIZE_ADDRESS__
+#endif  // !HUBFS_UNDER_TSAN && !HUBFS_UNDER_ASAN
 
 TEST(RealEnv, SchedulesOnItsTimerThread) {
   std::promise<std::thread::id> ran;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "h5_fixture.h"
+#include "support/sanitized.h"
 #include "support/temp_dir.h"
 
 namespace h5chunk::testing {
@@ -267,7 +268,7 @@ std::string name_of(const ::testing::TestParamInfo<Param>& info) {
 // ASan+UBSan passes run the whole sweep. Every codec, on the layout with the most chunks per read
 // and partial edges, in two dtypes: the whole sweep was the TSan pass's longest test (42 s) and
 // the last to finish.
-#if defined(__SANITIZE_THREAD__)
+#if HUBFS_UNDER_TSAN
 constexpr bool kUnderThreadSanitizer = true;
 #else
 constexpr bool kUnderThreadSanitizer = false;

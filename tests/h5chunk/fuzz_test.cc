@@ -48,9 +48,16 @@ Selection random_selection(std::mt19937& rng, const std::vector<uint64_t>& shape
         break;
       }
       case 1:
-      case 2:
-        sel.items.push_back(Index::Slice(bound(size), bound(size), step()));
+      case 2: {
+        // Drawn one by one, in the order gcc evaluates the three arguments (last first): C++
+        // leaves that order open, clang takes them first to last, and the counts the test
+        // expects below hold for this stream.
+        const std::optional<int64_t> by = step();
+        const std::optional<int64_t> stop = bound(size);
+        const std::optional<int64_t> start = bound(size);
+        sel.items.push_back(Index::Slice(start, stop, by));
         break;
+      }
       case 3: {  // increasing, as h5py accepts it
         std::vector<int64_t> v;
         for (int64_t i = 0; i < size; ++i) {

@@ -39,6 +39,7 @@
 #include "support/local_hub.h"
 #include "support/mount_harness.h"
 #include "support/pattern.h"
+#include "support/sanitized.h"
 #include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -48,7 +49,7 @@ using nlohmann::json;
 
 namespace HUBFS_UNITY_ID {
 
-#if defined(__SANITIZE_ADDRESS__)
+#if HUBFS_UNDER_ASAN
 constexpr bool kSanitized = true;
 #else
 constexpr bool kSanitized = false;
@@ -67,7 +68,7 @@ constexpr auto kExitBound = std::chrono::seconds(30);
 constexpr int kReaders = 64;
 constexpr size_t kMinRead = 4 << 10;
 constexpr size_t kMaxRead = 8 << 20;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if HUBFS_UNDER_ASAN || HUBFS_UNDER_TSAN
 // Under a sanitizer every read costs several times its CPU, so each round moves fewer bytes
 // anyway; 3 s rounds still give every fault kind hundreds of reads, and keep the two
 // sanitizer passes of scripts/test.sh inside its time budget.

@@ -6,9 +6,34 @@
 // memcpy'd range). The full count runs in the Release pass.
 #pragma once
 
+// HUBFS_UNDER_ASAN and HUBFS_UNDER_TSAN: 1 in a program built with that sanitizer, for #if.
+// gcc defines __SANITIZE_ADDRESS__ and __SANITIZE_THREAD__; clang (scripts/test.sh builds the
+// sanitizer passes with it) defines only the first before version 18, and says both through
+// __has_feature. Test with these, never with gcc's macros alone.
+#if defined(__SANITIZE_ADDRESS__)
+#define HUBFS_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HUBFS_UNDER_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define HUBFS_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HUBFS_UNDER_TSAN 1
+#endif
+#endif
+#ifndef HUBFS_UNDER_ASAN
+#define HUBFS_UNDER_ASAN 0
+#endif
+#ifndef HUBFS_UNDER_TSAN
+#define HUBFS_UNDER_TSAN 0
+#endif
+
 namespace hubfs::testing {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if HUBFS_UNDER_ASAN || HUBFS_UNDER_TSAN
 inline constexpr bool kSanitized = true;
 #else
 inline constexpr bool kSanitized = false;
