@@ -173,7 +173,6 @@ void BlockReader::fetch_blocks(const RemoteFile& file, const FileKey& key, const
       // (the disk writes of a hint's responses no longer follow its last byte: docs/xet.md).
       // `early`: the blocks of the run handed over so; the completion serves the others.
       auto early = std::make_shared<std::atomic<uint64_t>>(0);
-      const BlockRun run{first, count};
       file.source->fetch_into_async(
           file.size, range, slots,
           [this, file, key, run, early, slots](uint64_t ready) {
