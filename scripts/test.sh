@@ -68,10 +68,11 @@ step() {
 # 16.7 CPU s), and the sanitizer passes mostly wait on mounts and servers, not on the CPU. (The
 # test programs' own files compile at -O0 there: tests/CMakeLists.txt.)
 SANITIZER_FLAGS=(-DCMAKE_C_FLAGS_RELWITHDEBINFO="-Og -g1" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-Og -g1")
-# The compiler of each sanitizer build (cmake options): clang for TSan, whose LLVM runtime (v3:
-# fixed-size vector clocks) ran the TSan pass in ~0.6 of gcc-12's CPU and page faults, and whose
-# build took ~0.8 of the CPU (docs/benchmarks.md, "Session 34: suite41"); gcc where clang or its
-# runtime is missing (scripts/deps.sh installs both), said once.
+# The compiler of each sanitizer build (cmake options): clang, whose LLVM TSan runtime (v3:
+# fixed-size vector clocks) ran the TSan pass in ~0.6 of gcc-12's CPU and page faults, whose TSan
+# build took ~0.8 of gcc's CPU and ASan+UBSan build ~0.9 (the suite's critical path: the last pass
+# waits for it); docs/benchmarks.md, "Session 34: suite41" and "Session 34: the ASan+UBSan build
+# with clang". gcc where clang or its runtime is missing (scripts/deps.sh installs both), said once.
 sanitizer_compiler() {  # sanitizer (thread|address): prints the C compiler of that build, clang or gcc
   local probe rc=0
   if command -v clang >/dev/null && command -v clang++ >/dev/null; then
@@ -195,7 +196,7 @@ else
   release_targets="all_tests python"
   [ "$run_asan" = 1 ] && release_targets="release_pass python"
   [ "$run_tsan" = 1 ] && start_background_build tsan 10 "$(sanitizer_compiler thread)" -DHUBFS_TSAN=ON "${PER_SUITE[@]}"
-  [ "$run_asan" = 1 ] && start_background_build asan 19 gcc -DHUBFS_SANITIZE=ON "${PER_SUITE[@]}"
+  [ "$run_asan" = 1 ] && start_background_build asan 19 "$(sanitizer_compiler address)" -DHUBFS_SANITIZE=ON "${PER_SUITE[@]}"
   step "build (RelWithDebInfo): the programs, the Python packages and the tests ($release_targets)"
   BUILD_TARGETS="$release_targets" ./scripts/build.sh "${PER_SUITE[@]}"
   # The Python tests run beside the last test pass: the sanitizer builds take whatever the
