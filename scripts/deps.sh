@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   lld  # the linker CMakeLists.txt picks: a fraction of ld.bfd's CPU per link, three builds of links in the suite
-  clang libclang-rt-dev  # scripts/test.sh's TSan build: LLVM's TSan runtime, ~0.6 of gcc's CPU in that pass
+  clang libclang-rt-dev  # scripts/test.sh's sanitizer builds: LLVM's TSan runtime, ~0.6 of gcc's CPU in that pass
   libfuse3-dev fuse3
   libcurl4-openssl-dev libssl-dev
   libhdf5-dev hdf5-tools

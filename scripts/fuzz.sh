@@ -9,8 +9,8 @@
 #
 # The corpus each run grows is kept in build-fuzz/corpus/<target>, so later runs resume it.
 set -euo pipefail
-# libFuzzer comes with clang: install it if this machine lacks it (on demand only; the normal
-# build and tests use gcc).
+# libFuzzer comes with clang: install it if this machine lacks it (scripts/deps.sh installs it
+# for test.sh's sanitizer builds; the normal build uses gcc).
 if ! command -v clang++ >/dev/null; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -q
