@@ -185,7 +185,10 @@ void BlockReader::fetch_blocks(const RemoteFile& file, const FileKey& key, const
             while (from < whole && !early->compare_exchange_weak(from, whole)) {
             }
             if (from >= whole) return;
-            post([this, file, key, from, whole, slots] { on_ready_early(file, key, from, whole, *slots); });
+            // A source's progress is of its checked bytes (RangeSource::Progress): kFileHashed.
+            post([this, file, key, from, whole, slots] {
+              serve_slots(file, key, *slots, from, whole, Provenance::kFileHashed);
+            });
           },
           [this, file, key, run, range, prefetch, parts, sent_at, slots, early](Status status, Provenance provenance) {
             cdn_latency_.observe(env_.now() - sent_at, parts);
@@ -252,30 +255,21 @@ void BlockReader::on_fetched(const RemoteFile& file, const FileKey& key, uint64_
 
 void BlockReader::on_fetched_into(const RemoteFile& file, const FileKey& key, BlockRun run, const Status& status,
                                   const BlockSlots& slots, Provenance provenance, uint64_t served) {
-  // The run's first `served` blocks went out early (on_ready_early): theirs, whatever the status.
+  // The run's first `served` blocks went out early (the source's progress): theirs, whatever the status.
   const BlockRun rest{run.first + served, run.count - std::min(served, run.count)};
   if (!status.ok()) {
     counters_.add(counters_.fetch_errors, 1);
     return fail(key, rest.indices(), status.with_context("fetching " + file.path));
   }
-  if (rest.count == 0) return;
-  auto blocks = slots.blocks(served, run.count);
-  uint64_t bytes = 0;
-  for (auto& [index, b] : blocks) {
-    b.source_checked = provenance == Provenance::kFileHashed;
-    bytes += b.size();
-  }
-  counters_.add(counters_.bytes_fetched, bytes);
-  counters_.add(counters_.blocks_fetched, rest.count);
-  complete_batch(file, key, blocks, /*from_hub=*/true);
+  if (rest.count > 0) serve_slots(file, key, slots, served, run.count, provenance);
 }
 
-void BlockReader::on_ready_early(const RemoteFile& file, const FileKey& key, uint64_t from, uint64_t to,
-                                 const BlockSlots& slots) {
+void BlockReader::serve_slots(const RemoteFile& file, const FileKey& key, const BlockSlots& slots, uint64_t from,
+                              uint64_t to, Provenance provenance) {
   auto blocks = slots.blocks(from, to);
   uint64_t bytes = 0;
   for (auto& [index, b] : blocks) {
-    b.source_checked = true;  // a source's progress is of its checked bytes (RangeSource::Progress)
+    b.source_checked = provenance == Provenance::kFileHashed;
     bytes += b.size();
   }
   counters_.add(counters_.bytes_fetched, bytes);

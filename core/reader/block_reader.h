@@ -365,13 +365,14 @@ class BlockReader {
                   Result<std::string>& body, Provenance provenance);
   // The blocks of a run fetched into `slots` (RangeFetcher::fetch_into_async,
   // RangeSource::fetch_into_async), or its error, but for its first `served` blocks, served
-  // early (on_ready_early). provenance: of the others' bytes.
+  // early (serve_slots from the source's progress). provenance: of the others' bytes.
   void on_fetched_into(const RemoteFile& file, const FileKey& key, BlockRun run, const Status& status,
                        const BlockSlots& slots, Provenance provenance = Provenance::kPlain, uint64_t served = 0);
-  // Blocks [from, to) of a run (counted from its first) whose bytes its source reported in for
-  // good while the rest was on its way: served, and written to disk, now.
-  void on_ready_early(const RemoteFile& file, const FileKey& key, uint64_t from, uint64_t to,
-                      const BlockSlots& slots);
+  // Blocks [from, to) of a run fetched into `slots` (counted from its first), all in: served,
+  // and written to disk. provenance: of their bytes. For a source's blocks reported in while the
+  // rest of the run was on its way, and for a run's blocks at its end.
+  void serve_slots(const RemoteFile& file, const FileKey& key, const BlockSlots& slots, uint64_t from, uint64_t to,
+                   Provenance provenance);
   // Serves blocks that arrived together: every one into memory and its waiters released before
   // any is stored or hashed. from_hub: offer them to the shared tier and write them to disk.
   void complete_batch(const RemoteFile& file, const FileKey& key,
