@@ -287,9 +287,10 @@ def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, 
                 parts = {k: v - parts0[k] for k, v in _cpu_parts(pids, others).items()}
                 split = _cpu_split(pids, others)
                 trace = _hub_trace(hub) if hub else None
-                _print_profile(f"{name}, epoch {e + 1}", seconds, len(indices), parts, timings, trace)
+                block = next((b for b in getattr(ds, "_blocks", ()) if b), 1 << 20)  # the mount's: 1 MiB
+                _print_profile(f"{name}, epoch {e + 1}", seconds, len(indices), parts, timings, trace, block)
                 _print_split(split0, split)
-                _print_timeline(ds, seconds, timings, timeline, trace)
+                _print_timeline(ds, seconds, timings, timeline, trace, block)
                 # The planner's fresh pages (each a fault the kernel zeroes): its fetches' memory.
                 print(f"    main process: {resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0} "
                       f"minor page faults")
@@ -444,9 +445,10 @@ def _hub_trace(hub):
     return json.loads(hub.request("GET", "/_hubfs/trace")[2])
 
 
-def _print_profile(title, seconds, frames, parts, timings, trace):
+def _print_profile(title, seconds, frames, parts, timings, trace, block):
     """--profile: where an epoch's time went (per-process CPU, the workers' time per frame, and
-    from the Hub's trace the data requests in flight over time and blocks fetched twice)."""
+    from the Hub's trace the data requests in flight over time and blocks, of ``block`` bytes,
+    fetched twice)."""
     print(f"  [{title}] {seconds:.2f} s, {frames / seconds:.1f} frames/s; CPU s: "
           + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
     if timings:
@@ -465,7 +467,7 @@ def _print_profile(title, seconds, frames, parts, timings, trace):
     for t in data:
         lo, hi = (int(x) for x in t["range"].split("=")[1].split("-"))
         nbytes += hi - lo + 1
-        for b in range(lo >> 20, (hi >> 20) + 1):
+        for b in range(lo // block, hi // block + 1):
             if (t["path"], b) in seen:
                 twice += 1
             seen.add((t["path"], b))
@@ -520,7 +522,7 @@ def _record_plan(ds, timeline):
     return undo
 
 
-def _print_timeline(ds, seconds, timings, timeline, trace):
+def _print_timeline(ds, seconds, timings, timeline, trace, block):
     """--profile: each frame's way, in ms from the epoch's start (medians, and the worst 10%):
     hinted (the plan's hint call returned), handed to a worker, its last block's Hub request
     ended, its markers released, the worker started and ended it; and how busy each worker was."""
@@ -535,7 +537,7 @@ def _print_timeline(ds, seconds, timings, timeline, trace):
         for r in trace:
             if r.get("range") and "end" in r:
                 lo, hi = (int(x) for x in r["range"].split("=")[1].split("-"))
-                for b in range(lo >> 20, (hi >> 20) + 1):
+                for b in range(lo // block, hi // block + 1):
                     hub_end[(r["path"], b)] = max(hub_end.get((r["path"], b), 0), hub0 + r["end"])
     rows = []
     for i, handed in timeline.get("handed", {}).items():
@@ -547,7 +549,7 @@ def _print_timeline(ds, seconds, timings, timeline, trace):
             row["hinted"] = ms(timeline["hinted"][i])
         if hasattr(ds, "frame_ranges"):
             k, ranges = ds.frame_ranges(i)
-            blocks = {b for o, n in ranges for b in range(o >> 20, ((o + n - 1) >> 20) + 1)}
+            blocks = {b for o, n in ranges for b in range(o // block, (o + n - 1) // block + 1)}
             names = ("/" + ds.paths[k].rsplit("/", 1)[-1], _BLOBS.get(k, "\0"))  # the path, or its blob
             ends = [v for (p, b), v in hub_end.items() if b in blocks and p.endswith(names)]
             if ends:

@@ -95,6 +95,12 @@ Status apply_environment_timeouts(SessionConfig& config) {
   return Status::Ok();
 }
 
+Status check_block_size(uint64_t bytes) {
+  if (bytes >= kMinBlockSize && bytes <= kMaxBlockSize && (bytes & (bytes - 1)) == 0) return Status::Ok();
+  return InvalidArgument("block size " + std::to_string(bytes) + " is not taken: give a power of two from 64K to 1M "
+                         "(65536 to 1048576 bytes), e.g. 256K");
+}
+
 Result<uint64_t> parse_size(const std::string& text) {
   if (text.empty()) return InvalidArgument("empty size");
   size_t pos = 0;

@@ -37,6 +37,12 @@ struct SessionConfig {
   // sized with it. Processes sharing one cache directory share its disk tier: a
   // training loop's workers each keep a small one (hubfs.open's memory_cache).
   uint64_t memory_cache_bytes = 256ull << 20;
+  // The reader's block (ReaderOptions::block_size): what is fetched, cached, verified and kept
+  // in memory as one. A mount's is 1 MiB, the largest read the kernel sends it; hf:// may take
+  // less (hubfs.open's block_size), where a reader of random small pieces would otherwise fetch
+  // up to a block it does not need at each end of each piece. Blocks of another size have keys of
+  // their own in the cache (BlockReader::disk_key). check_block_size says which sizes are taken.
+  uint32_t block_size = 1u << 20;
   // No byte for this long aborts a request (then retried). Unset: the transport's defaults;
   // filled from HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT by apply_environment_timeouts.
   std::optional<int> metadata_timeout_s;
@@ -73,6 +79,12 @@ Status apply_environment_timeouts(SessionConfig& config);
 // options.ca_pem. A named bundle that cannot be read is an error naming where it came from.
 // Every door and `hubfs cache verify --complete` use it.
 Status choose_ca_bundle(const std::string& flag, CurlOptions& options);
+// A block size a session takes: a power of two from kMinBlockSize to kMaxBlockSize. Not more:
+// the shared tier's memcached items hold at most 1 MiB. Not less: each block is a file in the
+// disk cache and a request's unit, and 64 KiB already makes 16 of each per MiB.
+inline constexpr uint64_t kMinBlockSize = 64 << 10;
+inline constexpr uint64_t kMaxBlockSize = 1 << 20;
+Status check_block_size(uint64_t bytes);
 // "10G", "512M", "1.5T", "4096" -> bytes (K/M/G/T are powers of 1024).
 Result<uint64_t> parse_size(const std::string& text);
 

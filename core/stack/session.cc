@@ -279,10 +279,10 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
                             (config.cache_size == 0 || std::filesystem::is_directory(config.cache_dir + "/blocks", no_throw));
   const bool warming = reader_first && config.cache_size != 0 && stored_at_last.record.has_value();
   if (probing) {
-    // The reader's block size: h5chunk's header read asks for the first block.
+    // The reader's block: h5chunk's header read asks for the first block.
     probe.emplace(*s.stack.env, *s.background, *s.stack.hub, s.repo, first_file,
                   config.xet_head_from_probe && !xet_disabled() ? s.stack.fetcher.get() : nullptr,
-                  ReaderOptions{}.block_size, config.read_timeout_s);
+                  config.block_size, config.read_timeout_s);
   }
   if (reader_first) {
     if (Status st = build_reader(config, s.stack, nullptr, s.label); !st.ok()) return st;

@@ -123,6 +123,7 @@ Status build_stack(const SessionConfig& config, Stack& s) {
 }
 
 Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision* repo, const std::string& repo_label) {
+  if (Status st = check_block_size(config.block_size); !st.ok()) return st;
   if (config.cache_size == 0) {
     // cache_size 0: no disk cache at all (nothing is written to the cache directory); blocks
     // live only in the reader's memory cache.
@@ -145,6 +146,7 @@ Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision*
   reader_options.quota_max_wait = std::chrono::seconds(config.rate_limit_wait_s);
   reader_options.parallel_requests = static_cast<uint32_t>(config.max_requests);
   reader_options.memory_cache_bytes = config.memory_cache_bytes;
+  reader_options.block_size = config.block_size;
   // The read-ahead budget is not cut with a small memory tier: blocks take memory only while
   // their transfer runs (reader/block_slots.h) and until written to disk, and a training loop's
   // planner (a 32 MiB tier) hints 150 MB at once, which a 32 MiB budget cut to a fifth.

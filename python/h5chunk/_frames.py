@@ -43,10 +43,15 @@ OPEN_AT_FORK = 64
 # the plan went, the first lookup of each file in a cold epoch took 20-30 ms under load and held
 # the first hint back 0.2-0.3 s; at the open, 480 frames took 9 ms.
 LOCATE_AT_OPEN = 16384
-# The bytes hinted of each hf:// file when a FrameDataset is made: its first block (the reader's
-# 1 MiB), where HDF5 keeps the superblock and, for most writers, the root group and the dataset's
-# header, so the opens that follow find them cached.
+# The bytes hinted of each hf:// file when a FrameDataset is made: its first MiB, where HDF5 keeps
+# the superblock and, for most writers, the root group and the dataset's header, so the opens
+# that follow find them cached.
 FIRST_BLOCK = 1 << 20
+# The block hf:// files are read in (hubfs.open's block_size) unless the options name one: a
+# random frame fetches the blocks it touches whole, about one block more than its own bytes, and
+# 1 MiB blocks made a cold epoch of 1.7 MB frames fetch 1.40x the frames' bytes, 256 KiB 1.10x
+# (docs/constants.md, frame_block_size).
+FRAME_BLOCK = 256 << 10
 
 
 class FrameDataset:
@@ -54,7 +59,8 @@ class FrameDataset:
     numpy array (one row along axis 0 of ``dataset``, counted across ``paths`` in the order
     given). ``paths``: local paths, paths on a hubfs mount, or ``hf://`` URLs; ``options`` are
     :class:`h5chunk.File`'s (``threads``, and for hf:// ``hubfs.open``'s: ``endpoint``,
-    ``cache_dir``, ``cache_size``, ``token``, ...)."""
+    ``cache_dir``, ``cache_size``, ``token``, ...). hf:// files are read in blocks of
+    ``FRAME_BLOCK`` (256 KiB) unless ``block_size`` is given."""
 
     def __init__(self, paths: Iterable[Any], dataset: str, **options: Any) -> None:
         from . import File
@@ -71,9 +77,10 @@ class FrameDataset:
         _hint_first_blocks(self.paths, self._options)
         self._files: Dict[int, Any] = {}
         self._file_options: List[dict] = []  # per file: hf:// ones pinned to the commit read here
+        self._blocks: List[Optional[int]] = []  # per file: the block hf:// ones are read in
         lengths = []
         for k, path in enumerate(self.paths):
-            f = File(path, **self._options)
+            f = File(path, **_options_for(path, self._options))
             ds = f[dataset]
             if not ds.shape:
                 f.close()
@@ -81,6 +88,7 @@ class FrameDataset:
             lengths.append(ds.shape[0])
             self._files[k] = f
             self._file_options.append(_file_options(f, self._options))
+            self._blocks.append(f._hub_file._core_file().block_size if f._hub_file is not None else None)
         self._starts = [0]
         for n in lengths:
             self._starts.append(self._starts[-1] + n)
@@ -89,8 +97,8 @@ class FrameDataset:
         # have on their way, and each file's name there (its URL at the commit read).
         self._marker_dir = _marker_dir(self.paths, self._options)
         self._marker_keys = [
-            _inflight.file_key(p, o.get("revision") or "") if p.startswith("hf://") else None
-            for p, o in zip(self.paths, self._file_options)]
+            _inflight.file_key(p, o.get("revision") or "", block) if p.startswith("hf://") else None
+            for p, o, block in zip(self.paths, self._file_options, self._blocks)]
         if any(p.startswith("hf://") for p in self.paths):
             _open_at_fork(self)
         self._located: Dict[int, Tuple[int, Tuple[Tuple[int, int], ...]]] = {}  # LOCATE_AT_OPEN
@@ -204,7 +212,7 @@ class FrameDataset:
             for _, ranges in run:
                 missing = arrivals.missing(k, ranges)
                 if missing:
-                    marked.append((ranges, _within_blocks(ranges, missing), arrivals.hold(k, missing)))
+                    marked.append((ranges, _within_blocks(ranges, missing, self._blocks[k]), arrivals.hold(k, missing)))
             if marked:
                 refused = arrivals.refused(k)  # before the hint: its blocks' writes come after
                 self._dataset(k).file._hint([r for _, lacking, _ in marked for r in lacking])
@@ -405,7 +413,7 @@ class _Arrivals:
                         refused = raw.disk_writes_refused()
                     # A byte of the ranges in each block the disk still lacks: the wait for that
                     # block without a copy of the frame (and no byte outside the hinted ranges).
-                    for offset in _block_starts(ranges, raw.uncached_blocks(ranges)):
+                    for offset in _block_starts(ranges, raw.block_size, raw.uncached_blocks(ranges)):
                         raw.readinto(byte, offset)
                     # A read returns once the blocks are in memory; the disk cache, which the
                     # workers read, has them a moment later (written after the waiters go).
@@ -434,17 +442,17 @@ class _Arrivals:
                 t.join()
 
 
-def _within_blocks(ranges: Iterable[Tuple[int, int]], blocks: Iterable[int]) -> List[Tuple[int, int]]:
-    """These (offset, length) ranges cut to the reader's blocks ``blocks``, in order: the parts
-    of a frame that lie in those blocks (consecutive parts joined)."""
+def _within_blocks(ranges: Iterable[Tuple[int, int]], blocks: Iterable[int], block: int) -> List[Tuple[int, int]]:
+    """These (offset, length) ranges cut to the blocks ``blocks`` (of ``block`` bytes), in order:
+    the parts of a frame that lie in those blocks (consecutive parts joined)."""
     wanted = set(blocks)
     out: List[Tuple[int, int]] = []
     for offset, length in ranges:
         end = offset + length
         at = offset
         while at < end:
-            b = at // _inflight.BLOCK
-            upto = min(end, (b + 1) * _inflight.BLOCK)
+            b = at // block
+            upto = min(end, (b + 1) * block)
             if b in wanted:
                 if out and out[-1][0] + out[-1][1] == at:
                     out[-1] = (out[-1][0], upto - out[-1][0])
@@ -454,8 +462,8 @@ def _within_blocks(ranges: Iterable[Tuple[int, int]], blocks: Iterable[int]) -> 
     return out
 
 
-def _block_starts(ranges: Iterable[Tuple[int, int]], only: Optional[Iterable[int]] = None) -> List[int]:
-    """The first offset of these (offset, length) ranges in each block they touch, ascending;
+def _block_starts(ranges: Iterable[Tuple[int, int]], block: int, only: Optional[Iterable[int]] = None) -> List[int]:
+    """The first offset of these (offset, length) ranges in each block (of ``block`` bytes) they touch, ascending;
     with ``only``, in those of these blocks only. A plan waits by reading a byte of the blocks the
     disk cache still lacks: a block already written there would be read back whole into the
     planner's small memory tier for that byte (its fetch ended while earlier frames were waited
@@ -465,9 +473,9 @@ def _block_starts(ranges: Iterable[Tuple[int, int]], only: Optional[Iterable[int
         end = offset + length
         at = offset
         while at < end:
-            b = at // _inflight.BLOCK
+            b = at // block
             firsts[b] = min(firsts.get(b, at), at)
-            at = (b + 1) * _inflight.BLOCK
+            at = (b + 1) * block
     wanted = sorted(firsts) if only is None else sorted(set(only) & set(firsts))
     return [firsts[b] for b in wanted]
 
@@ -528,6 +536,14 @@ def _marker_dir(paths: Sequence[str], options: dict) -> Optional[str]:
     return os.path.join(os.fspath(cache_dir), "inflight")
 
 
+def _options_for(path: str, options: dict) -> dict:
+    """File's options for this path: for hf://, the block FrameDataset reads in (FRAME_BLOCK)
+    unless the options name one."""
+    if path.startswith("hf://") and "block_size" not in options:
+        return dict(options, block_size=FRAME_BLOCK)
+    return options
+
+
 def _file_options(f: Any, options: dict) -> dict:
     """The options that open file f again: hf:// files at the commit read."""
     if not f.filename.startswith("hf://"):
@@ -542,7 +558,7 @@ def _hint_first_blocks(paths: Sequence[str], options: dict) -> None:
     if len(urls) < 2:
         return
     import hubfs
-    hub_options = {k: v for k, v in options.items() if k not in _FILE_ONLY_OPTIONS}
+    hub_options = {k: v for k, v in _options_for(urls[0], options).items() if k not in _FILE_ONLY_OPTIONS}
     for url in urls:
         with hubfs.open(url, **hub_options) as raw:
             raw.hint([(0, min(FIRST_BLOCK, raw.size))])

@@ -34,8 +34,9 @@ import threading
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-# The reader's block (ReaderOptions::block_size): what is fetched, cached and marked as one.
-BLOCK = 1 << 20
+# Blocks are the reader's (hubfs.open's block_size, the file's ``block_size``): what is fetched,
+# cached and marked as one. A file's markers are named with its block size, so processes that
+# read a file in blocks of different sizes never wait on each other's marks.
 # How long a worker waits for a planner's block before fetching it itself: well past a fetch
 # under load (a block queued behind a 64-frame hint arrived 2 s after it was hinted), and
 # well inside the reader's own 120 s read timeout. A dead planner costs no wait at all.
@@ -54,17 +55,18 @@ _registry_lock = threading.Lock()
 _registry: Dict[str, "Markers"] = {}
 
 
-def file_key(url: str, commit: str) -> str:
-    """The name markers give a file at a commit (the same in the planner and its workers)."""
-    return hashlib.sha256(f"{url}\0{commit}".encode()).hexdigest()[:32]
+def file_key(url: str, commit: str, block: int) -> str:
+    """The name markers give a file at a commit read in blocks of ``block`` bytes (the same in the
+    planner and its workers)."""
+    return hashlib.sha256(f"{url}\0{commit}\0{block}".encode()).hexdigest()[:32]
 
 
-def blocks_of(ranges: Iterable[Tuple[int, int]]) -> List[int]:
-    """The reader's blocks holding these (offset, length) ranges, ascending, each once."""
+def blocks_of(ranges: Iterable[Tuple[int, int]], block: int) -> List[int]:
+    """The blocks of ``block`` bytes holding these (offset, length) ranges, ascending, each once."""
     out = set()
     for offset, length in ranges:
         if length > 0:
-            out.update(range(offset // BLOCK, (offset + length - 1) // BLOCK + 1))
+            out.update(range(offset // block, (offset + length - 1) // block + 1))
     return sorted(out)
 
 

@@ -20,7 +20,10 @@ of memcached "host:port", with ``shared_cache_key_file``; ``shared_cache_private
 ``offline`` ($HF_HUB_OFFLINE: the cache alone), ``ca_bundle``, ``memory_cache`` (the session's
 memory tier: "256M", or "8M" in a process that is one of many sharing the cache directory: a
 forked child of a process that used hf://, one that unpickled a file, or one that made an
-h5chunk.FrameDataset over hf://).
+h5chunk.FrameDataset over hf://), ``block_size`` (the reader's block, what is fetched and cached
+as one: "1M", a mount's; a power of two from "64K" up: a reader of random pieces much smaller
+than a few MiB fetches less with smaller blocks; h5chunk.FrameDataset takes "256K"; blocks of
+each size are cached apart).
 
 The repo is pinned to a commit when first opened, and the pinned session (cache, connections,
 listings) is shared by every later open with the same repo, revision and options in the
@@ -57,10 +60,11 @@ _DEFAULT_READ_TIMEOUT = 120
 # holds the blocks of two 3 MB frames, what a worker reading a frame at a time needs (32 MiB
 # measured 25-30 MiB more worker PSS; docs/constants.md).
 _DEFAULT_MEMORY_CACHE = 256 << 20
+_DEFAULT_BLOCK_SIZE = 1 << 20  # a mount's: blocks the two fetch are each other's
 _ONE_OF_MANY_MEMORY_CACHE = 8 << 20
 _OPTIONS = {"endpoint", "cache_dir", "cache_size", "revision", "token", "max_requests", "read_timeout",
             "shared_cache", "shared_cache_key_file", "shared_cache_private", "offline", "ca_bundle",
-            "memory_cache"}
+            "memory_cache", "block_size"}
 # True in a forked child of a process that used hf://, or in one that unpickled a file.
 _one_of_many = False
 
@@ -134,6 +138,11 @@ def _session(url: str, options: Dict[str, Any], opening: bool = False):
         memory_cache = _ONE_OF_MANY_MEMORY_CACHE if _one_of_many else _DEFAULT_MEMORY_CACHE
     elif isinstance(memory_cache, str):
         memory_cache = core.parse_size(memory_cache)
+    block_size = options.get("block_size")
+    if block_size is None:
+        block_size = _DEFAULT_BLOCK_SIZE
+    if isinstance(block_size, str):
+        block_size = core.parse_size(block_size)
     offline = options.get("offline")
     if offline is None:
         offline = _truthy(os.environ.get("HF_HUB_OFFLINE"))
@@ -151,7 +160,8 @@ def _session(url: str, options: Dict[str, Any], opening: bool = False):
         offline=bool(offline),
         ca_bundle=os.fspath(options.get("ca_bundle") or ""),
         first_file=path if opening else "",
-        memory_cache=int(memory_cache))
+        memory_cache=int(memory_cache),
+        block_size=int(block_size))
     prefix = "hf://" + ("" if rtype == "model" else rtype + "s/") + rid
     if "@" in url or options.get("revision"):
         prefix += "@" + quote(revision, safe="")

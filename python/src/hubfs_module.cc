@@ -228,6 +228,7 @@ std::string key_of(const hubfs::RepoRef& repo, const hubfs::SessionConfig& c) {
   add(std::to_string(c.read_timeout_s));
   add(std::to_string(c.max_requests));
   add(std::to_string(c.memory_cache_bytes));
+  add(std::to_string(c.block_size));
   add(c.token ? "t" + *c.token : "env");
   add(c.offline ? "offline" : "online");
   for (const auto& s : c.shared_cache) add("shared=" + s);
@@ -242,7 +243,7 @@ Session get_session(const std::string& type, const std::string& id, const std::s
                     std::optional<std::string> token, int max_requests, int read_timeout,
                     std::vector<std::string> shared_cache, std::string shared_cache_key_file,
                     bool shared_cache_private, bool offline, std::string ca_bundle, std::string first_file,
-                    uint64_t memory_cache) {
+                    uint64_t memory_cache, uint64_t block_size) {
   auto ref = hubfs::parse_repo_ref(type + "s/" + id, std::nullopt, revision);
   if (!ref.ok()) raise_status(ref.status());
   hubfs::SessionConfig c;
@@ -259,6 +260,8 @@ Session get_session(const std::string& type, const std::string& id, const std::s
   // planner: 11,000-24,000 page faults per cold epoch, 4,000 at 64 KiB; docs/constants.md).
   c.receive_buffer_bytes = kLibraryReceiveBufferBytes;
   c.memory_cache_bytes = memory_cache;
+  if (Status st = hubfs::check_block_size(block_size); !st.ok()) throw py::value_error("hubfs.open: " + st.message());
+  c.block_size = static_cast<uint32_t>(block_size);
   c.read_timeout_s = read_timeout;
   c.shared_cache = std::move(shared_cache);
   c.shared_cache_key_file = std::move(shared_cache_key_file);
@@ -345,7 +348,7 @@ PYBIND11_MODULE(_core, m) {
         py::arg("cache_dir"), py::arg("cache_size"), py::arg("token"), py::arg("max_requests"),
         py::arg("read_timeout"), py::arg("shared_cache"), py::arg("shared_cache_key_file"),
         py::arg("shared_cache_private"), py::arg("offline"), py::arg("ca_bundle"), py::arg("first_file") = "",
-        py::arg("memory_cache") = uint64_t{256} << 20);
+        py::arg("memory_cache") = uint64_t{256} << 20, py::arg("block_size") = uint64_t{1} << 20);
   m.def("close_sessions", [] {
     std::map<std::string, Registered> gone;
     {
@@ -405,6 +408,11 @@ PYBIND11_MODULE(_core, m) {
   py::class_<File>(m, "File")
       .def_property_readonly("size", [](File& f) { return f.get().size(); })
       .def_property_readonly("path", [](File& f) { return f.get().path(); })
+      // The reader's block: the unit uncached_blocks counts in (hubfs.open's block_size).
+      .def_property_readonly("block_size", [](File& f) {
+        const hubfs::Stack& stack = f.get().session()->stack;
+        return stack.reader ? uint64_t{stack.reader->options().block_size} : uint64_t{1} << 20;
+      })
       .def_property_readonly("closed", [](const File& f) { return !f.f; })
       .def("readinto", [](File& f, py::object buffer, uint64_t offset) {
         std::shared_ptr<hubfs::HubFile> file = f.held();

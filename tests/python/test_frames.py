@@ -152,7 +152,7 @@ def _record_hints(ds, monkeypatch):
     every frame as missing from the disk cache (these small files are whole in it once the
     dataset hinted their first blocks)."""
     from h5chunk import _frames, _inflight
-    monkeypatch.setattr(_frames._Arrivals, "missing", lambda self, k, ranges: _inflight.blocks_of(ranges))
+    monkeypatch.setattr(_frames._Arrivals, "missing", lambda self, k, ranges: _inflight.blocks_of(ranges, self._dataset._blocks[k]))
     sent = []
     file_type = type(ds._dataset(0).file)
     hint = file_type._hint
@@ -223,30 +223,35 @@ def test_a_plan_hints_each_frame_as_it_enters_the_window(hub, opts, monkeypatch)
 def test_a_plan_waits_for_a_frame_by_one_byte_in_each_of_its_blocks():
     from h5chunk._frames import _block_starts
     mib = 1 << 20
-    assert _block_starts([(100, 10)]) == [100]
-    assert _block_starts([(mib - 5, 10)]) == [mib - 5, mib]
-    assert _block_starts([(3 * mib + 7, 2 * mib)]) == [3 * mib + 7, 4 * mib, 5 * mib]
-    assert _block_starts([(2 * mib + 50, 10), (2 * mib + 10, 10), (0, 0)]) == [2 * mib + 10]
+    assert _block_starts([(100, 10)], mib) == [100]
+    assert _block_starts([(mib - 5, 10)], mib) == [mib - 5, mib]
+    assert _block_starts([(3 * mib + 7, 2 * mib)], mib) == [3 * mib + 7, 4 * mib, 5 * mib]
+    assert _block_starts([(2 * mib + 50, 10), (2 * mib + 10, 10), (0, 0)], mib) == [2 * mib + 10]
     # Only the blocks the disk cache lacks: those on disk need no wait.
-    assert _block_starts([(3 * mib + 7, 2 * mib)], [4, 9]) == [4 * mib]
-    assert _block_starts([(3 * mib + 7, 2 * mib)], []) == []
+    assert _block_starts([(3 * mib + 7, 2 * mib)], mib, [4, 9]) == [4 * mib]
+    assert _block_starts([(3 * mib + 7, 2 * mib)], mib, []) == []
+    # In the file's own blocks: a quarter-MiB block each.
+    q = mib // 4
+    assert _block_starts([(q - 5, q + 10)], q) == [q - 5, q, 2 * q]
+    assert _block_starts([(q - 5, q + 10)], q, [2]) == [2 * q]
 
 
 class _RecordedReads:
     """A core file whose disk cache lacks `missing` (block numbers) until a byte of each is read;
     records the offsets read."""
 
+    block_size = 1 << 20
+
     def __init__(self, missing):
         self.missing, self.read = set(missing), []
 
     def uncached_blocks(self, ranges):
         from h5chunk import _inflight
-        return sorted(self.missing & set(_inflight.blocks_of(ranges)))
+        return sorted(self.missing & set(_inflight.blocks_of(ranges, self.block_size)))
 
     def readinto(self, buffer, offset):
-        from h5chunk import _inflight
         self.read.append(offset)
-        self.missing.discard(offset // _inflight.BLOCK)
+        self.missing.discard(offset // self.block_size)
         return 1
 
     def disk_writes_refused(self):
@@ -264,7 +269,7 @@ class _FullDisk(_RecordedReads):
     def uncached_blocks(self, ranges):
         from h5chunk import _inflight
         self.looks += 1
-        return sorted(set(_inflight.blocks_of(ranges)))  # nothing ever reaches the disk
+        return sorted(set(_inflight.blocks_of(ranges, self.block_size)))  # nothing ever reaches the disk
 
     def readinto(self, buffer, offset):
         self.read.append(offset)
@@ -281,7 +286,7 @@ def test_a_refused_write_ends_the_plans_wait_for_its_block(hub, opts, monkeypatc
     # longer than any test run, the test would hang there.
     monkeypatch.setattr(_frames, "_DISK_WAIT_SECONDS", 1e9)
     ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
-    mib = _inflight.BLOCK
+    mib = _RecordedReads.block_size
     raw = _FullDisk(missing=[1, 2])
     monkeypatch.setattr(ds._dataset(0).file._hub_file, "_core_file", lambda: raw)
     arrivals = ds._arrivals()
@@ -301,7 +306,7 @@ def test_a_refused_write_ends_the_plans_wait_for_its_block(hub, opts, monkeypatc
 def test_a_plan_reads_nothing_of_the_blocks_already_on_disk(hub, opts, monkeypatch):
     from h5chunk import _inflight
     ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
-    mib = _inflight.BLOCK
+    mib = _RecordedReads.block_size
     ranges = [(3 * mib + 7, 2 * mib)]  # blocks 3, 4, 5
     raw = _RecordedReads(missing=[4])
     hub_file = ds._dataset(0).file._hub_file

@@ -465,3 +465,32 @@ def test_cli_cp_interrupted_leaves_nothing_and_exits_130(hub, tmp_path):
     assert p.returncode == 130, err
     assert "interrupted" in err
     assert os.listdir(out) == []
+
+
+def test_a_smaller_block_fetches_less_for_a_small_read_and_reads_the_same_bytes(hub, opts):
+    # block_size: a reader of pieces much smaller than a MiB (a training loop's random frames)
+    # fetches the blocks it touches whole; a 256 KiB block fetches a quarter of what 1 MiB does.
+    big, endpoint = hub["big"], hub["endpoint"]
+    sent = {}
+    for size in ("256K", 1 << 20):
+        reset(endpoint)
+        with hubfs.open(f"{URL}/data/big.bin", **{**opts, "block_size": size}) as f:
+            raw = f._core_file()
+            block = 256 << 10 if size == "256K" else 1 << 20
+            assert raw.block_size == block
+            # Counted in the file's own blocks: none of this size cached yet (the other size's
+            # blocks, read first, are not these).
+            assert raw.uncached_blocks([(0, BIG_SIZE)]) == list(range(-(-BIG_SIZE // block)))
+            before = stats(endpoint)["bytes_sent"]
+            f.seek(1_100_000)
+            assert f.read(100) == big[1_100_000:1_100_100]
+            sent[size] = stats(endpoint)["bytes_sent"] - before
+            f.seek(0)
+            assert f.read() == big  # both sizes in one cache directory: each its own blocks
+    assert sent["256K"] <= 256 << 10 < sent[1 << 20]
+
+
+def test_a_block_size_not_taken_is_refused_with_the_rule(hub, opts):
+    for bad in (300_000, "32K", "2M", 0):
+        with pytest.raises(ValueError, match="power of two from 64K to 1M"):
+            hubfs.open(f"{URL}/README.md", **{**opts, "block_size": bad})

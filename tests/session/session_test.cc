@@ -172,6 +172,27 @@ TEST_F(SessionTest, ReadsExactBytesAtAnyOffsetAndEndOfFile) {
   EXPECT_TRUE(hinted.ok()) << hinted.status().message();
 }
 
+TEST_F(SessionTest, ASessionReadsInTheBlockItIsGivenAndRefusesASizeNotTaken) {
+  // hf:// may take blocks smaller than a mount's 1 MiB (hubfs.open's block_size): the reader, the
+  // first file's probe and the cache all use the one given, and every byte is the same.
+  for (uint32_t block : {64u << 10, 256u << 10}) {
+    SessionConfig c = config();
+    c.block_size = block;
+    read_big_exactly("hf://datasets/lab/scans", c, /*name_first_file=*/true);
+    auto s = open("hf://datasets/lab/scans", c);
+    ASSERT_TRUE(s) << last_error_.message();
+    ASSERT_TRUE(s->stack.reader);
+    EXPECT_EQ(s->stack.reader->options().block_size, block);
+  }
+  for (uint32_t bad : {0u, 300'000u, 32u << 10, 2u << 20}) {
+    SessionConfig c = config();
+    c.block_size = bad;
+    EXPECT_FALSE(open("hf://datasets/lab/scans", c)) << bad;
+    EXPECT_EQ(last_error_.code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(last_error_.message().find("power of two from 64K to 1M"), std::string::npos) << last_error_.message();
+  }
+}
+
 TEST_F(SessionTest, ConcurrentReadsOfOneFileAreExact) {
   auto s = open("hf://datasets/lab/scans", config());
   ASSERT_TRUE(s) << last_error_.message();
