@@ -177,8 +177,7 @@ Result<std::vector<TreeEntry>> FileSystem::listed_entries(const View& v, const s
       by_dir[path];
       for (TreeEntry& e : **all) {
         if (e.is_dir) by_dir[e.path];
-        const size_t slash = e.path.rfind('/');
-        by_dir[slash == std::string::npos ? std::string() : e.path.substr(0, slash)].push_back(std::move(e));
+        by_dir[parent_dir(e.path)].push_back(std::move(e));
       }
       for (const auto& [dir, entries] : by_dir) {
         if (options_.listings) (void)options_.listings->save_dir(v.repo.revision, dir, entries);

@@ -107,6 +107,11 @@ std::string_view type_name(RepoType type) {
   return "model";
 }
 
+std::string parent_dir(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? std::string() : std::string(path.substr(0, slash));
+}
+
 std::string resolve_url(std::string_view endpoint, const RepoRef& repo, std::string_view path) {
   return std::string(endpoint) + "/" + std::string(resolve_prefix(repo.type)) + repo.id + "/resolve/" +
          encode_segment(repo.revision) + "/" + encode_path(path);

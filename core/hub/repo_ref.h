@@ -57,6 +57,9 @@ std::string_view api_segment(RepoType type);
 std::string_view resolve_prefix(RepoType type);
 // "model", "dataset", "space": the word users type and read in messages.
 std::string_view type_name(RepoType type);
+// The directory holding repo-relative path `path`: "" for one at the repo's root ("a.h5"),
+// "x/y" for "x/y/a.h5". What a listing of that directory holds the path's entry under.
+std::string parent_dir(std::string_view path);
 // {endpoint}/{prefix}{id}/resolve/{encoded revision}/{encoded path}: where a file's bytes start.
 std::string resolve_url(std::string_view endpoint, const RepoRef& repo, std::string_view path);
 

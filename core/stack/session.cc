@@ -56,12 +56,6 @@ constexpr size_t kWarmFiles = 16;
 // its first lookup, as before.
 constexpr size_t kKnownListingMax = 1024;
 
-// The directory holding repo path `path` ("" for the repo's root).
-std::string parent_dir(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? std::string() : path.substr(0, slash);
-}
-
 StoredFirstFile stored_first_file(const ListingCache* listings, const std::string& commit, const std::string& path) {
   StoredFirstFile out;
   if (!listings || path.empty()) return out;

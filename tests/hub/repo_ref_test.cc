@@ -246,5 +246,13 @@ TEST(ParseRepoSpec, RefusesDotPartsSingularPrefixesAndPathsOnBothSides) {
   }
 }
 
+TEST(ParentDir, IsTheDirectoryWhoseListingHoldsThePath) {
+  EXPECT_EQ(parent_dir("a.h5"), "");
+  EXPECT_EQ(parent_dir("x/a.h5"), "x");
+  EXPECT_EQ(parent_dir("x/y/a.h5"), "x/y");
+  EXPECT_EQ(parent_dir("x/y"), "x");  // a directory's too
+  EXPECT_EQ(parent_dir(""), "");
+}
+
 }  // namespace
 }  // namespace hubfs
