@@ -354,6 +354,7 @@ def main():
     runs = {k: [] for k in ("h5chunk_cli", "h5chunk_cli_base", "h5chunk_cli_warm", "h5chunk_python", "seed",
                             "mount_h5chunk", "mount_h5chunk_warm", "local_h5chunk", "h5py_hubfs_open_5",
                             "h5py_fsspec_5", "direct_16", "cp", "cp_base", "cp_direct")}
+    warm_tiers = []  # per warm mount read: the daemon's memory and disk tier hits
     cpu_runs = {k: [] for k in runs}  # CPU-seconds per run (the process's, + the daemon's for the mount)
     delivered = {}  # bytes each contender hands back (the decoded array)
     warm_requests = {"h5chunk_cli_warm": [], "mount_h5chunk_warm": []}  # requests to the server per warm read
@@ -442,7 +443,11 @@ def main():
                             settle(endpoint)
                             drop_caches()
                             server_reset(endpoint)
+                            st0 = mount_status(mnt)
                             record("mount_h5chunk_warm", *run_contender(cmd, env, daemon=pid), want16)
+                            st1 = mount_status(mnt)
+                            # Where the warm read's blocks came from: the daemon's memory or its disk tier.
+                            warm_tiers.append({k: st1.get(k, 0) - st0.get(k, 0) for k in ("memory_hits", "disk_hits")})
                             warm_requests["mount_h5chunk_warm"].append(server_stats(endpoint)["requests"])
                     if can_drop:
                         drop_caches()
@@ -520,7 +525,9 @@ def main():
            "load_before_after": [round(x, 2) for x in load_before] + [round(x, 2) for x in os.getloadavg()],
            "median_s": med, "runs_s": {k: [round(x, 3) for x in v] for k, v in runs.items() if v},
            "cpu_s_per_gb": cpu_per_gb, "median_cpu_s": {k: round(v, 3) for k, v in cpu_med.items()},
-           "warm_requests": warm_requests, "read_ahead_unread_bytes": unread, "ratios": {}}
+           "cpu_runs_s": {k: [round(x, 3) for x in v] for k, v in cpu_runs.items() if v},
+           "warm_requests": warm_requests, "mount_h5chunk_warm_tier_hits": warm_tiers,
+           "read_ahead_unread_bytes": unread, "ratios": {}}
     if "seed" in med:
         out["ratios"].update({
             "seed / h5chunk_cli (target >= 1.5)": round(med["seed"] / med["h5chunk_cli"], 2),
@@ -542,7 +549,7 @@ def main():
                 med["direct_16"] / med["h5chunk_cli_base"], 2)
         if "mount_h5chunk" in med:
             out["ratios"]["direct_16 / mount_h5chunk (Xet target >= 0.5)"] = round(med["direct_16"] / med["mount_h5chunk"], 2)
-    if "mount_h5chunk" in med:
+    if "mount_h5chunk" in med and "h5chunk_cli" in med:
         out["ratios"]["mount_h5chunk / h5chunk_cli (target <= 1.15)"] = round(med["mount_h5chunk"] / med["h5chunk_cli"], 2)
         out["ratios"]["CPU/GB mount_h5chunk / h5chunk_cli (target <= 1.3)"] = round(
             cpu_per_gb["mount_h5chunk"] / cpu_per_gb["h5chunk_cli"], 2)
