@@ -14,6 +14,7 @@
 #include "cache/block_cache.h"
 #include "cache/block_file.h"
 #include "cache/cache_disk.h"
+#include "cache/cache_key.h"
 #include "cache/content_verifier.h"
 #include "cache/listing_store.h"
 #include "common/counter_file.h"
@@ -271,8 +272,11 @@ std::string to_text(const Usage& u) {
   for (const RepoUsage& r : u.repos) {
     out << "\n" << r.repo << "  " << human_bytes(r.bytes) << " in " << blocks_text(r.blocks) << "\n";
     for (const FileUsage& f : r.files) {
+      // A file read in blocks of another size (hf://'s block_size) is listed once per size.
+      const uint32_t block = parse_cache_key(f.record.content_id).block_size;
       out << "  " << f.record.path << "  " << human_bytes(f.bytes) << " in " << blocks_text(f.blocks)
-          << " (file " << human_bytes(f.record.size) << "), " << f.record.revision;
+          << (block == kDefaultBlockSize ? "" : " of " + human_bytes(block)) << " (file " << human_bytes(f.record.size)
+          << "), " << f.record.revision;
       if (!f.record.commit.empty() && f.record.commit != f.record.revision) out << " @ " << f.record.commit.substr(0, 12);
       out << "\n";
     }
@@ -414,11 +418,8 @@ Result<Verified> verify(const std::string& cache_dir) {
 
 namespace {
 
-// The mount's default block size: content ids in the index carry no block-size suffix, so their
-// blocks are 1 MiB (BlockReader::cache_id).
-constexpr uint64_t kBlock = 1u << 20;
-// Missing blocks fetched in one request by --complete: 8 MiB, the mount's read-ahead request
-// size; few requests for a big file, and a bounded buffer.
+// Missing blocks fetched in one request by --complete: 8 (8 MiB of the mount's, its read-ahead
+// request size): few requests for a big file, and a bounded buffer.
 constexpr uint64_t kFetchBlocks = 8;
 
 std::string describe(const IndexRecord& r) { return r.repo + "/" + r.path + " (" + r.content_id + ")"; }
@@ -439,8 +440,15 @@ class ContentPass {
   ContentVerified result() && { return std::move(v_); }
 
  private:
-  uint64_t blocks_of(const IndexRecord& r) const { return (r.size + kBlock - 1) / kBlock; }
-  uint64_t block_length(const IndexRecord& r, uint64_t i) const { return std::min(kBlock, r.size - i * kBlock); }
+  // A record's content id is its cache key: the file's blocks are of the size the key says.
+  static uint64_t block_of(const IndexRecord& r) { return parse_cache_key(r.content_id).block_size; }
+  uint64_t blocks_of(const IndexRecord& r) const { return (r.size + block_of(r) - 1) / block_of(r); }
+  uint64_t block_length(const IndexRecord& r, uint64_t i) const {
+    return std::min(block_of(r), r.size - i * block_of(r));
+  }
+  static std::unique_ptr<ContentVerifier> verifier_for(const IndexRecord& r) {
+    return ContentVerifier::for_content(parse_cache_key(r.content_id).content_id, r.size);
+  }
 
   // Never backwards: a file is gone through twice when it is completed or fetched again.
   void report(uint64_t within_file) {
@@ -459,7 +467,7 @@ class ContentPass {
 
   void check(const std::vector<IndexRecord>& records) {
     const IndexRecord& r = records.front();
-    auto verifier = ContentVerifier::for_content(r.content_id, r.size);
+    auto verifier = verifier_for(r);
     if (!verifier) return;  // not a hash we can compute: nothing to judge it by
     bool complete = true;
     uint64_t cached_bytes = 0;
@@ -532,8 +540,8 @@ class ContentPass {
   // goes. A fetched block is cached before the verdict: if the file turns out bad, every block
   // is purged anyway, and a mount reading it meanwhile gets what a read of its own would have.
   Result<ContentVerifier::Verdict> hash_filling(const IndexRecord& r) {
-    auto verifier = ContentVerifier::for_content(r.content_id, r.size);
-    const uint64_t blocks = blocks_of(r);
+    auto verifier = verifier_for(r);
+    const uint64_t blocks = blocks_of(r), block = block_of(r);
     uint64_t i = 0, fed = 0;
     auto feed = [&](std::string_view bytes) {
       verifier->update(bytes);
@@ -550,12 +558,12 @@ class ContentPass {
       uint64_t end = i + 1;
       std::optional<std::string> after;
       while (end < blocks && end - i < kFetchBlocks && !(after = cached(r, end))) ++end;
-      const uint64_t offset = i * kBlock, length = std::min(end * kBlock, r.size) - offset;
+      const uint64_t offset = i * block, length = std::min(end * block, r.size) - offset;
       auto bytes = fetch(r, offset, length);
       if (!bytes.ok()) return bytes.status();
       v_.bytes_fetched += length;
       for (uint64_t j = i; j < end; ++j)
-        cache_.put(r.content_id, j, std::string_view(*bytes).substr((j - i) * kBlock, block_length(r, j)));
+        cache_.put(r.content_id, j, std::string_view(*bytes).substr((j - i) * block, block_length(r, j)));
       feed(*bytes);
       i = end;
       if (after) {
@@ -590,7 +598,7 @@ class ContentPass {
     for (uint64_t i = 0; i < blocks_of(r); ++i) {
       cache_.remove(r.content_id, i);
       if (options_.shared && options_.shared_key) {
-        std::string key = SharedBlockKey{options_.shared_key->id(), r.content_id, static_cast<uint32_t>(kBlock), i}.str();
+        std::string key = SharedBlockKey{options_.shared_key->id(), r.content_id, static_cast<uint32_t>(block_of(r)), i}.str();
         const size_t size = shared_envelope::size(key, block_length(r, i));
         options_.shared->remove(std::move(key), size);
         v_.shared_blocks_deleted += 1;

@@ -53,6 +53,7 @@
 #include "common/env.h"
 #include "common/latency_histogram.h"
 #include "cache/block_cache.h"
+#include "cache/cache_key.h"
 #include "cache/content_verifier.h"
 #include "common/deadline.h"
 #include "common/single_flight.h"
@@ -294,9 +295,9 @@ class BlockReader {
   const ReaderOptions& options() const { return options_; }
   // The key a file's blocks have in the disk cache (BlockCache), for a reader of `block_size`:
   // block indices only mean something for one block size, so a non-default size gets its own
-  // key space (in memory and on disk).
+  // key space (in memory and on disk; cache/cache_key.h).
   static std::string disk_key(const std::string& content_id, uint32_t block_size) {
-    return block_size == (1u << 20) ? content_id : content_id + ".bs" + std::to_string(block_size);
+    return cache_key(content_id, block_size);
   }
   // How many times the file's content failed its hash (0: never; reader/file_epochs.h). Blocks
   // read before a failure may be corrupt: a handle whose first read saw an older epoch gets errors

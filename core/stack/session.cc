@@ -17,10 +17,11 @@
 namespace hubfs {
 
 std::function<void(const RemoteFile&)> index_recorder(const std::string& cache_dir, const std::string& repo_label,
-                                                      const std::string& revision, const std::string& commit) {
+                                                      const std::string& revision, const std::string& commit,
+                                                      uint32_t block_size) {
   auto warned = std::make_shared<std::atomic<bool>>(false);
-  return [cache_dir, repo_label, revision, commit, warned](const RemoteFile& f) {
-    IndexRecord r{repo_label, revision, commit, f.path, f.content_id, f.size};
+  return [cache_dir, repo_label, revision, commit, block_size, warned](const RemoteFile& f) {
+    IndexRecord r{repo_label, revision, commit, f.path, cache_key(f.content_id, block_size), f.size};
     if (Status st = cache_index::record(cache_dir, r); !st.ok() && !warned->exchange(true))
       log_warning("cache: cannot record " + f.path + " in the cache index (" + st.message() +
                   "); `hubfs cache info` will not attribute its blocks to " + repo_label);
@@ -352,7 +353,8 @@ Status open_repo_session(const SessionConfig& config, const RepoSpec& spec, Repo
   fs_options.listings = listings;
   fs_options.offline = offline;
   fs_options.list_whole_repo = info->file_count && *info->file_count <= kWholeRepoMaxFiles;
-  if (s.stack.cache) fs_options.on_open = index_recorder(config.cache_dir, s.label, s.repo.revision, info->commit);
+  if (s.stack.cache)
+    fs_options.on_open = index_recorder(config.cache_dir, s.label, s.repo.revision, info->commit, config.block_size);
   if (!offline) build_xet(config, s.stack, pinned, fs_options);
   // A probe that shows a Xet file: its read token now, beside the rest of the open, as a listing
   // from the Hub does (on_hub_listing), so the first read waits for its plan only. huggingface_hub

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "cache/cache_key.h"
 #include "common/env.h"
 #include "common/status.h"
 #include "common/task_queue.h"
@@ -19,9 +20,11 @@
 namespace hubfs {
 
 // `hubfs cache info` and `clear REPO` map content ids back to repo files through this index
-// (cache/cache_index.h); best effort.
+// (cache/cache_index.h); best effort. Each file is recorded under its cache key for blocks of
+// `block_size` (cache/cache_key.h), so the tools find the blocks of every size.
 std::function<void(const RemoteFile&)> index_recorder(const std::string& cache_dir, const std::string& repo_label,
-                                                      const std::string& revision, const std::string& commit);
+                                                      const std::string& revision, const std::string& commit,
+                                                      uint32_t block_size = kDefaultBlockSize);
 
 // One repo (or one directory of it) pinned to a commit, with its FileSystem over the stack.
 struct RepoSession {

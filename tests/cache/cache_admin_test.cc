@@ -14,6 +14,7 @@
 
 #include "cache/block_cache.h"
 #include "cache/block_file.h"
+#include "cache/cache_key.h"
 #include "cache/cache_index.h"
 #include "cache/listing_store.h"
 #include "common/counter_file.h"
@@ -313,6 +314,65 @@ TEST_F(CacheAdminTest, VerifyContentRehashesCompleteFilesAndDeletesBadOnes) {
   EXPECT_NE(v->unverifiable_files[0].find("1048576 of 3145728 bytes cached"), std::string::npos)
       << v->unverifiable_files[0];
   EXPECT_EQ(v->unverifiable_bytes, mib);
+}
+
+// hf:// may read in blocks other than a mount's 1 MiB (SessionConfig::block_size): their key says
+// the size, and every tool reads the file's blocks at that size.
+TEST_F(CacheAdminTest, FilesCachedInBlocksOfAnotherSizeAreCountedClearedAndVerified) {
+  const uint32_t block = 4096;
+  std::string good(3 * block + 100, 'g');
+  good[block + 7] = 'x';
+  std::string held_wrongly = good;
+  held_wrongly[2 * block + 1] = 'y';  // stored with valid block checksums, one byte off
+  const std::string good_key = cache_key(sha256_id(good), block);
+  const std::string bad_key = cache_key(sha256_id(good + "?"), block);  // the Hub's id: another file
+  for (uint64_t i = 0; i * block < good.size(); ++i) {
+    cache_->put(good_key, i, std::string_view(good).substr(i * block, block));
+    cache_->put(bad_key, i, std::string_view(held_wrongly).substr(i * block, block));
+  }
+  ASSERT_TRUE(cache_index::record(dir_.str(), {"datasets/o/r", "main", "c", "good.bin", good_key, good.size()}).ok());
+  ASSERT_TRUE(cache_index::record(dir_.str(), {"datasets/o/r", "main", "c", "bad.bin", bad_key, good.size() + 1}).ok());
+
+  auto usage = cache_admin::info(dir_.str());
+  ASSERT_TRUE(usage.ok()) << usage.status().message();
+  EXPECT_EQ(usage->unindexed_blocks, 0u);  // attributed through the keys the index names
+  ASSERT_EQ(usage->repos.size(), 1u);
+  EXPECT_EQ(usage->repos[0].blocks, 8u);
+  EXPECT_NE(cache_admin::to_text(*usage).find("4 blocks of 4.0 KiB"), std::string::npos) << cache_admin::to_text(*usage);
+
+  // The wrong file's last block is one byte short of what its size says at 4 KiB blocks:
+  // incomplete, so reported, not judged. Give it the byte it lacks and it is judged bad.
+  cache_->put(bad_key, 3, std::string_view(held_wrongly + "?").substr(3 * block));
+  auto v = cache_admin::verify_content(dir_.str(), Env::real());
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->files_checked, 2u);
+  EXPECT_EQ(v->files_bad, 1u);
+  ASSERT_EQ(v->bad_files.size(), 1u);
+  EXPECT_NE(v->bad_files[0].find("bad.bin"), std::string::npos);
+  EXPECT_FALSE(cache_->get(bad_key, 0).has_value());
+  EXPECT_TRUE(cache_->get(good_key, 3).has_value());
+
+  auto removed = cache_admin::clear(Env::real(), dir_.str(), "datasets/o/r");
+  ASSERT_TRUE(removed.ok()) << removed.status().message();
+  EXPECT_EQ(removed->blocks, 4u);  // the good file's: the bad one's went at the verify
+  EXPECT_FALSE(cache_->get(good_key, 0).has_value());
+}
+
+TEST(CacheKey, NamesTheBlockSizeUnlessItIsTheDefault) {
+  const std::string id = "sha256:" + std::string(64, 'a');
+  EXPECT_EQ(cache_key(id, kDefaultBlockSize), id);
+  EXPECT_EQ(cache_key(id, 256u << 10), id + ".bs262144");
+  for (uint32_t size : {4096u, 256u << 10, kDefaultBlockSize}) {
+    const ParsedCacheKey p = parse_cache_key(cache_key(id, size));
+    EXPECT_EQ(p.content_id, id);
+    EXPECT_EQ(p.block_size, size);
+  }
+  // Not a suffix a reader writes: the key is a content id of the default size.
+  for (const std::string& odd : {id + ".bs", id + ".bs0", id + ".bs300000", id + ".bs04096", id + ".bs1048576",
+                                 id + ".bs-4096", id + ".bs4096x"}) {
+    EXPECT_EQ(parse_cache_key(odd).content_id, odd) << odd;
+    EXPECT_EQ(parse_cache_key(odd).block_size, kDefaultBlockSize) << odd;
+  }
 }
 
 // Stored listings (cache/listing_store.h): counted by info, kept by prune, dropped by clear (one
