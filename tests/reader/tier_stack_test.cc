@@ -313,9 +313,16 @@ TEST(DeferredWrites, AWriteRunsByItselfWhenNothingIsRead) {
     ran = true;
     cv.notify_all();
   }));
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return ran; });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return ran; });
+  }
   EXPECT_TRUE(ran);
+  // The pump is still on the writer's thread after the write (it releases the write's bytes
+  // next): it must end before `deferred` goes out of scope, as DeferredWrites' owner drains its
+  // executor before it (ASan saw the pump write into the destroyed object once).
+  writer.drain();
+  EXPECT_EQ(deferred.queued_bytes(), 0u);
 }
 
 // On a real thread, the pump waiting for a pause waits on the Env's clock: the write runs when
