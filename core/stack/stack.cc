@@ -4,6 +4,7 @@
 
 #include "cache/cache_admin.h"
 #include "cache/cache_index.h"
+#include "cache/cache_key.h"
 #include "common/log.h"
 #include "hub/environment.h"
 
@@ -202,9 +203,10 @@ void build_xet(const SessionConfig& config, Stack& s, const RepoRef& pinned, FsO
     // cache, their chunks' size).
     xet::ChunkCache::FileBytes file_bytes;
     if (s.cache && block_size != 0) {
-      file_bytes = [cache = s.cache.get(), block_size](const std::string& key, uint64_t offset, uint64_t length,
-                                                       char* out) {
-        return read_cached_bytes(*cache, key, block_size, offset, length, out);
+      // In the blocks the location's key names (cache/cache_key.h): a location another session
+      // recorded in blocks of another size (hf://'s block_size) reads back at that size.
+      file_bytes = [cache = s.cache.get()](const std::string& key, uint64_t offset, uint64_t length, char* out) {
+        return read_cached_bytes(*cache, key, parse_cache_key(key).block_size, offset, length, out);
       };
     }
     s.chunk_cache = std::make_unique<xet::ChunkCache>(config.cache_dir + "/" + cache_admin::kXetChunkDir,

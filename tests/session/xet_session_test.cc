@@ -176,6 +176,37 @@ TEST_F(XetSessionTest, ReadsAXetFileNativelyWithOneTokenAndNoResolve) {
   EXPECT_EQ(r.verify_failures, 0u);
 }
 
+// hf:// in 256 KiB blocks (a training loop's FrameDataset): a Xet file read whole is exact and
+// verified by Xet's check, its head included (the probe's bridge read is of the session's block).
+// The chunk cache recorded where its chunks lie in those blocks; a session of 1 MiB blocks on the
+// same cache reads them back there, in the blocks their key names, and asks Xet for no chunk.
+TEST_F(XetSessionTest, AXetFileInSmallerBlocksIsExactAndItsChunksServeASessionOfAnotherBlockSize) {
+  SessionConfig small = config();
+  small.block_size = 256u << 10;
+  small.xet_head_from_probe = true;
+  {
+    auto s = open("v1", small, "data/big.bin");
+    ASSERT_TRUE(s);
+    Outcome o = read_all(s, *one_);
+    EXPECT_EQ(o.failed, 0u) << o.first_error;
+    EXPECT_EQ(o.wrong, 0u);
+    EXPECT_EQ(s->stack.reader->stats().files_verified, 1u);
+    EXPECT_EQ(s->stack.reader->stats().verify_failures, 0u);
+    EXPECT_EQ(s->stack.xet_router->fallbacks(), 0u);
+    s->stack.xet->shutdown();
+  }
+  hub_->reset_stats();
+  auto s = open("v1", config());
+  ASSERT_TRUE(s);
+  Outcome o = read_all(s, *one_);
+  EXPECT_EQ(o.failed, 0u) << o.first_error;
+  EXPECT_EQ(o.wrong, 0u);
+  const xet::ChunkCacheStats c = s->stack.chunk_cache->stats();
+  EXPECT_EQ(c.damaged, 0u);
+  EXPECT_GT(c.hit_bytes, 0u);
+  EXPECT_EQ(hub_->stats()["xorb_requests"], 0) << hub_->stats().dump();
+}
+
 // One flipped byte in a xorb range answer: no chunk hash exists to catch it in the read that got
 // it (the service gives none), so the whole-file check does. The file's blocks are all dropped, the
 // read that completed the file fails, and the next whole read is exact and verified; nothing of
