@@ -37,6 +37,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 # Blocks are the reader's (hubfs.open's block_size, the file's ``block_size``): what is fetched,
 # cached and marked as one. A file's markers are named with its block size, so processes that
 # read a file in blocks of different sizes never wait on each other's marks.
+
 # How long a worker waits for a planner's block before fetching it itself: well past a fetch
 # under load (a block queued behind a 64-frame hint arrived 2 s after it was hinted), and
 # well inside the reader's own 120 s read timeout. A dead planner costs no wait at all.
