@@ -22,6 +22,15 @@ def assert_no_refused_ranges(endpoint):
         "exactly a listed range or the listed set): %s" % (seen["count"], seen["samples"]))
 
 
+def control(endpoint, method, path, body=None):
+    """One request to the local Hub's control and stats routes (/_hubfs/...): its JSON answer.
+    `body` (for POST) is sent as JSON."""
+    req = urllib.request.Request(endpoint + path, method=method,
+                                 data=None if body is None else json.dumps(body).encode())
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read() or b"null")
+
+
 @contextlib.contextmanager
 def local_hub(root, *extra_args):
     """The local Hub serving `root` on loopback: yields its endpoint (http://127.0.0.1:PORT); at the

@@ -14,13 +14,12 @@ import stat
 import subprocess
 import tempfile
 import threading
-import urllib.request
 
 import numpy as np
 import pytest
 
 from conftest import PYTHON_DIR
-from local_hub import local_hub
+from local_hub import control, local_hub
 
 HUBFS = os.path.join(os.path.dirname(PYTHON_DIR), "bin", "hubfs")
 REPO = "datasets/lab/admin"
@@ -41,13 +40,6 @@ def hub(tmp_path_factory):
     # stdin stays a pipe we hold: the server exits when this process does, even on a crash.
     with local_hub(str(root)) as endpoint:
         yield {"endpoint": endpoint, "big": big}
-
-
-def _control(endpoint, method, path, body=None):
-    req = urllib.request.Request(endpoint + path, method=method,
-                                 data=None if body is None else json.dumps(body).encode())
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read() or b"null")
 
 
 def _mounted(path):
@@ -183,7 +175,7 @@ def test_cp_exits_143_on_sigterm_and_leaves_nothing(hub, tmp_path):
     endpoint = hub["endpoint"]
     out = tmp_path / "out"
     out.mkdir()
-    _control(endpoint, "POST", "/_hubfs/faults", {"mode": "stall", "path_contains": "/blobs/", "count": 1000})
+    control(endpoint, "POST", "/_hubfs/faults", {"mode": "stall", "path_contains": "/blobs/", "count": 1000})
     try:
         p = subprocess.Popen([HUBFS, "cp", f"{URL}/data/big.bin", str(out / "big.bin"), "--endpoint", endpoint,
                               "--cache-dir", str(tmp_path / "cache")], stderr=subprocess.PIPE, text=True, env=ENV)
@@ -193,7 +185,7 @@ def test_cp_exits_143_on_sigterm_and_leaves_nothing(hub, tmp_path):
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=120)
     finally:
-        _control(endpoint, "DELETE", "/_hubfs/faults")
+        control(endpoint, "DELETE", "/_hubfs/faults")
     assert p.returncode == 143, err
     assert "interrupted" in err
     assert os.listdir(out) == []

@@ -5,15 +5,13 @@ and spawned. Frames are compared with the local files' h5py reads."""
 import multiprocessing
 import os
 import pickle
-import json
-import urllib.request
 
 import h5py
 import numpy as np
 import pytest
 
 import h5chunk
-from local_hub import local_hub
+from local_hub import control, local_hub
 
 URL = "hf://datasets/lab/rec"
 FILES = 3
@@ -38,13 +36,6 @@ def hub(tmp_path_factory):
         frames.append(data)
     with local_hub(str(root)) as endpoint:
         yield {"endpoint": endpoint, "frames": np.concatenate(frames), "dir": str(repo)}
-
-
-def _control(endpoint, method, path, body=None):
-    req = urllib.request.Request(endpoint + path, method=method,
-                                 data=None if body is None else json.dumps(body).encode())
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read() or b"null")
 
 
 @pytest.fixture
@@ -357,12 +348,12 @@ def test_workers_find_planned_frames_in_the_cache(hub, opts):
     # Wait for the hinted blocks to land: a read of each frame in this process waits for them.
     for i in order:
         ds[i]
-    _control(opts["endpoint"], "POST", "/_hubfs/reset", {})
+    control(opts["endpoint"], "POST", "/_hubfs/reset", {})
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(2) as pool:
         got = pool.map_async(_frame_sum, [(ds, i) for i in order]).get(CHILD_TIMEOUT)
     assert got == [int(hub["frames"][i].astype(np.int64).sum()) for i in order]
-    s = _control(opts["endpoint"], "GET", "/_hubfs/stats")
+    s = control(opts["endpoint"], "GET", "/_hubfs/stats")
     assert s["range_requests"] == 0, s  # every byte from the shared disk cache
 
 

@@ -8,14 +8,13 @@ import os
 import signal
 import subprocess
 import threading
-import urllib.request
 
 import h5py
 import numpy as np
 import pytest
 
 from conftest import PYTHON_DIR
-from local_hub import local_hub  # tests/python/local_hub.py
+from local_hub import control, local_hub  # tests/python/local_hub.py
 
 URL = "hf://datasets/lab/helper"
 ENV = {**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
@@ -23,13 +22,6 @@ ENV = {**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
 
 def _h5chunk_bin():
     return os.path.join(os.path.dirname(PYTHON_DIR), "bin", "h5chunk")
-
-
-def _control(endpoint, method, path, body=None):
-    req = urllib.request.Request(endpoint + path, method=method,
-                                 data=None if body is None else json.dumps(body).encode())
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read() or b"null")
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +77,12 @@ def test_the_helper_fetches_nothing_the_command_fetched(hub, tmp_path):
     helper sends as many range requests as one without it (each in a fresh cache)."""
     counts = {}
     for dataset in ("gzip", "ints"):
-        _control(hub["endpoint"], "POST", "/_hubfs/reset", {})
+        control(hub["endpoint"], "POST", "/_hubfs/reset", {})
         r = _read(f"{URL}/so.h5", "/" + dataset, ":", tmp_path / f"{dataset}.bin", "--endpoint", hub["endpoint"],
                   "--cache-dir", str(tmp_path / f"cache-{dataset}"))
         assert r.returncode == 0, r.stderr
         assert ("helper_process" in json.loads(r.stdout)) == (dataset == "ints")
-        counts[dataset] = _control(hub["endpoint"], "GET", "/_hubfs/stats")["range_requests"]
+        counts[dataset] = control(hub["endpoint"], "GET", "/_hubfs/stats")["range_requests"]
     assert counts["gzip"] > 0
     assert counts["ints"] == counts["gzip"], counts
 

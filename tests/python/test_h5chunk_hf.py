@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import threading
-import urllib.request
 
 import h5py
 import numpy as np
@@ -16,7 +15,7 @@ import pytest
 import h5chunk
 import hubfs
 from conftest import PYTHON_DIR
-from local_hub import local_hub  # tests/python/local_hub.py
+from local_hub import control, local_hub  # tests/python/local_hub.py
 
 URL = "hf://datasets/lab/h5"
 
@@ -43,13 +42,6 @@ def hub(tmp_path_factory):
         f.create_dataset("x", data=np.arange(10))
     with local_hub(str(root)) as endpoint:
         yield {"endpoint": endpoint, "frames": frames}
-
-
-def _control(endpoint, method, path, body=None):
-    req = urllib.request.Request(endpoint + path, method=method,
-                                 data=None if body is None else json.dumps(body).encode())
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read() or b"null")
 
 
 @pytest.fixture
@@ -87,11 +79,11 @@ def test_a_second_read_with_the_same_cache_fetches_no_data(hub, opts):
     args = ["/usr/bin/python3", "-c", code, PYTHON_DIR, f"{URL}/scan.hdf5", opts["endpoint"], opts["cache_dir"]]
     first = subprocess.run(args, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
-    _control(opts["endpoint"], "POST", "/_hubfs/reset", {})
+    control(opts["endpoint"], "POST", "/_hubfs/reset", {})
     second = subprocess.run(args, capture_output=True, text=True)
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout
-    s = _control(opts["endpoint"], "GET", "/_hubfs/stats")
+    s = control(opts["endpoint"], "GET", "/_hubfs/stats")
     # No data: at most the branch name is resolved again (no request touches the file's bytes).
     assert s["cdn_requests"] == 0 and s["range_requests"] == 0, s
 
@@ -116,7 +108,7 @@ def test_ctrl_c_interrupts_a_stalled_read(hub, tmp_path):
     opts = {"endpoint": endpoint, "cache_dir": str(tmp_path / "stall"), "token": False, "read_timeout": 60}
     f = h5chunk.File(f"{URL}/scan.hdf5", **opts)
     ds = f["data/raw_data"]  # the metadata (chunk index included: it precedes the chunks) is read
-    _control(endpoint, "POST", "/_hubfs/faults", {"mode": "stall", "path_contains": "/blobs/", "count": 1000})
+    control(endpoint, "POST", "/_hubfs/faults", {"mode": "stall", "path_contains": "/blobs/", "count": 1000})
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
     try:
         timer.start()
@@ -124,7 +116,7 @@ def test_ctrl_c_interrupts_a_stalled_read(hub, tmp_path):
             ds[16:24]  # no chunk read yet: it waits on the stalled Hub until Ctrl-C
     finally:
         timer.cancel()
-        _control(endpoint, "DELETE", "/_hubfs/faults")
+        control(endpoint, "DELETE", "/_hubfs/faults")
         f.close()
 
 
@@ -139,9 +131,9 @@ def test_cli_ctrl_c_ends_a_stalled_read_with_130_and_no_output(hub, tmp_path, co
     output file. Also when SIGINT comes inherited as ignored (a script's background job)."""
     endpoint = hub["endpoint"]
     stall_ms = 60000
-    _control(endpoint, "POST", "/_hubfs/faults",
-             {"mode": "stall", "stall_ms": stall_ms, "path_contains": "/blobs/", "count": 1000})
-    _control(endpoint, "POST", "/_hubfs/reset", {})
+    control(endpoint, "POST", "/_hubfs/faults",
+            {"mode": "stall", "stall_ms": stall_ms, "path_contains": "/blobs/", "count": 1000})
+    control(endpoint, "POST", "/_hubfs/reset", {})
     out = tmp_path / "out" / "frames.bin"
     out.parent.mkdir()
     args = {"read": ["read", f"{URL}/scan.hdf5", "/data/raw_data", "-o", str(out)],
@@ -153,7 +145,7 @@ def test_cli_ctrl_c_ends_a_stalled_read_with_130_and_no_output(hub, tmp_path, co
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=preexec)
     try:
         # Interrupt once the CLI is reading: its first file request is held by the stall.
-        while _control(endpoint, "GET", "/_hubfs/stats")["faults_injected"] == 0:
+        while control(endpoint, "GET", "/_hubfs/stats")["faults_injected"] == 0:
             assert proc.poll() is None, proc.communicate()
             threading.Event().wait(0.02)
         proc.send_signal(signal.SIGINT)
@@ -161,7 +153,7 @@ def test_cli_ctrl_c_ends_a_stalled_read_with_130_and_no_output(hub, tmp_path, co
     finally:
         proc.kill()
         proc.wait()
-        _control(endpoint, "DELETE", "/_hubfs/faults")
+        control(endpoint, "DELETE", "/_hubfs/faults")
     assert proc.returncode == 130, err
     assert "interrupted" in err
     assert list(out.parent.iterdir()) == []  # neither the output nor a partial file

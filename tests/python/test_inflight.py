@@ -3,12 +3,10 @@ waits for it instead of fetching it too; a dead planner's markers hold nobody; a
 never lets go holds a worker only until its deadline. Over hf:// (the bundled local Hub server on
 127.0.0.1, started here); frames are compared with the local files' h5py reads."""
 
-import json
 import multiprocessing
 import os
 import signal
 import time
-import urllib.request
 
 import h5py
 import numpy as np
@@ -16,7 +14,7 @@ import pytest
 
 import h5chunk
 from h5chunk import _inflight
-from local_hub import local_hub
+from local_hub import control, local_hub
 
 URL = "hf://datasets/lab/marks"
 FILES = 2
@@ -50,12 +48,6 @@ def ds(hub, tmp_path):
                              endpoint=hub["endpoint"], cache_dir=str(tmp_path / "cache"), token=False)
     yield d
     d.close()
-
-
-def _control(endpoint, method, path):
-    req = urllib.request.Request(endpoint + path, method=method, data=b"{}" if method == "POST" else None)
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read() or b"null")
 
 
 def _locks_on(path):
@@ -387,7 +379,7 @@ def test_a_planned_epoch_with_forked_workers_fetches_each_block_once(hub, tmp_pa
         while any(d._dataset(k).file._hub_file._core_file().uncached_blocks([(0, _frames.FIRST_BLOCK)])
                   for k in range(FILES)) and time.monotonic() < deadline:
             time.sleep(0.01)
-        _control(hub["endpoint"], "POST", "/_hubfs/reset")
+        control(hub["endpoint"], "POST", "/_hubfs/reset", {})
         order = list(range(len(d)))[::-1]
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(2) as pool:
@@ -395,7 +387,7 @@ def test_a_planned_epoch_with_forked_workers_fetches_each_block_once(hub, tmp_pa
         assert sorted(got) == sorted(order)
         for i in order:
             np.testing.assert_array_equal(got[i], hub["frames"][i])
-        trace = _control(hub["endpoint"], "GET", "/_hubfs/trace")
+        trace = control(hub["endpoint"], "GET", "/_hubfs/trace")
     finally:
         d.close()
     fetched = []

@@ -11,7 +11,6 @@ import sys
 import tarfile
 import tempfile
 import threading
-import urllib.request
 import zipfile
 
 import h5py
@@ -20,7 +19,7 @@ import pytest
 
 import hubfs
 from conftest import PYTHON_DIR
-from local_hub import local_hub  # tests/python/local_hub.py
+from local_hub import control, local_hub  # tests/python/local_hub.py
 
 TOKEN = "hf_remotetoken"
 BIG_SIZE = 2_500_000  # LFS (served by the CDN origin): three 1 MiB blocks
@@ -69,19 +68,12 @@ def hub(tmp_path_factory):
         yield {"endpoint": endpoint, "big": big, "copy": copy, "frames": frames, "array": array}
 
 
-def _control(endpoint, method, path, body=None):
-    req = urllib.request.Request(endpoint + path, method=method,
-                                 data=None if body is None else json.dumps(body).encode())
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read() or b"null")
-
-
 def stats(endpoint):
-    return _control(endpoint, "GET", "/_hubfs/stats")
+    return control(endpoint, "GET", "/_hubfs/stats")
 
 
 def reset(endpoint):
-    _control(endpoint, "POST", "/_hubfs/reset", {})
+    control(endpoint, "POST", "/_hubfs/reset", {})
 
 
 @pytest.fixture
@@ -338,7 +330,7 @@ def test_ctrl_c_interrupts_a_stalled_read(hub, tmp_path):
     opts = {"endpoint": endpoint, "cache_dir": str(tmp_path / "stall"), "token": False, "read_timeout": 60}
     f = hubfs.open(f"{URL}/data/big.bin", **opts)
     # Every data request stalls: the read waits until the signal arrives.
-    _control(endpoint, "POST", "/_hubfs/faults", {"mode": "stall", "path_contains": "/blobs/", "count": 1000})
+    control(endpoint, "POST", "/_hubfs/faults", {"mode": "stall", "path_contains": "/blobs/", "count": 1000})
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
     try:
         timer.start()
@@ -346,7 +338,7 @@ def test_ctrl_c_interrupts_a_stalled_read(hub, tmp_path):
             f.read(1000)
     finally:
         timer.cancel()
-        _control(endpoint, "DELETE", "/_hubfs/faults")
+        control(endpoint, "DELETE", "/_hubfs/faults")
         f.close()
 
 
@@ -433,13 +425,13 @@ def test_cli_cp_starts_over_once_after_a_failed_hash(hub, tmp_path):
     blob = hashlib.sha256(copy).hexdigest()
     out = tmp_path / "out"
     out.mkdir()
-    _control(endpoint, "POST", "/_hubfs/faults", {"mode": "flip_byte", "path_contains": blob, "count": 1})
+    control(endpoint, "POST", "/_hubfs/faults", {"mode": "flip_byte", "path_contains": blob, "count": 1})
     try:
         r = subprocess.run([_hubfs_bin(), "cp", f"{URL}/data/copy.bin", str(out / "copy.bin"), "--endpoint", endpoint,
                             "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True,
                            env={**os.environ, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}, timeout=120)
     finally:
-        _control(endpoint, "DELETE", "/_hubfs/faults")
+        control(endpoint, "DELETE", "/_hubfs/faults")
     assert r.returncode == 0, r.stderr
     assert "copying it once more" in r.stderr, r.stderr
     assert (out / "copy.bin").read_bytes() == copy
@@ -450,7 +442,7 @@ def test_cli_cp_interrupted_leaves_nothing_and_exits_130(hub, tmp_path):
     endpoint = hub["endpoint"]
     out = tmp_path / "out"
     out.mkdir()
-    _control(endpoint, "POST", "/_hubfs/faults", {"mode": "stall", "path_contains": "/blobs/", "count": 1000})
+    control(endpoint, "POST", "/_hubfs/faults", {"mode": "stall", "path_contains": "/blobs/", "count": 1000})
     try:
         p = subprocess.Popen([_hubfs_bin(), "cp", f"{URL}/data/big.bin", str(out / "big.bin"), "--endpoint", endpoint,
                               "--cache-dir", str(tmp_path / "cache")], stderr=subprocess.PIPE, text=True,
@@ -461,7 +453,7 @@ def test_cli_cp_interrupted_leaves_nothing_and_exits_130(hub, tmp_path):
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=120)
     finally:
-        _control(endpoint, "DELETE", "/_hubfs/faults")
+        control(endpoint, "DELETE", "/_hubfs/faults")
     assert p.returncode == 130, err
     assert "interrupted" in err
     assert os.listdir(out) == []
