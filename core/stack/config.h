@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/cache_key.h"
 #include "common/status.h"
 
 namespace hubfs {
@@ -42,7 +43,7 @@ struct SessionConfig {
   // less (hubfs.open's block_size), where a reader of random small pieces would otherwise fetch
   // up to a block it does not need at each end of each piece. Blocks of another size have keys of
   // their own in the cache (BlockReader::disk_key). check_block_size says which sizes are taken.
-  uint32_t block_size = 1u << 20;  // kDefaultBlockSize (cache/cache_key.h)
+  uint32_t block_size = kDefaultBlockSize;
   // No byte for this long aborts a request (then retried). Unset: the transport's defaults;
   // filled from HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT by apply_environment_timeouts.
   std::optional<int> metadata_timeout_s;

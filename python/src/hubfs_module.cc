@@ -219,6 +219,12 @@ std::vector<std::shared_ptr<hubfs::RepoSession>> take_excess_idle_locked() {
   return gone;
 }
 
+// The block a file's session reads in (hubfs.open's block_size): the unit uncached_blocks counts
+// in. A mount's when the session has no reader.
+uint32_t reader_block(const hubfs::Stack& stack) {
+  return stack.reader ? stack.reader->options().block_size : hubfs::kDefaultBlockSize;
+}
+
 std::string key_of(const hubfs::RepoRef& repo, const hubfs::SessionConfig& c) {
   std::string k = std::string(hubfs::api_segment(repo.type)) + "/" + repo.id + "@" + repo.revision;
   auto add = [&k](const std::string& v) { k += '\x1f' + v; };
@@ -408,11 +414,7 @@ PYBIND11_MODULE(_core, m) {
   py::class_<File>(m, "File")
       .def_property_readonly("size", [](File& f) { return f.get().size(); })
       .def_property_readonly("path", [](File& f) { return f.get().path(); })
-      // The reader's block: the unit uncached_blocks counts in (hubfs.open's block_size).
-      .def_property_readonly("block_size", [](File& f) {
-        const hubfs::Stack& stack = f.get().session()->stack;
-        return stack.reader ? uint64_t{stack.reader->options().block_size} : uint64_t{1} << 20;
-      })
+      .def_property_readonly("block_size", [](File& f) { return reader_block(f.get().session()->stack); })
       .def_property_readonly("closed", [](const File& f) { return !f.f; })
       .def("readinto", [](File& f, py::object buffer, uint64_t offset) {
         std::shared_ptr<hubfs::HubFile> file = f.held();
@@ -468,7 +470,7 @@ PYBIND11_MODULE(_core, m) {
         std::shared_ptr<hubfs::HubFile> file = f.held();
         py::gil_scoped_release nogil;
         const hubfs::Stack& stack = file->session()->stack;
-        const uint64_t block = stack.reader ? stack.reader->options().block_size : (1u << 20);
+        const uint64_t block = reader_block(stack);
         const std::string key = hubfs::BlockReader::disk_key(file->content_id(), static_cast<uint32_t>(block));
         std::vector<uint64_t> wanted;
         for (const auto& [offset, length] : ranges) {
