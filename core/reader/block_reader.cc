@@ -530,6 +530,11 @@ void BlockReader::load_from_disk(const RemoteFile& file, const FileKey& key, uin
   if (served_to) verifier_.loaded_from_tiers(verified(file, key), *served_to);
 }
 
+bool BlockReader::wait_written(const std::string& content_id, const std::vector<uint64_t>& indices,
+                               const Deadline& deadline) {
+  return tiers_.wait_written(cache_id(content_id), indices, deadline);
+}
+
 std::vector<uint64_t> BlockReader::not_in_memory(const std::string& content_id, uint64_t size, uint64_t first,
                                                  uint64_t last) const {
   std::vector<uint64_t> missing;

@@ -290,6 +290,10 @@ class BlockReader {
   // once for the span, not per block.
   std::vector<uint64_t> not_in_memory(const std::string& content_id, uint64_t size, uint64_t first,
                                       uint64_t last) const;
+  // Waits until none of these blocks of the file with this content waits for its disk-cache write
+  // (fetched and released, not yet written: TierStack::wait_written), or until `deadline`; true
+  // when none does. Blocks still on the wire are not waited for: read them first.
+  bool wait_written(const std::string& content_id, const std::vector<uint64_t>& indices, const Deadline& deadline);
 
   ReaderStats stats() const;
   const ReaderOptions& options() const { return options_; }

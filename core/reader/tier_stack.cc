@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 namespace hubfs {
@@ -141,8 +142,35 @@ void TierStack::done_writing(std::string_view cache_id, uint64_t index, const Bl
   auto it = writing_.find(writing_key(cache_id, index));
   // Only this write's entry: a later fetch of the block (a new epoch) may have replaced it.
   if (it != writing_.end() && it->second.bytes.buffer.get() == bytes.buffer.get() &&
-      it->second.bytes.offset == bytes.offset)
+      it->second.bytes.offset == bytes.offset) {
     writing_.erase(it);
+    if (write_waits_.empty()) return;
+    auto [from, to] = write_waits_.equal_range(writing_key(cache_id, index));
+    for (auto w = from; w != to; ++w)
+      if (--w->second->left == 0) w->second->cv.notify_all();
+    write_waits_.erase(from, to);
+  }
+}
+
+bool TierStack::wait_written(std::string_view cache_id, const std::vector<uint64_t>& indices,
+                             const Deadline& deadline) {
+  WriteWait wait;
+  std::vector<std::string> keys;  // the blocks waited on (each entry of write_waits_ added)
+  std::unique_lock<std::mutex> lock(writing_mu_);
+  for (uint64_t index : indices) {
+    std::string key = writing_key(cache_id, index);
+    if (!writing_.count(key)) continue;
+    write_waits_.emplace(key, &wait);
+    keys.push_back(std::move(key));
+    ++wait.left;
+  }
+  if (wait.left == 0) return true;
+  if (deadline.wait(wait.cv, lock, [&] { return wait.left == 0; })) return true;  // done_writing took every entry
+  for (const std::string& key : keys) {  // past the deadline: the entries still here go
+    auto [from, to] = write_waits_.equal_range(key);
+    for (auto w = from; w != to;) w = w->second == &wait ? write_waits_.erase(w) : std::next(w);
+  }
+  return false;
 }
 
 size_t TierStack::writes_waiting() const {

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -114,6 +115,13 @@ class TierStack {
   // Blocks waiting for their disk write (expect_writes, deferred promotions), and of the disk
   // hits those served from there.
   size_t writes_waiting() const;
+  // Waits until none of these blocks of `cache_id` waits for its disk write (expect_writes until
+  // store_fetched, a deferred promotion until it ran; written or skipped, as a full disk skips
+  // it), or until `deadline`; true when none does. A block not waiting (never fetched here, or
+  // on disk already) returns at once. For a process that fetches blocks for others, who read
+  // them from the disk cache: a training loop's planner releases a frame's in-flight markers
+  // when this returns (h5chunk.FrameDataset.plan; it polled the disk before, 1-10 ms apart).
+  bool wait_written(std::string_view cache_id, const std::vector<uint64_t>& indices, const Deadline& deadline);
   uint64_t hits_before_write() const { return hits_before_write_.load(); }
   // How long each disk hit took to read (one per disk_hits), and each block asked of the shared
   // tier (the lookup's time, once per block asked).
@@ -145,8 +153,16 @@ class TierStack {
     BlockBytes bytes;
     uint64_t epoch = 0;
   };
-  mutable std::mutex writing_mu_;  // a leaf: guards writing_
+  // A wait_written under way: how many of its blocks still wait for their write. Woken alone,
+  // when the last of them is written: one wake per wait (a condition variable shared by every
+  // waiter woke a training loop's 16 plan threads at each of its ~1,100 block writes an epoch).
+  struct WriteWait {
+    std::condition_variable cv;
+    size_t left = 0;
+  };
+  mutable std::mutex writing_mu_;  // a leaf: guards writing_ and write_waits_
   std::unordered_map<std::string, Writing> writing_;  // by writing_key
+  std::unordered_multimap<std::string, WriteWait*> write_waits_;  // by writing_key: the waits on it
   const MonotonicClock& latency_clock_;  // the Env's: what the latency histograms read
   LatencyHistogram disk_latency_;
   LatencyHistogram shared_latency_;

@@ -20,7 +20,6 @@ import itertools
 import os
 import queue
 import threading
-import time
 import weakref
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -214,10 +213,9 @@ class FrameDataset:
                 if missing:
                     marked.append((ranges, _within_blocks(ranges, missing, self._blocks[k]), arrivals.hold(k, missing)))
             if marked:
-                refused = arrivals.refused(k)  # before the hint: its blocks' writes come after
                 self._dataset(k).file._hint([r for _, lacking, _ in marked for r in lacking])
                 for ranges, _, names in marked:
-                    arrivals.add(k, ranges, names, refused)
+                    arrivals.add(k, ranges, names)
         return total
 
     def _arrivals(self) -> Optional["_Arrivals"]:
@@ -349,12 +347,11 @@ class FramePlan:
 
 
 # How long a plan waits for a block it has read to reach the disk cache before releasing its
-# marker all the same, and how often it looks: the write follows the read within milliseconds. A
-# write the disk cache refuses (a full disk) ends the wait at the next look instead: the workers
-# then fetch the block themselves (before, an epoch stalled this bound on a full disk).
+# marker all the same: the write follows the read within milliseconds. The wait ends as the write
+# does (hubfs's wait_written; polling the disk 1-10 ms apart released markers up to a poll late
+# and cost the plan's threads a look at every block file each time), and a write the disk cache
+# refuses (a full disk) ends it too: the workers then fetch the block themselves.
 _DISK_WAIT_SECONDS = 10.0
-_DISK_POLL_FIRST = 0.001
-_DISK_POLL_MAX = 0.01
 
 
 class _Arrivals:
@@ -388,16 +385,11 @@ class _Arrivals:
     def hold(self, k: int, blocks: List[int]) -> List[Tuple[str, int]]:
         return self._markers.hold(self._dataset._marker_keys[k], blocks)
 
-    def refused(self, k: int) -> int:
-        """The block writes file k's disk cache has refused so far (this process's)."""
-        return self._dataset._dataset(k).file._hub_file._core_file().disk_writes_refused()
-
-    def add(self, k: int, ranges: List[Tuple[int, int]], names: List[Tuple[str, int]], refused: Optional[int] = None) -> None:
+    def add(self, k: int, ranges: List[Tuple[int, int]], names: List[Tuple[str, int]]) -> None:
         """Waits, on a thread of the plan's, for the blocks of these ranges (marked as ``names``)
-        to reach the disk cache, then releases their markers. ``refused``: the disk cache's
-        refused writes before their hint went out (``refused(k)``); once it has refused more,
-        the blocks may never reach it, and the wait ends."""
-        self._queue.put((k, ranges, names, refused))
+        to reach the disk cache (or for their writes to be refused), then releases their
+        markers."""
+        self._queue.put((k, ranges, names))
 
     def _run(self) -> None:
         byte = bytearray(1)
@@ -405,23 +397,17 @@ class _Arrivals:
             item = self._queue.get()
             if item is None:
                 return
-            k, ranges, names, refused = item
+            k, ranges, names = item
             try:
                 if names and not self._closed:
                     raw = self._dataset._dataset(k).file._hub_file._core_file()
-                    if refused is None:
-                        refused = raw.disk_writes_refused()
                     # A byte of the ranges in each block the disk still lacks: the wait for that
                     # block without a copy of the frame (and no byte outside the hinted ranges).
                     for offset in _block_starts(ranges, raw.block_size, raw.uncached_blocks(ranges)):
                         raw.readinto(byte, offset)
                     # A read returns once the blocks are in memory; the disk cache, which the
                     # workers read, has them a moment later (written after the waiters go).
-                    delay, deadline = _DISK_POLL_FIRST, time.monotonic() + _DISK_WAIT_SECONDS
-                    while raw.uncached_blocks(ranges) and time.monotonic() < deadline and \
-                            raw.disk_writes_refused() == refused:
-                        time.sleep(delay)
-                        delay = min(delay * 2, _DISK_POLL_MAX)
+                    raw.wait_written(ranges, _DISK_WAIT_SECONDS)
             except Exception:  # noqa: BLE001 (a failed fetch: the workers read and report it)
                 pass
             finally:

@@ -225,6 +225,21 @@ uint32_t reader_block(const hubfs::Stack& stack) {
   return stack.reader ? stack.reader->options().block_size : hubfs::kDefaultBlockSize;
 }
 
+// The blocks (of `block` bytes) holding these (offset, length) ranges of a file of `size` bytes,
+// ascending, each once; the parts past the end left out.
+std::vector<uint64_t> blocks_of(const std::vector<std::pair<uint64_t, uint64_t>>& ranges, uint64_t size,
+                                uint64_t block) {
+  std::vector<uint64_t> blocks;
+  for (const auto& [offset, length] : ranges) {
+    if (length == 0 || offset >= size) continue;
+    const uint64_t last = (std::min(offset + length, size) - 1) / block;
+    for (uint64_t b = offset / block; b <= last; ++b) blocks.push_back(b);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  return blocks;
+}
+
 std::string key_of(const hubfs::RepoRef& repo, const hubfs::SessionConfig& c) {
   std::string k = std::string(hubfs::api_segment(repo.type)) + "/" + repo.id + "@" + repo.revision;
   auto add = [&k](const std::string& v) { k += '\x1f' + v; };
@@ -472,31 +487,29 @@ PYBIND11_MODULE(_core, m) {
         const hubfs::Stack& stack = file->session()->stack;
         const uint64_t block = reader_block(stack);
         const std::string key = hubfs::BlockReader::disk_key(file->content_id(), static_cast<uint32_t>(block));
-        std::vector<uint64_t> wanted;
-        for (const auto& [offset, length] : ranges) {
-          if (length == 0 || offset >= file->size()) continue;
-          const uint64_t last = (std::min(offset + length, file->size()) - 1) / block;
-          for (uint64_t b = offset / block; b <= last; ++b) wanted.push_back(b);
-        }
-        std::sort(wanted.begin(), wanted.end());
-        wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
         std::vector<uint64_t> missing;
-        for (uint64_t b : wanted) {
+        for (uint64_t b : blocks_of(ranges, file->size(), block)) {
           char byte;
           if (!stack.cache || !stack.cache->read_part(key, b, 0, &byte, 1)) missing.push_back(b);
         }
         return missing;
       }, py::arg("ranges"), "The blocks of these (offset, length) ranges the disk cache lacks.")
-      .def("disk_writes_refused", [](File& f) -> uint64_t {
-        // The block writes this process's disk cache refused or skipped so far (a full disk, a
-        // read-only one, past its budget): a plan that waits for a block to reach the disk stops
-        // waiting once this grows (the block may never get there). 0 without a disk cache.
+      .def("wait_written", [](File& f, const std::vector<std::pair<uint64_t, uint64_t>>& ranges, double timeout) {
+        // Returns once no block of these ranges this process fetched waits for its disk-cache
+        // write any more (written, or skipped: a full disk), or after `timeout` seconds; true in the
+        // first case. Blocks still on the wire are not waited for: a plan reads a byte of each
+        // first (h5chunk.FrameDataset.plan, whose workers read the disk cache once it returns).
         std::shared_ptr<hubfs::HubFile> file = f.held();
         const hubfs::Stack& stack = file->session()->stack;
-        if (!stack.cache) return 0;
-        const hubfs::CacheStats stats = stack.cache->stats();
-        return stats.write_failures + stats.writes_skipped;
-      }, "The block writes the disk cache refused or skipped so far (0 without one).")
+        if (!stack.reader) return true;
+        const std::vector<uint64_t> blocks = blocks_of(ranges, file->size(), reader_block(stack));
+        const auto budget = std::chrono::milliseconds(static_cast<int64_t>(std::clamp(timeout, 0.0, 86400.0) * 1000));
+        py::gil_scoped_release nogil;
+        return stack.reader->wait_written(file->content_id(), blocks,
+                                          hubfs::Deadline::after(budget, stack.env->clock()));
+      }, py::arg("ranges"), py::arg("timeout"),
+      "Waits (at most timeout seconds) until no block of these ranges waits for its disk-cache write; "
+      "True when none does.")
       .def("byte_source", [](File& f, const std::string& name) {
         // A heap shared_ptr the capsule owns: h5chunk copies it, so the file stays open for as
         // long as an h5chunk.File reads it, whatever happens to this object.

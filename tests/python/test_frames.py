@@ -245,17 +245,18 @@ class _RecordedReads:
         self.missing.discard(offset // self.block_size)
         return 1
 
-    def disk_writes_refused(self):
-        return 0
+    def wait_written(self, ranges, timeout):
+        return True
 
 
 class _FullDisk(_RecordedReads):
     """A core file whose disk cache refuses every block write (a full disk): a block read stays
-    missing from it, and the refused writes grow with each read. Counts the plan's looks."""
+    missing from it, and its wait for the write ends as the write is refused. Records the plan's
+    looks at the disk and its waits, and when the markers were held during the waits."""
 
-    def __init__(self, missing):
+    def __init__(self, missing, markers, key):
         super().__init__(missing)
-        self.refusals, self.looks = 0, 0
+        self.looks, self.waits, self.markers, self.key = 0, [], markers, key
 
     def uncached_blocks(self, ranges):
         from h5chunk import _inflight
@@ -264,32 +265,32 @@ class _FullDisk(_RecordedReads):
 
     def readinto(self, buffer, offset):
         self.read.append(offset)
-        self.refusals += 1  # the fetched block's write refused
         return 1
 
-    def disk_writes_refused(self):
-        return self.refusals
+    def wait_written(self, ranges, timeout):
+        # The markers are still held while the plan waits: a worker asking now waits too.
+        self.waits.append((list(ranges), timeout, self.markers.held()))
+        return True  # the write ended (refused): the wait is over
 
 
-def test_a_refused_write_ends_the_plans_wait_for_its_block(hub, opts, monkeypatch):
+def test_a_plan_waits_for_a_frames_disk_writes_once_then_releases_its_markers(hub, opts, monkeypatch):
     from h5chunk import _frames, _inflight
-    # Without the refusal seen, this wait would be bounded by _DISK_WAIT_SECONDS alone: made
-    # longer than any test run, the test would hang there.
-    monkeypatch.setattr(_frames, "_DISK_WAIT_SECONDS", 1e9)
     ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
     mib = _RecordedReads.block_size
-    raw = _FullDisk(missing=[1, 2])
+    markers = _inflight.markers(ds._marker_dir)
+    raw = _FullDisk([1, 2], markers, ds._marker_keys[0])
     monkeypatch.setattr(ds._dataset(0).file._hub_file, "_core_file", lambda: raw)
     arrivals = ds._arrivals()
-    refused = arrivals.refused(0)
     names = arrivals.hold(0, [1, 2])
-    arrivals.add(0, [(mib, 2 * mib)], names, refused)
+    arrivals.add(0, [(mib, 2 * mib)], names)
     arrivals.close(wait_for_bytes=True)
-    assert raw.read == [mib, 2 * mib]  # the wait read both blocks, then stopped at the refusal
-    assert raw.looks == 2  # which blocks to read, then one look at the disk: no polling after
-    markers = _inflight.markers(ds._marker_dir)
+    assert raw.read == [mib, 2 * mib]  # a byte of each block the disk lacked: their fetches joined
+    # Then one wait for their writes, bounded, with the markers held; no polling of the disk (a
+    # full disk never gets the blocks: polled, the plan looked until _DISK_WAIT_SECONDS).
+    assert raw.waits == [([(mib, 2 * mib)], _frames._DISK_WAIT_SECONDS, 2)]
+    assert raw.looks == 1
     again = markers.hold(ds._marker_keys[0], [1, 2])
-    assert len(again) == 2  # the markers were released: the workers fetch the blocks themselves
+    assert len(again) == 2  # released after the wait: the workers fetch the blocks themselves
     markers.release(again)
     ds.close()
 

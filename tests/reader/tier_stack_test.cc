@@ -1,8 +1,11 @@
 // The tiers stacked (TierStack) over fake disk and shared tiers, and the deferred writes, on a
-// manual Env and executors the test runs itself: no threads, no sleeps, no network.
+// manual Env and executors the test runs itself: no sleeps, no network (threads only where a
+// test waits on one).
 #include "reader/tier_stack.h"
 
+#include <atomic>
 #include <map>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -221,6 +224,65 @@ TEST_F(TierStackTest, AHubBlockIsFoundBelowMemoryBetweenItsReleaseAndItsDiskWrit
   EXPECT_TRUE(tiers_->fill_from_lower(ids({1}), 0, Deadline::never(), record()).empty());
   EXPECT_EQ(disk_->gets, 1);  // from the disk now
   EXPECT_EQ(tiers_->hits_before_write(), 3u);
+}
+
+// A wait for blocks' disk writes (a training loop's planner, before it releases their markers)
+// returns as the last of them is written, with the bytes on disk by then; blocks not waiting for a
+// write do not hold it; a write skipped (the file failed its hash, as a full disk skips one) ends
+// it too.
+TEST_F(TierStackTest, AWaitForDiskWritesEndsAsTheLastOneLands) {
+  make({}, /*with_disk=*/true, /*with_shared=*/false);
+  std::vector<std::pair<uint64_t, BlockBytes>> blocks{{0, bytes("h000")}, {1, bytes("h001")}};
+  const Deadline passed = Deadline::after(0ms, env_.clock());
+  EXPECT_TRUE(tiers_->wait_written(id_, {0, 1, 7}, passed));  // nothing waits for a write yet
+  tiers_->expect_writes(id_, 0, blocks);
+  EXPECT_FALSE(tiers_->wait_written(id_, {1, 7}, passed));  // block 1 waits: the deadline ends it
+  EXPECT_TRUE(tiers_->wait_written(id_, {7}, passed));
+  EXPECT_TRUE(tiers_->wait_written("sha256:other", {0, 1}, passed));
+  std::atomic<bool> returned{false};
+  bool on_disk_then = false;
+  std::thread waiter([&] {
+    EXPECT_TRUE(tiers_->wait_written(id_, {0, 1}, Deadline::after(1h, env_.clock())));
+    on_disk_then = disk_->blocks.count(id_ + "#0") && disk_->blocks.count(id_ + "#1");
+    returned = true;
+  });
+  ASSERT_TRUE(env_.manual_clock().wait_for_sleepers(1));  // it waits (on the clock that bounds it)
+  tiers_->store_fetched(id_, 0, {blocks[0]}, {true});  // one of the two written: still waiting
+  EXPECT_FALSE(returned.load());
+  tiers_->store_fetched(id_, 0, {blocks[1]}, {true});
+  waiter.join();
+  EXPECT_TRUE(on_disk_then);
+
+  std::vector<std::pair<uint64_t, BlockBytes>> bad{{2, bytes("bad2")}};
+  tiers_->expect_writes(id_, 0, bad);
+  std::thread skipped([&] { EXPECT_TRUE(tiers_->wait_written(id_, {2}, Deadline::after(1h, env_.clock()))); });
+  ASSERT_TRUE(env_.manual_clock().wait_for_sleepers(1));
+  tiers_->store_fetched(id_, 0, bad, {false});  // not written: the wait ends all the same
+  skipped.join();
+  EXPECT_EQ(disk_->blocks.count(id_ + "#2"), 0u);
+}
+
+// The wait's bound is on the Env's clock: a write that never lands ends it when the clock passes
+// the deadline, and no real time passes.
+TEST_F(TierStackTest, AWaitForADiskWriteThatNeverLandsEndsAtItsDeadline) {
+  make({}, /*with_disk=*/true, /*with_shared=*/false);
+  const std::vector<std::pair<uint64_t, BlockBytes>> block{{0, bytes("h000")}};
+  tiers_->expect_writes(id_, 0, block);
+  std::atomic<int> result{-1};
+  std::thread waiter([&] { result = tiers_->wait_written(id_, {0}, Deadline::after(10s, env_.clock())) ? 1 : 0; });
+  ASSERT_TRUE(env_.manual_clock().wait_for_sleepers(1));
+  env_.advance(9s);
+  EXPECT_EQ(result.load(), -1);
+  env_.advance(1s);
+  waiter.join();
+  EXPECT_EQ(result.load(), 0);
+  EXPECT_EQ(tiers_->writes_waiting(), 1u);
+  // The wait that ended left nothing behind for the write to wake (ASan would see a write into
+  // its frame): a later wait on the same block, named twice, ends with the write.
+  std::thread again([&] { EXPECT_TRUE(tiers_->wait_written(id_, {0, 0}, Deadline::after(1h, env_.clock()))); });
+  ASSERT_TRUE(env_.manual_clock().wait_for_sleepers(1));
+  tiers_->store_fetched(id_, 0, block, {true});
+  again.join();
 }
 
 // A block not served (its file failed its hash) leaves the waiting writes too, and a waiting
