@@ -23,6 +23,17 @@ py=/usr/bin/python3
 ./scripts/deps.sh --bench >/dev/null || { echo "scripts/deps.sh --bench failed: the contenders' packages are missing" >&2; exit 2; }
 failed=0
 
+# What moves this machine's numbers besides its load (docs/benchmarks.md, sessions 31 and 36): a
+# guest that hands freed memory back to its host (every page written afresh then faults in
+# again), and DAMON paging out page cache left unread for a while (a warm file read from disk).
+reclaim=/sys/module/page_reporting/parameters
+echo "# free page reporting: $( [ -r $reclaim/page_reporting_order ] && \
+  echo "on (order $(cat $reclaim/page_reporting_order), $(( $(cat $reclaim/reported_kib) >> 20 )) GiB handed back so far)" || echo off)"
+for k in /sys/kernel/mm/damon/admin/kdamonds/*/; do
+  [ "$(cat "$k/state" 2>/dev/null)" = on ] && \
+    echo "# DAMON: on, $(cat "$k"/contexts/*/schemes/*/action 2>/dev/null | tr '\n' ' ')of regions idle $(cat "$k"/contexts/*/schemes/*/access_pattern/age/min 2>/dev/null | head -1) aggregation intervals"
+done
+
 # One bench: its name, then the command; the load before it goes first in its log.
 run() {
   local name=$1; shift

@@ -272,6 +272,7 @@ def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, 
             parts0 = _cpu_parts(pids, others)
             split0 = _cpu_split(pids, others) if args.profile else None
             faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            reported0 = _reported_kib()
             planner = ds.plan(indices, ahead=args.ahead) if plan else None
             timings = []
             perf = _start_perf(args, name, e, [os.getpid()] + pids + [p for p in others.values() if p])
@@ -294,6 +295,11 @@ def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, 
                 # The planner's fresh pages (each a fault the kernel zeroes): its fetches' memory.
                 print(f"    main process: {resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0} "
                       f"minor page faults")
+                if reported0 is not None:
+                    # Memory freed during the epoch that the guest handed to its host: the pages the
+                    # next writes fault in afresh (docs/benchmarks.md, session 36).
+                    print(f"    the machine gave its host back {(_reported_kib() - reported0) / 1024:.0f} MiB "
+                          f"of freed memory during the epoch (free page reporting)")
                 if trace and args.dir:
                     import json
                     with open(os.path.join(args.dir, "logs", f"trace-{name.split()[0].strip(':/')}-{e + 1}.json"), "w") as f:
@@ -311,6 +317,16 @@ def contender(name, ds, indices, args, truth, frame_bytes, plan=None, hub=None, 
         result["epochs"] = epochs
         result["pss_mib"] = [round(_pss_kib(p.pid) / 1024, 1) for p in pool._pool]
     return result
+
+
+def _reported_kib():
+    """KiB of freed memory this (virtual) machine has handed back to its host so far (virtio-balloon
+    free page reporting), or None where the kernel does not report them."""
+    try:
+        with open("/sys/module/page_reporting/parameters/reported_kib") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 def _back_free_memory(mb, where):
