@@ -23,7 +23,9 @@ start to its exit; its values are checked against the local file's (a CRC of the
 - mount_h5chunk: a hubfs mount (new cache directory), then `h5chunk read MOUNT/... 0:16`;
   needs root and /dev/fuse (--no-mount skips it). Then, warm: the same read again on that mount
   with the page cache dropped (mount_h5chunk_warm), and the same read of the local file with the
-  page cache dropped (local_h5chunk);
+  page cache dropped (local_h5chunk). After each drop, untimed, the freed memory is backed again
+  and `h5chunk` with the libraries it loads is read back into the page cache (drop_caches_before):
+  the two rows compare reads, not this VM's page faults or its disk;
 - h5chunk_cli_warm: `h5chunk read hf://` again on h5chunk_cli's cache, a new process: its
   requests to the server are counted (only the branch's pin is expected).
 
@@ -58,6 +60,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -292,6 +295,28 @@ def drop_caches():
         f.write("3\n")
 
 
+def drop_caches_before(program):
+    """Before a warm read that must not be served by the kernel's copy (through the mount: the
+    daemon's tiers; local: the disk): the page cache dropped, then, untimed, the memory that freed
+    backed again (warm_pages.py: here the host takes freed pages back at once, and the read's output
+    landed on them at up to twice the read's CPU) and `program` loaded back (load_program)."""
+    drop_caches()
+    warm_pages.warm_free_pages(WARM_PAGES_MB)
+    load_program(program)
+
+
+def load_program(path):
+    """Reads the program at `path` and the shared libraries it loads into the page cache (as
+    for a program the user just ran), untimed: after drop_caches the program's own load from disk
+    varied by 50-280 ms a run on this VM, for every contender (docs/benchmarks.md, session 36).
+    Touches no data file."""
+    ldd = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+    for lib in [path] + re.findall(r"=> (/\S+)", ldd):
+        with open(lib, "rb") as f:
+            while f.read(1 << 20):
+                pass
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--latency-ms", type=int, default=50)
@@ -441,7 +466,7 @@ def main():
                         if can_drop:
                             # Warm through the mount: the page cache dropped, the block cache kept.
                             settle(endpoint)
-                            drop_caches()
+                            drop_caches_before(H5CHUNK)
                             server_reset(endpoint)
                             st0 = mount_status(mnt)
                             record("mount_h5chunk_warm", *run_contender(cmd, env, daemon=pid), want16)
@@ -450,7 +475,7 @@ def main():
                             warm_tiers.append({k: st1.get(k, 0) - st0.get(k, 0) for k in ("memory_hits", "disk_hits")})
                             warm_requests["mount_h5chunk_warm"].append(server_stats(endpoint)["requests"])
                     if can_drop:
-                        drop_caches()
+                        drop_caches_before(H5CHUNK)
                         record("local_h5chunk", *run_contender([H5CHUNK, "read", path, "/data/raw_data", "0:16"], env),
                                want16)
 
