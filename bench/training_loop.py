@@ -665,6 +665,9 @@ def main():
     ap.add_argument("--cache-size", default="")
     ap.add_argument("--max-requests", type=int, default=0,
                     help="hf://: hubfs.open's max_requests (connections per process; 0: its default)")
+    ap.add_argument("--block-size", default="",
+                    help="hf://: the block the FrameDataset reads in (hubfs.open's block_size, e.g. 128K; "
+                         "default: FrameDataset's)")
     ap.add_argument("--seed", type=int, default=40)
     ap.add_argument("--contenders", default="local,rclone,mount,hf")
     ap.add_argument("--dir", default="")
@@ -746,6 +749,8 @@ def main():
                 opts["cache_size"] = args.cache_size
             if args.max_requests:
                 opts["max_requests"] = args.max_requests
+            if args.block_size:
+                opts["block_size"] = args.block_size
             urls = [f"hf://{peer_bench.REPO}/{n}" for n in names]
             hub.reset()
             ds = h5chunk.FrameDataset(urls, DATASET, **opts)
