@@ -21,9 +21,6 @@ namespace {
 // accept that and slice (costs at most this much memory per request); for a bigger file the
 // transport aborts the transfer as soon as the body passes the range length.
 constexpr uint64_t kWholeFileLimit = 16ull << 20;
-// Threads that ask Locators for locations (first resolves and refreshes after a 403).
-constexpr int kLocatorThreads = 4;
-
 std::string range_text(ByteRange r) {
   return std::to_string(r.offset) + "-" + std::to_string(r.offset + r.length - 1);
 }

@@ -69,6 +69,13 @@ class RangeFetcher {
   using Callback = std::function<void(Result<std::string>)>;
   using DoneCallback = std::function<void(Status)>;
 
+  // Threads that ask Locators for locations (first resolves, and refreshes after a 403): every
+  // fetch of a file not located yet takes one until its file's resolve is done, joining it (a
+  // Locator blocks). With 4, a hint of several ranges per file took every thread for the first
+  // file and resolved the files one after another (16 files of 4 ranges: 15 resolves 50 ms apart
+  // at 50 ms a request; docs/benchmarks.md, session 36). Started on first use.
+  static constexpr int kLocatorThreads = 16;
+
   // `transport` must outlive this fetcher and every fetch it started.
   // options.env is required.
   RangeFetcher(HttpTransport& transport, RangeFetcherOptions options);

@@ -23,8 +23,8 @@ using testing::ManualClock;
 
 constexpr uint64_t kSize = 100;
 constexpr seconds kReadTimeout{10};
-// RangeFetcher's locator threads (kLocatorThreads): a fifth first resolve queues.
-constexpr int kLocatorThreads = 4;
+// RangeFetcher's locator threads: a first resolve beyond them queues.
+constexpr int kLocatorThreads = RangeFetcher::kLocatorThreads;
 
 // Serves every range of a kSize-byte file of 'x'.
 Result<HttpResponse> serve(const HttpRequest& req) {
@@ -80,9 +80,9 @@ TEST(RangeFetcherQuota, ALocationHeldForTheQuotaMovesTheRangesDeadlineByThatMuch
   EXPECT_TRUE(f.deadline_sent_to("https://cdn.test/never").is_never());
 }
 
-// Every locator thread is busy with a locate that takes 8 s; a fifth fetch waits for one. When
-// those locates were held for the quota, the fifth fetch's wait was the quota's: its range keeps
-// it. When they were slow on the network, it was not: the fifth keeps only its read's deadline.
+// Every locator thread is busy with a locate that takes 8 s; one more fetch waits for one. When
+// those locates were held for the quota, that fetch's wait was the quota's: its range keeps it.
+// When they were slow on the network, it was not: it keeps only its read's deadline.
 TEST(RangeFetcherQuota, AFetchQueuedBehindHeldLocatesKeepsItsWait) {
   for (bool held : {true, false}) {
     SCOPED_TRACE(held ? "locates held for the quota" : "locates slow on the network");
