@@ -295,6 +295,23 @@ def test_a_plan_waits_for_a_frames_disk_writes_once_then_releases_its_markers(hu
     ds.close()
 
 
+def test_a_fetched_block_is_on_disk_once_its_write_wait_returns(hub, opts):
+    # The real reader: what a plan waits on before it releases a frame's markers. A block read in
+    # is released to its readers before its disk write; wait_written returns after that write
+    # (without it, the block is often not on disk yet when the read returns).
+    import hubfs
+    for b in (3, 7, 11):
+        with hubfs.open(_urls()[0], block_size="64K", **opts) as f:
+            raw = f._core_file()
+            ranges = [(b * raw.block_size + 5, 10)]
+            assert raw.uncached_blocks(ranges) == [b]
+            assert raw.wait_written(ranges, 0) is True  # nothing fetched: no write to wait for
+            f.seek(ranges[0][0])
+            assert f.read(1)
+            assert raw.wait_written(ranges, CHILD_TIMEOUT) is True
+            assert raw.uncached_blocks(ranges) == []
+
+
 def test_a_plan_reads_nothing_of_the_blocks_already_on_disk(hub, opts, monkeypatch):
     from h5chunk import _inflight
     ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
