@@ -289,18 +289,12 @@ def run_contender(cmd, env, daemon=None):
     return wall, cpu, "".join(out), "".join(err), p.returncode
 
 
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-
-
 def drop_caches_before(program):
     """Before a warm read that must not be served by the kernel's copy (through the mount: the
     daemon's tiers; local: the disk): the page cache dropped, then, untimed, the memory that freed
     backed again (warm_pages.py: here the host takes freed pages back at once, and the read's output
     landed on them at up to twice the read's CPU) and `program` loaded back (load_program)."""
-    drop_caches()
+    peer_bench.drop_caches()
     warm_pages.warm_free_pages(WARM_PAGES_MB)
     load_program(program)
 
