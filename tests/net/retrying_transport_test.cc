@@ -349,6 +349,10 @@ TEST(RetryingTransport, DestructionAnswersRequestsWaitingToRetry) {
     testing::ManualEnv env;  // its timer never runs the retry: only the destructor answers
     RetryingTransport retrying(fake, policy, env);
     retrying.submit(get("https://hub/x"), [&](Result<HttpResponse> r) { done.set_value(std::move(r)); });
+    // The 503 came back and the retry waits on the timer: only then is there a request waiting
+    // to retry for the destructor to answer. Without this wait the scope could end first, and the
+    // fake transport's thread then scheduled the retry on the destroyed Env (TSan saw it once).
+    ASSERT_TRUE(env.wait_until_waiting(1));
   }
   // Bounded wait: the destructor must have answered (or the answer is on its way) at once.
   ASSERT_EQ(future.wait_for(std::chrono::seconds(10)), std::future_status::ready);
