@@ -172,7 +172,7 @@ void ioctl(fuse_req_t req, fuse_ino_t, unsigned int cmd, void*, fuse_file_info* 
     return (void)fuse_reply_err(req, EINVAL);
   std::vector<ByteRange> ranges(hint.count);
   for (uint32_t i = 0; i < hint.count; ++i) ranges[i] = ByteRange{hint.ranges[i].offset, hint.ranges[i].length};
-  auto r = fs(req)->hint(fi->fh, ranges);
+  auto r = fs(req)->hint(fi->fh, ranges, hubfs::HintRequests::kSpread);
   if (!r.ok()) {
     if (!r.error().reason.empty()) log_debug(r.error().reason);  // the caller's mistake: not a warning
     return (void)fuse_reply_err(req, r.error().code);

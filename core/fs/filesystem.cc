@@ -539,10 +539,10 @@ void FileSystem::release(uint64_t handle) {
   handles_.remove_file(handle);
 }
 
-FsResult<uint64_t> FileSystem::hint(uint64_t handle, const std::vector<ByteRange>& ranges) {
+FsResult<uint64_t> FileSystem::hint(uint64_t handle, const std::vector<ByteRange>& ranges, HintRequests requests) {
   std::shared_ptr<OpenFile> file = handles_.file(handle);
   if (!file) return errno_only(EBADF);
-  auto started = reader_.prefetch(file->node->remote, ranges);
+  auto started = reader_.prefetch(file->node->remote, ranges, requests);
   if (!started.ok()) return FsError{EINVAL, started.status().message()};
   return started.value();
 }

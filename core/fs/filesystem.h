@@ -163,7 +163,7 @@ class FileSystem : public FsApi {
   FsResult<std::vector<BlockBytes>> read(uint64_t handle, uint64_t offset, size_t size) override;
   void release(uint64_t handle) override;
   // A range hint on an open file (include/hubfs/range_hint.h): EINVAL for a malformed one.
-  FsResult<uint64_t> hint(uint64_t handle, const std::vector<ByteRange>& ranges) override;
+  FsResult<uint64_t> hint(uint64_t handle, const std::vector<ByteRange>& ranges, HintRequests requests) override;
   // The handle's reader found the file's bytes corrupt by a hash of its own: they leave every
   // cache tier (BlockReader::discard). Not part of FsApi: the mount's reader hashes for itself.
   void discard(uint64_t handle);

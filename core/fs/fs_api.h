@@ -14,6 +14,7 @@
 
 #include "net/byte_range.h"
 #include "reader/block_bytes.h"
+#include "reader/hint_requests.h"
 
 namespace hubfs {
 
@@ -81,8 +82,9 @@ class FsApi {
   // The bytes [offset, offset + size) cut at end of file, as slices of cached blocks (no copy).
   virtual FsResult<std::vector<BlockBytes>> read(uint64_t handle, uint64_t offset, size_t size) = 0;
   virtual void release(uint64_t handle) = 0;
-  // A range hint on an open file (include/hubfs/range_hint.h): EINVAL for a malformed one.
-  virtual FsResult<uint64_t> hint(uint64_t handle, const std::vector<ByteRange>& ranges) = 0;
+  // A range hint on an open file (include/hubfs/range_hint.h), its runs cut into requests as
+  // `requests` says: EINVAL for a malformed one.
+  virtual FsResult<uint64_t> hint(uint64_t handle, const std::vector<ByteRange>& ranges, HintRequests requests) = 0;
   virtual FsResult<std::string> getxattr(Ino ino, const std::string& name) = 0;
   // NUL-separated names.
   virtual FsResult<std::string> listxattr(Ino ino) = 0;

@@ -321,10 +321,10 @@ void HubNamespace::release(uint64_t handle) {
   if (Repo* r = repo(slot_of(handle))) r->fs->release(local_of(handle));
 }
 
-FsResult<uint64_t> HubNamespace::hint(uint64_t handle, const std::vector<ByteRange>& ranges) {
+FsResult<uint64_t> HubNamespace::hint(uint64_t handle, const std::vector<ByteRange>& ranges, HintRequests requests) {
   Repo* r = repo(slot_of(handle));
   if (!r) return errno_only(EBADF);
-  return r->fs->hint(local_of(handle), ranges);
+  return r->fs->hint(local_of(handle), ranges, requests);
 }
 
 FsResult<std::string> HubNamespace::getxattr(Ino ino, const std::string& name) {

@@ -78,7 +78,7 @@ class HubNamespace : public FsApi {
   FsResult<OpenReply> open(Ino ino, int flags) override;
   FsResult<std::vector<BlockBytes>> read(uint64_t handle, uint64_t offset, size_t size) override;
   void release(uint64_t handle) override;
-  FsResult<uint64_t> hint(uint64_t handle, const std::vector<ByteRange>& ranges) override;
+  FsResult<uint64_t> hint(uint64_t handle, const std::vector<ByteRange>& ranges, HintRequests requests) override;
   FsResult<std::string> getxattr(Ino ino, const std::string& name) override;
   FsResult<std::string> listxattr(Ino ino) override;
   struct statvfs statfs() override;

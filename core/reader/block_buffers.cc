@@ -42,6 +42,10 @@ char* map_region(size_t region_bytes) {
   if (start + span > end) munmap(reinterpret_cast<void*>(end), start + span - end);
   // Advice only: without huge pages (THP "never", an old kernel) the region has plain pages.
   (void)madvise(reinterpret_cast<void*>(aligned), region_bytes, MADV_HUGEPAGE);
+  // Not inherited by a forked child (see the header): shared after a fork, every page the parent
+  // wrote next would be copied (and its huge pages split) on the thread writing it, the
+  // transport's. No error if refused: the region is then shared as before.
+  (void)madvise(reinterpret_cast<void*>(aligned), region_bytes, MADV_DONTFORK);
   return reinterpret_cast<char*>(aligned);
 }
 

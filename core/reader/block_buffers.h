@@ -14,6 +14,13 @@
 // owner (the DiskTier) or any lent block does. Thread-safe. A block let go of in a forked child
 // (the parent's, made before the fork) is not given back: the child never takes the parent's
 // lock, which another thread of the parent may have held at the fork.
+//
+// Regions stay out of forked children (MADV_DONTFORK): a child must never read the bytes of a
+// block made before the fork (every object that holds one refuses to work in a child: the
+// Python bindings' pid checks; the mount forks before it reads). Shared, they made the parent pay
+// a copy-on-write fault for every page it wrote after the fork: a training loop forks its loader
+// workers each epoch, and the planner's transport thread, filling reused slots, spent a fifth of
+// its CPU copying pages and splitting huge pages (docs/benchmarks.md, session 37).
 #pragma once
 
 #include <sys/types.h>

@@ -427,7 +427,8 @@ Result<BlockBytes> BlockReader::wait_for(const RemoteFile& file, const FileKey& 
                  " s (--read-timeout); the Hub or its CDN is not answering");
 }
 
-Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector<ByteRange>& ranges) {
+Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector<ByteRange>& ranges,
+                                       HintRequests requests) {
   auto wanted = blocks_of_ranges(ranges, file.size, options_.block_size, file.path);
   if (!wanted.ok()) return wanted.status();  // a malformed hint changes nothing
   uint64_t claimed_bytes = 0, stopped_at = 0;
@@ -463,12 +464,15 @@ Result<uint64_t> BlockReader::prefetch(const RemoteFile& file, const std::vector
   // behind them, this hint's runs go whole rather than one block per request (a training loop's
   // planner hints 16 files of a few frames each at once: 1 MiB requests, a round trip each, ran
   // at a third of the connections' rate; docs/benchmarks.md, the training loop).
+  // Whole runs (HintRequests::kWholeRuns): each run in one request, however idle the connections.
   const uint64_t waiting = hint_blocks_queued_.load() + prefetch_bytes_.load() / options_.block_size;
   hint_blocks_queued_ += claimed.size();
-  queue_load(file, key, claimed,
-             read_ahead_policy_.request_blocks(claimed.size() + waiting, options_.max_blocks_per_hinted_request,
-                                               std::max<uint32_t>(1, options_.hint_spread_requests)),
-             Origin::kHint);
+  const uint32_t per_request =
+      requests == HintRequests::kWholeRuns
+          ? std::max<uint32_t>(1, options_.max_blocks_per_hinted_request)
+          : read_ahead_policy_.request_blocks(claimed.size() + waiting, options_.max_blocks_per_hinted_request,
+                                              std::max<uint32_t>(1, options_.hint_spread_requests));
+  queue_load(file, key, claimed, per_request, Origin::kHint);
   return claimed_bytes;
 }
 

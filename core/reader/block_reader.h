@@ -64,6 +64,7 @@
 #include "reader/block_buffers.h"
 #include "reader/block_slots.h"
 #include "reader/block_tier.h"
+#include "reader/hint_requests.h"
 #include "reader/tier_stack.h"
 #include "reader/file_verifier.h"
 #include "reader/read_ahead.h"
@@ -278,7 +279,9 @@ class BlockReader {
   // coalesced), within the read-ahead memory budget; what does not fit is skipped. Returns the
   // bytes it started fetching or checking. Every range must be non-empty and inside the file,
   // else kInvalidArgument and nothing happens.
-  Result<uint64_t> prefetch(const RemoteFile& file, const std::vector<ByteRange>& ranges);
+  // `requests`: how its runs are cut into requests (reader/hint_requests.h).
+  Result<uint64_t> prefetch(const RemoteFile& file, const std::vector<ByteRange>& ranges,
+                            HintRequests requests = HintRequests::kSpread);
   // Loads each file's first block, where the disk cache holds it, into memory, on the caller's
   // thread, in order. Fetches nothing, marks nothing as hinted (the files' read-ahead is
   // unchanged); stops once shutdown() has begun. For blocks a caller will likely read soon, run

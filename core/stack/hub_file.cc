@@ -227,8 +227,8 @@ Result<size_t> HubFile::pread(void* dst, uint64_t offset, size_t len) {
 
 void HubFile::discard_cached() { session_->fs->discard(handle_); }
 
-Result<uint64_t> HubFile::hint(const std::vector<ByteRange>& ranges) {
-  auto r = session_->fs->hint(handle_, ranges);
+Result<uint64_t> HubFile::hint(const std::vector<ByteRange>& ranges, HintRequests requests) {
+  auto r = session_->fs->hint(handle_, ranges, requests);
   if (!r.ok()) return status_of(r.error(), "hinting ranges of '" + path_ + "' in " + session_->label);
   return r.value();
 }

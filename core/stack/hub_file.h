@@ -68,8 +68,9 @@ class HubFile {
   // Copies len bytes at offset into dst (fewer only at end of file); returns how many.
   Result<size_t> pread(void* dst, uint64_t offset, size_t len);
   // Ranges the caller will read soon, fetched concurrently into the cache (the mount's range
-  // hint, include/hubfs/range_hint.h). Returns the bytes newly scheduled.
-  Result<uint64_t> hint(const std::vector<ByteRange>& ranges);
+  // hint, include/hubfs/range_hint.h), cut into requests as `requests` says. Returns the bytes
+  // newly scheduled.
+  Result<uint64_t> hint(const std::vector<ByteRange>& ranges, HintRequests requests = HintRequests::kSpread);
   // This file's bytes failed a hash the caller took (copy_file's): they leave every cache tier,
   // so running it again fetches them afresh (FileSystem::discard).
   void discard_cached();

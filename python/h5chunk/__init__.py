@@ -163,9 +163,19 @@ class File:
         return dict(self._pinned_options(), threads=threads, min_fast_path_bytes=min_fast,
                     max_bytes_in_flight=max_in_flight)
 
-    def _hint(self, ranges: list) -> None:
-        """Fetches these (offset, length) ranges ahead of reads (hf:// and hubfs mounts)."""
-        self._require_open().hint([(int(o), int(n)) for o, n in ranges])
+    def _hint(self, ranges: list, whole_runs: bool = False) -> None:
+        """Fetches these (offset, length) ranges ahead of reads (hf:// and hubfs mounts).
+        ``whole_runs`` (hf://): each run of neighbouring blocks in one request, not spread over
+        the idle connections, for a caller that hints many ranges back to back."""
+        core = self._require_open()
+        ranges = [(int(o), int(n)) for o, n in ranges]
+        if whole_runs and self._hub_file is not None:
+            try:
+                self._hub_file._core_file().hint(ranges, whole_runs=True)
+            except Exception:  # noqa: BLE001 (a hint only, as below: the reads report what is wrong)
+                pass
+            return
+        core.hint(ranges)
 
     def __reduce__(self):
         if self.closed:

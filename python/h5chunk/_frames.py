@@ -213,7 +213,10 @@ class FrameDataset:
                 if missing:
                     marked.append((ranges, _within_blocks(ranges, missing, self._blocks[k]), arrivals.hold(k, missing)))
             if marked:
-                self._dataset(k).file._hint([r for _, lacking, _ in marked for r in lacking])
+                # Each frame's run of blocks in one request: the plan hints frame after frame at
+                # once, and its first frames, spread over the connections still idle, went out
+                # as 1-block requests, a round trip each (docs/benchmarks.md, session 37).
+                self._dataset(k).file._hint([r for _, lacking, _ in marked for r in lacking], whole_runs=True)
                 for ranges, _, names in marked:
                     arrivals.add(k, ranges, names)
         return total

@@ -470,13 +470,16 @@ PYBIND11_MODULE(_core, m) {
         f.recent->served(*file, offset, copied);
         return copied;
       }, py::arg("buffer"), py::arg("offset"), "Reads into buffer at offset; returns the bytes read (0 at end).")
-      .def("hint", [](File& f, const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+      .def("hint", [](File& f, const std::vector<std::pair<uint64_t, uint64_t>>& ranges, bool whole_runs) {
         std::vector<hubfs::ByteRange> r;
         for (const auto& [o, l] : ranges) r.push_back({o, l});
-        auto n = f.get().hint(r);
+        auto n = f.get().hint(r, whole_runs ? hubfs::HintRequests::kWholeRuns : hubfs::HintRequests::kSpread);
         if (!n.ok()) raise_status(n.status());
         return *n;
-      })
+      }, py::arg("ranges"), py::arg("whole_runs") = false,
+      "Fetches these (offset, length) ranges into the cache at once; returns the bytes scheduled. "
+      "whole_runs: each run of neighbouring blocks in one request, not spread over the idle "
+      "connections (a caller that sends many hints back to back).")
       .def("uncached_blocks", [](File& f, const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
         // The blocks of these ranges the disk cache lacks, ascending: what a hint of them would
         // fetch from the Hub (h5chunk.FrameDataset.plan marks only those as on their way, and

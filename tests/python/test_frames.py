@@ -148,9 +148,9 @@ def _record_hints(ds, monkeypatch):
     file_type = type(ds._dataset(0).file)
     hint = file_type._hint
 
-    def recorded(f, ranges):
+    def recorded(f, ranges, **options):
         sent.append((ds.paths.index(f.filename), ranges[0][0]))
-        return hint(f, ranges)
+        return hint(f, ranges, **options)
     monkeypatch.setattr(file_type, "_hint", recorded)
     return sent
 

@@ -285,9 +285,9 @@ def test_a_plan_hints_only_the_blocks_the_disk_cache_lacks(hub, ds, monkeypatch)
     file_type = type(ds._dataset(k).file)
     hint = file_type._hint
 
-    def recorded(f, rr):
+    def recorded(f, rr, **options):
         sent.extend(rr)
-        return hint(f, rr)
+        return hint(f, rr, **options)
     monkeypatch.setattr(file_type, "_hint", recorded)
     assert list(ds.plan([FRAME], ahead=1, lead=0)) == [FRAME]
     assert sent and set(_inflight.blocks_of(sent, block)) == lacking
@@ -396,3 +396,40 @@ def test_a_planned_epoch_with_forked_workers_fetches_each_block_once(hub, tmp_pa
             lo, hi = (int(x) for x in t["range"].split("=")[1].split("-"))
             fetched += [(t["path"], b) for b in range(lo // _frames.FRAME_BLOCK, hi // _frames.FRAME_BLOCK + 1)]
     assert fetched and len(fetched) == len(set(fetched))
+
+
+def test_a_plans_hints_ask_for_each_frames_blocks_in_one_request(hub, tmp_path, monkeypatch):
+    # A plan hints frame after frame at once. Spread over the connections still idle, its first
+    # frames went out as a request per block, a round trip each; a plan's hints ask for each run
+    # of blocks whole. Frames of the two files in turn: each hint is one frame, one run of blocks
+    # (a few, under the reader's 32 per request), so the Hub sees at most a request per hint.
+    from h5chunk import _frames
+    d = h5chunk.FrameDataset([f"{URL}/m{i}.hdf5" for i in range(FILES)], "data/raw_data",
+                             endpoint=hub["endpoint"], cache_dir=str(tmp_path / "cache"), token=False)
+    try:
+        deadline = time.monotonic() + CHILD_TIMEOUT
+        while any(d._dataset(k).file._hub_file._core_file().uncached_blocks([(0, _frames.FIRST_BLOCK)])
+                  for k in range(FILES)) and time.monotonic() < deadline:
+            time.sleep(0.01)  # the first blocks the dataset hinted when made: not the plan's
+        hints = []
+        file_type = type(d._dataset(0).file)
+        hint = file_type._hint
+
+        def recorded(f, ranges, **options):
+            hints.append((f.filename, list(ranges), options))
+            return hint(f, ranges, **options)
+        monkeypatch.setattr(file_type, "_hint", recorded)
+        control(hub["endpoint"], "POST", "/_hubfs/reset", {})
+        order = [FRAMES * (i % FILES) + i // FILES for i in range(len(d))]
+        assert list(d.plan(order, ahead=len(d), lead=0)) == order  # returns once the bytes are in
+        trace = control(hub["endpoint"], "GET", "/_hubfs/trace")
+        for i in order:
+            np.testing.assert_array_equal(d[i], hub["frames"][i])
+    finally:
+        d.close()
+    # Every frame but those the dataset's first MiB holds (a file's first) is hinted, whole runs.
+    assert len(hints) >= len(order) - FILES and all(options == {"whole_runs": True} for _, _, options in hints)
+    # Each hinted frame spans several blocks: spread, the first alone went out in as many requests.
+    assert all(len(_inflight.blocks_of(ranges, _frames.FRAME_BLOCK)) >= 3 for _, ranges, _ in hints)
+    requests = [t for t in trace if t.get("range")]
+    assert 0 < len(requests) <= len(hints)

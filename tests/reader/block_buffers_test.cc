@@ -3,9 +3,11 @@
 #include "reader/block_buffers.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -95,6 +97,31 @@ TEST(BlockBufferPool, ALentSlotOutlivesThePoolsOwner) {
   pool.reset();  // the owner lets go: the slot (and so the pool) lives on with `kept`
   EXPECT_EQ(std::string(kept.data(), 3), "xxx");
   EXPECT_EQ(kept.data()[kSlot - 1], 'x');
+}
+
+// A forked child does not share the pool's memory: the parent's later writes to its slots stay
+// its own, with no copy-on-write fault (the page is simply not mapped in the child).
+TEST(BlockBufferPool, AForkedChildDoesNotMapThePoolsMemory) {
+  auto pool = BlockBufferPool::create(kSlot);
+  auto loan = pool->take();
+  ASSERT_TRUE(loan);
+  std::memset(loan->data, 'p', kSlot);
+  const long page = sysconf(_SC_PAGESIZE);
+  void* first_page = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(loan->data) & ~uintptr_t(page - 1));
+  unsigned char resident = 0;
+  ASSERT_EQ(mincore(first_page, static_cast<size_t>(page), &resident), 0);  // mapped here
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    unsigned char in_child = 0;
+    // ENOMEM: no mapping at this address in the child.
+    _exit(mincore(first_page, static_cast<size_t>(page), &in_child) != 0 && errno == ENOMEM ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(loan->data[kSlot - 1], 'p');  // the parent's bytes are untouched
 }
 
 TEST(BlockBufferPool, AForkedChildLettingGoOfALentSlotLeavesThePoolAlone) {

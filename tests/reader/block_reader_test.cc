@@ -2,6 +2,7 @@
 // manual Env (a read's deadline passes when the test moves the clock).
 #include "reader/block_reader.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -714,6 +715,45 @@ TEST_F(BlockReaderTest, AHintBehindOthersStillOnTheirWayGoesInWholeRuns) {
   EXPECT_EQ(read(reader, 0, 4 * kBlock), cdn_.content.substr(0, 4 * kBlock));
   EXPECT_EQ(read(reader, 5 * kBlock, 2 * kBlock), cdn_.content.substr(5 * kBlock, 2 * kBlock));
   EXPECT_EQ(transport.request_count(), 5u);  // the reads were served by the hinted fetches
+}
+
+// A hint asking for whole runs (a plan's, sent frame after frame) goes out as one request per run
+// of neighbouring blocks even with every connection idle, where the same hint spread goes out as a
+// block per connection; runs apart stay apart, and a run longer than max_blocks_per_hinted_request
+// is cut there.
+TEST_F(BlockReaderTest, AHintOfWholeRunsSendsEachRunInOneRequest) {
+  struct Case {
+    HintRequests requests;
+    std::vector<ByteRange> hint;
+    std::vector<uint64_t> lengths;  // of the requests, in blocks, in file order
+  };
+  for (const Case& c : {Case{HintRequests::kSpread, {{kBlock, 3 * kBlock}}, {1, 1, 1}},
+                        Case{HintRequests::kWholeRuns, {{kBlock, 3 * kBlock}}, {3}},
+                        Case{HintRequests::kWholeRuns, {{0, 2 * kBlock}, {6 * kBlock, kBlock}}, {2, 1}},
+                        Case{HintRequests::kWholeRuns, {{0, 7 * kBlock}}, {3, 3, 1}}}) {
+    SCOPED_TRACE(std::to_string(c.requests == HintRequests::kWholeRuns) + ", " + std::to_string(c.hint.size()) +
+                 " ranges, " + std::to_string(c.lengths.size()) + " requests");
+    FakeTransport transport([this](const HttpRequest& r) { return cdn_.answer(r); });
+    RangeFetcher fetcher(transport, testing::fetcher_on(Env::real()));
+    ReaderOptions o = options();
+    o.parallel_requests = 8;
+    o.max_blocks_per_hinted_request = 3;
+    BlockReader reader(nullptr, fetcher, o);
+    cdn_.close_gate();  // everything hinted must be asked for at once
+    ASSERT_TRUE(reader.prefetch(file_, c.hint, c.requests).ok());
+    uint64_t hinted = 0;
+    for (uint64_t n : c.lengths) hinted += n;
+    wait_for_state([&] { return transport.bytes_asked() == hinted * kBlock; });
+    std::vector<ByteRange> ranges = transport.ranges_asked();
+    cdn_.open_gate();
+    std::sort(ranges.begin(), ranges.end(), [](const ByteRange& a, const ByteRange& b) { return a.offset < b.offset; });
+    std::vector<uint64_t> lengths;
+    for (const ByteRange& r : ranges) lengths.push_back(r.length / kBlock);
+    EXPECT_EQ(lengths, c.lengths);
+    for (const ByteRange& r : c.hint)
+      EXPECT_EQ(read(reader, r.offset, r.length), cdn_.content.substr(r.offset, r.length));
+    EXPECT_EQ(transport.request_count(), c.lengths.size());  // the reads were served by the hint's fetches
+  }
 }
 
 // Connections beyond hint_spread_requests run more hinted runs at once; they do not cut a hint's
