@@ -167,6 +167,7 @@ Result<ReadStats> Dataset::read_into_unmapped(const Selection& selection, void* 
     req.max_bytes_in_flight = file_->options.max_bytes_in_flight;
     req.progress = options.progress;
     req.cancel = options.cancel;
+    req.hint_chunks = options.hint_chunks;
     req.source = source;
     return req;
   };

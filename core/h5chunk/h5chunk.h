@@ -88,6 +88,12 @@ struct ReadOptions {
   // chunks in progress finish, leaving the output partly written. H5Dread fallbacks cannot be
   // interrupted and run to completion.
   const std::atomic<bool>* cancel = nullptr;
+  // Announce the read's chunks to a source that takes range hints (hf://) or to a hubfs mount
+  // before reading them. False where the caller knows the bytes are already local (a
+  // FrameDataset frame whose blocks are all in hubfs's disk cache): the hint then only hands the
+  // blocks' disk loads to the reader's threads while this one waits for them, a third of such a
+  // frame's CPU (docs/benchmarks.md, session 37).
+  bool hint_chunks = true;
   // Where an H5Dread that libhdf5 might crash on is run instead of in this process (the h5chunk
   // command's helper process: tools/h5chunk_main.cc). Called, when set, for every H5Dread
   // Dataset::h5dread_hazard() names a hazard for, after h5chunk's own checks of the chunks passed.

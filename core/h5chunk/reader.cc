@@ -116,7 +116,7 @@ Result<ReadStats> read_chunks(const FastRead& req) {
   // there, and tells its reader the file is read by chunks, not streamed (a training loop's
   // workers, one frame each, otherwise looked like random reads and drew whole-file read-ahead).
   bool hinted = false;
-  if (tasks > 1 || (*own)->source) {
+  if (req.hint_chunks && (tasks > 1 || (*own)->source)) {
     std::vector<std::pair<uint64_t, uint64_t>> ranges;
     std::vector<size_t> at(rank, 0);
     std::vector<uint64_t> grid(rank);

@@ -81,6 +81,7 @@ struct FastRead {
   uint64_t max_bytes_in_flight = kDefaultMaxBytesInFlight;
   ProgressFn progress;
   const std::atomic<bool>* cancel = nullptr;  // ReadOptions::cancel
+  bool hint_chunks = true;                     // ReadOptions::hint_chunks
   std::string source;  // "file 'x.h5', dataset '/d'": prefixes every error
   bool may_decline = false;  // decline (kUnsupported) when chunk lookups would cost too much
   // Verify instead of read: every touched chunk not yet in `verified` is read and decoded into

@@ -466,9 +466,11 @@ class Dataset:
         return self._require_open().row_ranges(int(first), int(count))
 
     def _read(self, selection: Any, out: Optional[np.ndarray], progress: Any, route: str,
-              return_stats: bool, stacklevel: int, on_caller: bool = False) -> Any:
+              return_stats: bool, stacklevel: int, on_caller: bool = False, hint_chunks: bool = True) -> Any:
         """on_caller: the read runs on this thread even on the main thread (a short read: see
-        _core.Dataset.read_into); FrameDataset's frames whose bytes are on local disk."""
+        _core.Dataset.read_into); FrameDataset's frames whose bytes are on local disk.
+        hint_chunks=False: the chunks are not announced before they are read (FrameDataset's
+        hf:// frames whose blocks are all in the disk cache)."""
         names, selection = _split_field_names(selection)
         if names:
             return self._read_fields(names, selection, out, progress, route, return_stats, stacklevel + 1)
@@ -510,7 +512,7 @@ class Dataset:
         buf = out if into_out else np.empty(plan.read_shape, native)
         callback, close = _progress_callback(progress, self.name)
         try:
-            stats = core.read_into(plan.items, buf, route, callback, on_caller)
+            stats = core.read_into(plan.items, buf, route, callback, on_caller, hint_chunks)
         finally:
             if close is not None:
                 close()

@@ -132,7 +132,12 @@ class FrameDataset:
     def __getitem__(self, i: int):
         k, row = self.locate(int(i))
         ds = self._dataset(k)
-        return ds._read(row, None, None, "auto", False, stacklevel=3, on_caller=self._on_disk(k, ds, int(i)))
+        on_disk = self._on_disk(k, ds, int(i))
+        # An hf:// frame whose blocks are all in the disk cache is read here with no hint: a hint
+        # only handed its blocks' disk loads to the reader's threads while this one waited, a
+        # third of a warm frame's CPU (docs/benchmarks.md, session 37).
+        cached = on_disk and bool(self._marker_keys[k])
+        return ds._read(row, None, None, "auto", False, stacklevel=3, on_caller=on_disk, hint_chunks=not cached)
 
     def _on_disk(self, k: int, ds: Any, i: int) -> bool:
         """Whether frame i (in file k, whose dataset is ds) reads from local disk alone: a local path (or a mount's),

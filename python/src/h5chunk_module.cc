@@ -171,8 +171,9 @@ class PyDataset {
   // knows is short (a frame whose bytes are on local disk: h5chunk.FrameDataset). Handing a
   // read to a thread of its own cost 0.6-0.9 ms of the ~3.2 ms of CPU of a 3 MB frame read warm
   // (docs/benchmarks.md, issue 40, session 27); a Ctrl-C then waits for the read.
+  // hint_chunks: h5chunk::ReadOptions::hint_chunks (false: the caller knows the bytes are local).
   h5chunk::ReadStats read_into(const py::sequence& items, const py::array& out, const std::string& route,
-                               const py::object& progress, bool on_caller) {
+                               const py::object& progress, bool on_caller, bool hint_chunks) {
     check_same_process(pid_);
     h5chunk::Selection sel = to_selection(items);
     if (!(out.flags() & py::array::c_style)) throw py::value_error("out must be C-contiguous");
@@ -181,6 +182,7 @@ class PyDataset {
     const size_t nbytes = static_cast<size_t>(out.nbytes());
     h5chunk::ReadOptions options;
     options.route = parse_route(route);
+    options.hint_chunks = hint_chunks;
 
     const bool main_thread = PyThread_get_thread_ident() == main_thread_ident();
     if (progress.is_none() && (on_caller || !main_thread || nbytes < kInlineReadBytes)) {
@@ -439,7 +441,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("fix", [](const PyDataset& d) { return d.info().fix; })
       .def_property_readonly("missing_sources", [](const PyDataset& d) { return d.info().missing_sources; })
       .def("read_into", &PyDataset::read_into, py::arg("items"), py::arg("out"), py::arg("route") = "auto",
-           py::arg("progress") = py::none(), py::arg("on_caller") = false)
+           py::arg("progress") = py::none(), py::arg("on_caller") = false, py::arg("hint_chunks") = true)
       .def("selection_shape", &PyDataset::selection_shape, py::arg("items"))
       .def_property_readonly("manifest_queries", &PyDataset::manifest_queries)
       .def("row_ranges", &PyDataset::row_ranges, py::arg("first"), py::arg("count"),

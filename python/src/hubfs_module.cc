@@ -473,7 +473,12 @@ PYBIND11_MODULE(_core, m) {
       .def("hint", [](File& f, const std::vector<std::pair<uint64_t, uint64_t>>& ranges, bool whole_runs) {
         std::vector<hubfs::ByteRange> r;
         for (const auto& [o, l] : ranges) r.push_back({o, l});
-        auto n = f.get().hint(r, whole_runs ? hubfs::HintRequests::kWholeRuns : hubfs::HintRequests::kSpread);
+        const auto requests = whole_runs ? hubfs::HintRequests::kWholeRuns : hubfs::HintRequests::kSpread;
+        hubfs::HubFile& file = f.get();  // in this process (raises in a forked child)
+        hubfs::Result<uint64_t> n = [&] {
+          py::gil_scoped_release nogil;  // a plan's hints: its arrival threads run meanwhile
+          return file.hint(r, requests);
+        }();
         if (!n.ok()) raise_status(n.status());
         return *n;
       }, py::arg("ranges"), py::arg("whole_runs") = false,

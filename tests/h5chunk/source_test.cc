@@ -136,6 +136,31 @@ TEST(SourceTest, OneHintNamesEveryChunkOfTheRead) {
   }
 }
 
+// A caller that knows the bytes are local (ReadOptions::hint_chunks false: a FrameDataset frame
+// whose blocks are all in hubfs's disk cache) reads with no hint, one chunk or many; the bytes
+// are the same.
+TEST(SourceTest, AReadAskedNotToHintItsChunksSendsNoHint) {
+  SourceFile f(Codec::kDeflateShuffle);
+  auto source = std::make_shared<RecordingSource>(f.path);
+  auto file = File::open(source, quiet_options());
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto d = file->dataset("data");
+  ASSERT_TRUE(d.ok());
+  ReadOptions quiet = via(Route::kFastPath);
+  quiet.hint_chunks = false;
+  for (const char* sel : {"4", "2:10"}) {
+    SCOPED_TRACE(sel);
+    auto hinted = d->read(sel, via(Route::kFastPath));
+    const size_t before = source->hints().size();
+    auto unhinted = d->read(sel, quiet);
+    ASSERT_TRUE(hinted.ok() && unhinted.ok()) << unhinted.status().message();
+    EXPECT_GE(before, 1u);                       // the default announces the chunks
+    EXPECT_EQ(source->hints().size(), before);   // this read did not
+    EXPECT_TRUE(unhinted->stats.fast_path);
+    EXPECT_EQ(bytes_of(*unhinted), bytes_of(*hinted));
+  }
+}
+
 // A hinted read of at least kPrefaultOutputFrom has its output's pages mapped ahead of the
 // decoders (while a cold read's chunks are on their way); the bytes are the file's all the
 // same. A smaller read, and a read of a local file (no hint), map nothing ahead.

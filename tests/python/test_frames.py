@@ -376,14 +376,16 @@ def test_workers_find_planned_frames_in_the_cache(hub, opts):
 
 
 class _ReadSpy:
-    """A core Dataset that records how each read_into was asked to run (on the caller or not)."""
+    """A core Dataset that records how each read_into was asked to run (on the caller or not,
+    announcing its chunks or not)."""
 
     def __init__(self, core):
-        self.core, self.on_caller = core, []
+        self.core, self.on_caller, self.hint_chunks = core, [], []
 
-    def read_into(self, items, out, route="auto", progress=None, on_caller=False):
+    def read_into(self, items, out, route="auto", progress=None, on_caller=False, hint_chunks=True):
         self.on_caller.append(on_caller)
-        return self.core.read_into(items, out, route, progress, on_caller)
+        self.hint_chunks.append(hint_chunks)
+        return self.core.read_into(items, out, route, progress, on_caller, hint_chunks)
 
     def __getattr__(self, name):
         return getattr(self.core, name)
@@ -412,12 +414,13 @@ def _spy_on(ds, k):
 
 def test_frames_on_local_disk_read_on_the_calling_thread(hub, opts, monkeypatch):
     # Local paths: on the caller. hf://: on the caller once the frame's blocks are all in the disk
-    # cache; before, on a thread of its own (the main thread stays free for Ctrl-C), after waiting
-    # on the plan's markers of the missing blocks only. Every frame exact either way.
+    # cache, and with no hint of its chunk (nothing to fetch); before, on a thread of its own (the
+    # main thread stays free for Ctrl-C), hinted, after waiting on the plan's markers of the
+    # missing blocks only. Every frame exact either way.
     local = h5chunk.FrameDataset([os.path.join(hub["dir"], f"r{i}.hdf5") for i in range(FILES)], "data/raw_data")
     _, spy = _spy_on(local, 1)
     np.testing.assert_array_equal(local[FRAMES + 1], hub["frames"][FRAMES + 1])
-    assert spy.on_caller == [True]
+    assert spy.on_caller == [True] and spy.hint_chunks == [True]  # a mount's path takes hints
 
     ds = h5chunk.FrameDataset(_urls(), "data/raw_data", **opts)
     d, spy = _spy_on(ds, 1)
@@ -429,7 +432,7 @@ def test_frames_on_local_disk_read_on_the_calling_thread(hub, opts, monkeypatch)
     for missing, on_caller in (([0], False), ([], True)):
         monkeypatch.setattr(d.file._hub_file, "_core_file", lambda m=missing: _DiskSays(raw, m))
         np.testing.assert_array_equal(ds[FRAMES + 3], hub["frames"][FRAMES + 3])
-        assert spy.on_caller[-1] is on_caller
+        assert spy.on_caller[-1] is on_caller and spy.hint_chunks[-1] is not on_caller
     assert waited == [[0]]  # the frame on disk waited for nothing
     # A frame whose missing block a plan held: once the wait is over, the disk is asked again.
     disk = _DiskSays(raw, [0], [])
