@@ -16,9 +16,15 @@ Result<std::vector<uint64_t>> blocks_of_ranges(const std::vector<ByteRange>& ran
                              std::to_string(file_size) + "-byte file");
     }
   }
+  return blocks_within(ranges, file_size, block_size);  // every range inside: nothing cut
+}
+
+std::vector<uint64_t> blocks_within(const std::vector<ByteRange>& ranges, uint64_t file_size, uint32_t block_size) {
   std::vector<uint64_t> blocks;
   for (const ByteRange& r : ranges) {
-    for (uint64_t b = r.offset / block_size; b <= (r.offset + r.length - 1) / block_size; ++b) blocks.push_back(b);
+    if (r.length == 0 || r.offset >= file_size) continue;
+    const uint64_t end = r.length > file_size - r.offset ? file_size : r.offset + r.length;
+    for (uint64_t b = r.offset / block_size; b <= (end - 1) / block_size; ++b) blocks.push_back(b);
   }
   std::sort(blocks.begin(), blocks.end());
   blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());

@@ -20,6 +20,10 @@ namespace hubfs {
 // range is empty or runs past the end of the file: a malformed hint changes nothing.
 Result<std::vector<uint64_t>> blocks_of_ranges(const std::vector<ByteRange>& ranges, uint64_t file_size,
                                                uint32_t block_size, std::string_view path);
+// The same without refusing any range: each is cut at the end of the file, and empty ones, or
+// ones starting at or past it, name no block (a caller asking what a cache holds: the Python
+// binding's uncached_blocks and wait_written).
+std::vector<uint64_t> blocks_within(const std::vector<ByteRange>& ranges, uint64_t file_size, uint32_t block_size);
 
 // How many blocks a file of `file_size` bytes has (the last one short).
 inline uint64_t blocks_in(uint64_t file_size, uint64_t block_size) { return (file_size + block_size - 1) / block_size; }

@@ -45,6 +45,7 @@
 
 #include "common/log.h"
 #include "stack/hub_file.h"
+#include "reader/block_ranges.h"
 #include "reader/block_reader.h"
 #include "h5hub/hub_byte_source.h"
 #include "h5hub/local_reads.h"
@@ -226,18 +227,13 @@ uint32_t reader_block(const hubfs::Stack& stack) {
 }
 
 // The blocks (of `block` bytes) holding these (offset, length) ranges of a file of `size` bytes,
-// ascending, each once; the parts past the end left out.
+// ascending, each once; the parts past the end left out (hubfs::blocks_within).
 std::vector<uint64_t> blocks_of(const std::vector<std::pair<uint64_t, uint64_t>>& ranges, uint64_t size,
-                                uint64_t block) {
-  std::vector<uint64_t> blocks;
-  for (const auto& [offset, length] : ranges) {
-    if (length == 0 || offset >= size) continue;
-    const uint64_t last = (std::min(offset + length, size) - 1) / block;
-    for (uint64_t b = offset / block; b <= last; ++b) blocks.push_back(b);
-  }
-  std::sort(blocks.begin(), blocks.end());
-  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
-  return blocks;
+                                uint32_t block) {
+  std::vector<hubfs::ByteRange> r;
+  r.reserve(ranges.size());
+  for (const auto& [offset, length] : ranges) r.push_back({offset, length});
+  return hubfs::blocks_within(r, size, block);
 }
 
 std::string key_of(const hubfs::RepoRef& repo, const hubfs::SessionConfig& c) {
@@ -493,8 +489,8 @@ PYBIND11_MODULE(_core, m) {
         std::shared_ptr<hubfs::HubFile> file = f.held();
         py::gil_scoped_release nogil;
         const hubfs::Stack& stack = file->session()->stack;
-        const uint64_t block = reader_block(stack);
-        const std::string key = hubfs::BlockReader::disk_key(file->content_id(), static_cast<uint32_t>(block));
+        const uint32_t block = reader_block(stack);
+        const std::string key = hubfs::BlockReader::disk_key(file->content_id(), block);
         std::vector<uint64_t> missing;
         for (uint64_t b : blocks_of(ranges, file->size(), block)) {
           char byte;

@@ -22,6 +22,17 @@ TEST(BlockRanges, AMalformedHintIsRefusedNamingTheFile) {
   }
 }
 
+// A cache's question (what of these ranges does it hold?) takes any range: cut at the end of the
+// file, none named by an empty one or one past the end; the blocks of ranges inside the file are
+// blocks_of_ranges'.
+TEST(BlockRanges, BlocksWithinCutRangesAtTheEndOfTheFile) {
+  EXPECT_EQ(blocks_within({{5000, 10}, {0, 100}, {1023, 2}, {4096, 1}}, 10'000, 1024), (std::vector<uint64_t>{0, 1, 4}));
+  EXPECT_EQ(blocks_within({{9'000, 5'000}, {3000, 0}, {10'000, 1}, {12'000, 7}}, 10'000, 1024),
+            (std::vector<uint64_t>{8, 9}));
+  EXPECT_EQ(blocks_within({{9'999, UINT64_MAX}}, 10'000, 1024), (std::vector<uint64_t>{9}));  // no overflow
+  EXPECT_TRUE(blocks_within({}, 10'000, 1024).empty());
+}
+
 TEST(BlockRanges, NeighboursShareARequestUpToTheRunCap) {
   EXPECT_EQ(coalesce({0, 1, 2, 5, 6, 9}, 8), (std::vector<BlockRun>{{0, 3}, {5, 2}, {9, 1}}));
   EXPECT_EQ(coalesce({0, 1, 2, 3, 4}, 2), (std::vector<BlockRun>{{0, 2}, {2, 2}, {4, 1}}));
