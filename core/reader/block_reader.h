@@ -122,6 +122,9 @@ struct ReaderOptions {
   // max_readahead_blocks).
   uint32_t min_readahead_blocks = 4;
   uint32_t max_readahead_blocks = 128;
+  // A fetching run from a file's first block reaches this far ahead at once (read_ahead.h,
+  // start_window_bytes; 0: none).
+  uint64_t start_window_bytes = 16ull << 20;
   // A handle's read that comes this long after its last read returned starts a new read of the
   // program's own (ReadFacts::paused): the kernel sends the 1 MiB pieces of one large read()
   // back to back (well under a millisecond apart from memory), while h5py decodes for 10 ms or
@@ -189,6 +192,7 @@ struct ReaderOptions {
     o.block_size = block_size;
     o.min_readahead_blocks = min_readahead_blocks;
     o.max_readahead_blocks = max_readahead_blocks;
+    o.start_window_bytes = start_window_bytes;
     o.max_blocks_per_request = max_blocks_per_request;
     o.parallel_requests = parallel_requests;
     return o;

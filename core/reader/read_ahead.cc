@@ -86,7 +86,13 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
       std::min<uint64_t>(read_blocks, options_.max_readahead_blocks)));
   // A fetching stream between its marks waits for the next one (or a miss).
   if (facts.hinted || (state.fetching && !may_fetch)) return std::nullopt;
-  auto plan = refill(state, last_read_block, file_blocks);
+  // A file read from its start that fetches: its first start_window_bytes ahead at once (the
+  // reach, not the window: past them the run's own window decides, as it grew).
+  uint64_t reach = state.window_blocks;
+  const uint64_t start_blocks = blocks_in(options_.start_window_bytes, bs);
+  if (state.fetching && state.run_first_block == 0 && last_read_block + 1 < start_blocks)
+    reach = std::max<uint64_t>(reach, start_blocks - last_read_block - 1);
+  auto plan = refill(state, last_read_block, file_blocks, reach);
   if (plan) plan->fetch = state.fetching;
   return plan;
 }
@@ -129,14 +135,14 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::whole_file_rest(const ReadAheadSta
 }
 
 std::optional<ReadAheadPlan> ReadAheadPolicy::refill(const ReadAheadState& state, uint64_t last_read_block,
-                                                     uint64_t file_blocks) const {
-  if (file_blocks == 0 || state.window_blocks == 0) return std::nullopt;
+                                                     uint64_t file_blocks, uint64_t reach) const {
+  if (file_blocks == 0 || reach == 0) return std::nullopt;
   const uint64_t ahead = state.prefetched_to > last_read_block + 1 ? state.prefetched_to - last_read_block - 1 : 0;
-  const uint64_t room = state.window_blocks > ahead ? state.window_blocks - ahead : 0;
-  const uint32_t per_request = request_blocks(state.window_blocks);
+  const uint64_t room = reach > ahead ? reach - ahead : 0;
+  const uint32_t per_request = request_blocks(reach);
   if (room < per_request) return std::nullopt;
   const uint64_t from = std::max(last_read_block + 1, state.prefetched_to);
-  uint64_t to = std::min<uint64_t>(last_read_block + state.window_blocks, file_blocks - 1);
+  uint64_t to = std::min<uint64_t>(last_read_block + reach, file_blocks - 1);
   if (from >= file_blocks || to < from) return std::nullopt;
   // Whole requests only, but at the end of the file: the rest of the room waits for the next read.
   if (to + 1 < file_blocks && to - from + 1 > per_request) to -= (to - from + 1) % per_request;

@@ -33,6 +33,11 @@
 //   hubfs.open does. h5py's second chunk then no longer waits round trips for a window still
 //   growing at 0.4 of the run, and a run that ends was fetched one read over, as before.
 //   A reader that never pauses (cat) keeps the window above.
+// - A run from the file's first block that fetches reaches start_window_bytes ahead at once when
+//   it earns read-ahead (its reach, not its window: the window goes on growing as above, and past
+//   those bytes it alone decides). A program that reads a file from its start reads at least that
+//   much far more often than it stops short of it, and the first chunk of an HDF5 file no longer
+//   waits for a window that grows a round trip at a time.
 // - The window goes out in requests sized to keep every connection busy: a window of W blocks
 //   over C connections goes as requests of W / C blocks (1 to max_blocks_per_request). With a
 //   bandwidth cap per connection a small window in big requests used a few connections and
@@ -80,6 +85,13 @@ struct ReadAheadOptions {
   // a stream's second 1 MiB read starts it (at 4, the first chunk h5py read through a mount
   // waited a round trip more; docs/constants.md, min_run_blocks).
   uint32_t min_run_blocks = 2;
+  // A run from the file's first block that fetches has the file's first start_window_bytes
+  // asked for at once when it earns read-ahead, not a window of min_readahead_blocks that grows a
+  // round trip at a time: a program reading a file from its start (h5py: its metadata, then its
+  // first chunk) waited three or four round trips more for its first 16 MiB. 16 MiB is rclone's
+  // --buffer-size. Only the reach: past it the run's own window goes on as it grew, so a run that
+  // stops later wastes no more than before (docs/constants.md, start_window_bytes). 0: none.
+  uint64_t start_window_bytes = 16ull << 20;
   // The link: requests in flight at once (--max-requests), the round trip of one request, and
   // one connection's bandwidth (a CDN edge gives one TCP stream ~400 Mbit/s).
   uint32_t parallel_requests = 16;
@@ -188,9 +200,10 @@ class ReadAheadPolicy {
   uint64_t next_window(const ReadAheadState& state, const ReadFacts& facts) const;
   std::optional<ReadAheadPlan> on_random_read(ReadAheadState& state, uint64_t file_size, uint64_t file_blocks,
                                               bool may_fetch, bool hinted) const;
-  // Which blocks to request once the window is known (the refill rule).
+  // Which blocks to request once the window is known (the refill rule), up to `reach` blocks past
+  // the last one read (the window, or more for a file's start).
   std::optional<ReadAheadPlan> refill(const ReadAheadState& state, uint64_t last_read_block,
-                                      uint64_t file_blocks) const;
+                                      uint64_t file_blocks, uint64_t reach) const;
   std::optional<ReadAheadPlan> whole_file_rest(const ReadAheadState& state, uint64_t file_blocks) const;
 
   ReadAheadOptions options_;

@@ -350,6 +350,7 @@ TEST_F(BlockReaderTest, ReadAheadSendsWholeRequestsOnly) {
 TEST_F(BlockReaderTest, AReaderSlowerThanTheLinkKeepsItsFirstReadAheadWindow) {
   ReaderOptions options;
   options.block_size = kBlock / 8;
+  options.start_window_bytes = 0;  // the window alone from the file's start (its reach: read_ahead_test)
   const uint64_t block = options.block_size;
   cdn_.content = pattern(200 * block, 9);
   file_.content_id = "sha256:" + sha256_hex(cdn_.content);
@@ -1023,15 +1024,19 @@ class ReadAheadOnMissTest : public BlockReaderTest {
 // A partial read, then the same read by a new reader over the same cache (a remount): the warm
 // read asks nothing of the network, though its stream runs into blocks nobody fetched.
 TEST_F(ReadAheadOnMissTest, AWarmReadAfterARestartFetchesNothing) {
+  // The first window alone, so that the cold stream stops short of the file's end (the file's
+  // start would reach all of its 11 blocks: read_ahead.h, start_window_bytes).
+  ReaderOptions o = options();
+  o.start_window_bytes = 0;
   {
-    BlockReader reader(cache_.get(), fetcher_, options());
+    BlockReader reader(cache_.get(), fetcher_, o);
     ReadState cold;
     read_pieces(reader, cold, 0, 3);  // with its first window ahead, blocks 0-6 of 11
     settle(reader, 0);
     EXPECT_GT(reader.stats().read_ahead_bytes, 0u) << "the cold stream read ahead";
   }  // shutdown: every block fetched is on disk
   const size_t before = transport_.request_count();
-  BlockReader reader(cache_.get(), fetcher_, options());
+  BlockReader reader(cache_.get(), fetcher_, o);
   ReadState warm;
   read_pieces(reader, warm, 0, 3);
   settle(reader, before);
@@ -1048,9 +1053,11 @@ TEST_F(ReadAheadOnMissTest, AWarmReadAfterARestartFetchesNothing) {
 
 // A program reading a file from its start (h5py: its metadata in block 0, then its first chunk):
 // the kernel's small reads within block 0 ask nothing ahead, and the piece that goes on into block
-// 1 sends the first window (blocks 2-5) out with block 1's own request.
+// 1 sends the file's start (here 8 blocks: blocks 2-7) out with block 1's own request.
 TEST_F(ReadAheadOnMissTest, ThePieceThatReachesBlockOneStartsReadAhead) {
-  BlockReader reader(cache_.get(), fetcher_, options());
+  ReaderOptions o = options();
+  o.start_window_bytes = 8 * kBlock;
+  BlockReader reader(cache_.get(), fetcher_, o);
   ReadState state;
   ASSERT_EQ(read(reader, 0, kPiece / 4, &state), cdn_.content.substr(0, kPiece / 4));
   ASSERT_EQ(read(reader, kPiece / 4, kPiece, &state), cdn_.content.substr(kPiece / 4, kPiece));
@@ -1059,8 +1066,8 @@ TEST_F(ReadAheadOnMissTest, ThePieceThatReachesBlockOneStartsReadAhead) {
   const uint64_t at = kBlock - kPiece / 2;  // blocks 0-1, well under two blocks read
   ASSERT_EQ(read(reader, at, kPiece, &state), cdn_.content.substr(at, kPiece));
   settle(reader, 0);
-  EXPECT_EQ(reader.stats().read_ahead_bytes, 4u * kBlock);
-  EXPECT_EQ(state.ahead.prefetched_to, 6u);
+  EXPECT_EQ(reader.stats().read_ahead_bytes, 6u * kBlock);
+  EXPECT_EQ(state.ahead.prefetched_to, 8u);
 }
 
 // A cold stream read to the end: read-ahead continued while its blocks were consumed, every byte

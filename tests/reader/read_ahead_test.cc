@@ -79,8 +79,8 @@ TEST_F(ReadAheadPolicyTest, ARunEarnsReadAheadOnlyPastAnMmapFaultsReadAround) {
 // before any pause tells its reads apart) has its first window ahead from the run's second block
 // on, not 0.4 of the run: at 1-3 blocks it waited a round trip for each 40% it read.
 TEST_F(ReadAheadPolicyTest, AShortRunGetsTheFirstWindowAheadNotAFractionOfItself) {
-  EXPECT_EQ(read(0, 1), std::nullopt);
-  for (uint64_t b = 1; b < 10; ++b) {
+  EXPECT_EQ(read(100, 1), std::nullopt);  // not the file's start, which reaches further
+  for (uint64_t b = 101; b < 110; ++b) {
     read(b, 1);
     EXPECT_GE(state_.window_blocks, 4u) << b;
     EXPECT_GE(state_.prefetched_to, b + 5) << "fewer than 4 blocks ahead of block " << b;
@@ -92,7 +92,7 @@ TEST_F(ReadAheadPolicyTest, AShortRunGetsTheFirstWindowAheadNotAFractionOfItself
 // metadata, then the start of its first chunk), then goes on in 1 MiB pieces not aligned to
 // blocks. The piece that reaches block 1 makes the run a stream and gets the first window (it
 // waited for the piece after, which had read two blocks' bytes: a round trip more for h5py's
-// first chunk).
+// first chunk), and at the file's start its reach is the file's first 16 MiB.
 TEST_F(ReadAheadPolicyTest, AStreamEarnsReadAheadAtThePieceThatReachesItsSecondBlock) {
   const uint64_t file = 162 * kMiB;
   uint64_t at = 0;
@@ -102,7 +102,7 @@ TEST_F(ReadAheadPolicyTest, AStreamEarnsReadAheadAtThePieceThatReachesItsSecondB
   }
   auto r = policy_.on_read(state_, at, at + kMiB, file, missed());  // blocks 0-1: 2000 KiB read
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->blocks, (BlockRange{2, 5}));
+  EXPECT_EQ(r->blocks, (BlockRange{2, 15}));
   EXPECT_EQ(state_.window_blocks, 4u);
   // The same further in: counted from the block the run began in, not from the file's start.
   state_ = ReadAheadState{};
@@ -114,6 +114,57 @@ TEST_F(ReadAheadPolicyTest, AStreamEarnsReadAheadAtThePieceThatReachesItsSecondB
   r = policy_.on_read(state_, at, at + kMiB / 2, file, missed());  // reaches block 101
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->blocks, (BlockRange{102, 105}));
+}
+
+// A program reading a file from its start (h5py: its metadata, then its first chunk) has the
+// file's first 16 MiB asked for at once when its run earns read-ahead, not a window of 4 that
+// grows a round trip at a time. That is the run's reach, not its window: past it the window goes
+// on as it would have. A warm run reaches no further than its window, and a run elsewhere in the
+// file gets its first window.
+TEST_F(ReadAheadPolicyTest, AFileReadFromItsStartReachesItsFirst16MiBAtOnce) {
+  EXPECT_EQ(read(0, 1), std::nullopt);
+  auto r = read(1, 1);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, (ReadAheadPlan{BlockRange{2, 15}, 1}));  // one block a request, over 14 connections
+  EXPECT_EQ(state_.window_blocks, 4u);
+  // Reading on inside those 16 MiB asks nothing more until the window reaches past them.
+  uint64_t b = 2;
+  for (; b < 16; ++b) {
+    auto more = read(b, 1);
+    if (more) {
+      EXPECT_EQ(more->blocks.first, 16u) << b;
+      break;
+    }
+  }
+  EXPECT_GE(b, 10u) << "the window reached past the first 16 MiB at block " << b;
+  EXPECT_LE(state_.prefetched_to, b + 1 + state_.window_blocks) << "more than the window past the first 16 MiB";
+  // A run from the file's start whose blocks come from the disk cache fetches nothing, and reads
+  // its window only.
+  state_ = ReadAheadState{};
+  ReadFacts disk;
+  disk.from_disk = true;
+  EXPECT_EQ(read_with(0, 1, disk), std::nullopt);
+  r = read_with(1, 1, disk);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_FALSE(r->fetch);
+  EXPECT_EQ(r->blocks.last, 1u + state_.window_blocks);
+  // The reach is in bytes: 64 blocks of 256 KiB. 0: the first window alone.
+  ReadAheadOptions small;
+  small.block_size = kMiB / 4;
+  ReadAheadState s;
+  ReadAheadPolicy quarter(small);
+  EXPECT_EQ(quarter.on_read(s, 0, kMiB / 4, 1000 * kMiB, missed()), std::nullopt);
+  r = quarter.on_read(s, kMiB / 4, kMiB / 2, 1000 * kMiB, missed());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->blocks, (BlockRange{2, 61}));  // whole requests of 4 blocks: the last 2 come with the next read
+  ReadAheadOptions none;
+  none.start_window_bytes = 0;
+  ReadAheadPolicy first_window_only(none);
+  s = ReadAheadState{};
+  EXPECT_EQ(first_window_only.on_read(s, 0, kMiB, 1000 * kMiB, missed()), std::nullopt);
+  r = first_window_only.on_read(s, kMiB, 2 * kMiB, 1000 * kMiB, missed());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->blocks, (BlockRange{2, 5}));
 }
 
 TEST_F(ReadAheadPolicyTest, AStoppedRunWasFetchedAtMostOneAndAHalfTimesOver) {
@@ -199,9 +250,10 @@ TEST_F(ReadAheadPolicyTest, AMissStartsFetchingAndConsumingReadAheadContinuesIt)
   ReadFacts memory, marked, disk;
   marked.marked = true;
   disk.from_disk = true;
-  // Blocks 0-3 miss: a run of 4 earns its first window, fetched.
+  // Blocks 0-3 miss: the run earns read-ahead (the file's first 16 MiB), fetched.
   std::optional<ReadAheadPlan> r;
-  for (uint64_t b = 0; b < 4; ++b) r = read(b, 1);
+  for (uint64_t b = 0; b < 4; ++b)
+    if (auto plan = read(b, 1)) r = plan;
   ASSERT_TRUE(r.has_value());
   EXPECT_TRUE(r->fetch);
   EXPECT_TRUE(state_.fetching);
@@ -382,12 +434,12 @@ TEST_F(ReadAheadPolicyTest, RefillsOnlyWholeRequestsExceptAtTheEndOfTheFile) {
   EXPECT_EQ(r->blocks, (BlockRange{136, 143}));
   // Near the end of a file the last, short request goes out too.
   state_ = ReadAheadState{};
-  stream(0, 5, 12);
-  auto tail = read(5, 1, 12);
+  stream(100, 105, 112);
+  auto tail = read(105, 1, 112);
   ASSERT_TRUE(tail.has_value());
-  stream(6, 12, 12);
-  EXPECT_EQ(state_.prefetched_to, 12u);  // up to the last block
-  EXPECT_EQ(read(11, 1, 12), std::nullopt);  // nothing is left past the last block
+  stream(106, 112, 112);
+  EXPECT_EQ(state_.prefetched_to, 112u);  // up to the last block
+  EXPECT_EQ(read(111, 1, 112), std::nullopt);  // nothing is left past the last block
 }
 
 TEST_F(ReadAheadPolicyTest, RandomAccessResetsTheRunAndFetchesNothing) {
