@@ -71,8 +71,8 @@ static std::string describe(const ReadFacts& facts, const ReadAheadState& ahead)
   if (facts.from_disk) s += " from-disk";
   if (facts.hinted) s += " hinted";
   return s + " window " + std::to_string(ahead.window_blocks) + " (last read " +
-         std::to_string(ahead.last_burst_bytes >> 20) + " MiB, this one " + std::to_string(ahead.burst_bytes >> 20) +
-         " MiB so far)";
+         std::to_string(ahead.last_burst_bytes >> 20) + " MiB, largest " + std::to_string(ahead.largest_burst_bytes >> 20) +
+         " MiB, this one " + std::to_string(ahead.burst_bytes >> 20) + " MiB so far)";
 }
 
 std::string BlockReader::cache_id(const std::string& content_id) const {

@@ -50,6 +50,7 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
   // The reader's own reads (its bursts of kernel pieces), counted within the run.
   if (!sequential || facts.paused) {
     state.last_burst_bytes = sequential ? state.burst_bytes : 0;
+    state.largest_burst_bytes = sequential ? std::max(state.largest_burst_bytes, state.burst_bytes) : 0;
     state.burst_bytes = end - offset;
   } else {
     state.burst_bytes += end - offset;
@@ -70,8 +71,8 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
   if (reached < options_.min_run_blocks) return std::nullopt;
   // A long run: the random reads before it were not a pattern.
   state.random_reads = 0;
-  // Its next read's worth: this read's blocks, or its last whole read's (a burst of pieces).
-  const uint64_t read_blocks = std::max((end - 1) / bs - offset / bs + 1, blocks_in(state.last_burst_bytes, bs));
+  // Its next read's worth: this read's blocks, or its largest whole read's (a burst of pieces).
+  const uint64_t read_blocks = std::max((end - 1) / bs - offset / bs + 1, blocks_in(state.largest_burst_bytes, bs));
   const uint64_t grown = next_window(state, facts);
   const double factor = state.fetching ? options_.per_run_factor : options_.local_run_factor;
   // Never under the first window: a run's first read-ahead at 0.4 of 2-9 blocks (1-3) left a

@@ -29,8 +29,9 @@
 //   while it decodes this one: a run that then ends was fetched one read over. Through a mount
 //   the kernel cuts each such read into 1 MiB pieces that follow each other at once, and the
 //   reader's pause between its reads (ReadFacts::paused) shows where one ends: from its second
-//   read on, a run gets its last whole read (its burst of pieces) ahead, as one read through
-//   hubfs.open does. h5py's second chunk then no longer waits round trips for a window still
+//   read on, a run gets its largest whole read so far (a burst of pieces) ahead, as one read
+//   through hubfs.open does. The largest, not the last: a piece that comes late within a burst
+//   looks like a pause, and the burst it cuts off is not the size of the reader's reads. h5py's second chunk then no longer waits round trips for a window still
 //   growing at 0.4 of the run, and a run that ends was fetched one read over, as before.
 //   A reader that never pauses (cat) keeps the window above.
 // - A run from the file's first block that fetches reaches start_window_bytes ahead at once when
@@ -124,9 +125,13 @@ struct ReadAheadState {
   // local_run_factor, and nothing is fetched until a read misses.
   bool fetching = false;
   // The reader's reads as it made them (ReadFacts::paused): the bytes of the one it is making
-  // now, and of its last whole one in this run (0: none yet).
+  // now, of its last whole one in this run, and of the largest whole one in this run (0: none
+  // yet). The window follows the largest: a pause seen inside one of the reader's reads (a
+  // piece late by 5 ms or more) cuts it in two smaller ones, and the next read is as large as
+  // the reader's reads are, not as the piece after the false pause.
   uint64_t burst_bytes = 0;
   uint64_t last_burst_bytes = 0;
+  uint64_t largest_burst_bytes = 0;
 };
 
 // What the caller found serving one read: whether it may start or continue fetching ahead.

@@ -358,6 +358,26 @@ TEST_F(ReadAheadPolicyTest, AReaderThatPausesBetweenItsReadsGetsItsLastReadAhead
   EXPECT_LE(fetched_to, 55u + 11u) << "more than one chunk past the last one read";
 }
 
+// The same reader on a loaded machine: a piece of its second chunk comes late, and the policy
+// takes that for a pause, cutting the chunk's read in two. The window stays the size of the
+// reader's reads (its largest, the first chunk), not of the one-block read the false pause cut
+// off (5 blocks at block 12: 0.4 of the run, and the third chunk's tail waited a round trip).
+TEST_F(ReadAheadPolicyTest, APauseSeenInsideAReadKeepsTheWindowOfTheReadersReads) {
+  ReadFacts arrived;
+  arrived.marked = true;
+  for (uint64_t b = 0; b < 11; ++b) read(b, 1);  // the first chunk
+  ReadFacts paused = arrived;
+  paused.paused = true;
+  read_with(11, 1, paused);  // the second chunk's first piece
+  EXPECT_GE(state_.window_blocks, 11u);
+  read_with(12, 1, paused);  // its second piece, late: a false pause
+  EXPECT_EQ(state_.last_burst_bytes, kMiB);
+  EXPECT_EQ(state_.largest_burst_bytes, 11 * kMiB);
+  EXPECT_GE(state_.window_blocks, 11u) << "the window shrank to the read the false pause cut off";
+  for (uint64_t b = 13; b < 22; ++b) read_with(b, 1, arrived);
+  EXPECT_GE(state_.prefetched_to, 22u + 11u) << "the third chunk is not all asked for by the second's end";
+}
+
 // A reader that never pauses (cat, or the kernel's pieces of one long read) keeps the window of
 // the rules above, and a read elsewhere forgets the reader's last read.
 TEST_F(ReadAheadPolicyTest, WithoutAPauseOrAfterAJumpTheLastReadGivesNothingAhead) {
@@ -375,6 +395,7 @@ TEST_F(ReadAheadPolicyTest, WithoutAPauseOrAfterAJumpTheLastReadGivesNothingAhea
   paused.missed = true;
   read_with(500, 1, paused);  // a jump: a new run, with no last read of its own
   EXPECT_EQ(state_.last_burst_bytes, 0u);
+  EXPECT_EQ(state_.largest_burst_bytes, 0u);
   EXPECT_EQ(state_.burst_bytes, kMiB);
   EXPECT_EQ(state_.window_blocks, 0u);
 }
