@@ -31,8 +31,9 @@
 //   reader's pause between its reads (ReadFacts::paused) shows where one ends: from its second
 //   read on, a run gets its largest whole read so far (a burst of pieces) ahead, as one read
 //   through hubfs.open does. The largest, not the last: a piece that comes late within a burst
-//   looks like a pause, and the burst it cuts off is not the size of the reader's reads. h5py's second chunk then no longer waits round trips for a window still
-//   growing at 0.4 of the run, and a run that ends was fetched one read over, as before.
+//   looks like a pause, and the burst it cuts off is not the size of the reader's reads. h5py's
+//   second chunk then no longer waits round trips for a window still growing at 0.4 of the run,
+//   and a run that ends was fetched one read over, as before.
 //   A reader that never pauses (cat) keeps the window above.
 // - A run from the file's first block that fetches reaches start_window_bytes ahead at once when
 //   it earns read-ahead (its reach, not its window: the window goes on growing as above, and past
