@@ -53,8 +53,8 @@ reader is a process of its own, started the same way and timed from its start to
 start and imports included; the child checks nothing, it reports a checksum the parent compares).
 CPU (issue 42): "CPU s/GB" is the reader process's user + system CPU-seconds (wait4's rusage)
 plus, through a mount, its daemon's (hubfs's or rclone's utime + stime in /proc/PID/stat, from
-before the read until the daemon went idle after it), per GB the reader handed back; the local
-server's CPU never counts. The server runs pinned to one CPU (taskset, --server-cpu; the last
+before the read until the daemon went idle after it), per GB the reader handed back, and the
+daemon's part of it is printed after the table; the local server's CPU never counts. The server runs pinned to one CPU (taskset, --server-cpu; the last
 CPU by default on two or more), so its work does not cap the contenders on the others; with
 --server-nice N at nice N too, so a VM's other work does not starve it (the real Hub and CDN do
 not share our CPUs: on a loaded VM, requests the readers had sent began at the server up to 1.4 s
@@ -444,7 +444,8 @@ def idle_cpu(pid, quiet_s=0.2, most_s=5.0):
 
 def run_reader(cmd, daemon=None):
     """Runs a reader process; returns (wall seconds from start to exit, CPU-seconds: its own plus
-    the daemon's over the read when given, its stdout). Raises on a failed exit."""
+    the daemon's over the read when given, the daemon's part of them (0 without one), its
+    stdout). Raises on a failed exit."""
     d0 = process_cpu(daemon) if daemon else 0.0
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -460,9 +461,8 @@ def run_reader(cmd, daemon=None):
     if p.returncode != 0:
         raise RuntimeError("%s failed (exit %d): %s" % (" ".join(cmd[:3]), p.returncode, "".join(err).strip()[-500:]))
     cpu = usage.ru_utime + usage.ru_stime
-    if daemon:
-        cpu += idle_cpu(daemon) - d0
-    return wall, cpu, "".join(out)
+    daemon_cpu = idle_cpu(daemon) - d0 if daemon else 0.0
+    return wall, cpu + daemon_cpu, daemon_cpu, "".join(out)
 
 
 def direct_fetch(hub, location, ranges):
@@ -627,19 +627,21 @@ class Bench:
             if reader == "h5chunk":
                 # No -o: the array stays in the process, as h5py's does (writing 200 MB even to
                 # /dev/null took 68 ms on the test VM, a cost of this kernel, not of the read).
-                seconds, cpu, out = run_reader([os.path.join(self.bin_dir(contender), "h5chunk"), "read", path, DATASET,
-                                                "0:%d" % FRAMES[workload]], daemon)
+                seconds, cpu, daemon_cpu, out = run_reader([os.path.join(self.bin_dir(contender), "h5chunk"), "read", path, DATASET,
+                                                            "0:%d" % FRAMES[workload]], daemon)
                 line = json.loads(out.strip().splitlines()[-1])
                 got, value = line["bytes"], line["fast_path"]
             else:
-                seconds, cpu, out = run_reader([sys.executable, os.path.abspath(__file__), "--child", reader, path,
-                                                json.dumps(self.reader_arg(workload))], daemon)
+                seconds, cpu, daemon_cpu, out = run_reader([sys.executable, os.path.abspath(__file__), "--child", reader,
+                                                            path, json.dumps(self.reader_arg(workload))], daemon)
                 line = json.loads(out.strip().splitlines()[-1])
                 got, value = line["bytes"], line["value"]
         finally:
             signal.alarm(0)
         self.check(reader, workload, got, value)
         self.record(key, seconds, before if contender != "local" else None, cpu)
+        if daemon:  # the mount's own share of the CPU above (printed after the table)
+            self.results[key][-1]["daemon_cpu_s_per_gb"] = daemon_cpu / (self.produced_bytes(workload) / 1e9)
         if contender != "local":
             self.save_trace(key, started)
         if hubfs_mount:  # read-ahead fetched during this read and never read: its waste
@@ -829,7 +831,26 @@ class Bench:
                     "%.2f" % (fetched / self.wire_bytes[workload]) if fetched is not None else "-",
                     ("%.2f/%s" % (cpu, "%.2f" % cpu_w if cpu_w is not None else "-")) if cpu is not None else "-"))
         print()
+        self.print_daemon_cpu(rows)
         self.print_ratios()
+
+    def print_daemon_cpu(self, rows):
+        """The mount daemon's part of the CPU s/GB column (hubfs's or rclone's own process): what
+        a cold read costs the mount beyond the reader, which both cores' other work competes with."""
+        parts = []
+        for contender, reader in rows:
+            for workload in WORKLOADS:
+                cold = self.median((contender, reader, workload, "cold"), "daemon_cpu_s_per_gb")
+                if cold is None:
+                    continue
+                warm = self.median((contender, reader, workload, "warm"), "daemon_cpu_s_per_gb")
+                parts.append("%s+%s %s %.2f/%s" % (contender, reader, workload, cold,
+                                                   "%.2f" % warm if warm is not None else "-"))
+        if parts:
+            print("the mount daemon's part of CPU s/GB, cold/warm:")
+            for part in parts:
+                print("   " + part)
+            print()
 
     def print_ratios(self):
         def t(contender, reader, workload, phase="cold"):
