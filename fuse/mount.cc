@@ -52,10 +52,6 @@ namespace {
 // default max_idle_threads (-1), keeps every one it started: a bound on idle threads ends
 // threads after each burst of requests, and libfuse itself advises against one.
 constexpr unsigned kFuseThreads = 32;
-// serve()'s loop config is fuse_loop_cfg_create()'s; only the 3.12 API's loop reads it as such
-// (fuse_ops.h).
-static_assert(FUSE_USE_VERSION >= FUSE_MAKE_VERSION(3, 12),
-              "fuse_session_loop_mt() below 3.12 reads a fuse_loop_cfg_create() config as the old struct");
 
 
 // Everything a running mount owns. The stack and FileSystem are stack/session.h's, as every
