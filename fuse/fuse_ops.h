@@ -2,12 +2,7 @@
 // FileSystem call (core/fs) and its answer into the reply. No filesystem logic lives here.
 #pragma once
 
-// 3.12: the API whose fuse_session_loop_mt() takes the fuse_loop_config that
-// fuse_loop_cfg_create() makes. Below it the macro names fuse_session_loop_mt_32(), which reads
-// that struct as the older two-field one: clone_fd from its version tag (on), max_idle_threads
-// from its clone_fd (0: a thread started and ended for every request), and the default of 10
-// threads (mount.cc, kFuseThreads; docs/benchmarks.md, session 38).
-#define FUSE_USE_VERSION 312
+#define FUSE_USE_VERSION 35
 #include <fuse_lowlevel.h>
 
 #include <cstdint>

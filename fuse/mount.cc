@@ -48,9 +48,7 @@ namespace {
 
 // FUSE worker threads: each blocks on one read at a time, and the kernel keeps up to
 // max_background (64) requests queued; 32 threads keep the fetcher's 16+ requests busy while
-// some threads wait on the disk cache. libfuse starts them as requests need them and, with its
-// default max_idle_threads (-1), keeps every one it started: a bound on idle threads ends
-// threads after each burst of requests, and libfuse itself advises against one.
+// some threads wait on the disk cache.
 constexpr unsigned kFuseThreads = 32;
 
 
@@ -446,6 +444,7 @@ int serve(Mount& m, const std::string& mountpoint) {
   raise_kernel_read_ahead(mountpoint);
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop, kFuseThreads);
+  fuse_loop_cfg_set_idle_threads(loop, kFuseThreads / 2);
   // 0 (unmounted: the device read ENODEV), the number of the signal that ended the loop
   // (SIGTERM, SIGINT, SIGHUP: a requested, clean stop), or a negative errno from reading the
   // device.
