@@ -443,6 +443,13 @@ void raise_kernel_read_ahead(const std::string& mountpoint) {
 int serve(Mount& m, const std::string& mountpoint) {
   raise_kernel_read_ahead(mountpoint);
   fuse_loop_config* loop = fuse_loop_cfg_create();
+  // Known defect (docs/benchmarks.md, session 38): under FUSE_USE_VERSION 35 (fuse_ops.h)
+  // fuse_session_loop_mt() is the 3.2 entry point, which reads this 3.12 config as the older
+  // two-field struct: clone_fd on, max_idle_threads 0 (a thread started and ended per request)
+  // and libfuse's default of 10 threads, not these settings. The 3.12 API fixes that, but with
+  // its persistent threads the daemon under TSan outlived a lazy unmount mid-stream by more than
+  // 30 s (LifecycleTest.UnmountOrSignalDuringStreamingExitsPromptly), so it waits for the
+  // shutdown path to be made to end busy workers first.
   fuse_loop_cfg_set_max_threads(loop, kFuseThreads);
   fuse_loop_cfg_set_idle_threads(loop, kFuseThreads / 2);
   // 0 (unmounted: the device read ENODEV), the number of the signal that ended the loop
