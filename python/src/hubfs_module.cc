@@ -226,14 +226,19 @@ uint32_t reader_block(const hubfs::Stack& stack) {
   return stack.reader ? stack.reader->options().block_size : hubfs::kDefaultBlockSize;
 }
 
+// Python's (offset, length) pairs as the reader's ranges.
+std::vector<hubfs::ByteRange> byte_ranges(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+  std::vector<hubfs::ByteRange> r;
+  r.reserve(ranges.size());
+  for (const auto& [offset, length] : ranges) r.push_back({offset, length});
+  return r;
+}
+
 // The blocks (of `block` bytes) holding these (offset, length) ranges of a file of `size` bytes,
 // ascending, each once; the parts past the end left out (hubfs::blocks_within).
 std::vector<uint64_t> blocks_of(const std::vector<std::pair<uint64_t, uint64_t>>& ranges, uint64_t size,
                                 uint32_t block) {
-  std::vector<hubfs::ByteRange> r;
-  r.reserve(ranges.size());
-  for (const auto& [offset, length] : ranges) r.push_back({offset, length});
-  return hubfs::blocks_within(r, size, block);
+  return hubfs::blocks_within(byte_ranges(ranges), size, block);
 }
 
 std::string key_of(const hubfs::RepoRef& repo, const hubfs::SessionConfig& c) {
@@ -467,8 +472,7 @@ PYBIND11_MODULE(_core, m) {
         return copied;
       }, py::arg("buffer"), py::arg("offset"), "Reads into buffer at offset; returns the bytes read (0 at end).")
       .def("hint", [](File& f, const std::vector<std::pair<uint64_t, uint64_t>>& ranges, bool whole_runs) {
-        std::vector<hubfs::ByteRange> r;
-        for (const auto& [o, l] : ranges) r.push_back({o, l});
+        const std::vector<hubfs::ByteRange> r = byte_ranges(ranges);
         const auto requests = whole_runs ? hubfs::HintRequests::kWholeRuns : hubfs::HintRequests::kSpread;
         hubfs::HubFile& file = f.get();  // in this process (raises in a forked child)
         hubfs::Result<uint64_t> n = [&] {
