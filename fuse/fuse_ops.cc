@@ -17,15 +17,6 @@ namespace {
 
 FsApi* fs(fuse_req_t req) { return static_cast<FsApi*>(fuse_req_userdata(req)); }
 
-// Every handler ends by publishing what it did here (a release), and fuse_ops_quiesce() reads
-// it (an acquire) once the session loop has returned. libfuse's worker threads exit detached,
-// so without this nothing orders their last writes before the FileSystem's destruction, in the
-// eyes of ThreadSanitizer (the ordering is real: the loop returns after its handlers).
-std::atomic<uint64_t> g_handled{0};
-struct Handled {
-  ~Handled() { g_handled.fetch_add(1, std::memory_order_release); }
-};
-
 // The kernel's read requests and the bytes replied to them: their mean is the reply size the
 // kernel actually asks for (max_pages and read_ahead_kb decide it; docs/benchmarks.md).
 std::atomic<uint64_t> g_reads{0};
@@ -38,7 +29,6 @@ void reply_error(fuse_req_t req, const FsError& e) {
 }
 
 void reply_erofs(fuse_req_t req) {
-  Handled handled;
   fuse_reply_err(req, EROFS);
 }
 
@@ -47,7 +37,6 @@ void reply_erofs(fuse_req_t req) {
 namespace ops {
 
 void lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  Handled handled;
   auto r = fs(req)->lookup(parent, name);
   if (!r.ok()) return reply_error(req, r.error());
   fuse_entry_param e{};
@@ -61,14 +50,12 @@ void lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  Handled handled;
   auto r = fs(req)->getattr(ino);
   if (!r.ok()) return reply_error(req, r.error());
   fuse_reply_attr(req, &r.value(), fs(req)->attr_timeout_s());
 }
 
 void opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  Handled handled;
   auto r = fs(req)->opendir(ino);
   if (!r.ok()) return reply_error(req, r.error());
   fi->fh = r.value();
@@ -82,7 +69,6 @@ void opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
-  Handled handled;
   std::vector<char> buf(size);
   size_t used = 0;
   for (const DirEntry& e : fs(req)->readdir(fi->fh, static_cast<uint64_t>(off))) {
@@ -98,13 +84,11 @@ void readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
 }
 
 void releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  Handled handled;
   fs(req)->releasedir(fi->fh);
   fuse_reply_err(req, 0);
 }
 
 void open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  Handled handled;
   auto r = fs(req)->open(ino, fi->flags);
   if (!r.ok()) return reply_error(req, r.error());
   fi->fh = r.value().handle;
@@ -116,7 +100,6 @@ void open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
-  Handled handled;
   const bool debug = log_enabled(LogLevel::kDebug);
   const auto t0 = debug ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   auto r = fs(req)->read(fi->fh, static_cast<uint64_t>(off), size);
@@ -144,7 +127,6 @@ void read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi
 }
 
 void release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  Handled handled;
   fs(req)->release(fi->fh);
   fuse_reply_err(req, 0);
 }
@@ -162,7 +144,6 @@ void reply_xattr(fuse_req_t req, const FsResult<std::string>& r, size_t size) {
 // command's size field names, so the kernel hands us the whole struct.
 void ioctl(fuse_req_t req, fuse_ino_t, unsigned int cmd, void*, fuse_file_info* fi, unsigned flags,
            const void* in_buf, size_t in_bufsz, size_t) {
-  Handled handled;
   if (cmd != HUBFS_IOC_HINT) return (void)fuse_reply_err(req, ENOTTY);
   if (flags & FUSE_IOCTL_COMPAT) return (void)fuse_reply_err(req, ENOSYS);  // 32-bit callers
   if (in_bufsz < sizeof(hubfs_hint)) return (void)fuse_reply_err(req, EINVAL);
@@ -181,17 +162,14 @@ void ioctl(fuse_req_t req, fuse_ino_t, unsigned int cmd, void*, fuse_file_info* 
 }
 
 void getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-  Handled handled;
   reply_xattr(req, fs(req)->getxattr(ino, name), size);
 }
 
 void listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-  Handled handled;
   reply_xattr(req, fs(req)->listxattr(ino), size);
 }
 
 void statfs(fuse_req_t req, fuse_ino_t) {
-  Handled handled;
   struct statvfs st = fs(req)->statfs();
   fuse_reply_statfs(req, &st);
 }
@@ -206,8 +184,6 @@ void init(void*, fuse_conn_info* conn) {
 
 }  // namespace ops
 }  // namespace
-
-void fuse_ops_quiesce() { (void)g_handled.load(std::memory_order_acquire); }
 
 KernelReadStats kernel_read_stats() {
   return KernelReadStats{g_reads.load(std::memory_order_relaxed), g_read_bytes.load(std::memory_order_relaxed)};

@@ -12,10 +12,6 @@ namespace hubfs {
 // The operations table; the session's userdata must be an FsApi* (fs/fs_api.h).
 const fuse_lowlevel_ops& fuse_operations();
 
-// Call once the session loop has returned, before destroying the FileSystem: orders every
-// handler's effects before the caller (see fuse_ops.cc).
-void fuse_ops_quiesce();
-
 // The read requests the kernel sent (answered with data) and their bytes, since the process
 // started: process-wide, as a daemon serves one mount.
 struct KernelReadStats {

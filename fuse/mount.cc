@@ -34,6 +34,7 @@
 #include "fuse_ops.h"
 #include "metrics.h"
 #include "mountpoint.h"
+#include "session_loop.h"
 #include "net/curl_transport.h"
 #include "net/quota_gate.h"
 #include "net/range_fetcher.h"
@@ -46,9 +47,10 @@ namespace hubfs {
 
 namespace {
 
-// FUSE worker threads: each blocks on one read at a time, and the kernel keeps up to
-// max_background (64) requests queued; 32 threads keep the fetcher's 16+ requests busy while
-// some threads wait on the disk cache.
+// FUSE worker threads (session_loop.h): each blocks on one read at a time, and the kernel keeps
+// up to max_background (64) requests queued; 32 threads keep the fetcher's 16+ requests busy while
+// some threads wait on the disk cache. The loop starts them as requests need them and keeps each
+// one it started.
 constexpr unsigned kFuseThreads = 32;
 
 
@@ -442,22 +444,10 @@ void raise_kernel_read_ahead(const std::string& mountpoint) {
 
 int serve(Mount& m, const std::string& mountpoint) {
   raise_kernel_read_ahead(mountpoint);
-  fuse_loop_config* loop = fuse_loop_cfg_create();
-  // Known defect (docs/benchmarks.md, session 38): under FUSE_USE_VERSION 35 (fuse_ops.h)
-  // fuse_session_loop_mt() is the 3.2 entry point, which reads this 3.12 config as the older
-  // two-field struct: clone_fd on, max_idle_threads 0 (a thread started and ended per request)
-  // and libfuse's default of 10 threads, not these settings. The 3.12 API fixes that, but with
-  // its persistent threads the daemon under TSan outlived a lazy unmount mid-stream by more than
-  // 30 s (LifecycleTest.UnmountOrSignalDuringStreamingExitsPromptly), so it waits for the
-  // shutdown path to be made to end busy workers first.
-  fuse_loop_cfg_set_max_threads(loop, kFuseThreads);
-  fuse_loop_cfg_set_idle_threads(loop, kFuseThreads / 2);
-  // 0 (unmounted: the device read ENODEV), the number of the signal that ended the loop
-  // (SIGTERM, SIGINT, SIGHUP: a requested, clean stop), or a negative errno from reading the
-  // device.
-  int rc = fuse_session_loop_mt(m.session, loop);
-  fuse_loop_cfg_destroy(loop);
-  fuse_ops_quiesce();
+  // 0 (the kernel ended the connection: an unmount), or, when a signal handler ended the loop
+  // (SIGTERM, SIGINT, SIGHUP: a requested, clean stop), also 0; or a negative errno from reading
+  // the device.
+  int rc = run_session_loop(m.session, kFuseThreads);
   // ECONNABORTED is the kernel's other word for "this connection is over": it answers device
   // reads with it instead of ENODEV once the connection was aborted (an unmount racing busy
   // readers, /sys/fs/fuse/connections/N/abort, or fs.fuse.max_request_timeout on kernels that
@@ -470,7 +460,7 @@ int serve(Mount& m, const std::string& mountpoint) {
     rc = 0;
   }
   log_info("unmounting");
-  return (rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP) ? 0 : 1;
+  return rc == 0 ? 0 : 1;
 }
 
 }  // namespace
