@@ -25,6 +25,7 @@
 #include <future>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -116,6 +117,16 @@ bool finishes_within(std::function<void()> fn, std::chrono::milliseconds bound, 
   release();
   done.wait();
   return false;
+}
+
+// The ids of a process's threads now (/proc/PID/task), empty once it is gone.
+std::set<pid_t> task_ids(pid_t pid) {
+  std::set<pid_t> out;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec))
+    out.insert(static_cast<pid_t>(std::atoll(it->path().filename().c_str())));
+  return out;
 }
 
 std::vector<std::string> files_under(const fs::path& dir) {
@@ -294,6 +305,70 @@ TEST_F(LifecycleTest, UnmountOrSignalDuringStreamingExitsPromptly) {
     fs::remove_all(cache_, ec);
     if (HasFatalFailure()) return;
   }
+}
+
+// The FUSE loop keeps the workers it started (fuse/session_loop.h). A file read once (every
+// component has started its threads), its page cache dropped, and read again by the same four
+// readers: the daemon serves the second read from its memory tier with the threads it has. The
+// loop libfuse's 3.2 API ran started and ended a thread for every request (docs/benchmarks.md,
+// session 38): dozens over these 48 MiB, each living about half a millisecond.
+TEST_F(LifecycleTest, FuseWorkersAreKeptFromOneReadToTheNext) {
+  start_hub(0);
+  auto daemon = HubfsDaemon::start(hub_->url(), "datasets/life/cycle", cache_, mnt_);
+  const RepoFile& f = kFiles[0];
+  const std::string path = mnt_ + "/" + f.rel;
+  auto read_in_quarters = [&] {
+    std::vector<std::thread> readers;
+    std::mutex mu;
+    std::vector<std::string> problems;
+    for (int r = 0; r < 4; ++r) {
+      readers.emplace_back([&, r] {
+        int fd = open(path.c_str(), O_RDONLY);
+        if (fd < 0) {
+          std::lock_guard<std::mutex> lock(mu);
+          problems.push_back("open: " + errno_name(errno));
+          return;
+        }
+        std::vector<char> buf(128 << 10);
+        const uint64_t quarter = (f.size + 3) / 4;
+        for (uint64_t off = r * quarter; off < std::min(f.size, (r + 1) * quarter);) {
+          ssize_t got = pread(fd, buf.data(), std::min<uint64_t>(buf.size(), f.size - off), static_cast<off_t>(off));
+          uint64_t first = 0;
+          if (got <= 0 || count_pattern_mismatches(f.seed, off, buf.data(), static_cast<size_t>(got), &first)) {
+            std::lock_guard<std::mutex> lock(mu);
+            problems.push_back(got <= 0 ? "read at " + std::to_string(off) : "wrong byte at " + std::to_string(first));
+            break;
+          }
+          off += static_cast<uint64_t>(got);
+        }
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);  // the next read goes to the daemon again
+        close(fd);
+      });
+    }
+    for (auto& t : readers) t.join();
+    return problems;
+  };
+  ASSERT_EQ(read_in_quarters(), std::vector<std::string>{});
+  const std::set<pid_t> before = task_ids(daemon->pid());
+  ASSERT_FALSE(before.empty());
+  std::atomic<bool> reading{true};
+  std::set<pid_t> seen;
+  std::thread sampler([&] {
+    while (reading.load()) {
+      for (pid_t t : task_ids(daemon->pid())) seen.insert(t);
+      std::this_thread::sleep_for(200us);
+    }
+  });
+  const auto problems = read_in_quarters();
+  reading = false;
+  sampler.join();
+  EXPECT_EQ(problems, std::vector<std::string>{});
+  std::vector<pid_t> started;
+  for (pid_t t : seen)
+    if (!before.count(t)) started.push_back(t);
+  // A worker more is allowed where the second read's pieces overlapped more than the first's.
+  EXPECT_LE(started.size(), 2u) << "the daemon started " << started.size() << " threads during a warm re-read ("
+                                << before.size() << " before it)";
 }
 
 TEST_F(LifecycleTest, SigkillMidReadThenHubfsUnmountClearsTheDeadMount) {
