@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "xet/blake3.h"
+#include "bench_usage.h"
 
 using hubfs::xet::Blake3;
 
@@ -35,6 +36,7 @@ double best_seconds(int runs, const std::function<void()>& fn) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hubfs::bench::positional_args_only(argc, argv, "[MiB, default 256]");
   const size_t mib = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 256;
   std::vector<uint8_t> data(mib << 20);
   std::mt19937_64 rng(5);

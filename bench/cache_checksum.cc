@@ -13,6 +13,7 @@
 #include "cache/block_file.h"
 #include "cache/crc32c.h"
 #include "support/temp_dir.h"
+#include "bench_usage.h"
 
 namespace {
 
@@ -74,6 +75,7 @@ void bench_puts(const std::string& dir, bool sync, const std::string& block) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hubfs::bench::positional_args_only(argc, argv, "[cache-dir, default: a temporary directory]");
   hubfs::testing::TempDir tmp;
   const std::string root = argc > 1 ? argv[1] : tmp.str();
   const std::string block = random_block(1);

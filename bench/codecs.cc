@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "h5chunk/codecs.h"
+#include "bench_usage.h"
 
 namespace {
 
@@ -156,6 +157,7 @@ double measure(const Case& c, size_t n_chunks, size_t chunk_bytes, bool fresh) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hubfs::bench::positional_args_only(argc, argv, "[MiB of data, default 64] [chunk KiB, default 1024]");
   size_t mib = argc > 1 ? size_t(std::atol(argv[1])) : 64;
   size_t chunk_kib = argc > 2 ? size_t(std::atol(argv[2])) : 1024;
   size_t chunk_bytes = chunk_kib * 1024;

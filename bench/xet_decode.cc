@@ -34,6 +34,7 @@
 #include "xet/hash.h"
 #include "xet/xorb.h"
 #include "xet/xorb_fetch.h"
+#include "bench_usage.h"
 
 using namespace hubfs::xet;
 
@@ -65,6 +66,7 @@ double thread_cpu_seconds() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hubfs::bench::positional_args_only(argc, argv, "[MiB of the range, default 16] [piece KiB, default 64]");
   const size_t mib = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 16;
   const size_t piece = (argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 64) << 10;
   XorbBuilder builder(CompressionScheme::kLz4);
