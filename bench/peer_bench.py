@@ -54,11 +54,12 @@ start and imports included; the child checks nothing, it reports a checksum the 
 CPU (issue 42): "CPU s/GB" is the reader process's user + system CPU-seconds (wait4's rusage)
 plus, through a mount, its daemon's (hubfs's or rclone's utime + stime in /proc/PID/stat, from
 before the read until the daemon went idle after it), per GB the reader handed back, and the
-daemon's part of it is printed after the table; the local server's CPU never counts. The server runs pinned to one CPU (taskset, --server-cpu; the last
-CPU by default on two or more), so its work does not cap the contenders on the others; with
---server-nice N at nice N too, so a VM's other work does not starve it (the real Hub and CDN do
-not share our CPUs: on a loaded VM, requests the readers had sent began at the server up to 1.4 s
-late, docs/benchmarks.md session 28). MB/s are
+daemon's part of it is printed after the table; the local server's CPU never counts. The
+server runs pinned to one CPU (taskset, --server-cpu; the last CPU by default on two or more),
+so its work does not cap the contenders on the others; with --server-nice N at nice N too, so a
+VM's other work does not starve it (the real Hub and CDN do not share our CPUs: on a loaded VM,
+requests the readers had sent began at the server up to 1.4 s late, docs/benchmarks.md session
+28). MB/s are
 the bytes the reader needed on the wire (zea: the chunks' stored sizes; seq: the file; mmap:
 the slices, overlaps once), so every row compares with the direct limit.
 Over-read: "fetched MB" is what the server sent during a cold read (its body bytes, counted
