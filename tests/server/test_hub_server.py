@@ -987,6 +987,51 @@ class PacedBodyTest(unittest.TestCase):
         self.assertEqual(body.stats, {"bytes_sent": 100000})
 
 
+class UnpacedBodyTest(unittest.TestCase):
+    """An unpaced body (sendfile, no bandwidth limit) counts its bytes as they go out: a client
+    that stops reading a long range leaves the body blocked, and the count read meanwhile holds
+    what that client received (it was 0 until the body ended, so an abandoned stream's bytes
+    never showed in a benchmark's fetched column)."""
+
+    def test_a_stalled_body_has_counted_what_its_client_received(self):
+        mib = 1 << 20
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        path = os.path.join(tmp, "blob")
+        with open(path, "wb") as f:
+            f.write(os.urandom(16 * mib))
+        a, b = socket.socketpair()
+        self.addCleanup(a.close)
+        body = _PacedBody(a, Shaping(0, 0))
+        result = []
+
+        def send():
+            with open(path, "rb") as f:
+                result.append(body._copy_body(f, 0, 16 * mib))
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        received = 0
+        while received < 4 * mib:
+            chunk = b.recv(min(1 << 16, 4 * mib - received))
+            self.assertTrue(chunk)
+            received += len(chunk)
+        # The client stops reading here. What it received went out in whole slices but the one in
+        # progress: the count has all of them, while the body is still blocked.
+        deadline = time.monotonic() + 30
+        while body.stats.get("bytes_sent", 0) < received - mib and time.monotonic() < deadline:
+            time.sleep(0.01)
+        counted = body.stats.get("bytes_sent", 0)
+        self.assertTrue(sender.is_alive())  # still blocked on the client
+        self.assertGreaterEqual(counted, received - mib)
+        self.assertLessEqual(counted, 16 * mib)
+        b.close()  # the client goes: the body ends short, having counted only what went out
+        sender.join(timeout=30)
+        self.assertFalse(sender.is_alive())
+        self.assertLess(result[0], 16 * mib)
+        self.assertEqual(body.stats["bytes_sent"], result[0])
+
+
 class RealHubBehaviourTest(unittest.TestCase):
     """Quotas over HTTP, signed-URL spellings, two-hop redirects, spurious 416s."""
 

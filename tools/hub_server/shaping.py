@@ -9,7 +9,8 @@ import time
 
 # Paced (bandwidth-limited) bodies are written in slices of about this much wall time.
 PACING_INTERVAL_S = 0.02
-# Chunk size when copying a file body without sendfile.
+# A body's slice when it is not paced: what one sendfile moves, and so what its byte count moves by
+# (a paced body's is smaller: Shaping.slice_size).
 COPY_SLICE = 1 << 20
 # A body's last slice is written after the request leaves the in-flight count (see mark_done);
 # small, so the time a request is uncounted is short.
@@ -90,11 +91,19 @@ class BodyCopy:
         if not shaping.paces_bodies():
             # sendfile: the kernel copies page cache to socket; Python never touches the bytes,
             # which is what lets this server outrun the client it is benchmarking.
+            # Counted slice by slice as they go out, not once the body ends: a client that stops
+            # reading a long range (rclone's open-ended stream when the file closes) leaves this
+            # call blocked until its connection goes, and a count taken meanwhile must already
+            # hold what it received (peer_bench.py's over-read column showed 0 MB for it).
             last = min(count, LAST_SLICE)
-            sent = self._sendfile(f, offset, count - last)
-            state.stats.add("bytes_sent", sent)
-            if sent < count - last:
-                return sent
+            sent = 0
+            while sent < count - last:
+                n = min(COPY_SLICE, count - last - sent)
+                wrote = self._sendfile(f, offset + sent, n)
+                state.stats.add("bytes_sent", wrote)
+                sent += wrote
+                if wrote < n:
+                    return sent
             state.stats.add("bytes_sent", last)
             self.mark_done()
             tail = self._sendfile(f, offset + sent, last)
