@@ -85,6 +85,7 @@ import json
 import mmap
 import os
 import random
+import shlex
 import shutil
 import signal
 import statistics
@@ -307,7 +308,7 @@ def force_unmount(mnt):
 
 
 class HubfsMount:
-    def __init__(self, hub, mnt, cache, max_requests, log_file, bin_dir=BIN, bridge=False):
+    def __init__(self, hub, mnt, cache, max_requests, log_file, bin_dir=BIN, bridge=False, extra_args=()):
         self.mnt = mnt
         self.bin_dir = bin_dir
         env = dict(os.environ)
@@ -316,7 +317,7 @@ class HubfsMount:
             env["HF_HUB_DISABLE_XET"] = "1"
         r = subprocess.run([os.path.join(bin_dir, "hubfs"), "mount", REPO, mnt, "--endpoint", hub.url,
                             "--cache-dir", cache, "--max-requests", str(max_requests),
-                            "--log-file", log_file],
+                            "--log-file", log_file, *extra_args],
                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=MOUNT_WAIT_S * 2,
                            env=env)
         if r.returncode != 0:
@@ -659,7 +660,8 @@ class Bench:
         try:
             if contender in ("hubfs", "base", "bridge"):
                 self.mount = HubfsMount(self.hub, self.mnt, cache, self.args.requests, log_file,
-                                        self.bin_dir(contender), bridge=contender == "bridge")
+                                        self.bin_dir(contender), bridge=contender == "bridge",
+                                        extra_args=shlex.split(self.args.hubfs_args) if contender == "hubfs" else ())
             else:
                 self.mount = RcloneMount(self.hub, self.mnt, cache, log_file)
             path = os.path.join(self.mnt, FILE_OF[workload])
@@ -791,10 +793,10 @@ class Bench:
         print()
         print("peer benchmark, %s UTC; load average %.1f/%.1f/%.1f before, %.1f/%.1f/%.1f after; %d cores"
               % (self.started.strftime("%Y-%m-%d %H:%M"), *self.load_before, *self.load_after, os.cpu_count()))
-        print("server: %s; %s; hubfs --max-requests %d; rclone %s" % (
+        print("server: %s; %s; hubfs --max-requests %d%s; rclone %s" % (
             self.shaping(), ("pinned to CPU %d (taskset)" % a.server_cpu if self.hub.pinned else "not pinned")
             + (", nice %d" % a.server_nice if a.server_nice else ""),
-            a.requests, rclone_version()))
+            a.requests, " (contender hubfs also %s)" % a.hubfs_args if a.hubfs_args else "", rclone_version()))
         print("median of %d; MB/s = bytes the reader needed / s (zea: the frames' stored chunks, seq: the"
               " file, mmap: the slices); %s" % (a.repeat, self.describe_workloads()))
         print("requests: data requests to the server during the read (cold/warm); in flight: peak and"
@@ -967,6 +969,9 @@ def main():
     p.add_argument("--seq-mb", type=int, default=300, help="the sequential file (seq, mmap300)")
     p.add_argument("--big-mb", type=int, default=3000, help="the big file (mmap3g), written only for it")
     p.add_argument("--requests", type=int, default=16, help="hubfs --max-requests")
+    p.add_argument("--hubfs-args", default="",
+                   help="more `hubfs mount` options for contender hubfs alone (not base), e.g. \"--read-ahead 4M\": "
+                        "with --baseline-bin build/bin, a same-run A/B of an option")
     p.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "hubfs_peer_bench"),
                    help="where the data files are kept between runs, and each run's mounts and caches")
     p.add_argument("--json", help="also write every measurement to this file")

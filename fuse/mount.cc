@@ -115,6 +115,8 @@ std::function<std::string()> status_provider(const Stack& m, const MountConfig& 
       {"cache_dir", config.cache_size == 0 ? nlohmann::json(nullptr) : nlohmann::json(config.cache_dir)},
       {"cache_size", config.cache_size},
       {"max_requests", config.max_requests},
+      {"read_ahead_cap_bytes",
+       config.read_ahead_bytes == UINT64_MAX ? nlohmann::json(nullptr) : nlohmann::json(config.read_ahead_bytes)},
       {"rate_limit_wait_s", config.rate_limit_wait_s},
       {"pid", static_cast<int64_t>(getpid())},
       {"started_at", static_cast<int64_t>(time(nullptr))},

@@ -77,6 +77,19 @@ const std::vector<MountOption>& mount_options() {
          a.cache_size = *v;
          return "";
        }},
+      {"--read-ahead", "SIZE",
+       "Cap on what read-ahead fetches past a reader's last read, suffixes K M G (default: no cap, the "
+       "window follows the reader's pace); a file read at random is fetched whole only if no larger; 0: none "
+       "from hubfs, each read fetches the 1 MiB blocks it touches (the kernel still reads up to 2 MiB "
+       "ahead of a stream). For metered links: a smaller cap fetches fewer bytes nobody reads, and a "
+       "stream waits more round trips",
+       [](MountArgs& a, const Value& v) -> std::string {
+         if (!v) return "needs a value";
+         auto size = parse_size(*v);
+         if (!size.ok()) return size.status().message();
+         a.config.read_ahead_bytes = *size;
+         return "";
+       }},
       {"--max-requests", "N",
        "HTTP requests in flight at once (default 16; a Xet read spanning two xorbs sends its second range "
        "beside them: up to N/4 more)",

@@ -125,6 +125,9 @@ struct ReaderOptions {
   // A fetching run from a file's first block reaches this far ahead at once (read_ahead.h,
   // start_window_bytes; 0: none).
   uint64_t start_window_bytes = 16ull << 20;
+  // The most read-ahead fetches past a run's last read, and the largest file fetched whole
+  // (read_ahead.h, max_ahead_bytes; `hubfs mount --read-ahead`). UINT64_MAX: no cap.
+  uint64_t max_ahead_bytes = UINT64_MAX;
   // A handle's read that comes this long after its last read returned starts a new read of the
   // program's own (ReadFacts::paused): the kernel sends the 1 MiB pieces of one large read()
   // back to back (well under a millisecond apart from memory), while h5py decodes for 10 ms or
@@ -193,6 +196,7 @@ struct ReaderOptions {
     o.min_readahead_blocks = min_readahead_blocks;
     o.max_readahead_blocks = max_readahead_blocks;
     o.start_window_bytes = start_window_bytes;
+    o.max_ahead_bytes = max_ahead_bytes;
     o.max_blocks_per_request = max_blocks_per_request;
     o.parallel_requests = parallel_requests;
     return o;

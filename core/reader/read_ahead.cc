@@ -93,6 +93,7 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_read(ReadAheadState& state, uin
   const uint64_t start_blocks = blocks_in(options_.start_window_bytes, bs);
   if (state.fetching && state.run_first_block == 0 && last_read_block + 1 < start_blocks)
     reach = std::max<uint64_t>(reach, start_blocks - last_read_block - 1);
+  if (state.fetching) reach = std::min(reach, options_.max_ahead_bytes / bs);
   auto plan = refill(state, last_read_block, file_blocks, reach);
   if (plan) plan->fetch = state.fetching;
   return plan;
@@ -117,7 +118,7 @@ std::optional<ReadAheadPlan> ReadAheadPolicy::on_random_read(ReadAheadState& sta
   if (may_fetch && state.random_reads < UINT32_MAX) ++state.random_reads;
   if (hinted || !may_fetch) return std::nullopt;
   if (!state.whole_file && state.random_reads >= options_.random_reads_for_whole_file &&
-      file_size <= options_.whole_file_bytes()) {
+      file_size <= std::min(options_.whole_file_bytes(), options_.max_ahead_bytes)) {
     state.whole_file = true;
     state.prefetched_to = 0;
   }

@@ -52,6 +52,8 @@
 //   many round trips, and each later one is then served from the cache. A bigger file never is:
 //   its random reads fetch what they touch, not gigabytes they may never.
 // - A file whose reader sends range hints gets no speculative read-ahead: it said what it needs.
+// - max_ahead_bytes, when set, caps what the rules above fetch: a run's reach past its last read,
+//   and the files fetched whole (bench/peer_bench.py --hubfs-args measures the trade).
 // - Fetching ahead starts only on a miss, and continues only while the reader consumes blocks
 //   read-ahead fetched (the kernel's PG_readahead marker: BlockReader marks every block its
 //   read-ahead asks of the network, and the first read of one takes the mark; ReadFacts). A read
@@ -106,6 +108,14 @@ struct ReadAheadOptions {
   // random_reads_for_whole_file).
   uint32_t random_reads_for_whole_file = 4;
   uint32_t whole_file_round_trips = 16;
+  // A cap on everything above that costs network bytes (`hubfs mount --read-ahead`): the most a
+  // fetching run asks for past its last read, and the largest file fetched whole under random
+  // access. The rules above weigh bytes against round trips as if bytes were free; on a metered
+  // link or a rate-limited account they are not, and only the user knows what they cost.
+  // UINT64_MAX: no cap. 0: none at all, each read fetches the blocks it touches (hints and
+  // prefetches, which the reader asked for, are not read-ahead). A warm stream's window from
+  // the disk cache is not capped: it fetches nothing.
+  uint64_t max_ahead_bytes = UINT64_MAX;
 
   // The largest file fetched whole under random access.
   uint64_t whole_file_bytes() const;

@@ -44,6 +44,9 @@ struct SessionConfig {
   // up to a block it does not need at each end of each piece. Blocks of another size have keys of
   // their own in the cache (BlockReader::disk_key). check_block_size says which sizes are taken.
   uint32_t block_size = kDefaultBlockSize;
+  // --read-ahead: the most read-ahead fetches past a read, and the largest file fetched whole
+  // under random access (ReaderOptions::max_ahead_bytes). UINT64_MAX: no cap, the policy's own.
+  uint64_t read_ahead_bytes = UINT64_MAX;
   // No byte for this long aborts a request (then retried). Unset: the transport's defaults;
   // filled from HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT by apply_environment_timeouts.
   std::optional<int> metadata_timeout_s;

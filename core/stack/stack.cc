@@ -148,6 +148,7 @@ Status build_reader(const SessionConfig& config, Stack& s, const PinnedRevision*
   reader_options.parallel_requests = static_cast<uint32_t>(config.max_requests);
   reader_options.memory_cache_bytes = config.memory_cache_bytes;
   reader_options.block_size = config.block_size;
+  reader_options.max_ahead_bytes = config.read_ahead_bytes;
   // The read-ahead budget is not cut with a small memory tier: blocks take memory only while
   // their transfer runs (reader/block_slots.h) and until written to disk, and a training loop's
   // planner (a 32 MiB tier) hints 150 MB at once, which a 32 MiB budget cut to a fifth.

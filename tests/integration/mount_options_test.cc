@@ -31,6 +31,7 @@ TEST(MountOptions, TheCommandLineAndDashOTakeAndRefuseTheSame) {
       {"--read-timeout", "read_timeout", "3601"}, {"--rate-limit-wait", "rate_limit_wait", "-1"},
       {"--repo-type", "repo_type", "bucket"},     {"--log-format", "log_format", "xml"},
       {"--follow", "follow", "4"},                {"--shared-cache", "shared_cache", "h:0"},
+      {"--read-ahead", "read_ahead", "lots"},
   };
   for (const Case& c : refused) {
     const CommandResult cli =
@@ -45,7 +46,7 @@ TEST(MountOptions, TheCommandLineAndDashOTakeAndRefuseTheSame) {
   }
   // Accepted both ways: the mount goes on to the mountpoint, which does not exist (exit 1).
   for (const Case& c : std::vector<Case>{{"--max-requests", "max_requests", "8"}, {"--follow", "follow", "5"},
-                                         {"--log-format", "log_format", "json"}}) {
+                                         {"--log-format", "log_format", "json"}, {"--read-ahead", "read_ahead", "4M"}}) {
     const CommandResult cli =
         run_command(hubfs + " mount " + c.flag + "=" + c.value + " lab/x /nonexistent-mountpoint 2>&1");
     const CommandResult o =
@@ -65,7 +66,7 @@ TEST(MountOptions, HelpNamesEveryOptionAndItsDashOKey) {
   const std::string mount_help = run_command(hubfs + " mount --help 2>&1").output;
   const std::string help = run_command(hubfs + " --help 2>&1").output;
   for (const char* key : {"endpoint", "cache_dir", "cache_size", "revision", "repo_type", "subfolder",
-                          "max_requests", "read_timeout", "rate_limit_wait", "log_file", "log_format", "metrics",
+                          "max_requests", "read_ahead", "read_timeout", "rate_limit_wait", "log_file", "log_format", "metrics",
                           "ca_bundle", "shared_cache", "shared_cache_key_file", "shared_cache_private",
                           "foreground", "debug", "offline", "hub"}) {
     std::string flag = std::string("--") + key;

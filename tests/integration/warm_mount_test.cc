@@ -1,7 +1,8 @@
 // Issue 42 through a real mount: nothing a warm read does needs the network. A partial read,
 // then the daemon stops; a new one mounts the same cache, the page cache is dropped, and the same
 // read makes no request beyond the branch's pin: for an LFS file (the bridge) and a Xet-stored
-// one (no read token either). And after `hubfs prefetch` of the file, its reads make none.
+// one (no read token either). And after `hubfs prefetch` of the file, its reads make none. And
+// a mount's --read-ahead cap holds what a cold partial read fetches to the read and the cap.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -111,6 +112,64 @@ TEST_P(WarmMountTest, ReadsAfterHubfsPrefetchMakeNoRequest) {
   EXPECT_EQ(read_partial(), 0u);
   stop(daemon);
   expect_only_the_pin();
+}
+
+// `--read-ahead SIZE` through a real mount: the partial read (6 MiB of 16) fetches what it reads
+// plus at most the cap and the kernel's own read-ahead (two windows of read_ahead_kb, 1 MiB, past
+// a stream's position: fuse/mount.cc); without the option the file's first 16 MiB come at once
+// (the start window), which is what the cap is for. `hubfs status --json` shows the cap (null:
+// none). The listing's JSON bodies count too: a few hundred bytes.
+TEST(ReadAheadCapTest, AMountsReadAheadFetchesNoMoreThanItsCapPastTheReads) {
+  TempDir root, work;
+  write_pattern_file((root.path() / "datasets" / "lab" / "warm" / "data.bin").string(), kSeed, kSize);
+  LocalHubOptions o;
+  o.root = root.str();
+  auto hub = LocalHub::start(o);
+  const std::string mnt = (work.path() / "mnt").string();
+  fs::create_directories(mnt);
+  const std::string hubfs = shell_quote(bin_path("hubfs"));
+  // The bytes a partial read made the server send, each time with an empty cache and the
+  // given options, and the mount's status line for the cap.
+  auto fetched = [&](const std::vector<std::string>& args, nlohmann::json* cap) {
+    const std::string cache = (work.path() / ("cache" + std::to_string(args.size()) +
+                                              (args.empty() ? "" : args.back()))).string();
+    hub->reset_stats();
+    auto d = HubfsDaemon::start(hub->url(), "datasets/lab/warm", cache, mnt, args);
+    auto status = run_command_timeout(hubfs + " status --json " + shell_quote(mnt) + " 2>/dev/null",
+                                      std::chrono::seconds(30));
+    auto j = nlohmann::json::parse(status.output, nullptr, false);
+    if (j.is_array() && !j.empty()) j = j[0];
+    *cap = j.is_object() && j.contains("read_ahead_cap_bytes") ? j["read_ahead_cap_bytes"] : nlohmann::json("missing");
+    const int fd = ::open((mnt + "/data.bin").c_str(), O_RDONLY);
+    EXPECT_GE(fd, 0);
+    std::string buf(256 << 10, '\0');
+    size_t wrong = 0;
+    for (uint64_t off = 0; fd >= 0 && off < kPartial; off += buf.size()) {
+      const ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(off));
+      EXPECT_EQ(n, static_cast<ssize_t>(buf.size()));
+      if (n <= 0) break;
+      wrong += count_pattern_mismatches(kSeed, off, buf.data(), static_cast<size_t>(n));
+    }
+    if (fd >= 0) ::close(fd);
+    EXPECT_EQ(wrong, 0u);
+    d->signal(SIGTERM);  // an orderly stop: every request has ended and been counted
+    auto exit = d->wait_exit(std::chrono::seconds(60));
+    EXPECT_TRUE(exit.has_value()) << "the daemon did not stop";
+    return hub->stats()["bytes_sent"].get<uint64_t>();
+  };
+  constexpr uint64_t kMiB = 1 << 20;
+  constexpr uint64_t kKernel = 2 * kMiB, kListings = 64 << 10;
+  nlohmann::json cap;
+  const uint64_t off = fetched({"--read-ahead", "0"}, &cap);
+  EXPECT_EQ(cap, 0) << "status: " << cap.dump();
+  EXPECT_GE(off, kPartial);
+  EXPECT_LE(off, kPartial + kKernel + kListings) << "read-ahead 0 fetched past the read";
+  const uint64_t small = fetched({"--read-ahead", "2M"}, &cap);
+  EXPECT_EQ(cap, 2 * kMiB) << "status: " << cap.dump();
+  EXPECT_LE(small, kPartial + 2 * kMiB + kKernel + kListings) << "read-ahead 2M fetched past its cap";
+  const uint64_t uncapped = fetched({}, &cap);
+  EXPECT_TRUE(cap.is_null()) << "status: " << cap.dump();
+  EXPECT_GE(uncapped, 16 * kMiB) << "without a cap the file's first 16 MiB come at once";
 }
 
 INSTANTIATE_TEST_SUITE_P(LfsAndXet, WarmMountTest, ::testing::Values(false, true),

@@ -516,6 +516,62 @@ TEST_F(ReadAheadPolicyTest, ABigFileReadAtRandomIsNeverFetchedWhole) {
   EXPECT_FALSE(state_.whole_file);
 }
 
+// `hubfs mount --read-ahead SIZE`: a cap on every byte the rules fetch ahead. With 4 MiB, a
+// stream never has more than 4 blocks asked for past its last read (the file's first 16 MiB
+// included), a reader of 10-block reads neither, and a file bigger than the cap is never fetched
+// whole; a warm stream's window from the disk cache fetches nothing and stays uncapped. 0: no
+// read-ahead at all.
+TEST_F(ReadAheadPolicyTest, TheReadAheadCapBoundsEveryFetchAheadAndZeroTurnsItOff) {
+  ReadAheadOptions capped;
+  capped.max_ahead_bytes = 4 * kMiB;
+  policy_ = ReadAheadPolicy(capped);
+  uint64_t asked = 0;
+  for (uint64_t b = 0; b < 50; ++b) {
+    if (auto r = read(b, 1)) {
+      EXPECT_TRUE(r->fetch);
+      EXPECT_LE(r->blocks.last, b + 4) << "past the cap at block " << b;
+      asked += r->blocks.count();
+    }
+  }
+  EXPECT_GT(asked, 0u) << "a cap is not off: the stream still reads ahead";
+  EXPECT_LE(state_.prefetched_to, 54u);
+  // Ten blocks a read, with a pause between reads (h5py through a mount): its next read's worth
+  // is more than the cap, and the cap holds.
+  state_ = ReadAheadState{};
+  for (uint64_t chunk = 0; chunk < 5; ++chunk) {
+    ReadFacts f = missed();
+    f.paused = true;
+    if (auto r = read_with(100 + chunk * 10, 10, f)) {
+      EXPECT_LE(r->blocks.last, 100 + chunk * 10 + 9 + 4) << chunk;
+    }
+  }
+  // Random reads of a 300 MiB file (fetched whole after 4 of them without the cap) fetch only
+  // what they touch.
+  state_ = ReadAheadState{};
+  for (uint64_t i = 0; i < 20; ++i) EXPECT_EQ(read(i * 37 % 300, 1, 300), std::nullopt) << i;
+  EXPECT_FALSE(state_.whole_file);
+  // Warm: the window from the disk cache reaches past the cap (it costs no network bytes).
+  state_ = ReadAheadState{};
+  ReadFacts warm;
+  warm.from_disk = true;
+  bool past_cap = false;
+  for (uint64_t b = 0; b < 40; ++b) {
+    if (auto r = read_with(b, 1, warm)) {
+      EXPECT_FALSE(r->fetch);
+      past_cap = past_cap || r->blocks.last > b + 4;
+    }
+  }
+  EXPECT_TRUE(past_cap);
+  // 0: nothing is ever asked for ahead, from the file's start or anywhere.
+  ReadAheadOptions off;
+  off.max_ahead_bytes = 0;
+  policy_ = ReadAheadPolicy(off);
+  state_ = ReadAheadState{};
+  EXPECT_EQ(stream(0, 60), 0u);
+  state_ = ReadAheadState{};
+  EXPECT_EQ(stream(500, 560), 0u);
+}
+
 TEST_F(ReadAheadPolicyTest, TheWholeFileSizeFollowsTheLink) {
   ReadAheadOptions slow;
   slow.connection_bytes_per_second = 5e6;  // 40 Mbit/s per connection: 64 MB in 16 round trips
