@@ -23,7 +23,8 @@ forked child of a process that used hf://, one that unpickled a file, or one tha
 h5chunk.FrameDataset over hf://), ``block_size`` (the reader's block, what is fetched and cached
 as one: "1M", a mount's; a power of two from "64K" up: a reader of random pieces much smaller
 than a few MiB fetches less with smaller blocks; h5chunk.FrameDataset takes "256K"; blocks of
-each size are cached apart).
+each size are cached apart), ``read_ahead`` (the mount's --read-ahead: a cap on what read-ahead
+fetches past the reads, "4M"; 0: none; default: no cap).
 
 The repo is pinned to a commit when first opened, and the pinned session (cache, connections,
 listings) is shared by every later open with the same repo, revision and options in the
@@ -64,7 +65,7 @@ _DEFAULT_BLOCK_SIZE = 1 << 20  # a mount's: blocks the two fetch are each other'
 _ONE_OF_MANY_MEMORY_CACHE = 8 << 20
 _OPTIONS = {"endpoint", "cache_dir", "cache_size", "revision", "token", "max_requests", "read_timeout",
             "shared_cache", "shared_cache_key_file", "shared_cache_private", "offline", "ca_bundle",
-            "memory_cache", "block_size"}
+            "memory_cache", "block_size", "read_ahead"}
 # True in a forked child of a process that used hf://, or in one that unpickled a file.
 _one_of_many = False
 
@@ -143,6 +144,9 @@ def _session(url: str, options: Dict[str, Any], opening: bool = False):
         block_size = _DEFAULT_BLOCK_SIZE
     if isinstance(block_size, str):
         block_size = core.parse_size(block_size)
+    read_ahead = options.get("read_ahead")
+    if isinstance(read_ahead, str):
+        read_ahead = core.parse_size(read_ahead)
     offline = options.get("offline")
     if offline is None:
         offline = _truthy(os.environ.get("HF_HUB_OFFLINE"))
@@ -161,7 +165,8 @@ def _session(url: str, options: Dict[str, Any], opening: bool = False):
         ca_bundle=os.fspath(options.get("ca_bundle") or ""),
         first_file=path if opening else "",
         memory_cache=int(memory_cache),
-        block_size=int(block_size))
+        block_size=int(block_size),
+        read_ahead=None if read_ahead is None else int(read_ahead))
     prefix = "hf://" + ("" if rtype == "model" else rtype + "s/") + rid
     if "@" in url or options.get("revision"):
         prefix += "@" + quote(revision, safe="")

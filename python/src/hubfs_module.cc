@@ -251,6 +251,7 @@ std::string key_of(const hubfs::RepoRef& repo, const hubfs::SessionConfig& c) {
   add(std::to_string(c.max_requests));
   add(std::to_string(c.memory_cache_bytes));
   add(std::to_string(c.block_size));
+  add(std::to_string(c.read_ahead_bytes));
   add(c.token ? "t" + *c.token : "env");
   add(c.offline ? "offline" : "online");
   for (const auto& s : c.shared_cache) add("shared=" + s);
@@ -265,7 +266,7 @@ Session get_session(const std::string& type, const std::string& id, const std::s
                     std::optional<std::string> token, int max_requests, int read_timeout,
                     std::vector<std::string> shared_cache, std::string shared_cache_key_file,
                     bool shared_cache_private, bool offline, std::string ca_bundle, std::string first_file,
-                    uint64_t memory_cache, uint64_t block_size) {
+                    uint64_t memory_cache, uint64_t block_size, std::optional<uint64_t> read_ahead) {
   auto ref = hubfs::parse_repo_ref(type + "s/" + id, std::nullopt, revision);
   if (!ref.ok()) raise_status(ref.status());
   hubfs::SessionConfig c;
@@ -284,6 +285,7 @@ Session get_session(const std::string& type, const std::string& id, const std::s
   c.memory_cache_bytes = memory_cache;
   if (Status st = hubfs::check_block_size(block_size); !st.ok()) throw py::value_error("hubfs.open: " + st.message());
   c.block_size = static_cast<uint32_t>(block_size);
+  if (read_ahead) c.read_ahead_bytes = *read_ahead;  // none: no cap
   c.read_timeout_s = read_timeout;
   c.shared_cache = std::move(shared_cache);
   c.shared_cache_key_file = std::move(shared_cache_key_file);
@@ -370,7 +372,8 @@ PYBIND11_MODULE(_core, m) {
         py::arg("cache_dir"), py::arg("cache_size"), py::arg("token"), py::arg("max_requests"),
         py::arg("read_timeout"), py::arg("shared_cache"), py::arg("shared_cache_key_file"),
         py::arg("shared_cache_private"), py::arg("offline"), py::arg("ca_bundle"), py::arg("first_file") = "",
-        py::arg("memory_cache") = uint64_t{256} << 20, py::arg("block_size") = uint64_t{1} << 20);
+        py::arg("memory_cache") = uint64_t{256} << 20, py::arg("block_size") = uint64_t{1} << 20,
+        py::arg("read_ahead") = std::nullopt);
   m.def("close_sessions", [] {
     std::map<std::string, Registered> gone;
     {

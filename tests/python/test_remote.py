@@ -11,6 +11,7 @@ import sys
 import tarfile
 import tempfile
 import threading
+import time
 import zipfile
 
 import h5py
@@ -480,6 +481,34 @@ def test_a_smaller_block_fetches_less_for_a_small_read_and_reads_the_same_bytes(
             f.seek(0)
             assert f.read() == big  # both sizes in one cache directory: each its own blocks
     assert sent["256K"] <= 256 << 10 < sent[1 << 20]
+
+
+def test_read_ahead_caps_what_a_stream_fetches_past_its_reads(hub, opts):
+    # read_ahead (the mount's --read-ahead): reading the first 1.5 MiB of the 3-block file front to
+    # back reaches block 1, which earns read-ahead from the file's start (its first 16 MiB: here
+    # the whole file). With read_ahead=0 only the two blocks read are fetched; the bytes are the
+    # same either way.
+    big, endpoint = hub["big"], hub["endpoint"]
+    sent = {}
+    def quiet():  # read-ahead lands after the read returned (an earlier test's too)
+        for _ in range(250):
+            if stats(endpoint)["in_flight"] == 0:
+                return
+            time.sleep(0.02)
+
+    for i, cap in enumerate((None, 0, "0")):
+        quiet()
+        reset(endpoint)
+        extra = {} if cap is None else {"read_ahead": cap}
+        cache = os.path.join(opts["cache_dir"], "read-ahead-%d" % i)  # cold each time
+        with hubfs.open(f"{URL}/data/big.bin", **{**opts, "cache_dir": cache, **extra}) as f:
+            before = stats(endpoint)["bytes_sent"]
+            got = b"".join(f.read(64 << 10) for _ in range(24))
+            assert got == big[:24 << 16]
+            quiet()
+            sent[cap] = stats(endpoint)["bytes_sent"] - before
+    assert sent[None] == BIG_SIZE, sent
+    assert sent[0] == sent["0"] == 2 << 20, sent
 
 
 def test_a_block_size_not_taken_is_refused_with_the_rule(hub, opts):
