@@ -88,7 +88,10 @@ class RangeFetcher {
   RangeFetcher& operator=(const RangeFetcher&) = delete;
 
   // Starts fetching `range` of a file of `file_size` bytes; `done` runs once with exactly
-  // range.length bytes or an error. Thread-safe; returns at once.
+  // range.length bytes or an error. Thread-safe; returns at once. `locate` is copied, and the copy
+  // may still be called after `done` ran (a fresh location asked for after a protocol violation,
+  // for a retry that then never came) until this fetcher is destroyed: whatever it refers to must
+  // outlive the fetcher, as BlockReader's files' Locators do.
   // Errors: kInvalidArgument (range past EOF: a caller bug), kCorrupt (Content-Range or
   // length mismatch, server ignored Range), kPermissionDenied (403 even after a refresh),
   // kNotFound (404), kOutOfRange (416), kIo (any other status), or the transport's error;

@@ -147,6 +147,8 @@ def _session(url: str, options: Dict[str, Any], opening: bool = False):
     read_ahead = options.get("read_ahead")
     if isinstance(read_ahead, str):
         read_ahead = core.parse_size(read_ahead)
+    if read_ahead is not None and int(read_ahead) < 0:
+        raise ValueError("hubfs.open: read_ahead must be a size of 0 or more (\"4M\"; 0: none), not %r" % (read_ahead,))
     offline = options.get("offline")
     if offline is None:
         offline = _truthy(os.environ.get("HF_HUB_OFFLINE"))

@@ -69,7 +69,9 @@ HttpResponse status_only(long status) {
   return r;
 }
 
-// Counts and records the calls a fetcher makes to its Locator.
+// Counts and records the calls a fetcher makes to its Locator. Declared before the fetcher in every
+// test: the fetcher may still call it after a fetch ended, until the fetcher is destroyed (a fresh
+// location asked for after a protocol violation: range_fetcher.h).
 struct RecordingLocator {
   std::mutex mu;
   std::condition_variable called;  // after each call
@@ -123,8 +125,8 @@ Result<std::string> fetch_one(RangeFetcher& f, const Locator& loc, uint64_t size
 TEST(RangeFetcher, FetchesExactRangeWithLocationHeaders) {
   auto content = std::make_shared<const std::string>(file_content(1000));
   FakeTransport fake(honest_cdn(content));
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   auto r = fetch_one(fetcher, loc.locator(), 1000, {10, 20});
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(*r, content->substr(10, 20));
@@ -140,8 +142,8 @@ TEST(RangeFetcher, FetchesExactRangeWithLocationHeaders) {
 TEST(RangeFetcher, FetchAsyncDeliversOnce) {
   auto content = std::make_shared<const std::string>(file_content(100));
   FakeTransport fake(honest_cdn(content));
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   std::promise<Result<std::string>> p;
   fetcher.fetch_async(loc.locator(), 100, {99, 1}, [&](Result<std::string> r) { p.set_value(std::move(r)); });
   auto r = p.get_future().get();
@@ -160,8 +162,8 @@ TEST(RangeFetcher, ARangeInPartsIsAskedOnceAndJoinedInOrder) {
     if (static_cast<int>(r->first) == fail_offset.load()) return status_only(404);
     return partial(*content, *r, content->size());
   });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   auto fetch = [&](ByteRange range, uint32_t parts) {
     std::promise<Result<std::string>> p;
     fetcher.fetch_async(loc.locator(), 1000, range, [&](Result<std::string> r) { p.set_value(std::move(r)); },
@@ -206,8 +208,8 @@ TEST(RangeFetcher, ManyConcurrentFetchesAllCorrect) {
     lock.unlock();
     return cdn(req);
   });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   std::mt19937_64 rng(42);  // fixed seed: the same ranges every run
   std::vector<ByteRange> ranges;
   for (int i = 0; i < 64; ++i) {
@@ -232,8 +234,8 @@ void expect_corrupt_206(std::function<HttpResponse(const std::string&, ParsedRan
   SCOPED_TRACE(why);
   auto content = std::make_shared<const std::string>(file_content(1000));
   FakeTransport fake([&](const HttpRequest& req) -> Result<HttpResponse> { return liar(*content, *parse_range(req)); });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   auto r = fetch_one(fetcher, loc.locator(), 1000, {100, 50});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kCorrupt);
@@ -284,8 +286,8 @@ TEST(RangeFetcher, ProtocolViolationsAreRetriedWithAFreshLocation) {
     policy.jitter = [] { return 0.0; };
     testing::ManualEnv at_once(testing::ManualEnv::Timers::kRunAtOnce);  // retries without waiting
     RetryingTransport retrying(fake, policy, at_once);
-    RangeFetcher fetcher(retrying, testing::fetcher_on(Env::real()));
     RecordingLocator loc;
+    RangeFetcher fetcher(retrying, testing::fetcher_on(Env::real()));
     loc.refreshed_url = "https://other-edge.example/blobs/abc";
     auto got = fetch_one(fetcher, loc.locator(), content->size(), {1000, 5000});
     ASSERT_TRUE(got.ok()) << got.status().message();
@@ -308,8 +310,8 @@ TEST(RangeFetcher, ViolationsPastTheBudgetAreAnError) {
   policy.max_attempts = 3;
   testing::ManualEnv at_once(testing::ManualEnv::Timers::kRunAtOnce);  // retries without waiting
   RetryingTransport retrying(fake, policy, at_once);
-  RangeFetcher fetcher(retrying, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(retrying, testing::fetcher_on(Env::real()));
   auto got = fetch_one(fetcher, loc.locator(), content->size(), {0, 100});
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), Code::kCorrupt);
@@ -327,8 +329,8 @@ TEST(RangeFetcher, AStaleSharedReplacementIsForgottenAndTheLocatorAskedAgain) {
     if (req.url == "https://cdn.example/u1" && !u1_valid) return status_only(403);
     return honest_cdn(content)(req);
   });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator numbered;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   hand_out_numbered_urls(numbered);
   Locator loc = numbered.locator();
   auto first = fetch_one(fetcher, loc, content->size(), {0, 100});
@@ -397,8 +399,8 @@ TEST(RangeFetcher, SlicesA200CarryingTheWholeFile) {
     r.body = *content;
     return r;
   });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   auto results = fetcher.fetch(loc.locator(), 5000, {{1234, 100}, {0, 5000}, {4999, 1}});
   ASSERT_TRUE(results[0].ok()) << results[0].status().message();
   EXPECT_EQ(*results[0], content->substr(1234, 100));
@@ -418,8 +420,8 @@ TEST(RangeFetcher, RejectsA200ThatIsNotTheWholeFile) {
     r.body = content->substr(pr.first, pr.last - pr.first + 1);
     return r;
   });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   auto r = fetch_one(fetcher, loc.locator(), 5000, {100, 100});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kCorrupt);
@@ -429,8 +431,8 @@ TEST(RangeFetcher, RejectsA200ThatIsNotTheWholeFile) {
 
 TEST(RangeFetcher, MaxBodyAllowsAWholeSmallFileButOnlyTheRangeOfABigOne) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(500); });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   fetch_one(fetcher, loc.locator(), 1000, {0, 10});
   fetch_one(fetcher, loc.locator(), 10ull << 30, {5, 4096});
   auto reqs = fake.requests();
@@ -444,8 +446,8 @@ TEST(RangeFetcher, MaxBodyAllowsAWholeSmallFileButOnlyTheRangeOfABigOne) {
 TEST(RangeFetcher, RangesAskForConnectionsOfTheirOwn) {
   auto content = std::make_shared<const std::string>(file_content(1000));
   FakeTransport fake(honest_cdn(content));
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   auto r = fetch_one(fetcher, loc.locator(), content->size(), {0, 10});
   ASSERT_TRUE(r.ok()) << r.status().message();
   auto reqs = fake.requests();
@@ -460,8 +462,8 @@ TEST(RangeFetcher, Forbidden403RefreshesTheLocationExactlyOnce) {
     if (req.url != fresh) return status_only(403);  // the old signature expired
     return partial(*content, *parse_range(req), 1000);
   });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   loc.refreshed_url = fresh;
   auto r = fetch_one(fetcher, loc.locator(), 1000, {0, 10});
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -479,8 +481,8 @@ TEST(RangeFetcher, OneRefreshServesEveryRangeOnTheExpiredUrl) {
     if (req.url != fresh) return status_only(403);
     return partial(*content, *parse_range(req), 1000);
   });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   loc.refreshed_url = fresh;
   std::vector<ByteRange> ranges;
   for (uint64_t i = 0; i < 16; ++i) ranges.push_back({i * 60, 60});
@@ -495,8 +497,8 @@ TEST(RangeFetcher, OneRefreshServesEveryRangeOnTheExpiredUrl) {
 
 TEST(RangeFetcher, Forbidden403AfterTwoRefreshesIsPermissionDenied) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(403); });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   auto r = fetch_one(fetcher, loc.locator(), 1000, {0, 10});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kPermissionDenied);
@@ -513,8 +515,8 @@ TEST(RangeFetcher, ARefreshedUrlRefusedOnceIsRefreshedAgain) {
     if (req.url != "https://cdn.example/u2") return status_only(403);
     return partial(*content, *parse_range(req), 1000);
   });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator numbered;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   hand_out_numbered_urls(numbered);
   Locator loc = numbered.locator();
   auto r = fetch_one(fetcher, loc, 1000, {0, 10});
@@ -526,8 +528,8 @@ TEST(RangeFetcher, ARefreshedUrlRefusedOnceIsRefreshedAgain) {
 
 TEST(RangeFetcher, FailedRefreshReportsTheLocatorsError) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(403); });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   loc.fail_refresh = NotFound("repo gone");
   auto r = fetch_one(fetcher, loc.locator(), 1000, {0, 10});
   ASSERT_FALSE(r.ok());
@@ -542,8 +544,8 @@ TEST(RangeFetcher, StatusesMapToCodes) {
   // (416 is re-resolved like a 403 first: tests/net/read_deadline_test.cc.)
   for (auto [status, code] : cases) {
     FakeTransport fake([status = status](const HttpRequest&) -> Result<HttpResponse> { return status_only(status); });
-    RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
     RecordingLocator loc;
+    RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
     auto r = fetch_one(fetcher, loc.locator(), 1000, {0, 10});
     ASSERT_FALSE(r.ok()) << status;
     EXPECT_EQ(r.status().code(), code) << status;
@@ -554,8 +556,8 @@ TEST(RangeFetcher, StatusesMapToCodes) {
 
 TEST(RangeFetcher, OtherStatusNamesTheStatus) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(502); });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   auto r = fetch_one(fetcher, loc.locator(), 1000, {0, 10});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("502"));
@@ -563,8 +565,8 @@ TEST(RangeFetcher, OtherStatusNamesTheStatus) {
 
 TEST(RangeFetcher, TransportErrorKeepsItsCodeWithContext) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return Timeout("stalled for 20 s"); });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   auto r = fetch_one(fetcher, loc.locator(), 1000, {0, 10});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kTimeout);
@@ -574,8 +576,8 @@ TEST(RangeFetcher, TransportErrorKeepsItsCodeWithContext) {
 
 TEST(RangeFetcher, RangePastEndOfFileIsTheCallersBug) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(500); });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   auto results = fetcher.fetch(loc.locator(), 1000,
                                {{990, 11}, {1001, 0}, {UINT64_MAX, 2}, {5, UINT64_MAX}});
   for (const auto& r : results) {
@@ -588,8 +590,8 @@ TEST(RangeFetcher, RangePastEndOfFileIsTheCallersBug) {
 
 TEST(RangeFetcher, ZeroLengthRangeNeedsNoRequest) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(500); });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   auto results = fetcher.fetch(loc.locator(), 1000, {{0, 0}, {1000, 0}, {500, 0}});
   for (const auto& r : results) {
     ASSERT_TRUE(r.ok()) << r.status().message();
@@ -606,8 +608,8 @@ TEST(RangeFetcher, ZeroLengthRangeNeedsNoRequest) {
 
 TEST(RangeFetcher, LocatorFailureIsReturnedWithoutARequest) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(500); });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   loc.fail = PermissionDenied("gated repo: accept the conditions on the Hub");
   auto results = fetcher.fetch(loc.locator(), 1000, {{0, 10}, {10, 10}});
   for (const auto& r : results) {
@@ -619,8 +621,8 @@ TEST(RangeFetcher, LocatorFailureIsReturnedWithoutARequest) {
 
 TEST(RangeFetcher, EmptyBatchReturnsAtOnce) {
   FakeTransport fake([](const HttpRequest&) -> Result<HttpResponse> { return status_only(500); });
-  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   RecordingLocator loc;
+  RangeFetcher fetcher(fake, testing::fetcher_on(Env::real()));
   EXPECT_TRUE(fetcher.fetch(loc.locator(), 1000, {}).empty());
   EXPECT_TRUE(loc.seen().empty());
 }

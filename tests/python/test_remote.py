@@ -509,6 +509,9 @@ def test_read_ahead_caps_what_a_stream_fetches_past_its_reads(hub, opts):
             sent[cap] = stats(endpoint)["bytes_sent"] - before
     assert sent[None] == BIG_SIZE, sent
     assert sent[0] == sent["0"] == 2 << 20, sent
+    for bad in (-1, "lots"):
+        with pytest.raises(ValueError):
+            hubfs.open(f"{URL}/data/big.bin", **{**opts, "read_ahead": bad})
 
 
 def test_a_block_size_not_taken_is_refused_with_the_rule(hub, opts):
