@@ -29,6 +29,23 @@ constexpr uint64_t kSeed = 42;
 constexpr uint64_t kSize = (16ull << 20) + 777;
 constexpr uint64_t kPartial = 6ull << 20;  // the partial read: its first 6 MiB
 
+// The partial read of MNT/data.bin, front to back in 256 KiB reads; the count of wrong bytes.
+size_t read_partial_of(const std::string& mnt) {
+  const int fd = ::open((mnt + "/data.bin").c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0);
+  if (fd < 0) return kPartial;
+  std::string buf(256 << 10, '\0');
+  size_t wrong = 0;
+  for (uint64_t off = 0; off < kPartial; off += buf.size()) {
+    const ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(off));
+    EXPECT_EQ(n, static_cast<ssize_t>(buf.size()));
+    if (n <= 0) break;
+    wrong += count_pattern_mismatches(kSeed, off, buf.data(), static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return wrong;
+}
+
 class WarmMountTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
@@ -52,22 +69,7 @@ class WarmMountTest : public ::testing::TestWithParam<bool> {
     EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << describe_wait_status(*status);
     d.reset();
   }
-  // The partial read, front to back in 256 KiB reads; the count of wrong bytes.
-  size_t read_partial() const {
-    const int fd = ::open((mnt_ + "/data.bin").c_str(), O_RDONLY);
-    EXPECT_GE(fd, 0);
-    if (fd < 0) return kPartial;
-    std::string buf(256 << 10, '\0');
-    size_t wrong = 0;
-    for (uint64_t off = 0; off < kPartial; off += buf.size()) {
-      const ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(off));
-      EXPECT_EQ(n, static_cast<ssize_t>(buf.size()));
-      if (n <= 0) break;
-      wrong += count_pattern_mismatches(kSeed, off, buf.data(), static_cast<size_t>(n));
-    }
-    ::close(fd);
-    return wrong;
-  }
+  size_t read_partial() const { return read_partial_of(mnt_); }
   // Every request since the last reset was the branch's pin (at most one).
   void expect_only_the_pin() {
     const auto trace = hub_->trace();
@@ -145,18 +147,7 @@ TEST_P(ReadAheadCapTest, AMountsReadAheadFetchesNoMoreThanItsCapPastTheReads) {
     auto j = nlohmann::json::parse(status.output, nullptr, false);
     if (j.is_array() && !j.empty()) j = j[0];
     *cap = j.is_object() && j.contains("read_ahead_cap_bytes") ? j["read_ahead_cap_bytes"] : nlohmann::json("missing");
-    const int fd = ::open((mnt + "/data.bin").c_str(), O_RDONLY);
-    EXPECT_GE(fd, 0);
-    std::string buf(256 << 10, '\0');
-    size_t wrong = 0;
-    for (uint64_t off = 0; fd >= 0 && off < kPartial; off += buf.size()) {
-      const ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(off));
-      EXPECT_EQ(n, static_cast<ssize_t>(buf.size()));
-      if (n <= 0) break;
-      wrong += count_pattern_mismatches(kSeed, off, buf.data(), static_cast<size_t>(n));
-    }
-    if (fd >= 0) ::close(fd);
-    EXPECT_EQ(wrong, 0u);
+    EXPECT_EQ(read_partial_of(mnt), 0u);
     d->signal(SIGTERM);  // an orderly stop: every request has ended and been counted
     auto exit = d->wait_exit(std::chrono::seconds(60));
     EXPECT_TRUE(exit.has_value()) << "the daemon did not stop";
